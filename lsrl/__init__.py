@@ -1,0 +1,24 @@
+"""lsrl: write programs that run exactly inside recurrent neural networks (LSRL), and study them."""
+
+from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError, SequenceError
+from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, value_bounds
+from lsrl.numbers import Matrix
+from lsrl.sugar import (
+    IFELSE_VARIANTS,
+    f_and,
+    f_bump,
+    f_constant,
+    f_eq,
+    f_ifelse,
+    f_larger,
+    f_modulo_counter,
+    f_not,
+    f_or,
+    f_relu_identity,
+    f_smaller,
+    f_step,
+)
+from lsrl.compiler import CompiledProgram, compile, load
+from lsrl import programs
+
+__version__ = "0.1.0"

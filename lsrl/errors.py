@@ -1,0 +1,21 @@
+"""Errors raised for bad programs and bad inputs. Every message names the node involved."""
+
+
+class LsrlError(Exception):
+    """Base class of every error lsrl raises on purpose."""
+
+
+class DimensionError(LsrlError):
+    """A matrix, vector or input has a shape that does not fit the node it is given to."""
+
+
+class GraphError(LsrlError):
+    """The program's graph is not a valid LSRL program (second Input, cycle, foreign object)."""
+
+
+class SequenceError(LsrlError):
+    """An input sequence has the wrong shape or holds values that are not finite numbers."""
+
+
+class BackendError(LsrlError):
+    """A request that the chosen number backend cannot honour (e.g. exact output from float weights)."""

@@ -1,0 +1,157 @@
+"""Numbers in motion: reading input sequences and applying node operations in float64 or exactly.
+
+A batch of vectors is a ``(N, d)`` float64 array in float mode and a list of ``N`` lists of
+``gmpy2.mpq`` in exact mode. The DAG interpreter and the compiled-program runner share these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lsrl.errors import BackendError, DimensionError, SequenceError
+from lsrl.numbers import EXACT, ZERO, to_rational
+
+
+def _shape_error(input_node, shape, reason):
+    return SequenceError(
+        f"{input_node.describe()}: expected a sequence of shape (T, {input_node.dim}) or "
+        f"(B, T, {input_node.dim}), got shape {shape}{reason}"
+    )
+
+
+def _checked_shape(array, input_node):
+    if array.ndim not in (2, 3) or array.shape[-1] != input_node.dim:
+        raise _shape_error(input_node, array.shape, "")
+    return array.ndim == 2
+
+
+class FloatMode:
+    name = "float"
+
+    def read(self, xs, input_node):
+        """``(B, T, d)`` float64 array and whether the batch axis was added."""
+        try:
+            array = np.asarray(xs, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise _shape_error(input_node, np.shape(xs) if not isinstance(xs, list) else "ragged", f" ({error})")
+        squeeze = _checked_shape(array, input_node)
+        if not np.all(np.isfinite(array)):
+            raise SequenceError(f"{input_node.describe()}: the input sequence holds NaN or infinite values")
+        return (array[None] if squeeze else array), squeeze
+
+    def at(self, batch, t):
+        return batch[:, t, :]
+
+    def linear(self, A, b, x):
+        return A.apply_float(x) + b.float_values()
+
+    def relu(self, x):
+        return np.maximum(x, 0.0)
+
+    def multi(self, x):
+        half = x.shape[1] // 2
+        return x[:, :half] * x[:, half:]
+
+    def concat(self, xs):
+        return np.concatenate(xs, axis=1)
+
+    def initial_state(self, node, count):
+        return np.tile(node.init_state.float_values(), (count, 1))
+
+    def linstate(self, node, state, x):
+        return node.A.apply_float(state) + node.B.apply_float(x) + node.b.float_values()
+
+    def stack(self, outputs):
+        """Per-step ``(B, d)`` outputs as a ``(B, T, d)`` array."""
+        return np.stack(outputs, axis=1)
+
+    def empty(self, count, dim):
+        return np.zeros((count, 0, dim))
+
+
+class ExactMode:
+    name = "exact"
+
+    def read(self, xs, input_node):
+        try:
+            array = np.array(xs, dtype=object)
+        except ValueError as error:
+            raise _shape_error(input_node, "ragged", f" ({error})") from None
+        squeeze = _checked_shape(array, input_node)
+        flat = array.reshape(-1)
+        try:
+            converted = [to_rational(v, input_node.describe()) for v in flat.tolist()]
+        except DimensionError as error:
+            raise SequenceError(f"{error} (in the input sequence)") from None
+        batch = np.empty(len(converted), dtype=object)
+        batch[:] = converted
+        batch = batch.reshape((1,) + array.shape if squeeze else array.shape)
+        return [[list(step) for step in sequence] for sequence in batch.tolist()], squeeze
+
+    def at(self, batch, t):
+        return [sequence[t] for sequence in batch]
+
+    def _exact(self, matrix, node_name="this program"):
+        if matrix.backend is not EXACT:
+            raise BackendError(f"{node_name}: exact evaluation needs exact weights; this one holds float64 weights")
+        return matrix
+
+    def linear(self, A, b, x):
+        bias = self._exact(b).values()
+        return [[y + c for y, c in zip(row, bias)] for row in self._exact(A).apply_exact(x)]
+
+    def relu(self, x):
+        return [[v if v > 0 else ZERO for v in row] for row in x]
+
+    def multi(self, x):
+        half = len(x[0]) // 2 if x else 0
+        return [[row[i] * row[half + i] for i in range(half)] for row in x]
+
+    def concat(self, xs):
+        return [[v for part in parts for v in part] for parts in zip(*xs)]
+
+    def initial_state(self, node, count):
+        return [self._exact(node.init_state).values() for _ in range(count)]
+
+    def linstate(self, node, state, x):
+        from_state = self._exact(node.A).apply_exact(state)
+        from_input = self._exact(node.B).apply_exact(x)
+        bias = self._exact(node.b).values()
+        return [[p + q + c for p, q, c in zip(a, b, bias)] for a, b in zip(from_state, from_input)]
+
+    def stack(self, outputs):
+        count = len(outputs[0])
+        dim = len(outputs[0][0]) if count else 0
+        result = np.empty((count, len(outputs), dim), dtype=object)
+        for t, step in enumerate(outputs):
+            for i, row in enumerate(step):
+                result[i, t, :] = row
+        return result
+
+    def empty(self, count, dim):
+        return np.empty((count, 0, dim), dtype=object)
+
+
+FLOAT_MODE = FloatMode()
+EXACT_MODE = ExactMode()
+
+
+def mode_for(exact: bool):
+    return EXACT_MODE if exact else FLOAT_MODE
+
+
+def step_node(mode, node, inputs, states):
+    """Value of ``node`` at one time step given its inputs' values (updates ``states``)."""
+    kind = node.kind
+    if kind == "Linear":
+        return mode.linear(node.A, node.b, inputs[0])
+    if kind == "ReLU":
+        return mode.relu(inputs[0])
+    if kind == "Multi":
+        return mode.multi(inputs[0])
+    if kind == "Concat":
+        return mode.concat(inputs)
+    if kind == "LinState":
+        states[node] = mode.linstate(node, states[node], inputs[0])
+        return states[node]
+    raise TypeError(f"cannot evaluate {node!r}")

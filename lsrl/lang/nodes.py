@@ -1,0 +1,261 @@
+"""The six node types of LSRL (Sec. 3) and the operator sugar that builds Linear nodes.
+
+A node is built from its inputs and never changes afterwards, except through ``replace_input``,
+which rewires an edge without checks (``ForEach`` validates the result). Weights given as nested
+lists, numpy arrays, scipy sparse matrices or numbers become exact rationals; ``Matrix`` objects
+(e.g. float weights produced by the compiler) are kept in their own backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+
+from lsrl.errors import DimensionError, GraphError
+from lsrl.numbers import EXACT, Matrix, to_rational
+
+_name_counters: dict = {}
+
+
+def _auto_name(kind: str) -> str:
+    counter = _name_counters.setdefault(kind, itertools.count())
+    return f"{kind.lower()}_{next(counter)}"
+
+
+def _check_node(value, owner: str, role: str = "input") -> "Node":
+    if not isinstance(value, Node):
+        raise GraphError(f"{owner}: {role} must be an LSRL node, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _weights(value, owner: str, label: str, shape) -> Matrix:
+    where = f"{owner}: {label}"
+    if isinstance(value, Matrix):
+        matrix = value.backend.matrix(value, where)
+        if shape is not None and matrix.shape2d != tuple(shape):
+            raise DimensionError(f"{where}: expected shape {tuple(shape)}, got {matrix.shape2d}")
+        return matrix
+    return EXACT.matrix(value, where, shape=shape)
+
+
+def _vector(value, backend, dim: int, owner: str, label: str) -> Matrix:
+    return backend.vector(value, dim, f"{owner}: {label}")
+
+
+class Node:
+    """A node of an LSRL program: ``inputs`` (tuple of nodes), output ``dim`` and a ``name``."""
+
+    kind = "Node"
+
+    def __init__(self, inputs, dim: int, name):
+        self.name = name if name is not None else _auto_name(self.kind)
+        self.inputs = tuple(_check_node(x, self.describe()) for x in inputs)
+        self.dim = dim
+
+    def describe(self) -> str:
+        return f"{self.kind} '{self.name}'"
+
+    def __repr__(self) -> str:
+        return f"{self.kind}(name={self.name!r}, dim={self.dim})"
+
+    def replace_input(self, old: "Node", new: "Node") -> None:
+        """Rewire every edge from ``old`` to ``new`` (no checks; ``ForEach`` validates)."""
+        self.inputs = tuple(new if x is old else x for x in self.inputs)
+
+    def check(self) -> None:
+        """Re-validate dimensions against the current inputs."""
+
+    # ---- operator sugar: every operation below builds a Linear node --------------------------
+    def __add__(self, other):
+        if isinstance(other, Node):
+            if other.dim != self.dim:
+                raise DimensionError(
+                    f"cannot add {self.describe()} (dim {self.dim}) and {other.describe()} (dim {other.dim})"
+                )
+            if other is self:
+                return self * 2
+            both = Concat([self, other])
+            return Linear(both, EXACT.hstack([EXACT.eye(self.dim), EXACT.eye(self.dim)]))
+        if isinstance(other, numbers.Number):
+            return Linear(self, EXACT.eye(self.dim), EXACT.constant_vector(self.dim, to_rational(other)))
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self * -1
+
+    def __sub__(self, other):
+        if isinstance(other, (Node, numbers.Number)):
+            return self + (-other)
+        return NotImplemented
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+    def __mul__(self, factor):
+        if not isinstance(factor, numbers.Number):
+            return NotImplemented
+        return Linear(self, EXACT.eye(self.dim, to_rational(factor, f"{self.describe()} * factor")))
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, divisor):
+        if not isinstance(divisor, numbers.Number):
+            return NotImplemented
+        divisor = to_rational(divisor, f"{self.describe()} / divisor")
+        if divisor == 0:
+            raise DimensionError(f"{self.describe()}: division by zero")
+        return self * (1 / divisor)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            columns = list(range(self.dim))[index]
+        elif isinstance(index, numbers.Integral):
+            if not -self.dim <= index < self.dim:
+                raise DimensionError(f"{self.describe()}: index {index} out of range for dim {self.dim}")
+            columns = [index % self.dim]
+        else:
+            columns = [int(i) for i in index]
+            if any(not 0 <= c < self.dim for c in columns):
+                raise DimensionError(f"{self.describe()}: indices {columns} out of range for dim {self.dim}")
+        if not columns:
+            raise DimensionError(f"{self.describe()}: the slice {index} selects nothing")
+        return Linear(self, EXACT.selection(columns, self.dim))
+
+
+class Input(Node):
+    """The program's single input, of dimension ``dim``.
+
+    ``bounds=(lo, hi)`` declares the range of every component (scalars or sequences; ``None`` means
+    unbounded). The value-range analysis behind the optimised ``f_ifelse`` variants starts from it.
+    """
+
+    kind = "Input"
+
+    def __init__(self, dim: int, name=None, bounds=None):
+        super().__init__((), dim, name)
+        if not isinstance(dim, numbers.Integral) or dim < 1:
+            raise DimensionError(f"{self.describe()}: dim must be a positive integer, got {dim!r}")
+        self.dim = int(dim)
+        self.bounds = self._parse_bounds(bounds)
+
+    def _parse_bounds(self, bounds):
+        if bounds is None:
+            return [-math.inf] * self.dim, [math.inf] * self.dim
+        try:
+            low, high = bounds
+        except (TypeError, ValueError):
+            raise DimensionError(f"{self.describe()}: bounds must be a pair (lo, hi)") from None
+        lows = self._bound_list(low, -math.inf, "lower bound")
+        highs = self._bound_list(high, math.inf, "upper bound")
+        for i, (lo, hi) in enumerate(zip(lows, highs)):
+            if lo > hi:
+                raise DimensionError(f"{self.describe()}: lower bound {lo} > upper bound {hi} at component {i}")
+        return lows, highs
+
+    def _bound_list(self, value, unbounded, label):
+        values = value if isinstance(value, (list, tuple)) else [value] * self.dim
+        if len(values) != self.dim:
+            raise DimensionError(f"{self.describe()}: {label} has {len(values)} entries, expected {self.dim}")
+        return [
+            unbounded if v is None or (isinstance(v, float) and math.isinf(v)) else to_rational(v, self.describe())
+            for v in values
+        ]
+
+
+class Linear(Node):
+    """``A x + b``."""
+
+    kind = "Linear"
+
+    def __init__(self, x, A, b=None, name=None):
+        super().__init__((x,), None, name)
+        self.A = _weights(A, self.describe(), "A", None)
+        self.check()
+        self.dim = self.A.shape2d[0]
+        self.b = _vector(b, self.A.backend, self.dim, self.describe(), "b")
+
+    def check(self):
+        if self.A.shape2d[1] != self.inputs[0].dim:
+            raise DimensionError(
+                f"{self.describe()}: A has {self.A.shape2d[1]} columns but its input "
+                f"{self.inputs[0].describe()} has dim {self.inputs[0].dim}"
+            )
+
+
+class ReLU(Node):
+    """``max(0, x)`` element-wise."""
+
+    kind = "ReLU"
+
+    def __init__(self, x, name=None):
+        super().__init__((x,), None, name)
+        self.dim = self.inputs[0].dim
+
+    def check(self):
+        self.dim = self.inputs[0].dim
+
+
+class LinState(Node):
+    """``s_t = A s_{t-1} + B x_t + b`` with ``s_0 = init_state``; the node's value is ``s_t``."""
+
+    kind = "LinState"
+
+    def __init__(self, x, A, B, b=None, init_state=None, name=None):
+        super().__init__((x,), None, name)
+        A = _weights(A, self.describe(), "A", None)
+        if A.shape2d[0] != A.shape2d[1]:
+            raise DimensionError(f"{self.describe()}: A must be square, got shape {A.shape2d}")
+        self.dim = A.shape2d[0]
+        self.A = A
+        self.B = _weights(B, self.describe(), "B", (self.dim, self.inputs[0].dim))
+        self.b = _vector(b, A.backend, self.dim, self.describe(), "b")
+        self.init_state = _vector(init_state, A.backend, self.dim, self.describe(), "init_state")
+
+    def check(self):
+        if self.B.shape2d[1] != self.inputs[0].dim:
+            raise DimensionError(
+                f"{self.describe()}: B has {self.B.shape2d[1]} columns but its input "
+                f"{self.inputs[0].describe()} has dim {self.inputs[0].dim}"
+            )
+
+
+class Concat(Node):
+    """The inputs' values one after the other."""
+
+    kind = "Concat"
+
+    def __init__(self, xs, name=None):
+        if isinstance(xs, Node) or not hasattr(xs, "__iter__"):
+            raise GraphError(f"Concat '{name or '?'}': expects a list of nodes, got {type(xs).__name__}")
+        xs = list(xs)
+        super().__init__(xs, None, name)
+        if not xs:
+            raise DimensionError(f"{self.describe()}: needs at least one input, got an empty list")
+        self.check()
+
+    def check(self):
+        self.dim = sum(x.dim for x in self.inputs)
+
+
+class Multi(Node):
+    """First half of the input times its second half, element-wise (the gate of Eq. (4))."""
+
+    kind = "Multi"
+
+    def __init__(self, x, name=None):
+        super().__init__((x,), None, name)
+        self.check()
+
+    def check(self):
+        width = self.inputs[0].dim
+        if width % 2:
+            raise DimensionError(
+                f"{self.describe()}: input {self.inputs[0].describe()} has odd dim {width}; Multi needs an even dim"
+            )
+        self.dim = width // 2
+
+
+as_node = _check_node

@@ -1,0 +1,79 @@
+"""``ForEach``: a validated LSRL program and its reference interpreter (the semantics of record)."""
+
+from __future__ import annotations
+
+from lsrl.errors import GraphError
+from lsrl.lang.evaluate import mode_for, step_node
+from lsrl.lang.nodes import Input, LinState, Node
+
+
+def topological_order(output: Node) -> list:
+    """Ancestors of ``output`` (itself included), inputs first; raises GraphError on a cycle."""
+    order, state = [], {}  # state: 1 = on the current path, 2 = done
+    stack = [(output, iter(output.inputs))]
+    state[output] = 1
+    while stack:
+        node, pending = stack[-1]
+        child = next(pending, None)
+        if child is None:
+            stack.pop()
+            state[node] = 2
+            order.append(node)
+            continue
+        if not isinstance(child, Node):
+            raise GraphError(f"{node.describe()}: input {child!r} is not an LSRL node")
+        if state.get(child) == 1:
+            cycle = [n.name for n, _ in stack[[n for n, _ in stack].index(child):]] + [child.name]
+            raise GraphError(
+                f"{child.describe()}: the program has a cycle {' -> '.join(reversed(cycle))}; "
+                "only LinState carries values between steps, and it does so without edges"
+            )
+        if child not in state:
+            state[child] = 1
+            stack.append((child, iter(child.inputs)))
+    return order
+
+
+class ForEach:
+    """Wraps a program's output node: validates the DAG and runs it over sequences."""
+
+    def __init__(self, output: Node, name: str = "program"):
+        if not isinstance(output, Node):
+            raise GraphError(f"ForEach '{name}': expects the output node, got {type(output).__name__}")
+        self.name = name
+        self.output = output
+        self.nodes = topological_order(output)
+        inputs = [node for node in self.nodes if isinstance(node, Input)]
+        if not inputs:
+            raise GraphError(f"{output.describe()}: the program has no Input node")
+        if len(inputs) > 1:
+            names = ", ".join(node.describe() for node in inputs)
+            raise GraphError(f"ForEach '{name}': a program takes exactly one Input, found {len(inputs)}: {names}")
+        self.input = inputs[0]
+        for node in self.nodes:
+            node.check()
+
+    @property
+    def linstates(self) -> list:
+        return [node for node in self.nodes if isinstance(node, LinState)]
+
+    def __repr__(self) -> str:
+        return f"ForEach({self.name!r}, nodes={len(self.nodes)}, in={self.input.dim}, out={self.output.dim})"
+
+    def __call__(self, xs, exact: bool = False):
+        """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``."""
+        mode = mode_for(exact)
+        batch, squeeze = mode.read(xs, self.input)
+        count, steps = len(batch), (len(batch[0]) if len(batch) else 0)
+        states = {node: mode.initial_state(node, count) for node in self.linstates}
+        outputs = []
+        for t in range(steps):
+            values = {}
+            for node in self.nodes:
+                if node is self.input:
+                    values[node] = mode.at(batch, t)
+                else:
+                    values[node] = step_node(mode, node, [values[x] for x in node.inputs], states)
+            outputs.append(values[self.output])
+        result = mode.stack(outputs) if outputs else mode.empty(count, self.output.dim)
+        return result[0] if squeeze else result

@@ -1,0 +1,382 @@
+"""Matrices with one interface and two backends.
+
+Both backends store a matrix as a dict of sparse rows (cheap to build, slice and stack while
+compiling); ``exact`` holds ``gmpy2.mpq`` rationals, ``float`` holds Python floats (float64) and
+runs batches through a cached ``scipy.sparse`` CSR copy. gmpy2 was chosen by measurement (``benchmarks/rationals.py``): its
+arithmetic is about 15x faster than ``fractions.Fraction`` and 1.3x faster than python-flint's
+``fmpq`` on the small rationals programs are made of.
+
+A float given by the user is read as the shortest decimal it prints as (``0.1`` is ``1/10``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Rational as _AbstractRational
+
+import gmpy2
+import numpy as np
+import scipy.sparse as sp
+
+from lsrl.errors import BackendError, DimensionError
+
+mpq = gmpy2.mpq
+MPQ_TYPE = type(mpq(0))
+ZERO = mpq(0)
+ONE = mpq(1)
+
+
+def to_rational(value, where: str = "value") -> "gmpy2.mpq":
+    """One number as an exact rational; floats are read as the shortest decimal they print as."""
+    if isinstance(value, MPQ_TYPE):
+        return value
+    if isinstance(value, (bool, int, np.integer)):
+        return mpq(int(value))
+    if isinstance(value, Fraction):
+        return mpq(value.numerator, value.denominator)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise DimensionError(f"{where}: {number} is not a finite number")
+        return mpq(repr(number))
+    if isinstance(value, _AbstractRational) or type(value).__name__ in ("mpz", "fmpq", "fmpz"):
+        return mpq(str(value))
+    raise DimensionError(f"{where}: expected a number, got {type(value).__name__} {value!r}")
+
+
+def to_fraction(value) -> Fraction:
+    return Fraction(int(value.numerator), int(value.denominator))
+
+
+def _dense_entries(array: np.ndarray):
+    rows, cols = np.nonzero(array)
+    return zip(rows.tolist(), cols.tolist(), array[rows, cols].tolist())
+
+
+def _as_2d_array(value, where: str):
+    """Nested lists / numpy arrays / scalars as a 2-D numpy array (object dtype keeps exact numbers)."""
+    if isinstance(value, np.ndarray):
+        array = value
+    else:
+        try:
+            array = np.array(value, dtype=object)
+        except ValueError as error:  # ragged nested lists
+            raise DimensionError(f"{where}: not a rectangular matrix ({error})") from None
+    if array.ndim == 0:
+        array = array.reshape(1, 1)
+    elif array.ndim == 1:
+        array = array.reshape(1, -1)
+    if array.ndim != 2:
+        raise DimensionError(f"{where}: expected a 2-D matrix, got {array.ndim} dimensions")
+    return array
+
+
+def _as_1d_array(value, where: str):
+    if sp.issparse(value):
+        value = value.toarray()
+    array = value if isinstance(value, np.ndarray) else np.array(value, dtype=object)
+    if array.ndim == 0:
+        array = array.reshape(1)
+    if array.ndim == 2 and 1 in array.shape:
+        array = array.reshape(-1)
+    if array.ndim != 1:
+        raise DimensionError(f"{where}: expected a vector, got shape {array.shape}")
+    return array
+
+
+class Matrix:
+    """Immutable sparse matrix: ``rows[i][j]`` holds the non-zero entries, numbers of ``backend``.
+
+    Vectors (biases, initial states) are one-column matrices whose ``shape`` reads ``(n,)``.
+    """
+
+    def __init__(self, rows: dict, shape2d: tuple, backend: "Backend", is_vector: bool = False):
+        self.rows = rows
+        self.shape2d = shape2d
+        self.backend = backend
+        self.is_vector = is_vector
+
+    @property
+    def shape(self) -> tuple:
+        rows, cols = self.shape2d
+        return (rows,) if self.is_vector else (rows, cols)
+
+    def __repr__(self) -> str:
+        return f"Matrix({self.backend.name}, shape={self.shape}, nnz={self.nnz})"
+
+    def _like(self, rows, shape2d=None, is_vector=None) -> "Matrix":
+        return Matrix(rows, shape2d or self.shape2d, self.backend, self.is_vector if is_vector is None else is_vector)
+
+    @property
+    def nnz(self) -> int:
+        return sum(len(row) for row in self.rows.values())
+
+    def entries(self):
+        for i, row in self.rows.items():
+            for j, value in row.items():
+                yield i, j, value
+
+    def to_numpy(self) -> np.ndarray:
+        dense = np.zeros(self.shape2d)
+        for i, j, value in self.entries():
+            dense[i, j] = float(value)
+        return dense.reshape(-1) if self.is_vector else dense
+
+    def to_fractions(self) -> list:
+        if self.backend is not EXACT:
+            raise BackendError("to_fractions() needs the exact backend; this matrix holds float64 weights")
+        dense = [[Fraction(0)] * self.shape2d[1] for _ in range(self.shape2d[0])]
+        for i, j, value in self.entries():
+            dense[i][j] = to_fraction(value)
+        return [row[0] for row in dense] if self.is_vector else dense
+
+    def values(self) -> list:
+        """A vector's entries as a dense list."""
+        zero = self.backend.zero
+        return [self.rows.get(i, {}).get(0, zero) for i in range(self.shape2d[0])]
+
+    def __matmul__(self, other: "Matrix") -> "Matrix":
+        other = self.backend.convert(other)
+        zero, result = self.backend.zero, {}
+        for i, row in self.rows.items():
+            accumulated = {}
+            for k, a in row.items():
+                for j, b in other.rows.get(k, {}).items():
+                    accumulated[j] = accumulated.get(j, zero) + a * b
+            accumulated = {j: v for j, v in accumulated.items() if v}
+            if accumulated:
+                result[i] = accumulated
+        return self._like(result, (self.shape2d[0], other.shape2d[1]), other.is_vector)
+
+    def __add__(self, other: "Matrix") -> "Matrix":
+        other = self.backend.convert(other)
+        result = {i: dict(row) for i, row in self.rows.items()}
+        for i, j, value in other.entries():
+            row = result.setdefault(i, {})
+            total = row.get(j, self.backend.zero) + value
+            if total:
+                row[j] = total
+            else:
+                row.pop(j, None)
+        return self._like({i: r for i, r in result.items() if r})
+
+    def __sub__(self, other: "Matrix") -> "Matrix":
+        return self + (-other)
+
+    def __neg__(self) -> "Matrix":
+        return self.scale(-1)
+
+    def scale(self, factor) -> "Matrix":
+        factor = self.backend.scalar(factor)
+        if not factor:
+            return self._like({})
+        return self._like({i: {j: v * factor for j, v in row.items()} for i, row in self.rows.items()})
+
+    def take_rows(self, indices) -> "Matrix":
+        indices = list(indices)
+        rows = {new: self.rows[old] for new, old in enumerate(indices) if old in self.rows}
+        return self._like(rows, (len(indices), self.shape2d[1]))
+
+    def is_zero(self) -> bool:
+        return not self.rows
+
+    def is_selection(self) -> bool:
+        """Every row picks exactly one input with coefficient 1 (a Slice, possibly with repeats)."""
+        return len(self.rows) == self.shape2d[0] and all(
+            len(row) == 1 and next(iter(row.values())) == 1 for row in self.rows.values()
+        )
+
+    def selected_columns(self) -> list:
+        """For a selection matrix: the column each row picks."""
+        return [next(iter(self.rows[i])) for i in range(self.shape2d[0])]
+
+    def row_keys(self) -> list:
+        """A hashable key per row; equal keys mean equal rows."""
+        return [tuple(sorted(self.rows.get(i, {}).items())) for i in range(self.shape2d[0])]
+
+    def equals(self, other: "Matrix") -> bool:
+        return (
+            isinstance(other, Matrix)
+            and other.backend is self.backend
+            and self.shape2d == other.shape2d
+            and self.rows == other.rows
+        )
+
+    def csr(self) -> sp.csr_array:
+        """float64 CSR copy (cached) for fast application to batches."""
+        cached = getattr(self, "_csr", None)
+        if cached is None:
+            entries = list(self.entries())
+            data = [float(e[2]) for e in entries]
+            cached = sp.coo_array(
+                (data, ([e[0] for e in entries], [e[1] for e in entries])), shape=self.shape2d
+            ).tocsr()
+            self._csr = cached
+        return cached
+
+    def float_values(self) -> np.ndarray:
+        """A vector's entries as a float64 array (cached)."""
+        cached = getattr(self, "_float_values", None)
+        if cached is None:
+            cached = self._float_values = self.to_numpy().reshape(-1)
+        return cached
+
+    def apply_float(self, batch: np.ndarray) -> np.ndarray:
+        """``batch @ self.T`` for a ``(N, cols)`` float64 batch."""
+        return np.asarray((self.csr() @ batch.T).T)
+
+    def apply_exact(self, batch: list) -> list:
+        """``self @ x`` for every vector ``x`` (a list of mpq) in ``batch``."""
+        rows = [(i, list(row.items())) for i, row in self.rows.items()]
+        height = self.shape2d[0]
+        out = []
+        for x in batch:
+            y = [ZERO] * height
+            for i, row in rows:
+                total = ZERO
+                for j, a in row:
+                    xj = x[j]
+                    if xj:
+                        total += a * xj
+                y[i] = total
+            out.append(y)
+        return out
+
+
+class Backend:
+    """Constructors for matrices of one number type (``scalar`` converts one number)."""
+
+    name: str
+
+    def from_entries(self, entries, shape2d, is_vector=False, where="matrix") -> Matrix:
+        rows: dict = {}
+        for i, j, value in entries:
+            try:
+                value = self.scalar(value)
+            except DimensionError as error:
+                raise DimensionError(f"{where}: {error}") from None
+            if value:
+                rows.setdefault(i, {})[j] = value
+        return Matrix(rows, tuple(shape2d), self, is_vector)
+
+    def convert(self, matrix: Matrix) -> Matrix:
+        if matrix.backend is self:
+            return matrix
+        return self.from_entries(matrix.entries(), matrix.shape2d, matrix.is_vector)
+
+    def matrix(self, value, where: str = "matrix", shape=None) -> Matrix:
+        """A user-given matrix (nested lists, numpy, scipy.sparse, scalar) in this backend."""
+        if isinstance(value, Matrix):
+            matrix = self.convert(value)
+            if matrix.is_vector:
+                matrix = self.from_entries(matrix.entries(), matrix.shape2d)
+        elif sp.issparse(value):
+            coo = sp.coo_array(value)
+            matrix = self.from_entries(
+                zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist()), tuple(coo.shape), where=where
+            )
+        else:
+            array = _as_2d_array(value, where)
+            matrix = self.from_entries(_dense_entries(array), array.shape, where=where)
+        if shape is not None and matrix.shape2d != tuple(shape):
+            raise DimensionError(f"{where}: expected shape {tuple(shape)}, got {matrix.shape2d}")
+        return matrix
+
+    def vector(self, value, dim: int, where: str = "vector") -> Matrix:
+        """A user-given vector; ``None`` is zeros and a scalar is broadcast."""
+        if value is None:
+            return self.zeros_vector(dim)
+        if isinstance(value, Matrix):
+            matrix = self.convert(value)
+            entries = matrix.entries()
+            length = matrix.shape2d[0] * matrix.shape2d[1]
+            if matrix.shape2d[1] != 1:
+                entries = ((i * matrix.shape2d[1] + j, 0, v) for i, j, v in entries)
+        else:
+            array = _as_1d_array(value, where)
+            if array.shape[0] == 1 and dim != 1:
+                array = np.repeat(array, dim)
+            length = array.shape[0]
+            entries = ((i, 0, v) for i, v in enumerate(array.tolist()) if v != 0)
+        if length != dim:
+            raise DimensionError(f"{where}: expected a vector of length {dim}, got length {length}")
+        return self.from_entries(entries, (dim, 1), is_vector=True, where=where)
+
+    def zeros(self, rows: int, cols: int) -> Matrix:
+        return self.from_entries((), (rows, cols))
+
+    def zeros_vector(self, dim: int) -> Matrix:
+        return self.from_entries((), (dim, 1), is_vector=True)
+
+    def constant_vector(self, dim: int, value) -> Matrix:
+        return self.from_entries(((i, 0, value) for i in range(dim)), (dim, 1), is_vector=True)
+
+    def eye(self, dim: int, value=1) -> Matrix:
+        return self.from_entries(((i, i, value) for i in range(dim)), (dim, dim))
+
+    def selection(self, columns, width: int) -> Matrix:
+        """Rows ``e_{columns[0]}, e_{columns[1]}, ...`` of the identity of size ``width``."""
+        return self.from_entries(((i, c, 1) for i, c in enumerate(columns)), (len(columns), width))
+
+    def vstack(self, matrices) -> Matrix:
+        matrices = [self.convert(m) for m in matrices]
+        offset, entries = 0, []
+        for m in matrices:
+            entries.extend((i + offset, j, v) for i, j, v in m.entries())
+            offset += m.shape2d[0]
+        width = matrices[0].shape2d[1] if matrices else 0
+        return self.from_entries(entries, (offset, width), is_vector=bool(matrices) and matrices[0].is_vector)
+
+    def hstack(self, matrices) -> Matrix:
+        matrices = [self.convert(m) for m in matrices]
+        offset, entries = 0, []
+        for m in matrices:
+            entries.extend((i, j + offset, v) for i, j, v in m.entries())
+            offset += m.shape2d[1]
+        return self.from_entries(entries, (matrices[0].shape2d[0], offset))
+
+    def block_diag(self, matrices) -> Matrix:
+        matrices = [self.convert(m) for m in matrices]
+        row_offset = col_offset = 0
+        entries = []
+        for m in matrices:
+            entries.extend((i + row_offset, j + col_offset, v) for i, j, v in m.entries())
+            row_offset += m.shape2d[0]
+            col_offset += m.shape2d[1]
+        return self.from_entries(entries, (row_offset, col_offset))
+
+
+class ExactBackend(Backend):
+    name = "exact"
+    zero = ZERO
+
+    def scalar(self, value):
+        return to_rational(value)
+
+
+class FloatBackend(Backend):
+    name = "float"
+    zero = 0.0
+
+    def scalar(self, value):
+        number = float(value) if isinstance(value, (float, int, np.number, MPQ_TYPE)) else float(to_rational(value))
+        if not math.isfinite(number):
+            raise DimensionError(f"{number} is not a finite number")
+        return number
+
+
+EXACT = ExactBackend()
+FLOAT = FloatBackend()
+BACKENDS = {"exact": EXACT, "float": FLOAT}
+
+
+def get_backend(name) -> Backend:
+    if isinstance(name, Backend):
+        return name
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise BackendError(
+            f"unknown backend {name!r}; expected one of {sorted(BACKENDS)}"
+        ) from None

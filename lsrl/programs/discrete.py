@@ -1,0 +1,83 @@
+"""Listing 2 (Fig. 3): universal in-context approximation of maps between token sequences.
+
+Input: the n query tokens, then key/value pairs of n tokens each. The model stores the query,
+compares every key with it position by position (a shift-register buffer remembers the last n
+matches), and when a key matched, copies the following n value tokens into n output registers
+that it reads out in turn: the last n outputs are the value of the matching key.
+
+Two slips of the printed listing are corrected: positions run over ``0..n-1`` (what the modulo
+counter produces; the printed ``1..n`` never selects position 0), and the modulo counters default
+to a cyclic permutation state with rational weights (``counter="rotation"`` gives App. F.7's).
+"""
+
+import numpy as np
+
+from lsrl.errors import LsrlError
+from lsrl.lang.nodes import Concat, Input, Linear, LinState
+from lsrl.lang.program import ForEach
+from lsrl.numbers import EXACT
+from lsrl.sugar import (
+    DEFAULT_LAMBDA, DEFAULT_MU, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not, f_smaller,
+)
+
+
+def discrete_approximator(n: int, ifelse="multiplicative", counter="permutation", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA):
+    def choose(cond, t, f, name=None):
+        return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
+
+    token = Input(dim=1, name="token", bounds=(0, None))
+    global_ctr = LinState(f_constant(token, 1), A=[[1]], B=[[1]], init_state=[-1], name="global_ctr")  # 0, 1, ...
+    mod_n = f_modulo_counter(token, n, counter, mu, name="mod_n")
+    mod_2n = f_modulo_counter(token, 2 * n, counter, mu, name="mod_2n")
+    # modes: reading the query, comparing a key with it, or copying a value
+    is_prompt = f_larger(global_ctr, n - 0.5, mu, name="is_prompt")
+    is_compare = f_larger(mod_2n, n - 0.5, mu, name="is_compare_mode")
+    is_copy = f_and(is_prompt, f_not(is_compare), mu=mu, name="is_copy_mode")
+    is_first_copy = f_and(is_copy, f_smaller(mod_n, 0.5, mu), mu=mu, name="is_first_token_for_copy")
+    at_position = [
+        f_and(f_larger(mod_n, i - 0.5, mu), f_smaller(mod_n, i + 0.5, mu), mu=mu, name=f"mod_n_eq_{i}")
+        for i in range(n)
+    ]
+    # store the query, token i in component i
+    query_token = choose(f_smaller(is_prompt, 0.5, mu), token, token * 0, "query_token")
+    query_parts = [choose(at_position[i], query_token, query_token * 0) for i in range(n)]
+    query = LinState(Concat(query_parts), A=EXACT.eye(n), B=EXACT.eye(n), name="query")
+    # the query token at the current position, compared with the current key token
+    current = Linear(Concat([choose(at_position[i], query[i], query[i] * 0) for i in range(n)]), [[1] * n])
+    matching = f_and(
+        f_larger(token, current - 0.5, mu), f_smaller(token, current + 0.5, mu), is_compare, mu=mu, name="matching"
+    )
+    # the last n + 1 match flags (+1: the buffer is read after this step's write)
+    shift = EXACT.from_entries(((i, i + 1, 1) for i in range(n)), (n + 1, n + 1))
+    buffer = LinState(matching, A=shift, B=[[0]] * n + [[1]], name="match_buffer")
+    all_matching = f_larger(Linear(buffer, [[1] * n + [0]]), n - 0.5, mu, name="all_matching")
+    # remember when the value of the matching key starts, and copy it for n steps
+    starts_here = f_and(all_matching, is_first_copy, mu=mu)
+    started_on = LinState(choose(starts_here, global_ctr, global_ctr * 0), A=[[1]], B=[[1]], name="started_on")
+    copying = f_and(is_copy, f_smaller(global_ctr, started_on + n, mu), mu=mu, name="copy_and_on")
+    registers = []
+    for i in range(n):
+        write = choose(f_larger(f_and(copying, at_position[i], mu=mu), 0.5, mu), token, token * 0)
+        registers.append(LinState(write, A=[[1]], B=[[1]], name=f"output_reg_{i}"))
+    # read register (t mod n) out
+    outputs = [choose(f_larger(at_position[i], 0.5, mu), registers[i], registers[i] * 0) for i in range(n)]
+    answer = Linear(Concat(outputs), [[1] * n], name="answer")
+    return ForEach(answer, name=f"discrete_approximator({n}, {ifelse})")
+
+
+def discrete_prompt(mapping: dict, query=None) -> np.ndarray:
+    """Keys and values one after the other as a ``(2 n len(mapping), 1)`` array of tokens.
+
+    With ``query``, its n tokens come first (the complete model input).
+    """
+    rows = [] if query is None else list(query)
+    lengths = {len(query)} if query is not None else set()
+    for key, value in mapping.items():
+        lengths |= {len(key), len(value)}
+        rows.extend(key)
+        rows.extend(value)
+    if len(lengths) > 1:
+        raise LsrlError(f"discrete_prompt: keys, values and query must all have one length n, got lengths {lengths}")
+    if any(int(t) != t or t < 0 for t in rows):
+        raise LsrlError("discrete_prompt: tokens must be non-negative integers")
+    return np.array(rows, dtype=np.int64).reshape(-1, 1)

@@ -1,0 +1,252 @@
+"""Syntactic sugar of Sec. 3, Sec. 5 and App. F, built from the six nodes only.
+
+Defaults follow the paper: steps of steepness ``mu = 1000`` and ``lambda_ = 1e10`` in the ReLU-based
+conditionals. ``f_ifelse``'s optimised variants drop terms that the value-range analysis
+(``lsrl.lang.bounds``) proves unnecessary.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from lsrl.errors import DimensionError, LsrlError
+from lsrl.lang.bounds import is_nonnegative, is_nonpositive, is_zero
+from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
+from lsrl.numbers import EXACT, to_rational
+
+DEFAULT_MU = 1000
+DEFAULT_LAMBDA = 10**10
+IFELSE_VARIANTS = (
+    "original",
+    "optimized",
+    "step",
+    "step_optimized",
+    "multiplicative",
+    "multiplicative_optimized",
+)
+
+
+def _operand(value, like: Node, owner: str):
+    """A node, or a constant (scalar or vector) turned into ``f_constant(like, value)``."""
+    if isinstance(value, Node):
+        return value
+    if isinstance(value, numbers.Number) or hasattr(value, "__len__"):
+        return f_constant(like, value)
+    raise LsrlError(f"{owner}: expected a node or a number, got {type(value).__name__}")
+
+
+def f_constant(x: Node, value, name=None) -> Linear:
+    """A constant vector (or scalar) that ignores the value of ``x``."""
+    x = as_node(x, "f_constant")
+    vector = EXACT.vector(value, len(value) if hasattr(value, "__len__") else 1, "f_constant: value")
+    return Linear(x, EXACT.zeros(vector.shape2d[0], x.dim), vector, name=name)
+
+
+def f_step(x: Node, mu=DEFAULT_MU, name=None) -> Linear:
+    """``ReLU(mu x) - ReLU(mu x - 1)``: 0 for x <= 0, 1 for x >= 1/mu, linear in between."""
+    x = as_node(x, "f_step")
+    mu = to_rational(mu, "f_step: mu")
+    if mu <= 0:
+        raise LsrlError(f"f_step on {x.describe()}: mu must be positive, got {mu}")
+    d = x.dim
+    both = ReLU(Linear(x, EXACT.vstack([EXACT.eye(d, mu), EXACT.eye(d, mu)]), [0] * d + [-1] * d))
+    return Linear(both, EXACT.hstack([EXACT.eye(d), EXACT.eye(d, -1)]), name=name)
+
+
+def f_bump(x: Node, lb, ub, mu=DEFAULT_MU, name=None) -> Linear:
+    """``f_step(x - lb) - f_step(x - ub)``: about 1 for lb < x <= ub, else 0 (edges of width 1/mu)."""
+    x = as_node(x, "f_bump")
+    lower = _operand(lb, x, f"f_bump on {x.describe()}")
+    upper = _operand(ub, x, f"f_bump on {x.describe()}")
+    return Linear(
+        Concat([f_step(x - lower, mu), f_step(x - upper, mu)]),
+        EXACT.hstack([EXACT.eye(x.dim), EXACT.eye(x.dim, -1)]),
+        name=name,
+    )
+
+
+def f_not(x: Node, name=None) -> Linear:
+    """``1 - x`` for x in {0, 1}."""
+    x = as_node(x, "f_not")
+    return Linear(x, EXACT.eye(x.dim, -1), [1] * x.dim, name=name)
+
+
+def f_and(x: Node, y: Node, *more: Node, mu=DEFAULT_MU, name=None) -> ReLU:
+    """``ReLU(f_step(x) + f_step(y) + ... - (k - 1))`` for k operands in {0, 1}."""
+    operands = [as_node(v, "f_and") for v in (x, y, *more)]
+    dims = {v.dim for v in operands}
+    if len(dims) > 1:
+        raise DimensionError(f"f_and: operands {[v.describe() for v in operands]} have different dims {dims}")
+    d = operands[0].dim
+    steps = f_step(Concat(operands) if len(operands) > 1 else operands[0], mu)
+    summed = Linear(steps, EXACT.hstack([EXACT.eye(d)] * len(operands)), [1 - len(operands)] * d)
+    return ReLU(summed, name=name)
+
+
+def f_or(x: Node, y: Node, mu=DEFAULT_MU, name=None) -> Linear:
+    """``f_step(x + y)`` for x, y in {0, 1}."""
+    return f_step(as_node(x, "f_or") + as_node(y, "f_or"), mu, name=name)
+
+
+def f_larger(x: Node, y, mu=DEFAULT_MU, name=None) -> Linear:
+    """``f_step(x - y)``: 1 where x > y (by at least 1/mu), else 0."""
+    return f_step(as_node(x, "f_larger") - y, mu, name=name)
+
+
+def f_smaller(x: Node, y, mu=DEFAULT_MU, name=None) -> Linear:
+    """``f_step(y - x)``: 1 where x < y (by at least 1/mu), else 0."""
+    return f_step(-as_node(x, "f_smaller") + y, mu, name=name)
+
+
+def f_eq(x: Node, y, tolerance=0.5, mu=DEFAULT_MU, name=None) -> ReLU:
+    """1 where ``|x - y| < tolerance`` (for integer-valued x, y the default tolerance 1/2 is exact)."""
+    x = as_node(x, "f_eq")
+    return f_and(f_larger(x, y - tolerance, mu), f_smaller(x, y + tolerance, mu), mu=mu, name=name)
+
+
+def f_relu_identity(x: Node, name=None) -> Linear:
+    """``ReLU(x) - ReLU(-x)``, the identity through a ReLU (App. F.6)."""
+    x = as_node(x, "f_relu_identity")
+    d = x.dim
+    both = Concat([ReLU(x), ReLU(Linear(x, EXACT.eye(d, -1)))])
+    return Linear(both, EXACT.hstack([EXACT.eye(d), EXACT.eye(d, -1)]), name=name)
+
+
+def f_modulo_counter(x: Node, divisor: int, method="permutation", mu=DEFAULT_MU, name=None) -> Linear:
+    """``t mod divisor`` at step t = 0, 1, 2, ... (``x`` only anchors the node in the graph).
+
+    ``method="permutation"``: a one-hot state cycled by a permutation matrix; rational weights,
+    exact in the exact backend, no threshold. ``method="rotation"``: App. F.7, a unit vector rotated
+    by 2π/divisor per step and read out by thresholding; its weights are irrational, so they are
+    stored as the nearest floats (use it with the float backend).
+    """
+    x = as_node(x, "f_modulo_counter")
+    if not isinstance(divisor, numbers.Integral) or divisor < 1:
+        raise LsrlError(f"f_modulo_counter on {x.describe()}: divisor must be a positive integer, got {divisor!r}")
+    if method == "permutation":
+        cycle = EXACT.from_entries((((i + 1) % divisor, i, 1) for i in range(divisor)), (divisor, divisor))
+        # the state is rotated before it is read, so it starts one position before e_0
+        one_hot = LinState(x, cycle, EXACT.zeros(divisor, x.dim), init_state=[0] * (divisor - 1) + [1])
+    elif method == "rotation":
+        angle = 2 * math.pi / divisor
+        rotation = [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]]
+        cycler = LinState(
+            x, rotation, EXACT.zeros(2, x.dim), init_state=[math.cos(angle), -math.sin(angle)]
+        )
+        extractor = [[math.cos(i * angle), math.sin(i * angle)] for i in range(divisor)]
+        one_hot = f_larger(Linear(cycler, extractor), math.cos(angle / 2), mu)
+    else:
+        raise LsrlError(f"f_modulo_counter on {x.describe()}: unknown method {method!r}")
+    return Linear(one_hot, [list(range(divisor))], name=name)
+
+
+def _condition_columns(cond: Node, dim: int, factor):
+    """``factor`` times ``cond`` mapped onto ``dim`` outputs (a scalar condition is broadcast)."""
+    if cond.dim == dim:
+        return EXACT.eye(dim, factor)
+    return EXACT.from_entries(((i, 0, factor) for i in range(dim)), (dim, 1))
+
+
+def _ifelse_terms(t: Node, f: Node, optimized: bool):
+    """Which of Eq. (7)'s four ReLU terms are needed: (term, operand, sign) triples."""
+    terms = [("f", f, 1), ("t", t, 1), ("f", f, -1), ("t", t, -1)]
+    if not optimized:
+        return terms
+
+    def needed(operand, sign):
+        if is_zero(operand):
+            return False
+        return not (is_nonpositive(operand) if sign > 0 else is_nonnegative(operand))
+
+    return [(which, operand, sign) for which, operand, sign in terms if needed(operand, sign)]
+
+
+def _ifelse_relu(cond, t, f, optimized, lambda_, stepped, mu, name):
+    """Eq. (7) (``stepped=False``) or Eq. (9) (``stepped=True``), unused terms dropped if optimized."""
+    d = t.dim
+    terms = _ifelse_terms(t, f, optimized)
+    if not terms:
+        return f_constant(t, [0] * d, name=name)
+    lam = to_rational(lambda_, "f_ifelse: lambda_")
+    if stepped:
+        # guard[:c] = f_step(1/2 - cond) selects f, guard[c:] = f_step(cond - 1/2) selects t
+        c = cond.dim
+        flipped = Linear(cond, EXACT.vstack([EXACT.eye(c, -1), EXACT.eye(c)]), [0.5] * c + [-0.5] * c)
+        gate, gate_dim = f_step(flipped, mu), c
+    else:
+        gate, gate_dim = cond, cond.dim
+    parts = [gate] + [op for op in (t, f) if any(o is op for _, o, _ in terms)]
+    parts = list(dict.fromkeys(parts))
+    rows, bias = [], []
+    for which, operand, sign in terms:
+        blocks = []
+        for part in parts:
+            block = EXACT.zeros(d, part.dim)
+            if part is gate:
+                if stepped:
+                    # lambda * guard[f or t] - lambda
+                    offset = 0 if which == "f" else gate_dim
+                    columns = [offset + (0 if gate_dim == 1 else i) for i in range(d)]
+                    block = EXACT.from_entries(((i, c, lam) for i, c in enumerate(columns)), (d, part.dim))
+                else:
+                    # -lambda * cond for f, -lambda * (1 - cond) = lambda cond - lambda for t
+                    block = _condition_columns(cond, d, -lam if which == "f" else lam)
+            if part is operand:
+                block = block + EXACT.eye(d, sign)
+            blocks.append(block)
+        rows.append(EXACT.hstack(blocks))
+        bias.extend([-lam if (stepped or which == "t") else 0] * d)
+    pre = Linear(parts[0] if len(parts) == 1 else Concat(parts), EXACT.vstack(rows), bias)
+    signs = [sign for _, _, sign in terms]
+    return Linear(ReLU(pre), EXACT.hstack([EXACT.eye(d, s) for s in signs]), name=name)
+
+
+def _ifelse_multiplicative(cond, t, f, optimized, name):
+    """Eq. (10): ``cond ⊙ t + (1 - cond) ⊙ f`` with one Multi; zero operands dropped if optimized."""
+    d = t.dim
+    keep_t = not (optimized and is_zero(t))
+    keep_f = not (optimized and is_zero(f))
+    if not (keep_t or keep_f):
+        return f_constant(t, [0] * d, name=name)
+    parts = list(dict.fromkeys([cond] + ([t] if keep_t else []) + ([f] if keep_f else [])))
+    gate_rows, gate_bias, value_rows = [], [], []
+    for operand, factor, offset in ((t, 1, 0), (f, -1, 1)):
+        if not (keep_t if operand is t else keep_f):
+            continue
+        gate_rows.append([_condition_columns(cond, d, factor) if p is cond else EXACT.zeros(d, p.dim) for p in parts])
+        gate_bias.extend([offset] * d)
+        value_rows.append([EXACT.eye(d) if p is operand else EXACT.zeros(d, p.dim) for p in parts])
+    gate_matrix = EXACT.vstack([EXACT.hstack(blocks) for blocks in gate_rows])
+    value_matrix = EXACT.vstack([EXACT.hstack(blocks) for blocks in value_rows])
+    source = parts[0] if len(parts) == 1 else Concat(parts)
+    products = Multi(Linear(source, EXACT.vstack([gate_matrix, value_matrix]), gate_bias + [0] * (d * len(gate_rows))))
+    if len(gate_rows) == 1:
+        return Linear(products, EXACT.eye(d), name=name)
+    return Linear(products, EXACT.hstack([EXACT.eye(d), EXACT.eye(d)]), name=name)
+
+
+def f_ifelse(cond: Node, t: Node, f: Node, variant="original", lambda_=DEFAULT_LAMBDA, mu=DEFAULT_MU, name=None):
+    """``t`` where ``cond`` is 1 and ``f`` where it is 0 (Sec. 5's six constructions).
+
+    ``cond`` has the dim of ``t`` and ``f`` or dim 1 (broadcast). ``lambda_`` must exceed every
+    ``|t|`` and ``|f|`` for the ReLU-based variants.
+    """
+    cond, t, f = (as_node(v, "f_ifelse") for v in (cond, t, f))
+    if t.dim != f.dim or cond.dim not in (1, t.dim):
+        raise DimensionError(
+            f"f_ifelse: {t.describe()} (dim {t.dim}) and {f.describe()} (dim {f.dim}) must have one dim and "
+            f"the condition {cond.describe()} (dim {cond.dim}) that dim or 1"
+        )
+    if variant not in IFELSE_VARIANTS:
+        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; expected one of {IFELSE_VARIANTS}")
+    optimized = variant.endswith("_optimized") or variant == "optimized"
+    if variant.startswith("multiplicative"):
+        return _ifelse_multiplicative(cond, t, f, optimized, name)
+    return _ifelse_relu(cond, t, f, optimized, lambda_, variant.startswith("step"), mu, name)
+
+
+__all__ = [
+    "DEFAULT_LAMBDA", "DEFAULT_MU", "IFELSE_VARIANTS", "f_and", "f_bump", "f_constant", "f_eq", "f_ifelse",
+    "f_larger", "f_modulo_counter", "f_not", "f_or", "f_relu_identity", "f_smaller", "f_step",
+]
