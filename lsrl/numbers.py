@@ -178,6 +178,16 @@ class Matrix:
         rows = {new: self.rows[old] for new, old in enumerate(indices) if old in self.rows}
         return self._like(rows, (len(indices), self.shape2d[1]))
 
+    def take_columns(self, columns) -> "Matrix":
+        """The given columns, in order (entries in other columns are dropped)."""
+        position = {c: k for k, c in enumerate(columns)}
+        rows = {}
+        for i, row in self.rows.items():
+            kept = {position[j]: v for j, v in row.items() if j in position}
+            if kept:
+                rows[i] = kept
+        return self._like(rows, (self.shape2d[0], len(position)))
+
     def is_zero(self) -> bool:
         return not self.rows
 

@@ -6,10 +6,10 @@ LSRL paper (Cases 1A-10) and every fusion of the preparation step.  For each see
 is compiled and the compiled model must reproduce the interpreter *exactly* (exact backend)
 or to 1e-9 relative error (float backend).
 
-A failing seed can be replayed outside pytest::
+A failing seed can be replayed outside pytest (from the repository root)::
 
-    from tests.test_random_programs import generate_program
-    import random
+    import random, sys; sys.path.insert(0, "tests")
+    from test_random_programs import generate_program
     gen = generate_program(random.Random(SEED), mixed_formats=(SEED % 5 == 0))
     print(gen.source_code())          # the program as a Python script
 """
@@ -17,7 +17,6 @@ A failing seed can be replayed outside pytest::
 from __future__ import annotations
 
 import functools
-import math
 import random
 import time
 from fractions import Fraction
@@ -847,6 +846,61 @@ def test_random_program_float(seed):
                          ).reshape(ref.shape)
         err = np.max(np.abs(exact - ref) / np.maximum(1.0, np.abs(exact)))
         assert err <= 1e-9, f"seed {seed}: float interpreter deviates from exact by {err:.3g}"
+
+
+# ---------------------------------------------------------------------- small hand-written programs
+def _lin(x, rows):
+    return lsrl.Linear(x, rows)
+
+
+def _cols(d, k=1):
+    return [[Fraction(j + 1, i + 1) * (-1) ** j for j in range(d)] for i in range(k)]
+
+
+# (label, input dim, builder): shapes the random generator may reach only rarely.
+SMALL_PROGRAMS = [
+    ("concat_lin_x", 2, lambda x: lsrl.Concat([_lin(x, _cols(2)), x])),
+    ("concat_x_lin", 3, lambda x: lsrl.Concat([x, _lin(x, _cols(3, 2))])),
+    ("concat_lin_lin_x", 2, lambda x: lsrl.Concat([_lin(x, _cols(2)), _lin(x, [[3, 1]]), x])),
+    ("concat_scaled_pick_x", 2, lambda x: lsrl.Concat([_lin(x, [[2, 0]]), x])),
+    ("concat_relu_x", 3, lambda x: lsrl.Concat([lsrl.ReLU(x), x])),
+    ("concat_x_relu", 3, lambda x: lsrl.Concat([x, lsrl.ReLU(x)])),
+    ("concat_relu_relu_x", 2, lambda x: lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x), x])),
+    ("concat_multi_x", 2, lambda x: lsrl.Concat([lsrl.Multi(x), x])),
+    ("concat_x_multi_multi", 2, lambda x: lsrl.Concat([x, lsrl.Multi(x), lsrl.Multi(x)])),
+    ("concat_state_x", 2, lambda x: lsrl.Concat([lsrl.LinState(x, [[1]], [[1, -1]]), x])),
+    ("concat_lin_relu_x", 2, lambda x: lsrl.Concat([_lin(x, _cols(2)), x, lsrl.ReLU(x)])),
+    ("relu_of_concat_lin_x", 2, lambda x: lsrl.ReLU(lsrl.Concat([_lin(x, _cols(2)), x]))),
+    ("lin_of_concat_lin_x", 2, lambda x: _lin(lsrl.Concat([_lin(x, _cols(2)), x]), [[1, 1, 1]])),
+    ("concat_slices", 3, lambda x: lsrl.Concat([x[2], x[0:2], x[1:3], x])),
+    ("concat_single", 2, lambda x: lsrl.Concat([x])),
+    ("relu_relu_branch", 2, lambda x: (lambda r: lsrl.Concat([lsrl.ReLU(r), r, _lin(r, [[1, 1]])]))(lsrl.ReLU(x))),
+    ("state_of_state", 2, lambda x: (lambda s: lsrl.Concat([lsrl.LinState(s, [[1]], [[1, 1]]), s]))(
+        lsrl.LinState(x, [[1, 0], [0, Fraction(1, 2)]], [[1, 0], [0, 1]], init_state=[1, 0]))),
+    ("multi_of_state_and_x", 1, lambda x: lsrl.Multi(lsrl.Concat([lsrl.LinState(x, [[1]], [[1]]), x]))),
+    ("sugar_mix", 2, lambda x: lsrl.Concat([2 * x - 1, x / 3, -x, x + x, x[1], x[0:1] + 1])),
+    ("input_is_output", 2, lambda x: x),
+]
+
+
+@pytest.mark.parametrize("label,d_in,build", SMALL_PROGRAMS, ids=[p[0] for p in SMALL_PROGRAMS])
+def test_small_program(label, d_in, build):
+    x = lsrl.Input(d_in, name="x")
+    prog = lsrl.ForEach(build(x))
+    seq = [[Fraction(t + j + 2, 3) * (-1) ** (t + j) for j in range(d_in)] for t in range(4)]
+    xs = _as_object_array(seq)
+    ref = prog(xs, exact=True)
+    d_out = np.asarray(ref).shape[-1]
+    model = lsrl.compile(prog, backend="exact")
+    if model.layers:
+        _check_path_graph(model, d_in, d_out, label)
+    _assert_exact_equal(model(xs, exact=True), ref, "exact model", label)
+    fmodel = lsrl.compile(prog, backend="float")
+    xf = np.array(seq, dtype=np.float64)
+    got, want = np.asarray(fmodel(xf)), np.asarray(prog(xf))
+    assert got.shape == want.shape
+    err = np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))
+    assert err <= 1e-9, f"{label}: float model deviates by {err:.3g}"
 
 
 def _total_stats():

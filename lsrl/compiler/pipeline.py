@@ -1,4 +1,4 @@
-"""``lsrl.compile``: program -> working graph -> preparation fusions -> debranching -> layers."""
+"""``lsrl.compile``: program -> working graph -> preparation fusions -> debranching -> pruning -> layers."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from tqdm.auto import tqdm
 from lsrl.compiler.compiled import CompiledProgram
 from lsrl.compiler.debranch import walk
 from lsrl.compiler.fusion import prepare
+from lsrl.compiler.prune import prune_unused
 from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, from_program
 from lsrl.errors import GraphError
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
@@ -71,5 +72,5 @@ def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram
             bar.update()
 
         path = walk(graph, stats, on_step=step)
-    start, layers = _as_layers(path, program.input)
+    start, layers = _as_layers(prune_unused(path, stats), program.input)
     return CompiledProgram(start, layers, numbers, stats, program.name)
