@@ -43,7 +43,7 @@ def _columns_read(graph, v, user) -> set:
         return _nonzero_columns(user.B)
     if user.kind != CONCAT:
         return set(range(v.dim))
-    read = set()
+    read = set(range(user.dim)) if user is graph.output else set()  # the caller reads the output
     for after in graph.distinct_users(user):
         if after.kind == LINEAR:
             read |= _nonzero_columns(after.A)

@@ -1,0 +1,92 @@
+"""The main demo: compile Fig. 1's program and both universal approximators, run them, compare.
+
+    python -m lsrl.demo
+"""
+
+import random
+from fractions import Fraction
+
+import numpy as np
+
+import lsrl
+from lsrl.programs import (
+    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator, discrete_prompt,
+    more_ones_than_zeros,
+)
+
+CAPITALS = {  # Fig. 3, letters as tokens A=1, B=2, ...
+    "AUT": "VIE", "BGR": "SOF", "CAN": "OTT", "DEU": "BER", "FRA": "PAR", "JPN": "TOK", "PER": "LIM",
+}
+
+
+def _tokens(word):
+    return tuple(ord(c) - ord("A") + 1 for c in word)
+
+
+def _word(tokens):
+    return "".join(chr(int(round(t)) + ord("A") - 1) if round(t) > 0 else "?" for t in tokens)
+
+
+def demo_more_ones():
+    program = more_ones_than_zeros()
+    model = lsrl.compile(program)
+    bits = [1, 0, 0, 1, 1, 1, 0, 0, 0, 1]
+    expected = [int(2 * sum(bits[: t + 1]) > t + 1) for t in range(len(bits))]
+    got = model(np.array(bits).reshape(-1, 1))[:, 0].astype(int).tolist()
+    print("Fig. 1  more ones than zeros")
+    print(f"  {model.summary()}")
+    print(f"  input    {bits}\n  output   {got}\n  expected {expected}  {'OK' if got == expected else 'MISMATCH'}")
+    return got == expected
+
+
+def demo_discrete():
+    print("Listing 2  token map in context (country -> capital, Fig. 3)")
+    mapping = {_tokens(k): _tokens(v) for k, v in CAPITALS.items()}
+    all_right = True
+    for variant in ("multiplicative", "original"):
+        program = discrete_approximator(3, ifelse=variant)
+        for backend in ("exact", "float"):
+            model = lsrl.compile(program, backend=backend)
+            answers = []
+            for country in ("CAN", "JPN", "AUT"):
+                out = model(discrete_prompt(mapping, query=_tokens(country)))[-3:, 0]
+                answers.append(f"{country}->{_word(out)}")
+                all_right &= _word(out) == CAPITALS[country]
+            print(f"  {variant:15} {backend:5}: {', '.join(answers)}   "
+                  f"({len(model.layers)} layers, {model.parameter_count} weights)")
+    return all_right
+
+
+def demo_continuous():
+    print("Listing 1  continuous function in context: f(x, y) = (sin 3x + y^2, cos 2xy), 8 x 8 cells")
+
+    def f(c):
+        return np.array([np.sin(3 * c[0]) + c[1] ** 2, np.cos(2 * c[0] * c[1])])
+
+    program = continuous_approximator(2, 2, ifelse="multiplicative")
+    model = lsrl.compile(program)
+    prompt = continuous_prompt(f, 2, 2, 8, exact=True)
+    rng = random.Random(0)
+    all_right = True
+    for _ in range(3):
+        # a random point well inside a random cell (cells have soft edges of width 1/mu = 0.001)
+        q = [Fraction(rng.randint(0, 7), 8) + Fraction(rng.randint(10, 115), 1000) for _ in range(2)]
+        xs = np.vstack([continuous_query(q, 2), prompt])
+        estimate = [float(Fraction(str(v))) for v in model(xs, exact=True)[-1]]
+        centre = np.array([(int(v * 8) + 0.5) / 8 for v in q])
+        expected = f(centre)
+        all_right &= np.allclose(estimate, expected, rtol=0, atol=1e-15)
+        print(f"  q=({float(q[0]):.4f}, {float(q[1]):.4f}) model {np.round(estimate, 6)} "
+              f"cell centre value {np.round(expected, 6)} true f(q) {np.round(f(np.array(q, dtype=float)), 6)}")
+    print(f"  {model.summary().splitlines()[0]}")
+    return all_right
+
+
+def main():
+    results = [demo_more_ones(), demo_discrete(), demo_continuous()]
+    print("all outputs as expected" if all(results) else "SOME OUTPUTS DIFFER FROM THE EXPECTED ONES")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
