@@ -305,7 +305,7 @@ class Backend:
                 entries = ((i * matrix.shape2d[1] + j, 0, v) for i, j, v in entries)
         else:
             array = _as_1d_array(value, where)
-            if array.shape[0] == 1 and dim != 1:
+            if np.ndim(value) == 0 and dim != 1:  # a number is broadcast; a short list is an error
                 array = np.repeat(array, dim)
             length = array.shape[0]
             entries = ((i, 0, v) for i, v in enumerate(array.tolist()) if v != 0)

@@ -211,8 +211,9 @@ def _ifelse_multiplicative(cond, t, f, optimized, name):
         return f_constant(t, [0] * d, name=name)
     parts = list(dict.fromkeys([cond] + ([t] if keep_t else []) + ([f] if keep_f else [])))
     gate_rows, gate_bias, value_rows = [], [], []
-    for operand, factor, offset in ((t, 1, 0), (f, -1, 1)):
-        if not (keep_t if operand is t else keep_f):
+    # gate rows: cond for t, 1 - cond for f; value rows: t, f
+    for operand, kept, factor, offset in ((t, keep_t, 1, 0), (f, keep_f, -1, 1)):
+        if not kept:
             continue
         gate_rows.append([_condition_columns(cond, d, factor) if p is cond else EXACT.zeros(d, p.dim) for p in parts])
         gate_bias.extend([offset] * d)

@@ -115,12 +115,18 @@ def test_linstate_wrong_bias():
     _assert_names(e, "state_bias")
 
 
-@pytest.mark.parametrize("init", [[1, 2, 3], [[1], [2], [3]], np.zeros(3), np.zeros((2, 2))])  # (a length-1 value is broadcast by design)
+@pytest.mark.parametrize("init", [[1, 2, 3], [[1], [2], [3]], np.zeros(3), np.zeros((2, 2)), [1]])
 def test_linstate_wrong_init_state(init):
     x = lsrl.Input(2, name="x")
     with pytest.raises(lsrl.DimensionError) as e:
         lsrl.LinState(x, _eye(2), _eye(2), init_state=init, name="state_init")
     _assert_names(e, "state_init")
+
+
+def test_a_number_is_broadcast_to_a_vector():
+    x = lsrl.Input(2, name="x")
+    state = lsrl.LinState(x, _eye(2), _eye(2), init_state=3)
+    assert state.init_state.to_fractions() == [3, 3]
 
 
 # ---------------------------------------------------------------------- Multi / Concat

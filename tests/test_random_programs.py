@@ -159,7 +159,8 @@ class ProgramGenerator:
                     return (scipy.sparse.csr_matrix(np.array([[float(v) for v in row] for row in M], dtype=np.float64)),
                             f"scipy.sparse.csr_matrix(np.array({_src(M)}, dtype=float))")
                 if r < 0.55:
-                    return [[float(v) for v in row] for row in M], f"{_src(M)}  # as python floats"
+                    floats = [[float(v) for v in row] for row in M]
+                    return floats, repr(floats)
             if r < 0.75:
                 return np.array(M, dtype=object), f"np.array({_src(M)}, dtype=object)"
         if all(v.denominator == 1 for v in flat) and r > 0.6:
@@ -184,9 +185,14 @@ class ProgramGenerator:
         return f
 
     # ------------------------------------------------------------------ node builders
-    def linear(self, p, out=None, limit=LIMIT, open_=True, density=0.6):
+    def _density(self):
+        """Mostly 0.6; sometimes sparse, sometimes exactly zero (a node that reads nothing)."""
+        r = self.rng.random()
+        return 0.0 if r < 0.04 else 0.25 if r < 0.25 else 0.6
+
+    def linear(self, p, out=None, limit=LIMIT, open_=True, density=None):
         out = out if out is not None else self.rng.randint(1, 4)
-        A = self._matrix(out, p.dim, density)
+        A = self._matrix(out, p.dim, density if density is not None else self._density())
         b = self._vector(out) if self.rng.random() < 0.5 else None
         bp = self._bound(p)
         base = _abs_matvec(A, bp)
@@ -260,7 +266,7 @@ class ProgramGenerator:
         rng = self.rng
         d = d if d is not None else rng.randint(1, 4)
         A = self._state_matrix(d)
-        B = self._matrix(d, p.dim)
+        B = self._matrix(d, p.dim, self._density())
         b = self._vector(d) if rng.random() < 0.4 else None
         init = [Fraction(rng.randint(-3, 3), rng.randint(1, 3)) for _ in range(d)] if rng.random() < 0.4 else None
         drive = _abs_matvec(B, self._bound(p))
@@ -880,6 +886,22 @@ SMALL_PROGRAMS = [
     ("multi_of_state_and_x", 1, lambda x: lsrl.Multi(lsrl.Concat([lsrl.LinState(x, [[1]], [[1]]), x]))),
     ("sugar_mix", 2, lambda x: lsrl.Concat([2 * x - 1, x / 3, -x, x + x, x[1], x[0:1] + 1])),
     ("input_is_output", 2, lambda x: x),
+    # a Lin that reads nothing of a ReLU / programs whose output is identically zero
+    ("lin_reads_nothing_after_relu", 1, lambda x: lsrl.Linear(lsrl.ReLU(x), [[0], [0]], b=[-4, Fraction(-1, 2)])),
+    ("zero_lin_after_relu", 2, lambda x: lsrl.Linear(lsrl.ReLU(x), [[0, 0]])),
+    ("relu_minus_relu", 2, lambda x: lsrl.ReLU(x) - lsrl.ReLU(x)),
+    ("concat_minus_itself", 2, lambda x: (lambda c: c - c)(lsrl.Concat([x, lsrl.ReLU(x)]))),
+    ("x_minus_x", 2, lambda x: x - x),
+    # slices of a Concat of duplicate ReLUs
+    ("input_free_state_after_relu", 3,
+     lambda x: lsrl.LinState(lsrl.ReLU(x), [[0]], [[0, 0, 0]], b=[Fraction(1, 3)])),
+    ("zero_lin_after_multi", 2, lambda x: lsrl.Linear(lsrl.Multi(x), [[0], [0], [0]])),
+    ("slice_of_concat_of_dup_relus", 2, lambda x: lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])[3:4]),
+    ("index_of_concat_of_dup_relus", 2, lambda x: lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])[1]),
+    # a LinState that ignores its input (B = 0), read through slices and ReLUs
+    ("input_free_state_sliced", 2, lambda x: (lambda s: lsrl.Concat([lsrl.ReLU(s[2:3]), lsrl.ReLU(s[0:1])]))(
+        lsrl.LinState(x, [[Fraction(-1, 2), 0, Fraction(-1, 6)], [0, Fraction(2, 3), 0], [0, Fraction(-1, 4), 0]],
+                      [[0, 0], [0, 0], [0, 0]], b=[Fraction(1, 2), 0, Fraction(-1, 2)], init_state=[0, -1, -1]))),
 ]
 
 
@@ -903,10 +925,22 @@ def test_small_program(label, d_in, build):
     assert err <= 1e-9, f"{label}: float model deviates by {err:.3g}"
 
 
+def _compiled_seeds():
+    """(seed, compiled) for every seed that compiles; a seed that does not is reported by
+    test_random_program_exact, not again here."""
+    out = []
+    for seed in range(N_SEEDS):
+        try:
+            out.append((seed, _compiled_exact(seed)))
+        except lsrl.LsrlError:
+            pass
+    assert len(out) >= 0.9 * N_SEEDS, f"only {len(out)} of {N_SEEDS} random programs compile"
+    return out
+
+
 def _total_stats():
     total = {}
-    for seed in range(N_SEEDS):
-        _, model, _, _ = _compiled_exact(seed)
+    for _, (_, model, _, _) in _compiled_seeds():
         for rule, n in dict(model.stats).items():
             total[rule] = total.get(rule, 0) + int(n)
     return total
@@ -925,7 +959,7 @@ def test_every_fusion_fires():
 
 
 def test_compile_time_is_modest():
-    times = sorted(((_compiled_exact(seed)[2], seed) for seed in range(N_SEEDS)), reverse=True)
+    times = sorted(((c[2], seed) for seed, c in _compiled_seeds()), reverse=True)
     total = sum(t for t, _ in times)
     assert times[0][0] < COMPILE_SECONDS_MAX, f"slowest seeds: {times[:5]}"
     assert total < 60.0, f"exact compile of {N_SEEDS} programs took {total:.1f}s; slowest: {times[:5]}"

@@ -7,7 +7,8 @@ rebuilds the layers with only those rows (and the matching columns of the next l
 
 from __future__ import annotations
 
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, Op
+from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Op
+from lsrl.errors import LsrlError
 
 
 def _columns(matrix, rows) -> set:
@@ -25,26 +26,34 @@ def _state_closure(A, rows) -> set:
     return closed
 
 
-def _live_components(layers) -> list:
-    """For each layer, the sorted output components read downstream (the last layer: all)."""
-    live = [None] * len(layers)
+def _fed_by_rigid_layer(layers, index) -> bool:
+    """Whether the ReLUs before layer ``index`` lead back to a LinState or the Input: those may keep
+    components nobody asked for (a state's closure, the whole input), which a Multi cannot pair."""
+    index -= 1
+    while index >= 0 and layers[index].kind == RELU:
+        index -= 1
+    return index < 0 or layers[index].kind == LINSTATE
+
+
+def _needed_components(layers) -> list:
+    """For each layer, the output components read downstream (at least one, so no layer is empty)."""
+    needed_by_layer = [None] * len(layers)
     needed = set(range(layers[-1].dim))
     for index in range(len(layers) - 1, -1, -1):
         layer = layers[index]
-        if layer.kind == MULTI and index > 0 and layers[index - 1].kind == LINSTATE:
-            # a Multi pairs its input halves by position; a LinState may keep extra components
-            # (its closure) that would break the pairing, so this Multi is kept whole
+        if layer.kind == MULTI and _fed_by_rigid_layer(layers, index):
             needed = set(range(layer.dim))
         if layer.kind == LINSTATE:
             needed = _state_closure(layer.A, needed)
-        live[index] = sorted(needed)
+        needed = needed or {0}
+        needed_by_layer[index] = needed
         if layer.kind == LINEAR:
             needed = _columns(layer.A, needed)
         elif layer.kind == LINSTATE:
             needed = _columns(layer.B, needed)
         elif layer.kind == MULTI:
             needed = needed | {layer.dim + i for i in needed}
-    return live
+    return needed_by_layer
 
 
 def prune_unused(path, stats) -> list:
@@ -52,9 +61,16 @@ def prune_unused(path, stats) -> list:
     layers = path[1:]
     if not layers:
         return path
-    live = _live_components(layers)
     pruned, previous, previous_live = [path[0]], path[0], list(range(path[0].dim))
-    for layer, keep in zip(layers, live):
+    for layer, needed in zip(layers, _needed_components(layers)):
+        if layer.kind == RELU:  # element-wise: it keeps whatever its input kept
+            keep = previous_live
+        elif layer.kind == MULTI:
+            keep = [i for i in previous_live if i < layer.dim]
+            if previous_live != keep + [layer.dim + i for i in keep]:
+                raise LsrlError(f"internal compiler error: pruning unpaired the halves of {layer.name}")
+        else:
+            keep = sorted(needed)
         stats["prune_unused"] = stats.get("prune_unused", 0) + layer.dim - len(keep)
         if layer.kind == LINEAR:
             A = layer.A.take_rows(keep).take_columns(previous_live)
