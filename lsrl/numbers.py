@@ -275,6 +275,13 @@ class Backend:
             return matrix
         return self.from_entries(matrix.entries(), matrix.shape2d, matrix.is_vector)
 
+    def _assemble(self, entries, shape2d, is_vector=False) -> Matrix:
+        """Like ``from_entries`` for non-zero entries already of this backend's number type."""
+        rows: dict = {}
+        for i, j, value in entries:
+            rows.setdefault(i, {})[j] = value
+        return Matrix(rows, tuple(shape2d), self, is_vector)
+
     def matrix(self, value, where: str = "matrix", shape=None) -> Matrix:
         """A user-given matrix (nested lists, numpy, scipy.sparse, scalar) in this backend."""
         if isinstance(value, Matrix):
@@ -327,7 +334,8 @@ class Backend:
 
     def selection(self, columns, width: int) -> Matrix:
         """Rows ``e_{columns[0]}, e_{columns[1]}, ...`` of the identity of size ``width``."""
-        return self.from_entries(((i, c, 1) for i, c in enumerate(columns)), (len(columns), width))
+        one = self.scalar(1)
+        return self._assemble(((i, c, one) for i, c in enumerate(columns)), (len(columns), width))
 
     def vstack(self, matrices) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
@@ -336,7 +344,7 @@ class Backend:
             entries.extend((i + offset, j, v) for i, j, v in m.entries())
             offset += m.shape2d[0]
         width = matrices[0].shape2d[1] if matrices else 0
-        return self.from_entries(entries, (offset, width), is_vector=bool(matrices) and matrices[0].is_vector)
+        return self._assemble(entries, (offset, width), is_vector=bool(matrices) and matrices[0].is_vector)
 
     def hstack(self, matrices) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
@@ -344,7 +352,7 @@ class Backend:
         for m in matrices:
             entries.extend((i, j + offset, v) for i, j, v in m.entries())
             offset += m.shape2d[1]
-        return self.from_entries(entries, (matrices[0].shape2d[0], offset))
+        return self._assemble(entries, (matrices[0].shape2d[0], offset))
 
     def block_diag(self, matrices) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
@@ -354,7 +362,7 @@ class Backend:
             entries.extend((i + row_offset, j + col_offset, v) for i, j, v in m.entries())
             row_offset += m.shape2d[0]
             col_offset += m.shape2d[1]
-        return self.from_entries(entries, (row_offset, col_offset))
+        return self._assemble(entries, (row_offset, col_offset))
 
 
 class ExactBackend(Backend):
