@@ -66,6 +66,13 @@ class Node:
     def check(self) -> None:
         """Re-validate dimensions against the current inputs."""
 
+    def _check_reads_input(self, matrix, label: str) -> None:
+        if matrix.shape2d[1] != self.inputs[0].dim:
+            raise DimensionError(
+                f"{self.describe()}: {label} has {matrix.shape2d[1]} columns but its input "
+                f"{self.inputs[0].describe()} has dim {self.inputs[0].dim}"
+            )
+
     # ---- operator sugar: every operation below builds a Linear node --------------------------
     def __add__(self, other):
         if isinstance(other, Node):
@@ -178,11 +185,7 @@ class Linear(Node):
         self.b = _vector(b, self.A.backend, self.dim, self.describe(), "b")
 
     def check(self):
-        if self.A.shape2d[1] != self.inputs[0].dim:
-            raise DimensionError(
-                f"{self.describe()}: A has {self.A.shape2d[1]} columns but its input "
-                f"{self.inputs[0].describe()} has dim {self.inputs[0].dim}"
-            )
+        self._check_reads_input(self.A, "A")
 
 
 class ReLU(Node):
@@ -215,11 +218,7 @@ class LinState(Node):
         self.init_state = _vector(init_state, A.backend, self.dim, self.describe(), "init_state")
 
     def check(self):
-        if self.B.shape2d[1] != self.inputs[0].dim:
-            raise DimensionError(
-                f"{self.describe()}: B has {self.B.shape2d[1]} columns but its input "
-                f"{self.inputs[0].describe()} has dim {self.inputs[0].dim}"
-            )
+        self._check_reads_input(self.B, "B")
 
 
 class Concat(Node):
