@@ -121,6 +121,12 @@ class CompiledProgram:
             batch = result
         return batch[0] if squeeze else batch
 
+    def to_torch(self, arch: str, **options):
+        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
+        from lsrl.targets import to_torch  # torch is imported only when a target is asked for
+
+        return to_torch(self, arch, **options)
+
     # ---- files ------------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write ``path/model.json`` and ``path/weights.safetensors``; returns the folder."""

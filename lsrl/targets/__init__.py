@@ -1,0 +1,42 @@
+"""Compile targets: a CompiledProgram as a PyTorch module of a chosen recurrent architecture."""
+
+from __future__ import annotations
+
+from lsrl.errors import LsrlError
+from lsrl.targets.blocks import BlockStack, to_blocks
+from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock
+
+ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin")
+UNGATED = ("linear_rnn", "rnn")
+
+
+def _require_no_gate(stack: BlockStack, arch: str) -> None:
+    gates = [block.gate_name for block in stack.blocks if block.gamma is not None]
+    if gates:
+        raise LsrlError(
+            f"{arch!r} has no multiplicative gate, but Multi '{gates[0]}' needs one; "
+            f"compile to 'gated_{arch}' (or another gated architecture) instead"
+        )
+
+
+def to_torch(model, arch: str, **options):
+    """``model`` (a CompiledProgram) as a ``torch.nn.Module`` of architecture ``arch``."""
+    if arch not in ARCHITECTURES:
+        raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    stack = to_blocks(model)
+    if arch in UNGATED:
+        _require_no_gate(stack, arch)
+    if arch in ("linear_rnn", "gated_linear_rnn"):
+        return BlockModel(stack, LinearRNNBlock, arch)
+    if arch in ("rnn", "gated_rnn"):
+        return BlockModel(stack, ClassicRNNBlock, arch)
+    if arch in ("gru", "lstm"):
+        from lsrl.targets import gru_lstm
+
+        return (gru_lstm.build_gru if arch == "gru" else gru_lstm.build_lstm)(stack, **options)
+    from lsrl.targets import hawk
+
+    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(stack, **options)
+
+
+__all__ = ["ARCHITECTURES", "BlockStack", "to_blocks", "to_torch"]

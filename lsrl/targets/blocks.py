@@ -1,0 +1,141 @@
+"""A compiled path as a stack of (Gated) Linear RNN blocks, Eqs. (3) and (4).
+
+Every block reads the previous block's output ``x_t`` and computes
+
+    s_t = A s_{t-1} + B x_t + b,        y_t = phi(s_t)   or   y_t = gamma(x_t) * phi(s_t),
+
+with ``phi`` and ``gamma`` small MLPs (``Dense`` layers, each optionally followed by a ReLU). A path
+layer that is not a LinState joins the MLP of the block before it; a Multi becomes a gate block
+whose state copies its input (``A = 0, B = I``), ``gamma`` takes the first half and ``phi`` the
+second. The architectures in this package are built from this one description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+
+@dataclass
+class Dense:
+    """``W v + c``, then a ReLU if ``relu``."""
+
+    W: np.ndarray
+    c: np.ndarray
+    relu: bool = False
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        out = v @ self.W.T + self.c
+        return np.maximum(out, 0.0) if self.relu else out
+
+
+@dataclass
+class Block:
+    """One Eq. (3) layer (``gamma is None``) or Eq. (4) layer."""
+
+    A: np.ndarray
+    B: np.ndarray
+    b: np.ndarray
+    s0: np.ndarray
+    phi: list = field(default_factory=list)
+    gamma: list | None = None
+    gate_name: str | None = None  # the Multi node this gate block comes from
+
+    @property
+    def d_in(self) -> int:
+        return self.B.shape[1]
+
+    @property
+    def d_state(self) -> int:
+        return self.A.shape[0]
+
+    @property
+    def d_out(self) -> int:
+        return self.phi[-1].W.shape[0] if self.phi else self.d_state
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Reference evaluation on a ``(B, T, d_in)`` float64 batch."""
+        drive = x @ self.B.T + self.b
+        state = np.tile(self.s0, (x.shape[0], 1))
+        states = np.empty(x.shape[:2] + (self.d_state,))
+        for t in range(x.shape[1]):
+            state = state @ self.A.T + drive[:, t]
+            states[:, t] = state
+        y = _mlp(self.phi, states)
+        return y if self.gamma is None else _mlp(self.gamma, x) * y
+
+
+def _mlp(layers, v):
+    for layer in layers:
+        v = layer(v)
+    return v
+
+
+def identity_block(dim: int) -> Block:
+    """A block whose state is a copy of its input (``A = 0, B = I``)."""
+    return Block(np.zeros((dim, dim)), np.eye(dim), np.zeros(dim), np.zeros(dim))
+
+
+@dataclass
+class BlockStack:
+    """The blocks of a compiled program, in order."""
+
+    d_in: int
+    blocks: list
+
+    @property
+    def d_out(self) -> int:
+        return self.blocks[-1].d_out if self.blocks else self.d_in
+
+    @property
+    def gated(self) -> bool:
+        return any(block.gamma is not None for block in self.blocks)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def _selection(rows, width) -> np.ndarray:
+    matrix = np.zeros((len(rows), width))
+    matrix[np.arange(len(rows)), list(rows)] = 1.0
+    return matrix
+
+
+def to_blocks(model) -> BlockStack:
+    """Group a ``CompiledProgram``'s path into blocks (float64 weights)."""
+    blocks, current, width = [], None, model.input.dim
+    for layer in model.layers:
+        if layer.kind == "LinState":
+            current = Block(
+                layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy(), layer.init_state.to_numpy()
+            )
+            blocks.append(current)
+        elif layer.kind == "Multi":
+            half = layer.dim
+            # a Linear right before the Multi computes both halves: it becomes gamma's and phi's layer
+            mergeable = current is not None and current.gamma is None and current.phi and not current.phi[-1].relu
+            pending = current.phi.pop() if mergeable else None
+            source = pending.W.shape[1] if pending else width
+            W = pending.W if pending else np.eye(width)
+            c = pending.c if pending else np.zeros(width)
+            current = identity_block(source)
+            current.gamma = [Dense(W[:half], c[:half])]
+            current.phi = [Dense(W[half:], c[half:])]
+            current.gate_name = layer.name
+            blocks.append(current)
+        else:
+            if current is None or current.gamma is not None:
+                current = identity_block(width)
+                blocks.append(current)
+            if layer.kind == "Linear":
+                current.phi.append(Dense(layer.A.to_numpy(), layer.b.to_numpy()))
+            elif current.phi and not current.phi[-1].relu:
+                current.phi[-1].relu = True
+            else:
+                current.phi.append(Dense(np.eye(layer.dim), np.zeros(layer.dim), relu=True))
+        width = layer.dim
+    return BlockStack(model.input.dim, blocks)

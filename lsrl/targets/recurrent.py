@@ -1,0 +1,102 @@
+"""Linear RNN (Eq. 3), Gated Linear RNN (Eq. 4), classic RNN (Eq. 2) and Gated RNN (Eq. 5) modules.
+
+The classic ones run their recurrence in stock ``torch.nn.RNN(nonlinearity="relu")`` with the
+state split of Eq. (11): ``[s+; s-] = ReLU([[A, -A], [-A, A]] [s+; s-] + [B; -B] x + [b; -b])``
+keeps both halves non-negative, so the ReLU acts as the identity and ``s = s+ - s-``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _tensor(array) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(array, dtype=np.float64))
+
+
+class DenseStack(nn.Module):
+    """An MLP given as ``Dense`` layers (``torch.nn.Linear`` + optional ReLU)."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = nn.ModuleList()
+        self.relu = []
+        for dense in layers:
+            linear = nn.Linear(dense.W.shape[1], dense.W.shape[0], dtype=torch.float64)
+            with torch.no_grad():
+                linear.weight.copy_(_tensor(dense.W))
+                linear.bias.copy_(_tensor(dense.c))
+            self.layers.append(linear)
+            self.relu.append(dense.relu)
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        for linear, relu in zip(self.layers, self.relu):
+            v = linear(v)
+            if relu:
+                v = torch.relu(v)
+        return v
+
+
+class LinearRNNBlock(nn.Module):
+    """``s_t = A s_{t-1} + B x_t + b``, ``y_t = phi(s_t)`` or ``gamma(x_t) * phi(s_t)``."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.A = nn.Parameter(_tensor(block.A))
+        self.B = nn.Parameter(_tensor(block.B))
+        self.b = nn.Parameter(_tensor(block.b))
+        self.s0 = nn.Parameter(_tensor(block.s0))
+        self.phi = DenseStack(block.phi)
+        self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
+    def states(self, x: torch.Tensor) -> torch.Tensor:
+        drive = x @ self.B.T + self.b
+        state = self.s0.expand(x.shape[0], -1)
+        states = []
+        for t in range(x.shape[1]):
+            state = state @ self.A.T + drive[:, t]
+            states.append(state)
+        return torch.stack(states, dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.phi(self.states(x))
+        return y if self.gamma is None else self.gamma(x) * y
+
+
+class ClassicRNNBlock(LinearRNNBlock):
+    """The same layer with its recurrence in ``torch.nn.RNN(nonlinearity="relu")`` (Eq. (11))."""
+
+    def __init__(self, block):
+        nn.Module.__init__(self)
+        d = block.d_state
+        A, B, b = block.A, block.B, block.b
+        self.rnn = nn.RNN(block.d_in, 2 * d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            self.rnn.weight_hh_l0.copy_(_tensor(np.block([[A, -A], [-A, A]])))
+            self.rnn.weight_ih_l0.copy_(_tensor(np.vstack([B, -B])))
+            self.rnn.bias_ih_l0.copy_(_tensor(np.concatenate([b, -b])))
+            self.rnn.bias_hh_l0.zero_()
+        self.h0 = nn.Parameter(_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
+        self.register_buffer("merge", _tensor(np.hstack([np.eye(d), -np.eye(d)])))
+        self.phi = DenseStack(block.phi)
+        self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
+    def states(self, x: torch.Tensor) -> torch.Tensor:
+        split, _ = self.rnn(x, self.h0.expand(1, x.shape[0], -1).contiguous())
+        return split @ self.merge.T
+
+
+class BlockModel(nn.Module):
+    """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
+
+    def __init__(self, stack, block_type, architecture):
+        super().__init__()
+        self.architecture = architecture
+        self.blocks = nn.ModuleList(block_type(block) for block in stack.blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x

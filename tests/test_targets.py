@@ -1,0 +1,112 @@
+"""Linear RNN, Gated Linear RNN, RNN and Gated RNN modules against the interpreter."""
+
+import random
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+
+import lsrl
+from conftest import max_relative_difference
+from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
+from lsrl.targets import to_blocks
+from test_random_programs import generate_program
+
+OWN_TARGETS = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn")
+GATED = ("gated_linear_rnn", "gated_rnn")
+
+
+@lru_cache(maxsize=None)
+def compiled(kind, variant="multiplicative"):
+    program = {
+        "more_ones": more_ones_than_zeros,
+        "discrete": lambda: discrete_approximator(3, ifelse=variant),
+        "continuous": lambda: continuous_approximator(2, 2, ifelse=variant),
+    }[kind]()
+    return program, lsrl.compile(program)
+
+
+def run(module, xs):
+    with torch.no_grad():
+        return module(torch.as_tensor(np.asarray(xs, dtype=np.float64))).numpy()
+
+
+def test_linear_rnn_of_fig_1_is_one_block_in_stock_rnn():
+    program, model = compiled("more_ones")
+    bits = np.array([[[random.Random(i).randint(0, 1)] for i in range(j, j + 30)] for j in range(4)], dtype=float)
+    for arch in OWN_TARGETS:
+        net = model.to_torch(arch)
+        assert len(net.blocks) == 1
+        np.testing.assert_array_equal(run(net, bits), program(bits))
+    assert isinstance(model.to_torch("rnn").blocks[0].rnn, torch.nn.RNN)
+    assert model.to_torch("rnn").blocks[0].rnn.nonlinearity == "relu"
+
+
+@pytest.mark.parametrize("arch", GATED)
+@pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
+def test_discrete_approximator_every_token_right(arch, variant):
+    program, model = compiled("discrete", variant)
+    if not variant.startswith("multiplicative"):
+        ungated = model.to_torch(arch.replace("gated_", ""))
+        assert not any(block.gamma is not None for block in ungated.blocks)
+    rng = random.Random(5)
+    mapping = {}
+    while len(mapping) < 8:
+        mapping.setdefault(tuple(rng.randint(1, 10) for _ in range(3)), tuple(rng.randint(1, 10) for _ in range(3)))
+    batch = np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float)
+    out = run(model.to_torch(arch), batch)
+    assert max_relative_difference(out, program(batch)) <= 1e-9
+    assert np.array_equal(np.round(out[:, -3:, 0]), np.array(list(mapping.values()), dtype=float))
+
+
+@pytest.mark.parametrize("arch", GATED)
+@pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
+def test_continuous_approximator(arch, variant):
+    program, model = compiled("continuous", variant)
+    rng = np.random.default_rng(3)
+    xs = rng.integers(0, 65, size=(4, 20, 5)) / 64  # dyadic: see test_programs' float tolerance note
+    xs[:, 1::2, 0] = 1 / 8
+    assert max_relative_difference(run(model.to_torch(arch), xs), program(xs)) <= 1e-9
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_random_programs_on_every_own_target(seed):
+    program = generate_program(random.Random(seed)).program
+    model = lsrl.compile(program)
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(-8, 9, size=(2, 6, program.input.dim)) / 4
+    expected = program(xs)
+    assert max_relative_difference(to_blocks(model)(xs), expected) <= 1e-9
+    gated = to_blocks(model).gated
+    for arch in OWN_TARGETS:
+        if gated and arch not in GATED:
+            with pytest.raises(lsrl.LsrlError, match="Multi"):
+                model.to_torch(arch)
+            continue
+        assert max_relative_difference(run(model.to_torch(arch), xs), expected) <= 1e-9
+
+
+def test_multi_needs_a_gated_target_and_the_error_names_it():
+    x = lsrl.Input(2, name="x")
+    model = lsrl.compile(lsrl.ForEach(lsrl.Multi(lsrl.Concat([x, x]), name="square")))
+    with pytest.raises(lsrl.LsrlError, match="square"):
+        model.to_torch("linear_rnn")
+    with pytest.raises(lsrl.LsrlError, match="square"):
+        model.to_torch("rnn")
+    assert model.to_torch("gated_rnn") is not None
+
+
+def test_unknown_architecture():
+    _, model = compiled("more_ones")
+    with pytest.raises(lsrl.LsrlError, match="transformer"):
+        model.to_torch("transformer")
+
+
+def test_parameters_are_the_compiled_weights():
+    _, model = compiled("more_ones")
+    net = model.to_torch("linear_rnn")
+    state = model.layers[0]
+    np.testing.assert_array_equal(net.blocks[0].A.detach().numpy(), state.A.to_numpy())
+    np.testing.assert_array_equal(net.blocks[0].B.detach().numpy(), state.B.to_numpy())
+    assert net.blocks[0].A.dtype == torch.float64
