@@ -116,7 +116,8 @@ def case_1b(graph, v, users):
         left_bias.append(backend.zeros_vector(len(carried)))
         right_bias.append(backend.constant_vector(len(carried), 1))
     merged = graph.multi(
-        graph.linear(v, backend.vstack(left + right), backend.vstack(left_bias + right_bias))
+        graph.linear(v, backend.vstack(left + right), backend.vstack(left_bias + right_bias)),
+        name=products[0].name if products else None,  # errors about gates name a user's Multi
     )
     offset = 0
     for product in products:

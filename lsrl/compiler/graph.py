@@ -82,8 +82,8 @@ class Graph:
     def relu(self, x) -> Op:
         return self.add(Op(RELU, [x], x.dim))
 
-    def multi(self, x) -> Op:
-        return self.add(Op(MULTI, [x], x.dim // 2))
+    def multi(self, x, name=None) -> Op:
+        return self.add(Op(MULTI, [x], x.dim // 2, name))
 
     def concat(self, xs) -> Op:
         return self.add(Op(CONCAT, xs, sum(x.dim for x in xs)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
-from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock
+from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
 ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin")
 UNGATED = ("linear_rnn", "rnn")
@@ -39,4 +39,34 @@ def to_torch(model, arch: str, **options):
     return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(stack, **options)
 
 
-__all__ = ["ARCHITECTURES", "BlockStack", "to_blocks", "to_torch"]
+def layer_report(module) -> list:
+    """Per layer (block) of a target module: kind, hidden size, non-zero parameters."""
+    if isinstance(module, BlockModel):
+        return block_report(module)
+    if module.architecture in ("gru", "lstm"):
+        from lsrl.targets.gru_lstm import layer_report as report
+    else:
+        from lsrl.targets.hawk import layer_report as report
+    return report(module)
+
+
+def inspect(model, archs=ARCHITECTURES, **options) -> str:
+    """A table per architecture: layer count, each layer's hidden size and non-zero parameters."""
+    lines = [model.summary()]
+    for arch in archs:
+        try:
+            rows = layer_report(to_torch(model, arch, **options))
+        except LsrlError as error:
+            lines.append(f"\n{arch}: not available ({error})")
+            continue
+        total = sum(row["nonzeros"] for row in rows)
+        widest = max((row["hidden"] for row in rows), default=0)
+        lines.append(f"\n{arch}: {len(rows)} layers, widest hidden {widest}, {total} non-zero parameters")
+        lines.extend(
+            f"  {row['layer']:3d} {row['kind']:24} hidden {row['hidden']:5d}  non-zeros {row['nonzeros']}"
+            for row in rows
+        )
+    return "\n".join(lines)
+
+
+__all__ = ["ARCHITECTURES", "BlockStack", "inspect", "layer_report", "to_blocks", "to_torch"]

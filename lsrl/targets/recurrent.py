@@ -100,3 +100,19 @@ class BlockModel(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x
+
+
+def block_report(module: BlockModel) -> list:
+    """Per block: the state's hidden size, the MLP widths and the non-zero parameters."""
+    rows = []
+    for index, block in enumerate(module.blocks):
+        hidden = block.rnn.hidden_size if isinstance(block, ClassicRNNBlock) else block.A.shape[0]
+        mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
+        rows.append({
+            "layer": index,
+            "kind": module.architecture + (" (gated)" if block.gamma is not None else ""),
+            "hidden": hidden,
+            "mlp": [[linear.out_features for linear in mlp.layers] for mlp in mlps],
+            "nonzeros": sum(int(torch.count_nonzero(p)) for p in block.parameters()),
+        })
+    return rows
