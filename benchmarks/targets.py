@@ -45,7 +45,8 @@ def main():
                     start = time.perf_counter()
                     net(xs)
                     times.append(time.perf_counter() - start)
-            print(f"{program.name:42} {arch:17} {len(rows):6d} {max(r['hidden'] for r in rows):6d} "
+            layers = len({r["layer"] for r in rows})
+            print(f"{program.name:42} {arch:17} {layers:6d} {max(r['hidden'] for r in rows):6d} "
                   f"{sum(r['nonzeros'] for r in rows):9d} {statistics.median(times):7.3f}", flush=True)
 
 

@@ -50,10 +50,14 @@ def layer_report(module) -> list:
     return report(module)
 
 
-def inspect(model, archs=ARCHITECTURES, **options) -> str:
-    """A table per architecture: layer count, each layer's hidden size and non-zero parameters."""
+def inspect(model, archs=ARCHITECTURES, max_len=None) -> str:
+    """A table per architecture: layer count, each layer's hidden size and non-zero parameters.
+
+    Hawk and Griffin need ``max_len`` (their temporal convolution spans the whole sequence).
+    """
     lines = [model.summary()]
     for arch in archs:
+        options = {"max_len": max_len} if arch in ("hawk", "griffin") else {}
         try:
             rows = layer_report(to_torch(model, arch, **options))
         except LsrlError as error:
@@ -61,7 +65,8 @@ def inspect(model, archs=ARCHITECTURES, **options) -> str:
             continue
         total = sum(row["nonzeros"] for row in rows)
         widest = max((row["hidden"] for row in rows), default=0)
-        lines.append(f"\n{arch}: {len(rows)} layers, widest hidden {widest}, {total} non-zero parameters")
+        layers = len({row["layer"] for row in rows})
+        lines.append(f"\n{arch}: {layers} layers, widest hidden {widest}, {total} non-zero parameters")
         lines.extend(
             f"  {row['layer']:3d} {row['kind']:24} hidden {row['hidden']:5d}  non-zeros {row['nonzeros']}"
             for row in rows

@@ -1,0 +1,522 @@
+"""Hawk and Griffin models (De et al., 2024) that run a compiled program, App. E of the LSRL paper.
+
+A Hawk model is a stack of *residual blocks*. Each residual block is a temporal-mixing block
+followed by a gated MLP block. Hawk's temporal block is the **recurrent block**; Griffin replaces
+the recurrent block of every third residual block by **local multi-query attention** (MQA).
+
+Recurrent block (Eqs. 35-46), input ``a_t``::
+
+    a'_t = W_a a_t                                     (no bias)
+    z_t  = sum_{i=0}^{d_conv-1} W_M[i] a'_{t-i} + b_conv       (causal temporal conv1d, a'_{<1} = 0)
+    r_t  = sigma(W_r z_t + b_r),   i_t = sigma(W_i z_t + b_i)
+    a    = sigma(Lambda),          a_t = a ** (c r_t),  c = 8
+    h_t  = a_t * h_{t-1} + sqrt(1 - a_t**2) * (i_t * z_t),      h_0 = 0      (RG-LRU)
+    g_t  = sigma(W_g a_t + b_g)
+    o_t  = W_o (g_t * h_t) + b_o
+
+Gated MLP block (Eqs. 47-50)::
+
+    e_t = W_e o_t + b_e,   f_t = sigma(W_f o_t + b_f),   m_t = W_m (e_t * f_t) + b_m
+
+Local MQA block: ``heads`` query heads, one shared key head and one shared value head, causal
+softmax attention over the last ``window`` positions, output projection ``W_o``.
+
+As App. E assumes, ``sigma`` is ReLU everywhere (in place of the paper's Sigmoid and GeLU), and the
+residual connections and RMS normalisations of Hawk/Griffin are omitted (footnote 4). The kernel of
+the temporal convolution mixes channels (``W_M[i]`` are matrices, as in App. E.1), and its window
+is ``d_conv = max_len``, the longest sequence the model accepts (App. E: ``d_conv = T``); longer
+inputs raise ``SequenceError``.
+
+Construction (App. E.6): a Gated Linear RNN block ``s_t = A s_{t-1} + B x_t + b``,
+``y_t = gamma(x_t) * phi(s_t)`` with ``k = max(depth phi, depth gamma)`` becomes ``k + 2`` residual
+blocks: the *state* block (the recurrence as a convolution, E.1, then an identity MLP, E.4), ``k``
+*layer* blocks (identity recurrent block, E.2, then one layer of ``phi`` and of ``gamma`` side by
+side in the gated MLP, E.3), and the *product* block (identity recurrent block, then
+``gamma * phi`` in the gated MLP, E.5). An ungated block (Eq. 3, ``gamma`` absent) needs no product
+block: ``k + 1`` residual blocks.
+
+Where this differs from the printed construction, and why:
+
+* **Constant channel.** Every residual block's output carries a last channel equal to 1 (set by
+  ``b_m``), and the model starts with an affine input embedding ``x_t -> [x_t; 1]`` (a
+  ``torch.nn.Linear``, the analogue of Griffin's input embedding); a final ``torch.nn.Linear``
+  readout drops the channel. The conv bias is constant in time, but
+  ``s_t = A^t s_0 + sum_{i<t} A^i b + sum_{i<t} A^i B x_{t-i}`` is not: the first two terms
+  ``F(t)`` (the state under zero input) enter through the kernel acting on the constant channel.
+  Thanks to the conv's zero padding that channel contributes ``sum_{i<t} W_M[i][:, 1]``, so the
+  kernel column is ``F(1)`` at lag 0 and ``F(i+1) - F(i)`` at lag ``i``; the input columns are
+  ``A^i B`` (``W_M[i] = Ã^i B̃`` as in E.1). No time-dependent bias is needed.
+* **No lower bound k_lb.** The paper routes ``x_t`` through the ReLU gate ``g`` (Eq. 54) and the
+  finished network's output through the ReLU branch ``f`` (Eq. 59, Eq. 61), which needs the inputs
+  bounded below by ``k_lb`` and ReLU-terminated networks. Here values that may be negative never
+  pass a ReLU: ``x_t`` rides through the conv itself (identity at lag 0), copied and linear
+  (``relu=False``) values use the linear branch ``e`` with ``f = 1``, and ReLU layers use ``f`` with
+  ``e = 1``. The product ``P * Q`` uses ``f = ReLU(Q)`` when ``Q`` ends in a ReLU and otherwise the
+  sign split ``[Q+; Q-] = [ReLU(Q); ReLU(-Q)]``, ``e = [P; P]``, recombined by ``W_m = [I, -I]``:
+  ``P Q+ - P Q- = P Q`` (one of the two terms is an exact zero, so the float result is the
+  rounded product itself). No input bound is needed.
+* **Identity blocks are exact in floating point:** the RG-LRU is set to ``Lambda = 0`` (so
+  ``a_t = 0 ** 8 = 0``; ``r_t = 1`` keeps the exponent away from ``0 ** 0 = 1``), ``i_t = 1``,
+  ``g_t = 1``; every copy multiplies by 1 and adds exact zeros.
+* **Griffin's attention.** A softmax over a window cannot put weight exactly 1 on the current
+  position (saturating scores only round to it), so the MQA block gets the one residual connection
+  the paper mentions in footnote 4: ``o_t = a_t + MQA(a_t)`` with ``W_v = 0``, so the attention adds
+  an exact zero and the block passes its input through. The attention blocks sit in layer and
+  product blocks, whose temporal block is an identity anyway (App. E); when a *state* block would
+  fall on an attention position, a pass-through residual block (attention + identity MLP) is
+  inserted first, so Griffin can have a few more residual blocks than Hawk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lsrl.errors import LsrlError, SequenceError
+from lsrl.targets.blocks import BlockStack
+
+DTYPE = torch.float64
+RGLRU_C = 8.0  # the fixed scalar c of Eq. (42)
+
+
+def _tensor(array) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(array, dtype=np.float64))
+
+
+def _linear(W, c=None) -> nn.Linear:
+    W = np.asarray(W, dtype=np.float64)
+    layer = nn.Linear(W.shape[1], W.shape[0], bias=c is not None, dtype=DTYPE)
+    with torch.no_grad():
+        layer.weight.copy_(_tensor(W))
+        if c is not None:
+            layer.bias.copy_(_tensor(c))
+    return layer
+
+
+# ---- the modules --------------------------------------------------------------------------------
+
+
+class TemporalConv1d(nn.Module):
+    """Causal ``z_t = sum_i W_M[i] a'_{t-i} + b_conv`` over a window of ``d_conv`` steps (Eq. 38)."""
+
+    def __init__(self, taps, bias, d_conv: int):
+        """``taps``: dict lag -> (H, H) matrix ``W_M[lag]``; missing lags are zero."""
+        super().__init__()
+        width = len(bias)
+        self.d_conv = d_conv
+        self.conv = nn.Conv1d(width, width, kernel_size=d_conv, bias=True, dtype=DTYPE)
+        kernel = np.zeros((width, width, d_conv))
+        for lag, matrix in taps.items():
+            kernel[:, :, d_conv - 1 - lag] = matrix  # Conv1d correlates: the last tap meets a'_t
+        with torch.no_grad():
+            self.conv.weight.copy_(_tensor(kernel))
+            self.conv.bias.copy_(_tensor(bias))
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        padded = F.pad(a.transpose(1, 2), (self.d_conv - 1, 0))  # zeros before the first step
+        return self.conv(padded).transpose(1, 2)
+
+
+class RGLRU(nn.Module):
+    """Real-gated linear recurrent unit, Eqs. (39)-(43), with ReLU as the gates' non-linearity."""
+
+    def __init__(self, W_r, b_r, W_i, b_i, Lambda, c: float = RGLRU_C):
+        super().__init__()
+        self.recurrence_gate = _linear(W_r, b_r)
+        self.input_gate = _linear(W_i, b_i)
+        self.Lambda = nn.Parameter(_tensor(Lambda))
+        self.c = c
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        r = torch.relu(self.recurrence_gate(z))
+        i = torch.relu(self.input_gate(z))
+        a = torch.relu(self.Lambda) ** (self.c * r)  # a_t = a^{c r_t}
+        driven = torch.sqrt(1.0 - a * a) * (i * z)
+        h = torch.zeros_like(z[:, 0])
+        out = []
+        for t in range(z.shape[1]):
+            h = a[:, t] * h + driven[:, t]
+            out.append(h)
+        return torch.stack(out, dim=1)
+
+
+class RecurrentBlock(nn.Module):
+    """Conv1d + RG-LRU branch times the gate branch ``g``, then ``W_o`` (Eqs. 35-46)."""
+
+    kind = "recurrent"
+
+    def __init__(self, spec: "RecurrentSpec", d_conv: int):
+        super().__init__()
+        self.W_a = _linear(spec.W_a)
+        self.conv = TemporalConv1d(spec.taps, spec.b_conv, d_conv)
+        self.rg_lru = RGLRU(spec.W_r, spec.b_r, spec.W_i, spec.b_i, spec.Lambda)
+        self.W_g = _linear(spec.W_g, spec.b_g)
+        self.W_o = _linear(spec.W_o, spec.b_o)
+
+    @property
+    def hidden(self) -> int:
+        return self.rg_lru.Lambda.shape[0]
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        h = self.rg_lru(self.conv(self.W_a(a)))
+        g = torch.relu(self.W_g(a))
+        return self.W_o(g * h)
+
+
+class LocalMQA(nn.Module):
+    """Local multi-query attention: ``heads`` query heads share one key and one value head.
+
+    Position t attends to positions ``t - window + 1 .. t`` (causal, softmax over the window).
+    ``residual=True`` adds the block's input to its output, ``o_t = a_t + MQA(a_t)``.
+    """
+
+    kind = "attention"
+
+    def __init__(self, W_q, W_k, W_v, W_o, b_o, heads: int, window: int, residual: bool = True):
+        super().__init__()
+        self.heads, self.window, self.residual = heads, window, residual
+        self.head_dim = W_k.shape[0]
+        self.W_q = _linear(W_q)  # (heads * head_dim, d)
+        self.W_k = _linear(W_k)  # (head_dim, d): one key head
+        self.W_v = _linear(W_v)  # (head_dim, d): one value head
+        self.W_o = _linear(W_o, b_o)
+
+    @property
+    def hidden(self) -> int:
+        return self.heads * self.head_dim
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        batch, T, _ = a.shape
+        q = self.W_q(a).view(batch, T, self.heads, self.head_dim).transpose(1, 2)  # (B, heads, T, hd)
+        k = self.W_k(a).unsqueeze(1)  # (B, 1, T, hd), shared by every head
+        v = self.W_v(a).unsqueeze(1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, heads, T, T)
+        t = torch.arange(T)
+        visible = (t[None, :] <= t[:, None]) & (t[None, :] > t[:, None] - self.window)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        heads = torch.softmax(scores, dim=-1) @ v  # (B, heads, T, hd)
+        out = self.W_o(heads.transpose(1, 2).reshape(batch, T, self.hidden))
+        return a + out if self.residual else out
+
+
+class GatedMLP(nn.Module):
+    """``m_t = W_m ((W_e o_t + b_e) * sigma(W_f o_t + b_f)) + b_m`` (Eqs. 47-50)."""
+
+    kind = "mlp"
+
+    def __init__(self, spec: "MLPSpec"):
+        super().__init__()
+        self.W_e = _linear(spec.W_e, spec.b_e)
+        self.W_f = _linear(spec.W_f, spec.b_f)
+        self.W_m = _linear(spec.W_m, spec.b_m)
+
+    @property
+    def hidden(self) -> int:
+        return self.W_e.out_features
+
+    def forward(self, o: torch.Tensor) -> torch.Tensor:
+        return self.W_m(self.W_e(o) * torch.relu(self.W_f(o)))
+
+
+class ResidualBlock(nn.Module):
+    """A temporal block (recurrent or attention) followed by a gated MLP block."""
+
+    def __init__(self, temporal: nn.Module, mlp: GatedMLP, role: str):
+        super().__init__()
+        self.temporal = temporal
+        self.mlp = mlp
+        self.role = role  # "state", "layer", "product" or "pass" (Griffin alignment)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.temporal(a))
+
+
+class HawkModel(nn.Module):
+    """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
+
+    def __init__(self, architecture, d_in, d_out, max_len, blocks):
+        super().__init__()
+        self.architecture = architecture
+        self.d_in, self.d_out, self.max_len = d_in, d_out, max_len
+        self.embedding = _linear(np.vstack([np.eye(d_in), np.zeros((1, d_in))]), np.eye(d_in + 1)[-1])
+        self.blocks = nn.ModuleList(blocks)
+        self.readout = _linear(np.eye(d_out, d_out + 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(x)
+        if x.dim() != 3 or x.shape[-1] != self.d_in:
+            raise SequenceError(
+                f"{self.architecture}: expected a batch of sequences of shape (B, T, {self.d_in}), "
+                f"got {tuple(x.shape)}"
+            )
+        if x.shape[1] > self.max_len:
+            raise SequenceError(
+                f"{self.architecture}: sequence length {x.shape[1]} exceeds max_len={self.max_len}, the "
+                f"window d_conv of the temporal convolution that computes the state (App. E.1); "
+                f"build the model with max_len >= {x.shape[1]}"
+            )
+        v = self.embedding(x.to(DTYPE))
+        for block in self.blocks:
+            v = block(v)
+        return self.readout(v)
+
+
+# ---- weight construction (numpy) ----------------------------------------------------------------
+
+
+@dataclass
+class RecurrentSpec:
+    W_a: np.ndarray
+    taps: dict
+    b_conv: np.ndarray
+    W_g: np.ndarray
+    b_g: np.ndarray
+    W_o: np.ndarray
+    b_o: np.ndarray
+    W_r: np.ndarray = None
+    b_r: np.ndarray = None
+    W_i: np.ndarray = None
+    b_i: np.ndarray = None
+    Lambda: np.ndarray = None
+
+    def __post_init__(self):
+        # the RG-LRU as a pass-through (App. E.1/E.2): Lambda = 0 -> a = 0, and r_t = 1 so that
+        # a_t = 0 ** c = 0 (r_t = 0 would give 0 ** 0 = 1); i_t = 1, hence h_t = z_t.
+        width = len(self.b_conv)
+        self.W_r = np.zeros((width, width)) if self.W_r is None else self.W_r
+        self.b_r = np.ones(width) if self.b_r is None else self.b_r
+        self.W_i = np.zeros((width, width)) if self.W_i is None else self.W_i
+        self.b_i = np.ones(width) if self.b_i is None else self.b_i
+        self.Lambda = np.zeros(width) if self.Lambda is None else self.Lambda
+
+
+@dataclass
+class MLPSpec:
+    W_e: np.ndarray
+    b_e: np.ndarray
+    W_f: np.ndarray
+    b_f: np.ndarray
+    W_m: np.ndarray
+    b_m: np.ndarray
+
+
+@dataclass
+class ResidualSpec:
+    temporal: RecurrentSpec | None  # None: an identity temporal block (a recurrent one, or Griffin's MQA)
+    mlp: MLPSpec
+    role: str
+    width: int = field(default=0)  # the temporal block's input (= output) width when it is an identity
+
+
+def _identity_recurrent(width: int) -> RecurrentSpec:
+    """App. E.2: ``W_a = I``, ``W_M = [I, 0, ...]``, RG-LRU and gate ``g = 1`` pass, ``W_o = I``."""
+    eye = np.eye(width)
+    return RecurrentSpec(
+        W_a=eye, taps={0: eye}, b_conv=np.zeros(width),
+        W_g=np.zeros((width, width)), b_g=np.ones(width), W_o=eye, b_o=np.zeros(width),
+    )
+
+
+def _with_constant(W: np.ndarray, c: np.ndarray):
+    """``W_m, b_m`` that append the constant-1 channel to ``W v + c``."""
+    return np.vstack([W, np.zeros((1, W.shape[1]))]), np.append(c, 1.0)
+
+
+def _state_residual(block, max_len: int, carry_x: bool) -> ResidualSpec:
+    """App. E.1 + E.4: input ``[x; 1]`` -> ``[s; x; 1]`` (``x`` only when ``carry_x``)."""
+    A, B, b, s0 = block.A, block.B, block.b, block.s0
+    d, n = block.d_state, block.d_in
+    H = d + n + 1  # RG-LRU channels: [s; x; 1]
+    xs, one = slice(d, d + n), H - 1
+    W_a = np.zeros((H, n + 1))  # a'_t = [0; x_t; 1]
+    W_a[xs, :n] = np.eye(n)
+    W_a[one, n] = 1.0
+    taps = {}
+    power = B.copy()  # A^i B
+    free = [s0]  # F(t) = A F(t-1) + b: the state under zero input, F(0) = s0
+    for lag in range(max_len):
+        free.append(A @ free[-1] + b)
+        tap = np.zeros((H, H))
+        tap[:d, xs] = power
+        tap[:d, one] = free[-1] if lag == 0 else free[-1] - free[-2]
+        if lag == 0:
+            tap[xs, xs] = np.eye(n)  # x_t itself
+        if not np.all(np.isfinite(tap)):
+            raise LsrlError(
+                f"hawk: the convolution kernel A^{lag} B of a state ({d} components) overflows float64 "
+                f"within max_len={max_len} steps; use a smaller max_len"
+            )
+        if np.any(tap):
+            taps[lag] = tap
+        power = A @ power
+    b_conv = np.zeros(H)
+    b_conv[one] = 1.0
+    keep = list(range(d)) + (list(range(d, d + n)) if carry_x else []) + [one]
+    W_o = np.eye(H)[keep]
+    temporal = RecurrentSpec(
+        W_a=W_a, taps=taps, b_conv=b_conv, W_g=np.zeros((H, n + 1)), b_g=np.ones(H), W_o=W_o, b_o=np.zeros(len(keep))
+    )
+    return ResidualSpec(temporal, _identity_mlp(len(keep)), "state")
+
+
+def _identity_mlp(width: int) -> MLPSpec:
+    """App. E.4 on ``[v; 1]``: ``e = v``, ``f = 1``, ``m = [e * f; 1]``."""
+    p = width - 1
+    W_m, b_m = _with_constant(np.eye(p), np.zeros(p))
+    return MLPSpec(
+        W_e=np.eye(p, width), b_e=np.zeros(p), W_f=np.zeros((p, width)), b_f=np.ones(p), W_m=W_m, b_m=b_m
+    )
+
+
+def _layer_mlp(streams, width: int) -> MLPSpec:
+    """App. E.3 on ``[v_1; ...; 1]``: each stream gets its next Dense layer, or is copied.
+
+    ``streams``: list of (offset, size, dense or None). A ReLU layer goes through ``f`` (``e = 1``);
+    a linear layer or a copy goes through ``e`` (``f = 1``), so no value that may be negative meets
+    a ReLU it should not.
+    """
+    rows_e, rows_f, b_e, b_f = [], [], [], []
+    for offset, size, dense in streams:
+        if dense is None:
+            W, c, relu = np.eye(size), np.zeros(size), False
+        else:
+            W, c, relu = dense.W, dense.c, dense.relu
+        placed = np.zeros((W.shape[0], width))
+        placed[:, offset:offset + size] = W
+        zero, ones = np.zeros_like(placed), np.ones(W.shape[0])
+        rows_e.append(zero if relu else placed)
+        b_e.append(ones if relu else c)
+        rows_f.append(placed if relu else zero)
+        b_f.append(c if relu else ones)
+    H = sum(len(part) for part in b_e)
+    W_m, b_m = _with_constant(np.eye(H), np.zeros(H))
+    return MLPSpec(np.vstack(rows_e), np.concatenate(b_e), np.vstack(rows_f), np.concatenate(b_f), W_m, b_m)
+
+
+def _product_mlp(p: int, q: int, q_nonnegative: bool, width: int) -> MLPSpec:
+    """App. E.5 on ``[...; 1]``: ``P * Q`` for the ``d``-wide values at offsets ``p`` and ``q``."""
+    d = (width - 1) // 2
+    P = np.zeros((d, width))
+    P[:, p:p + d] = np.eye(d)
+    Q = np.zeros((d, width))
+    Q[:, q:q + d] = np.eye(d)
+    if q_nonnegative:  # f = ReLU(Q) = Q
+        W_e, W_f, W_m = P, Q, np.eye(d)
+    else:  # sign split: e = [P; P], f = [Q+; Q-], m = P Q+ - P Q-
+        W_e, W_f, W_m = np.vstack([P, P]), np.vstack([Q, -Q]), np.hstack([np.eye(d), -np.eye(d)])
+    H = W_e.shape[0]
+    W_m, b_m = _with_constant(W_m, np.zeros(d))
+    return MLPSpec(W_e, np.zeros(H), W_f, np.zeros(H), W_m, b_m)
+
+
+def _ends_in_relu(layers) -> bool:
+    return bool(layers) and layers[-1].relu
+
+
+def block_to_residuals(block, max_len: int) -> list:
+    """One Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
+    gated = block.gamma is not None
+    specs = [_state_residual(block, max_len, carry_x=gated)]
+    phi, gamma = block.phi, (block.gamma if gated else [])
+    size_phi, size_gamma = block.d_state, (block.d_in if gated else 0)
+    for j in range(max(len(phi), len(gamma))):
+        width = size_phi + size_gamma + 1
+        streams = [(0, size_phi, phi[j] if j < len(phi) else None)]
+        if gated:
+            streams.append((size_phi, size_gamma, gamma[j] if j < len(gamma) else None))
+        specs.append(ResidualSpec(None, _layer_mlp(streams, width), "layer", width))
+        size_phi = phi[j].W.shape[0] if j < len(phi) else size_phi
+        size_gamma = gamma[j].W.shape[0] if gated and j < len(gamma) else size_gamma
+    if gated:
+        width = size_phi + size_gamma + 1
+        if _ends_in_relu(phi):  # e = gamma, f = ReLU(phi) = phi
+            mlp = _product_mlp(size_phi, 0, True, width)
+        else:  # e = phi, f = ReLU(gamma) = gamma, or the sign split of gamma
+            mlp = _product_mlp(0, size_phi, _ends_in_relu(gamma), width)
+        specs.append(ResidualSpec(None, mlp, "product", width))
+    return specs
+
+
+def _as_stack(stack) -> BlockStack:
+    if isinstance(stack, BlockStack):
+        return stack
+    if hasattr(stack, "layers"):  # a CompiledProgram
+        from lsrl.targets.blocks import to_blocks
+
+        return to_blocks(stack)
+    raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
+
+
+def _check_max_len(max_len, architecture):
+    if max_len is None or isinstance(max_len, bool) or int(max_len) != max_len or max_len < 1:
+        raise LsrlError(
+            f"{architecture} needs max_len, the longest input sequence (a positive integer): it is the "
+            f"window d_conv of the temporal convolution that computes each state (App. E.1), got {max_len!r}"
+        )
+    return int(max_len)
+
+
+def _identity_mqa(width: int, heads: int, window: int) -> LocalMQA:
+    """MQA with ``W_v = 0`` inside a residual connection: ``a_t + 0``, an exact pass-through."""
+    head_dim = max(1, -(-width // heads))
+    return LocalMQA(
+        W_q=np.zeros((heads * head_dim, width)), W_k=np.zeros((head_dim, width)), W_v=np.zeros((head_dim, width)),
+        W_o=np.zeros((width, heads * head_dim)), b_o=np.zeros(width), heads=heads, window=window, residual=True,
+    )
+
+
+def _build(stack, max_len, architecture, window=None, heads=2, attention_every=3):
+    stack = _as_stack(stack)
+    max_len = _check_max_len(max_len, architecture)
+    specs = [spec for block in stack.blocks for spec in block_to_residuals(block, max_len)]
+    modules = []
+    width = stack.d_in + 1
+    for spec in specs:
+        attention_slot = architecture == "griffin" and len(modules) % attention_every == attention_every - 1
+        if attention_slot and spec.temporal is not None:  # a state block must not lose its recurrence
+            modules.append(ResidualBlock(_identity_mqa(width, heads, window), GatedMLP(_identity_mlp(width)), "pass"))
+            attention_slot = False
+        if spec.temporal is not None:
+            temporal = RecurrentBlock(spec.temporal, max_len)
+        elif attention_slot:
+            temporal = _identity_mqa(spec.width, heads, window)
+        else:
+            temporal = RecurrentBlock(_identity_recurrent(spec.width), max_len)
+        modules.append(ResidualBlock(temporal, GatedMLP(spec.mlp), spec.role))
+        width = spec.mlp.W_m.shape[0]
+    return HawkModel(architecture, stack.d_in, stack.d_out, max_len, modules)
+
+
+def build_hawk(stack, max_len=None) -> HawkModel:
+    """A Hawk model (recurrent blocks only) computing ``stack``; inputs up to ``max_len`` steps."""
+    return _build(stack, max_len, "hawk")
+
+
+def build_griffin(stack, max_len=None, window=None, heads: int = 2) -> HawkModel:
+    """A Griffin model: as Hawk, with local MQA (``heads`` query heads, ``window`` steps, default
+    ``max_len``) as the temporal block of every third residual block."""
+    max_len = _check_max_len(max_len, "griffin")
+    window = max_len if window is None else window
+    if isinstance(window, bool) or int(window) != window or window < 1:
+        raise LsrlError(f"griffin: the attention window must be a positive integer, got {window!r}")
+    if isinstance(heads, bool) or int(heads) != heads or heads < 1:
+        raise LsrlError(f"griffin: heads must be a positive integer, got {heads!r}")
+    return _build(stack, max_len, "griffin", window=int(window), heads=int(heads))
+
+
+def _nonzeros(module: nn.Module) -> int:
+    return int(sum(torch.count_nonzero(p).item() for p in module.parameters()))
+
+
+def layer_report(module: HawkModel) -> list:
+    """One row per temporal block and per gated MLP block: ``layer`` is the residual block's index."""
+    rows = []
+    for i, block in enumerate(module.blocks):
+        for part in (block.temporal, block.mlp):
+            rows.append(dict(layer=i, kind=part.kind, hidden=part.hidden, nonzeros=_nonzeros(part)))
+    return rows
