@@ -1,0 +1,477 @@
+"""GRU (App. C) and LSTM (App. D) models for a compiled program: exact, the LSTM on every input.
+
+Every ``Block`` of the ``BlockStack`` (one Gated Linear RNN layer, Eq. (4)) becomes
+
+    1 state layer     s_t = A s_{t-1} + B x_t + b, carried as [s+; s-] (Eq. (11)), and x_t for gamma
+    k MLP layers      layer i computes the i-th Dense of phi and of gamma side by side (C.2, D.2)
+    1 product layer   gamma(x_t) * phi(s_t) (C.3, D.3), only when the block has a gate
+
+so ``L_block = k + 2`` layers with ``k = max(len(phi), len(gamma))``; a block without gamma has no
+product layer (``k + 1``). The shorter MLP's result is passed on unchanged through the remaining
+MLP layers (Eq. (30)). A final ``torch.nn.Linear`` readout (float64) recombines the last layer's
+sign-split units into the program's output.
+
+Activations. As the paper assumes (App. C, D), every sigmoid and tanh of the cells is replaced by a
+ReLU; the cells are otherwise PyTorch's, with its parameter names, shapes and gate orders
+(``weight_ih_l{k}`` is ``(3H, in)`` with gates r, z, n for the GRU, ``(4H, in)`` with i, f, g, o for
+the LSTM) and its equations::
+
+    GRU   r = act(W_ir x + b_ir + W_hr h + b_hr)        LSTM  i = act(W_ii x + b_ii + W_hi h + b_hi)
+          z = act(W_iz x + b_iz + W_hz h + b_hz)              f = act(W_if x + b_if + W_hf h + b_hf)
+          n = act(W_in x + b_in + r * (W_hn h + b_hn))        g = act(W_ig x + b_ig + W_hg h + b_hg)
+          h' = (1 - z) * n + z * h                            o = act(W_io x + b_io + W_ho h + b_ho)
+                                                              c' = f * c + i * g,  h' = o * act(c')
+
+Negative values. Layer outputs of these cells are non-negative (every gate is a ReLU), so a value
+``v`` that may be negative is carried as ``[v+; v-] = [ReLU(v); ReLU(-v)]`` and recombined with
+``[I, -I]`` inside the next layer's input weights (the trick of Eq. (11), used everywhere: the state,
+gamma's input x_t, and phi / gamma outputs of a Dense without ReLU). This replaces the lower bound
+``k_lb`` that Apps. C.1 and D.1 subtract from x_t: no bound on the inputs is needed. Values known to
+be non-negative (ReLU outputs, a state with non-negative dynamics) are carried once.
+A product of possibly negative ``P`` and ``Q`` is the signed sum of the non-negative products
+``P+ Q+ - P+ Q- - P- Q+ + P- Q-``; a factor known to be non-negative has no minus part.
+
+The product layer.
+* LSTM (D.3): one unit per non-negative product: ``f = 0, i = ReLU(Q), g = ReLU(P), o = 1`` gives
+  ``c = Q P`` and ``h = ReLU(c) = Q P`` exactly, for every value.
+* GRU: App. C.3 as printed drops the ``(1 - z) h_{t-1}`` term, which is not zero. With ReLU gates
+  a GRU unit's only product of two current inputs is ``(1 - z) * n``, and the unit always also
+  carries ``z * h_{t-1}``. Since ``1 - z = 1 - ReLU(.) <= 1``, a product ``+Q P`` needs
+  ``z = 1 - sigma Q >= 0``, i.e. a bound on ``Q``; the unbounded form ``z = 1 + Q`` (giving
+  ``-Q P``) multiplies the carried state by ``1 + Q >= 1`` at every step, so the state grows
+  geometrically and the cancellation loses all precision. We therefore build the product from
+  three units, with ``sigma = 1 / gate_bound``:
+      u: z = ReLU(1 - sigma Q), n = ReLU(P)          -> u_t = sigma Q P + (1 - sigma Q) u_{t-1}
+      d: z = 0, r = 1,  n = ReLU(u_{t-1})             -> d_t = u_{t-1}
+      m: z = 0, r = ReLU(Q), n = ReLU(r * u_{t-1})    -> m_t = Q u_{t-1}
+  and ``Q P = (u_t - d_t) / sigma + m_t`` (read linearly by the next layer). ``u`` is a convex
+  combination of past ``P`` values, so every unit stays bounded. This needs ``0 <= Q <= gate_bound``
+  for the gate factor ``Q`` (gamma's output parts); the torch module checks it on every call and
+  raises ``SequenceError`` otherwise (an exported ONNX graph cannot check). ``gate_bound`` is rounded
+  up to a power of two so that the scaling is exact; each doubling costs one bit of precision in the
+  products (float64: 2^-42 relative at the default 1024).
+
+Initial states are buffers ``h0_l{k}`` (and ``c0_l{k}`` for the LSTM), broadcast over the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lsrl.errors import LsrlError, SequenceError
+
+GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
+ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+DEFAULT_GATE_BOUND = 1024.0
+
+
+# ---- the cells: PyTorch's equations, activations by name ---------------------------------------
+
+
+class _CellStack(nn.Module):
+    """Stacked cells with PyTorch's parameter layout; per-layer hidden sizes may differ."""
+
+    kind = ""
+
+    def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")):
+        super().__init__()
+        self.input_size = int(input_size)
+        self.hidden_sizes = [int(h) for h in hidden_sizes]
+        self.num_layers = len(self.hidden_sizes)
+        if any(name not in ACTIVATIONS for name in activations):
+            raise LsrlError(f"{self.kind}: activations must be among {tuple(ACTIVATIONS)}, got {activations}")
+        self.activations = tuple(activations)  # (gates, candidate / cell output)
+        gates = len(GATES[self.kind])
+        width = self.input_size
+        for k, hidden in enumerate(self.hidden_sizes):
+            for name, shape in (
+                (f"weight_ih_l{k}", (gates * hidden, width)),
+                (f"weight_hh_l{k}", (gates * hidden, hidden)),
+                (f"bias_ih_l{k}", (gates * hidden,)),
+                (f"bias_hh_l{k}", (gates * hidden,)),
+            ):
+                self.register_parameter(name, nn.Parameter(torch.zeros(shape, dtype=torch.float64)))
+            self.register_buffer(f"h0_l{k}", torch.zeros(hidden, dtype=torch.float64))
+            if self.kind == "lstm":
+                self.register_buffer(f"c0_l{k}", torch.zeros(hidden, dtype=torch.float64))
+            width = hidden
+
+    @property
+    def output_size(self) -> int:
+        return self.hidden_sizes[-1] if self.hidden_sizes else self.input_size
+
+    def layer_tensors(self, k: int) -> dict:
+        names = ["weight_ih", "weight_hh", "bias_ih", "bias_hh", "h0"] + (["c0"] if self.kind == "lstm" else [])
+        return {name: getattr(self, f"{name}_l{k}") for name in names}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, input_size) -> (B, T, hidden_sizes[-1])``."""
+        for k in range(self.num_layers):
+            x = self.layer(k, x)
+        return x
+
+    def layer(self, k: int, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class ReluGRU(_CellStack):
+    """Stacked GRU layers: ``torch.nn.GRU``'s equations and parameters, with ReLU in place of both
+    sigmoid (gates r, z) and tanh (candidate n). ``activation`` names it; ``activations`` can swap
+    the functions back (e.g. ``("sigmoid", "tanh")``) to compare against ``torch.nn.GRU``."""
+
+    kind = "gru"
+    activation = "relu"  # replaces sigmoid (r, z) and tanh (n)
+
+    def layer(self, k: int, x: torch.Tensor) -> torch.Tensor:
+        gate, candidate = (ACTIVATIONS[name] for name in self.activations)
+        w_ih, w_hh, b_ih, b_hh, h0 = (
+            getattr(self, f"{n}_l{k}") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "h0")
+        )
+        hidden = h0.shape[0]
+        gi = F.linear(x, w_ih, b_ih)  # all time steps at once
+        i_r, i_z, i_n = gi.split(hidden, dim=-1)
+        if not torch.any(w_hh):  # no recurrent weights: r, z and W_hn h + b_hn are known for all t
+            h_r, h_z, h_n = b_hh.split(hidden)
+            z = gate(i_z + h_z)
+            if not torch.any(z):  # h' = (1 - 0) * n + 0 * h = n at every step
+                return candidate(i_n + gate(i_r + h_r) * h_n)
+        h = h0.expand(x.shape[0], hidden)
+        outputs = []
+        for t in range(x.shape[1]):
+            h_r, h_z, h_n = F.linear(h, w_hh, b_hh).split(hidden, dim=-1)
+            r = gate(i_r[:, t] + h_r)
+            z = gate(i_z[:, t] + h_z)
+            n = candidate(i_n[:, t] + r * h_n)
+            h = (1 - z) * n + z * h
+            outputs.append(h)
+        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
+
+
+class ReluLSTM(_CellStack):
+    """Stacked LSTM layers: ``torch.nn.LSTM``'s equations and parameters (gates i, f, g, o), with
+    ReLU in place of sigmoid (i, f, o) and of both tanh (g and the cell output)."""
+
+    kind = "lstm"
+    activation = "relu"  # replaces sigmoid (i, f, o) and tanh (g, cell output)
+
+    def layer(self, k: int, x: torch.Tensor) -> torch.Tensor:
+        gate, candidate = (ACTIVATIONS[name] for name in self.activations)
+        w_ih, w_hh, b_ih, b_hh, h0, c0 = (
+            getattr(self, f"{n}_l{k}") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "h0", "c0")
+        )
+        hidden = h0.shape[0]
+        gi = F.linear(x, w_ih, b_ih)
+        if not torch.any(w_hh):  # gates known for all t
+            i, f, g, o = (gi + b_hh).split(hidden, dim=-1)
+            f = gate(f)
+            if not torch.any(f):  # c' = 0 * c + i * g at every step
+                return gate(o) * candidate(gate(i) * candidate(g))
+        h = h0.expand(x.shape[0], hidden)
+        c = c0.expand(x.shape[0], hidden)
+        outputs = []
+        for t in range(x.shape[1]):
+            i, f, g, o = (gi[:, t] + F.linear(h, w_hh, b_hh)).split(hidden, dim=-1)
+            c = gate(f) * c + gate(i) * candidate(g)
+            h = gate(o) * candidate(c)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
+
+
+class CellModel(nn.Module):
+    """A compiled program as stacked ReLU GRU / LSTM layers (``.rnn``) and a linear ``.readout``.
+
+    ``(B, T, d_in) -> (B, T, d_out)``, float64. ``roles[k]`` says what layer ``k`` does:
+    ``(block, "state" | "mlp" | "product")``.
+    """
+
+    activation = "relu"  # in place of sigmoid and tanh, as in Apps. C and D
+
+    def __init__(self, arch: str, input_size: int, layers: list, readout_weight, readout_bias, gate_bound=None):
+        super().__init__()
+        self.architecture = arch
+        self.rnn = (ReluGRU if arch == "gru" else ReluLSTM)(input_size, [layer.hidden for layer in layers])
+        self.roles = [(layer.block, layer.role) for layer in layers]
+        self.gate_bound = gate_bound
+        with torch.no_grad():
+            for k, layer in enumerate(layers):
+                for name, array in layer.arrays.items():
+                    getattr(self.rnn, f"{name}_l{k}").copy_(torch.as_tensor(array))
+        self.gate_columns = {}  # layer -> input columns that drive a GRU z gate (must stay <= gate_bound)
+        self.gate_names = {k: layer.gate_name for k, layer in enumerate(layers) if layer.gate_columns}
+        for k, layer in enumerate(layers):
+            if layer.gate_columns:
+                self.register_buffer(f"gate_columns_l{k}", torch.as_tensor(sorted(set(layer.gate_columns))))
+                self.gate_columns[k] = f"gate_columns_l{k}"
+        d_out, width = readout_weight.shape
+        self.readout = nn.Linear(width, d_out, dtype=torch.float64)
+        with torch.no_grad():
+            self.readout.weight.copy_(torch.as_tensor(readout_weight))
+            self.readout.bias.copy_(torch.as_tensor(readout_bias))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for k in range(self.rnn.num_layers):
+            if k in self.gate_columns:
+                self._check_gates(k, x)
+            x = self.rnn.layer(k, x)
+        return self.readout(x)
+
+    def _check_gates(self, k, x):
+        factors = x[..., getattr(self, self.gate_columns[k])]
+        if factors.numel() and torch.max(factors) > self.gate_bound:
+            block, _ = self.roles[k]
+            source = f"Multi '{self.gate_names[k]}'" if self.gate_names.get(k) else f"block {block}"
+            raise SequenceError(
+                f"GRU product layer {k} ({source}): a gate factor reached {torch.max(factors).item():g}, "
+                f"above gate_bound={self.gate_bound:g}; build the GRU with a larger gate_bound"
+            )
+
+
+# ---- construction ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Value:
+    """A vector ``v = R a + c`` over the previous layer's output ``a`` (non-negative unless raw input)."""
+
+    R: np.ndarray
+    c: np.ndarray
+    hidden: bool  # a is a layer output (>= 0); False for the model input
+
+    @property
+    def dim(self) -> int:
+        return self.R.shape[0]
+
+    @property
+    def nonnegative(self) -> bool:
+        return self.hidden and bool(np.all(self.R >= 0)) and bool(np.all(self.c >= 0))
+
+    def terms(self, j):
+        """Component ``j`` as ``[(column, coefficient)]``; needs ``c[j] == 0``."""
+        assert self.c[j] == 0 and self.hidden
+        return [(int(col), float(self.R[j, col])) for col in np.flatnonzero(self.R[j])]
+
+
+@dataclass
+class _Layer:
+    hidden: int
+    arrays: dict
+    block: int
+    role: str
+    gate_columns: list
+    gate_name: str | None = None
+
+
+class _LayerBuilder:
+    """Collects units of one layer as sparse entries; outputs refer to units by index."""
+
+    def __init__(self, arch, d_in, block, role, sigma=None):
+        self.arch, self.d_in, self.block, self.role, self.sigma = arch, d_in, block, role, sigma
+        self.count = 0
+        self.ih, self.hh, self.bias, self.h0 = [], [], [], {}
+        self.gate_columns = []
+        self.value_gate = "n" if arch == "gru" else "o"
+
+    def _new(self, n):
+        start = self.count
+        self.count += n
+        return list(range(start, start + n))
+
+    def relu_units(self, W, beta, U=None, h0=None):
+        """Units ``h_t = ReLU(W a_t + beta + U h_{t-1})`` (``U`` among the new units). C.1/C.2, D.1/D.2."""
+        units = self._new(W.shape[0])
+        for i, j in zip(*np.nonzero(W)):
+            self.ih.append((self.value_gate, units[i], int(j), W[i, j]))
+        for i in np.flatnonzero(beta):
+            self.bias.append((self.value_gate, units[i], beta[i]))
+        if U is not None:
+            for i, j in zip(*np.nonzero(U)):
+                self.hh.append((self.value_gate, units[i], units[j], U[i, j]))
+        for unit, row in zip(units, range(W.shape[0])):
+            if self.arch == "gru":  # z = 0 (h' = n); r = 1 where the unit reads its past
+                if U is not None and np.any(U[row]):
+                    self.bias.append(("r", unit, 1.0))
+            else:  # f = 0, i = g = 1: c = 1, h = o
+                self.bias.append(("i", unit, 1.0))
+                self.bias.append(("g", unit, 1.0))
+        if h0 is not None:
+            for unit, value in zip(units, h0):
+                if value:
+                    self.h0[unit] = value
+        return units
+
+    def product(self, p_col, q_col):
+        """``[(unit, coefficient)]`` whose sum is ``a[p_col] * a[q_col]`` (both inputs >= 0)."""
+        if self.arch == "lstm":  # D.3: f = 0, i = Q, g = P, o = 1
+            (u,) = self._new(1)
+            self.ih += [("i", u, q_col, 1.0), ("g", u, p_col, 1.0)]
+            self.bias.append(("o", u, 1.0))
+            return [(u, 1.0)]
+        u, d, m = self._new(3)
+        self.ih += [("z", u, q_col, -self.sigma), ("n", u, p_col, 1.0), ("r", m, q_col, 1.0)]
+        self.bias += [("z", u, 1.0), ("r", d, 1.0)]
+        self.hh += [("n", d, u, 1.0), ("n", m, u, 1.0)]
+        self.gate_columns.append(q_col)
+        return [(u, 1.0 / self.sigma), (d, -1.0 / self.sigma), (m, 1.0)]
+
+    def finish(self):
+        H, gates = self.count, GATES[self.arch]
+        G = len(gates)
+        arrays = {
+            "weight_ih": np.zeros((G * H, self.d_in)),
+            "weight_hh": np.zeros((G * H, H)),
+            "bias_ih": np.zeros(G * H),
+            "bias_hh": np.zeros(G * H),
+            "h0": np.zeros(H),
+        }
+        if self.arch == "lstm":
+            arrays["c0"] = np.zeros(H)
+        for gate, unit, col, value in self.ih:
+            arrays["weight_ih"][gates.index(gate) * H + unit, col] += value
+        for gate, unit, col, value in self.hh:
+            arrays["weight_hh"][gates.index(gate) * H + unit, col] += value
+        for gate, unit, value in self.bias:
+            arrays["bias_ih"][gates.index(gate) * H + unit] += value
+        for unit, value in self.h0.items():
+            arrays["h0"][unit] = value
+        return _Layer(H, arrays, self.block, self.role, self.gate_columns)
+
+
+def _value(builder_terms, width):
+    """The ``_Value`` of rows given as ``[(unit, coefficient)]`` lists over a layer of ``width`` units."""
+    R = np.zeros((len(builder_terms), width))
+    for j, terms in enumerate(builder_terms):
+        for unit, coef in terms:
+            R[j, unit] += coef
+    return _Value(R, np.zeros(len(builder_terms)), True)
+
+
+def _emit(builder, W, beta, nonnegative, relu=False):
+    """Units holding ``ReLU(W a + beta)`` if ``relu`` else ``W a + beta`` (split unless non-negative)."""
+    if relu or nonnegative:
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta)]
+    plus = builder.relu_units(W, beta)
+    minus = builder.relu_units(-W, -beta)
+    return [[(p, 1.0), (q, -1.0)] for p, q in zip(plus, minus)]
+
+
+def _carry(builder, value):
+    return _emit(builder, value.R, value.c, value.nonnegative)
+
+
+def _dense(builder, dense, value):
+    W = dense.W @ value.R
+    beta = dense.W @ value.c + dense.c
+    nonnegative = value.hidden and bool(np.all(W >= 0)) and bool(np.all(beta >= 0))
+    return _emit(builder, W, beta, nonnegative, relu=dense.relu)
+
+
+def _state_layer(builder, block, x):
+    """C.1 / D.1 with the split of Eq. (11): ``[s+; s-] = ReLU(±(A (s+ - s-) + B x + b))``."""
+    A, s0 = block.A, block.s0
+    W = block.B @ x.R
+    beta = block.B @ x.c + block.b
+    d = block.d_state
+    if x.hidden and all(np.all(m >= 0) for m in (A, W, beta, s0)):  # s_t >= 0 for every input
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0)]
+    units = builder.relu_units(
+        np.vstack([W, -W]), np.concatenate([beta, -beta]), U=np.block([[A, -A], [-A, A]]),
+        h0=np.concatenate([np.maximum(s0, 0), np.maximum(-s0, 0)]),
+    )
+    return [[(units[i], 1.0), (units[d + i], -1.0)] for i in range(d)]
+
+
+def _block_layers(arch, index, block, x, sigma):
+    """The ``k + 2`` (gated) or ``k + 1`` layers of one block, and the block's output value."""
+    layers = []
+
+    def finish(builder, outputs):
+        layer = builder.finish()
+        layers.append(layer)
+        return [_value(rows, layer.hidden) for rows in outputs]
+
+    builder = _LayerBuilder(arch, x.R.shape[1], index, "state", sigma)
+    outputs = [_state_layer(builder, block, x)]
+    if block.gamma is not None:
+        outputs.append(_carry(builder, x))
+    values = finish(builder, outputs)  # [s] or [s, x]
+    branches = [block.phi] + ([block.gamma] if block.gamma is not None else [])
+    for depth in range(max(len(branch) for branch in branches)):
+        builder = _LayerBuilder(arch, layers[-1].hidden, index, "mlp", sigma)
+        outputs = [
+            _dense(builder, branch[depth], value) if depth < len(branch) else _carry(builder, value)
+            for branch, value in zip(branches, values)
+        ]
+        values = finish(builder, outputs)
+    if block.gamma is None:
+        return layers, values[0]
+    phi, gamma = values
+    builder = _LayerBuilder(arch, layers[-1].hidden, index, "product", sigma)
+    rows = []
+    for j in range(phi.dim):
+        row = []
+        for p_col, p_coef in phi.terms(j):
+            for q_col, q_coef in gamma.terms(j):
+                row += [(u, p_coef * q_coef * c) for u, c in builder.product(p_col, q_col)]
+        rows.append(row)
+    (out,) = finish(builder, [rows])
+    layers[-1].gate_name = block.gate_name
+    return layers, out
+
+
+def _build(stack, arch, gate_bound=None):
+    sigma = None
+    if arch == "gru":
+        gate_bound = DEFAULT_GATE_BOUND if gate_bound is None else float(gate_bound)
+        if not gate_bound > 0 or math.isinf(gate_bound):
+            raise LsrlError(f"gru: gate_bound must be a positive finite number, got {gate_bound}")
+        gate_bound = 2.0 ** math.ceil(math.log2(gate_bound))
+        sigma = 1.0 / gate_bound
+    elif gate_bound is not None:
+        raise LsrlError("lstm: gate_bound is a GRU option (the LSTM multiplies exactly without one)")
+    value = _Value(np.eye(stack.d_in), np.zeros(stack.d_in), hidden=False)
+    layers = []
+    for index, block in enumerate(stack.blocks):
+        if block.d_in != value.dim:
+            raise LsrlError(f"{arch}: block {index} reads {block.d_in} values, the previous block gives {value.dim}")
+        block_layers, value = _block_layers(arch, index, block, value, sigma)
+        layers += block_layers
+    return CellModel(arch, stack.d_in, layers, value.R, value.c, gate_bound if arch == "gru" else None)
+
+
+def build_gru(stack, gate_bound=None) -> CellModel:
+    """A ``BlockStack`` as ReLU-GRU layers (App. C with the exact product layer described above).
+
+    ``gate_bound`` (default 1024, rounded up to a power of two) bounds gamma's outputs: every gate
+    factor must stay in ``[-gate_bound, gate_bound]``.
+    """
+    return _build(stack, "gru", gate_bound)
+
+
+def build_lstm(stack) -> CellModel:
+    """A ``BlockStack`` as ReLU-LSTM layers (App. D); exact for every input, no bounds."""
+    return _build(stack, "lstm")
+
+
+def layer_report(module: CellModel) -> list:
+    """One row per layer: ``layer, kind, hidden, nonzeros`` (weights, biases, initial states), plus
+    ``block`` and ``role``; the readout is a last row with ``kind="readout"`` and the last layer's index."""
+    rows = []
+    for k, hidden in enumerate(module.rnn.hidden_sizes):
+        nonzeros = sum(int(torch.count_nonzero(t)) for t in module.rnn.layer_tensors(k).values())
+        block, role = module.roles[k]
+        rows.append(dict(layer=k, kind=module.architecture, hidden=hidden, nonzeros=nonzeros, block=block, role=role))
+    rows.append(dict(
+        layer=max(module.rnn.num_layers - 1, 0), kind="readout", hidden=module.readout.out_features,
+        nonzeros=int(torch.count_nonzero(module.readout.weight)) + int(torch.count_nonzero(module.readout.bias)),
+        block=None, role="readout",
+    ))
+    return rows
+
+
+__all__ = ["CellModel", "ReluGRU", "ReluLSTM", "build_gru", "build_lstm", "layer_report"]
