@@ -26,8 +26,11 @@ def inputs(program, generator):
 def main():
     torch.set_num_threads(2)
     generator = np.random.default_rng(0)
-    programs = [discrete_approximator(3, ifelse="multiplicative"), continuous_approximator(2, 2, ifelse="multiplicative")]
-    print(f"{'program':42} {'target':17} {'layers':>6} {'widest':>6} {'nonzeros':>9} {'run s':>7}")
+    # a gated and an ungated variant of each, so that every architecture gets a row
+    programs = [
+        discrete_approximator(3, ifelse=variant) for variant in ("multiplicative", "optimized")
+    ] + [continuous_approximator(2, 2, ifelse=variant) for variant in ("multiplicative", "optimized")]
+    print(f"{'program':46} {'target':17} {'layers':>6} {'widest':>6} {'nonzeros':>9} {'run s':>7}")
     for program in programs:
         model = lsrl.compile(program, progress=False)
         xs = torch.as_tensor(inputs(program, generator))
@@ -36,7 +39,7 @@ def main():
             try:
                 net = model.to_torch(arch, **options)
             except lsrl.LsrlError as error:
-                print(f"{program.name:42} {arch:17} not available: {str(error)[:60]}")
+                print(f"{program.name:46} {arch:17} not available: {str(error)[:50]}")
                 continue
             rows = layer_report(net)
             times = []
@@ -46,7 +49,7 @@ def main():
                     net(xs)
                     times.append(time.perf_counter() - start)
             layers = len({r["layer"] for r in rows})
-            print(f"{program.name:42} {arch:17} {layers:6d} {max(r['hidden'] for r in rows):6d} "
+            print(f"{program.name:46} {arch:17} {layers:6d} {max(r['hidden'] for r in rows):6d} "
                   f"{sum(r['nonzeros'] for r in rows):9d} {statistics.median(times):7.3f}", flush=True)
 
 

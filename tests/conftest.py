@@ -3,6 +3,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
 
 
 def as_fractions(array):
@@ -19,3 +20,9 @@ def max_relative_difference(a, b):
 @pytest.fixture
 def rng():
     return random.Random(1234)
+
+
+def run_module(module, xs):
+    """A target module's float64 output for a numpy batch."""
+    with torch.no_grad():
+        return module(torch.as_tensor(np.asarray(xs, dtype=np.float64))).numpy()

@@ -1,7 +1,6 @@
 from fractions import Fraction
 
 import numpy as np
-import pytest
 
 import lsrl
 from conftest import as_fractions

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lsrl
-from conftest import max_relative_difference
+from conftest import max_relative_difference, run_module as run
 from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
 from lsrl.targets import to_blocks
 from test_random_programs import generate_program
@@ -27,11 +27,6 @@ def compiled(kind, variant="multiplicative"):
     return program, lsrl.compile(program)
 
 
-def run(module, xs):
-    with torch.no_grad():
-        return module(torch.as_tensor(np.asarray(xs, dtype=np.float64))).numpy()
-
-
 def test_linear_rnn_of_fig_1_is_one_block_in_stock_rnn():
     program, model = compiled("more_ones")
     bits = np.array([[[random.Random(i).randint(0, 1)] for i in range(j, j + 30)] for j in range(4)], dtype=float)
@@ -43,31 +38,43 @@ def test_linear_rnn_of_fig_1_is_one_block_in_stock_rnn():
     assert model.to_torch("rnn").blocks[0].rnn.nonlinearity == "relu"
 
 
-@pytest.mark.parametrize("arch", GATED)
+def module_or_refusal(model, arch, variant):
+    """The module, or None after checking that an ungated target refuses a gated program."""
+    if variant.startswith("multiplicative") and arch not in GATED:
+        with pytest.raises(lsrl.LsrlError, match="Multi"):
+            model.to_torch(arch)
+        return None
+    return model.to_torch(arch)
+
+
+@pytest.mark.parametrize("arch", OWN_TARGETS)
 @pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
 def test_discrete_approximator_every_token_right(arch, variant):
     program, model = compiled("discrete", variant)
-    if not variant.startswith("multiplicative"):
-        ungated = model.to_torch(arch.replace("gated_", ""))
-        assert not any(block.gamma is not None for block in ungated.blocks)
+    net = module_or_refusal(model, arch, variant)
+    if net is None:
+        return
     rng = random.Random(5)
     mapping = {}
     while len(mapping) < 8:
         mapping.setdefault(tuple(rng.randint(1, 10) for _ in range(3)), tuple(rng.randint(1, 10) for _ in range(3)))
     batch = np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float)
-    out = run(model.to_torch(arch), batch)
+    out = run(net, batch)
     assert max_relative_difference(out, program(batch)) <= 1e-9
     assert np.array_equal(np.round(out[:, -3:, 0]), np.array(list(mapping.values()), dtype=float))
 
 
-@pytest.mark.parametrize("arch", GATED)
+@pytest.mark.parametrize("arch", OWN_TARGETS)
 @pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
 def test_continuous_approximator(arch, variant):
     program, model = compiled("continuous", variant)
+    net = module_or_refusal(model, arch, variant)
+    if net is None:
+        return
     rng = np.random.default_rng(3)
     xs = rng.integers(0, 65, size=(4, 20, 5)) / 64  # dyadic: see test_programs' float tolerance note
     xs[:, 1::2, 0] = 1 / 8
-    assert max_relative_difference(run(model.to_torch(arch), xs), program(xs)) <= 1e-9
+    assert max_relative_difference(run(net, xs), program(xs)) <= 1e-9
 
 
 @pytest.mark.parametrize("seed", range(100))

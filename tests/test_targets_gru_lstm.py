@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lsrl
-from conftest import max_relative_difference
+from conftest import max_relative_difference, run_module as run
 from lsrl.errors import SequenceError
 from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
 from lsrl.targets.blocks import Block, BlockStack, Dense, to_blocks
@@ -32,11 +32,6 @@ def compiled(kind, variant="multiplicative"):
 @lru_cache(maxsize=None)
 def built(arch, kind, variant="multiplicative"):
     return BUILDERS[arch](compiled(kind, variant)[1])
-
-
-def run(module, xs):
-    with torch.no_grad():
-        return module(torch.as_tensor(np.asarray(xs, dtype=np.float64))).numpy()
 
 
 def assert_matches(module, stack, program, xs):

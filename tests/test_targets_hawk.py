@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import lsrl
-from conftest import max_relative_difference
+from conftest import max_relative_difference, run_module as run
 from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
 from lsrl.targets.blocks import Block, BlockStack, Dense, to_blocks
 from lsrl.targets.hawk import LocalMQA, RecurrentBlock, build_griffin, build_hawk, layer_report
@@ -22,11 +22,6 @@ from test_random_programs import _inputs_for, generate_program
 BUILDERS = {"hawk": build_hawk, "griffin": build_griffin}
 VARIANTS = lsrl.IFELSE_VARIANTS
 RANDOM_SEEDS = range(100)
-
-
-def run(net, xs) -> np.ndarray:
-    with torch.no_grad():
-        return net(torch.as_tensor(np.asarray(xs, dtype=np.float64))).numpy()
 
 
 @lru_cache(maxsize=None)

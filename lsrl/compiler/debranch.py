@@ -162,7 +162,6 @@ def case_4(graph, v, users):
 
 def _push_slice_into(graph, v, piece, user, relu_of_v):
     """Move the slice ``piece`` of ``v`` past one of its users (the bullets of Case 5A)."""
-    backend = graph.backend
     if user.kind == LINEAR:
         graph.replace(user, graph.linear(v, user.A @ piece.A, user.b, name=user.name))
     elif user.kind == LINSTATE:
