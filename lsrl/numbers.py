@@ -178,6 +178,19 @@ class Matrix:
         rows = {new: self.rows[old] for new, old in enumerate(indices) if old in self.rows}
         return self._like(rows, (len(indices), self.shape2d[1]))
 
+    def times_selection(self, columns, width) -> "Matrix":
+        """``self @ S`` for the selection ``S`` whose row r picks column ``columns[r]`` of ``width``."""
+        zero, rows = self.backend.zero, {}
+        for i, row in self.rows.items():
+            combined = {}
+            for r, value in row.items():
+                c = columns[r]
+                combined[c] = combined.get(c, zero) + value
+            combined = {c: v for c, v in combined.items() if v}
+            if combined:
+                rows[i] = combined
+        return self._like(rows, (self.shape2d[0], width))
+
     def take_columns(self, columns) -> "Matrix":
         """The given columns, in order (entries in other columns are dropped)."""
         position = {c: k for k, c in enumerate(columns)}

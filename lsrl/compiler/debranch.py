@@ -162,12 +162,14 @@ def case_4(graph, v, users):
 
 def _push_slice_into(graph, v, piece, user, relu_of_v):
     """Move the slice ``piece`` of ``v`` past one of its users (the bullets of Case 5A)."""
+    columns = piece.A.selected_columns()
     if user.kind == LINEAR:
-        graph.replace(user, graph.linear(v, user.A @ piece.A, user.b, name=user.name))
+        graph.replace(user, graph.linear(v, user.A.times_selection(columns, v.dim), user.b, name=user.name))
     elif user.kind == LINSTATE:
-        graph.replace(user, graph.linstate(v, user.A, user.B @ piece.A, user.b, user.init, name=user.name))
+        B = user.B.times_selection(columns, v.dim)
+        graph.replace(user, graph.linstate(v, user.A, B, user.b, user.init, name=user.name))
     elif user.kind == RELU:
-        graph.replace(user, graph.selection(relu_of_v(), piece.A.selected_columns()))
+        graph.replace(user, graph.selection(relu_of_v(), columns))
     elif user.kind == MULTI:
         graph.redirect(user, piece, graph.linear(v, piece.A))
     elif user.kind == CONCAT:
