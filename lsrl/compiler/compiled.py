@@ -21,26 +21,50 @@ from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
+_CHUNK_VALUES = 1 << 24  # float64 numbers per layer activation when running a batch (128 MiB)
 _WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": ()}
 
 
 def _run_float(layer, x):
-    """One layer over a whole ``(B, T, d)`` float64 batch."""
-    count, steps, width = x.shape
+    """One layer over a whole batch held feature-major: ``x`` is ``(d, B, T)`` float64.
+
+    Feature-major activations make every layer one ``csr @ dense`` product over all B*T tokens
+    with no transposed copies.
+    """
+    width, count, steps = x.shape
     if layer.kind == "ReLU":
         return np.maximum(x, 0.0)
     if layer.kind == "Multi":
-        return x[..., : layer.dim] * x[..., layer.dim :]
+        return x[: layer.dim] * x[layer.dim :]
     if layer.kind == "Linear":
-        flat = FLOAT_MODE.linear(layer.A, layer.b, x.reshape(-1, width))
-        return flat.reshape(count, steps, layer.dim)
-    drive = FLOAT_MODE.linear(layer.B, layer.b, x.reshape(-1, width)).reshape(count, steps, layer.dim)
-    state = FLOAT_MODE.initial_state(layer, count)
-    out = np.empty_like(drive)
-    for t in range(steps):
-        state = layer.A.apply_float(state) + drive[:, t]
-        out[:, t] = state
-    return out
+        return _affine(layer.A, layer.b, x)
+    states = _affine(layer.B, layer.b, x)
+    if steps:
+        states[:, :, 0] += (layer.A.csr() @ layer.init_state.float_values())[:, None]
+    return _linear_scan(layer.A.csr(), states)
+
+
+def _affine(A, b, x):
+    width, count, steps = x.shape
+    out = A.csr() @ x.reshape(width, -1)
+    out += b.float_values()[:, None]
+    return out.reshape(A.shape2d[0], count, steps)
+
+
+def _linear_scan(transition, states):
+    """``s_t = A s_{t-1} + u_t`` for all t at once, in place on ``states`` (``(d, B, T)``, holding u).
+
+    Doubling scan: after the round with offset k, ``s_t`` sums ``A^i u_{t-i}`` for i < 2k; each
+    round is one sparse product over the whole batch, ceil(log2 T) rounds instead of T steps.
+    The transitions of compiled programs (counters, cycles, shifts, copies) stay sparse when powered.
+    """
+    dim, count, steps = states.shape
+    power, offset = transition, 1
+    while offset < steps and power.nnz:
+        earlier = np.ascontiguousarray(states[:, :, : steps - offset]).reshape(dim, -1)
+        states[:, :, offset:] += (power @ earlier).reshape(dim, count, steps - offset)
+        power, offset = power @ power, 2 * offset
+    return states
 
 
 def _run_exact(layer, x):
@@ -108,18 +132,28 @@ class CompiledProgram:
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
         batch, squeeze = mode.read(xs, self.input)
-        run = _run_exact if exact else _run_float
-        for layer in self.layers:
-            batch = run(layer, batch)
         if exact:
+            for layer in self.layers:
+                batch = _run_exact(layer, batch)
             count = len(batch)
             steps = len(batch[0]) if count else 0
             result = np.empty((count, steps, self.output_dim), dtype=object)
             for i, sequence in enumerate(batch):
                 for t, vector in enumerate(sequence):
                     result[i, t, :] = vector
-            batch = result
-        return batch[0] if squeeze else batch
+        else:
+            # sequences in groups, so that a layer's activations stay around _CHUNK_VALUES numbers
+            group = max(1, _CHUNK_VALUES // max(1, batch.shape[1] * self.widest_layer))
+            result = np.concatenate(
+                [self._run_float_group(batch[i : i + group]) for i in range(0, len(batch), group)]
+            ) if len(batch) else np.zeros((0, batch.shape[1], self.output_dim))
+        return result[0] if squeeze else result
+
+    def _run_float_group(self, batch):
+        features = np.ascontiguousarray(batch.transpose(2, 0, 1))
+        for layer in self.layers:
+            features = _run_float(layer, features)
+        return features.transpose(1, 2, 0)
 
     def to_torch(self, arch: str, **options):
         """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
