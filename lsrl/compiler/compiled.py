@@ -15,7 +15,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from lsrl.errors import LsrlError
-from lsrl.lang.evaluate import EXACT_MODE, FLOAT_MODE, mode_for
+from lsrl.lang.evaluate import EXACT_MODE, mode_for
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
 from lsrl.numbers import EXACT, get_backend, mpq
 
