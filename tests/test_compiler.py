@@ -66,3 +66,21 @@ def test_compile_reports_the_rules_it_used():
     model = lsrl.compile(discrete_approximator(2, ifelse="multiplicative"))
     assert model.stats["case_1b"] > 0 and model.stats["case_2"] > 0
     assert "LinState" in model.summary()
+
+
+def test_fast_runner_matches_the_step_by_step_recurrence_even_when_it_explodes():
+    x = lsrl.Input(1)
+    doubling = lsrl.LinState(x, [[2]], [[1]])  # 2^t growth: A^(2^k) overflows for long inputs
+    model = lsrl.compile(lsrl.ForEach(doubling), backend="float")
+    xs = np.zeros((1100, 1))
+    xs[1050] = 1.0
+    out = model(xs)[:, 0]
+    assert not np.isnan(out).any()
+    assert out[1049] == 0 and out[1050] == 1 and out[1060] == 2**10
+
+
+def test_fast_runner_on_long_batches_matches_the_interpreter():
+    program = discrete_approximator(2)
+    model = lsrl.compile(program, backend="float")
+    xs = np.random.default_rng(1).integers(0, 6, size=(3, 300, 1)).astype(float)
+    np.testing.assert_array_equal(model(xs), program(xs))

@@ -59,11 +59,18 @@ def _linear_scan(transition, states):
     The transitions of compiled programs (counters, cycles, shifts, copies) stay sparse when powered.
     """
     dim, count, steps = states.shape
-    power, offset = transition, 1
+    powers, power, offset = [], transition, 1
     while offset < steps and power.nnz:
+        if not np.all(np.isfinite(power.data)):
+            # an exploding A: inf * 0 would give NaN where the step-by-step recurrence does not
+            for t in range(1, steps):
+                states[:, :, t] += transition @ states[:, :, t - 1]
+            return states
+        powers.append((offset, power))
+        power, offset = power @ power, 2 * offset
+    for offset, power in powers:
         earlier = np.ascontiguousarray(states[:, :, : steps - offset]).reshape(dim, -1)
         states[:, :, offset:] += (power @ earlier).reshape(dim, count, steps - offset)
-        power, offset = power @ power, 2 * offset
     return states
 
 
