@@ -1,0 +1,1 @@
+"""Reproducible studies: the parameter-noise robustness of Fig. 4."""
