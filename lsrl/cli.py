@@ -1,0 +1,133 @@
+"""The ``lsrl`` command: demo, compile, run, inspect, experiment noise.
+
+Errors an LSRL user can cause are printed as one line (``error: ...``), not as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+import lsrl
+from lsrl.errors import LsrlError
+from lsrl.targets import ARCHITECTURES
+
+
+def _one_line_errors(command):
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (LsrlError, OSError, ValueError) as error:
+            raise click.ClickException(str(error).splitlines()[0]) from None
+
+    return wrapper
+
+
+def _load_program(spec: str) -> lsrl.ForEach:
+    """``FILE.py`` or ``FILE.py:name``: a module-level ForEach (the only one, or the named one)."""
+    path, _, name = spec.partition(":")
+    if not Path(path).is_file():
+        raise LsrlError(f"{path}: no such file")
+    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    programs = {key: value for key, value in vars(module).items() if isinstance(value, lsrl.ForEach)}
+    if name:
+        if name not in programs:
+            raise LsrlError(f"{path}: no module-level ForEach named {name!r} (found: {sorted(programs) or 'none'})")
+        return programs[name]
+    if len(programs) != 1:
+        raise LsrlError(f"{path}: expected one module-level ForEach, found {sorted(programs) or 'none'}; use FILE.py:name")
+    return next(iter(programs.values()))
+
+
+@click.group()
+def main():
+    """LSRL: programs that run exactly inside recurrent neural networks."""
+
+
+@main.command()
+@_one_line_errors
+def demo():
+    """Compile and run the more-ones-than-zeros program and both universal approximators."""
+    from lsrl.demo import main as run_demo
+
+    sys.exit(run_demo())
+
+
+@main.command(name="compile")
+@click.argument("source")
+@click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
+@click.option("--target", type=click.Choice(["path", *ARCHITECTURES]),
+              default="path", show_default=True, help="also export this architecture (ONNX for rnn/gru/lstm)")
+@click.option("--max-len", type=int, default=None, help="longest input for hawk / griffin targets")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+@_one_line_errors
+def compile_command(source, backend, target, max_len, out_dir):
+    """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR."""
+    program = _load_program(source)
+    model = lsrl.compile(program, backend=backend)
+    folder = model.save(out_dir)
+    click.echo(model.summary())
+    if target != "path":
+        options = {"max_len": max_len} if target in ("hawk", "griffin") else {}
+        module = model.to_torch(target, **options)
+        if target in ("rnn", "gated_rnn", "gru", "lstm"):
+            from lsrl.targets.onnx_export import export_onnx
+
+            export_onnx(module, folder / f"{target}.onnx", target)
+            click.echo(f"wrote {folder / f'{target}.onnx'}")
+    click.echo(f"wrote {folder}")
+
+
+@main.command()
+@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help=".npy array or text file (one token per line, values separated by spaces)")
+@click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
+@_one_line_errors
+def run(model_dir, input_file, exact):
+    """Run a compiled model on an input sequence and print its outputs."""
+    model = lsrl.load(model_dir)
+    xs = np.load(input_file) if input_file.endswith(".npy") else np.loadtxt(input_file, ndmin=2)
+    outputs = model(xs, exact=exact)
+    for row in np.asarray(outputs).reshape(-1, outputs.shape[-1]):
+        click.echo(" ".join(str(v) for v in row))
+
+
+@main.command()
+@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--max-len", type=int, default=None, help="longest input, for the hawk / griffin rows")
+@_one_line_errors
+def inspect(model_dir, max_len):
+    """Per architecture: layers, hidden sizes, non-zero parameters."""
+    from lsrl.targets import inspect as describe
+
+    click.echo(describe(lsrl.load(model_dir), max_len=max_len))
+
+
+@main.group()
+def experiment():
+    """Reproducible studies."""
+
+
+@experiment.command(name="noise")
+@click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
+@click.option("--workers", default=2, show_default=True)
+@_one_line_errors
+def noise_command(out_dir, workers):
+    """Fig. 4: parameter noise on both approximators, all ifelse variants (CSV + strip plots)."""
+    from lsrl.experiments import noise
+
+    noise.run(out_dir, workers=workers)
+    click.echo(f"wrote {Path(out_dir) / 'noise.csv'} and the plots noise_continuous.png, noise_discrete.png")
+
+
+if __name__ == "__main__":
+    main()

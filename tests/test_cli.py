@@ -1,0 +1,39 @@
+import numpy as np
+from click.testing import CliRunner
+
+from lsrl.cli import main
+
+PROGRAM = '''
+import lsrl
+bits = lsrl.Input(1, name="bits")
+counter = lsrl.ForEach(lsrl.LinState(2 * bits - 1, [[1]], [[1]]))
+'''
+
+
+def test_compile_run_inspect(tmp_path):
+    source = tmp_path / "prog.py"
+    source.write_text(PROGRAM)
+    runner = CliRunner()
+    result = runner.invoke(main, ["compile", f"{source}:counter", "-o", str(tmp_path / "m"), "--target", "rnn"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m" / "model.json").exists() and (tmp_path / "m" / "rnn.onnx").exists()
+    np.save(tmp_path / "xs.npy", np.array([[1.0], [1.0], [0.0]]))
+    result = runner.invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy"), "--exact"])
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == ["1", "2", "1"]
+    result = runner.invoke(main, ["inspect", str(tmp_path / "m")])
+    assert result.exit_code == 0 and "rnn: 1 layers" in result.output
+
+
+def test_errors_are_one_line(tmp_path):
+    source = tmp_path / "prog.py"
+    source.write_text(PROGRAM)
+    runner = CliRunner()
+    runner.invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    (tmp_path / "bad.txt").write_text("1 2\n3 4\n")
+    result = runner.invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / "bad.txt")])
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output and result.output.count("\n") == 1
+    assert "Input 'bits'" in result.output
+    result = runner.invoke(main, ["compile", f"{source}:nothing", "-o", str(tmp_path / "n")])
+    assert result.exit_code != 0 and "nothing" in result.output and result.output.count("\n") == 1
