@@ -11,7 +11,7 @@ import math
 import numbers
 
 from lsrl.errors import DimensionError, LsrlError
-from lsrl.lang.bounds import is_nonnegative, is_nonpositive, is_zero
+from lsrl.lang.bounds import is_nonnegative, is_nonpositive, is_zero, max_abs
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
 from lsrl.numbers import EXACT, to_rational
 
@@ -162,13 +162,24 @@ def _ifelse_terms(t: Node, f: Node, optimized: bool):
     return [(which, operand, sign) for which, operand, sign in terms if needed(operand, sign)]
 
 
+def _auto_lambda(t: Node, f: Node):
+    """The smallest safe λ the value-range analysis allows: 1 + the largest |t|, |f| (an integer)."""
+    bound = max(max_abs(t), max_abs(f))
+    if bound == math.inf:
+        raise LsrlError(
+            f"f_ifelse: lambda_='auto' needs bounded branches, but {t.describe()} or {f.describe()} is unbounded; "
+            "declare bounds on the Input or pass lambda_"
+        )
+    return to_rational(math.floor(bound) + 1)
+
+
 def _ifelse_relu(cond, t, f, optimized, lambda_, stepped, mu, name):
     """Eq. (7) (``stepped=False``) or Eq. (9) (``stepped=True``), unused terms dropped if optimized."""
     d = t.dim
     terms = _ifelse_terms(t, f, optimized)
     if not terms:
         return f_constant(t, [0] * d, name=name)
-    lam = to_rational(lambda_, "f_ifelse: lambda_")
+    lam = _auto_lambda(t, f) if lambda_ == "auto" else to_rational(lambda_, "f_ifelse: lambda_")
     if stepped:
         # guard[:c] = f_step(1/2 - cond) selects f, guard[c:] = f_step(cond - 1/2) selects t
         c = cond.dim
@@ -231,7 +242,8 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant="original", lambda_=DEFAULT_L
     """``t`` where ``cond`` is 1 and ``f`` where it is 0 (Sec. 5's six constructions).
 
     ``cond`` has the dim of ``t`` and ``f`` or dim 1 (broadcast). ``lambda_`` must exceed every
-    ``|t|`` and ``|f|`` for the ReLU-based variants.
+    ``|t|`` and ``|f|`` for the ReLU-based variants; ``lambda_="auto"`` takes the smallest such
+    integer from the value-range analysis.
     """
     cond, t, f = (as_node(v, "f_ifelse") for v in (cond, t, f))
     if t.dim != f.dim or cond.dim not in (1, t.dim):

@@ -32,8 +32,20 @@ def test_sweep_writes_a_csv_and_plots(tmp_path):
                      protocol=SMALL, workers=1, progress=False)
     with open(tmp_path / "noise.csv") as handle:
         written = list(csv.DictReader(handle))
-    assert len(written) == len(rows) == 2 * 2 * (2 * 2 + 2 * 2)
+    assert len(written) == len(rows) == 2 * 2 * (2 * 2 + 2 * 2 + 2 * 2)
     clean_discrete = [float(r["error"]) for r in written if r["program"] == "discrete" and float(r["sigma"]) == 0]
     assert clean_discrete == [0.0] * len(clean_discrete)
     assert (tmp_path / "noise_continuous.png").stat().st_size > 0
     assert (tmp_path / "noise_discrete.png").stat().st_size > 0
+
+
+def test_robust_discrete_construction_survives_1e_5():
+    xs, expected = noise.discrete_inputs(SMALL)
+    for variant in lsrl.IFELSE_VARIANTS:
+        program = discrete_approximator(3, ifelse=variant, robust=True, vocabulary=10, max_length=xs.shape[1])
+        model = lsrl.compile(program, backend="float")
+        out = noise.forced_outputs(model, xs, 1e-5, np.random.default_rng(2))
+        assert np.mean(np.round(out[:, -3:, 0]) != expected) <= 0.01
+    paper = lsrl.compile(discrete_approximator(3, ifelse="original"), backend="float")
+    out = noise.forced_outputs(paper, xs, 1e-5, np.random.default_rng(2))
+    assert np.mean(np.round(out[:, -3:, 0]) != expected) > 0.5  # the paper's constants do not

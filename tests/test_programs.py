@@ -190,3 +190,20 @@ def test_continuous_streaming_refines_coarse_to_fine():
     out = [Fraction(str(v)) for v in program(xs, exact=True)[:, 0]]
     assert out[len(coarse)] == Fraction(repr(0.0625))  # coarse cell (0, 1/2], centre 1/4
     assert out[-1] == Fraction(repr(0.140625))  # fine cell (1/4, 1/2], centre 3/8
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_robust_discrete_approximator_is_still_exact(variant):
+    program = discrete_approximator(3, ifelse=variant, robust=True, vocabulary=10, max_length=60)
+    model = lsrl.compile(program)
+    mapping = random_map(random.Random(9), 3, pairs=9)
+    keys = list(mapping)[::3]
+    batch = np.stack([discrete_prompt(mapping, query=key) for key in keys])
+    exact = model(batch, exact=True)
+    assert as_fractions(exact) == as_fractions(program(batch, exact=True))
+    assert [tuple(int(Fraction(str(v))) for v in row) for row in exact[:, -3:, 0]] == [mapping[k] for k in keys]
+
+
+def test_robust_needs_its_margins():
+    with pytest.raises(lsrl.LsrlError, match="vocabulary"):
+        discrete_approximator(3, robust=True)

@@ -99,3 +99,12 @@ def test_scalar_condition_is_broadcast():
     x = lsrl.Input(4)
     out = run_exact(lsrl.f_ifelse(x[0], x[1:4], x[1:4] * 0, variant="step"), [[1, 1, 2, 3], [0, 1, 2, 3]])
     assert out == [[1, 2, 3], [0, 0, 0]]
+
+
+def test_auto_lambda_comes_from_the_value_range_analysis():
+    x = lsrl.Input(3, bounds=([0, -5, 0], [1, 5, 2]))
+    out = run_exact(lsrl.f_ifelse(x[0], x[1], x[2], variant="original", lambda_="auto"), [[1, -5, 2], [0, 5, 2]])
+    assert out == [[-5], [2]]
+    unbounded = lsrl.Input(2)
+    with pytest.raises(lsrl.LsrlError, match="unbounded"):
+        lsrl.f_ifelse(unbounded[0], unbounded[1], unbounded[1] * 0, lambda_="auto")

@@ -10,6 +10,10 @@ Protocol (Sec. 5): continuous, d_in = d_out = 2, 8 cells per dimension, 25 rando
 queries, Euclidean distance between the model's final output and the target's value at the query;
 discrete, n = 10, 20 key -> value pairs over 10 tokens, 25 random maps x 5 queries, percentage of
 wrong tokens among the last n outputs.
+
+Beside the paper's constructions (mu = 1000, lambda = 1e10) the discrete approximator is also run
+with ``robust=True``: steps of steepness 2 and lambda just above the largest branch value, the
+margins that integer tokens, counters and flags allow (``discrete_approximator``'s docstring).
 """
 
 from __future__ import annotations
@@ -142,34 +146,39 @@ def _errors(program_kind, outputs, expected, n):
 
 
 def _run_job(job):
-    program_kind, variant, sigmas, protocol = job
+    program_kind, construction, variant, sigmas, protocol = job
     if program_kind == "continuous":
         program = continuous_approximator(2, 2, ifelse=variant)
         xs, expected = continuous_inputs(protocol)
     else:
-        program = discrete_approximator(protocol.n, ifelse=variant)
         xs, expected = discrete_inputs(protocol)
+        margins = {"robust": True, "vocabulary": protocol.vocabulary, "max_length": xs.shape[1]}
+        program = discrete_approximator(protocol.n, ifelse=variant, **(margins if construction == "robust" else {}))
     model = compile_program(program, backend="float", progress=False)
     rows = []
     for sigma in sigmas:
         rng = np.random.default_rng([protocol.seed, SIGMAS.index(sigma) if sigma in SIGMAS else 99])
         errors = _errors(program_kind, forced_outputs(model, xs, sigma, rng), expected, protocol.n)
-        rows.extend((program_kind, variant, sigma, i, float(e)) for i, e in enumerate(errors))
+        rows.extend((program_kind, construction, variant, sigma, i, float(e)) for i, e in enumerate(errors))
     return rows
+
+
+JOBS = (("continuous", "paper"), ("discrete", "paper"), ("discrete", "robust"))
 
 
 def run(out_dir="noise", sigmas=SIGMAS, variants=IFELSE_VARIANTS, protocol=Protocol(), workers=2, progress=True):
     """Run the sweep, write ``noise.csv`` and one strip plot per program; returns the rows."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [(kind, variant, tuple(sigmas), protocol) for kind, variant in itertools.product(("continuous", "discrete"), variants)]
+    jobs = [(kind, construction, variant, tuple(sigmas), protocol)
+            for (kind, construction), variant in itertools.product(JOBS, variants)]
     rows = []
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for result in tqdm(pool.map(_run_job, jobs), total=len(jobs), desc="noise study", disable=not progress):
             rows.extend(result)
     with open(out / "noise.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["program", "variant", "sigma", "sample", "error"])
+        writer.writerow(["program", "construction", "variant", "sigma", "sample", "error"])
         writer.writerows(rows)
     for kind in ("continuous", "discrete"):
         strip_plot([r for r in rows if r[0] == kind], out / f"noise_{kind}.png", kind)
@@ -177,24 +186,26 @@ def run(out_dir="noise", sigmas=SIGMAS, variants=IFELSE_VARIANTS, protocol=Proto
 
 
 def strip_plot(rows, path, kind):
-    """Errors per variant (x) and noise level (colour), one dot per sample, as in Fig. 4."""
+    """Errors per variant (x) and noise level (colour), one dot per sample, as in Fig. 4;
+    the robust construction's variants are marked ``(robust)``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    variants = list(dict.fromkeys(r[1] for r in rows))
-    sigmas = sorted({r[2] for r in rows})
-    fig, ax = plt.subplots(figsize=(1.6 * len(variants) + 2, 4))
+    rows = [(r[2] if r[1] == "paper" else f"{r[2]} (robust)", r[3], r[5]) for r in rows]
+    variants = list(dict.fromkeys(r[0] for r in rows))
+    sigmas = sorted({r[1] for r in rows})
+    fig, ax = plt.subplots(figsize=(1.3 * len(variants) + 2, 4.5))
     jitter = np.random.default_rng(0)
     for k, sigma in enumerate(sigmas):
         for i, variant in enumerate(variants):
-            values = [r[4] for r in rows if r[1] == variant and r[2] == sigma]
+            values = [r[2] for r in rows if r[0] == variant and r[1] == sigma]
             offset = (k - (len(sigmas) - 1) / 2) * 0.15
             xs = i + offset + jitter.uniform(-0.04, 0.04, len(values))
             ax.scatter(xs, values, s=6, alpha=0.6, color=plt.cm.viridis(k / max(1, len(sigmas) - 1)),
                        label=f"σ = {sigma:g}" if i == 0 else None)
-    ax.set_xticks(range(len(variants)), variants, rotation=20)
+    ax.set_xticks(range(len(variants)), variants, rotation=25, ha="right", fontsize=7)
     ax.set_ylabel("Euclidean error" if kind == "continuous" else "wrong tokens (%)")
     if kind == "continuous":
         ax.set_yscale("symlog", linthresh=1e-3)

@@ -21,11 +21,27 @@ from lsrl.sugar import (
 )
 
 
-def discrete_approximator(n: int, ifelse="multiplicative", counter="permutation", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA):
-    def choose(cond, t, f, name=None):
-        return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
+def discrete_approximator(
+    n: int, ifelse="multiplicative", counter="permutation", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA,
+    robust=False, vocabulary=None, max_length=None,
+):
+    """Listing 2. ``robust=True`` replaces the paper's constants by the margins the values allow:
+    every guarded quantity (tokens, counters, flags) is an integer compared at a half-integer or
+    with a difference of at least 1, so steps of steepness ``mu = 2`` are exact; and ``lambda_``
+    only has to exceed the branch values: ``vocabulary`` (the largest token) for tokens and
+    registers, ``max_length`` (the longest input) for the step counter. Both must then be given.
+    """
+    if robust:
+        if vocabulary is None or max_length is None:
+            raise LsrlError("discrete_approximator(robust=True) needs vocabulary= and max_length=")
+        mu, lambda_, counter_lambda = 2, vocabulary + 1, max_length + 1
+    else:
+        counter_lambda = lambda_
 
-    token = Input(dim=1, name="token", bounds=(0, None))
+    def choose(cond, t, f, name=None, bound=None):
+        return f_ifelse(cond, t, f, variant=ifelse, lambda_=bound or lambda_, mu=mu, name=name)
+
+    token = Input(dim=1, name="token", bounds=(0, vocabulary))
     global_ctr = LinState(f_constant(token, 1), A=[[1]], B=[[1]], init_state=[-1], name="global_ctr")  # 0, 1, ...
     mod_n = f_modulo_counter(token, n, counter, mu, name="mod_n")
     mod_2n = f_modulo_counter(token, 2 * n, counter, mu, name="mod_2n")
@@ -53,7 +69,9 @@ def discrete_approximator(n: int, ifelse="multiplicative", counter="permutation"
     all_matching = f_larger(Linear(buffer, [[1] * n + [0]]), n - 0.5, mu, name="all_matching")
     # remember when the value of the matching key starts, and copy it for n steps
     starts_here = f_and(all_matching, is_first_copy, mu=mu)
-    started_on = LinState(choose(starts_here, global_ctr, global_ctr * 0), A=[[1]], B=[[1]], name="started_on")
+    started_on = LinState(
+        choose(starts_here, global_ctr, global_ctr * 0, bound=counter_lambda), A=[[1]], B=[[1]], name="started_on"
+    )
     copying = f_and(is_copy, f_smaller(global_ctr, started_on + n, mu), mu=mu, name="copy_and_on")
     registers = []
     for i in range(n):
