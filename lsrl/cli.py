@@ -53,12 +53,14 @@ def main():
 
 
 @main.command()
+@click.option("--plots", default="lsrl-demo", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the plots (heat maps, error against grid size, streaming)")
 @_one_line_errors
-def demo():
+def demo(plots):
     """Compile and run the more-ones-than-zeros program and both universal approximators."""
     from lsrl.demo import main as run_demo
 
-    sys.exit(run_demo())
+    sys.exit(run_demo(plots))
 
 
 @main.command(name="compile")

@@ -82,8 +82,85 @@ def demo_continuous():
     return all_right
 
 
-def main():
+def _target(c):
+    return np.array([np.sin(3 * c[0]) + c[1] ** 2])
+
+
+def _queries_on_grid(side):
+    """Grid points kept off the cell edges of every grid the plots use (cells have soft edges)."""
+    ticks = (np.arange(side) + 0.5) / side
+    return np.array([[x, y] for y in ticks for x in ticks])
+
+
+def _answers(model, prompt, queries):
+    batch = np.stack([np.vstack([continuous_query(q, 1).astype(float), prompt]) for q in queries])
+    return model(batch)[:, -1, 0]
+
+
+def write_plots(out_dir="lsrl-demo", side=48):
+    """Heat maps of target and in-context approximation, error against grid size, and streaming."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = lsrl.compile(continuous_approximator(2, 1, ifelse="multiplicative"), backend="float")
+    queries = _queries_on_grid(side)
+    truth = np.array([_target(q)[0] for q in queries])
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    approximation = _answers(model, continuous_prompt(_target, 2, 1, 8), queries)
+    for ax, values, title in ((axes[0], truth, "target f(x, y) = sin 3x + y²"),
+                              (axes[1], approximation, "model output, prompt of 8 x 8 cells")):
+        image = ax.imshow(values.reshape(side, side), origin="lower", extent=(0, 1, 0, 1), cmap="viridis")
+        ax.set_title(title, fontsize=9)
+        fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    fig.savefig(out / "heatmaps.png", dpi=110)
+    plt.close(fig)
+
+    cells = [2, 4, 8, 16]
+    lipschitz = np.hypot(3, 2)  # |grad f| <= sqrt(3^2 + 2^2) on [0, 1]^2
+    errors = [np.abs(_answers(model, continuous_prompt(_target, 2, 1, c), queries) - truth).max() for c in cells]
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.loglog(cells, errors, "o-", label="max error over the query grid")
+    ax.loglog(cells, [lipschitz * np.sqrt(2) / (2 * c) for c in cells], "--", label="App. B bound δ L √d / 2")
+    ax.set_xlabel("cells per dimension")
+    ax.set_ylabel("error")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "error_vs_grid.png", dpi=110)
+    plt.close(fig)
+
+    # streaming (Sec. 4.1): each finer grid's prompt carries corrections to the coarser estimate
+    stages, prompt, previous = [], [], None
+    for c in cells:
+        grid = continuous_prompt(_target, 2, 1, c)
+        if previous is not None:
+            grid[:, -1] -= _answers(model, previous, grid[:, 1:3] + grid[:, :1] / 2)
+        prompt.append(grid)
+        previous = np.vstack(prompt)
+        stages.append(np.abs(_answers(model, previous, queries) - truth).mean())
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.semilogy(range(1, len(cells) + 1), stages, "o-")
+    ax.set_xticks(range(1, len(cells) + 1), [f"+{c}x{c}" for c in cells])
+    ax.set_xlabel("prompt so far (coarse to fine)")
+    ax.set_ylabel("mean error over the query grid")
+    ax.set_title("streaming approximation", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "streaming.png", dpi=110)
+    plt.close(fig)
+    print(f"plots: {out / 'heatmaps.png'}, {out / 'error_vs_grid.png'}, {out / 'streaming.png'}")
+    return errors, stages
+
+
+def main(plots="lsrl-demo"):
     results = [demo_more_ones(), demo_discrete(), demo_continuous()]
+    if plots:
+        write_plots(plots)
     print("all outputs as expected" if all(results) else "SOME OUTPUTS DIFFER FROM THE EXPECTED ONES")
     return 0 if all(results) else 1
 

@@ -37,3 +37,14 @@ def test_errors_are_one_line(tmp_path):
     assert "Input 'bits'" in result.output
     result = runner.invoke(main, ["compile", f"{source}:nothing", "-o", str(tmp_path / "n")])
     assert result.exit_code != 0 and "nothing" in result.output and result.output.count("\n") == 1
+
+
+def test_demo_plots(tmp_path):
+    from lsrl.demo import write_plots
+
+    errors, stages = write_plots(tmp_path, side=12)
+    assert all(later < earlier for earlier, later in zip(errors, errors[1:]))  # finer grids, smaller error
+    assert all(later < earlier for earlier, later in zip(stages, stages[1:]))  # streaming refines
+    assert errors[-1] <= (1 / 16) * np.hypot(3, 2) * np.sqrt(2) / 2  # App. B
+    for name in ("heatmaps.png", "error_vs_grid.png", "streaming.png"):
+        assert (tmp_path / name).stat().st_size > 0
