@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from lsrl.programs import continuous_approximator, discrete_approximator, more_ones_than_zeros
+
 
 def as_fractions(array):
     """Exact outputs (mpq or Fraction) as a nested list of Fractions."""
@@ -26,3 +28,21 @@ def run_module(module, xs):
     """A target module's float64 output for a numpy batch."""
     with torch.no_grad():
         return module(torch.as_tensor(np.asarray(xs, dtype=np.float64))).numpy()
+
+
+def library_program(kind, variant="multiplicative"):
+    """Fig. 1's program, discrete_approximator(3) or continuous_approximator(2, 2)."""
+    return {
+        "more_ones": more_ones_than_zeros,
+        "discrete": lambda: discrete_approximator(3, ifelse=variant),
+        "continuous": lambda: continuous_approximator(2, 2, ifelse=variant),
+    }[kind]()
+
+
+def random_map(rng, n, pairs=20, vocabulary=10):
+    """``pairs`` distinct random keys of n tokens in 1..vocabulary, each with a random value."""
+    mapping = {}
+    while len(mapping) < pairs:
+        key = tuple(rng.randint(1, vocabulary) for _ in range(n))
+        mapping.setdefault(key, tuple(rng.randint(1, vocabulary) for _ in range(n)))
+    return mapping

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import lsrl
+from conftest import random_map
 from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
 from lsrl.targets.blocks import to_blocks
 from lsrl.targets.gru_lstm import build_gru, build_lstm
@@ -99,10 +100,7 @@ def test_discrete_approximator_every_token_right(arch, variant, tmp_root):
     name = f"discrete_{variant}"
     program, _ = compiled(name)
     module, _, session = exported(arch, name, tmp_root)
-    rng = random.Random(7)
-    mapping = {}
-    while len(mapping) < 10:
-        mapping.setdefault(tuple(rng.randint(1, 10) for _ in range(3)), tuple(rng.randint(1, 10) for _ in range(3)))
+    mapping = random_map(random.Random(7), 3, pairs=10)
     prompts = np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float)
     out = run_onnx(session, prompts)
     assert np.array_equal(np.round(out[:, -3:, 0]), np.array(list(mapping.values()), dtype=float))

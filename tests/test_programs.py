@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import lsrl
-from conftest import as_fractions, max_relative_difference
+from conftest import as_fractions, max_relative_difference, random_map
 from lsrl.programs import (
     continuous_approximator, continuous_prompt, continuous_query, discrete_approximator, discrete_prompt,
     more_ones_than_zeros,
@@ -99,14 +99,6 @@ def test_float_compilation_agrees_to_1e_9(kind, variant):
 
 
 # ---- Listing 2: token maps -----------------------------------------------------------------
-
-
-def random_map(rng, n, pairs=20, vocabulary=10):
-    mapping = {}
-    while len(mapping) < pairs:
-        key = tuple(rng.randint(1, vocabulary) for _ in range(n))
-        mapping.setdefault(key, tuple(rng.randint(1, vocabulary) for _ in range(n)))
-    return mapping
 
 
 @pytest.mark.parametrize("backend", ["exact", "float"])

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import lsrl
-from conftest import max_relative_difference, run_module as run
-from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
+from conftest import library_program, max_relative_difference, random_map, run_module as run
+from lsrl.programs import discrete_prompt
 from lsrl.targets import to_blocks
 from test_random_programs import generate_program
 
@@ -19,11 +19,7 @@ GATED = ("gated_linear_rnn", "gated_rnn")
 
 @lru_cache(maxsize=None)
 def compiled(kind, variant="multiplicative"):
-    program = {
-        "more_ones": more_ones_than_zeros,
-        "discrete": lambda: discrete_approximator(3, ifelse=variant),
-        "continuous": lambda: continuous_approximator(2, 2, ifelse=variant),
-    }[kind]()
+    program = library_program(kind, variant)
     return program, lsrl.compile(program)
 
 
@@ -54,10 +50,7 @@ def test_discrete_approximator_every_token_right(arch, variant):
     net = module_or_refusal(model, arch, variant)
     if net is None:
         return
-    rng = random.Random(5)
-    mapping = {}
-    while len(mapping) < 8:
-        mapping.setdefault(tuple(rng.randint(1, 10) for _ in range(3)), tuple(rng.randint(1, 10) for _ in range(3)))
+    mapping = random_map(random.Random(5), 3, pairs=8)
     batch = np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float)
     out = run(net, batch)
     assert max_relative_difference(out, program(batch)) <= 1e-9

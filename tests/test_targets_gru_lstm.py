@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import lsrl
-from conftest import max_relative_difference, run_module as run
+from conftest import library_program, max_relative_difference, random_map, run_module as run
 from lsrl.errors import SequenceError
-from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
+from lsrl.programs import discrete_prompt
 from lsrl.targets.blocks import Block, BlockStack, Dense, to_blocks
 from lsrl.targets.gru_lstm import ReluGRU, ReluLSTM, build_gru, build_lstm, layer_report
 from test_random_programs import generate_program
@@ -21,11 +21,7 @@ ARCHS = tuple(BUILDERS)
 
 @lru_cache(maxsize=None)
 def compiled(kind, variant="multiplicative"):
-    program = {
-        "more_ones": more_ones_than_zeros,
-        "discrete": lambda: discrete_approximator(3, ifelse=variant),
-        "continuous": lambda: continuous_approximator(2, 2, ifelse=variant),
-    }[kind]()
+    program = library_program(kind, variant)
     return program, to_blocks(lsrl.compile(program))
 
 
@@ -141,13 +137,6 @@ def test_more_ones_than_zeros(arch):
     np.testing.assert_array_equal(out, program(bits))
 
 
-def random_mapping(rng, pairs=8):
-    mapping = {}
-    while len(mapping) < pairs:
-        mapping.setdefault(tuple(rng.randint(1, 10) for _ in range(3)), tuple(rng.randint(1, 10) for _ in range(3)))
-    return mapping
-
-
 @pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_discrete_approximator_every_token_right(arch, variant):
@@ -156,7 +145,7 @@ def test_discrete_approximator_every_token_right(arch, variant):
     rng = random.Random(5 + lsrl.IFELSE_VARIANTS.index(variant))
     tokens = np.array([[[rng.randint(0, 10)] for _ in range(30)] for _ in range(3)], dtype=float)
     assert_matches(module, stack, program, tokens)
-    mapping = random_mapping(rng)
+    mapping = random_map(rng, 3, pairs=8)
     prompts = np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float)
     out = assert_matches(module, stack, program, prompts)
     assert np.array_equal(np.round(out[:, -3:, 0]), np.array(list(mapping.values()), dtype=float))

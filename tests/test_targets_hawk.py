@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import lsrl
-from conftest import max_relative_difference, run_module as run
-from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt, more_ones_than_zeros
+from conftest import library_program, max_relative_difference, random_map, run_module as run
+from lsrl.programs import discrete_prompt
 from lsrl.targets.blocks import Block, BlockStack, Dense, to_blocks
 from lsrl.targets.hawk import LocalMQA, RecurrentBlock, build_griffin, build_hawk, layer_report
 from test_random_programs import _inputs_for, generate_program
@@ -26,11 +26,7 @@ RANDOM_SEEDS = range(100)
 
 @lru_cache(maxsize=None)
 def stack_of(kind, variant=None):
-    program = {
-        "more_ones": more_ones_than_zeros,
-        "discrete": lambda: discrete_approximator(3, ifelse=variant),
-        "continuous": lambda: continuous_approximator(2, 2, ifelse=variant),
-    }[kind]()
+    program = library_program(kind, variant)
     return program, to_blocks(lsrl.compile(program, backend="float"))
 
 
@@ -66,9 +62,7 @@ def test_discrete_approximator_answers_every_query(variant, arch):
     rng = random.Random(VARIANTS.index(variant))
     prompts, answers = [], []
     for _ in range(3):  # random maps over tokens 1..10, queried at one of their keys
-        mapping = {}
-        while len(mapping) < 6:
-            mapping.setdefault(tuple(rng.randint(1, 10) for _ in range(3)), tuple(rng.randint(1, 10) for _ in range(3)))
+        mapping = random_map(rng, 3, pairs=6)
         key = rng.choice(list(mapping))
         prompts.append(discrete_prompt(mapping, query=key))
         answers.append(mapping[key])

@@ -79,22 +79,19 @@ from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.blocks import BlockStack
+from lsrl.targets.recurrent import float64_tensor
 
 DTYPE = torch.float64
 RGLRU_C = 8.0  # the fixed scalar c of Eq. (42)
-
-
-def _tensor(array) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(array, dtype=np.float64))
 
 
 def _linear(W, c=None) -> nn.Linear:
     W = np.asarray(W, dtype=np.float64)
     layer = nn.Linear(W.shape[1], W.shape[0], bias=c is not None, dtype=DTYPE)
     with torch.no_grad():
-        layer.weight.copy_(_tensor(W))
+        layer.weight.copy_(float64_tensor(W))
         if c is not None:
-            layer.bias.copy_(_tensor(c))
+            layer.bias.copy_(float64_tensor(c))
     return layer
 
 
@@ -114,8 +111,8 @@ class TemporalConv1d(nn.Module):
         for lag, matrix in taps.items():
             kernel[:, :, d_conv - 1 - lag] = matrix  # Conv1d correlates: the last tap meets a'_t
         with torch.no_grad():
-            self.conv.weight.copy_(_tensor(kernel))
-            self.conv.bias.copy_(_tensor(bias))
+            self.conv.weight.copy_(float64_tensor(kernel))
+            self.conv.bias.copy_(float64_tensor(bias))
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         padded = F.pad(a.transpose(1, 2), (self.d_conv - 1, 0))  # zeros before the first step
@@ -129,7 +126,7 @@ class RGLRU(nn.Module):
         super().__init__()
         self.recurrence_gate = _linear(W_r, b_r)
         self.input_gate = _linear(W_i, b_i)
-        self.Lambda = nn.Parameter(_tensor(Lambda))
+        self.Lambda = nn.Parameter(float64_tensor(Lambda))
         self.c = c
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:

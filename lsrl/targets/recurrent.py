@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 
-def _tensor(array) -> torch.Tensor:
+def float64_tensor(array) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array, dtype=np.float64))
 
 
@@ -26,8 +26,8 @@ class DenseStack(nn.Module):
         for dense in layers:
             linear = nn.Linear(dense.W.shape[1], dense.W.shape[0], dtype=torch.float64)
             with torch.no_grad():
-                linear.weight.copy_(_tensor(dense.W))
-                linear.bias.copy_(_tensor(dense.c))
+                linear.weight.copy_(float64_tensor(dense.W))
+                linear.bias.copy_(float64_tensor(dense.c))
             self.layers.append(linear)
             self.relu.append(dense.relu)
 
@@ -44,10 +44,10 @@ class LinearRNNBlock(nn.Module):
 
     def __init__(self, block):
         super().__init__()
-        self.A = nn.Parameter(_tensor(block.A))
-        self.B = nn.Parameter(_tensor(block.B))
-        self.b = nn.Parameter(_tensor(block.b))
-        self.s0 = nn.Parameter(_tensor(block.s0))
+        self.A = nn.Parameter(float64_tensor(block.A))
+        self.B = nn.Parameter(float64_tensor(block.B))
+        self.b = nn.Parameter(float64_tensor(block.b))
+        self.s0 = nn.Parameter(float64_tensor(block.s0))
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
@@ -74,12 +74,12 @@ class ClassicRNNBlock(LinearRNNBlock):
         A, B, b = block.A, block.B, block.b
         self.rnn = nn.RNN(block.d_in, 2 * d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
         with torch.no_grad():
-            self.rnn.weight_hh_l0.copy_(_tensor(np.block([[A, -A], [-A, A]])))
-            self.rnn.weight_ih_l0.copy_(_tensor(np.vstack([B, -B])))
-            self.rnn.bias_ih_l0.copy_(_tensor(np.concatenate([b, -b])))
+            self.rnn.weight_hh_l0.copy_(float64_tensor(np.block([[A, -A], [-A, A]])))
+            self.rnn.weight_ih_l0.copy_(float64_tensor(np.vstack([B, -B])))
+            self.rnn.bias_ih_l0.copy_(float64_tensor(np.concatenate([b, -b])))
             self.rnn.bias_hh_l0.zero_()
-        self.h0 = nn.Parameter(_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
-        self.register_buffer("merge", _tensor(np.hstack([np.eye(d), -np.eye(d)])))
+        self.h0 = nn.Parameter(float64_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
+        self.register_buffer("merge", float64_tensor(np.hstack([np.eye(d), -np.eye(d)])))
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
