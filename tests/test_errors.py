@@ -378,3 +378,13 @@ def test_compile_does_not_mutate_the_program(backend):
     if backend == "exact":
         got = [Fraction(str(v)) for v in np.asarray(model(xs, exact=True), dtype=object).ravel()]
         assert got == before_out
+
+
+def test_exact_run_of_float_weights_names_the_node():
+    x = lsrl.Input(1, name="x")
+    float_weights = lsrl.numbers.FLOAT.matrix([[2.0]])
+    program = lsrl.ForEach(lsrl.Linear(x, float_weights, name="float_layer"))
+    with pytest.raises(lsrl.BackendError) as e:
+        program([[1]], exact=True)
+    _assert_names(e, "float_layer")
+    assert program([[1.0]])[0, 0] == 2.0

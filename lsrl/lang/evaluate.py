@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lsrl.errors import BackendError, DimensionError, SequenceError
-from lsrl.numbers import EXACT, ZERO, to_rational
+from lsrl.errors import DimensionError, SequenceError
+from lsrl.numbers import ZERO, to_rational
 
 
 def _shape_error(input_node, shape, reason):
@@ -91,14 +91,9 @@ class ExactMode:
     def at(self, batch, t):
         return [sequence[t] for sequence in batch]
 
-    def _exact(self, matrix, node_name="this program"):
-        if matrix.backend is not EXACT:
-            raise BackendError(f"{node_name}: exact evaluation needs exact weights; this one holds float64 weights")
-        return matrix
-
     def linear(self, A, b, x):
-        bias = self._exact(b).values()
-        return [[y + c for y, c in zip(row, bias)] for row in self._exact(A).apply_exact(x)]
+        bias = b.values()
+        return [[y + c for y, c in zip(row, bias)] for row in A.apply_exact(x)]
 
     def relu(self, x):
         return [[v if v > 0 else ZERO for v in row] for row in x]
@@ -111,12 +106,12 @@ class ExactMode:
         return [[v for part in parts for v in part] for parts in zip(*xs)]
 
     def initial_state(self, node, count):
-        return [self._exact(node.init_state).values() for _ in range(count)]
+        return [node.init_state.values() for _ in range(count)]
 
     def linstate(self, node, state, x):
-        from_state = self._exact(node.A).apply_exact(state)
-        from_input = self._exact(node.B).apply_exact(x)
-        bias = self._exact(node.b).values()
+        from_state = node.A.apply_exact(state)
+        from_input = node.B.apply_exact(x)
+        bias = node.b.values()
         return [[p + q + c for p, q, c in zip(a, b, bias)] for a, b in zip(from_state, from_input)]
 
     def stack(self, outputs):

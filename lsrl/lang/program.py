@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from lsrl.errors import GraphError
+from lsrl.errors import BackendError, GraphError
 from lsrl.lang.evaluate import mode_for, step_node
 from lsrl.lang.nodes import Input, LinState, Node
+from lsrl.numbers import EXACT
 
 
 def topological_order(output: Node) -> list:
@@ -60,8 +61,19 @@ class ForEach:
     def __repr__(self) -> str:
         return f"ForEach({self.name!r}, nodes={len(self.nodes)}, in={self.input.dim}, out={self.output.dim})"
 
+    def _check_exact_weights(self) -> None:
+        for node in self.nodes:
+            for weight in ("A", "B", "b", "init_state"):
+                matrix = getattr(node, weight, None)
+                if matrix is not None and matrix.backend is not EXACT:
+                    raise BackendError(
+                        f"{node.describe()}: exact evaluation needs exact weights, but its {weight} holds float64"
+                    )
+
     def __call__(self, xs, exact: bool = False):
         """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``."""
+        if exact:
+            self._check_exact_weights()
         mode = mode_for(exact)
         batch, squeeze = mode.read(xs, self.input)
         count, steps = len(batch), (len(batch[0]) if len(batch) else 0)
