@@ -1,0 +1,257 @@
+"""The LLRNN cell (Sec. 3, Eqs. (3.1)–(3.2)), a ``torch.nn.Module`` for any well-typed master term:
+
+    h' = ReLU(Z_in(h) + H h + U x + B) + Z_out(h),   Z_z = ⟦master^z⟧_nl(p_1..p_r, b_1..b_s, c[, h])
+
+with command vectors ``p_i = softmax(W^p_i h + B^p_i)`` (coordinates over denotations of closed
+terms), data vectors ``b_j = ReLU(W^b_j h + B^b_j)`` (or fixed, as the paper fixes α = R) and the
+input vector ``c = W^c x``.
+
+The state space ``⟦A⟧`` is a direct sum of named components (the controller h_0, addresses,
+memories); the cell supplies constants ``proj_c : A ⊸ T_c`` and ``inj_c : T_c ⊸ A`` for each.
+One extension of the paper's definition: a master term may take the previous state itself as a
+last ``!A`` argument (``reads_state=True``). The paper's own NTM masters need it: ``Z_in(h) =
+(M(r), 0, 0, 0)`` reads the memory M and the address r, both parts of h, so it is not linear in
+h unless the operator is generated from the state ``|∅⟩_h`` and applied to the linear h.
+As in the NTM (Sec. 3.2), ``controller=`` restricts H, U, B and every command and data network to
+one component (h_0): the paper's "H is the projection to H_0 followed by H_0".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lsrl.errors import DimensionError
+from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
+from lsrl.llrnn.logic.semantics import Function, Matrix, as_value, combine, denote, dirac, split, to_matrix
+from lsrl.llrnn.logic.terms import Const, Term, children
+from lsrl.llrnn.logic.types import Atom, Bang, Lolli, Type, endo, is_first_order, lolli
+
+
+@dataclass(frozen=True)
+class Space:
+    """A first-order space of coordinates: an atom (``shape = (d,)``) or maps ``S ⊸ T`` (``shape =
+    (d_T, d_S)``), optionally restricted to diagonal maps (the multiplicative RNN's V)."""
+
+    type: Type
+    shape: tuple
+    diagonal: bool = False
+
+    def __post_init__(self):
+        if not is_first_order(self.type):
+            raise LogicError(f"a space of coordinates needs an atom or a map between atoms, not {self.type}")
+        if self.diagonal and (len(self.shape) != 2 or self.shape[0] != self.shape[1]):
+            raise DimensionError(f"a diagonal space needs a square shape, got {self.shape}")
+
+    @property
+    def dim(self) -> int:
+        return self.shape[0] if self.diagonal else math.prod(self.shape)
+
+    def value(self, coordinates: torch.Tensor):
+        if len(self.shape) == 1:
+            return coordinates
+        if self.diagonal:
+            return Matrix(torch.diag_embed(coordinates))
+        return Matrix(coordinates.reshape(*coordinates.shape[:-1], *self.shape))
+
+
+@dataclass(frozen=True)
+class Commands:
+    """``p = softmax(W^p h + B^p)`` read as ``Σ p_i |∅⟩_{⟦basis_i⟧}`` for an argument ``!type``."""
+
+    name: str
+    type: Type
+    basis: tuple
+    dirac_of_sum: bool = False
+
+
+@dataclass(frozen=True)
+class Data:
+    """``b = ReLU(W^b h + B^b)`` in ``space``, or the ``fixed`` value (then no weights)."""
+
+    name: str
+    type: Type
+    space: Space | None = None
+    fixed: object = None
+
+
+class StateSpace:
+    """``⟦A⟧`` as the direct sum of named components, each a ``Space`` stored flat, in order."""
+
+    def __init__(self, components: dict, atom: Atom = Atom("A")):
+        self.atom = atom
+        self.components = dict(components)
+        self.layout, offset = {}, 0
+        for name, space in self.components.items():
+            self.layout[name] = (offset, tuple(space.shape))
+            offset += math.prod(space.shape)
+        self.dim = offset
+
+    def flat(self, h: torch.Tensor, name: str) -> torch.Tensor:
+        offset, shape = self.layout[name]
+        return h[..., offset : offset + math.prod(shape)]
+
+    def view(self, h: torch.Tensor, name: str) -> torch.Tensor:
+        return self.flat(h, name).reshape(*h.shape[:-1], *self.layout[name][1])
+
+    def projection(self, name: str) -> Const:
+        return Const(f"proj_{name}", Lolli(self.atom, self.components[name].type))
+
+    def injection(self, name: str) -> Const:
+        return Const(f"inj_{name}", Lolli(self.components[name].type, self.atom))
+
+    def constant_types(self) -> dict:
+        return {c.name: c.type for name in self.components for c in (self.projection(name), self.injection(name))}
+
+    def constants(self, dtype, device) -> dict:
+        """The denotations of every ``proj_c`` and ``inj_c``."""
+        constants = {}
+        for name, space in self.components.items():
+            constants[f"proj_{name}"] = Function(lambda h, name=name, space=space: space.value(self.flat(h, name)))
+            constants[f"inj_{name}"] = Function(lambda v, name=name: self._inject(name, v, dtype, device))
+        return constants
+
+    def _inject(self, name, value, dtype, device) -> torch.Tensor:
+        offset, shape = self.layout[name]
+        flat = value if len(shape) == 1 else to_matrix(value, shape[1], dtype, device).flatten(-2)
+        return F.pad(flat, (offset, self.dim - offset - math.prod(shape)))
+
+
+def constants_of(term: Term) -> set:
+    """Every constant occurring in ``term``."""
+    if isinstance(term, Const):
+        return {term}
+    return set().union(*(constants_of(child) for child in children(term)))
+
+
+class LLRNN(nn.Module):
+    """An LLRNN; follows the interface of the explicit models (``initial_state``, ``step``, ``forward``,
+    ``parts``, ``layout``) so that the two can be run and trained alike."""
+
+    def __init__(self, state: StateSpace, input_dim: int, *, master_in: Term | None = None,
+                 master_out: Term | None = None, commands=(), data=(), input_space: Space | None = None,
+                 reads_state: bool = False, controller: str | None = None, learned=None, constants=None,
+                 dtype=torch.float64, device=None):
+        super().__init__()
+        self.state, self.input_dim, self.state_dim = state, input_dim, state.dim
+        self.layout = state.layout
+        self.commands, self.data, self.input_space = list(commands), list(data), input_space
+        self.reads_state, self.controller = reads_state, controller
+        self.masters = {"in": master_in, "out": master_out}
+        self.fixed_constants = dict(constants or {})
+        self._check_masters(learned or {})
+        factory = {"dtype": dtype, "device": device}
+        self.controller_dim = state.dim if controller is None else math.prod(state.layout[controller][1])
+        d_c = self.controller_dim
+        self.H = _parameter((d_c, d_c), d_c, factory)
+        self.U = _parameter((d_c, input_dim), input_dim, factory)
+        self.B = _parameter((d_c,), d_c, factory)
+        self.W_p = nn.ParameterDict({c.name: _parameter((len(c.basis), d_c), d_c, factory) for c in self.commands})
+        self.B_p = nn.ParameterDict({c.name: _parameter((len(c.basis),), d_c, factory) for c in self.commands})
+        generated = [d for d in self.data if d.fixed is None]
+        self.W_b = nn.ParameterDict({d.name: _parameter((d.space.dim, d_c), d_c, factory) for d in generated})
+        self.B_b = nn.ParameterDict({d.name: _parameter((d.space.dim,), d_c, factory) for d in generated})
+        self.W_c = _parameter((input_space.dim, input_dim), input_dim, factory) if input_space else None
+        # learned constants (the multiplicative RNN's I and J, the pattern NTM's Q), as coordinates
+        self.learned_spaces = dict(learned or {})
+        self.learned = nn.ParameterDict({name: _parameter((space.dim,), space.shape[-1], factory)
+                                         for name, space in self.learned_spaces.items()})
+        self.register_buffer("init_state", torch.zeros(state.dim, **factory))
+        # closed basis terms: their denotations do not change
+        self._basis_values = {c.name: [denote(t) for t in c.basis] for c in self.commands}
+
+    # ---- construction checks --------------------------------------------------------------------
+    def expected_master_type(self) -> Type:
+        sources = [Bang(c.type) for c in self.commands] + [Bang(d.type) for d in self.data]
+        if self.input_space is not None:
+            sources.append(Bang(self.input_space.type))
+        if self.reads_state:
+            sources.append(Bang(self.state.atom))
+        return lolli(*sources, endo(self.state.atom))
+
+    def _check_masters(self, learned: dict) -> None:
+        expected = self.expected_master_type()
+        supplied = {**self.state.constant_types(), **{name: space.type for name, space in learned.items()}}
+        for which, master in self.masters.items():
+            if master is None:
+                continue
+            actual = type_of(master)
+            if actual != expected:
+                raise IllTypedTerm(f"master^{which} has type {actual}; an LLRNN with these slots needs {expected}")
+            for constant in sorted(constants_of(master), key=lambda c: c.name):
+                if constant.name in supplied and supplied[constant.name] != constant.type:
+                    raise IllTypedTerm(f"master^{which}: the constant {constant.name} is used at type {constant.type}, "
+                                       f"but the cell supplies {supplied[constant.name]}")
+                if constant.name not in supplied and constant.name not in self.fixed_constants:
+                    raise LogicError(f"master^{which} uses the constant {constant.name}, which was not given")
+
+    # ---- the interface shared with the explicit models ----------------------------------------------
+    def initial_state(self, batch: int) -> torch.Tensor:
+        return self.init_state.expand(batch, -1).clone()
+
+    def parts(self, h: torch.Tensor) -> dict:
+        return {name: self.state.view(h, name) for name in self.state.components}
+
+    def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
+            raise DimensionError(f"LLRNN: inputs must be (B, T, {self.input_dim}), got {tuple(xs.shape)}")
+        h = self.initial_state(xs.shape[0]) if h is None else h
+        masters = self._denote_masters()
+        states = []
+        for t in range(xs.shape[1]):
+            h = self._step(h, xs[:, t], masters)
+            states.append(h)
+        return torch.stack(states, dim=1)
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self._step(h, x, self._denote_masters())
+
+    # ---- one step of Eq. (3.1) ----------------------------------------------------------------------
+    def _denote_masters(self) -> dict:
+        factory = {"dtype": self.init_state.dtype, "device": self.init_state.device}
+        constants = {**self.state.constants(**factory), **self.fixed_constants}
+        constants.update({name: self.learned_spaces[name].value(p) for name, p in self.learned.items()})
+        return {which: denote(master, constants) for which, master in self.masters.items() if master is not None}
+
+    def _arguments(self, h: torch.Tensor, x: torch.Tensor) -> list:
+        controller = h if self.controller is None else self.state.view(h, self.controller)
+        arguments = []
+        for c in self.commands:
+            p = torch.softmax(controller @ self.W_p[c.name].T + self.B_p[c.name], dim=-1)
+            arguments.append(combine(split(p), self._basis_values[c.name], bang=True, dirac_of_sum=c.dirac_of_sum))
+        for d in self.data:
+            if d.fixed is not None:
+                arguments.append(as_value(Bang(d.type), d.fixed))
+            else:
+                coordinates = torch.relu(controller @ self.W_b[d.name].T + self.B_b[d.name])
+                arguments.append(dirac(d.space.value(coordinates)))
+        if self.input_space is not None:
+            arguments.append(dirac(self.input_space.value(x @ self.W_c.T)))
+        if self.reads_state:
+            arguments.append(dirac(h))
+        return arguments
+
+    def _step(self, h: torch.Tensor, x: torch.Tensor, masters: dict) -> torch.Tensor:
+        arguments = self._arguments(h, x)
+        operators = {}
+        for which, master in masters.items():
+            for argument in arguments:
+                master = master(argument)
+            operators[which] = master
+        controller = h if self.controller is None else self.state.view(h, self.controller)
+        drive = controller @ self.H.T + x @ self.U.T + self.B
+        if self.controller is not None:
+            offset, shape = self.state.layout[self.controller]
+            drive = F.pad(drive, (offset, self.state_dim - offset - math.prod(shape)))
+        inside = drive + operators["in"](h) if "in" in operators else drive
+        h_next = torch.relu(inside)
+        return h_next + operators["out"](h) if "out" in operators else h_next
+
+
+def _parameter(shape, fan_in: int, factory: dict) -> nn.Parameter:
+    bound = 1.0 / math.sqrt(max(1, fan_in))
+    return nn.Parameter(torch.empty(shape, **factory).uniform_(-bound, bound))

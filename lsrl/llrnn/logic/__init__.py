@@ -1,0 +1,19 @@
+"""Linear logic (Sec. 2.4): types, linear lambda terms, the type checker, denotations on tensors
+and as operator polynomials, and the paper's library of terms."""
+
+from lsrl.llrnn.logic.check import IllTypedTerm, LinearityError, LogicError, type_of
+from lsrl.llrnn.logic.library import (
+    binary, binary_identity, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed, numeral,
+    paper_feed, polynomial, psi, repeat, second_order_master, share, word_counts,
+)
+from lsrl.llrnn.logic.symbolic import OperatorPolynomial, operator_polynomial, symbol
+from lsrl.llrnn.logic.semantics import (
+    Combination, Distribution, Function, Matrix, Tensors, add, as_value, combine, coordinates, denote, dirac, nl, scale,
+    to_matrix,
+)
+from lsrl.llrnn.logic.terms import (
+    App, Const, Copy, Derelict, Discard, Lam, LetPair, LetUnit, Pair, Promote, Scale, Star, Sum, Term, Var, lam, show,
+)
+from lsrl.llrnn.logic.types import (
+    ONE, Atom, Bang, Lolli, One, Tensor, Type, bint_type, dual, endo, int_type, lolli,
+)

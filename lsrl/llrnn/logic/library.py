@@ -1,0 +1,201 @@
+"""The terms of the paper: numerals n̲, binary integers S̲, eval, feed, newfeed, repeat, polynomial
+iterators, and the master terms of the second-order and higher-order RNN (Secs. 2.4, 3, 4).
+
+Two of the printed terms are not typeable as printed and are given here in their typeable form:
+``feed`` promotes ``(p x)`` with the linear variable ``p`` free inside the promotion, and
+``newfeed`` promotes the linear ``p``; a promoted body may use only !-typed variables (it is copied).
+Both take their pattern arguments as ``!int_W`` instead; with a ring's coefficients read as
+``Σ λ_i |∅⟩_{⟦i⟧}`` (``semantics.Combination``) they give the paper's formulas.
+``paper_feed`` is the printed term, kept so that the type checker can be seen to reject it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from lsrl.llrnn.logic.terms import (
+    Const, Copy, Derelict, Discard, Lam, LetPair, LetUnit, Promote, Term, Var, free_variables, lam,
+)
+from lsrl.llrnn.logic.types import ONE, Bang, Lolli, Tensor, Type, bint_type, dual, endo, int_type
+
+_fresh = itertools.count()
+
+
+def fresh(stem: str) -> str:
+    """A variable name not used anywhere else (terms forbid shadowing)."""
+    return f"{stem}{next(_fresh)}"
+
+
+def share(variable: str, count: int, body) -> Term:
+    """``body(names)`` with ``count`` copies of the !-typed ``variable`` (discarded when 0)."""
+    if count == 0:
+        return Discard(Var(variable), body([]))
+    if count == 1:
+        return body([variable])
+    first, rest = fresh(variable.rstrip("0123456789")), fresh(variable.rstrip("0123456789"))
+    return Copy(Var(variable), first, rest, share(rest, count - 1, lambda names: body([first, *names])))
+
+
+def discarding(variables, body: Term) -> Term:
+    """``body`` with every variable of ``variables`` that it does not use discarded in front."""
+    used = free_variables(body)
+    for name in reversed([v for v in variables if v not in used]):
+        body = Discard(Var(name), body)
+    return body
+
+
+def compose_all(functions, argument: Term) -> Term:
+    """``f_k (… (f_1 argument))``: ``functions`` listed in the order they are applied."""
+    for function in functions:
+        argument = function(argument)
+    return argument
+
+
+# ---- integers and binary integers (Sec. 2.4.2) --------------------------------------------------
+
+
+def numeral(n: int, a: Type) -> Term:
+    """``n̲ : int_A``, with ``⟦n̲⟧_nl(α) = αⁿ``; ``numeral(2, A)`` is the paper's Eq. (2.12)."""
+    if n < 0:
+        raise ValueError(f"numeral: n must be a natural number, got {n}")
+    q, z = fresh("q"), fresh("z")
+    return Lam(q, Bang(endo(a)), share(q, n, lambda names: Lam(z, a, compose_all(
+        [Derelict(Var(name)) for name in names], Var(z)))))
+
+
+def binary(word: str, a: Type) -> Term:
+    """``S̲ : bint_A`` for a word over {0, 1}: ``⟦S̲⟧_nl(α, β)`` reads α for 0 and β for 1 in reverse
+    order, so ``⟦001̲⟧_nl(α, β) = βαα`` (Example 2.3)."""
+    if set(word) - {"0", "1"}:
+        raise ValueError(f"binary: {word!r} is not a word over 0 and 1")
+    q, p, z = fresh("q"), fresh("p"), fresh("z")
+
+    def body(zeros, ones):
+        zeros, ones = iter(zeros), iter(ones)
+        operators = [Derelict(Var(next(zeros) if letter == "0" else next(ones))) for letter in word]
+        return Lam(z, a, compose_all(operators, Var(z)))
+
+    return lam((q, Bang(endo(a))), (p, Bang(endo(a))), share(
+        q, word.count("0"), lambda zeros: share(p, word.count("1"), lambda ones: body(zeros, ones))))
+
+
+def word_counts(word: str) -> tuple:
+    """``(a, b)``: the numbers of 0s and 1s of a binary word."""
+    return word.count("0"), word.count("1")
+
+
+# ---- the programs of Sec. 4 ----------------------------------------------------------------------
+
+
+def eval_term(w: Type) -> Term:
+    """``eval : int_W, !(W ⊸ W) ⊢ W ⊸ W`` with ``⟦eval⟧(Σ λ_i ⟦n_i⟧, |∅⟩_α) = Σ λ_i α^{n_i}``."""
+    n, alpha = fresh("n"), fresh("a")
+    return lam((n, int_type(w)), (alpha, Bang(endo(w))), Var(n)(Var(alpha)))
+
+
+def feed(w: Type) -> Term:
+    """``feed : !int_W, !int_W, bint_W ⊢ int_W`` (Sec. 4.2): the word picks, letter by letter, the
+    first pattern (0) or the second (1); on ``⟦i⟧, ⟦j⟧, ⟦S⟧`` it gives ``R^{a i + b j}``."""
+    p, q, r, a = fresh("p"), fresh("q"), fresh("r"), fresh("a")
+    a1, a2, p1, q1, x, y = (fresh(s) for s in ("a", "a", "p", "q", "x", "y"))
+    first = Promote((Var(p), Var(a1)), (p1, x), Derelict(Var(p1))(Var(x)))
+    second = Promote((Var(q), Var(a2)), (q1, y), Derelict(Var(q1))(Var(y)))
+    return lam((p, Bang(int_type(w))), (q, Bang(int_type(w))), (r, bint_type(w)), (a, Bang(endo(w))),
+               Copy(Var(a), a1, a2, Var(r)(first, second)))
+
+
+def paper_feed(w: Type) -> Term:
+    """``feed`` exactly as printed in Sec. 4.2; it does not type check (see the module docstring)."""
+    p, q, r, a, a1, a2, x, y = "p", "q", "r", "a", "a'", "a''", "x", "x'"
+    return lam((p, int_type(w)), (q, int_type(w)), (r, bint_type(w)), (a, Bang(endo(w))),
+               Copy(Var(a), a1, a2, Var(r)(Promote((Var(a1),), (x,), Var(p)(Var(x))),
+                                           Promote((Var(a2),), (y,), Var(q)(Var(y))))))
+
+
+def newfeed(w: Type) -> Term:
+    """``newfeed : !int_W, (!int_W ⊸ int_W) ⊢ int_W`` (Sec. 4.3): the polynomial ``q`` applied to the
+    pattern entry ``p``."""
+    p, q, x = fresh("p"), fresh("q"), fresh("x")
+    return lam((p, Bang(int_type(w))), (q, Lolli(Bang(int_type(w)), int_type(w))), (x, Bang(endo(w))),
+               Var(q)(Var(p))(Var(x)))
+
+
+def polynomial(coefficients, w: Type) -> Term:
+    """``a̲ : !int_W ⊸ int_W`` for ``a(x) = Σ_k c_k x^k`` with natural coefficients: ``n̲ ↦ a(n)̲``.
+
+    ``f^{a(n)}`` is the composite of ``c_k`` copies of ``f^{n^k}`` for every k, and ``f^{n^k}`` is
+    ``n`` iterating ``f^{n^{k-1}}`` (a promotion, since the iterated map is used n times).
+    """
+    if any(c < 0 or int(c) != c for c in coefficients):
+        raise ValueError(f"polynomial: coefficients must be natural numbers, got {tuple(coefficients)}")
+    degrees = [k for k, c in enumerate(coefficients) for _ in range(int(c))]
+    n, f, z = fresh("n"), fresh("f"), fresh("z")
+
+    def power(ns, f_name):  # f^{n^k} with k = len(ns)
+        if not ns:
+            return Derelict(Var(f_name))
+        inner_ns, inner_f = [fresh("n") for _ in ns[1:]], fresh("f")
+        return Derelict(Var(ns[0]))(Promote(tuple(Var(v) for v in (*ns[1:], f_name)), (*inner_ns, inner_f),
+                                            power(inner_ns, inner_f)))
+
+    def body(n_copies, f_copies):
+        n_copies = iter(n_copies)
+        monomials = [power([next(n_copies) for _ in range(k)], f_copy) for k, f_copy in zip(degrees, f_copies)]
+        return Lam(z, w, compose_all(monomials, Var(z)))
+
+    return lam((n, Bang(int_type(w))), (f, Bang(endo(w))), share(
+        n, sum(degrees), lambda n_copies: share(f, len(degrees), lambda f_copies: body(n_copies, f_copies))))
+
+
+def binary_identity(w: Type) -> Term:
+    """``id : !bint_W ⊸ bint_W``."""
+    s = fresh("s")
+    return Lam(s, Bang(bint_type(w)), Derelict(Var(s)))
+
+
+def repeat(w: Type) -> Term:
+    """``repeat : !bint_W ⊸ bint_W`` with ``⟦repeat⟧⟦S̲⟧ = ⟦SS̲⟧`` (Sec. 4.3.1): the word's group
+    element is applied twice."""
+    s, f, g, z = fresh("s"), fresh("f"), fresh("g"), fresh("z")
+    s1, s2, f1, f2, g1, g2 = (fresh(v) for v in ("s", "s", "f", "f", "g", "g"))
+    once = [Derelict(Var(s1))(Var(f1), Var(g1)), Derelict(Var(s2))(Var(f2), Var(g2))]
+    return lam((s, Bang(bint_type(w))), (f, Bang(endo(w))), (g, Bang(endo(w))),
+               Copy(Var(s), s1, s2, Copy(Var(f), f1, f2, Copy(Var(g), g1, g2, Lam(z, w, compose_all(once, Var(z)))))))
+
+
+def psi(w: Type, v: Type) -> Term:
+    """``Ψ : W^∨ ⊗ V ⊸ (W ⊸ V)``, ``Ψ(φ ⊗ a)(z) = φ(z) a`` (Eq. (2.8)): writing ``a`` at ``φ``."""
+    pair, z, phi, a = fresh("p"), fresh("z"), fresh("u"), fresh("a")
+    return lam((pair, Tensor(dual(w), v)), (z, w), LetPair(Var(pair), phi, a, LetUnit(Var(phi)(Var(z)), Var(a))))
+
+
+def compose(outer: Term, inner: Term, source: Type) -> Term:
+    """``outer ∘ inner`` for ``inner : source ⊸ B``."""
+    z = fresh("z")
+    return Lam(z, source, outer(inner(Var(z))))
+
+
+# ---- master terms of Sec. 3.1 -------------------------------------------------------------------
+
+
+def second_order_master(a: Type) -> Term:
+    """``master^in : !(A ⊸ A) ⊢ A ⊸ A`` by dereliction: ``Z_in = W^c(x)``."""
+    c = fresh("c")
+    return Lam(c, Bang(endo(a)), Derelict(Var(c)))
+
+
+def higher_order_master(a: Type) -> Term:
+    """``master^in = (λn.(λa.(derelict(n) a))) : !int_A, !(A ⊸ A) ⊢ A ⊸ A``."""
+    n, alpha = fresh("n"), fresh("a")
+    return lam((n, Bang(int_type(a))), (alpha, Bang(endo(a))), Derelict(Var(n))(Var(alpha)))
+
+
+def constant(name: str, type_: Type) -> Const:
+    return Const(name, type_)
+
+
+__all__ = [
+    "ONE", "binary", "binary_identity", "compose", "compose_all", "constant", "discarding", "eval_term", "feed",
+    "fresh", "higher_order_master", "newfeed", "numeral", "paper_feed", "polynomial", "psi", "repeat",
+    "second_order_master", "share", "word_counts",
+]
