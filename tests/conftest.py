@@ -8,6 +8,16 @@ import torch
 from lsrl.programs import continuous_approximator, discrete_approximator, more_ones_than_zeros
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The tests' tensors are tiny: threads gain nothing, and with two test workers on two cores
+    their pools contend, costing milliseconds per operation."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def as_fractions(array):
     """Exact outputs (mpq or Fraction) as a nested list of Fractions."""
     return np.vectorize(lambda v: Fraction(str(v)), otypes=[object])(np.asarray(array, dtype=object)).tolist()

@@ -4,3 +4,11 @@ After "Linear logic and recurrent neural networks" (Hu & Murfet): ``lsrl.llrnn.l
 types, terms, type checker and denotations; ``lsrl.llrnn.explicit`` the models written from the
 paper's explicit equations; ``lsrl.llrnn.cell`` the generic LLRNN cell that runs a master term.
 """
+
+from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
+from lsrl.llrnn.explicit import (
+    NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM, MultiplicativeRNN, PatternNTM,
+    PolynomialStepNTM, RecurrentModel, RingMachine, SecondOrderRNN,
+)
+from lsrl.llrnn.forms import llrnn_form
+from lsrl.llrnn.ring import apply_powers, reflection, rotation, word_counts, word_operator, word_transform

@@ -1,0 +1,468 @@
+"""The models of "Linear logic and recurrent neural networks", written from their explicit equations.
+
+Second-order, multiplicative and higher-order RNNs (Sec. 2.2, 3.1), and the NTM family: NTM
+(Sec. 2.3, in the form of Sec. 3.2's displayed evolution equation), dihedral NTM (Sec. 3.2, its
+Example), pattern NTM (Sec. 4.1 and its Remark), multiple pattern NTM (Sec. 4.2), polynomial step
+NTM (Sec. 4.3) and its dihedral variant (Sec. 4.3.1). These are the references the LLRNN forms (a master
+term run by the generic cell) are checked against.
+
+Common interface: ``initial_state(batch)``, ``step(h, x)``, ``forward(xs, h=None)`` (batch first,
+``(B, T, d)``, returns the states ``h^(1..T)``), ``parts(h)`` (named views of a flat state) and
+``pack(**parts)`` (its inverse). ``layout`` maps each part's name to ``(offset, shape)`` in state order.
+Every controller network reads the controller part ``h0`` of the previous state ``h^(t)``.
+
+Conventions of the NTM family (binding for the LLRNN forms):
+
+- a memory ``M in Hom(W, V)`` is a ``(d_mem, N)`` matrix, column ``i`` stored at location ``i``,
+  flattened row-major into the state; reading is ``M(r) = M @ r``; writing ``w (x) a`` is ``a w^T``;
+- an erase operator ``e in End(V)`` is a full ``(d_mem, d_mem)`` matrix ``ReLU(W_e h0 + B_e)``
+  reshaped row-major, and ``(1 - e) o M = M - e @ M``;
+- the memory update uses the **old** write address ``w^(t)``, as in Sec. 3.2's display and the
+  Sec. 4.1 Remark (the pattern NTM's master^out uses the new one for ring 1; we follow the equations);
+- addresses and write addresses move by the group elements of ``ring.py`` (write addresses by the
+  contragredient action, the same permutation matrices).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import product
+
+import torch
+from torch import nn
+
+from lsrl.errors import DimensionError, SequenceError
+from lsrl.llrnn.ring import mix, power_index, word_counts, word_index, word_transform
+
+DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
+
+
+class RecurrentModel(nn.Module):
+    """A flat state split into named parts, run by ``step``; subclasses give the layout and ``step``."""
+
+    def __init__(self, input_dim: int, controller_dim: int, dtype=torch.float64, device=None):
+        super().__init__()
+        self.input_dim, self.controller_dim = input_dim, controller_dim
+        self.factory = {"dtype": dtype, "device": device}
+        self.register_buffer("init_state", None, persistent=False)
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    # -- construction helpers --------------------------------------------------------------------
+
+    def add_weight(self, name: str, shape: tuple[int, ...], fan_in: int) -> None:
+        """A parameter drawn uniformly from ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``."""
+        bound = 1 / math.sqrt(max(fan_in, 1))
+        value = torch.empty(shape, **self.factory).uniform_(-bound, bound)
+        self.register_parameter(name, nn.Parameter(value))
+
+    def add_controller(self) -> None:
+        """``H`` (d0, d0), ``U`` (d0, d_in), ``B`` (d0,) of the Elman evolution equation (Sec. 2.1)."""
+        d0 = self.controller_dim
+        self.add_weight("H", (d0, d0), d0)
+        self.add_weight("U", (d0, self.input_dim), self.input_dim)
+        self.add_weight("B", (d0,), d0)
+
+    def set_layout(self, shapes: dict[str, tuple[int, ...]], addresses: tuple[str, ...] = ()) -> None:
+        """Lay the parts out in the order given; ``addresses`` start one-hot at position 0."""
+        self.layout, offset = {}, 0
+        for name, shape in shapes.items():
+            self.layout[name] = (offset, shape)
+            offset += math.prod(shape)
+        self.state_dim = offset
+        default = torch.zeros(offset, **self.factory)
+        for name in addresses:
+            default[self.layout[name][0]] = 1
+        self.register_buffer("default_state", default, persistent=False)
+
+    # -- the common interface --------------------------------------------------------------------
+
+    def parts(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Named views of ``h`` (..., state_dim): e.g. ``h0`` (..., d0), ``r`` (..., N), ``M`` (..., d, N)."""
+        if h.shape[-1] != self.state_dim:
+            raise DimensionError(f"{self.name}: state has size {h.shape[-1]}, expected {self.state_dim}")
+        return {name: h[..., off : off + math.prod(shape)].unflatten(-1, shape)
+                for name, (off, shape) in self.layout.items()}
+
+    def pack(self, **parts: torch.Tensor) -> torch.Tensor:
+        """The flat state (..., state_dim) holding ``parts``; missing parts take their initial value."""
+        unknown = set(parts) - set(self.layout)
+        if unknown:
+            raise DimensionError(f"{self.name}: no state parts {sorted(unknown)}; its parts are {list(self.layout)}")
+        defaults = self.parts(self.default_state)
+        values = [self.checked_part(name, parts.get(name, defaults[name])) for name in self.layout]
+        shapes = [shape for _, shape in self.layout.values()]
+        lead = torch.broadcast_shapes(*(v.shape[: v.dim() - len(shape)] for v, shape in zip(values, shapes)))
+        return torch.cat([v.expand(*lead, *shape).reshape(*lead, -1) for v, shape in zip(values, shapes)], dim=-1)
+
+    def checked_part(self, name: str, value) -> torch.Tensor:
+        """``value`` as a tensor of the state's dtype and device, its trailing shape that of part ``name``."""
+        value = torch.as_tensor(value, dtype=self.default_state.dtype, device=self.default_state.device)
+        shape = self.layout[name][1]
+        if tuple(value.shape[value.dim() - len(shape) :]) != shape:
+            raise DimensionError(f"{self.name}: part {name!r} has shape {tuple(value.shape)}, expected (..., {shape})")
+        return value
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        """``model.init_state`` if set, else h0 = 0, addresses one-hot at 0, memories 0; (batch, state_dim)."""
+        state = self.default_state if self.init_state is None else self.init_state
+        return state.expand(batch, self.state_dim)
+
+    def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        """The states ``h^(1..T)`` (B, T, state_dim) after reading ``xs`` (B, T, input_dim) from ``h``."""
+        if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
+            raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
+        h = self.initial_state(xs.shape[0]) if h is None else h
+        states = []
+        for t in range(xs.shape[1]):
+            h = self.step(h, xs[:, t])
+            states.append(h)
+        return torch.stack(states, dim=1)
+
+    def elman(self, h0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``H h0 + U x + B``."""
+        return h0 @ self.H.T + x @ self.U.T + self.B
+
+
+# -- second-order, multiplicative and higher-order RNNs (Sec. 2.2, 3.1) --------------------
+
+
+class SecondOrderRNN(RecurrentModel):
+    """Sec. 2.2, second-order RNN: ``h' = ReLU(V(x) h + H h + U x + B)``, ``V(x)_ij = sum_k V[i,j,k] x_k``."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, *, dtype=torch.float64, device=None):
+        super().__init__(input_dim, hidden_dim, dtype, device)
+        self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
+        self.add_controller()
+        self.set_layout({"h0": (hidden_dim,)})
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.einsum("ijk,bj,bk->bi", self.V, h, x) + self.elman(h, x))
+
+
+class MultiplicativeRNN(RecurrentModel):
+    """Sec. 2.2, the Remark on Sutskever et al.: ``h' = ReLU(I diag(V x) J h + H h + U x + B)``."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype=torch.float64, device=None):
+        super().__init__(input_dim, hidden_dim, dtype, device)
+        self.aux_dim = aux_dim
+        self.add_weight("V", (aux_dim, input_dim), input_dim)
+        self.add_weight("I", (hidden_dim, aux_dim), aux_dim)
+        self.add_weight("J", (aux_dim, hidden_dim), hidden_dim)
+        self.add_controller()
+        self.set_layout({"h0": (hidden_dim,)})
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        diagonal = x @ self.V.T  # diag(V x) acts on K coordinate-wise
+        return torch.relu((diagonal * (h @ self.J.T)) @ self.I.T + self.elman(h, x))
+
+
+class HigherOrderRNN(RecurrentModel):
+    """Sec. 3.1, the higher-order RNN example: ``h' = ReLU(Z h + H h + U x + B)``, ``Z = sum_i p_i V(x)^i``,
+    ``p = softmax(W_p h + B_p)`` over the powers ``0 .. L``."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype=torch.float64, device=None):
+        super().__init__(input_dim, hidden_dim, dtype, device)
+        self.max_power = max_power
+        self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
+        self.add_weight("W_p", (max_power + 1, hidden_dim), hidden_dim)
+        self.add_weight("B_p", (max_power + 1,), hidden_dim)
+        self.add_controller()
+        self.set_layout({"h0": (hidden_dim,)})
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        p = torch.softmax(h @ self.W_p.T + self.B_p, dim=-1)
+        operator = torch.einsum("ijk,bk->bij", self.V, x)
+        power_h, Z_h = h, p[:, :1] * h  # V(x)^0 h = h
+        for i in range(1, self.max_power + 1):
+            power_h = (operator @ power_h[..., None])[..., 0]
+            Z_h = Z_h + p[:, i : i + 1] * power_h
+        return torch.relu(Z_h + self.elman(h, x))
+
+
+# -- the NTM family ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ring:
+    """One memory ring: its label (the parameters' suffix), coefficient width and head moves.
+
+    ``write_moves`` and ``read_moves`` are gather indices (K, N) of the group elements the controller's
+    softmax commands choose from (``ring.py``); ``read_moves=None`` means the read address is not
+    under the controller but driven by the contents of other rings (``RingMachine.drivers``).
+    """
+
+    label: str
+    width: int
+    write_moves: torch.Tensor
+    read_moves: torch.Tensor | None
+
+    @property
+    def slots(self) -> int:
+        return self.write_moves.shape[1]
+
+
+def read(parts: dict, label: str) -> torch.Tensor:
+    """``M(r)``: ring ``label``'s memory at its read address, (..., d)."""
+    return (parts["M" + label] @ parts["r" + label][..., None])[..., 0]
+
+
+def rotation_moves(N: int, powers) -> torch.Tensor:
+    """Gather indices (K, N) of ``R^n`` for ``n`` in ``powers``."""
+    return torch.stack([power_index(N, n) for n in powers])
+
+
+def word_moves(N: int, words) -> torch.Tensor:
+    """Gather indices (K, N) of ``[[S]](R, R')`` for ``S`` in ``words``."""
+    return torch.stack([word_index(N, word) for word in words])
+
+
+class RingMachine(RecurrentModel):
+    """A controller with memory rings (Sec. 2.3, 3.2, 4): the shared part of every NTM of the paper.
+
+    For each ring ``i`` (labels ``""`` or ``"1".."4"``), from the controller state ``h0`` of ``h^(t)``:
+    ``s_i = softmax(W_s h0 + B_s)``, ``q_i = softmax(W_q h0 + B_q)`` (controller-driven read heads),
+    ``e_i = ReLU(W_e h0 + B_e)`` as a (d_i, d_i) matrix, ``a_i = ReLU(W_a h0 + B_a)``, and
+
+        w_i' = sum_k s_ik g_k w_i,   r_i' = sum_k q_ik g_k r_i,   M_i' = (1 - e_i) M_i + a_i w_i^T.
+
+    A ring without a controller read head (ring 1 of the pattern models) moves its read address by
+    ``sum_K c_K g_K r_1``, where ``c`` is the outer product of the contents ``M_j(r_j)`` of the driver
+    rings (multilinear, as the denotations of Sec. 4 are) and ``g_K`` the group element of
+    ``pattern_moves[K]``, listed in the same (row-major) order. The controller reads ring 1:
+
+        h0' = ReLU(Q M_1(r_1) + H h0 + U x + B)      (Q = identity when there is no symbol space).
+    """
+
+    def __init__(self, input_dim, controller_dim, rings: list[Ring], symbol_dim=None, drivers=(), pattern_moves=None,
+                 *, dtype, device):
+        super().__init__(input_dim, controller_dim, dtype, device)
+        self.rings, self.drivers = rings, tuple(drivers)
+        d0 = controller_dim
+        self.add_controller()
+        if symbol_dim is None:
+            self.register_parameter("Q", None)
+        else:
+            self.add_weight("Q", (d0, symbol_dim), symbol_dim)
+        for ring in rings:
+            self.add_ring_weights(ring)
+        if pattern_moves is not None:
+            self.register_buffer("pattern_moves", pattern_moves.to(device), persistent=False)
+        shapes = {"h0": (d0,)}
+        for ring in rings:
+            shapes |= {"r" + ring.label: (ring.slots,), "w" + ring.label: (ring.slots,)}
+        shapes |= {"M" + ring.label: (ring.width, ring.slots) for ring in rings}
+        self.set_layout(shapes, addresses=tuple(name for name in shapes if name[0] in "rw"))
+
+    def add_ring_weights(self, ring: Ring) -> None:
+        d0, d, label = self.controller_dim, ring.width, ring.label
+        heads = [("s", ring.write_moves)] + ([("q", ring.read_moves)] if ring.read_moves is not None else [])
+        for head, moves in heads:
+            self.add_weight(f"W_{head}{label}", (moves.shape[0], d0), d0)
+            self.add_weight(f"B_{head}{label}", (moves.shape[0],), d0)
+            self.register_buffer(f"moves_{head}{label}", moves.to(self.factory["device"]), persistent=False)
+        self.add_weight(f"W_e{label}", (d * d, d0), d0)
+        self.add_weight(f"B_e{label}", (d * d,), d0)
+        self.add_weight(f"W_a{label}", (d, d0), d0)
+        self.add_weight(f"B_a{label}", (d,), d0)
+
+    def command(self, name: str, h0: torch.Tensor) -> torch.Tensor:
+        """``W_name h0 + B_name`` for a command or data vector ``name`` (e.g. ``"s1"``)."""
+        return h0 @ getattr(self, "W_" + name).T + getattr(self, "B_" + name)
+
+    def ring_step(self, ring: Ring, parts: dict, h0: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The new ``r``, ``w`` and ``M`` of one ring, from the parts of ``h^(t)``."""
+        label, d = ring.label, ring.width
+        w, M = parts["w" + label], parts["M" + label]
+        s = torch.softmax(self.command("s" + label, h0), dim=-1)
+        e = torch.relu(self.command("e" + label, h0)).unflatten(-1, (d, d))
+        a = torch.relu(self.command("a" + label, h0))
+        new = {
+            "w" + label: mix(s, w, getattr(self, "moves_s" + label)),
+            "M" + label: M - e @ M + a[..., :, None] * w[..., None, :],  # old w: Sec. 3.2, Remark of Sec. 4.1
+        }
+        if ring.read_moves is None:
+            new["r" + label] = mix(self.pattern_coefficients(parts), parts["r" + label], self.pattern_moves)
+        else:
+            q = torch.softmax(self.command("q" + label, h0), dim=-1)
+            new["r" + label] = mix(q, parts["r" + label], getattr(self, "moves_q" + label))
+        return new
+
+    def pattern_coefficients(self, parts: dict) -> torch.Tensor:
+        """Outer product (..., K) of the driver rings' contents ``M_j(r_j)``, flattened row-major."""
+        coefficients = None
+        for label in self.drivers:
+            content = read(parts, label)
+            if coefficients is not None:
+                content = (coefficients[..., :, None] * content[..., None, :]).flatten(-2)
+            coefficients = content
+        return coefficients
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        parts = self.parts(h)
+        h0, first = parts["h0"], self.rings[0].label
+        symbol = read(parts, first) if self.Q is None else read(parts, first) @ self.Q.T
+        new = {"h0": torch.relu(symbol + self.elman(h0, x))}
+        for ring in self.rings:
+            new |= self.ring_step(ring, parts, h0)
+        return self.pack(**new)
+
+
+class NTM(RingMachine):
+    """The NTM of Sec. 2.3 in the LLRNN form of Sec. 3.2 (its displayed evolution equation).
+
+    State ``(h0, r, w, M)``, memory width ``d_mem = controller_dim`` (V = H_0); read and write heads
+    choose among the rotations ``R^n``, ``n`` in ``powers`` (default all ``N``):
+
+        h0' = ReLU(M r + H h0 + U x + B),  r' = sum_k q_k R^{n_k} r,  w' = sum_k s_k R^{n_k} w,
+        M' = (1 - e) M + a w^T.
+
+    Parameters: ``H, U, B, W_q, B_q, W_s, B_s, W_e, B_e, W_a, B_a``.
+    """
+
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None,
+                 *, dtype=torch.float64, device=None):
+        powers = tuple(range(slots)) if powers is None else tuple(powers)
+        moves = rotation_moves(slots, powers)
+        ring = Ring("", controller_dim, moves, moves)
+        super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device)
+        self.slots, self.powers = slots, powers
+
+
+class DihedralNTM(RingMachine):
+    """Sec. 3.2, Example (dihedral NTM): heads choose among binary words ``F``, applied as ``[[F]](R, R')``.
+
+    Default words: every word of length at most 2. Parameters are named as in ``NTM``.
+    """
+
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, words=None,
+                 *, dtype=torch.float64, device=None):
+        words = DIHEDRAL_WORDS if words is None else tuple(words)
+        moves = word_moves(slots, words)
+        ring = Ring("", controller_dim, moves, moves)
+        super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device)
+        self.slots, self.words = slots, words
+
+
+class PatternNTM(RingMachine):
+    """Sec. 4.1, in the explicit form of its Remark: ring 2's content drives ring 1's read address.
+
+    Ring 1 holds symbols (width ``symbol_dim``), ring 2 coefficients over ``[[p]]`` for ``p`` in
+    ``pattern_powers``; both have ``slots`` positions. Write heads and ring 2's read head choose among
+    ``R^n``, ``n`` in ``head_powers`` (default all). With ``lambda = M_2(r_2)``, the Remark's
+    Eq. (pattern_ntm_distinction):
+
+        r_1' = sum_j lambda_j R^{pattern_powers[j]} r_1,    h0' = ReLU(Q M_1(r_1) + H h0 + U x + B).
+
+    Parameters: ``H, U, B, Q``; ``W_s1, B_s1, W_e1, B_e1, W_a1, B_a1``; the same with suffix 2 and
+    ``W_q2, B_q2``. State ``(h0, r1, w1, r2, w2, M1, M2)``.
+    """
+
+    def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2), head_powers=None,
+                 *, dtype=torch.float64, device=None):
+        pattern_powers = tuple(pattern_powers)
+        head_powers = tuple(range(slots)) if head_powers is None else tuple(head_powers)
+        heads = rotation_moves(slots, head_powers)
+        rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), heads, heads)]
+        pattern = rotation_moves(slots, pattern_powers)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2",), pattern, dtype=dtype, device=device)
+        self.slots, self.symbol_dim = slots, symbol_dim
+        self.pattern_powers, self.head_powers = pattern_powers, head_powers
+
+
+class MultiplePatternNTM(RingMachine):
+    """Sec. 4.2: two pattern rings (2, 3) over ``[[p]]`` and a switch ring (4) over binary words ``[[S_k]]``.
+
+    Ring ``i`` has ``slots[i-1]`` positions (the paper's example: N_1 > 18, N_2 = N_3 = N_4 = 2); its
+    heads choose among all its rotations. With ``lambda = M_2(r_2)``, ``mu = M_3(r_3)``,
+    ``kappa = M_4(r_4)`` and ``a_k, b_k`` the numbers of 0s and 1s in ``S_k``, Eq. (crazyhorse):
+
+        r_1' = sum_{i,j,k} lambda_i mu_j kappa_k R_1^{a_k p_i + b_k p_j} r_1.
+
+    So switch word "0" follows ring 2's pattern, "1" ring 3's, "00" ring 2's with doubled steps.
+    Parameters as in ``PatternNTM`` for rings 1..4 (``W_s1..W_s4``, ``W_q2..W_q4``, ``W_e1..``, ``W_a1..``, ``Q``).
+    State ``(h0, r1, w1, r2, w2, r3, w3, r4, w4, M1, M2, M3, M4)``.
+    """
+
+    def __init__(self, input_dim, controller_dim, symbol_dim, slots=(20, 2, 2, 2), pattern_powers=(0, 1),
+                 switch_words=("0", "1"), *, dtype=torch.float64, device=None):
+        if len(slots) != 4:
+            raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
+        slots, pattern_powers, switch_words = tuple(slots), tuple(pattern_powers), tuple(switch_words)
+        widths = (symbol_dim, len(pattern_powers), len(pattern_powers), len(switch_words))
+        rings = []
+        for label, N, width in zip("1234", slots, widths):
+            heads = rotation_moves(N, range(N))
+            rings.append(Ring(label, width, heads, None if label == "1" else heads))
+        counts = [word_counts(S) for S in switch_words]
+        steps = [a * i + b * j for i, j, (a, b) in product(pattern_powers, pattern_powers, counts)]
+        pattern = rotation_moves(slots[0], steps)
+        drivers = ("2", "3", "4")
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, drivers, pattern, dtype=dtype, device=device)
+        self.slots, self.symbol_dim = slots, symbol_dim
+        self.pattern_powers, self.switch_words = pattern_powers, switch_words
+
+
+def evaluate_polynomial(coefficients, n: int) -> int:
+    """``a(n)`` for ``a = c_0 + c_1 x + c_2 x^2 + ...`` given as ``(c_0, c_1, ...)``."""
+    return sum(c * n**k for k, c in enumerate(coefficients))
+
+
+def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers) -> list[Ring]:
+    """Rings of the polynomial step NTMs: symbols, a pattern ring and a ring that transforms the pattern."""
+    heads = rotation_moves(slots, head_powers)
+    return [Ring("1", symbol_dim, heads, None), Ring("2", width2, heads, heads), Ring("3", width3, heads, heads)]
+
+
+class PolynomialStepNTM(RingMachine):
+    """Sec. 4.3: ring 3 holds coefficients over polynomials ``a_j in N[x]`` that reshape ring 2's steps.
+
+    ``polynomials`` are coefficient tuples ``(c_0, c_1, ...)`` (default ``x`` and ``x^2``). With
+    ``lambda = M_2(r_2)`` and ``mu = M_3(r_3)``:
+
+        r_1' = sum_j mu_j sum_i lambda_i R^{a_j(p_i)} r_1.
+
+    The paper's Eq. (crazyhorse2) prints ``a_j(sum_i lambda_i R^i)``, which contradicts its own text:
+    focused at ``x^2`` a step of size ``s`` must become ``s^2``, but ``(R^s)^2 = R^{2s}``. We follow the
+    text and the Church-numeral meaning of the term ``a``: ``n -> a(n)``, extended multilinearly in the
+    ring coefficients as in Sec. 4.2. Three rings of ``slots`` positions; read heads ``q2, q3``.
+    State ``(h0, r1, w1, r2, w2, r3, w3, M1, M2, M3)``.
+    """
+
+    def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2),
+                 polynomials=((0, 1), (0, 0, 1)), head_powers=None, *, dtype=torch.float64, device=None):
+        pattern_powers = tuple(pattern_powers)
+        polynomials = tuple(tuple(a) for a in polynomials)
+        head_powers = tuple(range(slots)) if head_powers is None else tuple(head_powers)
+        rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers)
+        steps = [evaluate_polynomial(a, p) for p, a in product(pattern_powers, polynomials)]
+        pattern = rotation_moves(slots, steps)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device)
+        self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
+        self.pattern_powers, self.polynomials = pattern_powers, polynomials
+
+
+class DihedralPolynomialStepNTM(RingMachine):
+    """Sec. 4.3.1: ring 2 over binary words ``S_i``, ring 3 over word transforms ``f_j`` (``id``, ``repeat``).
+
+    With ``lambda = M_2(r_2)`` and ``mu = M_3(r_3)``:
+
+        r_1' = sum_j mu_j sum_i lambda_i [[f_j(S_i)]](R, R') r_1;
+
+    focused at ``repeat`` each word's group element ``g`` is applied as ``g^2``. Parameters and state
+    as in ``PolynomialStepNTM``.
+    """
+
+    def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_words=("0", "1", "01"),
+                 transforms=("id", "repeat"), head_powers=None, *, dtype=torch.float64, device=None):
+        pattern_words, transforms = tuple(pattern_words), tuple(transforms)
+        head_powers = tuple(range(slots)) if head_powers is None else tuple(head_powers)
+        rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers)
+        words = [word_transform(f, S) for S, f in product(pattern_words, transforms)]
+        pattern = word_moves(slots, words)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device)
+        self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
+        self.pattern_words, self.transforms = pattern_words, transforms

@@ -1,0 +1,147 @@
+"""The LLRNN cell: every model's LLRNN form (master terms run by the cell) against its explicit
+equations, user-written masters, type errors, and gradients."""
+
+import pytest
+import torch
+
+from lsrl.errors import DimensionError
+from lsrl.llrnn import explicit
+from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
+from lsrl.llrnn.forms import llrnn_form
+from lsrl.llrnn.logic import (
+    Atom, Bang, Derelict, IllTypedTerm, LogicError, Var, binary, bint_type, endo, higher_order_master, lam,
+    numeral, int_type,
+)
+from lsrl.llrnn.logic.terms import Const
+
+MODELS = {
+    "second_order": lambda: explicit.SecondOrderRNN(3, 4),
+    "multiplicative": lambda: explicit.MultiplicativeRNN(3, 4, 2),
+    "higher_order": lambda: explicit.HigherOrderRNN(3, 4, 3),
+    "ntm": lambda: explicit.NTM(3, 4, 5),
+    "ntm_some_powers": lambda: explicit.NTM(3, 4, 6, powers=(0, 1, 5)),
+    "dihedral_ntm": lambda: explicit.DihedralNTM(3, 4, 5),
+    "pattern_ntm": lambda: explicit.PatternNTM(3, 4, 5, 3),
+    "multiple_pattern_ntm": lambda: explicit.MultiplePatternNTM(3, 4, 3, slots=(7, 2, 3, 2), switch_words=("0", "1", "01")),
+    "polynomial_step_ntm": lambda: explicit.PolynomialStepNTM(3, 4, 5, 3),
+    "dihedral_polynomial_step_ntm": lambda: explicit.DihedralPolynomialStepNTM(3, 4, 5, 3),
+}
+
+
+def relative_error(a, b):
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_llrnn_form_equals_explicit_equations(name):
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    cell = llrnn_form(model)
+    assert isinstance(cell, LLRNN) and cell.state_dim == model.state_dim
+    xs = torch.randn(3, 5, model.input_dim, dtype=torch.float64)
+    assert relative_error(cell(xs), model(xs)) <= 1e-10
+    # from a random state whose entries stay of order one over the run
+    start = torch.rand(3, model.state_dim, dtype=torch.float64) * 0.3
+    assert relative_error(cell(xs, start), model(xs, start)) <= 1e-10
+
+
+def test_the_forms_run_the_papers_terms():
+    """The multiple pattern NTM's ring 1 is moved by ``feed``; its masters have the LLRNN type."""
+    cell = llrnn_form(MODELS["multiple_pattern_ntm"]())
+    assert cell.masters["out"] is not None and cell.reads_state
+    assert "decode4" in str(cell.masters["out"]) and "decode2" in str(cell.masters["out"])
+    from lsrl.llrnn.logic import type_of
+    assert type_of(cell.masters["out"]) == cell.expected_master_type()
+
+
+def test_a_user_written_master_term():
+    """A higher-order RNN over binary words: Z = Σ_k p_k ⟦S_k⟧(c, b), c = W^c x, b = ReLU(W^b h + B^b)."""
+    torch.manual_seed(1)
+    A, d = Atom("A"), 3
+    words = ("", "0", "01", "110")
+    n, b, c = "n", "b", "c"
+    master = lam((n, Bang(bint_type(A))), (b, Bang(endo(A))), (c, Bang(endo(A))), Derelict(Var(n))(Var(c), Var(b)))
+    state = StateSpace({"h": Space(Atom("H"), (d,))}, A)
+    cell = LLRNN(state, 2, master_in=master, commands=[Commands("words", bint_type(A), tuple(binary(w, A) for w in words))],
+                 data=[Data("b", endo(A), Space(endo(A), (d, d)))], input_space=Space(endo(A), (d, d)))
+    h, x = torch.rand(4, d, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    p = torch.softmax(h @ cell.W_p["words"].T + cell.B_p["words"], dim=-1)
+    beta = torch.relu(h @ cell.W_b["b"].T + cell.B_b["b"]).reshape(4, d, d)
+    alpha = (x @ cell.W_c.T).reshape(4, d, d)
+    expected = []
+    for i in range(4):
+        Z = torch.zeros(d, d, dtype=torch.float64)
+        for k, word in enumerate(words):
+            product = torch.eye(d, dtype=torch.float64)
+            for letter in word:
+                product = (alpha[i] if letter == "0" else beta[i]) @ product
+            Z = Z + p[i, k] * product
+        expected.append(torch.relu(Z @ h[i] + cell.H @ h[i] + cell.U @ x[i] + cell.B))
+    assert torch.allclose(cell.step(h, x), torch.stack(expected))
+
+
+def test_masters_of_the_wrong_type_are_rejected():
+    A = Atom("A")
+    state = StateSpace({"h": Space(Atom("H"), (2,))}, A)
+    with pytest.raises(IllTypedTerm, match=r"master\^in has type .*; an LLRNN with these slots needs !\(A ⊸ A\) ⊸ A ⊸ A"):
+        LLRNN(state, 2, master_in=higher_order_master(A), input_space=Space(endo(A), (2, 2)))
+    with pytest.raises(LogicError, match="uses the constant K, which was not given"):
+        LLRNN(state, 2, master_in=lam(("c", Bang(endo(A))), Discard_(Var("c"), Const("K", endo(A)))),
+              input_space=Space(endo(A), (2, 2)))
+    with pytest.raises(IllTypedTerm, match="the constant proj_h is used at type"):
+        LLRNN(state, 2, master_in=lam(("c", Bang(endo(A))), Discard_(Var("c"), Const("proj_h", endo(A)))),
+              input_space=Space(endo(A), (2, 2)))
+
+
+def Discard_(variable, body):
+    from lsrl.llrnn.logic import Discard
+    return Discard(variable, body)
+
+
+def test_bad_spaces_and_inputs():
+    A = Atom("A")
+    with pytest.raises(DimensionError, match="diagonal space needs a square shape"):
+        Space(endo(A), (2, 3), diagonal=True)
+    with pytest.raises(LogicError, match="needs an atom or a map between atoms"):
+        Space(int_type(A), (2,))
+    cell = llrnn_form(MODELS["ntm"]())
+    with pytest.raises(DimensionError, match=r"inputs must be \(B, T, 3\)"):
+        cell(torch.zeros(2, 3, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", ["higher_order", "ntm", "pattern_ntm", "multiple_pattern_ntm"])
+def test_gradients_of_the_llrnn_form_match_finite_differences(name):
+    torch.manual_seed(2)
+    cell = llrnn_form(MODELS[name]())
+    xs = torch.randn(4, 4, cell.input_dim, dtype=torch.float64)
+    start = torch.rand(4, cell.state_dim, dtype=torch.float64) * 0.5  # non-empty memories from the start
+    target = torch.randn(4, 4, cell.state_dim, dtype=torch.float64)
+
+    def loss():
+        return ((cell(xs, start) - target) ** 2).sum()
+
+    cell.zero_grad()
+    loss().backward()
+    parameters = list(cell.parameters())
+    assert all(p.grad is not None and p.grad.abs().max() > 0 for p in parameters), \
+        [n for n, p in cell.named_parameters() if p.grad is None or p.grad.abs().max() == 0]
+    direction = [torch.randn_like(p) for p in parameters]
+    analytic = sum((p.grad * v).sum() for p, v in zip(parameters, direction)).item()
+    epsilon = 1e-6
+    with torch.no_grad():
+        for p, v in zip(parameters, direction):
+            p.add_(epsilon * v)
+        plus = loss().item()
+        for p, v in zip(parameters, direction):
+            p.sub_(2 * epsilon * v)
+        minus = loss().item()
+    assert abs((plus - minus) / (2 * epsilon) - analytic) <= 1e-6 * max(1.0, abs(analytic))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_llrnn_form_on_cuda():
+    model = MODELS["pattern_ntm"]()
+    xs = torch.randn(2, 4, model.input_dim, dtype=torch.float64)
+    expected = llrnn_form(model)(xs)
+    cell = llrnn_form(model.to("cuda"))
+    assert relative_error(cell(xs.cuda()).cpu(), expected) <= 1e-10
