@@ -115,10 +115,14 @@ class StateSpace:
             constants[f"inj_{name}"] = Function(lambda v, name=name: self._inject(name, v, dtype, device))
         return constants
 
-    def _inject(self, name, value, dtype, device) -> torch.Tensor:
+    def place(self, name: str, flat: torch.Tensor) -> torch.Tensor:
+        """A state that holds ``flat`` in component ``name`` and zeros elsewhere."""
         offset, shape = self.layout[name]
-        flat = value if len(shape) == 1 else to_matrix(value, shape[1], dtype, device).flatten(-2)
         return F.pad(flat, (offset, self.dim - offset - math.prod(shape)))
+
+    def _inject(self, name, value, dtype, device) -> torch.Tensor:
+        shape = self.layout[name][1]
+        return self.place(name, value if len(shape) == 1 else to_matrix(value, shape[1], dtype, device).flatten(-2))
 
 
 def constants_of(term: Term) -> set:
@@ -217,8 +221,7 @@ class LLRNN(nn.Module):
         constants.update({name: self.learned_spaces[name].value(p) for name, p in self.learned.items()})
         return {which: denote(master, constants) for which, master in self.masters.items() if master is not None}
 
-    def _arguments(self, h: torch.Tensor, x: torch.Tensor) -> list:
-        controller = h if self.controller is None else self.state.view(h, self.controller)
+    def _arguments(self, h: torch.Tensor, controller: torch.Tensor, x: torch.Tensor) -> list:
         arguments = []
         for c in self.commands:
             p = torch.softmax(controller @ self.W_p[c.name].T + self.B_p[c.name], dim=-1)
@@ -236,17 +239,16 @@ class LLRNN(nn.Module):
         return arguments
 
     def _step(self, h: torch.Tensor, x: torch.Tensor, masters: dict) -> torch.Tensor:
-        arguments = self._arguments(h, x)
+        controller = h if self.controller is None else self.state.view(h, self.controller)
+        arguments = self._arguments(h, controller, x)
         operators = {}
         for which, master in masters.items():
             for argument in arguments:
                 master = master(argument)
             operators[which] = master
-        controller = h if self.controller is None else self.state.view(h, self.controller)
         drive = controller @ self.H.T + x @ self.U.T + self.B
         if self.controller is not None:
-            offset, shape = self.state.layout[self.controller]
-            drive = F.pad(drive, (offset, self.state_dim - offset - math.prod(shape)))
+            drive = self.state.place(self.controller, drive)
         inside = drive + operators["in"](h) if "in" in operators else drive
         h_next = torch.relu(inside)
         return h_next + operators["out"](h) if "out" in operators else h_next
