@@ -121,14 +121,18 @@ def experiment():
 
 @experiment.command(name="noise")
 @click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
-@click.option("--workers", default=2, show_default=True)
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
 @_one_line_errors
-def noise_command(out_dir, workers):
-    """Fig. 4: parameter noise on both approximators, all ifelse variants (CSV + strip plots)."""
+def noise_command(out_dir, workers, quick):
+    """Fig. 4: parameter noise on both approximators, all ifelse variants, the paper's constants and
+    the robust construction (CSV, survival table, strip plots)."""
     from lsrl.experiments import noise
 
-    noise.run(out_dir, workers=workers)
-    click.echo(f"wrote {Path(out_dir) / 'noise.csv'} and the plots noise_continuous.png, noise_discrete.png")
+    rows = noise.run(out_dir, protocol=noise.QUICK if quick else noise.Protocol(), workers=workers)
+    click.echo(noise.summary_markdown(rows))
+    files = ("noise.csv", "survival.csv", "summary.md", "noise_continuous.png", "noise_discrete.png")
+    click.echo(f"wrote {', '.join(str(Path(out_dir) / name) for name in files)}")
 
 
 if __name__ == "__main__":

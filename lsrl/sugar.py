@@ -43,24 +43,33 @@ def f_constant(x: Node, value, name=None) -> Linear:
     return Linear(x, EXACT.zeros(vector.shape2d[0], x.dim), vector, name=name)
 
 
-def f_step(x: Node, mu=DEFAULT_MU, name=None) -> Linear:
-    """``ReLU(mu x) - ReLU(mu x - 1)``: 0 for x <= 0, 1 for x >= 1/mu, linear in between."""
+def f_step(x: Node, mu=DEFAULT_MU, name=None, saturating=False) -> Node:
+    """``ReLU(mu x) - ReLU(mu x - 1)``: 0 for x <= 0, 1 for x >= 1/mu, linear in between.
+
+    ``saturating=True`` builds the same function as ``ReLU(1 - ReLU(1 - mu x))``, one ReLU layer
+    deeper. The paper's form carries ``mu x`` through both ReLUs, so noise on the weights that
+    subtract them moves a saturated step by ``noise * mu |x|``; in this form no large value reaches
+    the next layer on the 1 side (the inner ReLU is 0), and on the 0 side it only pushes the outer
+    ReLU further below zero: a saturated step stays exactly 0 (or 1 up to the noise on one bias).
+    """
     x = as_node(x, "f_step")
     mu = to_rational(mu, "f_step: mu")
     if mu <= 0:
         raise LsrlError(f"f_step on {x.describe()}: mu must be positive, got {mu}")
     d = x.dim
+    if saturating:
+        return ReLU(Linear(ReLU(Linear(x, EXACT.eye(d, -mu), [1] * d)), EXACT.eye(d, -1), [1] * d), name=name)
     both = ReLU(Linear(x, EXACT.vstack([EXACT.eye(d, mu), EXACT.eye(d, mu)]), [0] * d + [-1] * d))
     return Linear(both, EXACT.hstack([EXACT.eye(d), EXACT.eye(d, -1)]), name=name)
 
 
-def f_bump(x: Node, lb, ub, mu=DEFAULT_MU, name=None) -> Linear:
+def f_bump(x: Node, lb, ub, mu=DEFAULT_MU, name=None, saturating=False) -> Linear:
     """``f_step(x - lb) - f_step(x - ub)``: about 1 for lb < x <= ub, else 0 (edges of width 1/mu)."""
     x = as_node(x, "f_bump")
     lower = _operand(lb, x, f"f_bump on {x.describe()}")
     upper = _operand(ub, x, f"f_bump on {x.describe()}")
     return Linear(
-        Concat([f_step(x - lower, mu), f_step(x - upper, mu)]),
+        Concat([f_step(x - lower, mu, saturating=saturating), f_step(x - upper, mu, saturating=saturating)]),
         EXACT.hstack([EXACT.eye(x.dim), EXACT.eye(x.dim, -1)]),
         name=name,
     )

@@ -184,9 +184,12 @@ def test_continuous_streaming_refines_coarse_to_fine():
     assert out[-1] == Fraction(repr(0.140625))  # fine cell (1/4, 1/2], centre 3/8
 
 
+# ---- the robust constructions (Sec. 5's goal, see lsrl.experiments.noise) ---------------------
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_robust_discrete_approximator_is_still_exact(variant):
-    program = discrete_approximator(3, ifelse=variant, robust=True, vocabulary=10, max_length=60)
+    program = discrete_approximator(3, ifelse=variant, robust=True, vocabulary=10)
     model = lsrl.compile(program)
     mapping = random_map(random.Random(9), 3, pairs=9)
     keys = list(mapping)[::3]
@@ -196,6 +199,73 @@ def test_robust_discrete_approximator_is_still_exact(variant):
     assert [tuple(int(Fraction(str(v))) for v in row) for row in exact[:, -3:, 0]] == [mapping[k] for k in keys]
 
 
+def test_robust_discrete_answer_for_an_unknown_key_is_zero():
+    program = discrete_approximator(2, robust=True, vocabulary=9)
+    xs = discrete_prompt({(1, 2): (3, 4), (5, 6): (7, 8)}, query=(9, 9))
+    assert list(program(xs)[-2:, 0]) == [0, 0]
+
+
+def robust_continuous(variant):
+    return continuous_approximator(2, 2, ifelse=variant, robust=True, value_bound=3)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_robust_continuous_compilation_is_bit_identical(variant):
+    program = robust_continuous(variant)
+    model = lsrl.compile(program)
+    xs = random_continuous_inputs(random.Random(VARIANTS.index(variant)), 3, 12, dyadic=False)
+    assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_robust_float_compilation_agrees_to_1e_9_on_any_real_input(variant):
+    """With lambda a little above the values (not 1e10), rounding is not amplified: no dyadic inputs needed."""
+    rng = random.Random(VARIANTS.index(variant) + 100)
+    for program, xs in [
+        (robust_continuous(variant), random_continuous_inputs(rng, 8, 30, dyadic=False).astype(float)),
+        (discrete_approximator(3, ifelse=variant, robust=True, vocabulary=10),
+         random_token_sequences(rng, 8, 40).astype(float)),
+    ]:
+        assert max_relative_difference(lsrl.compile(program, backend="float")(xs), program(xs)) <= 1e-9
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_robust_continuous_approximator_returns_the_cell_centre_value(variant):
+    model = lsrl.compile(robust_continuous(variant))
+    f, lipschitz = smooth_target(8)
+    prompt = continuous_prompt(f, 2, 2, CELLS, exact=True)
+    rng = random.Random(4)
+    for _ in range(4):
+        q = query_away_from_edges(rng)
+        xs = np.vstack([continuous_query(q, 2), prompt])
+        estimate = [Fraction(str(v)) for v in model(xs, exact=True)[-1]]
+        centre = np.array([(math.floor(v * CELLS) + 0.5) / CELLS for v in q])
+        assert estimate == [Fraction(repr(float(v))) for v in f(centre)]
+        error = np.linalg.norm(np.array(estimate, dtype=float) - f(np.array(q, dtype=float)))
+        assert error <= (1 / CELLS) * lipschitz * math.sqrt(2) / 2 + 1e-12  # App. B
+
+
+@pytest.mark.parametrize("variant", ["multiplicative", "multiplicative_optimized"])
+def test_robust_multiplicative_blends_the_two_cells_at_an_edge(variant):
+    """Within 1/MU of an edge the two cells' conditions sum to 1: the value is their mix, not 0."""
+    program = robust_continuous(variant)
+    f, _ = smooth_target(9)
+    prompt = continuous_prompt(f, 2, 2, CELLS, exact=True)
+    q = [Fraction(3, CELLS) + Fraction(1, 4 * MU), Fraction(5, 16)]  # a quarter into the edge 3/8
+    estimate = [Fraction(str(v)) for v in program(np.vstack([continuous_query(q, 2), prompt]), exact=True)[-1]]
+    below, above = f(np.array([2.5, 2.5]) / CELLS), f(np.array([3.5, 2.5]) / CELLS)
+    expected = [Fraction(3, 4) * Fraction(repr(float(b))) + Fraction(1, 4) * Fraction(repr(float(a)))
+                for b, a in zip(below, above)]
+    assert estimate == expected
+
+
 def test_robust_needs_its_margins():
     with pytest.raises(lsrl.LsrlError, match="vocabulary"):
         discrete_approximator(3, robust=True)
+    with pytest.raises(lsrl.LsrlError, match="permutation"):
+        discrete_approximator(3, robust=True, vocabulary=10, counter="rotation")
+    with pytest.raises(lsrl.LsrlError, match="value_bound"):
+        continuous_approximator(2, 2, ifelse="optimized", robust=True)
+    with pytest.raises(lsrl.LsrlError, match="value_bound must be positive"):
+        continuous_approximator(2, 2, robust=True, value_bound=0)
+    continuous_approximator(2, 2, ifelse="multiplicative", robust=True)  # no lambda, no bound needed

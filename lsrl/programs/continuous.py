@@ -12,13 +12,53 @@ from fractions import Fraction
 
 import numpy as np
 
-from lsrl.lang.nodes import Input, Linear, LinState
+from lsrl.errors import LsrlError
+from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
-from lsrl.sugar import DEFAULT_LAMBDA, DEFAULT_MU, f_and, f_bump, f_constant, f_ifelse, f_larger, f_smaller
+from lsrl.sugar import (
+    DEFAULT_LAMBDA, DEFAULT_MU, f_and, f_bump, f_constant, f_ifelse, f_larger, f_not, f_smaller, f_step,
+)
+
+FLAG_MU = 2  # steepness for flags in [0, 1] compared at 1/2: a margin of 1/2 saturates a step of slope 2
 
 
-def continuous_approximator(d_in: int, d_out: int, ifelse="multiplicative", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA):
+def continuous_approximator(
+    d_in: int, d_out: int, ifelse="multiplicative", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA, robust=False,
+    value_bound=None,
+):
+    """Listing 1 with the paper's constants, or with ``robust=True`` a construction whose margins
+    come from the value ranges (``lsrl.value_bounds``) instead of ``lambda_ = 1e10``.
+
+    Why the paper's constants break under weight noise: a step ``ReLU(mu x) - ReLU(mu x - 1)`` on the
+    step counter (which grows with the prompt) carries ``mu * counter`` through its ReLUs, so noise
+    on the weights that subtract them leaves an error of ``sigma * mu * counter`` in a flag, and a
+    ReLU conditional multiplies that error by ``lambda_``. The robust construction removes each
+    factor where the values allow it:
+
+    - the only integer the program needs is "is this the query token?": a two-component state
+      ``s_t = [1, s_{t-1}[0]]`` gives a ``processing`` flag that is exactly 0 then 1, bounded, with no
+      comparison at all (the counter is unbounded; the value-range analysis widens it to infinity);
+    - the query is an arbitrary real, so the cell edges have no margin: the bumps keep the steepness
+      ``mu`` (edges of width ``1/mu``) but use saturating steps (``f_step(..., saturating=True)``),
+      which are exactly 0 or 1 away from an edge whatever small noise the weights carry, so noise
+      only matters for a query within ``1/mu`` (plus the noise) of an edge;
+    - "in the cell and processing" is the Łukasiewicz conjunction ``ReLU(sum of bumps + processing -
+      d_in)``: exact inside a cell, and near a single edge the two neighbouring cells' conditions
+      sum to 1, so the multiplicative conditionals blend the two cells' values. A ReLU conditional
+      given a fractional condition clips its branch instead of scaling it (two halves give almost
+      nothing), so for those the condition is first sharpened by a saturating step at 1/2;
+    - ``lambda_`` only has to exceed the branch values: 2 for the query (in ``[0, 1]``) and
+      ``floor(value_bound) + 1`` for the prompt values (``lambda_="auto"``); the step-based
+      conditionals compare conditions in ``[0, 1]`` at 1/2, for which steepness 2 is enough.
+
+    ``value_bound`` bounds ``|f|`` (the values in the prompt); the ReLU-based variants need it, the
+    multiplicative ones, which have no ``lambda_``, do not. ``mu`` is the edge steepness of both
+    constructions; ``lambda_`` is ignored by the robust one.
+    """
+    if robust:
+        return _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound)
+
     def choose(cond, t, f, name):
         return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
 
@@ -29,9 +69,7 @@ def continuous_approximator(d_in: int, d_out: int, ifelse="multiplicative", mu=D
     # copy the query into a state at the first step only
     q_update = choose(f_smaller(counter, 1.5, mu), token[:d_in], token[:d_in] * 0, "query_update")
     query = LinState(q_update, A=EXACT.eye(d_in), B=EXACT.eye(d_in), name="query")
-    step_size = Linear(token[0], EXACT.from_entries(((i, 0, 1) for i in range(d_in)), (d_in, 1)))
-    lower = token[1 : 1 + d_in]
-    upper = lower + step_size
+    lower, upper = _cell_edges(token, d_in)
     in_bump = f_bump(query, lower, upper, mu)
     bump_sum = Linear(in_bump, [[1] * d_in])
     in_cell = f_larger(bump_sum, d_in - 0.5, mu)
@@ -40,6 +78,42 @@ def continuous_approximator(d_in: int, d_out: int, ifelse="multiplicative", mu=D
     update = choose(f_larger(in_and_processing, 0.5, mu), value, value * 0, "value_update")
     estimate = LinState(update, A=EXACT.eye(d_out), B=EXACT.eye(d_out), name="estimate")
     return ForEach(estimate, name=f"continuous_approximator({d_in}, {d_out}, {ifelse})")
+
+
+def _cell_edges(token, d_in):
+    """The lower and upper edges ``l`` and ``l + δ`` of the prompt token's cell."""
+    step_size = Linear(token[0], EXACT.from_entries(((i, 0, 1) for i in range(d_in)), (d_in, 1)))
+    lower = token[1 : 1 + d_in]
+    return lower, lower + step_size
+
+
+def _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound):
+    multiplicative = ifelse.startswith("multiplicative")
+    if value_bound is None and not multiplicative:
+        raise LsrlError(
+            f"continuous_approximator(robust=True, ifelse={ifelse!r}) needs value_bound= (a bound on |f|): "
+            "the ReLU-based conditionals take lambda from it"
+        )
+    if value_bound is not None and value_bound <= 0:
+        raise LsrlError(f"continuous_approximator: value_bound must be positive, got {value_bound}")
+    low = [0] * (1 + d_in) + [None if value_bound is None else -value_bound] * d_out
+    high = [1] * (1 + d_in) + [value_bound] * d_out
+    token = Input(dim=1 + d_in + d_out, name="token", bounds=(low, high))
+
+    def choose(cond, t, f, name):
+        return f_ifelse(cond, t, f, variant=ifelse, lambda_="auto", mu=FLAG_MU, name=name)
+
+    started = LinState(f_constant(token, 1), A=[[0, 0], [1, 0]], B=[[1], [0]], name="started")  # [1, 0], [1, 1], ...
+    processing = started[1]
+    q_update = choose(f_not(processing), token[:d_in], token[:d_in] * 0, "query_update")
+    query = LinState(q_update, A=EXACT.eye(d_in), B=EXACT.eye(d_in), name="query")
+    in_bump = f_bump(query, *_cell_edges(token, d_in), mu, saturating=True)
+    in_cell = ReLU(Linear(Concat([in_bump, processing]), [[1] * (d_in + 1)], [-d_in]), name="in_cell_of_prompt")
+    take_value = in_cell if multiplicative else f_step(in_cell - 0.5, mu, saturating=True)
+    value = token[1 + d_in :]
+    update = choose(take_value, value, value * 0, "value_update")
+    estimate = LinState(update, A=EXACT.eye(d_out), B=EXACT.eye(d_out), name="estimate")
+    return ForEach(estimate, name=f"continuous_approximator({d_in}, {d_out}, {ifelse}, robust)")
 
 
 def continuous_prompt(f, d_in: int, d_out: int, cells_per_dim: int, exact: bool = False) -> np.ndarray:

@@ -20,33 +20,50 @@ from lsrl.sugar import (
     DEFAULT_LAMBDA, DEFAULT_MU, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not, f_smaller,
 )
 
+ROBUST_MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates a step of slope 2
+
 
 def discrete_approximator(
     n: int, ifelse="multiplicative", counter="permutation", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA,
-    robust=False, vocabulary=None, max_length=None,
+    robust=False, vocabulary=None,
 ):
-    """Listing 2. ``robust=True`` replaces the paper's constants by the margins the values allow:
-    every guarded quantity (tokens, counters, flags) is an integer compared at a half-integer or
-    with a difference of at least 1, so steps of steepness ``mu = 2`` are exact; and ``lambda_``
-    only has to exceed the branch values: ``vocabulary`` (the largest token) for tokens and
-    registers, ``max_length`` (the longest input) for the step counter. Both must then be given.
+    """Listing 2 with the paper's constants, or with ``robust=True`` a construction whose margins
+    come from the values involved (``vocabulary``, the largest token, must then be given).
+
+    Weight noise acts in proportion to the values a layer carries, and a ReLU conditional multiplies
+    an error in its condition by ``lambda_``. Listing 2 carries a global step counter (as large as
+    the prompt is long) through most layers and compares it with steps of steepness 1000, and uses
+    ``lambda_ = 1e10``. The robust construction keeps every value bounded and every margin wide:
+
+    - the two uses of the counter become shift registers of flags: "past the query" is a one that
+      has travelled n + 1 places, and "copying a value" is the sum of the last n "a matching key
+      ends here" flags (the counter and the ``started_on`` state are gone, with them any bound on
+      the prompt length);
+    - every remaining comparison is between integers (tokens, positions, flag sums) at a
+      half-integer, a margin of 1/2, so steps of steepness ``mu = 2`` are exact;
+    - ``lambda_`` only has to exceed the branch values, tokens and registers: ``vocabulary + 1``.
     """
     if robust:
-        if vocabulary is None or max_length is None:
-            raise LsrlError("discrete_approximator(robust=True) needs vocabulary= and max_length=")
-        mu, lambda_, counter_lambda = 2, vocabulary + 1, max_length + 1
-    else:
-        counter_lambda = lambda_
+        if vocabulary is None:
+            raise LsrlError("discrete_approximator(robust=True) needs vocabulary= (the largest token)")
+        if counter != "permutation":
+            # the rotation counter's thresholds have margins 1 - cos(pi / n), not 1/2
+            raise LsrlError(f"discrete_approximator(robust=True) needs counter='permutation', got {counter!r}")
+        mu, lambda_ = ROBUST_MU, vocabulary + 1
 
-    def choose(cond, t, f, name=None, bound=None):
-        return f_ifelse(cond, t, f, variant=ifelse, lambda_=bound or lambda_, mu=mu, name=name)
+    def choose(cond, t, f, name=None):
+        return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
 
     token = Input(dim=1, name="token", bounds=(0, vocabulary))
-    global_ctr = LinState(f_constant(token, 1), A=[[1]], B=[[1]], init_state=[-1], name="global_ctr")  # 0, 1, ...
     mod_n = f_modulo_counter(token, n, counter, mu, name="mod_n")
     mod_2n = f_modulo_counter(token, 2 * n, counter, mu, name="mod_2n")
     # modes: reading the query, comparing a key with it, or copying a value
-    is_prompt = f_larger(global_ctr, n - 0.5, mu, name="is_prompt")
+    if robust:
+        is_prompt = Linear(_shift_register(f_constant(token, 1), n + 1), [[0] * n + [1]], name="is_prompt")
+    else:
+        # 0, 1, 2, ...
+        global_ctr = LinState(f_constant(token, 1), A=[[1]], B=[[1]], init_state=[-1], name="global_ctr")
+        is_prompt = f_larger(global_ctr, n - 0.5, mu, name="is_prompt")
     is_compare = f_larger(mod_2n, n - 0.5, mu, name="is_compare_mode")
     is_copy = f_and(is_prompt, f_not(is_compare), mu=mu, name="is_copy_mode")
     is_first_copy = f_and(is_copy, f_smaller(mod_n, 0.5, mu), mu=mu, name="is_first_token_for_copy")
@@ -67,12 +84,16 @@ def discrete_approximator(
     shift = EXACT.from_entries(((i, i + 1, 1) for i in range(n)), (n + 1, n + 1))
     buffer = LinState(matching, A=shift, B=[[0]] * n + [[1]], name="match_buffer")
     all_matching = f_larger(Linear(buffer, [[1] * n + [0]]), n - 0.5, mu, name="all_matching")
-    # remember when the value of the matching key starts, and copy it for n steps
+    # the value of the matching key starts here: copy it for n steps
     starts_here = f_and(all_matching, is_first_copy, mu=mu)
-    started_on = LinState(
-        choose(starts_here, global_ctr, global_ctr * 0, bound=counter_lambda), A=[[1]], B=[[1]], name="started_on"
-    )
-    copying = f_and(is_copy, f_smaller(global_ctr, started_on + n, mu), mu=mu, name="copy_and_on")
+    if robust:
+        within_value = Linear(_shift_register(starts_here, n), [[1] * n], name="within_value")
+    else:
+        started_on = LinState(
+            choose(starts_here, global_ctr, global_ctr * 0), A=[[1]], B=[[1]], name="started_on"
+        )
+        within_value = f_smaller(global_ctr, started_on + n, mu)
+    copying = f_and(is_copy, within_value, mu=mu, name="copy_and_on")
     registers = []
     for i in range(n):
         write = choose(f_larger(f_and(copying, at_position[i], mu=mu), 0.5, mu), token, token * 0)
@@ -80,7 +101,13 @@ def discrete_approximator(
     # read register (t mod n) out
     outputs = [choose(f_larger(at_position[i], 0.5, mu), registers[i], registers[i] * 0) for i in range(n)]
     answer = Linear(Concat(outputs), [[1] * n], name="answer")
-    return ForEach(answer, name=f"discrete_approximator({n}, {ifelse})")
+    return ForEach(answer, name=f"discrete_approximator({n}, {ifelse}{', robust' if robust else ''})")
+
+
+def _shift_register(flag, length):
+    """A state of ``length`` components: ``s_t[0] = flag_t``, ``s_t[i] = s_{t-1}[i - 1]``."""
+    shift = EXACT.from_entries(((i + 1, i, 1) for i in range(length - 1)), (length, length))
+    return LinState(flag, A=shift, B=[[1]] + [[0]] * (length - 1))
 
 
 def discrete_prompt(mapping: dict, query=None) -> np.ndarray:
