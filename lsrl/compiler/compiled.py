@@ -1,4 +1,5 @@
-"""``CompiledProgram``: a path graph of layers, runnable layer by layer, and its files on disk.
+"""``CompiledProgram``: a path graph of layers, runnable (exactly, layer by layer; in float64 by
+``lsrl.compiler.runner``), and its files on disk.
 
 On disk a compiled program is a folder with ``model.json`` (structure) and ``weights.safetensors``
 (weights as sparse COO: ``rows``, ``cols``, float64 ``values``; the exact backend adds numerators
@@ -21,57 +22,7 @@ from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
-_CHUNK_VALUES = 1 << 24  # float64 numbers per layer activation when running a batch (128 MiB)
 _WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": ()}
-
-
-def _run_float(layer, x):
-    """One layer over a whole batch held feature-major: ``x`` is ``(d, B, T)`` float64.
-
-    Feature-major activations make every layer one ``csr @ dense`` product over all B*T tokens
-    with no transposed copies.
-    """
-    width, count, steps = x.shape
-    if layer.kind == "ReLU":
-        return np.maximum(x, 0.0)
-    if layer.kind == "Multi":
-        return x[: layer.dim] * x[layer.dim :]
-    if layer.kind == "Linear":
-        return _affine(layer.A, layer.b, x)
-    states = _affine(layer.B, layer.b, x)
-    if steps:
-        states[:, :, 0] += (layer.A.csr() @ layer.init_state.float_values())[:, None]
-    return _linear_scan(layer.A.csr(), states)
-
-
-def _affine(A, b, x):
-    width, count, steps = x.shape
-    out = A.csr() @ x.reshape(width, -1)
-    out += b.float_values()[:, None]
-    return out.reshape(A.shape2d[0], count, steps)
-
-
-def _linear_scan(transition, states):
-    """``s_t = A s_{t-1} + u_t`` for all t at once, in place on ``states`` (``(d, B, T)``, holding u).
-
-    Doubling scan: after the round with offset k, ``s_t`` sums ``A^i u_{t-i}`` for i < 2k; each
-    round is one sparse product over the whole batch, ceil(log2 T) rounds instead of T steps.
-    The transitions of compiled programs (counters, cycles, shifts, copies) stay sparse when powered.
-    """
-    dim, count, steps = states.shape
-    powers, power, offset = [], transition, 1
-    while offset < steps and power.nnz:
-        if not np.all(np.isfinite(power.data)):
-            # an exploding A: inf * 0 would give NaN where the step-by-step recurrence does not
-            for t in range(1, steps):
-                states[:, :, t] += transition @ states[:, :, t - 1]
-            return states
-        powers.append((offset, power))
-        power, offset = power @ power, 2 * offset
-    for offset, power in powers:
-        earlier = np.ascontiguousarray(states[:, :, : steps - offset]).reshape(dim, -1)
-        states[:, :, offset:] += (power @ earlier).reshape(dim, count, steps - offset)
-    return states
 
 
 def _run_exact(layer, x):
@@ -105,6 +56,7 @@ class CompiledProgram:
         self.backend = get_backend(backend).name
         self.stats = dict(stats or {})
         self.name = name
+        self._plan = None  # the float runner's plan (lsrl.compiler.runner), built on first use
 
     @property
     def output_dim(self) -> int:
@@ -149,18 +101,12 @@ class CompiledProgram:
                 for t, vector in enumerate(sequence):
                     result[i, t, :] = vector
         else:
-            # sequences in groups, so that a layer's activations stay around _CHUNK_VALUES numbers
-            group = max(1, _CHUNK_VALUES // max(1, batch.shape[1] * self.widest_layer))
-            result = np.concatenate(
-                [self._run_float_group(batch[i : i + group]) for i in range(0, len(batch), group)]
-            ) if len(batch) else np.zeros((0, batch.shape[1], self.output_dim))
-        return result[0] if squeeze else result
+            from lsrl.compiler.runner import build_plan, run_plan  # numba is imported only to run floats
 
-    def _run_float_group(self, batch):
-        features = np.ascontiguousarray(batch.transpose(2, 0, 1))
-        for layer in self.layers:
-            features = _run_float(layer, features)
-        return features.transpose(1, 2, 0)
+            if self._plan is None:  # built once: the layers do not change after compiling
+                self._plan = build_plan(self.input.dim, self.layers)
+            result = run_plan(self._plan, batch)
+        return result[0] if squeeze else result
 
     def to_torch(self, arch: str, **options):
         """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
