@@ -49,10 +49,12 @@ def test_types_print_as_in_the_paper():
     assert str(Tensor(dual(W), A)) == "(W ⊸ 1) ⊗ A"
 
 
-def test_numeral_two_has_the_shape_of_eq_2_12():
-    text = show(numeral(2, A))
-    assert text.startswith("(λq") and "copy q" in text and text.count("derelict(") == 2
+def test_numeral_two_is_eq_2_12_and_001_is_example_2_4():
+    # the paper prints "(λq.(copy q as q',q'' in (λz.(derelict(q'') (derelict(q') z)))))"
+    assert show(numeral(2, A)) == "(λq.(copy q as q', q'' in (λz.(derelict(q'') (derelict(q') z)))))"
     assert type_of(numeral(2, A)) == int_type(A)
+    # the paper's 001 names the copies r, s where we write q', q''
+    assert show(binary("001", A)) == "(λq.(λp.(copy q as q', q'' in (λz.(derelict(p) (derelict(q'') (derelict(q') z)))))))"
 
 
 @pytest.mark.parametrize("n", range(7))

@@ -22,18 +22,25 @@ _fresh = itertools.count()
 
 
 def fresh(stem: str) -> str:
-    """A variable name not used anywhere else (terms forbid shadowing)."""
+    """A variable name used nowhere else, for terms assembled from pieces (terms forbid shadowing).
+    The closed terms of this library use fixed names: they never bind inside one another."""
     return f"{stem}{next(_fresh)}"
 
 
 def share(variable: str, count: int, body) -> Term:
-    """``body(names)`` with ``count`` copies of the !-typed ``variable`` (discarded when 0)."""
+    """``body(names)`` with ``count`` copies ``v', v'', …`` of the !-typed ``variable`` (discarded
+    when 0, the variable itself when 1); the intermediate copies are ``v~1, v~2, …``."""
+    copies = [variable + "'" * (i + 1) for i in range(count)]
+
+    def split(source: str, index: int) -> Term:
+        if index == count - 2:
+            return Copy(Var(source), copies[index], copies[index + 1], body(copies))
+        rest = f"{variable}~{index + 1}"
+        return Copy(Var(source), copies[index], rest, split(rest, index + 1))
+
     if count == 0:
         return Discard(Var(variable), body([]))
-    if count == 1:
-        return body([variable])
-    first, rest = fresh(variable.rstrip("0123456789")), fresh(variable.rstrip("0123456789"))
-    return Copy(Var(variable), first, rest, share(rest, count - 1, lambda names: body([first, *names])))
+    return body([variable]) if count == 1 else split(variable, 0)
 
 
 def discarding(variables, body: Term) -> Term:
@@ -58,7 +65,7 @@ def numeral(n: int, a: Type) -> Term:
     """``n̲ : int_A``, with ``⟦n̲⟧_nl(α) = αⁿ``; ``numeral(2, A)`` is the paper's Eq. (2.12)."""
     if n < 0:
         raise ValueError(f"numeral: n must be a natural number, got {n}")
-    q, z = fresh("q"), fresh("z")
+    q, z = "q", "z"
     return Lam(q, Bang(endo(a)), share(q, n, lambda names: Lam(z, a, compose_all(
         [Derelict(Var(name)) for name in names], Var(z)))))
 
@@ -68,7 +75,7 @@ def binary(word: str, a: Type) -> Term:
     order, so ``⟦001̲⟧_nl(α, β) = βαα`` (Example 2.3)."""
     if set(word) - {"0", "1"}:
         raise ValueError(f"binary: {word!r} is not a word over 0 and 1")
-    q, p, z = fresh("q"), fresh("p"), fresh("z")
+    q, p, z = "q", "p", "z"
 
     def body(zeros, ones):
         zeros, ones = iter(zeros), iter(ones)
@@ -89,15 +96,15 @@ def word_counts(word: str) -> tuple:
 
 def eval_term(w: Type) -> Term:
     """``eval : int_W, !(W ⊸ W) ⊢ W ⊸ W`` with ``⟦eval⟧(Σ λ_i ⟦n_i⟧, |∅⟩_α) = Σ λ_i α^{n_i}``."""
-    n, alpha = fresh("n"), fresh("a")
+    n, alpha = "n", "a"
     return lam((n, int_type(w)), (alpha, Bang(endo(w))), Var(n)(Var(alpha)))
 
 
 def feed(w: Type) -> Term:
     """``feed : !int_W, !int_W, bint_W ⊢ int_W`` (Sec. 4.2): the word picks, letter by letter, the
     first pattern (0) or the second (1); on ``⟦i⟧, ⟦j⟧, ⟦S⟧`` it gives ``R^{a i + b j}``."""
-    p, q, r, a = fresh("p"), fresh("q"), fresh("r"), fresh("a")
-    a1, a2, p1, q1, x, y = (fresh(s) for s in ("a", "a", "p", "q", "x", "y"))
+    p, q, r, a = "p", "q", "r", "a"
+    a1, a2, p1, q1, x, y = "a'", "a''", "p'", "q'", "x", "y"
     first = Promote((Var(p), Var(a1)), (p1, x), Derelict(Var(p1))(Var(x)))
     second = Promote((Var(q), Var(a2)), (q1, y), Derelict(Var(q1))(Var(y)))
     return lam((p, Bang(int_type(w))), (q, Bang(int_type(w))), (r, bint_type(w)), (a, Bang(endo(w))),
@@ -115,7 +122,7 @@ def paper_feed(w: Type) -> Term:
 def newfeed(w: Type) -> Term:
     """``newfeed : !int_W, (!int_W ⊸ int_W) ⊢ int_W`` (Sec. 4.3): the polynomial ``q`` applied to the
     pattern entry ``p``."""
-    p, q, x = fresh("p"), fresh("q"), fresh("x")
+    p, q, x = "p", "q", "x"
     return lam((p, Bang(int_type(w))), (q, Lolli(Bang(int_type(w)), int_type(w))), (x, Bang(endo(w))),
                Var(q)(Var(p))(Var(x)))
 
@@ -129,12 +136,13 @@ def polynomial(coefficients, w: Type) -> Term:
     if any(c < 0 or int(c) != c for c in coefficients):
         raise ValueError(f"polynomial: coefficients must be natural numbers, got {tuple(coefficients)}")
     degrees = [k for k, c in enumerate(coefficients) for _ in range(int(c))]
-    n, f, z = fresh("n"), fresh("f"), fresh("z")
+    n, f, z = "n", "f", "z"
+    inner = itertools.count(1)  # names of the promoted copies, ν1, ν2, … and φ1, φ2, …
 
     def power(ns, f_name):  # f^{n^k} with k = len(ns)
         if not ns:
             return Derelict(Var(f_name))
-        inner_ns, inner_f = [fresh("n") for _ in ns[1:]], fresh("f")
+        inner_ns, inner_f = [f"ν{next(inner)}" for _ in ns[1:]], f"φ{next(inner)}"
         return Derelict(Var(ns[0]))(Promote(tuple(Var(v) for v in (*ns[1:], f_name)), (*inner_ns, inner_f),
                                             power(inner_ns, inner_f)))
 
@@ -149,15 +157,14 @@ def polynomial(coefficients, w: Type) -> Term:
 
 def binary_identity(w: Type) -> Term:
     """``id : !bint_W ⊸ bint_W``."""
-    s = fresh("s")
-    return Lam(s, Bang(bint_type(w)), Derelict(Var(s)))
+    return Lam("s", Bang(bint_type(w)), Derelict(Var("s")))
 
 
 def repeat(w: Type) -> Term:
     """``repeat : !bint_W ⊸ bint_W`` with ``⟦repeat⟧⟦S̲⟧ = ⟦SS̲⟧`` (Sec. 4.3.1): the word's group
     element is applied twice."""
-    s, f, g, z = fresh("s"), fresh("f"), fresh("g"), fresh("z")
-    s1, s2, f1, f2, g1, g2 = (fresh(v) for v in ("s", "s", "f", "f", "g", "g"))
+    s, f, g, z = "s", "f", "g", "z"
+    s1, s2, f1, f2, g1, g2 = "s'", "s''", "f'", "f''", "g'", "g''"
     once = [Derelict(Var(s1))(Var(f1), Var(g1)), Derelict(Var(s2))(Var(f2), Var(g2))]
     return lam((s, Bang(bint_type(w))), (f, Bang(endo(w))), (g, Bang(endo(w))),
                Copy(Var(s), s1, s2, Copy(Var(f), f1, f2, Copy(Var(g), g1, g2, Lam(z, w, compose_all(once, Var(z)))))))
@@ -165,7 +172,7 @@ def repeat(w: Type) -> Term:
 
 def psi(w: Type, v: Type) -> Term:
     """``Ψ : W^∨ ⊗ V ⊸ (W ⊸ V)``, ``Ψ(φ ⊗ a)(z) = φ(z) a`` (Eq. (2.8)): writing ``a`` at ``φ``."""
-    pair, z, phi, a = fresh("p"), fresh("z"), fresh("u"), fresh("a")
+    pair, z, phi, a = "p", "z", "u", "a"
     return lam((pair, Tensor(dual(w), v)), (z, w), LetPair(Var(pair), phi, a, LetUnit(Var(phi)(Var(z)), Var(a))))
 
 
@@ -180,14 +187,12 @@ def compose(outer: Term, inner: Term, source: Type) -> Term:
 
 def second_order_master(a: Type) -> Term:
     """``master^in : !(A ⊸ A) ⊢ A ⊸ A`` by dereliction: ``Z_in = W^c(x)``."""
-    c = fresh("c")
-    return Lam(c, Bang(endo(a)), Derelict(Var(c)))
+    return Lam("c", Bang(endo(a)), Derelict(Var("c")))
 
 
 def higher_order_master(a: Type) -> Term:
     """``master^in = (λn.(λa.(derelict(n) a))) : !int_A, !(A ⊸ A) ⊢ A ⊸ A``."""
-    n, alpha = fresh("n"), fresh("a")
-    return lam((n, Bang(int_type(a))), (alpha, Bang(endo(a))), Derelict(Var(n))(Var(alpha)))
+    return lam(("n", Bang(int_type(a))), ("a", Bang(endo(a))), Derelict(Var("n"))(Var("a")))
 
 
 def constant(name: str, type_: Type) -> Const:
