@@ -141,8 +141,8 @@ def _infer_promote(term: Promote, context: dict, bound: frozenset) -> tuple:
     outside = sorted(free_variables(term.body) - set(term.names))
     if outside:
         raise LinearityError(
-            f"in {show(term)}: the promoted body uses {', '.join(outside)}, which are not among the "
-            f"promoted names {', '.join(term.names)}; pass them through `promote … for …`"
+            f"in {show(term)}: the promoted body uses {', '.join(outside)}, outside the promoted names "
+            f"{', '.join(term.names)}; a promoted body may be copied, so it may use only promoted !-typed names"
         )
     body_type, _ = _bind(term.names, term.body, {}, bound, source_types)
     return Bang(body_type), uses
