@@ -118,7 +118,7 @@ def contragredient(matrix: torch.Tensor) -> Function:
 
 
 class _Ring:
-    """The types, slot names and bound variables of one memory ring of a model."""
+    """The types and state components of one memory ring."""
 
     def __init__(self, label: str, slots: int, width: int, coefficients):
         self.label = label
@@ -132,39 +132,23 @@ class _Ring:
 def _ring_machine(model, factory):
     rings = [_Ring(ring.label, ring.slots, ring.width, CONTROLLER if model.Q is None else Atom(f"V{ring.label}"))
              for ring in model.rings]
-    by_label = {ring.label: ring for ring in rings}
     components = {"h0": Space(CONTROLLER, (model.controller_dim,))}
     for ring in rings:
         components.update(ring.components)
     state = StateSpace({name: components[name] for name in model.layout}, STATE)  # the explicit model's order
     word_heads = isinstance(model, explicit.DihedralNTM)  # heads move by words in R and R', not by powers of R
-    reflections = word_heads or isinstance(model, explicit.DihedralPolynomialStepNTM)
-    commands, data, constants = [], [], {}
-    for ring, explicit_ring in zip(rings, model.rings):
-        N, ell = explicit_ring.slots, ring.label
-        commands.append(_head_commands(model, f"s{ell}", dual(ring.address), N))
-        if explicit_ring.read_moves is not None:
-            commands.append(_head_commands(model, f"q{ell}", ring.address, N))
-        R = rotation(N, **factory)
-        data += [Data(f"R{ell}", endo(ring.address), fixed=Matrix(R)),
-                 Data(f"R{ell}v", endo(dual(ring.address)), fixed=contragredient(R))]
-        if reflections:
-            reflect = reflection(N, **factory)
-            data += [Data(f"P{ell}", endo(ring.address), fixed=Matrix(reflect)),
-                     Data(f"P{ell}v", endo(dual(ring.address)), fixed=contragredient(reflect))]
-        width = explicit_ring.width
-        data += [Data(f"e{ell}", endo(ring.coefficients), Space(endo(ring.coefficients), (width, width))),
-                 Data(f"a{ell}", ring.coefficients, Space(ring.coefficients, (width,)))]
+    commands, data = _ring_slots(model, rings, word_heads, factory)
     learned = {} if model.Q is None else {"Q": Space(Lolli(rings[0].coefficients, CONTROLLER),
                                                      (model.controller_dim, model.rings[0].width))}
     variables = {slot.name: fresh(slot.name) for slot in commands + data}
     s, h = fresh("s"), fresh("h")
     slot = lambda name: Var(variables[name])  # noqa: E731
-    ring_one_read = _ring_one_read(model, by_label, state, slot, s, constants)
+    constants = {}
+    ring_one_read = _ring_one_read(model, {ring.label: ring for ring in rings}, state, slot, s, constants)
     summands_in = [_read_symbol(model, rings[0], state, s, h)]
     summands_out = []
     for ring, explicit_ring in zip(rings, model.rings):
-        summands_out += _ring_summands(ring, explicit_ring, state, slot, h, word_heads,
+        summands_out += _ring_summands(ring, state, slot, h, word_heads,
                                        ring_one_read if explicit_ring.read_moves is None else None)
     binders = [(variables[c.name], Bang(c.type)) for c in commands + data] + [(s, Bang(STATE)), (h, STATE)]
     bang_names = [name for name, _ in binders[:-1]]
@@ -175,16 +159,41 @@ def _ring_machine(model, factory):
     cell = LLRNN(state, model.input_dim, master_in=master(summands_in), master_out=master(summands_out),
                  commands=commands, data=data, reads_state=True, controller="h0", learned=learned,
                  constants=constants, **factory)
+    return cell, _ring_machine_weights(cell, model)
+
+
+def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
+    """Command slots (one per head the controller moves) and data slots (fixed R, R^∨ and, for the
+    dihedral models, R', R'^∨; erase and add vectors by ReLU) of every ring."""
+    reflections = word_heads or isinstance(model, explicit.DihedralPolynomialStepNTM)
+    commands, data = [], []
+    for ring, explicit_ring in zip(rings, model.rings):
+        N, ell, width = explicit_ring.slots, ring.label, explicit_ring.width
+        commands.append(_head_commands(model, f"s{ell}", dual(ring.address), N))
+        if explicit_ring.read_moves is not None:
+            commands.append(_head_commands(model, f"q{ell}", ring.address, N))
+        R = rotation(N, **factory)
+        data += [Data(f"R{ell}", endo(ring.address), fixed=Matrix(R)),
+                 Data(f"R{ell}v", endo(dual(ring.address)), fixed=contragredient(R))]
+        if reflections:
+            reflect = reflection(N, **factory)
+            data += [Data(f"P{ell}", endo(ring.address), fixed=Matrix(reflect)),
+                     Data(f"P{ell}v", endo(dual(ring.address)), fixed=contragredient(reflect))]
+        data += [Data(f"e{ell}", endo(ring.coefficients), Space(endo(ring.coefficients), (width, width))),
+                 Data(f"a{ell}", ring.coefficients, Space(ring.coefficients, (width,)))]
+    return commands, data
+
+
+def _ring_machine_weights(cell, model) -> dict:
+    """The cell's parameters -> the explicit model's (same names: W_s1, B_q2, W_e1, …, Q)."""
     weights = _controller_weights(cell, model)
-    for command in commands:
-        weights[cell.W_p[command.name]] = getattr(model, "W_" + command.name)
-        weights[cell.B_p[command.name]] = getattr(model, "B_" + command.name)
+    for name in cell.W_p:
+        weights[cell.W_p[name]], weights[cell.B_p[name]] = getattr(model, "W_" + name), getattr(model, "B_" + name)
     for name in cell.W_b:
-        weights[cell.W_b[name]] = getattr(model, "W_" + name)
-        weights[cell.B_b[name]] = getattr(model, "B_" + name)
+        weights[cell.W_b[name]], weights[cell.B_b[name]] = getattr(model, "W_" + name), getattr(model, "B_" + name)
     if model.Q is not None:
         weights[cell.learned["Q"]] = model.Q
-    return cell, weights
+    return weights
 
 
 def _head_commands(model, name: str, address, slots: int) -> Commands:
@@ -201,7 +210,7 @@ def _operators(ring: _Ring, slot, word_heads: bool, dual_address: bool):
     return [slot(f"R{ring.label}{suffix}")] + ([slot(f"P{ring.label}{suffix}")] if word_heads else [])
 
 
-def _ring_summands(ring: _Ring, explicit_ring, state, slot, h, word_heads, ring_one_read):
+def _ring_summands(ring: _Ring, state, slot, h, word_heads, ring_one_read):
     ell = ring.label
     proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
     inj = state.injection
