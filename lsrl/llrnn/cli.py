@@ -1,0 +1,139 @@
+"""``lsrl llrnn``: show the tasks, train one model, run the experiment grid.
+
+Errors a user can cause are printed as one line (``Error: ...``), not as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+import torch
+
+from lsrl.errors import LsrlError
+from lsrl.llrnn.tasks import TASKS
+from lsrl.llrnn.train import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, MODELS, TrainConfig
+from lsrl.llrnn.train import run_experiment, train
+
+
+def _one_line_errors(command):
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (LsrlError, OSError, ValueError) as error:
+            raise click.ClickException(str(error).splitlines()[0]) from None
+
+    return wrapper
+
+
+def _names(text: str, known) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise click.UsageError(f"unknown name(s) {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")
+    return names
+
+
+def _shifts(context, parameter, text):
+    """``--shifts 0,1`` -> (0, 1); ``all`` -> None (any rotation)."""
+    if text == "all":
+        return None
+    try:
+        return tuple(int(shift) for shift in text.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers or 'all', got {text!r}") from None
+
+
+def training_options(defaults: TrainConfig):
+    """Options for the TrainConfig fields shared by ``train`` and ``experiment``, with ``defaults``."""
+    options = [
+        click.option("--steps", type=int, default=defaults.steps, show_default=True),
+        click.option("--min-length", type=int, default=defaults.min_length, show_default=True),
+        click.option("--max-length", type=int, default=defaults.max_length, show_default=True,
+                     help="longest training length (the curriculum's end)"),
+        click.option("--start-length", type=int, default=defaults.start_length, show_default=True,
+                     help="curriculum: first longest length; 0: max-length (no curriculum)"),
+        click.option("--error-threshold", type=float, default=defaults.error_threshold, show_default=True,
+                     help="curriculum: running symbol error below which the longest length grows"),
+        click.option("--batch-size", type=int, default=defaults.batch_size, show_default=True),
+        click.option("--optimizer", type=click.Choice(["rmsprop", "adam"]), default=defaults.optimizer,
+                     show_default=True),
+        click.option("--lr", "learning_rate", type=float, default=defaults.learning_rate, show_default=True),
+        click.option("--clip", type=float, default=defaults.clip, show_default=True, help="gradient norm"),
+        click.option("--controller-dim", type=int, default=defaults.controller_dim, show_default=True),
+        click.option("--slots", type=int, default=defaults.slots, show_default=True,
+                     help="ring size; 0: the prompt length at the generalisation length"),
+        click.option("--shifts", default=",".join(map(str, defaults.shifts)), show_default=True, callback=_shifts,
+                     help="head moves R^shift to choose from, or 'all' rotations"),
+        click.option("--erase-init", type=float, default=defaults.erase_init, show_default=True,
+                     help="scale of the initial erase weights; 0: no erasing"),
+        click.option("--device", default=defaults.device, show_default=True, help="cpu, cuda"),
+    ]
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+@click.group()
+def llrnn():
+    """LLRNN: the NTM family of "Linear logic and recurrent neural networks" and its tasks."""
+
+
+@llrnn.command()
+@click.argument("task_name", type=click.Choice(sorted(TASKS)))
+@click.option("--length", type=int, default=5, show_default=True)
+@click.option("--count", type=int, default=3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@_one_line_errors
+def sample(task_name, length, count, seed):
+    """Print random examples of a task: input, then the expected output."""
+    task = TASKS[task_name]()
+    batch = task.batch(count, length, torch.Generator().manual_seed(seed))
+    for tokens, targets, mask in zip(batch.tokens, batch.targets, batch.mask):
+        click.echo(f"{task.alphabet.decode(tokens)}  ->  {task.alphabet.decode(targets[mask])}")
+
+
+@llrnn.command(name="train")
+@click.option("--model", "model_name", default="ntm", show_default=True, help=f"one of {', '.join(MODELS)}")
+@click.option("--task", "task_name", type=click.Choice(sorted(TASKS)), default="copy", show_default=True)
+@training_options(TrainConfig())
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", "out_dir", default="llrnn-run", show_default=True, type=click.Path(file_okay=False))
+@click.option("--resume", is_flag=True, help="continue the checkpoint in OUTPUT (its settings) up to --steps")
+@click.option("--checkpoint-every", type=int, default=500, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="CPU threads (small recurrent models run fastest on one)")
+@_one_line_errors
+def train_command(model_name, task_name, seed, out_dir, resume, checkpoint_every, threads, **settings):
+    """Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT."""
+    torch.set_num_threads(threads)
+    config = TrainConfig(model=model_name, task=task_name, seed=seed, **settings)
+    evaluation = train(config, out_dir, resume=resume, checkpoint_every=checkpoint_every)
+    click.echo(f"{evaluation['steps']} steps, {evaluation['parameters']} parameters, "
+               f"{evaluation['wall_seconds']} s; symbol error {evaluation['train_symbol_error']:.2%} "
+               f"at the training lengths, {evaluation['test_symbol_error']:.2%} at length {evaluation['test_length']}")
+    click.echo(f"wrote {Path(out_dir)}")
+
+
+@llrnn.command(name="experiment")
+@click.option("--models", default=",".join(EXPERIMENT_MODELS), show_default=True)
+@click.option("--tasks", default=",".join(EXPERIMENT_TASKS), show_default=True)
+@click.option("--seeds", type=int, default=3, show_default=True, help="seeds 0 .. SEEDS-1")
+@training_options(EXPERIMENT_DEFAULTS)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("-o", "--output", "out_dir", default="llrnn-experiment", show_default=True,
+              type=click.Path(file_okay=False))
+@_one_line_errors
+def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
+    """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
+    torch.set_num_threads(1)
+    rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS), _names(tasks, TASKS),
+                          range(seeds), workers=workers)
+    click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
+    click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")

@@ -1,0 +1,219 @@
+import json
+import math
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from lsrl.llrnn import train as training
+from lsrl.llrnn.cli import llrnn
+from lsrl.llrnn.tasks import Copy
+from lsrl.llrnn.train import Score, TrainConfig, Trainer, TrainingError
+
+
+class StandIn(torch.nn.Module):
+    """The model interface on a ReLU RNN, with a soft "read address" r = softmax(A h0) to plot."""
+
+    def __init__(self, input_dim, controller_dim=16, slots=4, dtype=torch.float64, device=None):
+        super().__init__()
+        self.input_dim, self.controller_dim, self.state_dim = input_dim, controller_dim, controller_dim + slots
+        self.layout = {"h0": (0, (controller_dim,)), "r": (controller_dim, (slots,))}
+        self.cell = torch.nn.Linear(controller_dim + input_dim, controller_dim, dtype=dtype, device=device)
+        self.address = torch.nn.Linear(controller_dim, slots, dtype=dtype, device=device)
+
+    def initial_state(self, batch):
+        return torch.zeros(batch, self.state_dim, dtype=self.cell.weight.dtype, device=self.cell.weight.device)
+
+    def step(self, h, x):
+        h0 = torch.relu(self.cell(torch.cat([h[:, : self.controller_dim], x], -1)))
+        return torch.cat([h0, torch.softmax(self.address(h0), -1)], -1)
+
+    def forward(self, xs, h=None):
+        h = self.initial_state(xs.shape[0]) if h is None else h
+        states = []
+        for t in range(xs.shape[1]):
+            h = self.step(h, xs[:, t])
+            states.append(h)
+        return torch.stack(states, 1)
+
+    def parts(self, h):
+        return {name: h[..., offset: offset + math.prod(shape)].reshape(*h.shape[:-1], *shape)
+                for name, (offset, shape) in self.layout.items()}
+
+
+def stand_in(config, input_dim, slots, dtype, device):
+    return StandIn(input_dim, config.controller_dim, slots=4, dtype=dtype, device=device)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny recurrent models run many times faster on one thread than on contended cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def with_stand_in(monkeypatch):
+    monkeypatch.setitem(training.MODELS, "stand_in", stand_in)
+
+
+TINY = dict(model="stand_in", task="copy", min_length=1, max_length=3, start_length=1, batch_size=8,
+            controller_dim=16, readout_dim=16, learning_rate=3e-3, test_batch_size=8, window=5)
+
+
+def test_training_reduces_the_copy_loss(with_stand_in):
+    trainer = Trainer(TrainConfig(**TINY, steps=150, optimizer="adam", error_threshold=-1.0))
+    trainer.run(progress=False)
+    losses = [row["loss"] for row in trainer.history]
+    assert sum(losses[-20:]) / 20 < 0.8 * sum(losses[:20]) / 20
+
+
+def test_curriculum_grows_when_the_running_error_is_low(with_stand_in):
+    trainer = Trainer(TrainConfig(**TINY, steps=0, error_threshold=2.0))  # every window counts as learnt
+    assert trainer.current_length == 1
+    for _ in range(5):
+        trainer._record(1.0, 0.5)
+    assert trainer.current_length == 2 and not trainer.recent_errors
+    for _ in range(50):
+        trainer._record(1.0, 0.5)
+    assert trainer.current_length == 3  # never beyond max_length
+
+
+def test_resume_continues_exactly(with_stand_in, tmp_path):
+    straight = Trainer(TrainConfig(**TINY, steps=12, error_threshold=0.9))
+    straight.run(progress=False)
+    first = Trainer(TrainConfig(**TINY, steps=7, error_threshold=0.9))
+    first.run(progress=False)
+    first.save(tmp_path)
+    resumed = Trainer.resume(tmp_path, steps=12)
+    assert resumed.step == 7
+    resumed.run(progress=False)
+    assert resumed.history == straight.history
+    for (name, a), (_, b) in zip(straight.net.state_dict().items(), resumed.net.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_same_seed_same_run_other_seed_other_run(with_stand_in):
+    runs = [Trainer(TrainConfig(**TINY, steps=5, seed=seed)) for seed in (0, 0, 1)]
+    for run in runs:
+        run.run(progress=False)
+    weights = [run.net.readout[0].weight for run in runs]
+    assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
+
+
+def test_score_counts_masked_symbols_and_sequences():
+    batch = Copy().batch(2, 3, torch.Generator().manual_seed(0))
+    logits = torch.nn.functional.one_hot(batch.targets, 20).double()
+    assert Score.of(logits, batch) == Score(0, 6, 0, 2)
+    logits[0, -1] = logits[0, -1].roll(1)  # one wrong output symbol in the first sequence
+    logits[1, 0] = logits[1, 0].roll(1)  # a wrong prompt position is not counted
+    score = Score.of(logits, batch)
+    assert (score.symbol_error, score.sequence_error) == (1 / 6, 0.5)
+
+
+def test_train_writes_checkpoint_reports_and_plots(with_stand_in, tmp_path):
+    evaluation = training.train(TrainConfig(**TINY, steps=4), tmp_path, progress=False, checkpoint_every=2)
+    assert evaluation["steps"] == 4 and evaluation["test_length"] == 6
+    assert json.loads((tmp_path / "evaluation.json").read_text())["parameters"] == evaluation["parameters"]
+    for name in ("checkpoint.safetensors", "checkpoint.state.pt", "history.csv", "error_curve.png", "addresses.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert len((tmp_path / "history.csv").read_text().splitlines()) == 5
+
+
+def test_unknown_names_and_missing_checkpoints_are_training_errors(tmp_path):
+    with pytest.raises(TrainingError, match="unknown model 'nope'"):
+        Trainer(TrainConfig(model="nope"))
+    with pytest.raises(TrainingError, match="no checkpoint"):
+        Trainer.resume(tmp_path)
+
+
+def test_cli_trains_resumes_and_reports_errors_in_one_line(tmp_path):
+    runner = CliRunner()
+    common = ["--model", "ntm", "--max-length", "2", "--batch-size", "4", "--controller-dim", "8",
+              "-o", str(tmp_path / "run")]
+    result = runner.invoke(llrnn, ["train", *common, "--steps", "3"])
+    assert result.exit_code == 0, result.output
+    assert "3 steps" in result.output and (tmp_path / "run" / "addresses.png").exists()
+    result = runner.invoke(llrnn, ["train", *common, "--steps", "5", "--resume"])
+    assert result.exit_code == 0 and "5 steps" in result.output, result.output
+    for arguments in (["train", "--model", "nope", "-o", str(tmp_path / "x")],
+                      ["train", "--resume", "-o", str(tmp_path / "empty")],
+                      ["experiment", "--models", "nope", "-o", str(tmp_path / "y")]):
+        result = runner.invoke(llrnn, arguments)
+        assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+        assert result.output.count("\n") == 1 or "Usage" in result.output, result.output
+
+
+@pytest.mark.parametrize("models, workers", [("stand_in", "1"), ("ntm", "2")])
+def test_cli_experiment_writes_csv_and_markdown(with_stand_in, tmp_path, models, workers):
+    result = CliRunner().invoke(llrnn, ["experiment", "--models", models, "--tasks", "copy,repeat_copy",
+                                        "--seeds", "2", "--steps", "2", "--max-length", "2", "--batch-size", "4",
+                                        "--controller-dim", "8", "--workers", workers, "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "experiment.csv").read_text().splitlines()) == 1 + 4
+    table = (tmp_path / "experiment.md").read_text().splitlines()
+    assert len(table) == 2 + 2 and table[2].startswith(f"| {models} | copy |") and "/2 |" in table[2]
+
+
+def test_cli_sample_prints_examples():
+    result = CliRunner().invoke(llrnn, ["sample", "multiple_pattern", "--length", "2", "--count", "2"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 2 and all(line.startswith("∘") and line.count("S") == 2 for line in lines)
+
+
+REAL = dict(task="copy", max_length=2, start_length=2, batch_size=4, test_batch_size=4, controller_dim=8,
+            readout_dim=8, symbol_dim=3)
+
+
+@pytest.mark.parametrize("name, addresses", [("ntm", {"r", "w"}), ("pattern_ntm", {"r1", "w1", "r2", "w2"}),
+                                             ("multiple_pattern_ntm", {f"{h}{i}" for h in "rw" for i in "1234"})])
+def test_real_models_train_and_show_every_address(name, addresses):
+    trainer = Trainer(TrainConfig(model=name, **REAL, steps=2))
+    trainer.run(progress=False)
+    tokens, traces = training.address_traces(trainer, 4)
+    assert set(traces) == addresses and all(trace.shape[1] == len(tokens) == 10 for trace in traces.values())
+    assert trainer.evaluate()["test_length"] == 4
+
+
+@pytest.mark.parametrize("name", ["pattern_ntm", "multiple_pattern_ntm"])
+def test_pattern_models_keep_reading_ring_one(name):
+    # from empty pattern rings ring 1's read address would be the zero vector from step 1 on
+    trainer = Trainer(TrainConfig(model=name, **REAL, steps=0))
+    _, traces = training.address_traces(trainer, 4)
+    mass = traces["r1"].sum(0)
+    assert bool((mass > 0.99).all() and (mass < 1.5).all()), mass
+
+
+def test_untrained_ntm_memory_stays_finite_on_long_inputs():
+    trainer = Trainer(TrainConfig(model="ntm", **{**REAL, "controller_dim": 32}, steps=0))
+    erase = [p for name, p in trainer.net.model.named_parameters() if name in ("W_e", "B_e")]
+    assert len(erase) == 2 and all(not p.requires_grad and not p.any() for p in erase)
+    batch = trainer.task.batch(2, 40).to(dtype=trainer.dtype)
+    assert torch.isfinite(trainer.net(batch.inputs)).all()
+
+
+def test_a_given_model_is_trained_as_it_is():
+    from lsrl.llrnn.explicit import NTM
+
+    model = NTM(13, 8, 6, dtype=torch.float32)
+    erase = model.W_e.detach().clone()
+    trainer = Trainer(TrainConfig(**REAL, steps=0), model=model)
+    assert torch.equal(trainer.net.model.W_e, erase) and trainer.net.model.W_e.requires_grad
+
+
+def test_head_powers_are_shifts_modulo_the_ring():
+    assert training.head_powers(TrainConfig(shifts=(0, 1)), 5) == (0, 1)
+    assert training.head_powers(TrainConfig(shifts=(-1, 0, 1)), 5) == (4, 0, 1)
+    assert training.head_powers(TrainConfig(shifts=None), 5) is None
+
+
+def test_an_overflowing_batch_does_not_update_the_weights(with_stand_in):
+    trainer = Trainer(TrainConfig(**TINY, steps=1))
+    with torch.no_grad():
+        trainer.net.readout[2].bias.fill_(float("inf"))
+    before = [p.clone() for p in trainer.net.parameters()]
+    trainer.run(progress=False)
+    assert trainer.step == 1 and all(torch.equal(a, b) for a, b in zip(before, trainer.net.parameters()))
