@@ -1,11 +1,10 @@
-"""The ``lsrl`` command: demo, compile, run, inspect, experiment noise.
+"""The ``lsrl`` command: demo, compile, run, inspect, experiment noise, and the LLRNN group ``llrnn``.
 
 Errors an LSRL user can cause are printed as one line (``error: ...``), not as a traceback.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -14,19 +13,10 @@ import click
 import numpy as np
 
 import lsrl
+from lsrl.cli_errors import one_line_errors
 from lsrl.errors import LsrlError
+from lsrl.llrnn.cli import llrnn
 from lsrl.targets import ARCHITECTURES
-
-
-def _one_line_errors(command):
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (LsrlError, OSError, ValueError) as error:
-            raise click.ClickException(str(error).splitlines()[0]) from None
-
-    return wrapper
 
 
 def _load_program(spec: str) -> lsrl.ForEach:
@@ -55,7 +45,7 @@ def main():
 @main.command()
 @click.option("--plots", default="lsrl-demo", show_default=True, type=click.Path(file_okay=False),
               help="folder for the plots (heat maps, error against grid size, streaming)")
-@_one_line_errors
+@one_line_errors
 def demo(plots):
     """Compile and run the more-ones-than-zeros program and both universal approximators."""
     from lsrl.demo import main as run_demo
@@ -70,7 +60,7 @@ def demo(plots):
               default="path", show_default=True, help="also export this architecture (ONNX for rnn/gru/lstm)")
 @click.option("--max-len", type=int, default=None, help="longest input for hawk / griffin targets")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
-@_one_line_errors
+@one_line_errors
 def compile_command(source, backend, target, max_len, out_dir):
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR."""
     program = _load_program(source)
@@ -93,7 +83,7 @@ def compile_command(source, backend, target, max_len, out_dir):
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
               help=".npy array or text file (one token per line, values separated by spaces)")
 @click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
-@_one_line_errors
+@one_line_errors
 def run(model_dir, input_file, exact):
     """Run a compiled model on an input sequence and print its outputs."""
     model = lsrl.load(model_dir)
@@ -106,7 +96,7 @@ def run(model_dir, input_file, exact):
 @main.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--max-len", type=int, default=None, help="longest input, for the hawk / griffin rows")
-@_one_line_errors
+@one_line_errors
 def inspect(model_dir, max_len):
     """Per architecture: layers, hidden sizes, non-zero parameters."""
     from lsrl.targets import inspect as describe
@@ -123,7 +113,7 @@ def experiment():
 @click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
-@_one_line_errors
+@one_line_errors
 def noise_command(out_dir, workers, quick):
     """Fig. 4: parameter noise on both approximators, all ifelse variants, the paper's constants and
     the robust construction (CSV, survival table, strip plots)."""
@@ -134,6 +124,8 @@ def noise_command(out_dir, workers, quick):
     files = ("noise.csv", "survival.csv", "summary.md", "noise_continuous.png", "noise_discrete.png")
     click.echo(f"wrote {', '.join(str(Path(out_dir) / name) for name in files)}")
 
+
+main.add_command(llrnn)
 
 if __name__ == "__main__":
     main()

@@ -9,8 +9,7 @@ from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.forms import llrnn_form
 from lsrl.llrnn.logic import (
-    Atom, Bang, Derelict, IllTypedTerm, LogicError, Var, binary, bint_type, endo, higher_order_master, lam,
-    numeral, int_type,
+    Atom, Bang, Derelict, IllTypedTerm, LogicError, Var, binary, bint_type, endo, higher_order_master, int_type, lam,
 )
 from lsrl.llrnn.logic.terms import Const
 

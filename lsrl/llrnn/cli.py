@@ -5,27 +5,15 @@ Errors a user can cause are printed as one line (``Error: ...``), not as a trace
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import click
 import torch
 
-from lsrl.errors import LsrlError
+from lsrl.cli_errors import one_line_errors
 from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.train import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, MODELS, TrainConfig
 from lsrl.llrnn.train import run_experiment, train
-
-
-def _one_line_errors(command):
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (LsrlError, OSError, ValueError) as error:
-            raise click.ClickException(str(error).splitlines()[0]) from None
-
-    return wrapper
 
 
 def _names(text: str, known) -> tuple[str, ...]:
@@ -90,7 +78,7 @@ def llrnn():
 @click.option("--length", type=int, default=5, show_default=True)
 @click.option("--count", type=int, default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@_one_line_errors
+@one_line_errors
 def sample(task_name, length, count, seed):
     """Print random examples of a task: input, then the expected output."""
     task = TASKS[task_name]()
@@ -109,7 +97,7 @@ def sample(task_name, length, count, seed):
 @click.option("--checkpoint-every", type=int, default=500, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True,
               help="CPU threads (small recurrent models run fastest on one)")
-@_one_line_errors
+@one_line_errors
 def train_command(model_name, task_name, seed, out_dir, resume, checkpoint_every, threads, **settings):
     """Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT."""
     torch.set_num_threads(threads)
@@ -129,7 +117,7 @@ def train_command(model_name, task_name, seed, out_dir, resume, checkpoint_every
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("-o", "--output", "out_dir", default="llrnn-experiment", show_default=True,
               type=click.Path(file_okay=False))
-@_one_line_errors
+@one_line_errors
 def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
     """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
     torch.set_num_threads(1)
