@@ -48,3 +48,15 @@ def test_demo_plots(tmp_path):
     assert errors[-1] <= (1 / 16) * np.hypot(3, 2) * np.sqrt(2) / 2  # App. B
     for name in ("heatmaps.png", "error_vs_grid.png", "streaming.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_the_llrnn_group_is_part_of_lsrl():
+    result = CliRunner().invoke(main, ["llrnn", "sample", "repeat_copy", "--length", "3", "--count", "2"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("∘") and "->" in line for line in lines)
+    prompt, output = lines[0].split("->")
+    letters = prompt.strip()[1:4]
+    assert output.strip() == "".join(letter * 2 for letter in letters)  # each symbol repeated twice
+    failed = CliRunner().invoke(main, ["llrnn", "train", "--model", "nope", "-o", "unused"])
+    assert failed.exit_code != 0 and "unknown model 'nope'" in failed.output and "Traceback" not in failed.output
