@@ -268,10 +268,13 @@ def test_layout_parts_and_initial_state(case):
     assert torch.equal(model.pack(**parts), h)
     h0 = model.initial_state(2)
     assert h0.shape == (2, model.state_dim)
+    drivers = {"M" + label for label in getattr(model, "drivers", ())}
     for name, value in model.parts(h0[0]).items():
         expected = torch.zeros_like(value)
         if name[0] in "rw":
             expected[0] = 1  # addresses start focused at position 0
+        if name in drivers:
+            expected[0, :] = 1  # rings that drive ring 1 hold their first program everywhere
         assert torch.equal(value, expected), name
     model.init_state = torch.arange(model.state_dim, dtype=D)
     assert torch.equal(model.initial_state(2)[1], model.init_state)

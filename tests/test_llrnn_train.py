@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from lsrl.llrnn import train as training
 from lsrl.llrnn.cli import llrnn
+from lsrl.llrnn.ring import ring_powers
 from lsrl.llrnn.tasks import Copy
 from lsrl.llrnn.train import Score, TrainConfig, Trainer, TrainingError
 
@@ -204,10 +205,12 @@ def test_a_given_model_is_trained_as_it_is():
     assert torch.equal(trainer.net.model.W_e, erase) and trainer.net.model.W_e.requires_grad
 
 
-def test_head_powers_are_shifts_modulo_the_ring():
-    assert training.head_powers(TrainConfig(shifts=(0, 1)), 5) == (0, 1)
-    assert training.head_powers(TrainConfig(shifts=(-1, 0, 1)), 5) == (4, 0, 1)
-    assert training.head_powers(TrainConfig(shifts=None), 5) is None
+def test_shifts_are_powers_modulo_each_ring():
+    assert ring_powers(5, (0, 1)) == (0, 1)
+    assert ring_powers(5, (-1, 0, 1)) == (4, 0, 1)
+    assert ring_powers(5, None) == (0, 1, 2, 3, 4)
+    model = training.Trainer(TrainConfig(model="multiple_pattern_ntm", task="copy", shifts=(-1, 0, 1), slots=6)).net.model
+    assert [ring.write_moves.shape[0] for ring in model.rings] == [3, 2, 2, 2]  # ±1 coincide on a 2-ring
 
 
 def test_an_overflowing_batch_does_not_update_the_weights(with_stand_in):

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from lsrl.errors import DimensionError, SequenceError
-from lsrl.llrnn.ring import mix, power_index, word_counts, word_index, word_transform
+from lsrl.llrnn.ring import mix, power_index, ring_powers, word_counts, word_index, word_transform
 
 DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
@@ -66,8 +66,10 @@ class RecurrentModel(nn.Module):
         self.add_weight("U", (d0, self.input_dim), self.input_dim)
         self.add_weight("B", (d0,), d0)
 
-    def set_layout(self, shapes: dict[str, tuple[int, ...]], addresses: tuple[str, ...] = ()) -> None:
-        """Lay the parts out in the order given; ``addresses`` start one-hot at position 0."""
+    def set_layout(self, shapes: dict[str, tuple[int, ...]], addresses: tuple[str, ...] = (),
+                   first_program: tuple[str, ...] = ()) -> None:
+        """Lay the parts out in the order given; ``addresses`` start one-hot at position 0, and the
+        memories ``first_program`` hold their first coefficient (1, 0, …) at every position."""
         self.layout, offset = {}, 0
         for name, shape in shapes.items():
             self.layout[name] = (offset, shape)
@@ -76,6 +78,9 @@ class RecurrentModel(nn.Module):
         default = torch.zeros(offset, **self.factory)
         for name in addresses:
             default[self.layout[name][0]] = 1
+        for name in first_program:
+            start, (_, slots) = self.layout[name]
+            default[start : start + slots] = 1  # row 0 of a row-major (width, N) memory
         self.register_buffer("default_state", default, persistent=False)
 
     # -- the common interface --------------------------------------------------------------------
@@ -107,7 +112,8 @@ class RecurrentModel(nn.Module):
         return value
 
     def initial_state(self, batch: int) -> torch.Tensor:
-        """``model.init_state`` if set, else h0 = 0, addresses one-hot at 0, memories 0; (batch, state_dim)."""
+        """``model.init_state`` if set, else h0 = 0, addresses one-hot at 0, memories 0 but for the
+        pattern rings (``RingMachine``); (batch, state_dim)."""
         state = self.default_state if self.init_state is None else self.init_state
         return state.expand(batch, self.state_dim)
 
@@ -255,7 +261,11 @@ class RingMachine(RecurrentModel):
         for ring in rings:
             shapes |= {"r" + ring.label: (ring.slots,), "w" + ring.label: (ring.slots,)}
         shapes |= {"M" + ring.label: (ring.width, ring.slots) for ring in rings}
-        self.set_layout(shapes, addresses=tuple(name for name in shapes if name[0] in "rw"))
+        # Rings that drive ring 1 start holding their first program (with the default bases ⟦0⟧ or
+        # the word "0": stand still): empty, they would make ring 1's read address 0 at the first
+        # step, and an address moved only by linear maps never recovers from 0.
+        self.set_layout(shapes, addresses=tuple(name for name in shapes if name[0] in "rw"),
+                        first_program=tuple("M" + label for label in self.drivers))
 
     def add_ring_weights(self, ring: Ring) -> None:
         d0, d, label = self.controller_dim, ring.width, ring.label
@@ -325,7 +335,7 @@ class NTM(RingMachine):
 
     def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None,
                  *, dtype=torch.float64, device=None):
-        powers = tuple(range(slots)) if powers is None else tuple(powers)
+        powers = ring_powers(slots, powers)
         moves = rotation_moves(slots, powers)
         ring = Ring("", controller_dim, moves, moves)
         super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device)
@@ -364,7 +374,7 @@ class PatternNTM(RingMachine):
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2), head_powers=None,
                  *, dtype=torch.float64, device=None):
         pattern_powers = tuple(pattern_powers)
-        head_powers = tuple(range(slots)) if head_powers is None else tuple(head_powers)
+        head_powers = ring_powers(slots, head_powers)
         heads = rotation_moves(slots, head_powers)
         rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), heads, heads)]
         pattern = rotation_moves(slots, pattern_powers)
@@ -377,8 +387,9 @@ class MultiplePatternNTM(RingMachine):
     """Sec. 4.2: two pattern rings (2, 3) over ``[[p]]`` and a switch ring (4) over binary words ``[[S_k]]``.
 
     Ring ``i`` has ``slots[i-1]`` positions (the paper's example: N_1 > 18, N_2 = N_3 = N_4 = 2); its
-    heads choose among all its rotations. With ``lambda = M_2(r_2)``, ``mu = M_3(r_3)``,
-    ``kappa = M_4(r_4)`` and ``a_k, b_k`` the numbers of 0s and 1s in ``S_k``, Eq. (crazyhorse):
+    heads choose among the rotations ``head_powers`` modulo its size (default: all). With
+    ``lambda = M_2(r_2)``, ``mu = M_3(r_3)``, ``kappa = M_4(r_4)`` and ``a_k, b_k`` the numbers of 0s
+    and 1s in ``S_k``, Eq. (crazyhorse):
 
         r_1' = sum_{i,j,k} lambda_i mu_j kappa_k R_1^{a_k p_i + b_k p_j} r_1.
 
@@ -388,21 +399,21 @@ class MultiplePatternNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, symbol_dim, slots=(20, 2, 2, 2), pattern_powers=(0, 1),
-                 switch_words=("0", "1"), *, dtype=torch.float64, device=None):
+                 switch_words=("0", "1"), head_powers=None, *, dtype=torch.float64, device=None):
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
         slots, pattern_powers, switch_words = tuple(slots), tuple(pattern_powers), tuple(switch_words)
         widths = (symbol_dim, len(pattern_powers), len(pattern_powers), len(switch_words))
         rings = []
         for label, N, width in zip("1234", slots, widths):
-            heads = rotation_moves(N, range(N))
+            heads = rotation_moves(N, ring_powers(N, head_powers))
             rings.append(Ring(label, width, heads, None if label == "1" else heads))
         counts = [word_counts(S) for S in switch_words]
         steps = [a * i + b * j for i, j, (a, b) in product(pattern_powers, pattern_powers, counts)]
         pattern = rotation_moves(slots[0], steps)
         drivers = ("2", "3", "4")
         super().__init__(input_dim, controller_dim, rings, symbol_dim, drivers, pattern, dtype=dtype, device=device)
-        self.slots, self.symbol_dim = slots, symbol_dim
+        self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_powers, self.switch_words = pattern_powers, switch_words
 
 
@@ -436,7 +447,7 @@ class PolynomialStepNTM(RingMachine):
                  polynomials=((0, 1), (0, 0, 1)), head_powers=None, *, dtype=torch.float64, device=None):
         pattern_powers = tuple(pattern_powers)
         polynomials = tuple(tuple(a) for a in polynomials)
-        head_powers = tuple(range(slots)) if head_powers is None else tuple(head_powers)
+        head_powers = ring_powers(slots, head_powers)
         rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers)
         steps = [evaluate_polynomial(a, p) for p, a in product(pattern_powers, polynomials)]
         pattern = rotation_moves(slots, steps)
@@ -459,7 +470,7 @@ class DihedralPolynomialStepNTM(RingMachine):
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_words=("0", "1", "01"),
                  transforms=("id", "repeat"), head_powers=None, *, dtype=torch.float64, device=None):
         pattern_words, transforms = tuple(pattern_words), tuple(transforms)
-        head_powers = tuple(range(slots)) if head_powers is None else tuple(head_powers)
+        head_powers = ring_powers(slots, head_powers)
         rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers)
         words = [word_transform(f, S) for S, f in product(pattern_words, transforms)]
         pattern = word_moves(slots, words)

@@ -34,7 +34,7 @@ from lsrl.llrnn.logic.library import (
 from lsrl.llrnn.logic.semantics import Function, Matrix, coordinates
 from lsrl.llrnn.logic.terms import Const, Derelict, Pair, Scale, Sum, Var, lam
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type
-from lsrl.llrnn.ring import reflection, rotation
+from lsrl.llrnn.ring import reflection, ring_powers, rotation
 
 STATE = Atom("A")
 CONTROLLER = Atom("H0")
@@ -200,7 +200,7 @@ def _head_commands(model, name: str, address, slots: int) -> Commands:
     """A head's command slot: a distribution over the programs that may move it, at ``address``."""
     if isinstance(model, explicit.DihedralNTM):
         return Commands(name, bint_type(address), tuple(binary(word, address) for word in model.words))
-    powers = model.powers if isinstance(model, explicit.NTM) else getattr(model, "head_powers", range(slots))
+    powers = model.powers if isinstance(model, explicit.NTM) else ring_powers(slots, getattr(model, "head_powers", None))
     return Commands(name, int_type(address), tuple(numeral(n, address) for n in powers))
 
 

@@ -70,6 +70,12 @@ def word_transform(name: str, word: str) -> str:
     return WORD_TRANSFORMS[name](check_word(word))
 
 
+def ring_powers(N: int, powers=None) -> tuple:
+    """The rotations ``R^n`` a head of an N-position ring may choose: ``powers`` modulo N (so -1 is
+    a step back), without repeats; all N when ``powers`` is None."""
+    return tuple(range(N)) if powers is None else tuple(dict.fromkeys(p % N for p in powers))
+
+
 def power_index(N: int, power: int) -> torch.Tensor:
     """Gather index of ``R^power``: ``(R^n v)[i] = v[i - n mod N]``."""
     return (torch.arange(N) - power) % N

@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from lsrl.errors import LsrlError
+from lsrl.llrnn.explicit import NTM, MultiplePatternNTM, PatternNTM
 from lsrl.llrnn.tasks import TASKS, Batch
 
 TEST_SEED = 20_170_101
@@ -72,57 +73,18 @@ class TrainConfig:
 # ---- models -----------------------------------------------------------------------------------
 
 
-def head_powers(config, slots) -> tuple[int, ...] | None:
-    """The rotations ``R^n`` a head may choose: the configured shifts as powers mod N, or all (None)."""
-    if config.shifts is None:
-        return None
-    return tuple(dict.fromkeys(shift % slots for shift in config.shifts))
-
-
 def _ntm(config, input_dim, slots, **placement):
-    from lsrl.llrnn.explicit import NTM
-
-    return NTM(input_dim, config.controller_dim, slots, head_powers(config, slots), **placement)
+    return NTM(input_dim, config.controller_dim, slots, config.shifts, **placement)
 
 
 def _pattern_ntm(config, input_dim, slots, **placement):
-    from lsrl.llrnn.explicit import PatternNTM
-
-    model = PatternNTM(input_dim, config.controller_dim, slots, config.symbol_dim,
-                       head_powers=head_powers(config, slots), **placement)
-    return start_standing_still(model, {"M2": _stay(model.pattern_powers)})
+    return PatternNTM(input_dim, config.controller_dim, slots, config.symbol_dim, head_powers=config.shifts,
+                      **placement)
 
 
 def _multiple_pattern_ntm(config, input_dim, slots, **placement):
-    from lsrl.llrnn.explicit import MultiplePatternNTM
-
-    model = MultiplePatternNTM(input_dim, config.controller_dim, config.symbol_dim, slots=(slots, 2, 2, 2),
-                               **placement)
-    stay = _stay(model.pattern_powers)
-    return start_standing_still(model, {"M2": stay, "M3": stay, "M4": 0})  # any switch word: 0 steps
-
-
-def _stay(pattern_powers) -> int:
-    """Index of the coefficient of ``R^0`` in a pattern ring."""
-    if 0 not in pattern_powers:
-        raise TrainingError(f"pattern rings need the power 0 among their pattern powers, got {pattern_powers}")
-    return pattern_powers.index(0)
-
-
-def start_standing_still(model, stay_index: dict[str, int]):
-    """Start the pattern rings holding the pattern [[0]] ("stay") at every position.
-
-    Ring 1's read address moves by ``sum_j lambda_j R^j`` with ``lambda`` read off the pattern rings;
-    from empty pattern rings ``lambda = 0`` and the address is the zero vector from step 1 on, for
-    good (the update is linear in it). Starting from [[0]] it stays put until the controller writes a
-    pattern. ``stay_index``: memory name -> the coefficient set to 1 at every position.
-    """
-    memories = {}
-    for name, index in stay_index.items():
-        memories[name] = torch.zeros(model.layout[name][1])
-        memories[name][index] = 1
-    model.init_state = model.pack(**memories)
-    return model
+    return MultiplePatternNTM(input_dim, config.controller_dim, config.symbol_dim, slots=(slots, 2, 2, 2),
+                              head_powers=config.shifts, **placement)
 
 
 # name -> builder(config, input_dim, slots, dtype=, device=) -> model
