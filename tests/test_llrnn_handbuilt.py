@@ -25,7 +25,7 @@ def test_the_paper_example_is_solved():
     letters = task.alphabet
     prompt, output = task.example([letters.encode("abcde"), letters.encode("abcde"), letters.encode("abcde")])
     assert letters.decode(output) == "abcde" + "aabbccddee" + "abcde"
-    batch = task._collate([(prompt, output)])
+    batch = task.collate([(prompt, output)])
     emitted = predictions(model, readout, batch.inputs.double())[0][batch.mask[0]]
     assert letters.decode(emitted) == "abcdeaabbccddeeabcde"
 

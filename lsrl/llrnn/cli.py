@@ -12,8 +12,8 @@ import torch
 
 from lsrl.cli_errors import one_line_errors
 from lsrl.llrnn.tasks import TASKS
-from lsrl.llrnn.train import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, MODELS, TrainConfig
-from lsrl.llrnn.train import run_experiment, train
+from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
+from lsrl.llrnn.train import MODELS, TrainConfig, train
 
 
 def _names(text: str, known) -> tuple[str, ...]:

@@ -112,7 +112,7 @@ class Task:
         """``batch_size`` samples of one length: ``length`` or drawn from the inclusive range ``(lo, hi)``."""
         length = self._draw_length(length, generator)
         samples = [self.sample(length, generator) for _ in range(batch_size)]
-        return self._collate(samples)
+        return self.collate(samples)
 
     def test_set(self, lengths, batch_size: int = 64, seed: int = 0) -> list[Batch]:
         """One reproducible batch per length in ``lengths``."""
@@ -125,7 +125,8 @@ class Task:
             raise TaskError(f"{self.name}: lengths must satisfy 1 <= low <= high, got {length}")
         return int(torch.randint(low, high + 1, (), generator=generator))
 
-    def _collate(self, samples) -> Batch:
+    def collate(self, samples) -> Batch:
+        """One batch of ``(prompt, output)`` samples of one length (e.g. from ``example``)."""
         blank = self.alphabet.index(BLANK)
         tokens = torch.tensor([prompt + [blank] * len(output) for prompt, output in samples])
         targets = torch.tensor([[0] * len(prompt) + output for prompt, output in samples])

@@ -1,0 +1,67 @@
+"""The experiment grid (``lsrl llrnn experiment``): every model on every task with several seeds;
+test errors at the training lengths and at twice the longest, and what each run cost, as CSV and
+Markdown."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from lsrl.llrnn.train import TrainConfig, train
+
+EXPERIMENT_DEFAULTS = TrainConfig(max_length=5)  # ~30 min for the full grid on two CPU cores
+EXPERIMENT_MODELS = ("ntm", "pattern_ntm", "multiple_pattern_ntm")
+EXPERIMENT_TASKS = ("copy", "repeat_copy", "pattern", "multiple_pattern")
+RESULT_FIELDS = ("model", "task", "seed", "steps", "parameters", "wall_seconds", "curriculum_length",
+                 "train_symbol_error", "train_sequence_error", "test_length", "test_symbol_error", "test_sequence_error")
+
+
+def _experiment_run(config: TrainConfig, folder: Path) -> dict:
+    evaluation = train(config, folder, progress=False, checkpoint_every=0)
+    return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
+
+
+def run_experiment(folder, base: TrainConfig, models=EXPERIMENT_MODELS, tasks=EXPERIMENT_TASKS, seeds=(0, 1, 2),
+                   workers: int = 2, progress: bool = True) -> list[dict]:
+    """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md``."""
+    folder = Path(folder)
+    runs = [(dataclasses.replace(base, model=model, task=task, seed=seed), folder / f"{model}-{task}-{seed}")
+            for model in models for task in tasks for seed in seeds]
+    if workers <= 1:
+        rows = [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]
+    else:  # one core per run: the runs themselves go in parallel
+        with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+            futures = [pool.submit(_experiment_run, *run) for run in runs]
+            rows = [future.result() for future in tqdm(futures, desc="runs", disable=not progress)]
+    with open(folder / "experiment.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=RESULT_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (folder / "experiment.md").write_text(markdown_table(rows))
+    return rows
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """Per model and task: mean and best over seeds of the errors, seeds at most 1 % wrong, mean cost."""
+    lines = ["| model | task | symbol error, training lengths | symbol error, test length (best) "
+             "| sequence error, test length | seeds ≤ 1 % | test length | steps | parameters | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["model"], row["task"]), []).append(row)
+    for (model, task), group in groups.items():
+        def mean(key):
+            return sum(row[key] for row in group) / len(group)
+
+        best = min(row["test_symbol_error"] for row in group)
+        solved = sum(row["test_symbol_error"] <= 0.01 for row in group)
+        lines.append(f"| {model} | {task} | {mean('train_symbol_error'):.2%} "
+                     f"| {mean('test_symbol_error'):.2%} ({best:.2%}) | {mean('test_sequence_error'):.2%} "
+                     f"| {solved}/{len(group)} | {group[0]['test_length']} | {mean('steps'):.0f} "
+                     f"| {group[0]['parameters']} | {mean('wall_seconds'):.0f} |")
+    return "\n".join(lines) + "\n"
