@@ -154,12 +154,11 @@ def query_away_from_edges(rng):
             return q
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_continuous_approximator_returns_the_cell_centre_value(variant):
-    _, model = compiled("continuous", variant, "exact")
-    f, lipschitz = smooth_target(7)
+def assert_cell_centre_values(model, target_seed, query_seed):
+    """Exact output = the target's value at the centre of the query's cell, within App. B's bound."""
+    f, lipschitz = smooth_target(target_seed)
     prompt = continuous_prompt(f, 2, 2, CELLS, exact=True)
-    rng = random.Random(3)
+    rng = random.Random(query_seed)
     for _ in range(4):
         q = query_away_from_edges(rng)
         xs = np.vstack([continuous_query(q, 2), prompt])
@@ -168,6 +167,12 @@ def test_continuous_approximator_returns_the_cell_centre_value(variant):
         assert estimate == [Fraction(repr(float(v))) for v in f(centre)]
         error = np.linalg.norm(np.array(estimate, dtype=float) - f(np.array(q, dtype=float)))
         assert error <= (1 / CELLS) * lipschitz * math.sqrt(2) / 2 + 1e-12  # App. B
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_continuous_approximator_returns_the_cell_centre_value(variant):
+    _, model = compiled("continuous", variant, "exact")
+    assert_cell_centre_values(model, target_seed=7, query_seed=3)
 
 
 def test_continuous_streaming_refines_coarse_to_fine():
@@ -231,18 +236,7 @@ def test_robust_float_compilation_agrees_to_1e_9_on_any_real_input(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_robust_continuous_approximator_returns_the_cell_centre_value(variant):
-    model = lsrl.compile(robust_continuous(variant))
-    f, lipschitz = smooth_target(8)
-    prompt = continuous_prompt(f, 2, 2, CELLS, exact=True)
-    rng = random.Random(4)
-    for _ in range(4):
-        q = query_away_from_edges(rng)
-        xs = np.vstack([continuous_query(q, 2), prompt])
-        estimate = [Fraction(str(v)) for v in model(xs, exact=True)[-1]]
-        centre = np.array([(math.floor(v * CELLS) + 0.5) / CELLS for v in q])
-        assert estimate == [Fraction(repr(float(v))) for v in f(centre)]
-        error = np.linalg.norm(np.array(estimate, dtype=float) - f(np.array(q, dtype=float)))
-        assert error <= (1 / CELLS) * lipschitz * math.sqrt(2) / 2 + 1e-12  # App. B
+    assert_cell_centre_values(lsrl.compile(robust_continuous(variant)), target_seed=8, query_seed=4)
 
 
 @pytest.mark.parametrize("variant", ["multiplicative", "multiplicative_optimized"])
