@@ -4,7 +4,7 @@ and as operator polynomials, and the paper's library of terms."""
 from lsrl.llrnn.logic.check import IllTypedTerm, LinearityError, LogicError, type_of
 from lsrl.llrnn.logic.library import (
     binary, binary_identity, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed, numeral,
-    paper_feed, polynomial, psi, repeat, second_order_master, share, word_counts,
+    paper_feed, polynomial, psi, repeat, second_order_master, share,
 )
 from lsrl.llrnn.logic.symbolic import OperatorPolynomial, operator_polynomial, symbol
 from lsrl.llrnn.logic.semantics import (

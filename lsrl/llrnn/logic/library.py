@@ -14,9 +14,9 @@ from __future__ import annotations
 import itertools
 
 from lsrl.llrnn.logic.terms import (
-    Const, Copy, Derelict, Discard, Lam, LetPair, LetUnit, Promote, Term, Var, free_variables, lam,
+    Copy, Derelict, Discard, Lam, LetPair, LetUnit, Promote, Term, Var, free_variables, lam,
 )
-from lsrl.llrnn.logic.types import ONE, Bang, Lolli, Tensor, Type, bint_type, dual, endo, int_type
+from lsrl.llrnn.logic.types import Bang, Lolli, Tensor, Type, bint_type, dual, endo, int_type
 
 _fresh = itertools.count()
 
@@ -84,11 +84,6 @@ def binary(word: str, a: Type) -> Term:
 
     return lam((q, Bang(endo(a))), (p, Bang(endo(a))), share(
         q, word.count("0"), lambda zeros: share(p, word.count("1"), lambda ones: body(zeros, ones))))
-
-
-def word_counts(word: str) -> tuple:
-    """``(a, b)``: the numbers of 0s and 1s of a binary word."""
-    return word.count("0"), word.count("1")
 
 
 # ---- the programs of Sec. 4 ----------------------------------------------------------------------
@@ -193,14 +188,3 @@ def second_order_master(a: Type) -> Term:
 def higher_order_master(a: Type) -> Term:
     """``master^in = (λn.(λa.(derelict(n) a))) : !int_A, !(A ⊸ A) ⊢ A ⊸ A``."""
     return lam(("n", Bang(int_type(a))), ("a", Bang(endo(a))), Derelict(Var("n"))(Var("a")))
-
-
-def constant(name: str, type_: Type) -> Const:
-    return Const(name, type_)
-
-
-__all__ = [
-    "ONE", "binary", "binary_identity", "compose", "compose_all", "constant", "discarding", "eval_term", "feed",
-    "fresh", "higher_order_master", "newfeed", "numeral", "paper_feed", "polynomial", "psi", "repeat",
-    "second_order_master", "share", "word_counts",
-]
