@@ -80,10 +80,9 @@ def discrete_approximator(
     matching = f_and(
         f_larger(token, current - 0.5, mu), f_smaller(token, current + 0.5, mu), is_compare, mu=mu, name="matching"
     )
-    # the last n + 1 match flags (+1: the buffer is read after this step's write)
-    shift = EXACT.from_entries(((i, i + 1, 1) for i in range(n)), (n + 1, n + 1))
-    buffer = LinState(matching, A=shift, B=[[0]] * n + [[1]], name="match_buffer")
-    all_matching = f_larger(Linear(buffer, [[1] * n + [0]]), n - 0.5, mu, name="all_matching")
+    # the last n + 1 match flags, newest first; the n before this step's
+    buffer = _shift_register(matching, n + 1, name="match_buffer")
+    all_matching = f_larger(Linear(buffer, [[0] + [1] * n]), n - 0.5, mu, name="all_matching")
     # the value of the matching key starts here: copy it for n steps
     starts_here = f_and(all_matching, is_first_copy, mu=mu)
     if robust:
@@ -104,10 +103,10 @@ def discrete_approximator(
     return ForEach(answer, name=f"discrete_approximator({n}, {ifelse}{', robust' if robust else ''})")
 
 
-def _shift_register(flag, length):
+def _shift_register(flag, length, name=None):
     """A state of ``length`` components: ``s_t[0] = flag_t``, ``s_t[i] = s_{t-1}[i - 1]``."""
     shift = EXACT.from_entries(((i + 1, i, 1) for i in range(length - 1)), (length, length))
-    return LinState(flag, A=shift, B=[[1]] + [[0]] * (length - 1))
+    return LinState(flag, A=shift, B=[[1]] + [[0]] * (length - 1), name=name)
 
 
 def discrete_prompt(mapping: dict, query=None) -> np.ndarray:
