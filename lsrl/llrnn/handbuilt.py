@@ -49,11 +49,6 @@ class _Controller:
     def unit(self, name: str, position: int = 0) -> int:
         return self.index[name][position]
 
-    def readout(self, name: str, weight: float, dtype) -> torch.Tensor:
-        """A row vector of logits weights: ``weight`` on unit ``name``."""
-        row = torch.zeros(self.size, dtype=dtype)
-        row[self.unit(name)] = weight
-        return row
 
 
 def swap_solution(task: MultiplePattern, max_length: int = 20, sharpness: float = 100.0, margin: float = 50.0,
