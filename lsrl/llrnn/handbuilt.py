@@ -50,7 +50,6 @@ class _Controller:
         return self.index[name][position]
 
 
-
 def swap_solution(task: MultiplePattern, max_length: int = 20, sharpness: float = 100.0, margin: float = 50.0,
                   dtype=torch.float64):
     """``(model, readout)``: a ``MultiplePatternNTM`` solving ``task`` for segment lengths up to
