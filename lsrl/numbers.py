@@ -108,9 +108,16 @@ class Matrix:
     def _like(self, rows, shape2d=None, is_vector=None) -> "Matrix":
         return Matrix(rows, shape2d or self.shape2d, self.backend, self.is_vector if is_vector is None else is_vector)
 
+    def _cached(self, key, compute):
+        """A property of this (immutable) matrix, computed once."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
     @property
     def nnz(self) -> int:
-        return sum(len(row) for row in self.rows.values())
+        return self._cached("nnz", lambda: sum(len(row) for row in self.rows.values()))
 
     def entries(self):
         for i, row in self.rows.items():
@@ -173,6 +180,9 @@ class Matrix:
             return self._like({})
         return self._like({i: {j: v * factor for j, v in row.items()} for i, row in self.rows.items()})
 
+    def transpose(self) -> "Matrix":
+        return self.backend._assemble(((j, i, v) for i, j, v in self.entries()), self.shape2d[::-1])
+
     def take_rows(self, indices) -> "Matrix":
         indices = list(indices)
         rows = {new: self.rows[old] for new, old in enumerate(indices) if old in self.rows}
@@ -206,17 +216,23 @@ class Matrix:
 
     def is_selection(self) -> bool:
         """Every row picks exactly one input with coefficient 1 (a Slice, possibly with repeats)."""
-        return len(self.rows) == self.shape2d[0] and all(
+        return self._cached("is_selection", lambda: len(self.rows) == self.shape2d[0] and all(
             len(row) == 1 and next(iter(row.values())) == 1 for row in self.rows.values()
-        )
+        ))
 
     def selected_columns(self) -> list:
         """For a selection matrix: the column each row picks."""
-        return [next(iter(self.rows[i])) for i in range(self.shape2d[0])]
+        return self._cached("selected_columns", lambda: [next(iter(self.rows[i])) for i in range(self.shape2d[0])])
+
+    def nonzero_columns(self) -> frozenset:
+        """The columns that hold a non-zero entry."""
+        return self._cached("nonzero_columns", lambda: frozenset(j for row in self.rows.values() for j in row))
 
     def row_keys(self) -> list:
         """A hashable key per row; equal keys mean equal rows."""
-        return [tuple(sorted(self.rows.get(i, {}).items())) for i in range(self.shape2d[0])]
+        return self._cached(
+            "row_keys", lambda: [tuple(sorted(self.rows.get(i, {}).items())) for i in range(self.shape2d[0])]
+        )
 
     def equals(self, other: "Matrix") -> bool:
         return (
@@ -228,22 +244,17 @@ class Matrix:
 
     def csr(self) -> sp.csr_array:
         """float64 CSR copy (cached) for fast application to batches."""
-        cached = getattr(self, "_csr", None)
-        if cached is None:
+
+        def build():
             entries = list(self.entries())
             data = [float(e[2]) for e in entries]
-            cached = sp.coo_array(
-                (data, ([e[0] for e in entries], [e[1] for e in entries])), shape=self.shape2d
-            ).tocsr()
-            self._csr = cached
-        return cached
+            return sp.coo_array((data, ([e[0] for e in entries], [e[1] for e in entries])), shape=self.shape2d).tocsr()
+
+        return self._cached("csr", build)
 
     def float_values(self) -> np.ndarray:
         """A vector's entries as a float64 array (cached)."""
-        cached = getattr(self, "_float_values", None)
-        if cached is None:
-            cached = self._float_values = self.to_numpy().reshape(-1)
-        return cached
+        return self._cached("float_values", lambda: self.to_numpy().reshape(-1))
 
     def apply_float(self, batch: np.ndarray) -> np.ndarray:
         """``batch @ self.T`` for a ``(N, cols)`` float64 batch."""

@@ -12,71 +12,90 @@ treated as part of that Multi: Cases 1A/1B pull it up to the branching op togeth
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
-from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU
+from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, Graph
 from lsrl.errors import LsrlError
 
 
 def _is_gate_feed(graph, op) -> bool:
-    users = graph.users[op]
-    return op.kind == LINEAR and len(users) == 1 and users[0].kind == MULTI
+    user = graph.only_user(op)
+    return op.kind == LINEAR and user is not None and user.kind == MULTI
 
 
 def _feeds_one_relu(graph, op) -> bool:
-    users = graph.users[op]
-    return len(users) == 1 and users[0].kind == RELU
+    user = graph.only_user(op)
+    return user is not None and user.kind == RELU
 
 
-def _nonzero_columns(matrix) -> set:
-    return {j for _, j, _ in matrix.entries()}
-
-
-def _columns_read(graph, v, user) -> set:
-    """Components of ``v`` that ``user`` (or, for a Concat, the users after it) really reads.
-
-    A bypass only carries these, so that a Concat waiting for its other inputs does not drag the
-    whole of ``v`` through every later layer.
-    """
+def _columns_read(v, user) -> set:
+    """Components of ``v`` that ``user`` reads: a bypass carries only these."""
     if user.kind == LINEAR:
-        return _nonzero_columns(user.A)
+        return user.A.nonzero_columns()
     if user.kind == LINSTATE:
-        return _nonzero_columns(user.B)
-    if user.kind != CONCAT:
-        return set(range(v.dim))
-    read = set(range(user.dim)) if user is graph.output else set()  # the caller reads the output
-    for after in graph.distinct_users(user):
-        if after.kind == LINEAR:
-            read |= _nonzero_columns(after.A)
-        elif after.kind == LINSTATE:
-            read |= _nonzero_columns(after.B)
-        else:
-            read |= set(range(user.dim))
-    needed, offset = set(), 0
-    for x in user.inputs:
-        if x is v:
-            needed |= {c - offset for c in read if offset <= c < offset + v.dim}
-        offset += x.dim
-    return needed
+        return user.B.nonzero_columns()
+    if user.kind == CONCAT:
+        return {c for x, picks in user.slots if x is v for c in picks}
+    return set(range(v.dim))
 
 
-def _carried(graph, v, users) -> list:
+def _carried(v, users) -> list:
     """Sorted components of ``v`` read by any of ``users`` (at least one, to keep shapes valid)."""
     columns = set()
     for user in users:
-        columns |= _columns_read(graph, v, user)
+        columns |= _columns_read(v, user)
     return sorted(columns) or [0]
 
 
-def _scatter(backend, columns, width):
-    """``width x len(columns)`` matrix putting a carried vector back at its place in ``v``."""
-    return backend.from_entries(((c, i, 1) for i, c in enumerate(columns)), (width, len(columns)))
+@dataclass
+class _Carrier:
+    """An op that carries the components ``columns`` of a branching op ``v`` past a layer: they
+    are ``decode @ op`` (``decode=None``: ``op`` holds them as they are)."""
 
+    graph: object
+    v: object
+    op: object
+    columns: list
+    decode: object = None
+    _plain: object = None
+    _position: dict = None
 
-def _scattered(graph, carried_op, carried, width):
-    """``carried_op`` (the components ``carried`` of a ``width``-wide value) at full width."""
-    if carried == list(range(width)):
-        return carried_op
-    return graph.linear(carried_op, _scatter(graph.backend, carried, width))
+    def plain(self):
+        """An op holding exactly ``v[columns]`` (one, shared by every Concat that needs it)."""
+        if self.decode is None:
+            return self.op
+        if self._plain is None:
+            self._plain = self.graph.linear(self.op, self.decode)
+        return self._plain
+
+    def position(self) -> dict:
+        """Where each carried component of ``v`` sits in the carrier."""
+        if self._position is None:
+            self._position = {c: k for k, c in enumerate(self.columns)}
+        return self._position
+
+    def read_by(self, user) -> None:
+        """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
+        graph, v, columns = self.graph, self.v, self.columns
+        if user.kind in (LINEAR, LINSTATE):
+            weight = (user.A if user.kind == LINEAR else user.B).take_columns(columns)
+            if self.decode is not None:
+                weight = weight @ self.decode
+            if user.kind == LINEAR:
+                rebuilt = graph.linear(self.op, weight, user.b, name=user.name)
+            else:
+                rebuilt = graph.linstate(self.op, user.A, weight, user.b, user.init, name=user.name)
+            graph.replace(user, rebuilt)
+        elif user.kind == CONCAT:
+            position = self.position()
+            slots = [(self.plain(), [position[c] for c in picks]) if x is v else (x, picks) for x, picks in user.slots]
+            graph.replace(user, graph.concat(slots, name=user.name))
+        else:  # reads every component of v
+            full = self.plain()
+            if columns != list(range(v.dim)):
+                full = graph.linear(full, graph.backend.selection(columns, v.dim).transpose())
+            graph.redirect(user, v, full)
 
 
 # ---- the cases -------------------------------------------------------------------------------
@@ -107,9 +126,9 @@ def case_1b(graph, v, users):
             right.append(user.A.take_rows(range(half, 2 * half)))
             left_bias.append(user.b.take_rows(range(half)))
             right_bias.append(user.b.take_rows(range(half, 2 * half)))
-            products.append(graph.users[user][0])
+            products.append(graph.only_user(user))
     others = [u for u in users if u.kind != MULTI and not _is_gate_feed(graph, u)]
-    carried = _carried(graph, v, others)
+    carried = _carried(v, others)
     if others:
         left.append(backend.selection(carried, v.dim))
         right.append(backend.zeros(len(carried), v.dim))
@@ -124,10 +143,9 @@ def case_1b(graph, v, users):
         graph.replace(product, graph.slice(merged, offset, offset + product.dim))
         offset += product.dim
     if others:
-        passed = graph.slice(merged, offset, offset + len(carried))
-        passed = _scattered(graph, passed, carried, v.dim)
+        carrier = _Carrier(graph, v, graph.slice(merged, offset, offset + len(carried)), carried)
         for user in others:
-            graph.redirect(user, v, passed)
+            carrier.read_by(user)
 
 
 def case_2(graph, v, users):
@@ -172,18 +190,9 @@ def _push_slice_into(graph, v, piece, user, relu_of_v):
         graph.replace(user, graph.selection(relu_of_v(), columns))
     elif user.kind == MULTI:
         graph.redirect(user, piece, graph.linear(v, piece.A))
-    elif user.kind == CONCAT:
-        # Concat(.., S v, ..) = T Concat(.., v, ..): every slice of v in the Concat reads v itself
-        sources, columns, offsets = [], [], {}
-        for x in user.inputs:
-            source = v if (x.is_slice and x.inputs[0] is v) else x
-            if source not in offsets:
-                offsets[source] = sum(s.dim for s in sources)
-                sources.append(source)
-            picked = x.A.selected_columns() if source is not x else range(x.dim)
-            columns.extend(offsets[source] + c for c in picked)
-        joined = sources[0] if len(sources) == 1 else graph.concat(sources)
-        graph.replace(user, graph.selection(joined, columns))
+    elif user.kind == CONCAT:  # the Concat gathers the components from v itself
+        slots = [(v, [columns[p] for p in picks]) if x is piece else (x, picks) for x, picks in user.slots]
+        graph.replace(user, graph.concat(slots, name=user.name))
     else:
         raise LsrlError(f"internal compiler error: cannot push a slice into {user}")
 
@@ -235,15 +244,15 @@ def case_6(graph, v, users):
     after which Case 2 fuses all LinStates."""
     backend = graph.backend
     others = [u for u in users if u.kind != LINSTATE]
-    carried = _carried(graph, v, others)
+    carried = _carried(v, others)
     width = len(carried)
     dummy = graph.linstate(
         v, backend.zeros(width, width), backend.selection(carried, v.dim),
         backend.zeros_vector(width), backend.zeros_vector(width),
     )
-    passed = _scattered(graph, dummy, carried, v.dim)
+    carrier = _Carrier(graph, v, dummy, carried)
     for user in others:
-        graph.redirect(user, v, passed)
+        carrier.read_by(user)
 
 
 def case_7a(graph, v, users):
@@ -257,21 +266,17 @@ def case_7a(graph, v, users):
 
 
 def _relu_bypass(graph, v, users, needs_bypass):
-    """Users selected by ``needs_bypass`` read ``v`` (or their Lin of it) through
-    ``[I, -I] ReLU([v; -v])`` (App. F.6), carrying only the components they read."""
+    """Users selected by ``needs_bypass`` read ``v`` through ``[I, -I] ReLU([v; -v])`` (App. F.6),
+    carrying only the components they read."""
     backend = graph.backend
     bypassed = [u for u in users if needs_bypass(u)]
-    carried = _carried(graph, v, bypassed)
+    carried = _carried(v, bypassed)
     select = backend.selection(carried, v.dim)
     both = graph.relu(graph.linear(v, backend.vstack([select, -select])))
-    back = _scatter(backend, carried, v.dim)
+    unfold = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
+    carrier = _Carrier(graph, v, both, carried, decode=unfold)
     for user in bypassed:
-        read = user.A @ back if user.kind == LINEAR else back
-        through = graph.linear(both, backend.hstack([read, -read]), user.b if user.kind == LINEAR else None)
-        if user.kind == LINEAR:
-            graph.replace(user, through)
-        else:
-            graph.redirect(user, v, through)
+        carrier.read_by(user)
 
 
 def case_7b(graph, v, users):
@@ -281,14 +286,13 @@ def case_7b(graph, v, users):
 
 
 def case_8(graph, v, users):
-    """Lin and Concat users: the Concats read ``v`` through a Lin (the identity on the components
-    they read); Case 5B merges it with the other Lins."""
+    """Lin and Concat users: the Concats read ``v`` through a Slice of the components they read;
+    Case 5B merges it with the other Lins."""
     concats = [u for u in users if u.kind == CONCAT]
-    carried = _carried(graph, v, concats)
-    keep = _scatter(graph.backend, carried, v.dim) @ graph.backend.selection(carried, v.dim)
-    bypass = graph.linear(v, keep)
+    carried = _carried(v, concats)
+    carrier = _Carrier(graph, v, v, carried, decode=graph.backend.selection(carried, v.dim))
     for user in concats:
-        graph.redirect(user, v, bypass)
+        carrier.read_by(user)
 
 
 def case_9(graph, v, users):
@@ -331,7 +335,7 @@ def choose_case(graph, v, users):
     return case_10
 
 
-def debranch_at(graph, v, stats) -> None:
+def debranch_at(graph, v) -> None:
     """Apply one case at the branching op ``v``."""
     users = graph.distinct_users(v)
     if v.kind == RELU:  # ReLU users of a ReLU are the ReLU itself (preparation rule)
@@ -339,35 +343,51 @@ def debranch_at(graph, v, stats) -> None:
         for user in relus:
             graph.replace(user, v)
         if relus:
-            stats["fuse_relu_relu"] = stats.get("fuse_relu_relu", 0) + len(relus)
+            graph.count("fuse_relu_relu", len(relus))
             return
     case = choose_case(graph, v, users)
-    stats[case.__name__] = stats.get(case.__name__, 0) + 1
+    graph.count(case.__name__)
     case(graph, v, users)
 
 
-def walk(graph, stats, on_step=lambda: None, max_rewrites=None) -> list:
-    """Debranch until the graph is a path; returns the path from the Input to the output."""
+def walk(graph, on_progress=lambda done, total: None, max_rewrites=None) -> None:
+    """Debranch ``graph`` in place until it is a path.
+
+    The walk extends a path from the Input; progress is the share of ops behind it (never
+    decreasing, although bypasses add ops), reported as ``on_progress(done, total)``.
+    """
     limit = max_rewrites or 200 * len(graph) + 1000
+    total, done = len(graph), 1
     path, rewrites = [graph.input], 0
+    on_progress(done, total)
     while True:
         current = path[-1]
-        edges = graph.users[current]
-        if not edges:
+        if not graph.users[current]:
             if current is not graph.output:
                 raise LsrlError(f"internal compiler error: {current.name} has no users but is not the output")
-            return path
+            on_progress(total, total)
+            return
         rewrites += 1
         if rewrites > limit:
             raise LsrlError(f"internal compiler error: debranching did not terminate (at {current.name})")
-        if len(edges) == 1:
-            if fuse_at(graph, edges[0], stats):
+        user = graph.only_user(current)
+        if user is not None:
+            if fuse_at(graph, user):
                 continue
-            if fuse_at(graph, current, stats):
+            if fuse_at(graph, current):
                 if current not in graph.users:
                     path.pop()
                 continue
-            path.append(edges[0])
-            on_step()
+            path.append(user)
+            done = max(done, total - (len(graph) - len(path)))
+            on_progress(done, total)
             continue
-        debranch_at(graph, current, stats)
+        debranch_at(graph, current)
+
+
+def debranch(graph: Graph, on_progress=lambda done, total: None) -> Graph:
+    """Stage 2: App. A's cases, applied where the path from the Input branches, until the graph is
+    a path."""
+    graph = graph.copy()
+    walk(graph, on_progress)
+    return graph

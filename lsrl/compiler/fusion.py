@@ -1,12 +1,13 @@
-"""The preparation step of App. A: fuse consecutive nodes that are one node in disguise.
+"""The preparation step of App. A: fuse consecutive ops that are one op in disguise.
 
-Each rule looks at an op and its single user and returns True when it rewrote the graph. They run
-once over the whole graph before debranching and again wherever debranching creates new chains.
+Each rule looks at an op (and its single user) and returns True when it rewrote the graph. The
+``prepare`` stage runs them over the whole graph; debranching runs them again wherever it creates
+new chains.
 """
 
 from __future__ import annotations
 
-from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU
+from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, Graph
 
 
 def fuse_linear_linear(graph, first, second) -> bool:
@@ -37,13 +38,38 @@ def fuse_relu_relu(graph, first, second) -> bool:
     return True
 
 
+def fuse_slice_concat(graph, piece, concat) -> bool:
+    """A Slice read only by a Concat becomes part of the Concat's gather."""
+    if not (piece.is_slice and concat.kind == CONCAT):
+        return False
+    columns = piece.A.selected_columns()
+    slots = [(piece.inputs[0], [columns[p] for p in picks]) if x is piece else (x, picks) for x, picks in concat.slots]
+    graph.replace(concat, graph.concat(slots, name=concat.name))
+    return True
+
+
+def fuse_concat_concat(graph, inner, outer) -> bool:
+    """A Concat read only by a Concat is spliced into the outer gather."""
+    if inner.kind != CONCAT or outer.kind != CONCAT:
+        return False
+    slots = []
+    for x, picks in outer.slots:
+        if x is inner:  # each pick of the inner Concat is one component of one of its inputs
+            owners = [(y, c) for y, inner_picks in inner.slots for c in inner_picks]
+            slots.extend((owners[p][0], [owners[p][1]]) for p in picks)
+        else:
+            slots.append((x, picks))
+    graph.replace(outer, graph.concat(slots, name=outer.name))
+    return True
+
+
 def fuse_concat_identical(graph, concat) -> bool:
-    """A Concat whose inputs are all one op only copies it: a Lin of stacked identities."""
+    """A Concat whose inputs are all one op only gathers its components: a Slice."""
     if concat.kind != CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
         return False
     source = concat.inputs[0]
-    copies = graph.backend.vstack([graph.backend.eye(source.dim)] * len(concat.inputs))
-    graph.replace(concat, graph.linear(source, copies, name=concat.name))
+    columns = [c for picks in concat.picks for c in picks]
+    graph.replace(concat, graph.selection(source, columns, name=concat.name))
     return True
 
 
@@ -55,28 +81,30 @@ def fuse_identity(graph, linear) -> bool:
     return True
 
 
-PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_relu_relu)
+PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_relu_relu, fuse_slice_concat, fuse_concat_concat)
 SINGLE_RULES = (fuse_concat_identical, fuse_identity)
 
 
-def fuse_at(graph, op, stats) -> bool:
+def fuse_at(graph, op) -> bool:
     """Apply the first preparation rule that fits ``op`` (alone, or with its only user)."""
     for rule in SINGLE_RULES:
         if rule(graph, op):
-            stats[rule.__name__] = stats.get(rule.__name__, 0) + 1
+            graph.count(rule.__name__)
             return True
-    users = graph.users[op]
-    if len(users) != 1 or op.kind == INPUT:
+    user = graph.only_user(op)
+    if user is None or op.kind == INPUT:
         return False
     for rule in PAIR_RULES:
-        if rule(graph, op, users[0]):
-            stats[rule.__name__] = stats.get(rule.__name__, 0) + 1
+        if rule(graph, op, user):
+            graph.count(rule.__name__)
             return True
     return False
 
 
-def prepare(graph, order, stats) -> None:
-    """The preparation step over the whole graph (``order``: ops inputs-first)."""
-    for op in order:
-        while op in graph.users and fuse_at(graph, op, stats):
+def prepare(graph: Graph) -> Graph:
+    """Stage 1: the preparation fusions over the whole graph (inputs first)."""
+    graph = graph.copy()
+    for op in graph.ops():
+        while op in graph.users and fuse_at(graph, op):
             pass
+    return graph

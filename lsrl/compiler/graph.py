@@ -1,8 +1,14 @@
 """The compiler's working graph: a private, rewritable copy of a program's DAG.
 
-Ops mirror the six node types. The graph keeps, for every op, the list of its users (one entry
-per edge), so that a rewrite touches only the ops around it. ``from_program`` copies the user's
-program (its matrices are immutable and shared); nothing here ever changes a user's node.
+Ops mirror the six node types, with one difference: a Concat holds a *gather*, a list of slots
+``(op, picks)`` that each take the components ``picks`` of ``op``. Slicing a value into a Concat
+therefore never widens the Concat to the whole value.
+
+The graph keeps, for every op, its users (with the number of edges to each), so that a rewrite
+touches only the ops around it, and a running count of the non-zero weights it holds (``nnz``,
+with its ``peak``). ``from_program`` copies the user's program (matrices are immutable and
+shared); nothing here ever changes a user's node. Every compiler stage takes a graph and returns a
+new one (``Graph.copy``); ``str(graph)`` prints it one op a line.
 """
 
 from __future__ import annotations
@@ -15,52 +21,81 @@ LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "co
 _KIND_OF_NODE = {
     N.Input: INPUT, N.Linear: LINEAR, N.ReLU: RELU, N.LinState: LINSTATE, N.Concat: CONCAT, N.Multi: MULTI,
 }
+WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init")}
 
 
 class Op:
-    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for linstate."""
+    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for linstate; ``picks``
+    (one sequence of components per input) for concat."""
 
     _ids = itertools.count()
 
-    def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None):
+    def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None):
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
         self.A, self.B, self.b, self.init = A, B, b, init
+        self.picks = picks
+        self.bounds = bounds  # an input's declared value bounds
         self.id = next(Op._ids)
         self.name = name or f"{kind}_{self.id}"
-        self._is_slice = None
+        self.nnz = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
 
     def __repr__(self):
         return f"Op({self.name}, dim={self.dim}, in={[x.name for x in self.inputs]})"
 
     @property
+    def slots(self):
+        """A concat's ``(input, picks)`` pairs."""
+        return zip(self.inputs, self.picks)
+
+    @property
     def is_slice(self) -> bool:
         """A Linear that only selects (and possibly repeats) input components."""
-        if self._is_slice is None:
-            self._is_slice = self.kind == LINEAR and self.b.is_zero() and self.A.is_selection()
-        return self._is_slice
+        return self.kind == LINEAR and self.b.is_zero() and self.A.is_selection()
 
     def is_identity(self) -> bool:
-        return (
-            self.is_slice
-            and self.dim == self.inputs[0].dim
-            and self.A.selected_columns() == list(range(self.dim))
+        return self.is_slice and self.dim == self.inputs[0].dim and self.A.selected_columns() == list(range(self.dim))
+
+    def describe(self) -> str:
+        """One line: ``%name = kind[dim](%input, ...)`` and the weights' sizes."""
+        if self.kind == CONCAT:
+            args = ", ".join(f"%{x.name}{_picks_text(p, x.dim)}" for x, p in self.slots)
+        else:
+            args = ", ".join(f"%{x.name}" for x in self.inputs)
+        weights = "  ".join(
+            f"{w}{'x'.join(map(str, getattr(self, w).shape))} nnz={getattr(self, w).nnz}" for w in WEIGHTS.get(self.kind, ())
         )
+        return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
+
+
+def _picks_text(picks, width) -> str:
+    picks = list(picks)
+    if picks == list(range(width)):
+        return ""
+    if picks and picks == list(range(picks[0], picks[-1] + 1)):
+        return f"[{picks[0]}:{picks[-1] + 1}]"
+    return f"[{','.join(map(str, picks))}]"
 
 
 class Graph:
     """Ops reachable from ``output``, with user lists; rewritten in place by the compiler rules."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, name="program"):
         self.backend = backend
+        self.name = name
         self.input = None
         self.output = None
         self.users: dict = {}
+        self.stats: dict = {}  # rule name -> times applied
+        self.nnz = self.peak_nnz = 0
 
     # ---- construction ---------------------------------------------------------------------
     def add(self, op: Op) -> Op:
-        self.users[op] = []
+        self.users[op] = {}
         for x in op.inputs:
-            self.users[x].append(op)
+            edges = self.users[x]
+            edges[op] = edges.get(op, 0) + 1
+        self.nnz += op.nnz
+        self.peak_nnz = max(self.peak_nnz, self.nnz)
         return op
 
     def linear(self, x, A, b=None, name=None) -> Op:
@@ -72,35 +107,56 @@ class Graph:
         columns = list(columns)
         if columns == list(range(x.dim)):
             return x
-        op = self.linear(x, self.backend.selection(columns, x.dim), name=name)
-        op._is_slice = True
-        return op
+        return self.linear(x, self.backend.selection(columns, x.dim), name=name)
 
     def slice(self, x, start, stop) -> Op:
         return self.selection(x, range(start, stop))
 
-    def relu(self, x) -> Op:
-        return self.add(Op(RELU, [x], x.dim))
+    def relu(self, x, name=None) -> Op:
+        return self.add(Op(RELU, [x], x.dim, name))
 
     def multi(self, x, name=None) -> Op:
         return self.add(Op(MULTI, [x], x.dim // 2, name))
 
-    def concat(self, xs) -> Op:
-        return self.add(Op(CONCAT, xs, sum(x.dim for x in xs)))
+    def concat(self, slots, name=None) -> Op:
+        """A gather of ``slots``: ``(op, picks)`` pairs, ``picks=None`` taking all of ``op``.
+
+        Neighbouring slots of one op are joined into one slot, and a gather from a single op is a
+        Slice of it (or the op itself)."""
+        inputs, picks = [], []
+        for x, p in slots:
+            p = range(x.dim) if p is None else p
+            if inputs and inputs[-1] is x:
+                picks[-1] = list(picks[-1]) + list(p)
+            else:
+                inputs.append(x)
+                picks.append(p)
+        if len(inputs) == 1:
+            return self.selection(inputs[0], picks[0], name=name)
+        return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
 
     def linstate(self, x, A, B, b, init, name=None) -> Op:
         return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init))
 
     # ---- rewiring ---------------------------------------------------------------------------
     def distinct_users(self, op) -> list:
-        return list(dict.fromkeys(self.users[op]))
+        return list(self.users[op])
+
+    def only_user(self, op):
+        """The user of ``op`` if ``op`` has exactly one outgoing edge, else None."""
+        edges = self.users[op]
+        if len(edges) == 1:
+            user, count = next(iter(edges.items()))
+            if count == 1:
+                return user
+        return None
 
     def redirect(self, user: Op, old: Op, new: Op) -> None:
         """Every edge ``old -> user`` becomes ``new -> user``."""
-        count = sum(1 for x in user.inputs if x is old)
         user.inputs = [new if x is old else x for x in user.inputs]
-        self.users[old] = [u for u in self.users[old] if u is not user]
-        self.users[new].extend([user] * count)
+        count = self.users[old].pop(user)
+        edges = self.users[new]
+        edges[user] = edges.get(user, 0) + count
 
     def replace(self, old: Op, new: Op) -> None:
         """Every use of ``old`` becomes a use of ``new``; ``old`` is then removed."""
@@ -115,31 +171,109 @@ class Graph:
         pending = [op]
         while pending:
             current = pending.pop()
-            if self.users.get(current) or current is self.output or current is self.input:
+            if current not in self.users or self.users[current] or current is self.output or current is self.input:
                 continue
-            self.users.pop(current, None)
+            del self.users[current]
+            self.nnz -= current.nnz
             for x in set(current.inputs):
                 if x in self.users:
-                    self.users[x] = [u for u in self.users[x] if u is not current]
+                    self.users[x].pop(current, None)
                     pending.append(x)
 
+    def count(self, rule: str, times: int = 1) -> None:
+        self.stats[rule] = self.stats.get(rule, 0) + times
+
+    # ---- whole-graph views ------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.users)
+
+    def ops(self) -> list:
+        """Every op, inputs before users (a topological order from the Input)."""
+        order, seen, stack = [], set(), [(self.output, False)]
+        while stack:
+            op, expanded = stack.pop()
+            if expanded:
+                order.append(op)
+            elif op not in seen:
+                seen.add(op)
+                stack.append((op, True))
+                stack.extend((x, False) for x in reversed(op.inputs) if x not in seen)
+        return order
+
+    def is_path(self) -> bool:
+        return all(sum(edges.values()) <= 1 for edges in self.users.values())
+
+    def path(self) -> list:
+        """The ops from the Input to the output of a graph that is a path."""
+        path, current = [self.input], self.input
+        while self.users[current]:
+            current = next(iter(self.users[current]))
+            path.append(current)
+        return path
+
+    def copy(self) -> "Graph":
+        """A new graph with new ops (sharing the immutable matrices); stats carried over."""
+        clone = Graph(self.backend, self.name)
+        clone.stats = dict(self.stats)
+        new = {}
+        for op in self.ops():
+            twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
+                      op.picks, op.bounds)
+            new[op] = clone.add(twin)
+        clone.input, clone.output = new[self.input], new[self.output]
+        clone.peak_nnz = max(clone.peak_nnz, self.peak_nnz)
+        return clone
+
+    def __str__(self) -> str:
+        lines = [f"graph {self.name} [{self.backend.name}, {len(self)} ops, {self.nnz} non-zeros]:"]
+        lines += [f"    {op.describe()}" for op in self.ops()]
+        lines.append(f"    return %{self.output.name}")
+        return "\n".join(lines)
+
+    def to_program(self):
+        """The graph as an LSRL program (a gather becomes a Concat of slices), to run or inspect."""
+        from lsrl.lang.program import ForEach
+
+        nodes = {}
+        for op in self.ops():
+            inputs = [nodes[x] for x in op.inputs]
+            if op.kind == INPUT:
+                node = N.Input(op.dim, name=op.name, bounds=op.bounds)
+            elif op.kind == LINEAR:
+                node = N.Linear(inputs[0], op.A, op.b, name=op.name)
+            elif op.kind == LINSTATE:
+                node = N.LinState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
+            elif op.kind == RELU:
+                node = N.ReLU(inputs[0], name=op.name)
+            elif op.kind == MULTI:
+                node = N.Multi(inputs[0], name=op.name)
+            else:
+                parts = [
+                    x if list(p) == list(range(x.dim)) else N.Linear(x, self.backend.selection(p, x.dim))
+                    for x, p in zip(inputs, op.picks)
+                ]
+                node = N.Concat(parts, name=op.name)
+            nodes[op] = node
+        return ForEach(nodes[self.output], name=self.name)
 
 
 def from_program(program, backend) -> Graph:
     """Copy a ``ForEach`` into a working graph, converting every matrix to ``backend``."""
-    graph = Graph(backend)
+    graph = Graph(backend, program.name)
     ops = {}
+    convert = backend.convert
     for node in program.nodes:
         kind = _KIND_OF_NODE[type(node)]
         inputs = [ops[x] for x in node.inputs]
-        convert = backend.convert
         if kind == LINEAR:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
         elif kind == LINSTATE:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), B=convert(node.B),
                     b=convert(node.b), init=convert(node.init_state))
+        elif kind == CONCAT:
+            op = Op(kind, inputs, node.dim, node.name, picks=[range(x.dim) for x in inputs])
+        elif kind == INPUT:
+            op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds)
         else:
             op = Op(kind, inputs, node.dim, node.name)
         ops[node] = graph.add(op)

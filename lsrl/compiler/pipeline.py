@@ -1,36 +1,43 @@
-"""``lsrl.compile``: program -> working graph -> preparation fusions -> debranching -> pruning -> layers."""
+"""``lsrl.compile``: program -> working graph -> prepare -> debranch -> prune -> layers.
+
+Each stage is a public function from a ``Graph`` to a new ``Graph`` and can be run, printed
+(``print(graph)``) and run as a program (``graph.to_program()``) on its own::
+
+    graph = lsrl.compiler.to_graph(program)
+    graph = lsrl.compiler.prepare(graph)
+    graph = lsrl.compiler.debranch(graph)
+    graph = lsrl.compiler.prune(graph)
+    model = lsrl.compiler.to_layers(graph)
+"""
 
 from __future__ import annotations
 
 from tqdm.auto import tqdm
 
 from lsrl.compiler.compiled import CompiledProgram
-from lsrl.compiler.debranch import walk
+from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
-from lsrl.compiler.prune import prune_unused
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, from_program
+from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Graph, from_program
+from lsrl.compiler.prune import prune
 from lsrl.errors import GraphError
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import get_backend
 
 
-def _inputs_first(graph) -> list:
-    order, seen, stack = [], set(), [(graph.output, False)]
-    while stack:
-        op, expanded = stack.pop()
-        if expanded:
-            order.append(op)
-        elif op not in seen:
-            seen.add(op)
-            stack.append((op, True))
-            stack.extend((x, False) for x in op.inputs if x not in seen)
-    return order
+def to_graph(program: ForEach, backend="exact") -> Graph:
+    """Stage 0: the program as a working graph, its matrices in ``backend``."""
+    if not isinstance(program, ForEach):
+        raise GraphError(f"lsrl.compile expects a ForEach program, got {type(program).__name__}")
+    return from_program(program, get_backend(backend))
 
 
-def _as_layers(path, program_input):
-    """The path's ops as lsrl nodes chained from a fresh copy of the program's Input."""
-    start = Input(program_input.dim, name=program_input.name, bounds=program_input.bounds)
+def to_layers(graph: Graph) -> CompiledProgram:
+    """Last stage: a path graph as a ``CompiledProgram``, its layers lsrl nodes chained from a new Input."""
+    if not graph.is_path():
+        raise GraphError(f"to_layers needs a path graph; {graph.name} still branches (run debranch first)")
+    path = graph.path()
+    start = Input(path[0].dim, name=path[0].name, bounds=path[0].bounds)
     layers, previous = [], start
     for op in path[1:]:
         if op.kind == LINEAR:
@@ -42,10 +49,11 @@ def _as_layers(path, program_input):
         elif op.kind == MULTI:
             layer = Multi(previous, name=op.name)
         else:
-            raise GraphError(f"internal compiler error: {op} left in the path")
+            raise GraphError(f"internal compiler error: {op.describe()} left in the path")
         layers.append(layer)
         previous = layer
-    return start, layers
+    stats = dict(graph.stats, peak_nonzeros=graph.peak_nnz)
+    return CompiledProgram(start, layers, graph.backend, stats, graph.name)
 
 
 def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram:
@@ -55,22 +63,20 @@ def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram
     ``progress``: show a tqdm bar (``None``: only when compilation takes more than a second).
     The user's program is never modified: the compiler works on a copy.
     """
-    if not isinstance(program, ForEach):
-        raise GraphError(f"lsrl.compile expects a ForEach program, got {type(program).__name__}")
-    numbers = get_backend(backend)
-    graph = from_program(program, numbers)
-    stats: dict = {}
-    prepare(graph, _inputs_first(graph), stats)
+    graph = to_graph(program, backend)
     with tqdm(
         total=len(graph), desc=f"compiling {program.name}", unit="op", leave=False,
         disable=progress is False, delay=0 if progress else 1.0,
     ) as bar:
 
-        def step():
-            if bar.n >= bar.total:
-                bar.total = bar.n + 1
-            bar.update()
+        def show(stage, done=0, total=1):
+            bar.set_postfix_str(stage, refresh=False)
+            bar.total = total
+            bar.update(done - bar.n)
 
-        path = walk(graph, stats, on_step=step)
-    start, layers = _as_layers(prune_unused(path, stats), program.input)
-    return CompiledProgram(start, layers, numbers, stats, program.name)
+        show("prepare")
+        graph = prepare(graph)
+        graph = debranch(graph, lambda done, total: show("debranch", done, total))
+        show("prune", bar.total, bar.total)
+        graph = prune(graph)
+    return to_layers(graph)

@@ -1,13 +1,15 @@
-"""Last pass: drop the components of every layer that nothing downstream reads.
+"""Stage 3: drop the components of every layer that nothing downstream reads or that are always 0.
 
-Bypasses carry whole vectors and merged LinStates carry every state; on the finished path a
-backward liveness sweep finds which output components each layer really needs and a forward sweep
-rebuilds the layers with only those rows (and the matching columns of the next layer).
+Bypasses carry whole vectors, merged LinStates carry every state, and a branch such as ``x * 0``
+leaves rows that are 0 at every step. On the finished path a forward sweep finds the components
+that are 0 whatever the input, a backward liveness sweep finds the output components each layer
+really needs, and a last forward sweep rebuilds the layers with only those rows (and the matching
+columns of the next layer).
 """
 
 from __future__ import annotations
 
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Op
+from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Graph, Op
 from lsrl.errors import LsrlError
 
 
@@ -15,12 +17,36 @@ def _columns(matrix, rows) -> set:
     return {j for i in rows for j in matrix.rows.get(i, {})}
 
 
-def _state_closure(A, rows) -> set:
-    """State components that ``rows`` depend on through the recurrence ``A``."""
+def _reads_only(matrix, row, allowed) -> bool:
+    return all(j in allowed for j in matrix.rows.get(row, {}))
+
+
+def _always_zero(layer, zero_in: set) -> set:
+    """Output components of ``layer`` that are 0 at every step, given the input's such components."""
+    if layer.kind == RELU:
+        return set(zero_in)
+    if layer.kind == MULTI:
+        return {i for i in range(layer.dim) if i in zero_in or layer.dim + i in zero_in}
+    if layer.kind == LINEAR:
+        return {i for i in range(layer.dim) if i not in layer.b.rows and _reads_only(layer.A, i, zero_in)}
+    # a LinState: the largest set of states with no initial value, bias or drive that only read each other
+    zero = {
+        i for i in range(layer.dim)
+        if i not in layer.init.rows and i not in layer.b.rows and _reads_only(layer.B, i, zero_in)
+    }
+    while True:
+        kept = {i for i in zero if _reads_only(layer.A, i, zero)}
+        if kept == zero:
+            return zero
+        zero = kept
+
+
+def _state_closure(A, rows, zero) -> set:
+    """State components that ``rows`` depend on through the recurrence ``A`` (0 ones excepted)."""
     closed, frontier = set(rows), list(rows)
     while frontier:
         for j in A.rows.get(frontier.pop(), {}):
-            if j not in closed:
+            if j not in closed and j not in zero:
                 closed.add(j)
                 frontier.append(j)
     return closed
@@ -35,8 +61,12 @@ def _fed_by_rigid_layer(layers, index) -> bool:
     return index < 0 or layers[index].kind == LINSTATE
 
 
-def _needed_components(layers) -> list:
-    """For each layer, the output components read downstream (at least one, so no layer is empty)."""
+def _needed_components(layers, zeros) -> list:
+    """For each layer, the output components read downstream (at least one, so no layer is empty).
+
+    A component that is always 0 is never read (its readers drop the column), except by a Multi,
+    whose halves must stay paired.
+    """
     needed_by_layer = [None] * len(layers)
     needed = set(range(layers[-1].dim))
     for index in range(len(layers) - 1, -1, -1):
@@ -44,25 +74,49 @@ def _needed_components(layers) -> list:
         if layer.kind == MULTI and _fed_by_rigid_layer(layers, index):
             needed = set(range(layer.dim))
         if layer.kind == LINSTATE:
-            needed = _state_closure(layer.A, needed)
+            needed = _state_closure(layer.A, needed, zeros[index])
         needed = needed or {0}
         needed_by_layer[index] = needed
+        zero_in = zeros[index - 1] if index else set()
         if layer.kind == LINEAR:
-            needed = _columns(layer.A, needed)
+            needed = _columns(layer.A, needed) - zero_in
         elif layer.kind == LINSTATE:
-            needed = _columns(layer.B, needed)
+            needed = _columns(layer.B, needed) - zero_in
         elif layer.kind == MULTI:
             needed = needed | {layer.dim + i for i in needed}
     return needed_by_layer
 
 
-def prune_unused(path, stats) -> list:
-    """``path`` (Input op first) rebuilt without unread components."""
-    layers = path[1:]
-    if not layers:
-        return path
-    pruned, previous, previous_live = [path[0]], path[0], list(range(path[0].dim))
-    for layer, needed in zip(layers, _needed_components(layers)):
+def _rebuilt(layer, previous, previous_live, keep) -> Op:
+    """``layer`` reading ``previous`` (which holds ``previous_live``) with only the rows ``keep``."""
+    if layer.kind == LINEAR:
+        A = layer.A.take_rows(keep).take_columns(previous_live)
+        return Op(LINEAR, [previous], len(keep), layer.name, A=A, b=layer.b.take_rows(keep))
+    if layer.kind == LINSTATE:
+        return Op(
+            LINSTATE, [previous], len(keep), layer.name,
+            A=layer.A.take_rows(keep).take_columns(keep),
+            B=layer.B.take_rows(keep).take_columns(previous_live),
+            b=layer.b.take_rows(keep), init=layer.init.take_rows(keep),
+        )
+    return Op(layer.kind, [previous], len(keep), layer.name)
+
+
+def prune(graph: Graph) -> Graph:
+    """Stage 3: the path ``graph`` rebuilt without unread and always-zero components."""
+    if not graph.is_path():
+        raise LsrlError(f"internal compiler error: prune needs a path, but {graph.name} still branches")
+    path = graph.path()
+    start, layers = path[0], path[1:]
+    pruned = Graph(graph.backend, graph.name)
+    pruned.stats, pruned.peak_nnz = dict(graph.stats), graph.peak_nnz
+    pruned.input = previous = pruned.add(Op(start.kind, [], start.dim, start.name, bounds=start.bounds))
+    zeros, zero_in = [], set()
+    for layer in layers:
+        zero_in = _always_zero(layer, zero_in)
+        zeros.append(zero_in)
+    previous_live = list(range(start.dim))
+    for layer, needed in zip(layers, _needed_components(layers, zeros) if layers else []):
         if layer.kind == RELU:  # element-wise: it keeps whatever its input kept
             keep = previous_live
         elif layer.kind == MULTI:
@@ -71,19 +125,8 @@ def prune_unused(path, stats) -> list:
                 raise LsrlError(f"internal compiler error: pruning unpaired the halves of {layer.name}")
         else:
             keep = sorted(needed)
-        stats["prune_unused"] = stats.get("prune_unused", 0) + layer.dim - len(keep)
-        if layer.kind == LINEAR:
-            A = layer.A.take_rows(keep).take_columns(previous_live)
-            op = Op(LINEAR, [previous], len(keep), layer.name, A=A, b=layer.b.take_rows(keep))
-        elif layer.kind == LINSTATE:
-            op = Op(
-                LINSTATE, [previous], len(keep), layer.name,
-                A=layer.A.take_rows(keep).take_columns(keep),
-                B=layer.B.take_rows(keep).take_columns(previous_live),
-                b=layer.b.take_rows(keep), init=layer.init.take_rows(keep),
-            )
-        else:
-            op = Op(layer.kind, [previous], len(keep), layer.name)
-        pruned.append(op)
-        previous, previous_live = op, keep
+        pruned.count("prune_unused", layer.dim - len(keep))
+        previous = pruned.add(_rebuilt(layer, previous, previous_live, keep))
+        previous_live = keep
+    pruned.output = previous
     return pruned
