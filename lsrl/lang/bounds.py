@@ -1,19 +1,53 @@
 """Value-range analysis: an interval per component of every node, sound over all time steps.
 
 Intervals start from the bounds declared on ``Input`` and are propagated exactly (rationals and
-infinities). A ``LinState`` is iterated to a fixpoint, widening components that keep growing to
-infinity. The optimised ``f_ifelse`` variants ask this analysis which values are non-negative or
+infinities). The optimised ``f_ifelse`` variants ask this analysis which values are non-negative or
 identically zero instead of asking the user.
+
+A ``LinState`` ``s_t = A s_{t-1} + u_t`` (``u_t = B x_t + b`` in a box) is bounded through the
+interval recurrence on ``z = (high, -low)``: ``z_t = M z_{t-1} + c`` with ``M = [[A+, A-], [A-, A+]]``
+(``A+ = max(A, 0)``, ``A- = max(-A, 0)``) and ``c`` the box of ``u``. ``M >= 0``, so any ``z`` with
+``M z + c <= z`` and ``z >= z_0`` bounds every step (induction). Strongly connected blocks of ``M``
+are bounded one after another, starting from the box of the first output ``s_1``:
+
+1. iterate the hull ``z <- max(z, M z + c)``: a bounded orbit (a one-hot counter) closes in a few
+   steps and gives the exact bounds of the interval recurrence;
+2. a contracting block (spectral radius < 1: ``I - M`` is invertible with ``(I - M)^-1 >= 0``) is
+   bounded by the geometric series ``z* = (I - M)^-1 c`` (``A = 1/2``, ``u`` in ``[0, 1]``: 2), or,
+   where the start lies above ``z*``, by the larger ``max(z*, z_0)`` when it checks, else by
+   ``(I - M)^-1 (c + max(z_0 - z*, 0))``;
+3. with a declared ``max_length`` (sequences of at most that many steps), the hull after that many
+   steps (a counter ``s + 1`` is at most ``max_length``);
+4. otherwise the block is unbounded: its bounds are infinite, and the result says so.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
+from typing import NamedTuple
 
 from lsrl.lang import nodes as N
+from lsrl.numbers import ONE, ZERO, to_rational
 
 INF = math.inf
-_WIDEN_AFTER = 4
+_SOLVED_BLOCK = 64  # larger strongly connected blocks are not inverted (cubic cost)
+
+
+class ValueRange(NamedTuple):
+    """``(low, high)``: per-component bounds, rational or infinite."""
+
+    low: list
+    high: list
+
+    @property
+    def unbounded(self) -> list:
+        """Components with an infinite bound."""
+        return [i for i, (lo, hi) in enumerate(zip(self.low, self.high)) if lo == -INF or hi == INF]
+
+    @property
+    def finite(self) -> bool:
+        return not self.unbounded
 
 
 def _times(a, x):
@@ -33,9 +67,10 @@ def _plus(x, y):
 
 def _affine(A, b, low, high):
     """Interval of ``A v + b`` for ``v`` in the box ``[low, high]``."""
-    out_low = [v for v in b.values()]
+    out_low = [to_rational(v) for v in b.values()]
     out_high = list(out_low)
     for i, j, a in A.entries():
+        a = to_rational(a)
         if a > 0:
             out_low[i] = _plus(out_low[i], _times(a, low[j]))
             out_high[i] = _plus(out_high[i], _times(a, high[j]))
@@ -53,26 +88,158 @@ def _product(l1, h1, l2, h2):
     return min(candidates), max(candidates)
 
 
-def _linstate_bounds(node, x_low, x_high):
-    init = node.init_state.values()
-    low, high = list(init), list(init)
-    for iteration in range(10 * node.dim + 2 * _WIDEN_AFTER):
-        a_low, a_high = _affine(node.A, node.b, low, high)
-        b_low, b_high = _affine(node.B, node.b.backend.zeros_vector(node.dim), x_low, x_high)
-        new_low = [_plus(p, q) for p, q in zip(a_low, b_low)]
-        new_high = [_plus(p, q) for p, q in zip(a_high, b_high)]
-        grown_low = [min(p, q) for p, q in zip(low, new_low)]
-        grown_high = [max(p, q) for p, q in zip(high, new_high)]
-        if grown_low == low and grown_high == high:
-            return new_low, new_high
-        if iteration >= _WIDEN_AFTER:
-            grown_low = [-INF if g != p else p for g, p in zip(grown_low, low)]
-            grown_high = [INF if g != p else p for g, p in zip(grown_high, high)]
-        low, high = grown_low, grown_high
-    return [-INF] * node.dim, [INF] * node.dim
+# ---- LinState bounds ---------------------------------------------------------------------------
 
 
-def _node_bounds(node, inputs):
+def _interval_matrix(A, n) -> dict:
+    """``M`` of the interval recurrence as rows ``{i: {j: weight}}`` over ``z = (high, -low)``."""
+    rows = {i: {} for i in range(2 * n)}
+    for i, j, a in A.entries():
+        a = to_rational(a)
+        if a > 0:
+            rows[i][j] = rows[n + i][n + j] = a
+        else:
+            rows[i][n + j] = rows[n + i][j] = -a
+    return rows
+
+
+def _blocks(rows) -> list:
+    """Strongly connected blocks of ``i -> j`` (i reads j), each after the blocks it reads (Tarjan)."""
+    index, low, on_stack, stack, blocks, counter = {}, {}, set(), [], [], 0
+    for root in rows:
+        if root in index:
+            continue
+        work = [(root, iter(rows[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(rows[nxt])))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                block = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    block.append(member)
+                    if member == node:
+                        break
+                blocks.append(sorted(block))
+    return blocks
+
+
+def _step(rows, block, z, c):
+    """``M z + c`` on the components of ``block`` (``z`` holds what ``rows`` read)."""
+    out = {}
+    for i in block:
+        total = c[i]
+        for j, m in rows[i].items():
+            total = _plus(total, _times(m, z[j]))
+        out[i] = total
+    return out
+
+
+def _hull_iteration(rows, block, z, c, steps):
+    """Iterate the hull from ``z`` for at most ``steps`` steps; returns (closed, z on ``block``)."""
+    current = {i: z[i] for i in block}
+    for _ in range(steps):
+        grown = {i: max(current[i], v) for i, v in _step(rows, block, current, c).items()}
+        if grown == current:
+            return True, current
+        current = grown
+    return False, current
+
+
+def _inverse_if_contracting(rows, block):
+    """``(I - M)^-1`` on ``block`` when it is non-negative (spectral radius of ``M`` < 1), else None."""
+    size = len(block)
+    where = {i: k for k, i in enumerate(block)}
+    augmented = [[ZERO] * (2 * size) for _ in range(size)]
+    for k, i in enumerate(block):
+        augmented[k][k] = ONE
+        augmented[k][size + k] = ONE
+        for j, m in rows[i].items():
+            if j in where:
+                augmented[k][where[j]] -= m
+    for col in range(size):
+        pivot = next((r for r in range(col, size) if augmented[r][col] != 0), None)
+        if pivot is None:
+            return None
+        augmented[col], augmented[pivot] = augmented[pivot], augmented[col]
+        scale = augmented[col][col]
+        augmented[col] = [v / scale for v in augmented[col]]
+        for r in range(size):
+            if r != col and augmented[r][col] != 0:
+                factor = augmented[r][col]
+                augmented[r] = [v - factor * p for v, p in zip(augmented[r], augmented[col])]
+    inverse = [row[size:] for row in augmented]
+    return inverse if all(v >= 0 for row in inverse for v in row) else None
+
+
+def _geometric_bound(rows, block, z, c):
+    """The contracting block's invariant bound, or None if the block does not contract."""
+    if len(block) > _SOLVED_BLOCK or any(c[i] == INF for i in block):
+        return None
+    inverse = _inverse_if_contracting(rows, block)
+    if inverse is None:
+        return None
+
+    def solve(rhs):
+        return {i: sum(inverse[k][q] * rhs[q] for q in range(len(block))) for k, i in enumerate(block)}
+
+    fixed = solve([c[i] for i in block])
+    start = {i: max(fixed[i], z[i]) for i in block}
+    if all(v <= start[i] for i, v in _step(rows, block, start, c).items()):
+        return start
+    return solve([c[i] + max(z[i] - fixed[i], 0) for i in block])
+
+
+def _linstate_bounds(node, x_low, x_high, max_length):
+    n = node.dim
+    rows = _interval_matrix(node.A, n)
+    u_low, u_high = _affine(node.B, node.b, x_low, x_high)
+    c = {i: u_high[i] for i in range(n)} | {n + i: -u_low[i] for i in range(n)}
+    init = [to_rational(v) for v in node.init_state.values()]
+    initial = {i: init[i] for i in range(n)} | {n + i: -init[i] for i in range(n)}
+    z = _step(rows, rows, initial, c)  # the first output, s_1: s_0 itself is never output
+    for block in _blocks(rows):
+        # what the block reads of earlier blocks enters as part of its drive
+        inside = set(block)
+        drive = {
+            i: _plus(c[i], sum((_times(m, z[j]) for j, m in rows[i].items() if j not in inside), start=0))
+            if all(z[j] != INF for j in rows[i] if j not in inside) else INF
+            for i in block
+        }
+        local = {i: {j: m for j, m in rows[i].items() if j in inside} for i in block}
+        closed, bound = _hull_iteration(local, block, z, drive, 2 * len(block) + 8)
+        if not closed:
+            bound = _geometric_bound(local, block, z, drive)
+        if bound is None and max_length is not None:
+            _, bound = _hull_iteration(local, block, z, drive, max(max_length - 1, 0))
+        if bound is None:
+            bound = {i: INF for i in block}
+        z.update(bound)
+    return [-z[n + i] for i in range(n)], [z[i] for i in range(n)]
+
+
+def _node_bounds(node, inputs, max_length):
     if isinstance(node, N.Input):
         return node.bounds
     if isinstance(node, N.Linear):
@@ -88,34 +255,45 @@ def _node_bounds(node, inputs):
         pairs = [_product(low[i], high[i], low[half + i], high[half + i]) for i in range(half)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
     if isinstance(node, N.LinState):
-        return _linstate_bounds(node, *inputs[0])
+        return _linstate_bounds(node, *inputs[0], max_length)
     raise TypeError(node)
 
 
-def value_bounds(node) -> tuple:
-    """``(low, high)``: lists of rational or infinite bounds on every component of ``node``."""
-    memo = {}
+_known = weakref.WeakKeyDictionary()  # node -> {(rewirings, max_length): its bounds}: nodes are immutable
+
+
+def value_bounds(node, max_length=None) -> ValueRange:
+    """``(low, high)``: lists of rational or infinite bounds on every component of ``node``, sound at
+    every step of every sequence whose inputs lie within the declared ``Input`` bounds (and, with
+    ``max_length``, that has at most ``max_length`` steps). ``.finite`` says whether all are finite,
+    ``.unbounded`` lists the components that are not."""
+    key = (N.rewirings, max_length)
+
+    def known(x):
+        return _known.get(x, {}).get(key)
+
     stack = [node]
     while stack:
         current = stack[-1]
-        if id(current) in memo:
+        if known(current) is not None:
             stack.pop()
             continue
-        pending = [x for x in current.inputs if id(x) not in memo]
+        pending = [x for x in current.inputs if known(x) is None]
         if pending:
             stack.extend(pending)
             continue
-        memo[id(current)] = _node_bounds(current, [memo[id(x)] for x in current.inputs])
+        bounds = ValueRange(*_node_bounds(current, [known(x) for x in current.inputs], max_length))
+        _known.setdefault(current, {})[key] = bounds
         stack.pop()
-    return memo[id(node)]
+    return known(node)
 
 
 def is_nonnegative(node) -> bool:
-    return all(v >= 0 for v in value_bounds(node)[0])
+    return all(v >= 0 for v in value_bounds(node).low)
 
 
 def is_nonpositive(node) -> bool:
-    return all(v <= 0 for v in value_bounds(node)[1])
+    return all(v <= 0 for v in value_bounds(node).high)
 
 
 def is_zero(node) -> bool:

@@ -16,6 +16,7 @@ from lsrl.errors import DimensionError, GraphError
 from lsrl.numbers import EXACT, Matrix, to_rational
 
 _name_counters: dict = {}
+rewirings = 0  # how many edges ``replace_input`` has changed, program-wide
 
 
 def _auto_name(kind: str) -> str:
@@ -61,7 +62,9 @@ class Node:
 
     def replace_input(self, old: "Node", new: "Node") -> None:
         """Rewire every edge from ``old`` to ``new`` (no checks; ``ForEach`` validates)."""
+        global rewirings
         self.inputs = tuple(new if x is old else x for x in self.inputs)
+        rewirings += 1  # results cached per node (value ranges) are stale now
 
     def check(self) -> None:
         """Re-validate dimensions against the current inputs."""
