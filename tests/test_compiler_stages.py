@@ -1,0 +1,326 @@
+"""The compiler's stages one by one, and each App. A case and each fusion on a small graph of its own.
+
+A rule test builds the working graph of a small program (no preparation, so that the graph is as
+written), applies the one rule at the op named in the test, and checks the shape it promises and
+that the graph computes exactly what it computed before the rewrite (``Graph.to_program`` runs the
+working graph through the interpreter).
+"""
+
+import importlib
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import lsrl
+from conftest import as_fractions
+from lsrl.compiler import debranch, prepare, prune, to_graph, to_layers
+from lsrl.programs import discrete_approximator
+
+rules = importlib.import_module("lsrl.compiler.debranch")  # the module; lsrl.compiler.debranch is the stage
+fusion = importlib.import_module("lsrl.compiler.fusion")
+
+
+def exact_outputs(graph, xs):
+    return as_fractions(graph.to_program()(xs, exact=True))
+
+
+def random_inputs(dim, steps=6, seed=0):
+    rng = random.Random(seed)
+    return np.array([[Fraction(rng.randint(-9, 9), rng.randint(1, 4)) for _ in range(dim)] for _ in range(steps)],
+                    dtype=object)
+
+
+def op_named(graph, name):
+    return next(op for op in graph.users if op.name == name)
+
+
+def kinds_of_users(graph, op):
+    return sorted(user.kind for user in graph.distinct_users(op))
+
+
+def apply_case(program, at, expected_case):
+    """Apply the App. A case at the op named ``at``; returns (graph before, graph after, v)."""
+    before = to_graph(program)
+    graph = before.copy()
+    v = op_named(graph, at)
+    assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == expected_case
+    rules.debranch_at(graph, v)
+    assert graph.stats == {expected_case: 1}
+    xs = random_inputs(program.input.dim)
+    assert exact_outputs(graph, xs) == exact_outputs(before, xs)
+    return before, graph, v
+
+
+# ---- the cases of App. A ------------------------------------------------------------------------
+
+
+def test_case_1a_keeps_one_of_several_multis():
+    x = lsrl.Input(4, name="v")
+    _, graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Multi(x)])), "v", "case_1a")
+    assert kinds_of_users(graph, v) == ["multi"]
+
+
+def test_case_1b_passes_the_other_users_through_the_multi():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Linear(x, [[1, 2]])]))
+    _, graph, v = apply_case(program, "v", "case_1b")
+    (feed,) = graph.distinct_users(v)
+    assert feed.kind == "linear" and kinds_of_users(graph, feed) == ["multi"]
+
+
+def test_case_2_merges_linstates_into_one_block_diagonal_state():
+    x = lsrl.Input(1, name="v")
+    first = lsrl.LinState(x, [[1]], [[1]])
+    second = lsrl.LinState(x, [[Fraction(1, 2)]], [[2]], init_state=[3])
+    _, graph, v = apply_case(lsrl.ForEach(lsrl.Concat([first, second])), "v", "case_2")
+    (merged,) = graph.distinct_users(v)
+    assert merged.kind == "linstate" and merged.dim == 2
+    assert merged.A.to_fractions() == [[1, 0], [0, Fraction(1, 2)]] and merged.init.to_fractions() == [0, 3]
+
+
+def test_case_3_keeps_one_of_several_relus():
+    x = lsrl.Input(2, name="v")
+    _, graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])), "v", "case_3")
+    assert kinds_of_users(graph, v) == ["relu"]
+
+
+def test_case_4_turns_a_concat_of_v_alone_into_a_slice():
+    x = lsrl.Input(2, name="v")
+    doubled = lsrl.Concat([x, x])
+    program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(doubled, [[1, 0, 0, 1]])]))
+    _, graph, v = apply_case(program, "v", "case_4")
+    assert kinds_of_users(graph, v) == ["concat", "linear"]
+
+
+def test_case_5a_pushes_slices_into_their_users():
+    x = lsrl.Input(3, name="v")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x[0:2]), lsrl.Linear(x[1:3], [[1, -1]]), lsrl.LinState(x[2:3], [[1]], [[1]])]))
+    _, graph, v = apply_case(program, "v", "case_5a")
+    assert not any(user.is_slice for user in graph.distinct_users(v))
+    assert kinds_of_users(graph, v) == ["linear", "linstate", "relu"]
+
+
+def test_case_5a_gathers_a_slice_into_a_concat_without_widening_it():
+    x = lsrl.Input(5, name="v")
+    y = lsrl.ReLU(x[0:1], name="y")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.Concat([x[3:4], y], name="pair"), x[4:5]]))
+    _, graph, v = apply_case(program, "v", "case_5a")
+    pair = op_named(graph, "pair")
+    assert pair.dim == 2 and [list(p) for p in pair.picks] == [[3], [0]]
+
+
+def test_case_5b_merges_linears_into_one_with_distinct_rows():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[1, 2], [3, 4]]), lsrl.Linear(x, [[3, 4], [0, 1]])]))
+    _, graph, v = apply_case(program, "v", "case_5b")
+    (merged,) = graph.distinct_users(v)
+    assert merged.kind == "linear" and merged.dim == 3  # the row [3, 4] once
+    assert all(user.is_slice for user in graph.distinct_users(merged))
+
+
+def test_case_6_reads_the_other_users_through_a_copying_linstate():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.LinState(x, [[1]], [[1, 0]]), lsrl.Linear(x, [[0, 5]])]))
+    _, graph, v = apply_case(program, "v", "case_6")
+    assert kinds_of_users(graph, v) == ["linstate", "linstate"]
+    dummy = next(u for u in graph.distinct_users(v) if u.A.is_zero())
+    assert dummy.dim == 1  # carries only component 1, the one the Linear reads
+
+
+def test_case_7a_puts_identity_linears_in_front_of_the_relus():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(lsrl.Linear(x, [[1, 1]])), lsrl.ReLU(x)]))
+    _, graph, v = apply_case(program, "v", "case_7a")
+    assert kinds_of_users(graph, v) == ["linear", "linear"]
+
+
+def test_case_7b_reads_lonely_linears_through_a_relu_bypass():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[1, -1]]), lsrl.ReLU(x)]))
+    _, graph, v = apply_case(program, "v", "case_7b")
+    assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_7a"
+
+
+def test_case_8_reads_concats_through_a_slice_of_what_they_read():
+    x = lsrl.Input(3, name="v")
+    relu = lsrl.ReLU(lsrl.Linear(x, [[1, 1, 0]]))
+    program = lsrl.ForEach(lsrl.Concat([x[2:3], relu]))
+    graph = to_graph(program)
+    # the outer Concat reads a Slice; gather it first so that v has a Concat user beside the Linear
+    assert fusion.fuse_at(graph, op_named(graph, graph.output.inputs[0].name))
+    v = op_named(graph, "v")
+    assert kinds_of_users(graph, v) == ["concat", "linear"]
+    rules.debranch_at(graph, v)
+    assert graph.stats["case_8"] == 1
+    users = graph.distinct_users(v)
+    assert sorted(u.kind for u in users) == ["linear", "linear"]
+    assert any(u.is_slice and u.A.selected_columns() == [2] for u in users)
+    xs = random_inputs(3)
+    assert exact_outputs(graph, xs) == exact_outputs(to_graph(program), xs)
+
+
+def test_case_9_reads_concats_through_a_relu_bypass():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(lsrl.ReLU(x), [[1, 1]])]))
+    _, graph, v = apply_case(program, "v", "case_9")
+    assert "concat" not in kinds_of_users(graph, v)
+
+
+def test_case_10_bypasses_concats_and_lonely_linears():
+    x = lsrl.Input(2, name="v")
+    program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(x, [[2, 0]]), lsrl.ReLU(x)]))
+    _, graph, v = apply_case(program, "v", "case_10")
+    assert "concat" not in kinds_of_users(graph, v)
+    assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_7a"
+
+
+# ---- the preparation fusions --------------------------------------------------------------------
+
+
+def apply_fusion(program, at, rule):
+    before = to_graph(program)
+    graph = before.copy()
+    assert fusion.fuse_at(graph, op_named(graph, at))
+    assert graph.stats == {rule: 1}
+    xs = random_inputs(program.input.dim, seed=1)
+    assert exact_outputs(graph, xs) == exact_outputs(before, xs)
+    return graph
+
+
+def test_fuse_linear_linear():
+    x = lsrl.Input(2)
+    graph = apply_fusion(lsrl.ForEach(lsrl.Linear(lsrl.Linear(x, [[1, 2]], [3], name="a"), [[4]], [5])), "a",
+                         "fuse_linear_linear")
+    assert [op.kind for op in graph.ops()] == ["input", "linear"] and graph.output.A.to_fractions() == [[4, 8]]
+
+
+def test_fuse_linear_linstate():
+    x = lsrl.Input(2)
+    program = lsrl.ForEach(lsrl.LinState(lsrl.Linear(x, [[1, 2]], [3], name="a"), [[1]], [[2]]))
+    graph = apply_fusion(program, "a", "fuse_linear_linstate")
+    assert [op.kind for op in graph.ops()] == ["input", "linstate"] and graph.output.b.to_fractions() == [6]
+
+
+def test_fuse_relu_relu():
+    x = lsrl.Input(2)
+    graph = apply_fusion(lsrl.ForEach(lsrl.ReLU(lsrl.ReLU(x, name="a"))), "a", "fuse_relu_relu")
+    assert [op.kind for op in graph.ops()] == ["input", "relu"]
+
+
+def test_fuse_slice_concat():
+    x = lsrl.Input(3)
+    y = lsrl.ReLU(x)
+    graph = apply_fusion(lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[0, 0, 1]], name="a"), y])), "a",
+                         "fuse_slice_concat")
+    assert graph.output.kind == "concat" and [list(p) for p in graph.output.picks] == [[2], [0, 1, 2]]
+
+
+def test_fuse_concat_concat():
+    x = lsrl.Input(2)
+    y = lsrl.ReLU(x)
+    inner = lsrl.Concat([y, x], name="a")
+    graph = apply_fusion(lsrl.ForEach(lsrl.Concat([inner, lsrl.Linear(x, [[1, 1]])])), "a", "fuse_concat_concat")
+    assert graph.output.kind == "concat" and len(graph.output.inputs) == 3
+
+
+def test_fuse_concat_identical():
+    x = lsrl.Input(2)
+    graph = apply_fusion(lsrl.ForEach(lsrl.Concat([x, x], name="a")), "a", "fuse_concat_identical")
+    assert graph.output.is_slice and graph.output.A.selected_columns() == [0, 1, 0, 1]
+
+
+def test_fuse_identity():
+    x = lsrl.Input(2)
+    graph = apply_fusion(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, [[1, 0], [0, 1]], name="a"))), "a", "fuse_identity")
+    assert [op.kind for op in graph.ops()] == ["input", "relu"]
+
+
+# ---- the stages ---------------------------------------------------------------------------------
+
+
+def test_stages_compose_to_compile_and_leave_their_input_alone():
+    program = discrete_approximator(2)
+    graph = to_graph(program)
+    printed = str(graph)
+    prepared = prepare(graph)
+    assert str(graph) == printed  # a stage returns a new graph
+    debranched = debranch(prepared)
+    assert debranched.is_path() and not prepared.is_path()
+    model = to_layers(prune(debranched))
+    reference = lsrl.compile(program, progress=False)
+    assert [layer.kind for layer in model.layers] == [layer.kind for layer in reference.layers]
+    assert model.parameter_count == reference.parameter_count
+    xs = np.array([[1], [2], [3], [4], [5], [6], [1], [2]])
+    assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
+
+
+def test_every_stage_computes_what_the_program_computes():
+    program = discrete_approximator(2, ifelse="step")
+    xs = np.array([[1], [2], [1], [2], [3], [4], [2], [2], [5], [1]])
+    expected = as_fractions(program(xs, exact=True))
+    graph = to_graph(program)
+    for stage in (prepare, debranch, prune):
+        graph = stage(graph)
+        assert exact_outputs(graph, xs) == expected, stage.__name__
+
+
+def test_a_graph_prints_one_op_a_line():
+    x = lsrl.Input(2, name="x")
+    y = lsrl.ReLU(lsrl.Linear(x, [[1, 2], [0, 1]], name="lin"), name="act")
+    graph = to_graph(lsrl.ForEach(lsrl.Concat([y, x[1:2]], name="out")))
+    lines = str(graph).splitlines()
+    assert lines[0].startswith("graph") and lines[-1].strip() == "return %out"
+    assert len(lines) == len(graph) + 2
+    body = "\n".join(lines)
+    assert "%x = input[2]()" in body
+    assert "%lin = linear[2](%x)  A2x2 nnz=3  b2 nnz=0" in body
+    assert "%act = relu[2](%lin)" in body
+
+
+def test_to_layers_refuses_a_graph_that_still_branches():
+    x = lsrl.Input(1)
+    with pytest.raises(lsrl.GraphError, match="still branches"):
+        to_layers(to_graph(lsrl.ForEach(lsrl.Concat([x, lsrl.ReLU(x)]))))
+
+
+def test_debranch_reports_progress_that_ends_at_the_total():
+    reports = []
+    debranch(prepare(to_graph(discrete_approximator(3))), lambda done, total: reports.append((done, total)))
+    totals = {total for _, total in reports}
+    assert len(totals) == 1
+    done = [d for d, _ in reports]
+    assert done == sorted(done) and done[-1] == totals.pop() and done[0] < done[-1]
+
+
+def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
+    bars = []
+
+    class Recorder:
+        def __init__(self, total, **options):
+            self.n, self.total, self.stages = 0, total, []
+            bars.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def set_postfix_str(self, text, refresh=True):
+            self.stages.append(text)
+
+        def update(self, steps):
+            self.n += steps
+
+    monkeypatch.setattr("lsrl.compiler.pipeline.tqdm", Recorder)
+    lsrl.compile(discrete_approximator(3), progress=True)
+    (bar,) = bars
+    assert bar.n == bar.total > 1
+    assert bar.stages[0] == "prepare" and "debranch" in bar.stages and bar.stages[-1] == "prune"
+
+
+def test_peak_working_graph_stays_near_the_final_size():
+    model = lsrl.compile(discrete_approximator(10), progress=False)
+    assert model.stats["peak_nonzeros"] <= 3 * model.parameter_count
