@@ -1,6 +1,6 @@
 """lsrl: write programs that run exactly inside recurrent neural networks (LSRL), and study them."""
 
-from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError, SequenceError
+from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError
 from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, value_bounds
 from lsrl.numbers import Matrix
 from lsrl.sugar import (
