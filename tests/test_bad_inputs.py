@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+import torch
+
 import lsrl
 
 
@@ -112,3 +114,78 @@ def test_a_layer_that_no_longer_fits_the_one_before_is_rejected(saved):
     folder, tensors, _ = saved
     tensors["layers.0.B.shape"] = np.array([2, 5, 0], dtype=np.int64)
     assert "LinState 'acc'" in _load_with(folder, tensors)
+
+
+# ---------------------------------------------------------------------- declared Input bounds
+def _bounded_ifelse():
+    """The issue's example: the optimised ifelse relies on x[1] in [0, 1]."""
+    x = lsrl.Input(2, name="xb", bounds=(0, 1))
+    return lsrl.ForEach(lsrl.f_ifelse(lsrl.f_step(x[0] - 0.5), x[1], x[1] * 0 + 7, variant="optimized"))
+
+
+@pytest.fixture(scope="module")
+def bounded():
+    program = _bounded_ifelse()
+    return program, lsrl.compile(program)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("runner", ["program", "model"])
+def test_inputs_outside_the_declared_bounds_raise(bounded, runner, exact):
+    run = bounded[0] if runner == "program" else bounded[1]
+    with pytest.raises(lsrl.SequenceError) as error:
+        run(np.array([[1.0, -5.0]]), exact=exact)
+    assert "Input 'xb'" in str(error.value) and "component 1" in str(error.value) and "check_bounds" in str(error.value)
+    with pytest.raises(lsrl.SequenceError, match="sequence 1"):
+        run(np.array([[[1.0, 0.5]], [[1.0, 1.5]]]), exact=exact)
+    # the opt-out runs the program as compiled: the optimised variant's answer for an input it was not built for
+    assert run(np.array([[1.0, -5.0]]), exact=exact, check_bounds=False)[0, 0] == 0
+    assert run(np.array([[1.0, 1.0], [0.0, 0.0]]), exact=exact).tolist() == [[1], [7]]
+
+
+def test_a_bound_that_is_no_float_is_checked_exactly():
+    third = lsrl.Input(1, name="third", bounds=(lsrl.numbers.mpq(1, 3), None))
+    program = lsrl.ForEach(third * 1)
+    below, above = 1 / 3, np.nextafter(1 / 3, 1)  # the float 1/3 is just below the rational 1/3
+    assert below < lsrl.numbers.mpq(1, 3) < above
+    with pytest.raises(lsrl.SequenceError):
+        program([[below]])
+    assert program([[above]])[0, 0] == above
+
+
+@pytest.mark.parametrize("arch", ["linear_rnn", "gated_rnn", "gru", "lstm", "hawk"])
+def test_torch_targets_check_the_declared_bounds(bounded, arch):
+    net = bounded[1].to_torch(arch, **({"max_len": 4} if arch == "hawk" else {}))
+    with pytest.raises(lsrl.SequenceError, match="Input 'xb'"):
+        net(torch.tensor([[[1.0, -5.0]]], dtype=torch.float64))
+    out = net(torch.tensor([[[1.0, -5.0]]], dtype=torch.float64), check_bounds=False)
+    assert out.shape == (1, 1, 1)
+
+
+# ---------------------------------------------------------------------- complex input, edge shapes
+def _doubler():
+    return lsrl.ForEach(lsrl.Linear(lsrl.Input(1, name="x"), [[2]]))
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_complex_input_is_rejected(exact):
+    program = _doubler()
+    for run in (program, lsrl.compile(program)):
+        with pytest.raises(lsrl.SequenceError, match="complex"):
+            run(np.array([[1 + 2j]]), exact=exact)
+    with pytest.raises(lsrl.SequenceError, match="complex"):
+        lsrl.compile(program).to_torch("rnn")(torch.tensor([[[1 + 2j]]]))
+
+
+def test_an_empty_batch_keeps_its_length_everywhere():
+    program = _doubler()
+    model = lsrl.compile(program)
+    empty = np.zeros((0, 3, 1))
+    shapes = {program(empty).shape, program(empty, exact=True).shape, model(empty).shape, model(empty, exact=True).shape}
+    assert shapes == {(0, 3, 1)}
+    assert program(np.zeros((2, 0, 1))).shape == model(np.zeros((2, 0, 1)), exact=True).shape == (2, 0, 1)
+
+
+def test_a_node_without_components_is_rejected():
+    with pytest.raises(lsrl.DimensionError, match="empty_rows"):
+        lsrl.ForEach(lsrl.Linear(lsrl.Input(1, name="x"), np.zeros((0, 1)), name="empty_rows"))

@@ -85,17 +85,16 @@ class CompiledProgram:
     def __repr__(self) -> str:
         return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
 
-    def __call__(self, xs, exact: bool = False):
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True):
         """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend."""
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
-        batch, squeeze = mode.read(xs, self.input)
+        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         if exact:
             for layer in self.layers:
                 batch = _run_exact(layer, batch)
             count = len(batch)
-            steps = len(batch[0]) if count else 0
             result = np.empty((count, steps, self.output_dim), dtype=object)
             for i, sequence in enumerate(batch):
                 for t, vector in enumerate(sequence):
