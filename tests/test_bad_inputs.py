@@ -5,6 +5,7 @@ one-line CLI errors. Each test is a case that once gave a wrong answer or a raw 
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -189,3 +190,108 @@ def test_an_empty_batch_keeps_its_length_everywhere():
 def test_a_node_without_components_is_rejected():
     with pytest.raises(lsrl.DimensionError, match="empty_rows"):
         lsrl.ForEach(lsrl.Linear(lsrl.Input(1, name="x"), np.zeros((0, 1)), name="empty_rows"))
+
+
+# ---------------------------------------------------------------------- torch targets' input checks
+TARGETS = ["linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin"]
+
+
+@pytest.fixture(scope="module")
+def accumulator_model():
+    return lsrl.compile(_accumulator())
+
+
+def _target(model, arch):
+    return model.to_torch(arch, **({"max_len": 6} if arch in ("hawk", "griffin") else {}))
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_every_target_checks_its_input_in_one_line(accumulator_model, arch):
+    net = _target(accumulator_model, arch)
+    good = torch.ones(2, 3, 1, dtype=torch.float64)
+    expected = accumulator_model(good.numpy())
+    np.testing.assert_array_equal(net(good).detach().numpy(), expected)
+    np.testing.assert_array_equal(net(good.numpy()).detach().numpy(), expected)  # numpy is read like a tensor
+    np.testing.assert_array_equal(net(torch.ones(2, 3, 1, dtype=torch.int64)).detach().numpy(), expected)
+    for bad, words in [
+        (torch.ones(2, 3, 2, dtype=torch.float64), "shape (B, T, 1)"),
+        (torch.ones(3, 1, dtype=torch.float64), "x[None]"),
+        (torch.ones(2, 3, 1, dtype=torch.float32), "float32"),
+        (torch.full((2, 3, 1), float("nan"), dtype=torch.float64), "NaN"),
+    ]:
+        with pytest.raises(lsrl.SequenceError) as error:
+            net(bad)
+        assert words in str(error.value) and arch in str(error.value)
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_every_target_follows_to_dtype(accumulator_model, arch):
+    net = _target(accumulator_model, arch).to(torch.float32)
+    out = net(torch.ones(1, 3, 1, dtype=torch.float32))
+    assert out.dtype == torch.float32
+    np.testing.assert_array_equal(out.detach().numpy()[0], [[1, 2], [2, 4], [3, 6]])
+    with pytest.raises(lsrl.SequenceError, match="float64"):
+        net(torch.ones(1, 3, 1, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("arch", ["rnn", "linear_rnn", "lstm", "hawk"])
+def test_unknown_target_options_are_refused(accumulator_model, arch):
+    with pytest.raises(lsrl.LsrlError, match="gate_boundd"):
+        accumulator_model.to_torch(arch, gate_boundd=4, **({"max_len": 6} if arch == "hawk" else {}))
+
+
+# ---------------------------------------------------------------------- float32 and ONNX precision
+@pytest.fixture(scope="module")
+def approximators():
+    from lsrl.programs import discrete_approximator
+
+    return {variant: lsrl.compile(discrete_approximator(2, ifelse=variant), progress=False)
+            for variant in ("original", "multiplicative")}
+
+
+def _prompts():
+    from lsrl.programs import discrete_prompt
+
+    mapping = {(1, 2): (3, 4), (2, 2): (5, 6), (4, 1): (7, 0)}
+    return np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float), mapping
+
+
+def test_float32_with_lambda_1e10_warns_and_really_is_wrong(approximators):
+    prompts, mapping = _prompts()
+    expected = np.array(list(mapping.values()), dtype=float)
+    original = approximators["original"].to_torch("gated_rnn").float()
+    with pytest.warns(RuntimeWarning, match="multiplicative"):
+        out = original(torch.as_tensor(prompts, dtype=torch.float32)).detach().numpy()
+    assert not np.array_equal(np.round(out[:, -2:, 0]), expected)  # the warning is not a false alarm
+    multiplicative = approximators["multiplicative"].to_torch("gated_rnn").float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning for the variant that is exact in float32
+        out = multiplicative(torch.as_tensor(prompts, dtype=torch.float32)).detach().numpy()
+    assert np.array_equal(np.round(out[:, -2:, 0]), expected)
+
+
+def test_onnx_float32_export_of_lambda_1e10_is_refused(approximators, tmp_path):
+    from lsrl.targets.onnx_export import export_onnx
+
+    net = approximators["original"].to_torch("gru")
+    with pytest.raises(lsrl.LsrlError, match="ifelse='multiplicative'"):
+        export_onnx(net, tmp_path / "m.onnx")
+    assert not (tmp_path / "m.onnx").exists()
+    assert export_onnx(net, tmp_path / "m64.onnx", dtype="float64").exists()
+    assert export_onnx(net, tmp_path / "forced.onnx", allow_inexact=True).exists()
+    assert export_onnx(approximators["multiplicative"].to_torch("gru"), tmp_path / "mult.onnx").exists()
+
+
+def test_gru_onnx_gives_nan_where_a_gate_factor_exceeds_gate_bound(tmp_path):
+    import onnxruntime
+
+    from lsrl.targets.onnx_export import export_onnx
+
+    x = lsrl.Input(1, name="x")
+    gru = lsrl.compile(lsrl.ForEach(lsrl.Multi(lsrl.Concat([x, x * 1])))).to_torch("gru", gate_bound=1024)
+    session = onnxruntime.InferenceSession(str(export_onnx(gru, tmp_path / "square.onnx")),
+                                           providers=["CPUExecutionProvider"])
+    out = session.run(["y"], {"x": np.array([[[10.0], [2000.0], [3.0]]], dtype=np.float32)})[0][0, :, 0]
+    assert out[0] == 100 and np.isnan(out[1]) and out[2] == 9  # 2000 > 1024: NaN, not 2.05e6
+    with pytest.raises(lsrl.SequenceError, match="gate_bound"):
+        gru(torch.tensor([[[2000.0]]], dtype=torch.float64))
