@@ -293,10 +293,16 @@ class Trainer:
         folder = Path(folder)
         if not (folder / WEIGHTS).is_file() or not (folder / SIDECAR).is_file():
             raise TrainingError(f"{folder}: no checkpoint ({WEIGHTS} and {SIDECAR})")
-        state = torch.load(folder / SIDECAR, weights_only=True)
-        trainer = cls(dataclasses.replace(TrainConfig(**state["config"]), **overrides), model)
-        trainer.net.load_state_dict(load_file(folder / WEIGHTS, device=trainer.config.device))
-        trainer.optimizer.load_state_dict(state["optimizer"])
+        try:  # a truncated or foreign file fails deep inside pickle, safetensors or torch
+            state = torch.load(folder / SIDECAR, weights_only=True)
+            trainer = cls(dataclasses.replace(TrainConfig(**state["config"]), **overrides), model)
+            trainer.net.load_state_dict(load_file(folder / WEIGHTS, device=trainer.config.device))
+            trainer.optimizer.load_state_dict(state["optimizer"])
+        except LsrlError:
+            raise
+        except Exception as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise TrainingError(f"{folder}: corrupt checkpoint, cannot resume ({reason[:200]})") from None
         trainer.data.set_state(state["data_generator"])
         trainer.step, trainer.current_length = state["step"], state["current_length"]
         trainer.recent_errors.extend(state["recent_errors"])

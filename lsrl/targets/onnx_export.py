@@ -164,6 +164,14 @@ def _cell_layers(g, module, seq, batch_prefix):
     return out
 
 
+def check_precision(module, arch, dtype, allow_inexact=False) -> None:
+    """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``."""
+    precision = getattr(module, "precision", None)
+    problem = precision.problem(dtype) if precision is not None else None
+    if problem and not allow_inexact:
+        raise LsrlError(f"{arch} in {dtype}: {problem}; or export anyway (allow_inexact=True, --allow-inexact)")
+
+
 def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
     """Write ``module`` (architecture ``arch``: "rnn", "gated_rnn", "gru" or "lstm") as an ONNX model
     to ``path`` in ``dtype`` ("float32" or "float64").
@@ -179,10 +187,7 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
         raise LsrlError(f"export_onnx: architecture must be one of {ARCHS}, got {arch!r}")
     if dtype not in _DTYPES:
         raise LsrlError(f"export_onnx: dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
-    precision = getattr(module, "precision", None)
-    problem = precision.problem(dtype) if precision is not None else None
-    if problem and not allow_inexact:
-        raise LsrlError(f"export_onnx: {arch} in {dtype}: {problem}; or pass allow_inexact=True to export anyway")
+    check_precision(module, arch, dtype, allow_inexact)
     g = _Graph(dtype)
     if arch in ("rnn", "gated_rnn"):
         if not hasattr(module, "blocks"):
@@ -231,4 +236,4 @@ def _output_dim(module, arch, d_in):
     return last.phi.layers[-1].out_features if len(last.phi.layers) else last.rnn.hidden_size // 2
 
 
-__all__ = ["export_onnx"]
+__all__ = ["check_precision", "export_onnx"]
