@@ -22,3 +22,14 @@ from lsrl.compiler import CompiledProgram, compile, load
 from lsrl import programs
 
 __version__ = "0.1.0"
+
+_LAZY_MODULES = ("targets", "experiments")  # they import torch / matplotlib: loaded on first use
+
+
+def __getattr__(name):
+    """``lsrl.targets`` and ``lsrl.experiments`` without importing torch on ``import lsrl``."""
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"lsrl.{name}")
+    raise AttributeError(f"module 'lsrl' has no attribute {name!r}")

@@ -295,3 +295,44 @@ def test_gru_onnx_gives_nan_where_a_gate_factor_exceeds_gate_bound(tmp_path):
     assert out[0] == 100 and np.isnan(out[1]) and out[2] == 9  # 2000 > 1024: NaN, not 2.05e6
     with pytest.raises(lsrl.SequenceError, match="gate_bound"):
         gru(torch.tensor([[[2000.0]]], dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------- the discrete approximator's prompts
+@pytest.fixture(scope="module")
+def discrete():
+    from lsrl.programs import discrete_approximator
+
+    return discrete_approximator(2), discrete_approximator(2, robust=True, vocabulary=9)
+
+
+def test_negative_and_out_of_vocabulary_tokens_are_refused_by_every_runner(discrete):
+    plain, robust = discrete
+    negative = np.array([[1], [2], [1], [2], [3], [-4]], dtype=float)
+    too_large = np.array([[1], [2], [1], [2], [3], [12]], dtype=float)  # robust: vocabulary=9
+    for program, xs in ((plain, negative), (robust, negative), (robust, too_large)):
+        for run in (program, lsrl.compile(program, progress=False)):
+            with pytest.raises(lsrl.SequenceError, match="Input 'token'"):
+                run(xs)
+
+
+@pytest.mark.parametrize("tokens, words", [
+    ([9, 9, 1, 2, 3, 4], "not one of the prompt's keys"),
+    ([1, 2, 1, 2, 3.5, 4], "non-negative integers"),
+    ([1, 2, 1, 2, 3, -4], "non-negative integers"),
+    ([1, 2, 1, 2, 3, 12], "vocabulary=9"),
+    ([1, 2, 1, 2, 3, 4, 5], "key/value pairs"),
+])
+def test_the_prompt_check_names_what_is_wrong(tokens, words):
+    from lsrl.programs import check_discrete_prompt
+
+    good = np.array([[1, 2, 1, 2, 3, 4]], dtype=float).reshape(1, -1, 1)
+    check_discrete_prompt(good, 2, vocabulary=9)
+    with pytest.raises(lsrl.LsrlError, match=words.replace("(", r"\(")):
+        check_discrete_prompt(np.array(tokens, dtype=float).reshape(-1, 1), 2, vocabulary=9)
+
+
+def test_the_prompt_builder_refuses_an_unknown_query():
+    from lsrl.programs import discrete_prompt
+
+    with pytest.raises(lsrl.LsrlError, match="not one of the keys"):
+        discrete_prompt({(1, 2): (3, 4)}, query=(9, 9))

@@ -254,13 +254,13 @@ def _encode_ints(key, values) -> dict:
     return {f"{key}.bytes": np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(), f"{key}.offsets": offsets}
 
 
-def _decode_ints(key, tensors, where) -> list:
-    if key in tensors:
-        return [int(v) for v in _array(tensors, key, np.int64, where)]
-    raw = _array(tensors, f"{key}.bytes", np.uint8, where).tobytes()
-    offsets = _array(tensors, f"{key}.offsets", np.int64, where)
+def _decode_ints(tensors, key, field, where) -> list:
+    if f"{key}.{field}" in tensors:
+        return [int(v) for v in _array(tensors, key, field, np.int64, where)]
+    raw = _array(tensors, key, f"{field}.bytes", np.uint8, where).tobytes()
+    offsets = _array(tensors, key, f"{field}.offsets", np.int64, where)
     if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(raw) or np.any(np.diff(offsets) < 1):
-        raise ModelFileError(f"{where}: field '{key}.offsets' does not split its {len(raw)} bytes into numbers")
+        raise ModelFileError(f"{where}: field '{field}.offsets' does not split its {len(raw)} bytes into numbers")
     return [int.from_bytes(raw[a:b], "big", signed=True) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
@@ -279,12 +279,12 @@ def _encode_matrix(key, matrix) -> dict:
     return tensors
 
 
-def _array(tensors, key, dtype, where) -> np.ndarray:
-    """The 1-D array ``tensors[key]`` of ``dtype``, or ModelFileError naming the field."""
-    field = key.rsplit(".", 1)[-1] if not key.endswith((".bytes", ".offsets")) else ".".join(key.split(".")[-2:])
-    if key not in tensors:
-        raise ModelFileError(f"{where}: field {field!r} ({key}) is missing from weights.safetensors")
-    array = tensors[key]
+def _array(tensors, key, field, dtype, where) -> np.ndarray:
+    """The 1-D array ``tensors["key.field"]`` of ``dtype``, or ModelFileError naming the field."""
+    name = f"{key}.{field}"
+    if name not in tensors:
+        raise ModelFileError(f"{where}: field {field!r} ({name}) is missing from weights.safetensors")
+    array = tensors[name]
     if array.dtype != dtype or array.ndim != 1:
         raise ModelFileError(
             f"{where}: field {field!r} must be a 1-D {np.dtype(dtype).name} array, got {array.dtype} of shape {array.shape}"
@@ -294,19 +294,16 @@ def _array(tensors, key, dtype, where) -> np.ndarray:
 
 def _decode_matrix(key, tensors, backend, where):
     """A COO matrix, every array checked: lengths, dtypes, index ranges, denominators, finiteness."""
-    shape = _array(tensors, f"{key}.shape", np.int64, where)
+    shape = _array(tensors, key, "shape", np.int64, where)
     if len(shape) != 3 or shape[0] < 0 or shape[1] < 0 or shape[2] not in (0, 1) or (shape[2] and shape[1] != 1):
         raise ModelFileError(f"{where}: field 'shape' must be [rows, cols, is_vector], got {shape.tolist()}")
     rows, cols, is_vector = (int(v) for v in shape)
-    row_index = _array(tensors, f"{key}.rows", np.int64, where)
-    col_index = _array(tensors, f"{key}.cols", np.int64, where)
-    floats = _array(tensors, f"{key}.values", np.float64, where)
-    if backend is EXACT:
-        numerators, denominators = _decode_ints(f"{key}.num", tensors, where), _decode_ints(f"{key}.den", tensors, where)
-    else:
-        numerators = denominators = floats
+    row_index = _array(tensors, key, "rows", np.int64, where)
+    col_index = _array(tensors, key, "cols", np.int64, where)
+    floats = _array(tensors, key, "values", np.float64, where)
     lengths = {"rows": len(row_index), "cols": len(col_index), "values": len(floats)}
     if backend is EXACT:
+        numerators, denominators = (_decode_ints(tensors, key, field, where) for field in ("num", "den"))
         lengths.update(num=len(numerators), den=len(denominators))
     if len(set(lengths.values())) != 1:
         raise ModelFileError(f"{where}: fields must have one length (the non-zero count), got {lengths}")

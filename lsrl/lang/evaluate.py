@@ -32,7 +32,7 @@ def _outside_bounds(input_node, where, value, component):
     sequence, step = where
     return SequenceError(
         f"{input_node.describe()}: component {component} is {value} at step {step} of sequence {sequence}, "
-        f"outside the declared bounds [{low}, {high}]; the compiled program may rely on them (optimised "
+        f"outside the declared bounds [{low}, {high}]; the program may rely on them (optimised "
         "f_ifelse variants); pass check_bounds=False to run anyway"
     )
 
