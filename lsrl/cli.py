@@ -137,12 +137,13 @@ def compile_command(source, backend, target, max_len, onnx_dtype, allow_inexact,
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
               help=".npy array or text file (one token per line, values separated by spaces)")
 @click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
+@click.option("--no-check-bounds", is_flag=True, help="run on inputs outside the Input's declared bounds")
 @one_line_errors
-def run(model_dir, input_file, exact):
+def run(model_dir, input_file, exact, no_check_bounds):
     """Run a compiled model on an input sequence and print its outputs."""
     model = lsrl.load(model_dir)
     xs = np.load(input_file) if input_file.endswith(".npy") else np.loadtxt(input_file, ndmin=2)
-    outputs = model(xs, exact=exact)
+    outputs = model(xs, exact=exact, check_bounds=not no_check_bounds)
     for row in np.asarray(outputs).reshape(-1, outputs.shape[-1]):
         click.echo(" ".join(str(v) for v in row))
 

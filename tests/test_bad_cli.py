@@ -119,3 +119,14 @@ def test_help_texts_are_not_cut():
     result = CliRunner().invoke(main, ["experiment", "--help"])
     assert "Fig.\n" not in result.output and "Parameter noise" in result.output
     assert "gated_rnn" in CliRunner().invoke(main, ["compile", "--help"]).output
+
+
+def test_run_checks_the_declared_bounds_unless_told_not_to(tmp_path):
+    (tmp_path / "bounded.py").write_text(
+        "import lsrl\nx = lsrl.Input(1, name='level', bounds=(0, 1))\nprogram = lsrl.ForEach(2 * x)\n")
+    CliRunner().invoke(main, ["compile", str(tmp_path / "bounded.py"), "-o", str(tmp_path / "m")])
+    np.save(tmp_path / "xs.npy", np.array([[3.0]]))
+    _fails_in_one_line(["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy")], "Input 'level'")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy"),
+                                       "--no-check-bounds"])
+    assert result.exit_code == 0 and result.output.split() == ["6.0"]

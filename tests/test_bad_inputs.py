@@ -336,3 +336,20 @@ def test_the_prompt_builder_refuses_an_unknown_query():
 
     with pytest.raises(lsrl.LsrlError, match="not one of the keys"):
         discrete_prompt({(1, 2): (3, 4)}, query=(9, 9))
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_targets_on_empty_batches_and_empty_sequences(accumulator_model, arch):
+    net = _target(accumulator_model, arch)
+    assert net(torch.zeros(0, 3, 1, dtype=torch.float64)).shape == (0, 3, 2)
+    with pytest.raises(lsrl.SequenceError, match="no steps"):
+        net(torch.zeros(2, 0, 1, dtype=torch.float64))
+
+
+def test_targets_and_experiments_are_reachable_after_import_lsrl():
+    import subprocess
+    import sys
+
+    code = "import lsrl; print(lsrl.targets.ARCHITECTURES[0], lsrl.experiments.noise.__name__)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["linear_rnn", "lsrl.experiments.noise"], result.stderr

@@ -39,7 +39,8 @@ def checked_input(module: torch.nn.Module, x, check_bounds: bool = True) -> torc
     """``x`` as a ``(B, T, module.d_in)`` tensor in the module's dtype, or ``SequenceError``.
 
     Accepted: a tensor or numpy array of that shape, floating in the module's dtype, or integer /
-    bool (converted, exactly for tokens). Rejected: another rank or width, complex numbers, a
+    bool (converted, exactly for tokens); an empty batch. Rejected: another rank or width, no time
+    steps (``T = 0``: the interpreter returns ``(B, 0, d_out)``), complex numbers, a
     floating dtype other than the module's (convert the input, or the module with ``.to``), NaN or
     infinity, and values outside the declared ``Input`` bounds (unless ``check_bounds=False``).
     """
@@ -52,6 +53,8 @@ def checked_input(module: torch.nn.Module, x, check_bounds: bool = True) -> torc
             f"{name}: expected a batch of sequences of shape (B, T, {module.d_in}), got {tuple(x.shape)}"
             + (" (add the batch axis: x[None])" if x.dim() == 2 and x.shape[-1] == module.d_in else "")
         )
+    if x.shape[1] == 0:  # torch's recurrences and convolutions cannot run zero steps
+        raise SequenceError(f"{name}: the sequences have no steps (shape {tuple(x.shape)}); a target needs T >= 1")
     dtype = module_dtype(module)
     if x.is_floating_point() and x.dtype != dtype:
         raise SequenceError(

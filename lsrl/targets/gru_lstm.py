@@ -47,7 +47,7 @@ The product layer.
   and ``Q P = (u_t - d_t) / sigma + m_t`` (read linearly by the next layer). ``u`` is a convex
   combination of past ``P`` values, so every unit stays bounded. This needs ``0 <= Q <= gate_bound``
   for the gate factor ``Q`` (gamma's output parts); the torch module checks it on every call and
-  raises ``SequenceError`` otherwise (an exported ONNX graph cannot check). ``gate_bound`` is rounded
+  raises ``SequenceError`` otherwise (an exported ONNX graph outputs NaN there). ``gate_bound`` is rounded
   up to a power of two so that the scaling is exact; each doubling costs one bit of precision in the
   products (float64: 2^-42 relative at the default 1024).
 
