@@ -49,24 +49,6 @@ def _importable(folder: Path):
 
 
 ONNX_TARGETS = ("rnn", "gated_rnn", "gru", "lstm")
-MAX_HAWK_BYTES = 2 * 2**30
-
-
-def _check_hawk_size(model, max_len: int) -> None:
-    """Refuse a Hawk / Griffin build whose convolution kernels alone would exceed MAX_HAWK_BYTES.
-
-    The state blocks' kernels span ``max_len`` steps (App. E.1): ``(H, H, max_len)`` float64 with
-    ``H = d_state + d_in + 1``, held twice while building (numpy and torch). A lower bound.
-    """
-    from lsrl.targets import to_blocks
-
-    widths = [block.d_state + block.d_in + 1 for block in to_blocks(model).blocks]
-    needed = 2 * 8 * max_len * sum(width * width for width in widths)
-    if needed > MAX_HAWK_BYTES:
-        raise LsrlError(
-            f"hawk / griffin with --max-len {max_len} need at least {needed / 2**30:.1f} GiB for their "
-            f"convolution kernels (limit {MAX_HAWK_BYTES / 2**30:.0f} GiB); use a smaller --max-len"
-        )
 
 
 def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
@@ -76,7 +58,6 @@ def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
     if target in ("hawk", "griffin"):
         if max_len is None:
             raise LsrlError(f"--target {target} needs --max-len, the longest input sequence")
-        _check_hawk_size(model, max_len)
     module = model.to_torch(target, **({"max_len": max_len} if target in ("hawk", "griffin") else {}))
     if target in ONNX_TARGETS:
         check_precision(module, target, onnx_dtype, allow_inexact)
@@ -156,10 +137,7 @@ def inspect(model_dir, max_len):
     """Per architecture: layers, hidden sizes, non-zero parameters."""
     from lsrl.targets import inspect as describe
 
-    model = lsrl.load(model_dir)
-    if max_len is not None:
-        _check_hawk_size(model, max_len)
-    click.echo(describe(model, max_len=max_len))
+    click.echo(describe(lsrl.load(model_dir), max_len=max_len))
 
 
 @main.group()

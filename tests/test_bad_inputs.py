@@ -353,3 +353,9 @@ def test_targets_and_experiments_are_reachable_after_import_lsrl():
     code = "import lsrl; print(lsrl.targets.ARCHITECTURES[0], lsrl.experiments.noise.__name__)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.split() == ["linear_rnn", "lsrl.experiments.noise"], result.stderr
+
+
+@pytest.mark.parametrize("arch", ["hawk", "griffin"])
+def test_a_hawk_too_large_for_memory_is_refused_with_the_estimate(accumulator_model, arch):
+    with pytest.raises(lsrl.LsrlError, match=r"at least \d+\.\d GiB"):
+        accumulator_model.to_torch(arch, max_len=10**8)

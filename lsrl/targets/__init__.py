@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
-from lsrl.targets.checks import check_options
+from lsrl.targets.checks import check_hawk_size, check_options
 from lsrl.targets.precision import precision_of
 from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
@@ -52,6 +52,7 @@ def _build(model, arch: str, options: dict):
         return (gru_lstm.build_gru if arch == "gru" else gru_lstm.build_lstm)(stack, **options)
     from lsrl.targets import hawk
 
+    check_hawk_size(stack, arch, options.get("max_len"))
     return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(stack, **options)
 
 

@@ -100,6 +100,26 @@ def _warn_if_inexact(module, dtype) -> None:
         warnings.warn(f"{getattr(module, 'architecture', 'model')} in {dtype}: {problem}", RuntimeWarning, stacklevel=3)
 
 
+MAX_HAWK_BYTES = 2 * 2**30
+
+
+def check_hawk_size(stack, arch: str, max_len) -> None:
+    """Refuse a Hawk / Griffin build whose convolution kernels alone would exceed ``MAX_HAWK_BYTES``.
+
+    The state blocks' kernels span ``max_len`` steps (App. E.1): ``(H, H, max_len)`` float64 with
+    ``H = d_state + d_in + 1``, held twice while building (numpy and torch). A lower bound.
+    """
+    if not isinstance(max_len, int) or isinstance(max_len, bool):
+        return  # the builder's own check explains what max_len must be
+    widths = [block.d_state + block.d_in + 1 for block in stack.blocks]
+    needed = 2 * 8 * max_len * sum(width * width for width in widths)
+    if needed > MAX_HAWK_BYTES:
+        raise LsrlError(
+            f"{arch} with max_len={max_len} needs at least {needed / 2**30:.1f} GiB for its convolution kernels "
+            f"(limit {MAX_HAWK_BYTES / 2**30:.0f} GiB); use a smaller max_len"
+        )
+
+
 def check_options(arch: str, options: dict, accepted) -> None:
     """Refuse keyword options that ``arch`` does not take (instead of ignoring them)."""
     unknown = sorted(set(options) - set(accepted))
