@@ -16,27 +16,25 @@ from lsrl.errors import LsrlError, SequenceError
 from lsrl.lang.evaluate import float_bounds
 
 
-def module_dtype(module: torch.nn.Module) -> torch.dtype:
-    """The floating dtype the module's weights are in (float64 unless ``.to`` changed it)."""
+def module_placement(module: torch.nn.Module) -> tuple:
+    """``(dtype, device)`` of the module's floating weights (float64 on the CPU unless ``.to`` moved them)."""
     for tensor in (*module.parameters(), *module.buffers()):
         if tensor.is_floating_point():
-            return tensor.dtype
-    return torch.float64
+            return tensor.dtype, tensor.device
+    return torch.float64, torch.device("cpu")
 
 
 def _as_tensor(x, name: str) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x
-    if isinstance(x, np.ndarray) and np.iscomplexobj(x):
-        raise SequenceError(f"{name}: the input holds complex numbers")
     try:
-        return torch.as_tensor(np.asarray(x) if not isinstance(x, np.ndarray) else x)
+        return torch.as_tensor(np.asarray(x))
     except (TypeError, ValueError, RuntimeError) as error:
         raise SequenceError(f"{name}: expected a tensor of shape (B, T, d_in), got {type(x).__name__} ({error})") from None
 
 
 def checked_input(module: torch.nn.Module, x, check_bounds: bool = True) -> torch.Tensor:
-    """``x`` as a ``(B, T, module.d_in)`` tensor in the module's dtype, or ``SequenceError``.
+    """``x`` as a ``(B, T, module.d_in)`` tensor in the module's dtype and on its device, or ``SequenceError``.
 
     Accepted: a tensor or numpy array of that shape, floating in the module's dtype, or integer /
     bool (converted, exactly for tokens); an empty batch. Rejected: another rank or width, no time
@@ -55,13 +53,13 @@ def checked_input(module: torch.nn.Module, x, check_bounds: bool = True) -> torc
         )
     if x.shape[1] == 0:  # torch's recurrences and convolutions cannot run zero steps
         raise SequenceError(f"{name}: the sequences have no steps (shape {tuple(x.shape)}); a target needs T >= 1")
-    dtype = module_dtype(module)
+    dtype, device = module_placement(module)
     if x.is_floating_point() and x.dtype != dtype:
         raise SequenceError(
             f"{name}: the module runs in {dtype} but the input is {x.dtype}; convert the input "
             f"(x.to({dtype})) or the module (module.to({x.dtype}))"
         )
-    x = x.to(dtype)
+    x = x.to(device=device, dtype=dtype)  # integer tokens become floats exactly
     if not torch.isfinite(x).all():
         raise SequenceError(f"{name}: the input holds NaN or infinite values")
     declared = getattr(module, "declared_input", None)
