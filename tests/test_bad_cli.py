@@ -135,3 +135,16 @@ def test_run_checks_the_declared_bounds_unless_told_not_to(tmp_path):
     result = CliRunner().invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy"),
                                        "--no-check-bounds"])
     assert result.exit_code == 0 and result.output.split() == ["6.0"]
+
+
+def test_the_fig1_summary_in_the_readme_is_what_the_code_prints(tmp_path, monkeypatch, capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Learn the language on Fig. 1"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    promised = [line[2:] for line in block.splitlines() if line.startswith("# ")]
+    monkeypatch.chdir(tmp_path)  # the block saves a model folder
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == promised
