@@ -55,16 +55,16 @@ def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
     from lsrl.targets.onnx_export import check_precision, export_onnx
 
-    if target in ("hawk", "griffin"):
-        if max_len is None:
-            raise LsrlError(f"--target {target} needs --max-len, the longest input sequence")
-    module = model.to_torch(target, **({"max_len": max_len} if target in ("hawk", "griffin") else {}))
+    options = {"max_len": max_len} if target in ("hawk", "griffin") else {}
+    if options and max_len is None:
+        raise LsrlError(f"--target {target} needs --max-len, the longest input sequence")
+    module = model.to_torch(target, **options)
     if target in ONNX_TARGETS:
         check_precision(module, target, onnx_dtype, allow_inexact)
         return f"{target}.onnx", lambda path: export_onnx(module, path, target, onnx_dtype, allow_inexact)
     from safetensors.torch import save_file  # no ONNX operators for these: the torch module's weights
 
-    metadata = {"architecture": target, "max_len": str(max_len)}
+    metadata = {"architecture": target, **{key: str(value) for key, value in options.items()}}
     weights = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
     return f"{target}.safetensors", lambda path: save_file(weights, str(path), metadata=metadata)
 
