@@ -1,7 +1,11 @@
-"""Per compile target: layers, widest hidden size, non-zero parameters and run time (median of 3)
-over a batch of 64 sequences of length 256.
+"""Per compile target: layers, widest hidden size, non-zero parameters and run time (process CPU
+seconds, median of 3, one torch thread) over a batch of 64 sequences of length 256.
 
     python benchmarks/targets.py
+
+The whole script takes about half an hour on one core: Hawk and Griffin dominate (their temporal
+convolutions span all 256 steps; one forward pass of discrete_approximator(3) as Hawk took 61 s of
+CPU, 3 repeats x 4 programs x 2 architectures).
 """
 
 import statistics
@@ -24,7 +28,7 @@ def inputs(program, generator):
 
 
 def main():
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     generator = np.random.default_rng(0)
     # a gated and an ungated variant of each, so that every architecture gets a row
     programs = [
@@ -45,9 +49,9 @@ def main():
             times = []
             with torch.no_grad():
                 for _ in range(REPEATS):
-                    start = time.perf_counter()
+                    start = time.process_time()
                     net(xs)
-                    times.append(time.perf_counter() - start)
+                    times.append(time.process_time() - start)
             layers = len({r["layer"] for r in rows})
             print(f"{program.name:46} {arch:17} {layers:6d} {max(r['hidden'] for r in rows):6d} "
                   f"{sum(r['nonzeros'] for r in rows):9d} {statistics.median(times):7.3f}", flush=True)

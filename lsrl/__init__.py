@@ -1,6 +1,6 @@
 """lsrl: write programs that run exactly inside recurrent neural networks (LSRL), and study them."""
 
-from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError, SequenceError
+from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError
 from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, value_bounds
 from lsrl.numbers import Matrix
 from lsrl.sugar import (
@@ -22,3 +22,14 @@ from lsrl.compiler import CompiledProgram, compile, load
 from lsrl import programs
 
 __version__ = "0.1.0"
+
+_LAZY_MODULES = ("targets", "experiments")  # they import torch / matplotlib: loaded on first use
+
+
+def __getattr__(name):
+    """``lsrl.targets`` and ``lsrl.experiments`` without importing torch on ``import lsrl``."""
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"lsrl.{name}")
+    raise AttributeError(f"module 'lsrl' has no attribute {name!r}")

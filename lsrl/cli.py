@@ -1,12 +1,13 @@
 """The ``lsrl`` command: demo, compile, run, inspect, experiment noise, and the LLRNN group ``llrnn``.
 
-Errors an LSRL user can cause are printed as one line (``error: ...``), not as a traceback.
+Errors an LSRL user can cause are printed as one line (``Error: ...``), not as a traceback.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -26,7 +27,8 @@ def _load_program(spec: str) -> lsrl.ForEach:
         raise LsrlError(f"{path}: no such file")
     module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    with _importable(Path(path).resolve().parent):  # the program may import modules beside it
+        module_spec.loader.exec_module(module)
     programs = {key: value for key, value in vars(module).items() if isinstance(value, lsrl.ForEach)}
     if name:
         if name not in programs:
@@ -37,7 +39,38 @@ def _load_program(spec: str) -> lsrl.ForEach:
     return next(iter(programs.values()))
 
 
+@contextmanager
+def _importable(folder: Path):
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
+
+
+ONNX_TARGETS = ("rnn", "gated_rnn", "gru", "lstm")
+
+
+def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
+    """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
+    from lsrl.targets.onnx_export import check_precision, export_onnx
+
+    options = {"max_len": max_len} if target in ("hawk", "griffin") else {}
+    if options and max_len is None:
+        raise LsrlError(f"--target {target} needs --max-len, the longest input sequence")
+    module = model.to_torch(target, **options)
+    if target in ONNX_TARGETS:
+        check_precision(module, target, onnx_dtype, allow_inexact)
+        return f"{target}.onnx", lambda path: export_onnx(module, path, target, onnx_dtype, allow_inexact)
+    from safetensors.torch import save_file  # no ONNX operators for these: the torch module's weights
+
+    metadata = {"architecture": target, **{key: str(value) for key, value in options.items()}}
+    weights = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
+    return f"{target}.safetensors", lambda path: save_file(weights, str(path), metadata=metadata)
+
+
 @click.group()
+@click.version_option(lsrl.__version__, prog_name="lsrl")
 def main():
     """LSRL: programs that run exactly inside recurrent neural networks."""
 
@@ -56,25 +89,27 @@ def demo(plots):
 @main.command(name="compile")
 @click.argument("source")
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
-@click.option("--target", type=click.Choice(["path", *ARCHITECTURES]),
-              default="path", show_default=True, help="also export this architecture (ONNX for rnn/gru/lstm)")
-@click.option("--max-len", type=int, default=None, help="longest input for hawk / griffin targets")
+@click.option("--target", type=click.Choice(["path", *ARCHITECTURES]), default="path", show_default=True,
+              help="also export this architecture: TARGET.onnx for rnn, gated_rnn, gru, lstm; the torch module's "
+                   "weights as TARGET.safetensors for the others")
+@click.option("--max-len", type=click.IntRange(min=1), default=None, help="longest input for hawk / griffin targets")
+@click.option("--onnx-dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+              help="ONNX element type (onnxruntime runs float32 only for these recurrent operators)")
+@click.option("--allow-inexact", is_flag=True,
+              help="export ONNX even where the weights are too large for --onnx-dtype (e.g. lambda=1e10 in float32)")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 @one_line_errors
-def compile_command(source, backend, target, max_len, out_dir):
+def compile_command(source, backend, target, max_len, onnx_dtype, allow_inexact, out_dir):
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR."""
     program = _load_program(source)
     model = lsrl.compile(program, backend=backend)
+    export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
     folder = model.save(out_dir)
     click.echo(model.summary())
-    if target != "path":
-        options = {"max_len": max_len} if target in ("hawk", "griffin") else {}
-        module = model.to_torch(target, **options)
-        if target in ("rnn", "gated_rnn", "gru", "lstm"):
-            from lsrl.targets.onnx_export import export_onnx
-
-            export_onnx(module, folder / f"{target}.onnx", target)
-            click.echo(f"wrote {folder / f'{target}.onnx'}")
+    if export:
+        name, write = export
+        write(folder / name)
+        click.echo(f"wrote {folder / name}")
     click.echo(f"wrote {folder}")
 
 
@@ -83,19 +118,20 @@ def compile_command(source, backend, target, max_len, out_dir):
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
               help=".npy array or text file (one token per line, values separated by spaces)")
 @click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
+@click.option("--no-check-bounds", is_flag=True, help="run on inputs outside the Input's declared bounds")
 @one_line_errors
-def run(model_dir, input_file, exact):
+def run(model_dir, input_file, exact, no_check_bounds):
     """Run a compiled model on an input sequence and print its outputs."""
     model = lsrl.load(model_dir)
     xs = np.load(input_file) if input_file.endswith(".npy") else np.loadtxt(input_file, ndmin=2)
-    outputs = model(xs, exact=exact)
+    outputs = model(xs, exact=exact, check_bounds=not no_check_bounds)
     for row in np.asarray(outputs).reshape(-1, outputs.shape[-1]):
         click.echo(" ".join(str(v) for v in row))
 
 
 @main.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--max-len", type=int, default=None, help="longest input, for the hawk / griffin rows")
+@click.option("--max-len", type=click.IntRange(min=1), default=None, help="longest input, for the hawk / griffin rows")
 @one_line_errors
 def inspect(model_dir, max_len):
     """Per architecture: layers, hidden sizes, non-zero parameters."""
@@ -115,7 +151,7 @@ def experiment():
 @click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
 @one_line_errors
 def noise_command(out_dir, workers, quick):
-    """Fig. 4: parameter noise on both approximators, all ifelse variants, the paper's constants and
+    """Parameter noise (Fig 4) on both approximators: all ifelse variants, the paper's constants and
     the robust construction (CSV, survival table, strip plots)."""
     from lsrl.experiments import noise
 

@@ -19,3 +19,7 @@ class SequenceError(LsrlError):
 
 class BackendError(LsrlError):
     """A request that the chosen number backend cannot honour (e.g. exact output from float weights)."""
+
+
+class ModelFileError(LsrlError):
+    """A saved model (``model.json``, ``weights.safetensors``, a checkpoint) is missing, corrupt or tampered with."""

@@ -120,8 +120,9 @@ def test_discrete_approximator_answers_every_query(n, variant, backend):
 
 
 def test_discrete_answer_for_an_unknown_key_is_zero():
+    """The network's answer to a query that is no key (``discrete_prompt`` refuses to build such a prompt)."""
     program = discrete_approximator(2)
-    xs = discrete_prompt({(1, 2): (3, 4), (5, 6): (7, 8)}, query=(9, 9))
+    xs = np.vstack([[[9], [9]], discrete_prompt({(1, 2): (3, 4), (5, 6): (7, 8)})])
     assert list(program(xs)[-2:, 0]) == [0, 0]
 
 
@@ -206,7 +207,7 @@ def test_robust_discrete_approximator_is_still_exact(variant):
 
 def test_robust_discrete_answer_for_an_unknown_key_is_zero():
     program = discrete_approximator(2, robust=True, vocabulary=9)
-    xs = discrete_prompt({(1, 2): (3, 4), (5, 6): (7, 8)}, query=(9, 9))
+    xs = np.vstack([[[9], [9]], discrete_prompt({(1, 2): (3, 4), (5, 6): (7, 8)})])
     assert list(program(xs)[-2:, 0]) == [0, 0]
 
 

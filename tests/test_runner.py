@@ -142,7 +142,8 @@ def library_models():
 def library_inputs(kind, count, rng):
     """``count`` prompts for a library program: token maps, or grids of a random function."""
     if kind == "discrete":
-        prompts = [discrete_prompt(random_map(random.Random(i), 3, pairs=12), query=(1, 2, 3)) for i in range(count)]
+        maps = [random_map(random.Random(i), 3, pairs=12) for i in range(count)]
+        prompts = [discrete_prompt(mapping, query=next(iter(mapping))) for mapping in maps]
     else:
         prompts = [continuous_prompt(lambda q, s=rng.uniform(-2, 2): [s * q[0], q[1] ** 2], 2, 2, 6)
                    for _ in range(count)]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from lsrl.errors import LsrlError
+from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.lang.evaluate import EXACT_MODE, mode_for
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
 from lsrl.numbers import EXACT, get_backend, mpq
@@ -85,17 +85,16 @@ class CompiledProgram:
     def __repr__(self) -> str:
         return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
 
-    def __call__(self, xs, exact: bool = False):
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True):
         """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend."""
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
-        batch, squeeze = mode.read(xs, self.input)
+        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         if exact:
             for layer in self.layers:
                 batch = _run_exact(layer, batch)
             count = len(batch)
-            steps = len(batch[0]) if count else 0
             result = np.empty((count, steps, self.output_dim), dtype=object)
             for i, sequence in enumerate(batch):
                 for t, vector in enumerate(sequence):
@@ -142,34 +141,101 @@ class CompiledProgram:
 
 
 def load(path) -> CompiledProgram:
-    """Read a folder written by ``CompiledProgram.save``."""
+    """Read a folder written by ``CompiledProgram.save``.
+
+    Every field is checked before use (structure, array dtypes and lengths, index ranges,
+    denominators, shapes against the layer before); a bad file raises ``ModelFileError`` naming
+    the layer and the field.
+    """
     folder = Path(path)
+    structure = _read_structure(folder)
+    tensors = _read_tensors(folder)
+    where = f"{folder}/model.json"
+    if structure.get("format") != FORMAT or structure.get("version") != FORMAT_VERSION:
+        raise ModelFileError(f"{folder}: not an lsrl compiled program of format version {FORMAT_VERSION}")
+    try:
+        backend = get_backend(_field(structure, "backend", str, where))
+    except BackendError as error:
+        raise ModelFileError(f"{where}: {error}") from None
+    node = _decode_input(_field(structure, "input", dict, where), f"{where}: input")
+    layers = []
+    for index, spec in enumerate(_field(structure, "layers", list, where)):
+        previous = layers[-1] if layers else node
+        layers.append(_decode_layer(spec, index, previous, tensors, backend, f"{folder}: layer {index}"))
+    stats = _field(structure, "stats", dict, where, default={})
+    return CompiledProgram(node, layers, backend, stats, _field(structure, "name", str, where, default="program"))
+
+
+def _read_structure(folder) -> dict:
     try:
         structure = json.loads((folder / "model.json").read_text())
-        tensors = load_file(str(folder / "weights.safetensors"))
     except (OSError, ValueError) as error:
-        raise LsrlError(f"cannot load a compiled program from {folder}: {error}") from None
-    if structure.get("format") != FORMAT or structure.get("version") != FORMAT_VERSION:
-        raise LsrlError(f"{folder}: not an lsrl compiled program of format version {FORMAT_VERSION}")
-    backend = get_backend(structure["backend"])
-    spec = structure["input"]
-    node = Input(spec["dim"], name=spec["name"], bounds=_decode_bounds(spec["bounds"]))
-    layers = []
-    for layer in structure["layers"]:
-        weights = {w: _decode_matrix(key, tensors, backend) for w, key in layer["weights"].items()}
-        previous = layers[-1] if layers else node
-        if layer["kind"] == "Linear":
-            built = Linear(previous, weights["A"], weights["b"], name=layer["name"])
-        elif layer["kind"] == "LinState":
-            built = LinState(previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=layer["name"])
-        elif layer["kind"] == "ReLU":
-            built = ReLU(previous, name=layer["name"])
-        elif layer["kind"] == "Multi":
-            built = Multi(previous, name=layer["name"])
+        raise ModelFileError(f"cannot load a compiled program from {folder}: {error}") from None
+    if not isinstance(structure, dict):
+        raise ModelFileError(f"{folder}/model.json: expected a JSON object, got {type(structure).__name__}")
+    return structure
+
+
+def _read_tensors(folder) -> dict:
+    try:
+        return load_file(str(folder / "weights.safetensors"))
+    except OSError as error:
+        raise ModelFileError(f"cannot load a compiled program from {folder}: {error}") from None
+    except Exception as error:  # safetensors raises its own SafetensorError on a corrupt file
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ModelFileError(f"{folder}/weights.safetensors: not a readable safetensors file ({message})") from None
+
+
+_MISSING = object()
+
+
+def _field(mapping, key, kind, where, default=_MISSING):
+    """``mapping[key]``, checked to be of type ``kind`` (bool is not an int here)."""
+    if key not in mapping:
+        if default is not _MISSING:
+            return default
+        raise ModelFileError(f"{where}: missing field {key!r}")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ModelFileError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _decode_input(spec, where) -> Input:
+    dim = _field(spec, "dim", int, where)
+    bounds = _field(spec, "bounds", list, where)
+    try:
+        return Input(dim, name=_field(spec, "name", str, where), bounds=_decode_bounds(bounds))
+    except (LsrlError, ValueError, TypeError, ArithmeticError) as error:  # a bound that is no number
+        raise ModelFileError(f"{where}: {error}") from None
+
+
+def _decode_layer(spec, index, previous, tensors, backend, where):
+    """One layer of ``model.json`` with its weights, built on ``previous``."""
+    if not isinstance(spec, dict):
+        raise ModelFileError(f"{where}: expected a JSON object, got {spec!r}")
+    kind = _field(spec, "kind", str, where)
+    if kind not in _WEIGHT_NAMES:
+        raise ModelFileError(f"{where}: unknown layer kind {kind!r}")
+    name = _field(spec, "name", str, where)
+    where = f"{where} ({kind} '{name}')"
+    keys = _field(spec, "weights", dict, where)
+    if sorted(keys) != sorted(_WEIGHT_NAMES[kind]):
+        raise ModelFileError(f"{where}: weights must be {list(_WEIGHT_NAMES[kind])}, got {sorted(keys)}")
+    weights = {w: _decode_matrix(_field(keys, w, str, where), tensors, backend, f"{where}: {w}") for w in keys}
+    try:
+        if kind == "Linear":
+            built = Linear(previous, weights["A"], weights["b"], name=name)
+        elif kind == "LinState":
+            built = LinState(previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name)
         else:
-            raise LsrlError(f"{folder}: unknown layer kind {layer['kind']!r}")
-        layers.append(built)
-    return CompiledProgram(node, layers, backend, structure.get("stats"), structure.get("name", "program"))
+            built = (ReLU if kind == "ReLU" else Multi)(previous, name=name)
+            built.check()
+    except LsrlError as error:
+        raise ModelFileError(f"{where}: {error}") from None
+    if _field(spec, "dim", int, where) != built.dim:
+        raise ModelFileError(f"{where}: field 'dim' says {spec['dim']}, its weights give {built.dim}")
+    return built
 
 
 def _encode_bounds(bounds):
@@ -188,10 +254,13 @@ def _encode_ints(key, values) -> dict:
     return {f"{key}.bytes": np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(), f"{key}.offsets": offsets}
 
 
-def _decode_ints(key, tensors) -> list:
-    if key in tensors:
-        return [int(v) for v in tensors[key]]
-    raw, offsets = tensors[f"{key}.bytes"].tobytes(), tensors[f"{key}.offsets"]
+def _decode_ints(tensors, key, field, where) -> list:
+    if f"{key}.{field}" in tensors:
+        return [int(v) for v in _array(tensors, key, field, np.int64, where)]
+    raw = _array(tensors, key, f"{field}.bytes", np.uint8, where).tobytes()
+    offsets = _array(tensors, key, f"{field}.offsets", np.int64, where)
+    if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(raw) or np.any(np.diff(offsets) < 1):
+        raise ModelFileError(f"{where}: field '{field}.offsets' does not split its {len(raw)} bytes into numbers")
     return [int.from_bytes(raw[a:b], "big", signed=True) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
@@ -210,11 +279,47 @@ def _encode_matrix(key, matrix) -> dict:
     return tensors
 
 
-def _decode_matrix(key, tensors, backend):
-    rows, cols, is_vector = (int(v) for v in tensors[f"{key}.shape"])
-    row_index, col_index = tensors[f"{key}.rows"].tolist(), tensors[f"{key}.cols"].tolist()
+def _array(tensors, key, field, dtype, where) -> np.ndarray:
+    """The 1-D array ``tensors["key.field"]`` of ``dtype``, or ModelFileError naming the field."""
+    name = f"{key}.{field}"
+    if name not in tensors:
+        raise ModelFileError(f"{where}: field {field!r} ({name}) is missing from weights.safetensors")
+    array = tensors[name]
+    if array.dtype != dtype or array.ndim != 1:
+        raise ModelFileError(
+            f"{where}: field {field!r} must be a 1-D {np.dtype(dtype).name} array, got {array.dtype} of shape {array.shape}"
+        )
+    return array
+
+
+def _decode_matrix(key, tensors, backend, where):
+    """A COO matrix, every array checked: lengths, dtypes, index ranges, denominators, finiteness."""
+    shape = _array(tensors, key, "shape", np.int64, where)
+    if len(shape) != 3 or shape[0] < 0 or shape[1] < 0 or shape[2] not in (0, 1) or (shape[2] and shape[1] != 1):
+        raise ModelFileError(f"{where}: field 'shape' must be [rows, cols, is_vector], got {shape.tolist()}")
+    rows, cols, is_vector = (int(v) for v in shape)
+    row_index = _array(tensors, key, "rows", np.int64, where)
+    col_index = _array(tensors, key, "cols", np.int64, where)
+    floats = _array(tensors, key, "values", np.float64, where)
+    lengths = {"rows": len(row_index), "cols": len(col_index), "values": len(floats)}
     if backend is EXACT:
-        values = [mpq(n, d) for n, d in zip(_decode_ints(f"{key}.num", tensors), _decode_ints(f"{key}.den", tensors))]
+        numerators, denominators = (_decode_ints(tensors, key, field, where) for field in ("num", "den"))
+        lengths.update(num=len(numerators), den=len(denominators))
+    if len(set(lengths.values())) != 1:
+        raise ModelFileError(f"{where}: fields must have one length (the non-zero count), got {lengths}")
+    for field, index, limit in (("rows", row_index, rows), ("cols", col_index, cols)):
+        if len(index) and (index.min() < 0 or index.max() >= limit):
+            raise ModelFileError(f"{where}: field {field!r} holds an index outside 0..{limit - 1}")
+    if len(np.unique(row_index * max(cols, 1) + col_index)) != len(row_index):
+        raise ModelFileError(f"{where}: fields 'rows', 'cols' name one entry twice")
+    if not np.all(np.isfinite(floats)):
+        raise ModelFileError(f"{where}: field 'values' holds NaN or infinite numbers")
+    if backend is EXACT:
+        if any(d <= 0 for d in denominators):
+            raise ModelFileError(f"{where}: field 'den' holds a zero or negative denominator")
+        values = [mpq(n, d) for n, d in zip(numerators, denominators)]
+        if any(float(v) != f for v, f in zip(values, floats.tolist())):
+            raise ModelFileError(f"{where}: field 'values' disagrees with 'num' / 'den'")
     else:
-        values = tensors[f"{key}.values"].tolist()
-    return backend.from_entries(zip(row_index, col_index, values), (rows, cols), is_vector=bool(is_vector))
+        values = floats.tolist()
+    return backend.from_entries(zip(row_index.tolist(), col_index.tolist(), values), (rows, cols), is_vector=bool(is_vector))

@@ -1,1 +1,5 @@
 """Reproducible studies: the parameter-noise robustness of Fig. 4."""
+
+from lsrl.experiments import noise
+
+__all__ = ["noise"]

@@ -6,6 +6,8 @@ A batch of vectors is a ``(N, d)`` float64 array in float mode and a list of ``N
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from lsrl.errors import DimensionError, SequenceError
@@ -25,19 +27,55 @@ def _checked_shape(array, input_node):
     return array.ndim == 2
 
 
+def _outside_bounds(input_node, where, value, component):
+    low, high = input_node.bounds[0][component], input_node.bounds[1][component]
+    sequence, step = where
+    return SequenceError(
+        f"{input_node.describe()}: component {component} is {value} at step {step} of sequence {sequence}, "
+        f"outside the declared bounds [{low}, {high}]; the program may rely on them (optimised "
+        "f_ifelse variants); pass check_bounds=False to run anyway"
+    )
+
+
+def float_bounds(bounds, below: bool):
+    """Rational ``bounds`` (lower ones if ``below``) as floats, and per bound whether its float lies
+    outside it; no other float lies between a bound and its rounding, so comparing with the float and
+    excluding it where it is outside is an exact test."""
+    rounded = [float(v) for v in bounds]
+    return rounded, [f < v if below else f > v for f, v in zip(rounded, bounds)]
+
+
+def _float_bound_violation(values, bounds, below):
+    """Where float ``values`` lie beyond the rational ``bounds`` (``below``: under the lower ones), exactly."""
+    rounded, rounded_outside = (np.array(v) for v in float_bounds(bounds, below))
+    beyond = values < rounded if below else values > rounded
+    return beyond | ((values == rounded) & rounded_outside)
+
+
 class FloatMode:
     name = "float"
 
-    def read(self, xs, input_node):
-        """``(B, T, d)`` float64 array and whether the batch axis was added."""
+    def read(self, xs, input_node, check_bounds=True):
+        """``(B, T, d)`` float64 array, whether the batch axis was added, and the number of steps."""
         try:
-            array = np.asarray(xs, dtype=np.float64)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", np.exceptions.ComplexWarning)
+                array = np.asarray(xs, dtype=np.float64)
+        except np.exceptions.ComplexWarning:
+            raise SequenceError(f"{input_node.describe()}: the input sequence holds complex numbers") from None
         except (TypeError, ValueError) as error:
             raise _shape_error(input_node, np.shape(xs) if not isinstance(xs, list) else "ragged", f" ({error})")
         squeeze = _checked_shape(array, input_node)
         if not np.all(np.isfinite(array)):
             raise SequenceError(f"{input_node.describe()}: the input sequence holds NaN or infinite values")
-        return (array[None] if squeeze else array), squeeze
+        batch = array[None] if squeeze else array
+        if check_bounds:
+            for side, bounds in enumerate(input_node.bounds):
+                outside = _float_bound_violation(batch, bounds, below=side == 0)
+                if np.any(outside):
+                    sequence, step, component = (int(i) for i in np.argwhere(outside)[0])
+                    raise _outside_bounds(input_node, (sequence, step), batch[sequence, step, component], component)
+        return batch, squeeze, batch.shape[1]
 
     def at(self, batch, t):
         return batch[:, t, :]
@@ -65,14 +103,15 @@ class FloatMode:
         """Per-step ``(B, d)`` outputs as a ``(B, T, d)`` array."""
         return np.stack(outputs, axis=1)
 
-    def empty(self, count, dim):
-        return np.zeros((count, 0, dim))
+    def empty(self, count, steps, dim):
+        return np.zeros((count, steps, dim))
 
 
 class ExactMode:
     name = "exact"
 
-    def read(self, xs, input_node):
+    def read(self, xs, input_node, check_bounds=True):
+        """Lists (batch) of lists (time) of lists of mpq, whether the batch axis was added, the steps."""
         try:
             array = np.array(xs, dtype=object)
         except ValueError as error:
@@ -86,7 +125,12 @@ class ExactMode:
         batch = np.empty(len(converted), dtype=object)
         batch[:] = converted
         batch = batch.reshape((1,) + array.shape if squeeze else array.shape)
-        return [[list(step) for step in sequence] for sequence in batch.tolist()], squeeze
+        if check_bounds:
+            low, high = input_node.bounds
+            for (sequence, step, component), value in np.ndenumerate(batch):
+                if not low[component] <= value <= high[component]:
+                    raise _outside_bounds(input_node, (sequence, step), value, component)
+        return [[list(step) for step in sequence] for sequence in batch.tolist()], squeeze, batch.shape[1]
 
     def at(self, batch, t):
         return [sequence[t] for sequence in batch]
@@ -123,8 +167,8 @@ class ExactMode:
                 result[i, t, :] = row
         return result
 
-    def empty(self, count, dim):
-        return np.empty((count, 0, dim), dtype=object)
+    def empty(self, count, steps, dim):
+        return np.empty((count, steps, dim), dtype=object)
 
 
 FLOAT_MODE = FloatMode()

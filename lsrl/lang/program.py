@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsrl.errors import BackendError, GraphError
+from lsrl.errors import BackendError, DimensionError, GraphError
 from lsrl.lang.evaluate import mode_for, step_node
 from lsrl.lang.nodes import Input, LinState, Node
 from lsrl.numbers import EXACT
@@ -53,6 +53,8 @@ class ForEach:
         self.input = inputs[0]
         for node in self.nodes:
             node.check()
+            if node.dim < 1:  # e.g. a Linear with a 0-row matrix: no output to compute or compile
+                raise DimensionError(f"{node.describe()}: has no components (dim 0); a node needs at least one")
 
     @property
     def linstates(self) -> list:
@@ -70,13 +72,17 @@ class ForEach:
                         f"{node.describe()}: exact evaluation needs exact weights, but its {weight} holds float64"
                     )
 
-    def __call__(self, xs, exact: bool = False):
-        """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``."""
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True):
+        """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``.
+
+        Inputs outside the ``Input``'s declared bounds raise ``SequenceError`` unless
+        ``check_bounds=False``.
+        """
         if exact:
             self._check_exact_weights()
         mode = mode_for(exact)
-        batch, squeeze = mode.read(xs, self.input)
-        count, steps = len(batch), (len(batch[0]) if len(batch) else 0)
+        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
+        count = len(batch)
         states = {node: mode.initial_state(node, count) for node in self.linstates}
         outputs = []
         for t in range(steps):
@@ -87,5 +93,5 @@ class ForEach:
                 else:
                     values[node] = step_node(mode, node, [values[x] for x in node.inputs], states)
             outputs.append(values[self.output])
-        result = mode.stack(outputs) if outputs else mode.empty(count, self.output.dim)
+        result = mode.stack(outputs) if count and steps else mode.empty(count, steps, self.output.dim)
         return result[0] if squeeze else result

@@ -34,30 +34,42 @@ def _shifts(context, parameter, text):
         raise click.BadParameter(f"expected comma-separated integers or 'all', got {text!r}") from None
 
 
+def _device(context, parameter, text):
+    """``cpu``, ``cuda`` or ``cuda:N``."""
+    kind, _, index = text.partition(":")
+    if kind == "cpu" and not index or kind == "cuda" and (not index or index.isdigit()):
+        return text
+    raise click.BadParameter(f"expected cpu, cuda or cuda:N, got {text!r}")
+
+
 def training_options(defaults: TrainConfig):
     """Options for the TrainConfig fields shared by ``train`` and ``experiment``, with ``defaults``."""
     options = [
-        click.option("--steps", type=int, default=defaults.steps, show_default=True),
-        click.option("--min-length", type=int, default=defaults.min_length, show_default=True),
-        click.option("--max-length", type=int, default=defaults.max_length, show_default=True,
+        click.option("--steps", type=click.IntRange(min=0), default=defaults.steps, show_default=True),
+        click.option("--min-length", type=click.IntRange(min=1), default=defaults.min_length, show_default=True),
+        click.option("--max-length", type=click.IntRange(min=1), default=defaults.max_length, show_default=True,
                      help="longest training length (the curriculum's end)"),
-        click.option("--start-length", type=int, default=defaults.start_length, show_default=True,
+        click.option("--start-length", type=click.IntRange(min=0), default=defaults.start_length, show_default=True,
                      help="curriculum: first longest length; 0: max-length (no curriculum)"),
         click.option("--error-threshold", type=float, default=defaults.error_threshold, show_default=True,
                      help="curriculum: running symbol error below which the longest length grows"),
-        click.option("--batch-size", type=int, default=defaults.batch_size, show_default=True),
+        click.option("--batch-size", type=click.IntRange(min=1), default=defaults.batch_size, show_default=True),
         click.option("--optimizer", type=click.Choice(["rmsprop", "adam"]), default=defaults.optimizer,
                      show_default=True),
-        click.option("--lr", "learning_rate", type=float, default=defaults.learning_rate, show_default=True),
-        click.option("--clip", type=float, default=defaults.clip, show_default=True, help="gradient norm"),
-        click.option("--controller-dim", type=int, default=defaults.controller_dim, show_default=True),
-        click.option("--slots", type=int, default=defaults.slots, show_default=True,
+        click.option("--lr", "learning_rate", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.learning_rate, show_default=True),
+        click.option("--clip", type=click.FloatRange(min=0, min_open=True), default=defaults.clip, show_default=True,
+                     help="gradient norm"),
+        click.option("--controller-dim", type=click.IntRange(min=1), default=defaults.controller_dim,
+                     show_default=True),
+        click.option("--slots", type=click.IntRange(min=0), default=defaults.slots, show_default=True,
                      help="ring size; 0: the prompt length at the generalisation length"),
         click.option("--shifts", default=",".join(map(str, defaults.shifts)), show_default=True, callback=_shifts,
                      help="head moves R^shift to choose from, or 'all' rotations"),
         click.option("--erase-init", type=float, default=defaults.erase_init, show_default=True,
                      help="scale of the initial erase weights; 0: no erasing"),
-        click.option("--device", default=defaults.device, show_default=True, help="cpu, cuda"),
+        click.option("--device", default=defaults.device, show_default=True, callback=_device,
+                     help="cpu, cuda or cuda:N"),
     ]
 
     def decorate(command):
@@ -75,8 +87,8 @@ def llrnn():
 
 @llrnn.command()
 @click.argument("task_name", type=click.Choice(sorted(TASKS)))
-@click.option("--length", type=int, default=5, show_default=True)
-@click.option("--count", type=int, default=3, show_default=True)
+@click.option("--length", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--count", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @one_line_errors
 def sample(task_name, length, count, seed):
@@ -94,8 +106,8 @@ def sample(task_name, length, count, seed):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", "out_dir", default="llrnn-run", show_default=True, type=click.Path(file_okay=False))
 @click.option("--resume", is_flag=True, help="continue the checkpoint in OUTPUT (its settings) up to --steps")
-@click.option("--checkpoint-every", type=int, default=500, show_default=True)
-@click.option("--threads", type=int, default=1, show_default=True,
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads (small recurrent models run fastest on one)")
 @one_line_errors
 def train_command(model_name, task_name, seed, out_dir, resume, checkpoint_every, threads, **settings):
@@ -112,9 +124,9 @@ def train_command(model_name, task_name, seed, out_dir, resume, checkpoint_every
 @llrnn.command(name="experiment")
 @click.option("--models", default=",".join(EXPERIMENT_MODELS), show_default=True)
 @click.option("--tasks", default=",".join(EXPERIMENT_TASKS), show_default=True)
-@click.option("--seeds", type=int, default=3, show_default=True, help="seeds 0 .. SEEDS-1")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="seeds 0 .. SEEDS-1")
 @training_options(EXPERIMENT_DEFAULTS)
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("-o", "--output", "out_dir", default="llrnn-experiment", show_default=True,
               type=click.Path(file_okay=False))
 @one_line_errors

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import pickle
 import re
 import time
 from collections import deque
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
@@ -293,14 +295,19 @@ class Trainer:
         folder = Path(folder)
         if not (folder / WEIGHTS).is_file() or not (folder / SIDECAR).is_file():
             raise TrainingError(f"{folder}: no checkpoint ({WEIGHTS} and {SIDECAR})")
-        state = torch.load(folder / SIDECAR, weights_only=True)
-        trainer = cls(dataclasses.replace(TrainConfig(**state["config"]), **overrides), model)
-        trainer.net.load_state_dict(load_file(folder / WEIGHTS, device=trainer.config.device))
-        trainer.optimizer.load_state_dict(state["optimizer"])
-        trainer.data.set_state(state["data_generator"])
-        trainer.step, trainer.current_length = state["step"], state["current_length"]
-        trainer.recent_errors.extend(state["recent_errors"])
-        trainer.history = state["history"]
+        try:  # a truncated or foreign file fails deep inside pickle, safetensors or torch
+            state = torch.load(folder / SIDECAR, weights_only=True)
+            trainer = cls(dataclasses.replace(TrainConfig(**state["config"]), **overrides), model)
+            trainer.net.load_state_dict(load_file(folder / WEIGHTS, device=trainer.config.device))
+            trainer.optimizer.load_state_dict(state["optimizer"])
+            trainer.data.set_state(state["data_generator"])
+            trainer.step, trainer.current_length = state["step"], state["current_length"]
+            trainer.recent_errors.extend(state["recent_errors"])
+            trainer.history = state["history"]
+        except (pickle.UnpicklingError, SafetensorError, EOFError, RuntimeError, KeyError, TypeError,
+                ValueError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise TrainingError(f"{folder}: corrupt checkpoint, cannot resume ({reason[:200]})") from None
         return trainer
 
 

@@ -1,10 +1,10 @@
 """Library programs: Fig. 1's counter and the universal in-context approximators (Listings 1, 2)."""
 
 from lsrl.programs.continuous import continuous_approximator, continuous_prompt, continuous_query
-from lsrl.programs.discrete import discrete_approximator, discrete_prompt
+from lsrl.programs.discrete import check_discrete_prompt, discrete_approximator, discrete_prompt
 from lsrl.programs.more_ones import more_ones_than_zeros
 
 __all__ = [
     "continuous_approximator", "continuous_prompt", "continuous_query",
-    "discrete_approximator", "discrete_prompt", "more_ones_than_zeros",
+    "check_discrete_prompt", "discrete_approximator", "discrete_prompt", "more_ones_than_zeros",
 ]

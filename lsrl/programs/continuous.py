@@ -119,6 +119,9 @@ def _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound):
 def continuous_prompt(f, d_in: int, d_out: int, cells_per_dim: int, exact: bool = False) -> np.ndarray:
     """One token ``[δ, l_1..l_d_in, f(centre)]`` per cell of the regular grid (Eq. (8)).
 
+    The model's input is the query first, then these tokens:
+    ``np.vstack([continuous_query(q, d_out), continuous_prompt(f, d_in, d_out, k)])``.
+
     ``f`` maps a length-d_in numpy vector to d_out values. With ``exact=True`` the grid numbers are
     Fractions (object array) so that an exact run sees exactly the cells of the grid.
     """
@@ -137,6 +140,7 @@ def continuous_prompt(f, d_in: int, d_out: int, cells_per_dim: int, exact: bool 
 
 
 def continuous_query(q, d_out: int) -> np.ndarray:
-    """The query token ``[q', 0_{d_out+1}]`` as a ``(1, 1 + d_in + d_out)`` array."""
+    """The query token ``[q', 0_{d_out+1}]`` as a ``(1, 1 + d_in + d_out)`` array; it is the model's
+    first input token, before ``continuous_prompt``'s."""
     q = list(np.asarray(q, dtype=object).reshape(-1))
     return np.array([q + [0] * (d_out + 1)], dtype=object)

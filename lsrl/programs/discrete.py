@@ -103,6 +103,42 @@ def discrete_approximator(
     return ForEach(answer, name=f"discrete_approximator({n}, {ifelse}{', robust' if robust else ''})")
 
 
+def check_discrete_prompt(prompts, n: int, vocabulary=None) -> None:
+    """Raise ``LsrlError`` unless every prompt (``(T, 1)`` or ``(B, T, 1)``) is n query tokens and
+    then key / value pairs of n tokens each, every token a non-negative integer (at most
+    ``vocabulary`` when given), and the query one of the keys.
+
+    The network itself runs on any sequence (the interpreter is the reference semantics on every
+    input, and compiled forms must agree with it): it answers 0 for a query that is no key and is
+    meaningless on other tokens. Its ``Input`` bounds ``(0, vocabulary)`` make every runner refuse
+    negative and (with ``vocabulary``) too large tokens; this helper (and ``discrete_prompt``)
+    catch the rest. Other shapes are left to the runners' own input check."""
+    array = np.asarray(prompts, dtype=object)
+    if array.ndim not in (2, 3) or array.shape[-1] != 1:
+        return
+    for index, prompt in enumerate(array.reshape((-1,) + array.shape[-2:])[..., 0]):
+        where = f"discrete approximator (n={n}), prompt {index}"
+        bad = [t for t in prompt if not _is_token(t, vocabulary)]
+        if bad:
+            limit = f" up to vocabulary={vocabulary}" if vocabulary is not None else ""
+            raise LsrlError(f"{where}: tokens must be non-negative integers{limit}, got {bad[0]!r}")
+        if len(prompt) < n or (len(prompt) - n) % (2 * n):
+            raise LsrlError(f"{where}: expected {n} query tokens then key/value pairs of {n} tokens each, "
+                            f"got {len(prompt)} tokens")
+        query, pairs = list(prompt[:n]), prompt[n:].reshape(-1, 2 * n)
+        if not any(list(pair[:n]) == query for pair in pairs):
+            raise LsrlError(f"{where}: the query {[int(t) for t in query]} is not one of the prompt's keys "
+                            "(the network would answer 0 0 ..., indistinguishable from a value)")
+
+
+def _is_token(value, vocabulary) -> bool:
+    try:
+        integer = int(value) == value
+    except (TypeError, ValueError, OverflowError):  # complex, NaN, infinity, not a number
+        return False
+    return integer and value >= 0 and (vocabulary is None or value <= vocabulary)
+
+
 def _shift_register(flag, length, name=None):
     """A state of ``length`` components: ``s_t[0] = flag_t``, ``s_t[i] = s_{t-1}[i - 1]``."""
     shift = EXACT.from_entries(((i + 1, i, 1) for i in range(length - 1)), (length, length))
@@ -112,8 +148,11 @@ def _shift_register(flag, length, name=None):
 def discrete_prompt(mapping: dict, query=None) -> np.ndarray:
     """Keys and values one after the other as a ``(2 n len(mapping), 1)`` array of tokens.
 
-    With ``query``, its n tokens come first (the complete model input).
+    With ``query``, its n tokens come first (the complete model input); it must be one of the keys.
     """
+    if query is not None and tuple(query) not in {tuple(key) for key in mapping}:
+        raise LsrlError(f"discrete_prompt: the query {tuple(query)} is not one of the keys; the network "
+                        "would answer 0 0 ..., indistinguishable from a value")
     rows = [] if query is None else list(query)
     lengths = {len(query)} if query is not None else set()
     for key, value in mapping.items():

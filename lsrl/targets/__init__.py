@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
+from lsrl.targets.checks import check_hawk_size, check_options
+from lsrl.targets.precision import precision_of
 from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
 ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin")
 UNGATED = ("linear_rnn", "rnn")
+OPTIONS = {"gru": ("gate_bound",), "hawk": ("max_len",), "griffin": ("max_len", "window", "heads")}
 
 
 def _require_no_gate(stack: BlockStack, arch: str) -> None:
@@ -20,9 +23,22 @@ def _require_no_gate(stack: BlockStack, arch: str) -> None:
 
 
 def to_torch(model, arch: str, **options):
-    """``model`` (a CompiledProgram) as a ``torch.nn.Module`` of architecture ``arch``."""
+    """``model`` (a CompiledProgram) as a ``torch.nn.Module`` of architecture ``arch``.
+
+    The module checks its input (``lsrl.targets.checks``): shape, dtype, finiteness and the
+    program's ``Input`` bounds (``module(x, check_bounds=False)`` skips the last); it warns once
+    when run in a precision its weights are too large for (``lsrl.targets.precision``).
+    """
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    check_options(arch, options, OPTIONS.get(arch, ()))
+    module = _build(model, arch, options)
+    module.declared_input = model.input
+    module.precision = precision_of(model)
+    return module
+
+
+def _build(model, arch: str, options: dict):
     stack = to_blocks(model)
     if arch in UNGATED:
         _require_no_gate(stack, arch)
@@ -36,6 +52,7 @@ def to_torch(model, arch: str, **options):
         return (gru_lstm.build_gru if arch == "gru" else gru_lstm.build_lstm)(stack, **options)
     from lsrl.targets import hawk
 
+    check_hawk_size(stack, arch, options.get("max_len"))
     return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(stack, **options)
 
 

@@ -47,7 +47,7 @@ The product layer.
   and ``Q P = (u_t - d_t) / sigma + m_t`` (read linearly by the next layer). ``u`` is a convex
   combination of past ``P`` values, so every unit stays bounded. This needs ``0 <= Q <= gate_bound``
   for the gate factor ``Q`` (gamma's output parts); the torch module checks it on every call and
-  raises ``SequenceError`` otherwise (an exported ONNX graph cannot check). ``gate_bound`` is rounded
+  raises ``SequenceError`` otherwise (an exported ONNX graph outputs NaN there). ``gate_bound`` is rounded
   up to a power of two so that the scaling is exact; each doubling costs one bit of precision in the
   products (float64: 2^-42 relative at the default 1024).
 
@@ -65,6 +65,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import LsrlError, SequenceError
+from lsrl.targets.checks import checked_input
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
@@ -195,6 +196,7 @@ class CellModel(nn.Module):
     def __init__(self, arch: str, input_size: int, layers: list, readout_weight, readout_bias, gate_bound=None):
         super().__init__()
         self.architecture = arch
+        self.d_in = input_size
         self.rnn = (ReluGRU if arch == "gru" else ReluLSTM)(input_size, [layer.hidden for layer in layers])
         self.roles = [(layer.block, layer.role) for layer in layers]
         self.gate_bound = gate_bound
@@ -214,7 +216,8 @@ class CellModel(nn.Module):
             self.readout.weight.copy_(torch.as_tensor(readout_weight))
             self.readout.bias.copy_(torch.as_tensor(readout_bias))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
+        x = checked_input(self, x, check_bounds)
         for k in range(self.rnn.num_layers):
             if k in self.gate_columns:
                 self._check_gates(k, x)

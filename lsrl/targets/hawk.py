@@ -79,6 +79,7 @@ from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.blocks import BlockStack
+from lsrl.targets.checks import checked_input
 from lsrl.targets.recurrent import float64_tensor
 
 DTYPE = torch.float64
@@ -244,20 +245,15 @@ class HawkModel(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.readout = _linear(np.eye(d_out, d_out + 1))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.as_tensor(x)
-        if x.dim() != 3 or x.shape[-1] != self.d_in:
-            raise SequenceError(
-                f"{self.architecture}: expected a batch of sequences of shape (B, T, {self.d_in}), "
-                f"got {tuple(x.shape)}"
-            )
+    def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
+        x = checked_input(self, x, check_bounds)
         if x.shape[1] > self.max_len:
             raise SequenceError(
                 f"{self.architecture}: sequence length {x.shape[1]} exceeds max_len={self.max_len}, the "
                 f"window d_conv of the temporal convolution that computes the state (App. E.1); "
                 f"build the model with max_len >= {x.shape[1]}"
             )
-        v = self.embedding(x.to(DTYPE))
+        v = self.embedding(x)
         for block in self.blocks:
             v = block(v)
         return self.readout(v)

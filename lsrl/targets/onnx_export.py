@@ -13,6 +13,17 @@ double kernels for these operators: ``RNN`` has none registered ("Could not find
 implementation"), ``GRU`` and ``LSTM`` load but fail at run time ("does not support double yet").
 Run float32 files in onnxruntime; a float32 GRU loses 10 more bits in its products (the default
 ``gate_bound`` of 1024, see ``lsrl.targets.gru_lstm``), about 1e-5 relative.
+
+Checks that the torch modules make at run time, carried into the file or done before writing it:
+
+* **precision**: a module whose weights are too large for ``dtype`` (``lsrl.targets.precision``,
+  e.g. the paper's ``f_ifelse`` with ``lambda_ = 1e10`` in float32) is refused unless
+  ``allow_inexact=True``;
+* **GRU gate_bound**: the GRU's exact products need every gate factor in ``[0, gate_bound]``
+  (``lsrl.targets.gru_lstm``). ONNX has no assertion operator, so the graph computes
+  ``0 * sqrt(gate_bound - factor)`` for every factor and adds it to ``y``: zero while the bound
+  holds, NaN at each step where it does not (instead of a silently wrong number; the GRU's
+  state recovers, so only those steps are affected).
 """
 
 from __future__ import annotations
@@ -117,11 +128,23 @@ def _rnn_blocks(g, module, seq, batch_prefix):
     return seq
 
 
+def _gate_bound_sentinel(g, module, k, seq):
+    """``(T, B, 1)``: 0 while layer ``k``'s GRU gate factors stay <= gate_bound, NaN where they do not."""
+    columns = getattr(module, module.gate_columns[k]).cpu().numpy()
+    factors = g.op("Gather", [seq, g.const(columns, f"gate{k}_columns", integer=True)], f"gate{k}", axis=2)
+    room = g.op("Sub", [g.const(module.gate_bound, f"gate{k}_bound"), factors], f"gate{k}_room")
+    flags = g.op("Mul", [g.op("Sqrt", [room], f"gate{k}_sqrt"), g.const(0.0, f"gate{k}_zero")], f"gate{k}_flags")
+    return g.op("ReduceSum", [flags, g.const([2], f"gate{k}_axis", integer=True)], f"gate{k}_check", keepdims=1)
+
+
 def _cell_layers(g, module, seq, batch_prefix):
     """``CellModel`` (``lsrl.targets.gru_lstm``): ReLU GRU / LSTM layers and the linear readout."""
     cells = module.rnn
     gru = cells.kind == "gru"
+    sentinels = []
     for k, hidden in enumerate(cells.hidden_sizes):
+        if k in getattr(module, "gate_columns", {}):
+            sentinels.append(_gate_bound_sentinel(g, module, k, seq))
         t = {name: _numpy(value) for name, value in cells.layer_tensors(k).items()}
         order = (1, 0, 2) if gru else (0, 3, 1, 2)  # ONNX gates: GRU z r h, LSTM i o f c
         W, R = _reorder(t["weight_ih"], hidden, order), _reorder(t["weight_hh"], hidden, order)
@@ -135,13 +158,27 @@ def _cell_layers(g, module, seq, batch_prefix):
             seq = _recurrence(
                 g, "LSTM", seq, W, R, B, hidden, [t["h0"], t["c0"]], batch_prefix, ["Relu", "Relu", "Relu"], f"lstm{k}"
             )
-    return g.linear(seq, _numpy(module.readout.weight), _numpy(module.readout.bias), hint="readout")
+    out = g.linear(seq, _numpy(module.readout.weight), _numpy(module.readout.bias), hint="readout")
+    for sentinel in sentinels:
+        out = g.op("Add", [out, sentinel], "checked")
+    return out
 
 
-def export_onnx(module, path, arch=None, dtype="float32"):
-    """Write ``module`` (architecture ``arch``: "rnn", "gru" or "lstm") as an ONNX model to ``path``.
+def check_precision(module, arch, dtype, allow_inexact=False) -> None:
+    """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``."""
+    precision = getattr(module, "precision", None)
+    problem = precision.problem(dtype) if precision is not None else None
+    if problem and not allow_inexact:
+        raise LsrlError(f"{arch} in {dtype}: {problem}; or export anyway (allow_inexact=True, --allow-inexact)")
 
-    ``arch`` defaults to ``module.architecture``. Returns the path written.
+
+def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
+    """Write ``module`` (architecture ``arch``: "rnn", "gated_rnn", "gru" or "lstm") as an ONNX model
+    to ``path`` in ``dtype`` ("float32" or "float64").
+
+    ``arch`` defaults to ``module.architecture``. A module built by ``to_torch`` whose weights are
+    too large for ``dtype`` is refused (``LsrlError`` naming the weight and the variant to use)
+    unless ``allow_inexact=True``. Returns the path written.
     """
     import onnx
 
@@ -150,6 +187,7 @@ def export_onnx(module, path, arch=None, dtype="float32"):
         raise LsrlError(f"export_onnx: architecture must be one of {ARCHS}, got {arch!r}")
     if dtype not in _DTYPES:
         raise LsrlError(f"export_onnx: dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+    check_precision(module, arch, dtype, allow_inexact)
     g = _Graph(dtype)
     if arch in ("rnn", "gated_rnn"):
         if not hasattr(module, "blocks"):
@@ -198,4 +236,4 @@ def _output_dim(module, arch, d_in):
     return last.phi.layers[-1].out_features if len(last.phi.layers) else last.rnn.hidden_size // 2
 
 
-__all__ = ["export_onnx"]
+__all__ = ["check_precision", "export_onnx"]

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.targets.checks import checked_input
+
 
 def float64_tensor(array) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array, dtype=np.float64))
@@ -94,9 +96,11 @@ class BlockModel(nn.Module):
     def __init__(self, stack, block_type, architecture):
         super().__init__()
         self.architecture = architecture
+        self.d_in = stack.d_in
         self.blocks = nn.ModuleList(block_type(block) for block in stack.blocks)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
+        x = checked_input(self, x, check_bounds)
         for block in self.blocks:
             x = block(x)
         return x

@@ -1,0 +1,62 @@
+"""Can a compiled program run correctly in a given float precision?
+
+A float with a ``p``-bit significand rounds a term of magnitude ``m`` by up to ``m * 2**-p``. The
+paper's ``f_ifelse`` (variant "original", ``lambda_ = 1e10``) adds ``lambda_``-sized terms to small
+values and cancels them again, so in float32 the small value is lost (an error of about 600); the
+multiplicative variants and the robust constructions keep every weight small. The scale of a
+program is the largest of its weights and of its ``Input``'s declared bounds (``value_bounds`` of
+the Input: exact, given by the user); a program is flagged for a dtype when ``scale * 2**-p``
+exceeds ``ERROR_BUDGET``, a margin below the width ``1 / mu = 1e-3`` of the paper's steps.
+
+The propagated bounds of inner layers are not used: interval arithmetic over-estimates them by
+orders of magnitude (the multiplicative discrete approximator, exact in float32, gets bounds of
+1.5e9), so they would refuse good models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lsrl.lang import value_bounds
+
+SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+ERROR_BUDGET = 2.0 ** -12
+_WEIGHTS = ("A", "B", "b", "init_state")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The largest magnitude in a program and where it sits."""
+
+    scale: float
+    where: str
+
+    def problem(self, dtype: str):
+        """Why the program cannot be trusted in ``dtype`` (a message), or None."""
+        bits = SIGNIFICAND_BITS.get(dtype)
+        if bits is None:
+            return f"no precision check for dtype {dtype!r} (known: {', '.join(SIGNIFICAND_BITS)})"
+        error = self.scale * 2.0 ** -bits
+        if error <= ERROR_BUDGET:
+            return None
+        return (
+            f"{self.where} has magnitude {self.scale:.3g}; {dtype} rounds it by up to {error:.3g}, more than the "
+            f"{ERROR_BUDGET:.3g} the steps and conditionals can absorb, so outputs can be wrong. The paper's "
+            "f_ifelse (variant 'original', lambda_=1e10) does this: compile the program with ifelse='multiplicative' "
+            "(or robust=True for the approximators), or run in float64"
+        )
+
+
+def precision_of(model) -> Precision:
+    """The scale of a ``CompiledProgram``: its largest weight or declared input bound."""
+    low, high = value_bounds(model.input)
+    finite = [abs(v) for v in (*low, *high) if not math.isinf(v)]
+    best = Precision(float(max(finite, default=0)), f"{model.input.describe()}'s declared bound")
+    for layer in model.layers:
+        for weight in _WEIGHTS:
+            matrix = getattr(layer, weight, None)
+            largest = max((abs(float(value)) for _, _, value in matrix.entries()), default=0.0) if matrix is not None else 0.0
+            if largest > best.scale:
+                best = Precision(largest, f"weight {weight} of {layer.kind} '{layer.name}'")
+    return best

@@ -1,0 +1,150 @@
+"""Issue 17, command line: every error a user can cause is one line, nothing is written before a
+refusal, and every --target writes a file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from safetensors import safe_open
+
+import lsrl
+from lsrl.cli import main
+
+PROGRAM = '''
+import lsrl
+from helper import SIGN  # a module beside the program file
+bits = lsrl.Input(1, name="bits")
+counter = lsrl.ForEach(lsrl.LinState(SIGN * (2 * bits - 1), [[1]], [[1]]))
+'''
+ORIGINAL = '''
+from lsrl.programs import discrete_approximator
+program = discrete_approximator(2, ifelse="original")
+'''
+
+
+@pytest.fixture
+def source(tmp_path):
+    (tmp_path / "helper.py").write_text("SIGN = 1\n")
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    return tmp_path / "prog.py"
+
+
+def _fails_in_one_line(args, *words):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output and result.output.strip().count("\n") == 0, result.output
+    for word in words:
+        assert word in result.output, result.output
+    return result.output
+
+
+def test_version():
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and lsrl.__version__ in result.output
+
+
+@pytest.mark.parametrize("target", ["linear_rnn", "gated_linear_rnn", "hawk", "griffin"])
+def test_targets_without_onnx_operators_write_the_torch_weights(source, tmp_path, target):
+    out = tmp_path / "m"
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(out), "--target", target, "--max-len", "5"])
+    assert result.exit_code == 0, result.output
+    with safe_open(str(out / f"{target}.safetensors"), "pt") as weights:
+        assert weights.metadata()["architecture"] == target
+        saved = {name: weights.get_tensor(name) for name in weights.keys()}
+    # the file rebuilds the module: same weights as a fresh build from the saved model
+    fresh = lsrl.load(out).to_torch(target, **({"max_len": 5} if target in ("hawk", "griffin") else {}))
+    assert set(saved) == set(fresh.state_dict())
+    assert all(np.array_equal(saved[name].numpy(), tensor.numpy()) for name, tensor in fresh.state_dict().items())
+
+
+def test_hawk_without_max_len_writes_nothing(source, tmp_path):
+    _fails_in_one_line(["compile", str(source), "-o", str(tmp_path / "m"), "--target", "hawk"], "--max-len")
+    assert not (tmp_path / "m").exists()
+
+
+def test_float32_onnx_of_lambda_1e10_is_refused_before_writing(tmp_path):
+    (tmp_path / "orig.py").write_text(ORIGINAL)
+    _fails_in_one_line(["compile", str(tmp_path / "orig.py"), "-o", str(tmp_path / "m"), "--target", "gru"],
+                       "multiplicative", "--allow-inexact")
+    assert not (tmp_path / "m").exists()
+    result = CliRunner().invoke(main, ["compile", str(tmp_path / "orig.py"), "-o", str(tmp_path / "m64"),
+                                       "--target", "gated_rnn", "--onnx-dtype", "float64"])
+    assert result.exit_code == 0 and (tmp_path / "m64" / "gated_rnn.onnx").exists()
+
+
+def test_inspect_refuses_a_hawk_that_does_not_fit(source, tmp_path):
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "m"), "--max-len", "100000000"])
+    assert result.exit_code == 0 and "rnn: 1 layers" in result.output  # the other architectures
+    assert "hawk: not available" in result.output and "GiB" in result.output
+    _fails_in_one_line(["compile", str(source), "-o", str(tmp_path / "h"), "--target", "griffin",
+                        "--max-len", "100000000"], "GiB")
+    assert not (tmp_path / "h").exists()
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "m"), "--max-len", "0"])
+    assert result.exit_code == 2 and "--max-len" in result.output
+
+
+def test_complex_input_to_run_fails(source, tmp_path):
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    np.save(tmp_path / "xs.npy", np.array([[1 + 1j], [0]]))
+    _fails_in_one_line(["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy")], "complex")
+
+
+def test_run_of_a_tampered_model_is_one_line(source, tmp_path):
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    (tmp_path / "m" / "weights.safetensors").write_bytes(b"garbage")
+    np.save(tmp_path / "xs.npy", np.array([[1.0]]))
+    _fails_in_one_line(["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy")], "weights.safetensors")
+
+
+@pytest.mark.parametrize("args, word", [
+    (["sample", "copy", "--count", "0"], "--count"),
+    (["sample", "copy", "--length", "0"], "--length"),
+    (["train", "--batch-size", "0"], "--batch-size"),
+    (["train", "--device", "tpu"], "--device"),
+    (["train", "--lr", "0"], "--lr"),
+    (["experiment", "--seeds", "0"], "--seeds"),
+    (["experiment", "--workers", "0"], "--workers"),
+])
+def test_llrnn_arguments_are_validated(args, word):
+    result = CliRunner().invoke(main, ["llrnn", *args])
+    assert result.exit_code == 2 and word in result.output and "Traceback" not in result.output
+
+
+def test_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path):
+    from lsrl.llrnn.train import SIDECAR, WEIGHTS
+
+    (tmp_path / WEIGHTS).write_bytes(b"not safetensors")
+    (tmp_path / SIDECAR).write_bytes(b"not a torch file")
+    _fails_in_one_line(["llrnn", "train", "-o", str(tmp_path), "--resume"], "corrupt checkpoint")
+
+
+def test_help_texts_are_not_cut():
+    result = CliRunner().invoke(main, ["experiment", "--help"])
+    assert "Fig.\n" not in result.output and "Parameter noise" in result.output
+    assert "gated_rnn" in CliRunner().invoke(main, ["compile", "--help"]).output
+
+
+def test_run_checks_the_declared_bounds_unless_told_not_to(tmp_path):
+    (tmp_path / "bounded.py").write_text(
+        "import lsrl\nx = lsrl.Input(1, name='level', bounds=(0, 1))\nprogram = lsrl.ForEach(2 * x)\n")
+    CliRunner().invoke(main, ["compile", str(tmp_path / "bounded.py"), "-o", str(tmp_path / "m")])
+    np.save(tmp_path / "xs.npy", np.array([[3.0]]))
+    _fails_in_one_line(["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy")], "Input 'level'")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / "xs.npy"),
+                                       "--no-check-bounds"])
+    assert result.exit_code == 0 and result.output.split() == ["6.0"]
+
+
+def test_the_fig1_summary_in_the_readme_is_what_the_code_prints(tmp_path, monkeypatch, capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Learn the language on Fig. 1"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    promised = [line[2:] for line in block.splitlines() if line.startswith("# ")]
+    monkeypatch.chdir(tmp_path)  # the block saves a model folder
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == promised
