@@ -96,6 +96,7 @@ class Matrix:
         self.shape2d = shape2d
         self.backend = backend
         self.is_vector = is_vector
+        self._cache = {}  # properties computed once (the matrix never changes)
 
     @property
     def shape(self) -> tuple:
@@ -110,10 +111,11 @@ class Matrix:
 
     def _cached(self, key, compute):
         """A property of this (immutable) matrix, computed once."""
-        cache = self.__dict__.setdefault("_cache", {})
-        if key not in cache:
-            cache[key] = compute()
-        return cache[key]
+        try:
+            return self._cache[key]
+        except KeyError:
+            value = self._cache[key] = compute()
+            return value
 
     @property
     def nnz(self) -> int:

@@ -88,9 +88,7 @@ class _Carrier:
                 rebuilt = graph.linstate(self.op, user.A, weight, user.b, user.init, name=user.name)
             graph.replace(user, rebuilt)
         elif user.kind == CONCAT:
-            position = self.position()
-            slots = [(self.plain(), [position[c] for c in picks]) if x is v else (x, picks) for x, picks in user.slots]
-            graph.replace(user, graph.concat(slots, name=user.name))
+            graph.regather(user, v, self.plain(), self.position())
         else:  # reads every component of v
             full = self.plain()
             if columns != list(range(v.dim)):
@@ -191,8 +189,7 @@ def _push_slice_into(graph, v, piece, user, relu_of_v):
     elif user.kind == MULTI:
         graph.redirect(user, piece, graph.linear(v, piece.A))
     elif user.kind == CONCAT:  # the Concat gathers the components from v itself
-        slots = [(v, [columns[p] for p in picks]) if x is piece else (x, picks) for x, picks in user.slots]
-        graph.replace(user, graph.concat(slots, name=user.name))
+        graph.regather(user, piece, v, columns)
     else:
         raise LsrlError(f"internal compiler error: cannot push a slice into {user}")
 

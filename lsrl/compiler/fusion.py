@@ -42,9 +42,7 @@ def fuse_slice_concat(graph, piece, concat) -> bool:
     """A Slice read only by a Concat becomes part of the Concat's gather."""
     if not (piece.is_slice and concat.kind == CONCAT):
         return False
-    columns = piece.A.selected_columns()
-    slots = [(piece.inputs[0], [columns[p] for p in picks]) if x is piece else (x, picks) for x, picks in concat.slots]
-    graph.replace(concat, graph.concat(slots, name=concat.name))
+    graph.regather(concat, piece, piece.inputs[0], piece.A.selected_columns())
     return True
 
 

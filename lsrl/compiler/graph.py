@@ -67,6 +67,19 @@ class Op:
         return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
 
 
+def _joined(slots) -> tuple:
+    """Inputs and picks of ``slots``, neighbouring slots of one op joined (``picks=None``: all)."""
+    inputs, picks = [], []
+    for x, p in slots:
+        p = range(x.dim) if p is None else p
+        if inputs and inputs[-1] is x:
+            picks[-1] = list(picks[-1]) + list(p)
+        else:
+            inputs.append(x)
+            picks.append(p)
+    return inputs, picks
+
+
 def _picks_text(picks, width) -> str:
     picks = list(picks)
     if picks == list(range(width)):
@@ -123,17 +136,25 @@ class Graph:
 
         Neighbouring slots of one op are joined into one slot, and a gather from a single op is a
         Slice of it (or the op itself)."""
-        inputs, picks = [], []
-        for x, p in slots:
-            p = range(x.dim) if p is None else p
-            if inputs and inputs[-1] is x:
-                picks[-1] = list(picks[-1]) + list(p)
-            else:
-                inputs.append(x)
-                picks.append(p)
+        inputs, picks = _joined(slots)
         if len(inputs) == 1:
             return self.selection(inputs[0], picks[0], name=name)
         return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
+
+    def regather(self, concat: Op, old: Op, new: Op, remap) -> Op:
+        """The slots of ``concat`` that read ``old`` read ``new`` instead, pick ``p`` becoming
+        ``remap[p]``; in place, since a Concat rewritten slot by slot would otherwise be copied once
+        per slot. Returns the op that now computes the gather (a Slice if one input is left)."""
+        inputs, picks = _joined((new, [remap[p] for p in p_old]) if x is old else (x, p_old) for x, p_old in concat.slots)
+        if len(inputs) == 1:
+            gathered = self.selection(inputs[0], picks[0], name=concat.name)
+            self.replace(concat, gathered)
+            return gathered
+        concat.inputs, concat.picks = inputs, picks
+        del self.users[old][concat]
+        self.users[new][concat] = sum(1 for x in inputs if x is new)
+        self.remove(old)
+        return concat
 
     def linstate(self, x, A, B, b, init, name=None) -> Op:
         return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init))
