@@ -13,6 +13,7 @@ treated as part of that Multi: Cases 1A/1B pull it up to the branching op togeth
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
 from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, Graph
@@ -58,22 +59,16 @@ class _Carrier:
     op: object
     columns: list
     decode: object = None
-    _plain: object = None
-    _position: dict = None
 
+    @cached_property
     def plain(self):
         """An op holding exactly ``v[columns]`` (one, shared by every Concat that needs it)."""
-        if self.decode is None:
-            return self.op
-        if self._plain is None:
-            self._plain = self.graph.linear(self.op, self.decode)
-        return self._plain
+        return self.op if self.decode is None else self.graph.linear(self.op, self.decode)
 
+    @cached_property
     def position(self) -> dict:
         """Where each carried component of ``v`` sits in the carrier."""
-        if self._position is None:
-            self._position = {c: k for k, c in enumerate(self.columns)}
-        return self._position
+        return {c: k for k, c in enumerate(self.columns)}
 
     def read_by(self, user) -> None:
         """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
@@ -88,9 +83,9 @@ class _Carrier:
                 rebuilt = graph.linstate(self.op, user.A, weight, user.b, user.init, name=user.name)
             graph.replace(user, rebuilt)
         elif user.kind == CONCAT:
-            graph.regather(user, v, self.plain(), self.position())
+            graph.regather(user, v, self.plain, self.position)
         else:  # reads every component of v
-            full = self.plain()
+            full = self.plain
             if columns != list(range(v.dim)):
                 full = graph.linear(full, graph.backend.selection(columns, v.dim).transpose())
             graph.redirect(user, v, full)
