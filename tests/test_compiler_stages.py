@@ -299,8 +299,11 @@ def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
 
     class Recorder:
         def __init__(self, total, **options):
-            self.n, self.total, self.stages = 0, total, []
+            self.n, self.total, self.stages, self.postfix, self.shown = 0, total, [], None, []
             bars.append(self)
+
+        def refresh(self):
+            self.shown.append((self.postfix, self.n, self.total))
 
         def __enter__(self):
             return self
@@ -309,6 +312,7 @@ def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
             return False
 
         def set_postfix_str(self, text, refresh=True):
+            self.postfix = text
             self.stages.append(text)
 
         def update(self, steps):
@@ -319,6 +323,7 @@ def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
     (bar,) = bars
     assert bar.n == bar.total > 1
     assert bar.stages[0] == "prepare" and "debranch" in bar.stages and bar.stages[-1] == "prune"
+    assert bar.shown[-1] == ("prune", bar.total, bar.total)  # the last thing drawn is the full bar
 
 
 def test_peak_working_graph_stays_near_the_final_size():

@@ -70,9 +70,12 @@ def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram
     ) as bar:
 
         def show(stage, done=0, total=1):
+            changed = bar.postfix != stage
             bar.set_postfix_str(stage, refresh=False)
             bar.total = total
             bar.update(done - bar.n)
+            if changed:
+                bar.refresh()
 
         show("prepare")
         graph = prepare(graph)
