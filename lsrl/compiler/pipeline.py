@@ -69,12 +69,14 @@ def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram
         disable=progress is False, delay=0 if progress else 1.0,
     ) as bar:
 
+        shown = []  # the stages shown so far
+
         def show(stage, done=0, total=1):
-            changed = bar.postfix != stage
             bar.set_postfix_str(stage, refresh=False)
             bar.total = total
             bar.update(done - bar.n)
-            if changed:
+            if stage not in shown:
+                shown.append(stage)
                 bar.refresh()
 
         show("prepare")
