@@ -6,7 +6,9 @@ from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
-ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin")
+ARCHITECTURES = (
+    "linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin"
+)
 UNGATED = ("linear_rnn", "rnn")
 
 
@@ -23,6 +25,10 @@ def to_torch(model, arch: str, **options):
     """``model`` (a CompiledProgram) as a ``torch.nn.Module`` of architecture ``arch``."""
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    if arch == "diagonal_linear_rnn":
+        from lsrl.targets.diagonal import build_diagonal_linear_rnn
+
+        return build_diagonal_linear_rnn(to_blocks(model.diagonal()))
     stack = to_blocks(model)
     if arch in UNGATED:
         _require_no_gate(stack, arch)
