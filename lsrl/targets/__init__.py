@@ -42,7 +42,7 @@ def to_torch(model, arch: str, **options):
         return (gru_lstm.build_gru if arch == "gru" else gru_lstm.build_lstm)(stack, **options)
     from lsrl.targets import hawk
 
-    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(stack, **options)
+    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(model, **options)
 
 
 def layer_report(module) -> list:
