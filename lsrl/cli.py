@@ -58,7 +58,8 @@ def demo(plots):
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
 @click.option("--target", type=click.Choice(["path", *ARCHITECTURES]),
               default="path", show_default=True, help="also export this architecture (ONNX for rnn/gru/lstm)")
-@click.option("--max-len", type=int, default=None, help="longest input for hawk / griffin targets")
+@click.option("--max-len", type=int, default=None,
+              help="hawk / griffin: use the literal App. E construction, accepting inputs up to this length")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 @one_line_errors
 def compile_command(source, backend, target, max_len, out_dir):
@@ -68,7 +69,7 @@ def compile_command(source, backend, target, max_len, out_dir):
     folder = model.save(out_dir)
     click.echo(model.summary())
     if target != "path":
-        options = {"max_len": max_len} if target in ("hawk", "griffin") else {}
+        options = {"max_len": max_len, "construction": "app_e"} if max_len and target in ("hawk", "griffin") else {}
         module = model.to_torch(target, **options)
         if target in ("rnn", "gated_rnn", "gru", "lstm"):
             from lsrl.targets.onnx_export import export_onnx
@@ -95,7 +96,8 @@ def run(model_dir, input_file, exact):
 
 @main.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--max-len", type=int, default=None, help="longest input, for the hawk / griffin rows")
+@click.option("--max-len", type=int, default=None,
+              help="hawk / griffin rows: the literal App. E construction for inputs up to this length")
 @one_line_errors
 def inspect(model_dir, max_len):
     """Per architecture: layers, hidden sizes, non-zero parameters."""

@@ -18,10 +18,12 @@ import pytest
 import torch
 
 import lsrl
+from lsrl.targets.blocks import to_blocks
 from lsrl.programs import continuous_approximator, discrete_approximator
 from test_random_programs import N_SEEDS, _as_object_array, _compiled_exact, _inputs_for
 
 LONG_T = 1000
+DIAGONAL_TARGETS = ("diagonal_linear_rnn", "hawk", "griffin")
 FLOAT_TOLERANCE = 1e-9
 
 
@@ -93,10 +95,11 @@ def test_structured_state_is_diagonalised_exactly(label, A, init, b, levels, kin
     xs = _exact_inputs(1, 12, 0)
     assert np.array_equal(diagonal(xs, exact=True), prog(xs, exact=True))
     xf = np.random.default_rng(1).normal(size=(2, LONG_T, 1))
-    net = model.to_torch("diagonal_linear_rnn")
-    with torch.no_grad():
-        got = net(torch.as_tensor(xf)).numpy()
-    assert _relative_error(got, prog(xf)) <= FLOAT_TOLERANCE
+    want = prog(xf)
+    for arch in DIAGONAL_TARGETS:
+        with torch.no_grad():
+            got = model.to_torch(arch)(torch.as_tensor(xf)).numpy()
+        assert _relative_error(got, want) <= FLOAT_TOLERANCE, arch
 
 
 def test_irrational_eigenvalues_name_the_state():
@@ -138,11 +141,13 @@ def test_listing_diagonal_and_target(label, build):
         xs = rng.integers(-3, 4, size=(2, steps, prog.input.dim))
     exact_xs = np.vectorize(lambda v: Fraction(int(v), 3 if prog.input.dim > 1 else 1), otypes=[object])(xs)
     assert np.array_equal(diagonal(exact_xs, exact=True), model(exact_xs, exact=True))
-    long_xs = (rng.integers(0, 4, size=(2, LONG_T, 1)) if prog.input.dim == 1 else rng.random((2, LONG_T, prog.input.dim)))
+    long_xs = rng.integers(0, 4, size=(1, LONG_T, 1)) if prog.input.dim == 1 else rng.random((1, LONG_T, prog.input.dim))
     long_xs = long_xs.astype(np.float64)
-    with torch.no_grad():
-        got = model.to_torch("diagonal_linear_rnn")(torch.as_tensor(long_xs)).numpy()
-    assert _relative_error(got, prog(long_xs)) <= FLOAT_TOLERANCE
+    want = prog(long_xs)
+    for arch in DIAGONAL_TARGETS:
+        with torch.no_grad():
+            got = model.to_torch(arch)(torch.as_tensor(long_xs)).numpy()
+        assert _relative_error(got, want) <= FLOAT_TOLERANCE, arch
 
 
 # ---- the random programs of test_random_programs ------------------------------------------------------
@@ -179,17 +184,47 @@ def test_random_programs_diagonal_exact():
 
 def test_random_programs_diagonal_target_long_sequences():
     checked = 0
-    for seed in range(0, N_SEEDS, 3):
+    for seed in range(0, N_SEEDS, 6):
         case = _diagonalised(seed)
         if case is None or isinstance(case[2], lsrl.LsrlError):
             continue
         gen, model, _, _ = case
-        xs = np.random.default_rng(seed).integers(-6, 7, size=(2, LONG_T, gen.d_in)) / 3.0
+        xs = np.random.default_rng(seed).integers(-6, 7, size=(1, LONG_T, gen.d_in)) / 3.0
         want = np.asarray(model(xs))  # the compiled model equals the interpreter (test_random_programs)
         if not np.all(np.isfinite(want)) or np.max(np.abs(want)) > 1e12:
             continue  # a program built for 8 steps may grow without bound over 1000
-        with torch.no_grad():
-            got = model.to_torch("diagonal_linear_rnn")(torch.as_tensor(xs)).numpy()
-        assert _relative_error(got, want) <= FLOAT_TOLERANCE, seed
+        for arch in DIAGONAL_TARGETS:
+            with torch.no_grad():
+                got = model.to_torch(arch)(torch.as_tensor(xs)).numpy()
+            assert _relative_error(got, want) <= FLOAT_TOLERANCE, (seed, arch)
         checked += 1
-    assert checked >= 60
+    assert checked >= 30
+
+
+# ---- Hawk / Griffin structure -------------------------------------------------------------------------
+
+def test_hawk_and_griffin_need_no_max_len_and_skip_idle_parts(monkeypatch):
+    from lsrl.targets.hawk import DiagonalRecurrentBlock, IdentityTemporal, LocalMQA
+
+    model = lsrl.compile(discrete_approximator(3), progress=False)
+    hawk, griffin = model.to_torch("hawk"), model.to_torch("griffin")
+    assert hawk.max_len is None and griffin.max_len is None
+    states = [b for b in hawk.blocks if isinstance(b.temporal, DiagonalRecurrentBlock)]
+    assert len(states) == len(to_blocks(model.diagonal()).blocks)
+    assert all(isinstance(b.temporal, IdentityTemporal) for b in hawk.blocks if b.role != "state")
+    # the delay line is the only convolution, of width 4 (its length); every other state has none
+    assert sorted(len(b.temporal.rg_lru.taps) for b in states)[-2:] == [1, 4]
+    attention = [b for b in griffin.blocks if isinstance(b.temporal, LocalMQA)]
+    assert attention
+    monkeypatch.setattr(torch, "softmax", lambda *a, **k: pytest.fail("an idle attention block was computed"))
+    xs = torch.as_tensor(np.random.default_rng(0).integers(0, 4, size=(2, 50, 1)).astype(np.float64))
+    with torch.no_grad():
+        assert torch.equal(griffin(xs), hawk(xs))
+
+
+def test_inspect_lists_the_diagonal_targets():
+    from lsrl.targets import inspect
+
+    text = inspect(lsrl.compile(continuous_approximator(1, 1), progress=False))
+    for arch in DIAGONAL_TARGETS:
+        assert f"\n{arch}:" in text and f"{arch}: not available" not in text

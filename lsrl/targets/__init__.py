@@ -49,7 +49,9 @@ def layer_report(module) -> list:
     """Per layer (block) of a target module: kind, hidden size, non-zero parameters."""
     if isinstance(module, BlockModel):
         return block_report(module)
-    if module.architecture in ("gru", "lstm"):
+    if module.architecture == "diagonal_linear_rnn":
+        from lsrl.targets.diagonal import layer_report as report
+    elif module.architecture in ("gru", "lstm"):
         from lsrl.targets.gru_lstm import layer_report as report
     else:
         from lsrl.targets.hawk import layer_report as report
@@ -59,11 +61,13 @@ def layer_report(module) -> list:
 def inspect(model, archs=ARCHITECTURES, max_len=None) -> str:
     """A table per architecture: layer count, each layer's hidden size and non-zero parameters.
 
-    Hawk and Griffin need ``max_len`` (their temporal convolution spans the whole sequence).
+    Hawk and Griffin rows use the diagonal construction; given ``max_len``, the literal App. E one
+    (whose temporal convolution spans ``max_len`` steps).
     """
     lines = [model.summary()]
     for arch in archs:
-        options = {"max_len": max_len} if arch in ("hawk", "griffin") else {}
+        literal = max_len is not None and arch in ("hawk", "griffin")
+        options = {"max_len": max_len, "construction": "app_e"} if literal else {}
         try:
             rows = layer_report(to_torch(model, arch, **options))
         except LsrlError as error:
