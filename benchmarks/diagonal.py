@@ -51,7 +51,8 @@ def main():
         before, after = cost(model), cost(diagonal)
         changed += before != after
         for k in range(4):
-            ratios[k].append(after[k] / max(1, before[k]))
+            if before[k]:  # programs without a state have nothing to compare
+                ratios[k].append(after[k] / before[k])
     names = ("layers", "width", "state", "nnz")
     print(f"\nrandom programs: {len(seconds)} diagonalised ({changed} changed in cost), {refused} refused "
           f"(irrational eigenvalues); diagonal() median {statistics.median(seconds):.4f} s, max {max(seconds):.3f} s")

@@ -228,3 +228,27 @@ def test_inspect_lists_the_diagonal_targets():
     text = inspect(lsrl.compile(continuous_approximator(1, 1), progress=False))
     for arch in DIAGONAL_TARGETS:
         assert f"\n{arch}:" in text and f"{arch}: not available" not in text
+
+
+# ---- ONNX ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", DIAGONAL_TARGETS)
+def test_diagonal_targets_run_in_onnxruntime_with_dynamic_batch_and_length(arch, tmp_path):
+    import onnxruntime
+
+    from lsrl.targets.onnx_export import export_onnx
+
+    _, A, init, b, _, _ = STRUCTURES[-1]  # a Jordan chain (a cascade) and a delay line with an initial state
+    programs = [_state_program(A, init, b), discrete_approximator(3)]
+    for k, prog in enumerate(programs):
+        net = lsrl.compile(prog, progress=False).to_torch(arch)
+        rng = np.random.default_rng(k)
+        for dtype, tolerance in (("float64", 1e-12), ("float32", 1e-5)):
+            session = onnxruntime.InferenceSession(str(export_onnx(net, tmp_path / f"{k}.onnx", dtype=dtype)))
+            for batch, steps in ((1, 1), (4, 3), (2, 60)):  # shorter and longer than the delay line
+                xs = rng.integers(0, 4, size=(batch, steps, prog.input.dim)).astype(np.float64)
+                with torch.no_grad():
+                    want = net(torch.as_tensor(xs)).numpy()
+                got = session.run(None, {"x": xs.astype(dtype)})[0]
+                assert got.shape == want.shape
+                assert _relative_error(got, want) <= tolerance, (k, dtype, batch, steps)

@@ -32,7 +32,7 @@ class DiagonalRecurrence(nn.Module):
 
     def __init__(self, A: np.ndarray, s0: np.ndarray, where: str):
         super().__init__()
-        d = A.shape[0]
+        d = self.width = A.shape[0]
         partner, coupling, delay = np.arange(d), np.zeros(d), []
         for kind, indices in state_blocks(FLOAT.matrix(A)):
             if kind == OTHER:
