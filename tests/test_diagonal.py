@@ -20,7 +20,7 @@ import torch
 import lsrl
 from lsrl.targets.blocks import to_blocks
 from lsrl.programs import continuous_approximator, discrete_approximator
-from test_random_programs import N_SEEDS, _as_object_array, _compiled_exact, _inputs_for
+from test_random_programs import N_SEEDS, _as_object_array, _compiled_exact, _compiled_float, _inputs_for
 
 LONG_T = 1000
 DIAGONAL_TARGETS = ("diagonal_linear_rnn", "hawk", "griffin")
@@ -107,8 +107,25 @@ def test_irrational_eigenvalues_name_the_state():
     with pytest.raises(lsrl.LsrlError, match=r"LinState 's'.*irrational real eigenvalues.*x\*\*2 - x - 1"):
         model.diagonal()
     five_cycle = [[1 if i == (j + 1) % 5 else 0 for j in range(5)] for i in range(5)]
-    with pytest.raises(lsrl.LsrlError, match=r"LinState 's'.*degree 4"):
+    with pytest.raises(lsrl.LsrlError, match=r"LinState 's'.*degree 4.*backend='float'"):
         lsrl.compile(_state_program(five_cycle)).diagonal()
+    prog = _state_program(five_cycle, init=[1, 0, 0, 0, 0])  # in float64: two rotations and a 1x1 block
+    diagonal = lsrl.compile(prog, backend="float").diagonal()
+    assert sorted(_state_block_kinds(diagonal.layers[0].A.to_numpy())) == ["1x1", "complex pair", "complex pair"]
+    xs = np.random.default_rng(0).normal(size=(LONG_T, 1))
+    assert _relative_error(diagonal(xs), prog(xs)) <= FLOAT_TOLERANCE
+
+
+def test_rotation_counter_is_a_pair_in_float():
+    x = lsrl.Input(1, name="x")
+    prog = lsrl.ForEach(lsrl.f_modulo_counter(x, 5, method="rotation"))
+    model = lsrl.compile(prog, backend="float")
+    assert "pair block" in model.diagonal().summary()
+    xs = np.zeros((LONG_T, 1))
+    np.testing.assert_array_equal(model.diagonal()(xs)[:, 0], np.arange(LONG_T) % 5)
+    with torch.no_grad():
+        got = model.to_torch("hawk")(torch.as_tensor(xs[None])).numpy()[0]
+    assert _relative_error(got, prog(xs)) <= FLOAT_TOLERANCE
 
 
 def test_float_backend_diagonalises_too():
@@ -182,13 +199,21 @@ def test_random_programs_diagonal_exact():
     assert done >= 0.8 * (done + failed), (done, failed)
 
 
+def test_random_programs_diagonal_float():
+    """On the float backend every random program is diagonalised, irrational eigenvalues included."""
+    for seed in range(0, N_SEEDS, 2):
+        gen, model, _ = _compiled_float(seed)
+        diagonal = model.diagonal()
+        _assert_diagonal_form(diagonal)
+        for seq in _inputs_for(seed, gen.d_in):
+            xs = np.array(seq, dtype=np.float64)
+            assert _relative_error(diagonal(xs), gen.program(xs)) <= FLOAT_TOLERANCE, seed
+
+
 def test_random_programs_diagonal_target_long_sequences():
     checked = 0
     for seed in range(0, N_SEEDS, 6):
-        case = _diagonalised(seed)
-        if case is None or isinstance(case[2], lsrl.LsrlError):
-            continue
-        gen, model, _, _ = case
+        gen, model, _ = _compiled_float(seed)
         xs = np.random.default_rng(seed).integers(-6, 7, size=(1, LONG_T, gen.d_in)) / 3.0
         want = np.asarray(model(xs))  # the compiled model equals the interpreter (test_random_programs)
         if not np.all(np.isfinite(want)) or np.max(np.abs(want)) > 1e12:

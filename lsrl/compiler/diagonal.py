@@ -25,7 +25,11 @@ Each ``LinState`` ``s_t = A s_{t-1} + u_t`` (``u_t = B x_t + b``) is taken apart
 
 Every number stays in the model's backend; on the exact backend the result is bit-exact. On the
 float backend the decomposition is computed exactly on the floats' rational values and rounded
-once, so the outputs agree with the original model to float64 round-off (the tests check 1e-9).
+once; a block whose eigenvalues are irrational (a rotation, a random matrix) is diagonalised
+numerically instead (numpy's eigenvectors, real ones as 1x1 blocks and each complex pair
+``a +- ib`` as the 2x2 block ``[[a, b], [-b, a]]``). Its error: the state is rebuilt as ``V z``
+with ``V`` rounded, so each step's state carries a relative error of about ``cond(V) * 2^-52``;
+``cond(V) >= 1e6`` is refused. The tests check the outputs to 1e-9 (relative, floored at 1).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from lsrl.lang.nodes import Linear, LinState, Multi, ReLU
 from lsrl.numbers import EXACT, mpq
 
 DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
+MAX_CONDITION = 1e6  # float backend: the eigenbasis V of a block with irrational eigenvalues
 
 
 # ---- the structure of a state matrix ------------------------------------------------------------
@@ -115,8 +120,9 @@ class Chain:
     rotation: object = None  # 2x2 sympy Matrix for a complex pair
 
 
-def _jordan_of_component(block, where):
-    """``(V, chains)`` with ``block = V J V^-1`` (sympy matrices over the rationals)."""
+def _jordan_of_component(block, where, numeric: bool):
+    """``(V, chains)`` with ``block = V J V^-1``: a sympy matrix over the rationals, or (``numeric``:
+    the float backend, when some eigenvalues are irrational) a float64 numpy array."""
     import sympy
 
     size = block.shape[0]
@@ -136,16 +142,39 @@ def _jordan_of_component(block, where):
         elif poly.degree() == 2 and multiplicity == 1 and sympy.discriminant(poly) < 0:
             bases.append(basis)
             chains.append(Chain([offset, offset + 1], rotation=restricted))
+        elif numeric and multiplicity == 1:  # distinct irrational eigenvalues: real Schur-like form in float64
+            Q, local = _real_eigenbasis(np.array(restricted.tolist(), dtype=float), offset)
+            bases.append(np.array(basis.tolist(), dtype=float) @ Q)
+            chains.extend(local)
         else:
             kind = "a repeated complex pair" if poly.degree() == 2 and sympy.discriminant(poly) < 0 else (
                 "irrational real eigenvalues" if poly.degree() == 2 else f"an irreducible factor of degree {poly.degree()}")
             raise LsrlError(
                 f"{where}: A has {kind} (factor {factor} of its characteristic polynomial); it has no "
-                f"exact diagonal (or 2x2 complex-pair) form over the rationals"
+                f"exact diagonal (or 2x2 complex-pair) form over the rationals; compile with backend='float' "
+                f"for a float64 one"
             )
+    if any(isinstance(b, np.ndarray) for b in bases):
+        return np.hstack([np.array(b.tolist(), dtype=float) for b in bases]), chains
     V = sympy.Matrix.hstack(*bases)
     assert V.shape == (size, size)
     return V, chains
+
+
+def _real_eigenbasis(R: np.ndarray, offset: int):
+    """Columns ``Q`` with ``R Q = Q D``: ``D`` diagonal for real eigenvalues and ``[[a, b], [-b, a]]``
+    for each complex pair ``a +- ib`` (columns ``Re v, Im v``), as LRU's complex diagonal in real form."""
+    values, vectors = np.linalg.eig(R)
+    columns, chains = [], []
+    for value, vector in zip(values, vectors.T):
+        if value.imag == 0:
+            chains.append(Chain([offset + len(columns)], eigenvalue=float(value.real)))
+            columns.append(vector.real)
+        elif value.imag > 0:
+            a, b = float(value.real), float(value.imag)
+            chains.append(Chain([offset + len(columns), offset + len(columns) + 1], rotation=[[a, b], [-b, a]]))
+            columns.extend([vector.real, vector.imag])
+    return np.column_stack(columns), chains
 
 
 def _evaluate(poly, M):
@@ -177,6 +206,8 @@ def _to_sympy(value):
 
 
 def _from_sympy(value, backend):
+    if isinstance(value, (float, np.floating)):  # a float backend's numeric eigenvalue
+        return float(value)
     q = mpq(int(value.p), int(value.q))
     return q if backend is EXACT else float(q)
 
@@ -206,8 +237,8 @@ def decompose(layer) -> Decomposition:
             chains.append(Chain([i], eigenvalue=rows.get(i, {}).get(i, backend.zero)))
             continue
         block = sympy.Matrix(len(indices), len(indices), lambda r, c: _to_sympy(rows.get(indices[r], {}).get(indices[c], 0)))
-        V, local = _jordan_of_component(block, where)
-        V_inv = V.inv()
+        V, local = _jordan_of_component(block, where, numeric=backend is not EXACT)
+        V_inv = _inverse(V, where)
         for r in range(len(indices)):
             for c in range(len(indices)):
                 if V[r, c]:
@@ -215,12 +246,25 @@ def decompose(layer) -> Decomposition:
                 if V_inv[r, c]:
                     V_inv_entries.append((indices[r], indices[c], _from_sympy(V_inv[r, c], backend)))
         for chain in local:
+            rotation = chain.rotation.tolist() if hasattr(chain.rotation, "tolist") else chain.rotation
             chains.append(Chain(
                 [indices[c] for c in chain.columns],
                 None if chain.eigenvalue is None else _from_sympy(chain.eigenvalue, backend),
-                None if chain.rotation is None else [[_from_sympy(v, backend) for v in row] for row in chain.rotation.tolist()],
+                None if rotation is None else [[_from_sympy(v, backend) for v in row] for row in rotation],
             ))
     return Decomposition(backend.from_entries(V_entries, (d, d)), backend.from_entries(V_inv_entries, (d, d)), chains)
+
+
+def _inverse(V, where):
+    if not isinstance(V, np.ndarray):
+        return V.inv()
+    condition = np.linalg.cond(V)
+    if not condition < MAX_CONDITION:
+        raise LsrlError(
+            f"{where}: the float64 eigenbasis of A is ill-conditioned (condition number {condition:.3g} >= "
+            f"{MAX_CONDITION:g}); its diagonal form would lose about {np.log10(condition):.0f} digits"
+        )
+    return np.linalg.inv(V)
 
 
 def _is_cascade(chain) -> bool:
