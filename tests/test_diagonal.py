@@ -277,3 +277,13 @@ def test_diagonal_targets_run_in_onnxruntime_with_dynamic_batch_and_length(arch,
                 got = session.run(None, {"x": xs.astype(dtype)})[0]
                 assert got.shape == want.shape
                 assert _relative_error(got, want) <= tolerance, (k, dtype, batch, steps)
+
+
+def test_diagonal_model_saves_and_loads(tmp_path):
+    _, A, init, b, _, _ = STRUCTURES[-1]
+    prog = _state_program(A, init, b)
+    diagonal = lsrl.compile(prog).diagonal()
+    loaded = lsrl.load(diagonal.save(tmp_path / "diagonal"))
+    xs = _exact_inputs(1, 9, 4)
+    assert np.array_equal(loaded(xs, exact=True), prog(xs, exact=True))
+    assert "delay block(s) of size [2]" in loaded.summary()

@@ -1,8 +1,27 @@
-"""Hawk and Griffin models (De et al., 2024) that run a compiled program, App. E of the LSRL paper.
+"""Hawk and Griffin models (De et al., 2024) that run a compiled program.
 
 A Hawk model is a stack of *residual blocks*. Each residual block is a temporal-mixing block
 followed by a gated MLP block. Hawk's temporal block is the **recurrent block**; Griffin replaces
 the recurrent block of every third residual block by **local multi-query attention** (MQA).
+
+Two constructions (``construction=``):
+
+* ``"diagonal"`` (default) runs on ``model.diagonal()`` (``lsrl.compiler.diagonal``). A block
+  ``s_t = A s_{t-1} + B x_t + b, y_t = gamma(x_t) * phi(s_t)`` with ``k = max(depth phi, depth gamma)``
+  becomes ``k + 1`` residual blocks (``k`` without a gate): the *state* block, whose recurrent block
+  computes ``a' = W_a [x; 1] = [B x + b; x; 1]``, the temporal convolution (taps ``N^i`` mixing a
+  line's channels, as App. E.1's ``W_M[i]``) on the delay lines only
+  (width = the line's length: 4 for Listing 2's shift register, the width of De et al.; no other
+  unit is convolved) and the RG-LRU as a diagonal recurrence ``h_t = a h_{t-1} + a'_t`` (2x2 blocks
+  for complex pairs), with the first layer of ``phi`` / ``gamma`` in its gated MLP; then the
+  remaining layer blocks and the product block below, whose temporal blocks are identities and
+  compute nothing. Where this RG-LRU differs from Eqs. (39)-(43), and why: its recurrence gate is
+  constant, so ``a_t = a`` (the eigenvalue); ``a`` may be 1 (a counter) or negative, and the input
+  normalisation ``sqrt(1 - a_t^2)`` is left out, since it would zero a counter's input; ``i_t = 1``,
+  the gate branch ``g_t = 1`` and ``W_o = I`` are not computed; ``h_0`` is the program's initial
+  state. Griffin's attention blocks pass their input (``W_v = 0`` in a residual connection) and are
+  not computed. No ``max_len``: any sequence length.
+* ``"app_e"``: App. E of the LSRL paper literally, as described below; needs ``max_len``.
 
 Recurrent block (Eqs. 35-46), input ``a_t``::
 
