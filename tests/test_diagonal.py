@@ -287,3 +287,17 @@ def test_diagonal_model_saves_and_loads(tmp_path):
     xs = _exact_inputs(1, 9, 4)
     assert np.array_equal(loaded(xs, exact=True), prog(xs, exact=True))
     assert "delay block(s) of size [2]" in loaded.summary()
+
+
+def test_the_map_back_is_folded_into_the_next_state():
+    x = lsrl.Input(1, name="x")
+    first = lsrl.LinState(x, [[1, 0], [1, 1]], [[1], [0]], name="first")  # a chain: a cascade of two
+    second = lsrl.LinState(first, [[Fraction(1, 2)]], [[1, -1]], name="second")
+    prog = lsrl.ForEach(lsrl.Concat([second, first]))
+    model = lsrl.compile(prog)
+    diagonal = model.diagonal()
+    assert [layer.kind for layer in model.layers] == ["LinState", "LinState"]
+    assert [layer.kind for layer in diagonal.layers] == ["LinState", "LinState", "LinState"]  # no Linear between
+    _assert_diagonal_form(diagonal)
+    xs = _exact_inputs(1, 10, 5)
+    assert np.array_equal(diagonal(xs, exact=True), prog(xs, exact=True))

@@ -390,6 +390,13 @@ def _copy(layer, previous):
     return LinState(previous, layer.A, layer.B, layer.b, layer.init_state, name=layer.name)
 
 
+def _absorbing(layer, readback, previous):
+    """``layer`` (a Linear or LinState) reading ``previous`` through ``s = readback z``."""
+    if layer.kind == "Linear":
+        return Linear(previous, layer.A @ readback, layer.b, name=layer.name)
+    return LinState(previous, layer.A, layer.B @ readback, layer.b, layer.init_state, name=layer.name)
+
+
 def diagonalise(model):
     """A new ``CompiledProgram`` computing the same outputs as ``model`` whose every ``LinState`` has
     a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc)."""
@@ -398,23 +405,18 @@ def diagonalise(model):
     start = type(model.input)(model.input.dim, name=model.input.name, bounds=model.input.bounds)
     layers, previous, readback = [], start, None
     for layer in model.layers:
-        if readback is not None and layer.kind != "Linear":
-            back = Linear(previous, readback, None, name=f"{previous.name}.readback")
-            layers.append(back)
-            previous, readback = back, None
-        if layer.kind == "LinState":
-            new, readback = _rewrite(layer, previous)
-            layers.extend(new)
-            previous = new[-1]
-            continue
-        if readback is not None:  # a Linear after a rewritten state absorbs s = V z
-            built = Linear(previous, layer.A @ readback, layer.b, name=layer.name)
+        if readback is not None and layer.kind in ("ReLU", "Multi"):  # nothing to fold s = V z into
+            previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
+            layers.append(previous)
             readback = None
+        source = layer if readback is None else _absorbing(layer, readback, previous)
+        if layer.kind == "LinState":
+            new, readback = _rewrite(source, previous)
         else:
-            built = _copy(layer, previous)
-        layers.append(built)
-        previous = built
+            new = [source if readback is not None else _copy(layer, previous)]
+            readback = None
+        layers.extend(new)
+        previous = new[-1]
     if readback is not None:
         layers.append(Linear(previous, readback, None, name=f"{previous.name}.readback"))
-    stats = dict(model.stats)
-    return CompiledProgram(start, layers, model.backend, stats, model.name)
+    return CompiledProgram(start, layers, model.backend, dict(model.stats), model.name)
