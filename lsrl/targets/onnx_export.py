@@ -44,6 +44,7 @@ class _Graph:
         from onnx import helper, numpy_helper
 
         self.onnx, self.helper, self.numpy_helper = onnx, helper, numpy_helper
+        self.dtype = dtype
         self.np_dtype = _DTYPES[dtype]
         self.elem_type = onnx.TensorProto.FLOAT if dtype == "float32" else onnx.TensorProto.DOUBLE
         self.nodes, self.initializers, self.count = [], [], 0
@@ -158,9 +159,7 @@ def _gather(g, seq, indices, hint):
 def _scan_recurrence(g, drive, rec, batch, hint):
     """``h_t = a * h_{t-1} + c * h_{t-1}[partner] + drive_t`` (``drive``: ``(T, B, r)``) as a Scan."""
     helper, width = g.helper, int(rec.a.shape[0])
-    body = _Graph.__new__(_Graph)
-    body.onnx, body.helper, body.numpy_helper = g.onnx, g.helper, g.numpy_helper
-    body.np_dtype, body.elem_type, body.nodes, body.initializers, body.count = g.np_dtype, g.elem_type, [], [], 0
+    body = _Graph(g.dtype)
     decay = body.op("Mul", ["h_in", body.const(_numpy(rec.a), "a")], "decay")
     partner = body.op("Gather", ["h_in", body.const(rec.partner.numpy(), "partner", integer=True)], "partner", axis=1)
     coupled = body.op("Mul", [partner, body.const(_numpy(rec.c), "c")], "coupled")
