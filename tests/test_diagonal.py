@@ -114,6 +114,11 @@ def test_irrational_eigenvalues_name_the_state():
     assert sorted(_state_block_kinds(diagonal.layers[0].A.to_numpy())) == ["1x1", "complex pair", "complex pair"]
     xs = np.random.default_rng(0).normal(size=(LONG_T, 1))
     assert _relative_error(diagonal(xs), prog(xs)) <= FLOAT_TOLERANCE
+    exact_model = lsrl.compile(prog)  # the float64 targets fall back to a float64 diagonal form
+    for arch in DIAGONAL_TARGETS:
+        with torch.no_grad():
+            got = exact_model.to_torch(arch)(torch.as_tensor(xs[None])).numpy()[0]
+        assert _relative_error(got, prog(xs)) <= FLOAT_TOLERANCE, arch
 
 
 def test_rotation_counter_is_a_pair_in_float():

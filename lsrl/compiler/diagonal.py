@@ -42,7 +42,7 @@ from scipy.sparse.csgraph import connected_components
 
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU
-from lsrl.numbers import EXACT, mpq
+from lsrl.numbers import EXACT, FLOAT, mpq
 
 DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
 MAX_CONDITION = 1e6  # float backend: the eigenbasis V of a block with irrational eigenvalues
@@ -380,14 +380,37 @@ def _rewrite(layer, previous):
     return layers, readback
 
 
-def _copy(layer, previous):
+def _copy(layer, previous, backend=None):
+    """``layer`` reading ``previous``, its weights converted to ``backend`` if one is given."""
+    def weight(matrix):
+        return matrix if backend is None else backend.convert(matrix)
+
     if layer.kind == "Linear":
-        return Linear(previous, layer.A, layer.b, name=layer.name)
+        return Linear(previous, weight(layer.A), weight(layer.b), name=layer.name)
     if layer.kind == "ReLU":
         return ReLU(previous, name=layer.name)
     if layer.kind == "Multi":
         return Multi(previous, name=layer.name)
-    return LinState(previous, layer.A, layer.B, layer.b, layer.init_state, name=layer.name)
+    return LinState(
+        previous, weight(layer.A), weight(layer.B), weight(layer.b), weight(layer.init_state), name=layer.name
+    )
+
+
+def float_diagonal(model):
+    """``model.diagonal()``, or, where exact rationals cannot express it (irrational eigenvalues), the
+    diagonal form of a float64 copy of ``model`` (what the float64 targets need)."""
+    from lsrl.compiler.compiled import CompiledProgram
+
+    try:
+        return diagonalise(model)
+    except LsrlError:
+        if model.backend != "exact":
+            raise
+    start = type(model.input)(model.input.dim, name=model.input.name, bounds=model.input.bounds)
+    layers = []
+    for layer in model.layers:
+        layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
+    return diagonalise(CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name))
 
 
 def _absorbing(layer, readback, previous):

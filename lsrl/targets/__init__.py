@@ -26,9 +26,10 @@ def to_torch(model, arch: str, **options):
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
     if arch == "diagonal_linear_rnn":
+        from lsrl.compiler.diagonal import float_diagonal
         from lsrl.targets.diagonal import build_diagonal_linear_rnn
 
-        return build_diagonal_linear_rnn(to_blocks(model.diagonal()))
+        return build_diagonal_linear_rnn(to_blocks(float_diagonal(model)))
     stack = to_blocks(model)
     if arch in UNGATED:
         _require_no_gate(stack, arch)

@@ -530,9 +530,10 @@ def _as_stack(stack, construction) -> BlockStack:
     if isinstance(stack, BlockStack):
         return stack
     if hasattr(stack, "layers"):  # a CompiledProgram
+        from lsrl.compiler.diagonal import float_diagonal
         from lsrl.targets.blocks import to_blocks
 
-        return to_blocks(stack.diagonal() if construction == "diagonal" else stack)
+        return to_blocks(float_diagonal(stack) if construction == "diagonal" else stack)
     raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
 
 
