@@ -306,3 +306,14 @@ def test_the_map_back_is_folded_into_the_next_state():
     _assert_diagonal_form(diagonal)
     xs = _exact_inputs(1, 10, 5)
     assert np.array_equal(diagonal(xs, exact=True), prog(xs, exact=True))
+
+
+def test_hawk_and_griffin_parameters_within_10x_of_the_gated_linear_rnn():
+    model = lsrl.compile(discrete_approximator(3), progress=False)  # Listing 2, n = 3
+
+    def parameters(arch):
+        return sum(p.numel() for p in model.to_torch(arch).parameters())
+
+    baseline = parameters("gated_linear_rnn")
+    for arch in ("hawk", "griffin"):
+        assert parameters(arch) <= 10 * baseline, arch
