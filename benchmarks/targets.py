@@ -1,13 +1,14 @@
-"""Per compile target: layers, widest hidden size, non-zero parameters and run time (process CPU
-seconds, median of 3, one torch thread) over a batch of 64 sequences of length 256.
+"""Per compile target: layers, widest hidden size, parameters (all, and non-zero) and run time
+(process CPU seconds, median of 3) over a batch of 64 sequences of length 256, float64.
 
-    python benchmarks/targets.py
+    python benchmarks/targets.py [--threads 1] [--batch 64] [--length 256] [--app-e]
 
-The whole script takes about half an hour on one core: Hawk and Griffin dominate (their temporal
-convolutions span all 256 steps; one forward pass of discrete_approximator(3) as Hawk took 61 s of
-CPU, 3 repeats x 4 programs x 2 architectures).
+One torch thread by default: on a loaded machine more threads made the step loops much slower.
+``--app-e`` adds Hawk / Griffin rows for the literal App. E construction (a convolution as long
+as the sequence: slow).
 """
 
+import argparse
 import statistics
 import time
 
@@ -18,43 +19,57 @@ import lsrl
 from lsrl.programs import continuous_approximator, discrete_approximator
 from lsrl.targets import ARCHITECTURES, layer_report
 
-BATCH, LENGTH, REPEATS = 64, 256, 3
+REPEATS = 3
 
 
-def inputs(program, generator):
+def inputs(program, generator, batch, length):
     if program.input.dim == 1:
-        return generator.integers(0, 11, size=(BATCH, LENGTH, 1)).astype(np.float64)
-    return generator.random((BATCH, LENGTH, program.input.dim))
+        return generator.integers(0, 11, size=(batch, length, 1)).astype(np.float64)
+    return generator.random((batch, length, program.input.dim))
+
+
+def cpu_seconds(net, xs):
+    times = []
+    with torch.no_grad():
+        for _ in range(REPEATS):
+            start = time.process_time()
+            net(xs)
+            times.append(time.process_time() - start)
+    return statistics.median(times)
 
 
 def main():
-    torch.set_num_threads(1)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--length", type=int, default=256)
+    parser.add_argument("--app-e", action="store_true", help="also the literal App. E Hawk / Griffin")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     generator = np.random.default_rng(0)
     # a gated and an ungated variant of each, so that every architecture gets a row
     programs = [
         discrete_approximator(3, ifelse=variant) for variant in ("multiplicative", "optimized")
     ] + [continuous_approximator(2, 2, ifelse=variant) for variant in ("multiplicative", "optimized")]
-    print(f"{'program':46} {'target':17} {'layers':>6} {'widest':>6} {'nonzeros':>9} {'run s':>7}")
+    targets = [(arch, {}) for arch in ARCHITECTURES]
+    if args.app_e:
+        targets += [(arch, {"construction": "app_e", "max_len": args.length}) for arch in ("hawk", "griffin")]
+    print(f"{'program':46} {'target':22} {'layers':>6} {'widest':>6} {'params':>9} {'nonzeros':>9} {'cpu s':>7}")
     for program in programs:
         model = lsrl.compile(program, progress=False)
-        xs = torch.as_tensor(inputs(program, generator))
-        for arch in ARCHITECTURES:
-            options = {"max_len": LENGTH} if arch in ("hawk", "griffin") else {}
+        xs = torch.as_tensor(inputs(program, generator, args.batch, args.length))
+        for arch, options in targets:
+            label = arch + (" (App. E)" if options else "")
             try:
                 net = model.to_torch(arch, **options)
             except lsrl.LsrlError as error:
-                print(f"{program.name:46} {arch:17} not available: {str(error)[:50]}")
+                print(f"{program.name:46} {label:22} not available: {str(error)[:50]}")
                 continue
             rows = layer_report(net)
-            times = []
-            with torch.no_grad():
-                for _ in range(REPEATS):
-                    start = time.process_time()
-                    net(xs)
-                    times.append(time.process_time() - start)
             layers = len({r["layer"] for r in rows})
-            print(f"{program.name:46} {arch:17} {layers:6d} {max(r['hidden'] for r in rows):6d} "
-                  f"{sum(r['nonzeros'] for r in rows):9d} {statistics.median(times):7.3f}", flush=True)
+            params = sum(p.numel() for p in net.parameters())
+            print(f"{program.name:46} {label:22} {layers:6d} {max(r['hidden'] for r in rows):6d} {params:9d} "
+                  f"{sum(r['nonzeros'] for r in rows):9d} {cpu_seconds(net, xs):7.3f}", flush=True)
 
 
 if __name__ == "__main__":

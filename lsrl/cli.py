@@ -48,18 +48,14 @@ def _importable(folder: Path):
         sys.path.remove(str(folder))
 
 
-ONNX_TARGETS = ("rnn", "gated_rnn", "gru", "lstm")
-
-
 def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
-    from lsrl.targets.onnx_export import check_precision, export_onnx
+    from lsrl.targets.onnx_export import ARCHS, check_precision, export_onnx
 
-    options = {"max_len": max_len} if target in ("hawk", "griffin") else {}
-    if options and max_len is None:
-        raise LsrlError(f"--target {target} needs --max-len, the longest input sequence")
+    literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
+    options = {"max_len": max_len, "construction": "app_e"} if literal else {}
     module = model.to_torch(target, **options)
-    if target in ONNX_TARGETS:
+    if target in ARCHS and not literal:
         check_precision(module, target, onnx_dtype, allow_inexact)
         return f"{target}.onnx", lambda path: export_onnx(module, path, target, onnx_dtype, allow_inexact)
     from safetensors.torch import save_file  # no ONNX operators for these: the torch module's weights
@@ -90,11 +86,12 @@ def demo(plots):
 @click.argument("source")
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
 @click.option("--target", type=click.Choice(["path", *ARCHITECTURES]), default="path", show_default=True,
-              help="also export this architecture: TARGET.onnx for rnn, gated_rnn, gru, lstm; the torch module's "
-                   "weights as TARGET.safetensors for the others")
-@click.option("--max-len", type=click.IntRange(min=1), default=None, help="longest input for hawk / griffin targets")
+              help="also export this architecture: TARGET.onnx where ONNX has the operators (rnn, gated_rnn, gru, "
+                   "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors")
+@click.option("--max-len", type=click.IntRange(min=1), default=None,
+              help="hawk / griffin: use the literal App. E construction, accepting inputs up to this length")
 @click.option("--onnx-dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
-              help="ONNX element type (onnxruntime runs float32 only for these recurrent operators)")
+              help="ONNX element type (onnxruntime runs float32 only for the RNN / GRU / LSTM operators)")
 @click.option("--allow-inexact", is_flag=True,
               help="export ONNX even where the weights are too large for --onnx-dtype (e.g. lambda=1e10 in float32)")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
@@ -131,7 +128,8 @@ def run(model_dir, input_file, exact, no_check_bounds):
 
 @main.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--max-len", type=click.IntRange(min=1), default=None, help="longest input, for the hawk / griffin rows")
+@click.option("--max-len", type=click.IntRange(min=1), default=None,
+              help="hawk / griffin rows: the literal App. E construction for inputs up to this length")
 @one_line_errors
 def inspect(model_dir, max_len):
     """Per architecture: layers, hidden sizes, non-zero parameters."""

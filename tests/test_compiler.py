@@ -108,8 +108,7 @@ def _structure_matches(net, arch) -> bool:
 def test_to_torch_builds_each_named_architecture(arch):
     program = more_ones_than_zeros()
     model = lsrl.compile(program)
-    options = {"max_len": 12} if arch in ("hawk", "griffin") else {}
-    net = model.to_torch(arch, **options)
+    net = model.to_torch(arch)
     assert net.architecture == arch and _structure_matches(net, arch)
     xs = np.random.default_rng(3).integers(0, 2, size=(4, 12, 1)).astype(float)
     np.testing.assert_allclose(run_module(net, xs), program(xs), atol=1e-9)

@@ -300,6 +300,7 @@ def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
     class Recorder:
         def __init__(self, total, **options):
             self.n, self.total, self.stages, self.postfix, self.shown = 0, total, [], None, []
+            self.disable, self.delay, self.format_dict = False, 0, {"elapsed": 0.0}
             bars.append(self)
 
         def refresh(self):

@@ -1,4 +1,6 @@
-"""Hawk and Griffin targets (App. E): the modules reproduce the block stack and the interpreter.
+"""Hawk and Griffin targets, literal App. E construction (``construction="app_e"``; the default
+diagonal construction is tested in tests/test_diagonal.py): the modules reproduce the block stack
+and the interpreter.
 
 Tolerance: max |a - b| / max(1, |b|) <= 1e-9 (see tests/test_programs.py for why the ReLU-based
 conditionals get dyadic inputs). The convolution kernel is max_len x H x H per residual block, so
@@ -36,7 +38,7 @@ def residual_count(stack) -> int:
 
 
 def check(arch, program, stack, xs):
-    net = BUILDERS[arch](stack, max_len=xs.shape[1])
+    net = BUILDERS[arch](stack, construction="app_e", max_len=xs.shape[1])
     got = run(net, xs)
     assert got.shape == xs.shape[:2] + (stack.d_out,)
     assert max_relative_difference(got, stack(xs)) <= 1e-9
@@ -90,7 +92,7 @@ def test_random_programs():
             xs = np.array([seq], dtype=np.float64)
             reference = gen.program(xs)
             for arch, build in BUILDERS.items():
-                got = run(build(stack, max_len=xs.shape[1]), xs)
+                got = run(build(stack, construction="app_e", max_len=xs.shape[1]), xs)
                 assert max_relative_difference(got, stack(xs)) <= 1e-9, (seed, arch)
                 assert max_relative_difference(got, reference) <= 1e-9, (seed, arch)
 
@@ -115,19 +117,19 @@ def test_residual_block_count_is_L_times_k_plus_2_and_negative_values_need_no_bo
     L, k = 3, 2
     stack = gated_stack(L, k)
     xs = np.random.default_rng(1).normal(size=(2, 12, 3)) * 5  # any sign, no lower bound
-    net = build_hawk(stack, max_len=12)
+    net = build_hawk(stack, construction="app_e", max_len=12)
     assert len(net.blocks) == L * (k + 2)
     assert [b.role for b in net.blocks] == ["state", "layer", "layer", "product"] * L
     assert np.any(stack(xs) < 0)
     assert max_relative_difference(run(net, xs), stack(xs)) <= 1e-9
-    assert max_relative_difference(run(build_griffin(stack, max_len=12), xs), stack(xs)) <= 1e-9
+    assert max_relative_difference(run(build_griffin(stack, construction="app_e", max_len=12), xs), stack(xs)) <= 1e-9
 
 
 def test_block_counts_of_the_library_programs():
     _, stack = stack_of("more_ones")
-    assert len(build_hawk(stack, max_len=4).blocks) == 3  # one ungated block, phi 2 layers deep: k + 1
+    assert len(build_hawk(stack, construction="app_e", max_len=4).blocks) == 3  # one ungated block, phi 2 layers deep: k + 1
     _, stack = stack_of("discrete", "multiplicative")
-    hawk = build_hawk(stack, max_len=4)
+    hawk = build_hawk(stack, construction="app_e", max_len=4)
     assert len(hawk.blocks) == residual_count(stack)
     assert sum(b.role == "state" for b in hawk.blocks) == len(stack.blocks)
 
@@ -135,7 +137,7 @@ def test_block_counts_of_the_library_programs():
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
 def test_griffin_puts_attention_in_every_third_block(kind):
     _, stack = stack_of(kind, "multiplicative")
-    hawk, griffin = build_hawk(stack, max_len=4), build_griffin(stack, max_len=4, window=3)
+    hawk, griffin = build_hawk(stack, construction="app_e", max_len=4), build_griffin(stack, construction="app_e", max_len=4, window=3)
     assert all(isinstance(b.temporal, RecurrentBlock) for b in hawk.blocks)
     for i, block in enumerate(griffin.blocks):
         assert isinstance(block.temporal, LocalMQA) == (i % 3 == 2), i
@@ -163,7 +165,7 @@ def test_local_mqa_attends_causally_within_its_window():
 
 def test_layer_report():
     _, stack = stack_of("discrete", "multiplicative")
-    net = build_hawk(stack, max_len=8)
+    net = build_hawk(stack, construction="app_e", max_len=8)
     rows = layer_report(net)
     assert len(rows) == 2 * len(net.blocks)
     assert all(row["hidden"] > 0 and row["nonzeros"] > 0 for row in rows)
@@ -178,11 +180,13 @@ def test_layer_report():
 @pytest.mark.parametrize("arch", BUILDERS)
 def test_a_sequence_longer_than_max_len_is_refused(arch):
     _, stack = stack_of("more_ones")
-    net = BUILDERS[arch](stack, max_len=5)
+    net = BUILDERS[arch](stack, construction="app_e", max_len=5)
     run(net, np.ones((1, 5, 1)))
     with pytest.raises(lsrl.LsrlError, match="max_len=5"):
         run(net, np.ones((1, 6, 1)))
     with pytest.raises(lsrl.LsrlError, match="max_len"):
-        BUILDERS[arch](stack)
+        BUILDERS[arch](stack, construction="app_e")
+    with pytest.raises(lsrl.LsrlError, match="only used by construction='app_e'"):
+        BUILDERS[arch](stack, max_len=5)
     with pytest.raises(lsrl.LsrlError, match=r"\(B, T, 1\)"):
         run(net, np.ones((5, 1)))

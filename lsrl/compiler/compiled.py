@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.lang.evaluate import EXACT_MODE, mode_for
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
@@ -80,7 +81,7 @@ class CompiledProgram:
         return (
             f"{self.name}: {len(self.layers)} layers, widest {self.widest_layer}, state {self.state_size}, "
             f"{self.parameter_count} non-zero weights [{self.backend}]\n  Input({self.input.dim}) -> {kinds}"
-        )
+        ) + structured_blocks_note(self.layers)
 
     def __repr__(self) -> str:
         return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
@@ -106,6 +107,10 @@ class CompiledProgram:
                 self._plan = build_plan(self.input.dim, self.layers)
             result = run_plan(self._plan, batch)
         return result[0] if squeeze else result
+
+    def diagonal(self) -> "CompiledProgram":
+        """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``)."""
+        return diagonalise(self)
 
     def to_torch(self, arch: str, **options):
         """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""

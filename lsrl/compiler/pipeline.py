@@ -77,7 +77,8 @@ def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram
             bar.update(done - bar.n)
             if stage not in shown:
                 shown.append(stage)
-                bar.refresh()
+                if not bar.disable and bar.format_dict["elapsed"] >= bar.delay:  # never before the bar's delay
+                    bar.refresh()
 
         show("prepare")
         graph = prepare(graph)

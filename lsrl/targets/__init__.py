@@ -8,9 +8,13 @@ from lsrl.targets.checks import check_hawk_size, check_options
 from lsrl.targets.precision import precision_of
 from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
-ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin")
+ARCHITECTURES = (
+    "linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin"
+)
 UNGATED = ("linear_rnn", "rnn")
-OPTIONS = {"gru": ("gate_bound",), "hawk": ("max_len",), "griffin": ("max_len", "window", "heads")}
+OPTIONS = {
+    "gru": ("gate_bound",), "hawk": ("max_len", "construction"), "griffin": ("max_len", "window", "heads", "construction"),
+}
 
 
 def _require_no_gate(stack: BlockStack, arch: str) -> None:
@@ -39,6 +43,11 @@ def to_torch(model, arch: str, **options):
 
 
 def _build(model, arch: str, options: dict):
+    if arch == "diagonal_linear_rnn":
+        from lsrl.compiler.diagonal import float_diagonal
+        from lsrl.targets.diagonal import build_diagonal_linear_rnn
+
+        return build_diagonal_linear_rnn(to_blocks(float_diagonal(model)))
     stack = to_blocks(model)
     if arch in UNGATED:
         _require_no_gate(stack, arch)
@@ -52,15 +61,18 @@ def _build(model, arch: str, options: dict):
         return (gru_lstm.build_gru if arch == "gru" else gru_lstm.build_lstm)(stack, **options)
     from lsrl.targets import hawk
 
-    check_hawk_size(stack, arch, options.get("max_len"))
-    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(stack, **options)
+    if options.get("construction") == "app_e":
+        check_hawk_size(stack, arch, options.get("max_len"))
+    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(model, **options)
 
 
 def layer_report(module) -> list:
     """Per layer (block) of a target module: kind, hidden size, non-zero parameters."""
     if isinstance(module, BlockModel):
         return block_report(module)
-    if module.architecture in ("gru", "lstm"):
+    if module.architecture == "diagonal_linear_rnn":
+        from lsrl.targets.diagonal import layer_report as report
+    elif module.architecture in ("gru", "lstm"):
         from lsrl.targets.gru_lstm import layer_report as report
     else:
         from lsrl.targets.hawk import layer_report as report
@@ -70,11 +82,13 @@ def layer_report(module) -> list:
 def inspect(model, archs=ARCHITECTURES, max_len=None) -> str:
     """A table per architecture: layer count, each layer's hidden size and non-zero parameters.
 
-    Hawk and Griffin need ``max_len`` (their temporal convolution spans the whole sequence).
+    Hawk and Griffin rows use the diagonal construction; given ``max_len``, the literal App. E one
+    (whose temporal convolution spans ``max_len`` steps).
     """
     lines = [model.summary()]
     for arch in archs:
-        options = {"max_len": max_len} if arch in ("hawk", "griffin") else {}
+        literal = max_len is not None and arch in ("hawk", "griffin")
+        options = {"max_len": max_len, "construction": "app_e"} if literal else {}
         try:
             rows = layer_report(to_torch(model, arch, **options))
         except LsrlError as error:

@@ -1,8 +1,27 @@
-"""Hawk and Griffin models (De et al., 2024) that run a compiled program, App. E of the LSRL paper.
+"""Hawk and Griffin models (De et al., 2024) that run a compiled program.
 
 A Hawk model is a stack of *residual blocks*. Each residual block is a temporal-mixing block
 followed by a gated MLP block. Hawk's temporal block is the **recurrent block**; Griffin replaces
 the recurrent block of every third residual block by **local multi-query attention** (MQA).
+
+Two constructions (``construction=``):
+
+* ``"diagonal"`` (default) runs on ``model.diagonal()`` (``lsrl.compiler.diagonal``). A block
+  ``s_t = A s_{t-1} + B x_t + b, y_t = gamma(x_t) * phi(s_t)`` with ``k = max(depth phi, depth gamma)``
+  becomes ``k + 1`` residual blocks (``k`` without a gate): the *state* block, whose recurrent block
+  computes ``a' = W_a [x; 1] = [B x + b; x; 1]``, the temporal convolution (taps ``N^i`` mixing a
+  line's channels, as App. E.1's ``W_M[i]``) on the delay lines only
+  (width = the line's length: 4 for Listing 2's shift register, the width of De et al.; no other
+  unit is convolved) and the RG-LRU as a diagonal recurrence ``h_t = a h_{t-1} + a'_t`` (2x2 blocks
+  for complex pairs), with the first layer of ``phi`` / ``gamma`` in its gated MLP; then the
+  remaining layer blocks and the product block below, whose temporal blocks are identities and
+  compute nothing. Where this RG-LRU differs from Eqs. (39)-(43), and why: its recurrence gate is
+  constant, so ``a_t = a`` (the eigenvalue); ``a`` may be 1 (a counter) or negative, and the input
+  normalisation ``sqrt(1 - a_t^2)`` is left out, since it would zero a counter's input; ``i_t = 1``,
+  the gate branch ``g_t = 1`` and ``W_o = I`` are not computed; ``h_0`` is the program's initial
+  state. Griffin's attention blocks pass their input (``W_v = 0`` in a residual connection) and are
+  not computed. No ``max_len``: any sequence length.
+* ``"app_e"``: App. E of the LSRL paper literally, as described below; needs ``max_len``.
 
 Recurrent block (Eqs. 35-46), input ``a_t``::
 
@@ -80,6 +99,7 @@ from torch import nn
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.checks import checked_input
+from lsrl.targets.diagonal import DiagonalRecurrence
 from lsrl.targets.recurrent import float64_tensor
 
 DTYPE = torch.float64
@@ -166,6 +186,36 @@ class RecurrentBlock(nn.Module):
         return self.W_o(g * h)
 
 
+class DiagonalRecurrentBlock(nn.Module):
+    """The recurrent block on a state in diagonal form: ``a' = W_a a``, the width-<=4 causal
+    convolution on the delay lines, the RG-LRU's diagonal recurrence (``DiagonalRecurrence``); the
+    gate branch ``g = 1`` and ``W_o = I`` of this construction are not computed."""
+
+    kind = "recurrent"
+
+    def __init__(self, spec: "DiagonalStateSpec"):
+        super().__init__()
+        self.W_a = _linear(spec.W_a)
+        self.rg_lru = DiagonalRecurrence(spec.A, spec.s0, spec.where)
+
+    @property
+    def hidden(self) -> int:
+        return self.W_a.out_features
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return self.rg_lru(self.W_a(a))
+
+
+class IdentityTemporal(nn.Module):
+    """A temporal block that passes its input (App. E.2's identity recurrent block): nothing to compute."""
+
+    kind = "identity"
+    hidden = 0
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return a
+
+
 class LocalMQA(nn.Module):
     """Local multi-query attention: ``heads`` query heads share one key and one value head.
 
@@ -189,6 +239,8 @@ class LocalMQA(nn.Module):
         return self.heads * self.head_dim
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
+        if self.residual and not (torch.any(self.W_v.weight) and torch.any(self.W_o.weight)):
+            return a + self.W_o.bias  # the attention adds nothing: not computed
         batch, T, _ = a.shape
         q = self.W_q(a).view(batch, T, self.heads, self.head_dim).transpose(1, 2)  # (B, heads, T, hd)
         k = self.W_k(a).unsqueeze(1)  # (B, 1, T, hd), shared by every head
@@ -247,7 +299,7 @@ class HawkModel(nn.Module):
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         x = checked_input(self, x, check_bounds)
-        if x.shape[1] > self.max_len:
+        if self.max_len is not None and x.shape[1] > self.max_len:
             raise SequenceError(
                 f"{self.architecture}: sequence length {x.shape[1]} exceeds max_len={self.max_len}, the "
                 f"window d_conv of the temporal convolution that computes the state (App. E.1); "
@@ -286,6 +338,14 @@ class RecurrentSpec:
         self.W_i = np.zeros((width, width)) if self.W_i is None else self.W_i
         self.b_i = np.ones(width) if self.b_i is None else self.b_i
         self.Lambda = np.zeros(width) if self.Lambda is None else self.Lambda
+
+
+@dataclass
+class DiagonalStateSpec:
+    W_a: np.ndarray  # (H, d_in + 1): [x; 1] -> the drive of the state and the carried channels
+    A: np.ndarray  # (H, H) in diagonal form (lsrl.compiler.diagonal)
+    s0: np.ndarray
+    where: str
 
 
 @dataclass
@@ -411,10 +471,10 @@ def _ends_in_relu(layers) -> bool:
     return bool(layers) and layers[-1].relu
 
 
-def block_to_residuals(block, max_len: int) -> list:
-    """One Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
+def _mlp_residuals(block) -> list:
+    """The ``k`` layer specs and the product spec (gated blocks) that follow a block's state."""
     gated = block.gamma is not None
-    specs = [_state_residual(block, max_len, carry_x=gated)]
+    specs = []
     phi, gamma = block.phi, (block.gamma if gated else [])
     size_phi, size_gamma = block.d_state, (block.d_in if gated else 0)
     for j in range(max(len(phi), len(gamma))):
@@ -435,21 +495,59 @@ def block_to_residuals(block, max_len: int) -> list:
     return specs
 
 
-def _as_stack(stack) -> BlockStack:
+def block_to_residuals(block, max_len: int) -> list:
+    """App. E: one Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
+    return [_state_residual(block, max_len, carry_x=block.gamma is not None)] + _mlp_residuals(block)
+
+
+def diagonal_block_to_residuals(block, where: str) -> list:
+    """One block whose ``A`` is in diagonal form as ``k + 1`` residual-block specs (``k`` without a
+    gate): the state block computes the state with the RG-LRU and the first MLP layer in its gated MLP."""
+    gated = block.gamma is not None
+    d, n = block.d_state, block.d_in
+    carried = n if gated else 0
+    H = d + carried + 1  # [s; x; 1]
+    W_a = np.zeros((H, n + 1))  # a' = [B x + b; x; 1] from the input [x; 1]
+    W_a[:d, :n], W_a[:d, n] = block.B, block.b
+    W_a[d:d + carried, :n] = np.eye(n)[:carried]
+    W_a[H - 1, n] = 1.0
+    A, s0 = np.zeros((H, H)), np.zeros(H)
+    A[:d, :d], s0[:d] = block.A, block.s0  # the carried x and the constant are copies (a = 0)
+    rest = _mlp_residuals(block)
+    first = rest.pop(0).mlp if rest and rest[0].role == "layer" else _identity_mlp(H)
+    return [ResidualSpec(DiagonalStateSpec(W_a, A, s0, where), first, "state")] + rest
+
+
+CONSTRUCTIONS = ("diagonal", "app_e")
+DEFAULT_WINDOW = 1024  # Griffin's local attention window (De et al., 2024)
+
+
+def _as_stack(stack, construction) -> BlockStack:
     if isinstance(stack, BlockStack):
         return stack
     if hasattr(stack, "layers"):  # a CompiledProgram
+        from lsrl.compiler.diagonal import float_diagonal
         from lsrl.targets.blocks import to_blocks
 
-        return to_blocks(stack)
+        return to_blocks(float_diagonal(stack) if construction == "diagonal" else stack)
     raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
 
 
-def _check_max_len(max_len, architecture):
+def _check_max_len(max_len, architecture, construction):
+    if construction not in CONSTRUCTIONS:
+        raise LsrlError(f"{architecture}: construction must be one of {CONSTRUCTIONS}, got {construction!r}")
+    if construction == "diagonal":
+        if max_len is not None:
+            raise LsrlError(
+                f"{architecture}: max_len is only used by construction='app_e' (a convolution as long as the "
+                f"sequence); the default diagonal construction runs any length"
+            )
+        return None
     if max_len is None or isinstance(max_len, bool) or int(max_len) != max_len or max_len < 1:
         raise LsrlError(
-            f"{architecture} needs max_len, the longest input sequence (a positive integer): it is the "
-            f"window d_conv of the temporal convolution that computes each state (App. E.1), got {max_len!r}"
+            f"{architecture} with construction='app_e' needs max_len, the longest input sequence (a positive "
+            f"integer): it is the window d_conv of the temporal convolution that computes each state (App. E.1), "
+            f"got {max_len!r}"
         )
     return int(max_len)
 
@@ -463,43 +561,57 @@ def _identity_mqa(width: int, heads: int, window: int) -> LocalMQA:
     )
 
 
+def _residual_specs(stack, max_len):
+    if max_len is None:
+        return [spec for i, block in enumerate(stack.blocks) for spec in diagonal_block_to_residuals(block, f"block {i}")]
+    return [spec for block in stack.blocks for spec in block_to_residuals(block, max_len)]
+
+
+def _temporal(spec, max_len):
+    if isinstance(spec.temporal, DiagonalStateSpec):
+        return DiagonalRecurrentBlock(spec.temporal)
+    if spec.temporal is not None:
+        return RecurrentBlock(spec.temporal, max_len)
+    if max_len is None:
+        return IdentityTemporal()
+    return RecurrentBlock(_identity_recurrent(spec.width), max_len)
+
+
 def _build(stack, max_len, architecture, window=None, heads=2, attention_every=3):
-    stack = _as_stack(stack)
-    max_len = _check_max_len(max_len, architecture)
-    specs = [spec for block in stack.blocks for spec in block_to_residuals(block, max_len)]
     modules = []
     width = stack.d_in + 1
-    for spec in specs:
+    for spec in _residual_specs(stack, max_len):
         attention_slot = architecture == "griffin" and len(modules) % attention_every == attention_every - 1
         if attention_slot and spec.temporal is not None:  # a state block must not lose its recurrence
             modules.append(ResidualBlock(_identity_mqa(width, heads, window), GatedMLP(_identity_mlp(width)), "pass"))
             attention_slot = False
-        if spec.temporal is not None:
-            temporal = RecurrentBlock(spec.temporal, max_len)
-        elif attention_slot:
-            temporal = _identity_mqa(spec.width, heads, window)
-        else:
-            temporal = RecurrentBlock(_identity_recurrent(spec.width), max_len)
+        temporal = _identity_mqa(spec.width, heads, window) if attention_slot else _temporal(spec, max_len)
         modules.append(ResidualBlock(temporal, GatedMLP(spec.mlp), spec.role))
         width = spec.mlp.W_m.shape[0]
     return HawkModel(architecture, stack.d_in, stack.d_out, max_len, modules)
 
 
-def build_hawk(stack, max_len=None) -> HawkModel:
-    """A Hawk model (recurrent blocks only) computing ``stack``; inputs up to ``max_len`` steps."""
-    return _build(stack, max_len, "hawk")
+def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:
+    """A Hawk model (recurrent blocks only) computing ``stack`` (a BlockStack or CompiledProgram).
+
+    ``construction="diagonal"`` (default): states in diagonal form (``model.diagonal()``), RG-LRU
+    recurrences and short convolutions, any sequence length. ``"app_e"``: the literal App. E
+    construction, whose convolution spans ``max_len`` steps (the longest input it accepts).
+    """
+    max_len = _check_max_len(max_len, "hawk", construction)
+    return _build(_as_stack(stack, construction), max_len, "hawk")
 
 
-def build_griffin(stack, max_len=None, window=None, heads: int = 2) -> HawkModel:
+def build_griffin(stack, max_len=None, window=None, heads: int = 2, construction="diagonal") -> HawkModel:
     """A Griffin model: as Hawk, with local MQA (``heads`` query heads, ``window`` steps, default
-    ``max_len``) as the temporal block of every third residual block."""
-    max_len = _check_max_len(max_len, "griffin")
-    window = max_len if window is None else window
+    ``max_len`` for App. E and 1024 otherwise) as the temporal block of every third residual block."""
+    max_len = _check_max_len(max_len, "griffin", construction)
+    window = (max_len or DEFAULT_WINDOW) if window is None else window
     if isinstance(window, bool) or int(window) != window or window < 1:
         raise LsrlError(f"griffin: the attention window must be a positive integer, got {window!r}")
     if isinstance(heads, bool) or int(heads) != heads or heads < 1:
         raise LsrlError(f"griffin: heads must be a positive integer, got {heads!r}")
-    return _build(stack, max_len, "griffin", window=int(window), heads=int(heads))
+    return _build(_as_stack(stack, construction), max_len, "griffin", window=int(window), heads=int(heads))
 
 
 def _nonzeros(module: nn.Module) -> int:

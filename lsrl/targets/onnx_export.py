@@ -24,6 +24,11 @@ Checks that the torch modules make at run time, carried into the file or done be
   ``0 * sqrt(gate_bound - factor)`` for every factor and adds it to ``y``: zero while the bound
   holds, NaN at each step where it does not (instead of a silently wrong number; the GRU's
   state recovers, so only those steps are affected).
+The diagonal targets (``diagonal_linear_rnn``, ``hawk``, ``griffin`` of the default diagonal
+construction) have no standard operator: their diagonal recurrence is an ONNX ``Scan`` whose body
+computes ``h = a * h + c * h[partner] + u_t`` on the units that have a recurrence; delay lines are
+``Pad`` + ``Slice`` + ``MatMul`` per lag; idle Griffin attention blocks are their residual
+pass-through. These run in onnxruntime in float64 as well as float32.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from lsrl.errors import LsrlError
 
 OPSET = 17
 IR_VERSION = 8
-ARCHS = ("rnn", "gated_rnn", "gru", "lstm")
+ARCHS = ("rnn", "gated_rnn", "gru", "lstm", "diagonal_linear_rnn", "hawk", "griffin")
+DIAGONAL_ARCHS = ("diagonal_linear_rnn", "hawk", "griffin")
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
@@ -48,6 +54,7 @@ class _Graph:
         from onnx import helper, numpy_helper
 
         self.onnx, self.helper, self.numpy_helper = onnx, helper, numpy_helper
+        self.dtype = dtype
         self.np_dtype = _DTYPES[dtype]
         self.elem_type = onnx.TensorProto.FLOAT if dtype == "float32" else onnx.TensorProto.DOUBLE
         self.nodes, self.initializers, self.count = [], [], 0
@@ -170,11 +177,114 @@ def check_precision(module, arch, dtype, allow_inexact=False) -> None:
     problem = precision.problem(dtype) if precision is not None else None
     if problem and not allow_inexact:
         raise LsrlError(f"{arch} in {dtype}: {problem}; or export anyway (allow_inexact=True, --allow-inexact)")
+def _time_steps(g, seq):
+    """``[T]`` of a time-major ``(T, B, d)`` tensor."""
+    return g.op("Slice", [g.op("Shape", [seq], "shape"), g.const([0], "start", integer=True),
+                          g.const([1], "end", integer=True)], "steps")
+
+
+def _gather(g, seq, indices, hint):
+    return g.op("Gather", [seq, g.const(indices, f"{hint}_index", integer=True)], hint, axis=2)
+
+
+def _scan_recurrence(g, drive, rec, batch, hint):
+    """``h_t = a * h_{t-1} + c * h_{t-1}[partner] + drive_t`` (``drive``: ``(T, B, r)``) as a Scan."""
+    helper, width = g.helper, int(rec.a.shape[0])
+    body = _Graph(g.dtype)
+    decay = body.op("Mul", ["h_in", body.const(_numpy(rec.a), "a")], "decay")
+    partner = body.op("Gather", ["h_in", body.const(rec.partner.numpy(), "partner", integer=True)], "partner", axis=1)
+    coupled = body.op("Mul", [partner, body.const(_numpy(rec.c), "c")], "coupled")
+    body.op("Add", [body.op("Add", [decay, coupled], "sum"), "u_t"], "h")
+    body.nodes[-1].output[0] = "h_out"
+    body.nodes.append(helper.make_node("Identity", ["h_out"], ["h_scan"], name="scan_output"))
+    for initializer in body.initializers:  # Scan bodies see their constants as nodes
+        body.nodes.insert(0, helper.make_node("Constant", [], [initializer.name], value=initializer))
+    info = [helper.make_tensor_value_info(name, g.elem_type, ["batch", width]) for name in ("h_in", "u_t")]
+    outputs = [helper.make_tensor_value_info(name, g.elem_type, ["batch", width]) for name in ("h_out", "h_scan")]
+    graph = helper.make_graph(body.nodes, f"{hint}_body", info, outputs)
+    shape = g.op("Concat", [batch, g.const([width], f"{hint}_width", integer=True)], axis=0)
+    h0 = g.op("Expand", [g.const(_numpy(rec.s0).reshape(1, -1), f"{hint}_s0"), shape], hint)
+    _, states = g.op("Scan", [h0, drive], hint, outputs=2, body=graph, num_scan_inputs=1)
+    return states
+
+
+def _delay_lines(g, u, rec, steps, hint):
+    """Short causal convolutions ``sum_i N^i u_{t-i}`` plus the initial state's fading part."""
+    out = None
+    for lag, tap in enumerate(_numpy(rec.taps)):
+        shifted = u
+        if lag:
+            padded = g.op("Pad", [u, g.const([lag, 0, 0, 0, 0, 0], f"{hint}_pads", integer=True)], hint)
+            shifted = g.op("Slice", [padded, g.const([0], f"{hint}_from", integer=True), steps,
+                                     g.const([0], f"{hint}_axis", integer=True)], hint)
+        term = g.linear(shifted, tap, hint=f"{hint}_tap{lag}")
+        out = term if out is None else g.op("Add", [out, term], hint)
+    fading = _numpy(rec.fading)
+    if len(fading):
+        shape = g.op("Concat", [steps, g.const([1, fading.shape[1]], f"{hint}_shape", integer=True)], axis=0)
+        zeros = g.op("ConstantOfShape", [shape], hint, value=g.numpy_helper.from_array(np.zeros(1, g.np_dtype)))
+        table = g.op("Concat", [g.const(fading[:, None, :], f"{hint}_fading"), zeros], hint, axis=0)
+        table = g.op("Slice", [table, g.const([0], f"{hint}_from", integer=True), steps,
+                               g.const([0], f"{hint}_axis", integer=True)], hint)
+        out = g.op("Add", [out, table], hint)
+    return out
+
+
+def _diagonal_states(g, u, rec, batch, hint):
+    """``DiagonalRecurrence`` on a time-major drive ``u``: copies, delay lines and recurrences."""
+    width = rec.width
+    recurrent, delay = rec.recurrent.tolist(), rec.delay.tolist()
+    copies = [i for i in range(width) if i not in recurrent and i not in delay]
+    steps = _time_steps(g, u)
+    parts, order = [], []
+    if copies:
+        parts.append(_gather(g, u, copies, f"{hint}_copies"))
+        order += copies
+    if delay:
+        parts.append(_delay_lines(g, _gather(g, u, delay, f"{hint}_delay"), rec, steps, f"{hint}_delay"))
+        order += delay
+    if recurrent:
+        parts.append(_scan_recurrence(g, _gather(g, u, recurrent, f"{hint}_drive"), rec, batch, f"{hint}_scan"))
+        order += recurrent
+    joined = parts[0] if len(parts) == 1 else g.op("Concat", parts, hint, axis=2)
+    return _gather(g, joined, np.argsort(order), f"{hint}_order")
+
+
+def _diagonal_blocks(g, module, seq, batch):
+    for index, block in enumerate(module.blocks):
+        hint = f"block{index}"
+        u = g.linear(seq, _numpy(block.B), _numpy(block.b), hint=f"{hint}_B")
+        out = _dense_stack(g, block.phi, _diagonal_states(g, u, block.recurrence, batch, hint), f"{hint}_phi")
+        if block.gamma is not None:
+            out = g.op("Mul", [_dense_stack(g, block.gamma, seq, f"{hint}_gamma"), out], f"{hint}_gate")
+        seq = out
+    return seq
+
+
+def _hawk_blocks(g, module, seq, batch):
+    from lsrl.targets.hawk import DiagonalRecurrentBlock, IdentityTemporal, LocalMQA
+
+    seq = g.linear(seq, _numpy(module.embedding.weight), _numpy(module.embedding.bias), hint="embedding")
+    for index, block in enumerate(module.blocks):
+        hint, temporal = f"block{index}", block.temporal
+        if isinstance(temporal, DiagonalRecurrentBlock):
+            u = g.linear(seq, _numpy(temporal.W_a.weight), hint=f"{hint}_W_a")
+            seq = _diagonal_states(g, u, temporal.rg_lru, batch, hint)
+        elif isinstance(temporal, LocalMQA) and temporal.residual and not np.any(_numpy(temporal.W_v.weight)):
+            seq = g.linear(seq, np.eye(temporal.W_o.out_features), _numpy(temporal.W_o.bias), hint=f"{hint}_mqa")
+        elif not isinstance(temporal, IdentityTemporal):
+            raise LsrlError(f"export_onnx: residual block {index} has a {type(temporal).__name__} that only the "
+                            f"App. E construction uses; export the default diagonal construction")
+        mlp = block.mlp
+        e = g.linear(seq, _numpy(mlp.W_e.weight), _numpy(mlp.W_e.bias), hint=f"{hint}_e")
+        f = g.linear(seq, _numpy(mlp.W_f.weight), _numpy(mlp.W_f.bias), relu=True, hint=f"{hint}_f")
+        seq = g.linear(g.op("Mul", [e, f], hint), _numpy(mlp.W_m.weight), _numpy(mlp.W_m.bias), hint=f"{hint}_m")
+    return g.linear(seq, _numpy(module.readout.weight), hint="readout")
 
 
 def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
-    """Write ``module`` (architecture ``arch``: "rnn", "gated_rnn", "gru" or "lstm") as an ONNX model
-    to ``path`` in ``dtype`` ("float32" or "float64").
+    """Write ``module`` (architecture ``arch``: one of ``ARCHS``) as an ONNX model to ``path`` in
+    ``dtype`` ("float32" or "float64").
 
     ``arch`` defaults to ``module.architecture``. A module built by ``to_torch`` whose weights are
     too large for ``dtype`` is refused (``LsrlError`` naming the weight and the variant to use)
@@ -189,7 +299,12 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
         raise LsrlError(f"export_onnx: dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
     check_precision(module, arch, dtype, allow_inexact)
     g = _Graph(dtype)
-    if arch in ("rnn", "gated_rnn"):
+    if arch in DIAGONAL_ARCHS:
+        if getattr(module, "architecture", None) != arch:
+            raise LsrlError(f"export_onnx: architecture {arch!r} expects a module built by to_torch({arch!r}), "
+                            f"got a {type(module).__name__}")
+        d_in = module.d_in
+    elif arch in ("rnn", "gated_rnn"):
         if not hasattr(module, "blocks"):
             raise LsrlError(f"export_onnx: {arch!r} expects a BlockModel of ClassicRNNBlock blocks")
         if not len(module.blocks):
@@ -204,7 +319,11 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
         g.op("Shape", ["x"], "shape"), g.const([0], "start", integer=True), g.const([1], "end", integer=True)
     ], "batch")
     batch_prefix = g.op("Concat", [g.const([1], "one", integer=True), batch], "batch_prefix", axis=0)  # [1, B]
-    if arch in ("rnn", "gated_rnn"):
+    if arch == "diagonal_linear_rnn":
+        seq = _diagonal_blocks(g, module, seq, batch)
+    elif arch in ("hawk", "griffin"):
+        seq = _hawk_blocks(g, module, seq, batch)
+    elif arch in ("rnn", "gated_rnn"):
         seq = _rnn_blocks(g, module, seq, batch_prefix)
     else:
         seq = _cell_layers(g, module, seq, batch_prefix)
@@ -228,6 +347,11 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
 
 
 def _output_dim(module, arch, d_in):
+    if arch in ("hawk", "griffin"):
+        return module.d_out
+    if arch == "diagonal_linear_rnn":
+        last = module.blocks[-1]
+        return last.phi.layers[-1].out_features if len(last.phi.layers) else last.B.shape[0]
     if arch in ("gru", "lstm"):
         return module.readout.out_features
     if not len(module.blocks):

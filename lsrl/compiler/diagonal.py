@@ -1,0 +1,445 @@
+"""``model.diagonal()``: rewrite a compiled program so that every ``LinState`` has a diagonal ``A``.
+
+Each ``LinState`` ``s_t = A s_{t-1} + u_t`` (``u_t = B x_t + b``) is taken apart as follows.
+
+1. **Independent blocks.** The connected components of ``A``'s off-diagonal sparsity graph do not
+   interact; a component of one unit is already diagonal and is left alone.
+2. **Exact Jordan form of each component** (sympy, over the rationals): ``A_c = V J V^-1`` with ``J``
+   made of Jordan blocks of the rational eigenvalues and one 2x2 rational block per irreducible
+   quadratic factor of the characteristic polynomial with complex roots (a rotation: its real form
+   needs no irrational number when kept as a 2x2 block). Any other factor (real irrational or
+   complex roots of degree > 2) cannot be diagonalised over the rationals: ``LsrlError`` naming the
+   layer and the polynomial.
+3. **Jordan chains become cascades.** In the new coordinates ``z = V^-1 s`` a chain reads
+   ``z_i,t = l z_i,t-1 + z_{i+1},t-1 + w_i,t``. Its tail is a diagonal state; one layer later,
+   ``z_{i+1},t-1`` is a function of values of step t only, ``(z_{i+1},t - w_{i+1},t - z_{i+2},t-1) / l``,
+   so ``z_i`` is a diagonal state of the next layer. The drive rows ``w_j = (V^-1 B)_j x`` that later
+   layers need are carried as copies (states with ``A = 0``), as are the finished ``z``.
+4. **Delay lines stay short convolutions.** A chain of eigenvalue 0 (a shift register) has no
+   diagonal realisation at all: every diagonal linear recurrence, and every cascade of them, has a
+   transfer function ``P(q)/Q(q)`` with ``deg P <= deg Q``, and a delay ``q`` is not of this form.
+   Such a chain is kept as its nilpotent Jordan block (a *delay line*: ``z_t`` is a fixed linear map
+   of the last ``k`` inputs, a convolution of width ``k``), and listed by ``summary()``.
+5. The map back, ``s = V z``, is folded into the next layer when that is a ``Linear`` (or the next
+   ``LinState``'s ``B``); otherwise it becomes a ``Linear`` layer.
+
+Every number stays in the model's backend; on the exact backend the result is bit-exact. On the
+float backend the decomposition is computed exactly on the floats' rational values and rounded
+once; a block whose eigenvalues are irrational (a rotation, a random matrix) is diagonalised
+numerically instead (numpy's eigenvectors, real ones as 1x1 blocks and each complex pair
+``a +- ib`` as the 2x2 block ``[[a, b], [-b, a]]``). Its error: the state is rebuilt as ``V z``
+with ``V`` rounded, so each step's state carries a relative error of about ``cond(V) * 2^-52``;
+``cond(V) >= 1e6`` is refused. The tests check the outputs to 1e-9 (relative, floored at 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from lsrl.errors import LsrlError
+from lsrl.lang.nodes import Linear, LinState, Multi, ReLU
+from lsrl.numbers import EXACT, FLOAT, mpq
+
+DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
+MAX_CONDITION = 1e6  # float backend: the eigenbasis V of a block with irrational eigenvalues
+
+
+# ---- the structure of a state matrix ------------------------------------------------------------
+
+
+def _components(A) -> list:
+    """Index lists of the connected components of ``A``'s off-diagonal sparsity graph."""
+    d = A.shape2d[0]
+    entries = [(i, j) for i, j, _ in A.entries() if i != j]
+    graph = sp.coo_array(([1] * len(entries), ([e[0] for e in entries], [e[1] for e in entries])), shape=(d, d))
+    count, labels = connected_components(graph, directed=False)
+    groups = [[] for _ in range(count)]
+    for index, label in enumerate(labels.tolist()):
+        groups[label].append(index)
+    return groups
+
+
+def _is_delay_line(block: np.ndarray) -> bool:
+    """A nilpotent shift: zero diagonal, and unit entries ``z_i <- z_{i+1}`` along one path."""
+    k = block.shape[0]
+    return bool(np.all(np.diag(block) == 0)) and np.count_nonzero(block) == k - 1 and np.all(
+        np.linalg.matrix_power(block, k) == 0
+    )
+
+
+def state_blocks(A) -> list:
+    """``A``'s independent blocks as ``(kind, indices)``: ``"diagonal"`` (one unit), ``"pair"`` (a 2x2
+    block with complex eigenvalues), ``"delay"`` (a nilpotent shift, a short convolution) or
+    ``"other"`` (anything else: not a diagonal form)."""
+    dense = A.to_numpy()
+    blocks = []
+    for indices in _components(A):
+        block = dense[np.ix_(indices, indices)]
+        if len(indices) == 1:
+            kind = DIAGONAL
+        elif len(indices) == 2 and np.trace(block) ** 2 < 4 * np.linalg.det(block):
+            kind = PAIR
+        elif _is_delay_line(block):
+            kind = DELAY
+        else:
+            kind = OTHER
+        blocks.append((kind, indices))
+    return blocks
+
+
+def structured_blocks_note(layers) -> str:
+    """One line per LinState that has blocks other than 1x1 (for ``CompiledProgram.summary``)."""
+    lines = []
+    for layer in layers:
+        if layer.kind != "LinState":
+            continue
+        counts = {}
+        for kind, indices in state_blocks(layer.A):
+            if kind != DIAGONAL:
+                counts.setdefault(kind, []).append(len(indices))
+        if counts:
+            listed = ", ".join(f"{len(sizes)} {kind} block(s) of size {sizes}" for kind, sizes in counts.items())
+            lines.append(f"\n  LinState '{layer.name}': {listed}")
+    return "".join(lines)
+
+
+# ---- exact decomposition of one component -------------------------------------------------------
+
+
+@dataclass
+class Chain:
+    """Coordinates ``z[columns]`` of one Jordan block: ``eigenvalue`` on the diagonal, unit coupling
+    ``z_i <- z_{i+1}`` (the last one is the tail), or a 2x2 ``pair`` block (``rotation``)."""
+
+    columns: list
+    eigenvalue: object = None
+    rotation: object = None  # 2x2 sympy Matrix for a complex pair
+
+
+def _jordan_of_component(block, where, numeric: bool):
+    """``(V, chains)`` with ``block = V J V^-1``: a sympy matrix over the rationals, or (``numeric``:
+    the float backend, when some eigenvalues are irrational) a float64 numpy array."""
+    import sympy
+
+    size = block.shape[0]
+    x = sympy.Symbol("x")
+    _, factors = sympy.factor_list(block.charpoly(x).as_expr(), x)
+    bases, chains = [], []
+    for factor, multiplicity in factors:
+        poly = sympy.Poly(factor, x)
+        kernel = _evaluate(poly, block) ** multiplicity
+        basis = sympy.Matrix.hstack(*kernel.nullspace())
+        restricted = (basis.T * basis).inv() * basis.T * block * basis  # block on its invariant subspace
+        offset = sum(b.shape[1] for b in bases)
+        if poly.degree() == 1:
+            P, J = restricted.jordan_form()
+            bases.append(basis * P)
+            chains.extend(_chains_of(J, offset))
+        elif poly.degree() == 2 and multiplicity == 1 and sympy.discriminant(poly) < 0:
+            bases.append(basis)
+            chains.append(Chain([offset, offset + 1], rotation=restricted))
+        elif numeric and multiplicity == 1:  # distinct irrational eigenvalues: real Schur-like form in float64
+            Q, local = _real_eigenbasis(np.array(restricted.tolist(), dtype=float), offset)
+            bases.append(np.array(basis.tolist(), dtype=float) @ Q)
+            chains.extend(local)
+        else:
+            kind = "a repeated complex pair" if poly.degree() == 2 and sympy.discriminant(poly) < 0 else (
+                "irrational real eigenvalues" if poly.degree() == 2 else f"an irreducible factor of degree {poly.degree()}")
+            raise LsrlError(
+                f"{where}: A has {kind} (factor {factor} of its characteristic polynomial); it has no "
+                f"exact diagonal (or 2x2 complex-pair) form over the rationals; compile with backend='float' "
+                f"for a float64 one"
+            )
+    if any(isinstance(b, np.ndarray) for b in bases):
+        return np.hstack([np.array(b.tolist(), dtype=float) for b in bases]), chains
+    V = sympy.Matrix.hstack(*bases)
+    assert V.shape == (size, size)
+    return V, chains
+
+
+def _real_eigenbasis(R: np.ndarray, offset: int):
+    """Columns ``Q`` with ``R Q = Q D``: ``D`` diagonal for real eigenvalues and ``[[a, b], [-b, a]]``
+    for each complex pair ``a +- ib`` (columns ``Re v, Im v``), as LRU's complex diagonal in real form."""
+    values, vectors = np.linalg.eig(R)
+    columns, chains = [], []
+    for value, vector in zip(values, vectors.T):
+        if value.imag == 0:
+            chains.append(Chain([offset + len(columns)], eigenvalue=float(value.real)))
+            columns.append(vector.real)
+        elif value.imag > 0:
+            a, b = float(value.real), float(value.imag)
+            chains.append(Chain([offset + len(columns), offset + len(columns) + 1], rotation=[[a, b], [-b, a]]))
+            columns.extend([vector.real, vector.imag])
+    return np.column_stack(columns), chains
+
+
+def _evaluate(poly, M):
+    import sympy
+
+    result = sympy.zeros(*M.shape)
+    for coefficient in poly.all_coeffs():
+        result = result * M + coefficient * sympy.eye(M.shape[0])
+    return result
+
+
+def _chains_of(J, offset) -> list:
+    chains, start = [], 0
+    for i in range(J.shape[0]):
+        if i == J.shape[0] - 1 or J[i, i + 1] == 0:
+            chains.append(Chain(list(range(offset + start, offset + i + 1)), eigenvalue=J[i, i]))
+            start = i + 1
+    return chains
+
+
+# ---- rewriting one LinState ---------------------------------------------------------------------
+
+
+def _to_sympy(value):
+    import sympy
+
+    q = mpq(value)
+    return sympy.Rational(int(q.numerator), int(q.denominator))
+
+
+def _from_sympy(value, backend):
+    if isinstance(value, (float, np.floating)):  # a float backend's numeric eigenvalue
+        return float(value)
+    q = mpq(int(value.p), int(value.q))
+    return q if backend is EXACT else float(q)
+
+
+@dataclass
+class Decomposition:
+    """``A = V J V^-1`` for a whole state: ``V`` and ``V^-1`` as lsrl matrices and ``J``'s chains."""
+
+    V: object
+    V_inv: object
+    chains: list
+
+
+def decompose(layer) -> Decomposition:
+    """The exact Jordan decomposition of ``layer.A``, component by component."""
+    import sympy
+
+    A, backend, d = layer.A, layer.A.backend, layer.dim
+    where = f"LinState '{layer.name}'"
+    rows = A.rows
+    V_entries, V_inv_entries, chains = [], [], []
+    for indices in _components(A):
+        if len(indices) == 1:
+            i = indices[0]
+            V_entries.append((i, i, 1))
+            V_inv_entries.append((i, i, 1))
+            chains.append(Chain([i], eigenvalue=rows.get(i, {}).get(i, backend.zero)))
+            continue
+        block = sympy.Matrix(len(indices), len(indices), lambda r, c: _to_sympy(rows.get(indices[r], {}).get(indices[c], 0)))
+        V, local = _jordan_of_component(block, where, numeric=backend is not EXACT)
+        V_inv = _inverse(V, where)
+        for r in range(len(indices)):
+            for c in range(len(indices)):
+                if V[r, c]:
+                    V_entries.append((indices[r], indices[c], _from_sympy(V[r, c], backend)))
+                if V_inv[r, c]:
+                    V_inv_entries.append((indices[r], indices[c], _from_sympy(V_inv[r, c], backend)))
+        for chain in local:
+            rotation = chain.rotation.tolist() if hasattr(chain.rotation, "tolist") else chain.rotation
+            chains.append(Chain(
+                [indices[c] for c in chain.columns],
+                None if chain.eigenvalue is None else _from_sympy(chain.eigenvalue, backend),
+                None if rotation is None else [[_from_sympy(v, backend) for v in row] for row in rotation],
+            ))
+    return Decomposition(backend.from_entries(V_entries, (d, d)), backend.from_entries(V_inv_entries, (d, d)), chains)
+
+
+def _inverse(V, where):
+    if not isinstance(V, np.ndarray):
+        return V.inv()
+    condition = np.linalg.cond(V)
+    if not condition < MAX_CONDITION:
+        raise LsrlError(
+            f"{where}: the float64 eigenbasis of A is ill-conditioned (condition number {condition:.3g} >= "
+            f"{MAX_CONDITION:g}); its diagonal form would lose about {np.log10(condition):.0f} digits"
+        )
+    return np.linalg.inv(V)
+
+
+def _is_cascade(chain) -> bool:
+    return chain.rotation is None and len(chain.columns) > 1 and chain.eigenvalue != 0
+
+
+def _previous_value(chain, position, backend):
+    """``z_j,t-1`` for ``j = chain.columns[position]`` as ``{("z"|"w", index): coefficient}`` of step-t values."""
+    inverse = 1 / backend.scalar(chain.eigenvalue)
+    terms = {}
+    sign = inverse
+    for j in chain.columns[position:]:  # z_j,t-1 = (z_j,t - w_j,t - z_{j+1},t-1) / l, unrolled
+        terms[("z", j)] = sign
+        terms[("w", j)] = -sign
+        sign = -sign * inverse
+    return terms
+
+
+def _cascade_layers(layer, decomposition, previous):
+    """The LinState(s) computing ``z``; returns (layers, slots of the last one)."""
+    backend = layer.A.backend
+    zero = backend.zero
+    drive, bias = decomposition.V_inv @ layer.B, decomposition.V_inv @ layer.b
+    init = decomposition.V_inv @ layer.init_state
+    drive_rows, bias_values, init_values = drive.rows, bias.values(), init.values()
+    cascades = [chain for chain in decomposition.chains if _is_cascade(chain)]
+    depth = max((len(chain.columns) for chain in cascades), default=1)
+
+    # layer 0: every chain's coordinates except the non-tail coordinates of cascades, plus copies of w
+    slots, A_entries, B_rows, b_entries, s0 = [], [], {}, [], []
+    position = {}
+
+    def add(slot, b_value, s_value):
+        position[slot] = len(slots)
+        slots.append(slot)
+        b_entries.append(b_value)
+        s0.append(s_value)
+
+    for chain in decomposition.chains:
+        members = chain.columns[-1:] if _is_cascade(chain) else chain.columns
+        for j in members:
+            add(("z", j), bias_values[j], init_values[j])
+            B_rows[position[("z", j)]] = drive_rows.get(j, {})
+        if chain.rotation is not None:
+            for r, i in enumerate(chain.columns):
+                for c, j in enumerate(chain.columns):
+                    A_entries.append((position[("z", i)], position[("z", j)], chain.rotation[r][c]))
+        elif _is_cascade(chain) or len(chain.columns) == 1:
+            A_entries.append((position[("z", chain.columns[-1])], position[("z", chain.columns[-1])], chain.eigenvalue))
+        else:  # a delay line: z_i <- z_{i+1}
+            for i, j in zip(chain.columns, chain.columns[1:]):
+                A_entries.append((position[("z", i)], position[("z", j)], 1))
+    for chain in cascades:
+        for j in chain.columns:
+            add(("w", j), zero, zero)
+            B_rows[position[("w", j)]] = drive_rows.get(j, {})
+    width = len(slots)
+    built = LinState(
+        previous,
+        backend.from_entries(A_entries, (width, width)),
+        backend._assemble(((r, c, v) for r, row in B_rows.items() for c, v in row.items()), (width, previous.dim)),
+        backend.vector(b_entries, width),
+        backend.vector(s0, width),
+        name=layer.name if depth == 1 else f"{layer.name}.level0",
+    )
+    layers = [built]
+
+    # layer l: the coordinates at distance l from their chain's tail; the rest is carried as copies
+    for level in range(1, depth):
+        old = position
+        slots, A_entries, B_entries, b_entries, s0, position = [], [], [], [], [], {}
+        for chain in cascades:
+            if len(chain.columns) <= level:
+                continue
+            k = len(chain.columns) - 1 - level
+            j = chain.columns[k]
+            add(("z", j), bias_values[j], init_values[j])
+            row = position[("z", j)]
+            A_entries.append((row, row, chain.eigenvalue))
+            terms = _previous_value(chain, k + 1, backend)  # the drive's w_j terms carry w's bias too
+            b_entries[row] += sum((value * bias_values[key[1]] for key, value in terms.items() if key[0] == "w"), zero)
+            terms[("w", j)] = terms.get(("w", j), zero) + 1
+            B_entries.extend((row, old[key], value) for key, value in terms.items() if value)
+        for slot in old:
+            keep = slot[0] == "z" or any(
+                slot[1] in chain.columns and len(chain.columns) - 2 >= level for chain in cascades
+            )
+            if keep:
+                add(slot, zero, zero)
+                B_entries.append((position[slot], old[slot], 1))
+        width = len(slots)
+        built = LinState(
+            layers[-1],
+            backend.from_entries(A_entries, (width, width)),
+            backend.from_entries(B_entries, (width, layers[-1].dim)),
+            backend.vector(b_entries, width),
+            backend.vector(s0, width),
+            name=f"{layer.name}.level{level}",
+        )
+        layers.append(built)
+    return layers, position
+
+
+def _rewrite(layer, previous):
+    """``layer`` as diagonal LinState(s) reading ``previous``, and the map ``s = M z`` from the last
+    one's output (``None`` when the state is unchanged)."""
+    if all(kind != OTHER for kind, _ in state_blocks(layer.A)):
+        return [LinState(previous, layer.A, layer.B, layer.b, layer.init_state, name=layer.name)], None
+    decomposition = decompose(layer)
+    layers, position = _cascade_layers(layer, decomposition, previous)
+    order = [position[("z", j)] for j in range(layer.dim)]  # z_j's place in the last layer
+    readback = decomposition.V.times_selection(order, layers[-1].dim)
+    return layers, readback
+
+
+def _copy(layer, previous, backend=None):
+    """``layer`` reading ``previous``, its weights converted to ``backend`` if one is given."""
+    def weight(matrix):
+        return matrix if backend is None else backend.convert(matrix)
+
+    if layer.kind == "Linear":
+        return Linear(previous, weight(layer.A), weight(layer.b), name=layer.name)
+    if layer.kind == "ReLU":
+        return ReLU(previous, name=layer.name)
+    if layer.kind == "Multi":
+        return Multi(previous, name=layer.name)
+    return LinState(
+        previous, weight(layer.A), weight(layer.B), weight(layer.b), weight(layer.init_state), name=layer.name
+    )
+
+
+def float_diagonal(model):
+    """``model.diagonal()``, or, where exact rationals cannot express it (irrational eigenvalues), the
+    diagonal form of a float64 copy of ``model`` (what the float64 targets need)."""
+    from lsrl.compiler.compiled import CompiledProgram
+
+    try:
+        return diagonalise(model)
+    except LsrlError:
+        if model.backend != "exact":
+            raise
+    start = type(model.input)(model.input.dim, name=model.input.name, bounds=model.input.bounds)
+    layers = []
+    for layer in model.layers:
+        layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
+    return diagonalise(CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name))
+
+
+def _absorbing(layer, readback, previous):
+    """``layer`` (a Linear or LinState) reading ``previous`` through ``s = readback z``."""
+    if layer.kind == "Linear":
+        return Linear(previous, layer.A @ readback, layer.b, name=layer.name)
+    return LinState(previous, layer.A, layer.B @ readback, layer.b, layer.init_state, name=layer.name)
+
+
+def diagonalise(model):
+    """A new ``CompiledProgram`` computing the same outputs as ``model`` whose every ``LinState`` has
+    a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc)."""
+    from lsrl.compiler.compiled import CompiledProgram
+
+    start = type(model.input)(model.input.dim, name=model.input.name, bounds=model.input.bounds)
+    layers, previous, readback = [], start, None
+    for layer in model.layers:
+        if readback is not None and layer.kind in ("ReLU", "Multi"):  # nothing to fold s = V z into
+            previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
+            layers.append(previous)
+            readback = None
+        source = layer if readback is None else _absorbing(layer, readback, previous)
+        if layer.kind == "LinState":
+            new, readback = _rewrite(source, previous)
+        else:
+            new = [source if readback is not None else _copy(layer, previous)]
+            readback = None
+        layers.extend(new)
+        previous = new[-1]
+    if readback is not None:
+        layers.append(Linear(previous, readback, None, name=f"{previous.name}.readback"))
+    return CompiledProgram(start, layers, model.backend, dict(model.stats), model.name)
