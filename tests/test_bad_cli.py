@@ -53,14 +53,16 @@ def test_targets_without_onnx_operators_write_the_torch_weights(source, tmp_path
         assert weights.metadata()["architecture"] == target
         saved = {name: weights.get_tensor(name) for name in weights.keys()}
     # the file rebuilds the module: same weights as a fresh build from the saved model
-    fresh = lsrl.load(out).to_torch(target, **({"max_len": 5} if target in ("hawk", "griffin") else {}))
+    literal = {"max_len": 5, "construction": "app_e"}  # --max-len selects App. E's Hawk / Griffin: no ONNX ops
+    fresh = lsrl.load(out).to_torch(target, **(literal if target in ("hawk", "griffin") else {}))
     assert set(saved) == set(fresh.state_dict())
     assert all(np.array_equal(saved[name].numpy(), tensor.numpy()) for name, tensor in fresh.state_dict().items())
 
 
-def test_hawk_without_max_len_writes_nothing(source, tmp_path):
-    _fails_in_one_line(["compile", str(source), "-o", str(tmp_path / "m"), "--target", "hawk"], "--max-len")
-    assert not (tmp_path / "m").exists()
+def test_hawk_without_max_len_exports_the_diagonal_construction_to_onnx(source, tmp_path):
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m"), "--target", "hawk"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m" / "hawk.onnx").exists() and not (tmp_path / "m" / "hawk.safetensors").exists()
 
 
 def test_float32_onnx_of_lambda_1e10_is_refused_before_writing(tmp_path):

@@ -154,9 +154,9 @@ def test_a_bound_that_is_no_float_is_checked_exactly():
     assert program([[above]])[0, 0] == above
 
 
-@pytest.mark.parametrize("arch", ["linear_rnn", "gated_rnn", "gru", "lstm", "hawk"])
+@pytest.mark.parametrize("arch", ["linear_rnn", "gated_rnn", "gru", "lstm", "diagonal_linear_rnn", "hawk"])
 def test_torch_targets_check_the_declared_bounds(bounded, arch):
-    net = bounded[1].to_torch(arch, **({"max_len": 4} if arch == "hawk" else {}))
+    net = bounded[1].to_torch(arch)
     with pytest.raises(lsrl.SequenceError, match="Input 'xb'"):
         net(torch.tensor([[[1.0, -5.0]]], dtype=torch.float64))
     out = net(torch.tensor([[[1.0, -5.0]]], dtype=torch.float64), check_bounds=False)
@@ -202,7 +202,7 @@ def accumulator_model():
 
 
 def _target(model, arch):
-    return model.to_torch(arch, **({"max_len": 6} if arch in ("hawk", "griffin") else {}))
+    return model.to_torch(arch)
 
 
 @pytest.mark.parametrize("arch", TARGETS)
@@ -237,7 +237,7 @@ def test_every_target_follows_to_dtype(accumulator_model, arch):
 @pytest.mark.parametrize("arch", ["rnn", "linear_rnn", "lstm", "hawk"])
 def test_unknown_target_options_are_refused(accumulator_model, arch):
     with pytest.raises(lsrl.LsrlError, match="gate_boundd"):
-        accumulator_model.to_torch(arch, gate_boundd=4, **({"max_len": 6} if arch == "hawk" else {}))
+        accumulator_model.to_torch(arch, gate_boundd=4)
 
 
 # ---------------------------------------------------------------------- float32 and ONNX precision
@@ -358,4 +358,4 @@ def test_targets_and_experiments_are_reachable_after_import_lsrl():
 @pytest.mark.parametrize("arch", ["hawk", "griffin"])
 def test_a_hawk_too_large_for_memory_is_refused_with_the_estimate(accumulator_model, arch):
     with pytest.raises(lsrl.LsrlError, match=r"at least \d+\.\d GiB"):
-        accumulator_model.to_torch(arch, max_len=10**8)
+        accumulator_model.to_torch(arch, max_len=10**8, construction="app_e")
