@@ -162,9 +162,10 @@ def test_tf_mask_is_the_union_of_the_batch_windows_and_outputs_are_cut_to_the_ta
     batch = task.collate([([8, 1, 7, 9], [1]), ([8, 0, 1, 9], [0, 1, 1])])
     assert batch.mask[0].tolist() == batch.mask[1].tolist() == [False] * 3 + [True] * 3 + [False] * 14
     assert batch.targets[0, 3:6].tolist() == [1, 9, 9]  # the first sequence must emit • after its output
-    repeat = TASKS["tf_pattern3"](tape_content=5)
-    prompt, output = repeat.sample(20, torch.Generator().manual_seed(0))
-    assert len(prompt) + len(output) - 1 <= repeat.tape_length(20) and len(output) == repeat.tape_length(20) - 22
+    pattern1 = TASKS["tf_pattern1"](tape_content=5)  # |f| = 50 at content 33, N_out = 33 + 16 = 49
+    prompt, output = pattern1.sample(33, torch.Generator().manual_seed(0))
+    assert pattern1.tape_length(33) == 35 + 49 and len(output) == 49
+    assert output == repetition_pattern(prompt[1:-1], (0, 1, 1), 100)[:49]
 
 
 def test_tf_variable_pattern_tape_codes_the_pattern_as_symbols():
