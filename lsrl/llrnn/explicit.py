@@ -431,12 +431,12 @@ class NTM(RingMachine):
     Parameters: ``H, U, B, W_q, B_q, W_s, B_s, W_e, B_e, W_a, B_a``.
     """
 
-    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None,
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None, memory_width=None,
                  *, dtype=torch.float64, device=None, **stabilisers):
         powers = ring_powers(slots, powers)
         moves = rotation_moves(slots, powers)
-        ring = Ring("", controller_dim, moves, moves)
-        super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device, **stabilisers)
+        ring = Ring("", memory_width or controller_dim, moves, moves)
+        super().__init__(input_dim, controller_dim, [ring], memory_width, dtype=dtype, device=device, **stabilisers)
         self.slots, self.powers = slots, powers
 
 
@@ -446,12 +446,12 @@ class DihedralNTM(RingMachine):
     Default words: every word of length at most 2. Parameters are named as in ``NTM``.
     """
 
-    def __init__(self, input_dim: int, controller_dim: int, slots: int, words=None,
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, words=None, memory_width=None,
                  *, dtype=torch.float64, device=None, **stabilisers):
         words = DIHEDRAL_WORDS if words is None else tuple(words)
         moves = word_moves(slots, words)
-        ring = Ring("", controller_dim, moves, moves)
-        super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device, **stabilisers)
+        ring = Ring("", memory_width or controller_dim, moves, moves)
+        super().__init__(input_dim, controller_dim, [ring], memory_width, dtype=dtype, device=device, **stabilisers)
         self.slots, self.words = slots, words
 
 
@@ -459,7 +459,7 @@ class PatternNTM(RingMachine):
     """Sec. 4.1, in the explicit form of its Remark: ring 2's content drives ring 1's read address.
 
     Ring 1 holds symbols (width ``symbol_dim``), ring 2 coefficients over ``[[p]]`` for ``p`` in
-    ``pattern_powers``; both have ``slots`` positions. Write heads and ring 2's read head choose among
+    ``pattern_powers``; ring 1 has ``slots`` positions, ring 2 ``pattern_slots`` (default ``slots``). Write heads and ring 2's read head choose among
     ``R^n``, ``n`` in ``head_powers`` (default all). With ``lambda = M_2(r_2)``, the Remark's
     Eq. (pattern_ntm_distinction):
 
@@ -470,11 +470,11 @@ class PatternNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2), head_powers=None,
-                 *, dtype=torch.float64, device=None, **stabilisers):
+                 pattern_slots=None, *, dtype=torch.float64, device=None, **stabilisers):
         pattern_powers = tuple(pattern_powers)
-        head_powers = ring_powers(slots, head_powers)
-        heads = rotation_moves(slots, head_powers)
-        rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), heads, heads)]
+        heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
+        head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
+        rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), pattern_heads, pattern_heads)]
         pattern = rotation_moves(slots, pattern_powers)
         super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2",), pattern, dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim = slots, symbol_dim
@@ -520,10 +520,12 @@ def evaluate_polynomial(coefficients, n: int) -> int:
     return sum(c * n**k for k, c in enumerate(coefficients))
 
 
-def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers) -> list[Ring]:
-    """Rings of the polynomial step NTMs: symbols, a pattern ring and a ring that transforms the pattern."""
-    heads = rotation_moves(slots, head_powers)
-    return [Ring("1", symbol_dim, heads, None), Ring("2", width2, heads, heads), Ring("3", width3, heads, heads)]
+def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers, pattern_slots=None) -> list[Ring]:
+    """Rings of the polynomial step NTMs: symbols (``slots`` positions), a pattern ring and a ring that
+    transforms the pattern (``pattern_slots`` positions each, default ``slots``)."""
+    heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
+    return [Ring("1", symbol_dim, heads, None), Ring("2", width2, pattern_heads, pattern_heads),
+            Ring("3", width3, pattern_heads, pattern_heads)]
 
 
 class PolynomialStepNTM(RingMachine):
@@ -542,11 +544,12 @@ class PolynomialStepNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2),
-                 polynomials=((0, 1), (0, 0, 1)), head_powers=None, *, dtype=torch.float64, device=None, **stabilisers):
+                 polynomials=((0, 1), (0, 0, 1)), head_powers=None, pattern_slots=None,
+                 *, dtype=torch.float64, device=None, **stabilisers):
         pattern_powers = tuple(pattern_powers)
         polynomials = tuple(tuple(a) for a in polynomials)
-        head_powers = ring_powers(slots, head_powers)
-        rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers)
+        rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers, pattern_slots)
+        head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         steps = [evaluate_polynomial(a, p) for p, a in product(pattern_powers, polynomials)]
         pattern = rotation_moves(slots, steps)
         super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device, **stabilisers)
@@ -566,10 +569,11 @@ class DihedralPolynomialStepNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_words=("0", "1", "01"),
-                 transforms=("id", "repeat"), head_powers=None, *, dtype=torch.float64, device=None, **stabilisers):
+                 transforms=("id", "repeat"), head_powers=None, pattern_slots=None,
+                 *, dtype=torch.float64, device=None, **stabilisers):
         pattern_words, transforms = tuple(pattern_words), tuple(transforms)
-        head_powers = ring_powers(slots, head_powers)
-        rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers)
+        rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers, pattern_slots)
+        head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         words = [word_transform(f, S) for S, f in product(pattern_words, transforms)]
         pattern = word_moves(slots, words)
         super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device, **stabilisers)
