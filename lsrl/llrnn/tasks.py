@@ -97,6 +97,7 @@ class Task:
     """Subclasses define ``sample(length, generator) -> (prompt, output)`` from random data symbols."""
 
     name = ""
+    min_length = 1  # the shortest length a sample can have
 
     def __init__(self, alphabet: Alphabet | None = None):
         self.alphabet = alphabet or Alphabet()
@@ -237,6 +238,7 @@ class AssociativeRecall(Task):
     all different within a sample; ``length`` is the number of items (at least 2)."""
 
     name = "associative_recall"
+    min_length = 2
 
     def __init__(self, alphabet: Alphabet | None = None, item_length: int = 3):
         super().__init__(alphabet)
