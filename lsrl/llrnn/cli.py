@@ -15,6 +15,7 @@ from lsrl.cli_errors import one_line_errors
 from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
 from lsrl.llrnn.explicit import ERASES
+from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
 from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, TrainConfig, preset, train
 
 
@@ -164,3 +165,25 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
                           range(seeds), workers=workers)
     click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")
+
+
+@llrnn.command(name="reproduce")
+@click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default="tf", show_default=True,
+              help="tf: the authors' settings (GPU-sized); tf-cpu: minutes per run on one core; smoke: a check")
+@click.option("--models", default=",".join(REPRODUCTION_MODELS), show_default=True)
+@click.option("--tasks", default=",".join(REPRODUCTION_TASKS), show_default=True)
+@click.option("--seeds", type=int, default=3, show_default=True, help="seeds 0 .. SEEDS-1")
+@click.option("--steps", type=int, default=None, help="override the preset's number of steps")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda")
+@click.option("--workers", type=int, default=2, show_default=True, help="runs in parallel (one CPU thread each)")
+@click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
+              type=click.Path(file_okay=False))
+@one_line_errors
+def reproduce_command(preset_name, models, tasks, seeds, steps, device, workers, out_dir):
+    """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps."""
+    torch.set_num_threads(1)
+    overrides = {"device": device} | ({} if steps is None else {"steps": steps})
+    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS), _names(tasks, TASKS), range(seeds),
+                            workers=workers, **overrides)
+    click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
+    click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")

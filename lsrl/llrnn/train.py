@@ -535,14 +535,45 @@ def plot_addresses(trainer: Trainer, path: Path) -> None:
     plt.close(figure)
 
 
+@torch.no_grad()
+def final_memories(trainer: Trainer, length: int) -> dict[str, torch.Tensor]:
+    """Every memory ring ``M*`` (width, slots) after one test sequence of ``length``."""
+    batch = trainer.task.test_set([length], 1, TEST_SEED)[0].to(trainer.config.device, trainer.dtype)
+    model = trainer.net.model
+    parts = model.parts(model(batch.inputs)[:, -1])
+    return {name: view[0].cpu() for name, view in parts.items() if re.fullmatch(r"M\d*", name)}
+
+
+def plot_memories(trainer: Trainer, path: Path) -> bool:
+    """Heat maps (entry × position) of every memory ring after a generalisation-length sequence;
+    False (nothing written) for a model without memory."""
+    import matplotlib.pyplot as plt
+
+    memories = final_memories(trainer, trainer.generalisation_length)
+    if not memories:
+        return False
+    figure, axes = plt.subplots(len(memories), 1, figsize=(10, 1.2 + 1.0 * len(memories)), squeeze=False)
+    for axis, (name, values) in zip(axes[:, 0], memories.items()):
+        image = axis.imshow(values.numpy(), aspect="auto", origin="lower", cmap="coolwarm", interpolation="nearest")
+        axis.set_ylabel(f"{name}: entry")
+        figure.colorbar(image, ax=axis)
+    axes[-1, 0].set_xlabel(f"position (after a sequence of length {trainer.generalisation_length})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
+
+
 def write_reports(trainer: Trainer, folder: Path, **extra) -> dict:
-    """``evaluation.json`` (with ``extra``), ``history.csv``, ``error_curve.png``, ``addresses.png``."""
+    """``evaluation.json`` (with ``extra``), ``history.csv``, ``error_curve.png``, ``addresses.png`` and,
+    for models with memory rings, ``memories.png``."""
     folder.mkdir(parents=True, exist_ok=True)
     evaluation = {**trainer.evaluate(), **extra}
     (folder / "evaluation.json").write_text(json.dumps(evaluation, indent=2) + "\n")
     write_history(trainer.history, folder / "history.csv")
     plot_error_curve(trainer.history, folder / "error_curve.png")
     plot_addresses(trainer, folder / "addresses.png")
+    plot_memories(trainer, folder / "memories.png")
     return evaluation
 
 
