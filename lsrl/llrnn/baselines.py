@@ -31,6 +31,9 @@ class Baseline(nn.Module):
             raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
         return self.rnn(xs)[0]
 
+    def trajectory(self, xs: torch.Tensor, h=None, keep=None) -> dict[str, torch.Tensor]:
+        return {"h0": self(xs, h)}
+
     def parts(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"h0": h}
 

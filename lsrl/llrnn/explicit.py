@@ -119,14 +119,30 @@ class RecurrentModel(nn.Module):
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
         """The states ``h^(1..T)`` (B, T, state_dim) after reading ``xs`` (B, T, input_dim) from ``h``."""
+        trajectory = self.trajectory(xs, h)
+        return self.pack(**trajectory)
+
+    def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep=None) -> dict[str, torch.Tensor]:
+        """The parts named in ``keep`` (default all) of ``h^(1..T)``, each (B, T, *shape). The parts are
+        carried from step to step as they are (no flat state): training keeps only ``h0``."""
         if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
             raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
-        h = self.initial_state(xs.shape[0]) if h is None else h
-        states = []
+        parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
+        keep = tuple(self.layout) if keep is None else tuple(keep)
+        kept = {name: [] for name in keep}
         for t in range(xs.shape[1]):
-            h = self.step(h, xs[:, t])
-            states.append(h)
-        return torch.stack(states, dim=1)
+            parts = self.step_parts(parts, xs[:, t])
+            for name in keep:
+                kept[name].append(parts[name])
+        return {name: torch.stack(values, dim=1) for name, values in kept.items()}
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``h^(t+1)`` (..., state_dim) from ``h^(t)`` and the input ``x^(t+1)``."""
+        return self.pack(**self.step_parts(self.parts(h), x))
+
+    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One step on the named parts (subclasses)."""
+        raise NotImplementedError
 
     def elman(self, h0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``H h0 + U x + B``."""
@@ -145,8 +161,9 @@ class SecondOrderRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(torch.einsum("ijk,bj,bk->bi", self.V, h, x) + self.elman(h, x))
+    def step_parts(self, parts, x):
+        h = parts["h0"]
+        return {"h0": torch.relu(torch.einsum("ijk,bj,bk->bi", self.V, h, x) + self.elman(h, x))}
 
 
 class MultiplicativeRNN(RecurrentModel):
@@ -161,9 +178,10 @@ class MultiplicativeRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def step_parts(self, parts, x):
+        h = parts["h0"]
         diagonal = x @ self.V.T  # diag(V x) acts on K coordinate-wise
-        return torch.relu((diagonal * (h @ self.J.T)) @ self.I.T + self.elman(h, x))
+        return {"h0": torch.relu((diagonal * (h @ self.J.T)) @ self.I.T + self.elman(h, x))}
 
 
 class HigherOrderRNN(RecurrentModel):
@@ -179,14 +197,15 @@ class HigherOrderRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def step_parts(self, parts, x):
+        h = parts["h0"]
         p = torch.softmax(h @ self.W_p.T + self.B_p, dim=-1)
         operator = torch.einsum("ijk,bk->bij", self.V, x)
         power_h, Z_h = h, p[:, :1] * h  # V(x)^0 h = h
         for i in range(1, self.max_power + 1):
             power_h = (operator @ power_h[..., None])[..., 0]
             Z_h = Z_h + p[:, i : i + 1] * power_h
-        return torch.relu(Z_h + self.elman(h, x))
+        return {"h0": torch.relu(Z_h + self.elman(h, x))}
 
 
 # -- the NTM family ---------------------------------------------------------------------------------
@@ -375,7 +394,8 @@ class RingMachine(RecurrentModel):
         if self.stabilisers.erase == "location":  # Eq. (2.13), with the new write address
             w_new = self.move_head("s" + label, w, M, h0)
             e = torch.sigmoid(self.command("e" + label, h0))
-            M_new = M - e[..., :, None] * M * w_new[..., None, :] + a[..., :, None] * w_new[..., None, :]
+            # M ⊙ (1 - e w'^T) + a w'^T: two products of memory size (forward and backward)
+            M_new = torch.addcmul(M * (1 - e[..., :, None] * w_new[..., None, :]), a[..., :, None], w_new[..., None, :])
         else:  # Sec. 3.2's display and the Remark of Sec. 4.1: the old write address
             w_new = self.move_head("s" + label, w, M, h0)  # moves as in Eq. (2.12); the memory uses w
             e = torch.relu(self.command("e" + label, h0)).unflatten(-1, (d, d))
@@ -409,14 +429,13 @@ class RingMachine(RecurrentModel):
             coefficients = content
         return coefficients
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        parts = self.parts(h)
+    def step_parts(self, parts, x):
         h0, first = parts["h0"], self.rings[0].label
         symbol = read(parts, first) if self.Q is None else read(parts, first) @ self.Q.T
         new = {"h0": torch.relu(symbol + self.elman(h0, x))}
         for ring in self.rings:
             new |= self.ring_step(ring, parts, h0)
-        return self.pack(**new)
+        return new
 
 
 class NTM(RingMachine):
