@@ -15,10 +15,11 @@ Conventions of the NTM family (binding for the LLRNN forms):
 
 - a memory ``M in Hom(W, V)`` is a ``(d_mem, N)`` matrix, column ``i`` stored at location ``i``,
   flattened row-major into the state; reading is ``M(r) = M @ r``; writing ``w (x) a`` is ``a w^T``;
-- an erase operator ``e in End(V)`` is a full ``(d_mem, d_mem)`` matrix ``ReLU(W_e h0 + B_e)``
-  reshaped row-major, and ``(1 - e) o M = M - e @ M``;
-- the memory update uses the **old** write address ``w^(t)``, as in Sec. 3.2's display and the
-  Sec. 4.1 Remark (the pattern NTM's master^out uses the new one for ring 1; we follow the equations);
+- by default (``Stabilisers``) the memory is erased as in Eq. (2.13): a sigmoid vector ``e`` weighted
+  by the **new** write address, ``M' = M ⊙ (1 - e w'^T) + a w'^T``; with ``erase="matrix"``
+  (``PAPER_LITERAL``) the erase operator ``e in End(V)`` is a full ``(d_mem, d_mem)`` matrix
+  ``ReLU(W_e h0 + B_e)`` reshaped row-major, ``(1 - e) o M = M - e @ M``, and the update uses the
+  **old** write address ``w^(t)``, as in Sec. 3.2's display and the Sec. 4.1 Remark;
 - addresses and write addresses move by the group elements of ``ring.py`` (write addresses by the
   contragredient action, the same permutation matrices).
 """
@@ -478,7 +479,8 @@ class PatternNTM(RingMachine):
     """Sec. 4.1, in the explicit form of its Remark: ring 2's content drives ring 1's read address.
 
     Ring 1 holds symbols (width ``symbol_dim``), ring 2 coefficients over ``[[p]]`` for ``p`` in
-    ``pattern_powers``; ring 1 has ``slots`` positions, ring 2 ``pattern_slots`` (default ``slots``). Write heads and ring 2's read head choose among
+    ``pattern_powers``; ring 1 has ``slots`` positions, ring 2 ``pattern_slots`` (default ``slots``).
+    Write heads and ring 2's read head choose among
     ``R^n``, ``n`` in ``head_powers`` (default all). With ``lambda = M_2(r_2)``, the Remark's
     Eq. (pattern_ntm_distinction):
 
@@ -495,7 +497,8 @@ class PatternNTM(RingMachine):
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), pattern_heads, pattern_heads)]
         pattern = rotation_moves(slots, pattern_powers)
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2",), pattern, dtype=dtype, device=device, **stabilisers)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2",), pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim = slots, symbol_dim
         self.pattern_powers, self.head_powers = pattern_powers, head_powers
 
@@ -529,7 +532,8 @@ class MultiplePatternNTM(RingMachine):
         steps = [a * i + b * j for i, j, (a, b) in product(pattern_powers, pattern_powers, counts)]
         pattern = rotation_moves(slots[0], steps)
         drivers = ("2", "3", "4")
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, drivers, pattern, dtype=dtype, device=device, **stabilisers)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, drivers, pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_powers, self.switch_words = pattern_powers, switch_words
 
@@ -571,7 +575,8 @@ class PolynomialStepNTM(RingMachine):
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         steps = [evaluate_polynomial(a, p) for p, a in product(pattern_powers, polynomials)]
         pattern = rotation_moves(slots, steps)
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device, **stabilisers)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_powers, self.polynomials = pattern_powers, polynomials
 
@@ -595,6 +600,7 @@ class DihedralPolynomialStepNTM(RingMachine):
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         words = [word_transform(f, S) for S, f in product(pattern_words, transforms)]
         pattern = word_moves(slots, words)
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device, **stabilisers)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_words, self.transforms = pattern_words, transforms
