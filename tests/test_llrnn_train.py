@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from lsrl.llrnn import train as training
 from lsrl.llrnn.cli import llrnn
 from lsrl.llrnn.ring import ring_powers
-from lsrl.llrnn.tasks import Copy
+from lsrl.llrnn.tasks import TASKS, Copy
 from lsrl.llrnn.train import Score, TrainConfig, Trainer, TrainingError
 
 
@@ -273,3 +273,14 @@ def test_an_overflowing_batch_does_not_update_the_weights(with_stand_in):
     before = [p.clone() for p in trainer.net.parameters()]
     trainer.run(progress=False)
     assert trainer.step == 1 and all(torch.equal(a, b) for a, b in zip(before, trainer.net.parameters()))
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_task_trains(task):
+    """One step of the pattern NTM on every task, at lengths the task allows, and its evaluation."""
+    length = max(4, TASKS[task].min_length + 1)
+    trainer = Trainer(training.preset("smoke", "pattern_ntm", task, steps=1, max_length=length,
+                                      test_lengths=(length + 1,)))
+    trainer.run(progress=False)
+    evaluation = trainer.evaluate()
+    assert math.isfinite(trainer.history[0]["loss"]) and 0 <= evaluation["test_errors"][str(length + 1)] <= 1
