@@ -431,3 +431,44 @@ def test_gradients_reach_every_parameter(case, variant):
     gradients = torch.autograd.grad(outputs(*parameters).sum(), parameters)
     for name, gradient in zip(names, gradients):
         assert gradient.abs().max() > 0, name
+
+
+# -- the TF stabilisers, on hand-set weights ------------------------------------------------------------
+
+
+def test_sharpening_raises_the_moved_address_to_gamma():
+    """gamma = 1 + ReLU(B_gamma) = 2: an address (0.75, 0.25, 0, 0) becomes (0.9, 0.1, 0, 0) (plus the 1e-6 floor)."""
+    model = NTM(1, 2, 4, powers=(0, 1), sharpen=True)
+    silence(model)
+    with torch.no_grad():
+        model.B_q[0] = model.B_s[0] = 100.0  # stand still
+        model.B_gammaq.fill_(1.0)
+    r = torch.tensor([0.75, 0.25, 0, 0], dtype=D)
+    moved = model.parts(model.step(model.pack(r=r), torch.zeros(1, 1, dtype=D)))["r"][0]
+    assert torch.allclose(moved, torch.tensor([0.9, 0.1, 0, 0], dtype=D), atol=1e-5)
+
+
+def test_content_addressing_finds_the_column_matching_the_key():
+    model = NTM(1, 3, 5, powers=(0, 1), content_addressing=True, memory_width=3)
+    silence(model)
+    memory = torch.tensor([[1, 0, 0, 1, 0], [0, 1, 0, 1, 1], [0, 0, 1, 0, 1]], dtype=D)  # column 3 = (1, 1, 0)
+    with torch.no_grad():
+        model.B_q[0] = 100.0  # no shift after the content weighting
+        model.B_kq.copy_(torch.tensor([2.0, 2.0, 0.0], dtype=D))  # the direction of column 3
+        model.B_betaq.fill_(200.0)  # key strength softplus(200) = 200: a sharp softmax
+        model.B_iq.fill_(100.0)  # interpolation gate 1: the content weighting replaces the old address
+    r = model.parts(model.step(model.pack(M=memory), torch.zeros(1, 1, dtype=D)))["r"][0]
+    assert torch.allclose(r, basis(5, 3), atol=1e-6)
+
+
+@pytest.mark.parametrize("gate_bias, expected", [(100.0, 1), (-100.0, 2)])
+def test_the_gate_chooses_between_direct_head_and_pattern(gate_bias, expected):
+    """Ring 2 holds the step 2 everywhere; ring 1's direct head commands R^1; the gate picks one."""
+    model = PatternNTM(1, 2, 6, 2, pattern_powers=(0, 2), head_powers=(0, 1), gate=True, content_softmax=False)
+    silence(model)
+    with torch.no_grad():
+        model.B_q1[1] = 100.0
+        model.B_g1.fill_(gate_bias)
+    model.init_state = model.pack(M2=hold([1] * 6, 2))
+    states = model(torch.zeros(1, 1, 1, dtype=D))[0]
+    assert positions(model, "1", states) == [expected]
