@@ -2,7 +2,7 @@
 
 ``llrnn_form(model)`` builds the model's master terms from the term library (numerals, binary
 integers, eval, feed, newfeed, repeat, Ψ), its command and data slots (Sec. 3.2: α = R and β = R^∨
-fixed, erase and add vectors by ReLU) and copies its weights, so that both forms can be run side
+fixed, erase and add vectors by ReLU or as below) and copies its weights, so that both forms can be run side
 by side. Only the model's hyperparameters are read (powers, words, polynomials, ring sizes), never
 its precomputed moves, so the two forms are independent constructions of the same equations.
 
@@ -17,7 +17,17 @@ and the NTM family's masters are (Sec. 3.2, with the state input ``s = |∅⟩_h
                + inj_Mi(proj_Mi h) − inj_Mi(e_i ∘ proj_Mi h) + inj_Mi(Ψ(proj_wi h ⊗ a_i))
 
 where ring 1's read address of the pattern models is moved instead by eval / feed / newfeed /
-a word transform applied to the other rings' contents ``M_j(r_j)``.
+a word transform applied to the other rings' contents ``M_j(r_j)``. That is the paper-literal form
+(``erase="matrix"``, linear contents). With Eq. (2.13)'s erase (the default) the erase vector is a
+sigmoid data vector ``e_i`` on a diagonal space and the memory summands use the new write address
+``w_i' = ⟦s_i⟧(β_i)(proj_wi h)``:
+
+    inj_Mi(proj_Mi h) − inj_Mi(e_i ∘ (proj_Mi s) ∘ diag_i(w_i')) + inj_Mi(Ψ(w_i' ⊗ a_i)),
+
+``diag_i : W_i^∨ ⊸ (W_i ⊸ W_i)`` a linear constant. With ``content_softmax`` a driver ring's content
+is read through the constant ``softmax_Mj : !A ⊸ (W_j ⊸ V_j)``, a non-linear function of the state
+(legitimate on a ``!``-typed argument), and its add vector is linear. The gate, sharpening and
+content addressing have no form here: ``llrnn_form`` refuses them.
 """
 
 from __future__ import annotations
