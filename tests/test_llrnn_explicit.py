@@ -7,6 +7,8 @@ from torch.func import functional_call
 
 from lsrl.errors import SequenceError
 from lsrl.llrnn.explicit import (
+    ALL_STABILISERS,
+    PAPER_LITERAL,
     NTM,
     DihedralNTM,
     DihedralPolynomialStepNTM,
@@ -214,18 +216,18 @@ CASES = {
     "second_order": (lambda: SecondOrderRNN(3, 4), ref_second_order),
     "multiplicative": (lambda: MultiplicativeRNN(3, 4, 5), ref_multiplicative),
     "higher_order": (lambda: HigherOrderRNN(3, 4, 3), ref_higher_order),
-    "ntm": (lambda: NTM(3, 4, 5, powers=(0, 1, 3)), ntm_reference(lambda m: powers_of(rotation(m.slots), m.powers))),
+    "ntm": (lambda: NTM(3, 4, 5, powers=(0, 1, 3), **PAPER_LITERAL), ntm_reference(lambda m: powers_of(rotation(m.slots), m.powers))),
     "dihedral_ntm": (
-        lambda: DihedralNTM(3, 4, 5),
+        lambda: DihedralNTM(3, 4, 5, **PAPER_LITERAL),
         ntm_reference(lambda m: [word_operator(F, rotation(m.slots), reflection(m.slots)) for F in m.words]),
     ),
-    "pattern_ntm": (lambda: PatternNTM(3, 4, 5, 3, head_powers=(0, 1, 2)), ref_pattern),
+    "pattern_ntm": (lambda: PatternNTM(3, 4, 5, 3, head_powers=(0, 1, 2), **PAPER_LITERAL), ref_pattern),
     "multiple_pattern_ntm": (
-        lambda: MultiplePatternNTM(3, 4, 3, (7, 2, 3, 2), pattern_powers=(0, 1, 2), switch_words=("0", "1", "01")),
+        lambda: MultiplePatternNTM(3, 4, 3, (7, 2, 3, 2), pattern_powers=(0, 1, 2), switch_words=("0", "1", "01"), **PAPER_LITERAL),
         ref_multiple_pattern,
     ),
-    "polynomial_step_ntm": (lambda: PolynomialStepNTM(3, 4, 6, 3, polynomials=((1, 1), (0, 0, 1))), ref_polynomial),
-    "dihedral_polynomial_step_ntm": (lambda: DihedralPolynomialStepNTM(3, 4, 5, 3), ref_dihedral_polynomial),
+    "polynomial_step_ntm": (lambda: PolynomialStepNTM(3, 4, 6, 3, polynomials=((1, 1), (0, 0, 1)), **PAPER_LITERAL), ref_polynomial),
+    "dihedral_polynomial_step_ntm": (lambda: DihedralPolynomialStepNTM(3, 4, 5, 3, **PAPER_LITERAL), ref_dihedral_polynomial),
 }
 
 
@@ -283,7 +285,7 @@ def test_layout_parts_and_initial_state(case):
 
 
 def test_write_head_command_moves_forward_like_the_read_head():
-    model = NTM(1, 2, 5, powers=(0, 2))
+    model = NTM(1, 2, 5, powers=(0, 2), **PAPER_LITERAL)
     silence(model)
     with torch.no_grad():
         model.B_s[1] = model.B_q[1] = 100.0  # command "R^2" for both heads
@@ -312,7 +314,7 @@ def test_pattern_ntm_delivers_the_sequence_of_section_4_1():
     """Timing: the symbol read from state h^(t) is M1 r1^(t); it enters h0^(t+1). With both read
     addresses at position 0 in h^(0), the ring-2 entry at r2^(t) moves r1 from t to t+1, so
     the reads of h^(0..9) are a b b b d d e e e b (h0 of the outputs h^(1..10), with Q = 1)."""
-    model = PatternNTM(1, 5, 5, 5, pattern_powers=(0, 1, 2))
+    model = PatternNTM(1, 5, 5, 5, pattern_powers=(0, 1, 2), **PAPER_LITERAL)
     silence(model)
     with torch.no_grad():
         model.Q.copy_(torch.eye(5, dtype=D))
@@ -346,7 +348,7 @@ def positions(model, label, states):
     ],
 )
 def test_multiple_pattern_ntm_switches_between_patterns(switch, expected):
-    model = MultiplePatternNTM(1, 2, 2, slots=(13, 3, 2, 4), pattern_powers=(0, 1, 2), switch_words=("0", "1", "00"))
+    model = MultiplePatternNTM(1, 2, 2, slots=(13, 3, 2, 4), pattern_powers=(0, 1, 2), switch_words=("0", "1", "00"), **PAPER_LITERAL)
     silence(model)
     with torch.no_grad():
         for name in ("B_q2", "B_q3", "B_q4"):
@@ -358,7 +360,7 @@ def test_multiple_pattern_ntm_switches_between_patterns(switch, expected):
 
 @pytest.mark.parametrize("polynomial, expected", [(0, [1, 3, 6]), (1, [1, 5, 4])])  # x: 1+2+3; x^2: 1+4+9 mod 10
 def test_polynomial_step_ntm_squares_steps(polynomial, expected):
-    model = PolynomialStepNTM(1, 2, 10, 2, pattern_powers=(1, 2, 3))
+    model = PolynomialStepNTM(1, 2, 10, 2, pattern_powers=(1, 2, 3), **PAPER_LITERAL)
     silence(model)
     with torch.no_grad():
         model.B_q2[1] = 100.0
@@ -369,7 +371,7 @@ def test_polynomial_step_ntm_squares_steps(polynomial, expected):
 
 def test_polynomial_step_ntm_is_multilinear_in_the_pattern():
     """Focused at x^2, lambda = ([[1]] + [[2]]) / 2 moves r1 by (R + R^4) / 2, not by ((R + R^2) / 2)^2."""
-    model = PolynomialStepNTM(1, 2, 10, 2, pattern_powers=(1, 2))
+    model = PolynomialStepNTM(1, 2, 10, 2, pattern_powers=(1, 2), **PAPER_LITERAL)
     silence(model)
     model.init_state = model.pack(M2=torch.full((2, 10), 0.5, dtype=D), M3=hold([1] * 10, 2))
     r1 = model.parts(model(torch.zeros(1, 1, 1, dtype=D))[0, 0])["r1"]
@@ -378,7 +380,7 @@ def test_polynomial_step_ntm_is_multilinear_in_the_pattern():
 
 @pytest.mark.parametrize("word", ["0", "1", "01"])
 def test_dihedral_polynomial_step_ntm_squares_group_elements(word):
-    model = DihedralPolynomialStepNTM(1, 2, 5, 2, pattern_words=("0", "1", "01"))
+    model = DihedralPolynomialStepNTM(1, 2, 5, 2, pattern_words=("0", "1", "01"), **PAPER_LITERAL)
     silence(model)
     g = word_operator(word, rotation(5), reflection(5))
     r1 = torch.rand(5, dtype=D)
@@ -392,22 +394,24 @@ def test_dihedral_polynomial_step_ntm_squares_group_elements(word):
 # -- gradients ------------------------------------------------------------------------------------------------
 
 TINY = {
-    "second_order": lambda: SecondOrderRNN(2, 2),
-    "multiplicative": lambda: MultiplicativeRNN(2, 2, 2),
-    "higher_order": lambda: HigherOrderRNN(2, 2, 2),
-    "ntm": lambda: NTM(2, 2, 3),
-    "dihedral_ntm": lambda: DihedralNTM(2, 2, 3, words=("", "1", "01")),
-    "pattern_ntm": lambda: PatternNTM(2, 2, 3, 2, pattern_powers=(0, 1)),
-    "multiple_pattern_ntm": lambda: MultiplePatternNTM(2, 2, 2, slots=(3, 2, 2, 2)),
-    "polynomial_step_ntm": lambda: PolynomialStepNTM(2, 2, 3, 2, pattern_powers=(0, 1)),
-    "dihedral_polynomial_step_ntm": lambda: DihedralPolynomialStepNTM(2, 2, 3, 2, pattern_words=("1", "01")),
+    "second_order": lambda **o: SecondOrderRNN(2, 2),
+    "multiplicative": lambda **o: MultiplicativeRNN(2, 2, 2),
+    "higher_order": lambda **o: HigherOrderRNN(2, 2, 2),
+    "ntm": lambda **o: NTM(2, 2, 3, **o),
+    "dihedral_ntm": lambda **o: DihedralNTM(2, 2, 3, words=("", "1", "01"), **o),
+    "pattern_ntm": lambda **o: PatternNTM(2, 2, 3, 2, pattern_powers=(0, 1), **o),
+    "multiple_pattern_ntm": lambda **o: MultiplePatternNTM(2, 2, 2, slots=(3, 2, 2, 2), **o),
+    "polynomial_step_ntm": lambda **o: PolynomialStepNTM(2, 2, 3, 2, pattern_powers=(0, 1), **o),
+    "dihedral_polynomial_step_ntm": lambda **o: DihedralPolynomialStepNTM(2, 2, 3, 2, pattern_words=("1", "01"), **o),
 }
+VARIANTS = {"paper": PAPER_LITERAL, "default": {}, "all_stabilisers": ALL_STABILISERS}
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("case", TINY)
-def test_gradients_reach_every_parameter(case):
+def test_gradients_reach_every_parameter(case, variant):
     torch.manual_seed(1)
-    model = TINY[case]()
+    model = TINY[case](**VARIANTS[variant])
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if name.startswith("B"):
@@ -422,7 +426,49 @@ def test_gradients_reach_every_parameter(case):
         return states.flatten() @ projection
 
     parameters = tuple(p.detach().clone().requires_grad_() for p in model.parameters())
-    assert torch.autograd.gradcheck(outputs, parameters, fast_mode=True)
+    if variant == "paper":  # the finite-difference check once per model; every variant must reach every weight
+        assert torch.autograd.gradcheck(outputs, parameters, fast_mode=True)
     gradients = torch.autograd.grad(outputs(*parameters).sum(), parameters)
     for name, gradient in zip(names, gradients):
         assert gradient.abs().max() > 0, name
+
+
+# -- the TF stabilisers, on hand-set weights ------------------------------------------------------------
+
+
+def test_sharpening_raises_the_moved_address_to_gamma():
+    """gamma = 1 + ReLU(B_gamma) = 2: an address (0.75, 0.25, 0, 0) becomes (0.9, 0.1, 0, 0) (plus the 1e-6 floor)."""
+    model = NTM(1, 2, 4, powers=(0, 1), sharpen=True)
+    silence(model)
+    with torch.no_grad():
+        model.B_q[0] = model.B_s[0] = 100.0  # stand still
+        model.B_gammaq.fill_(1.0)
+    r = torch.tensor([0.75, 0.25, 0, 0], dtype=D)
+    moved = model.parts(model.step(model.pack(r=r), torch.zeros(1, 1, dtype=D)))["r"][0]
+    assert torch.allclose(moved, torch.tensor([0.9, 0.1, 0, 0], dtype=D), atol=1e-5)
+
+
+def test_content_addressing_finds_the_column_matching_the_key():
+    model = NTM(1, 3, 5, powers=(0, 1), content_addressing=True, memory_width=3)
+    silence(model)
+    memory = torch.tensor([[1, 0, 0, 1, 0], [0, 1, 0, 1, 1], [0, 0, 1, 0, 1]], dtype=D)  # column 3 = (1, 1, 0)
+    with torch.no_grad():
+        model.B_q[0] = 100.0  # no shift after the content weighting
+        model.B_kq.copy_(torch.tensor([2.0, 2.0, 0.0], dtype=D))  # the direction of column 3
+        model.B_betaq.fill_(200.0)  # key strength softplus(200) = 200: a sharp softmax
+        model.B_iq.fill_(100.0)  # interpolation gate 1: the content weighting replaces the old address
+    r = model.parts(model.step(model.pack(M=memory), torch.zeros(1, 1, dtype=D)))["r"][0]
+    assert torch.allclose(r, basis(5, 3), atol=1e-6)
+
+
+@pytest.mark.parametrize("gate_bias, expected", [(100.0, 1), (-100.0, 2)])
+def test_the_gate_chooses_between_direct_head_and_pattern(gate_bias, expected):
+    """Ring 2 holds the step 2 everywhere; ring 1's direct head commands R^1; the gate picks one."""
+    model = PatternNTM(1, 2, 6, 2, pattern_powers=(0, 2), head_powers=(0, 1), gate=True, content_softmax=False)
+    silence(model)
+    with torch.no_grad():
+        model.B_q1[1] = 100.0
+        model.B_g1.fill_(gate_bias)
+    model.init_state = model.pack(M2=hold([1] * 6, 2))
+    states = model(torch.zeros(1, 1, 1, dtype=D))[0]
+    assert positions(model, "1", states) == [expected]

@@ -4,7 +4,7 @@ equations, user-written masters, type errors, and gradients."""
 import pytest
 import torch
 
-from lsrl.errors import DimensionError
+from lsrl.errors import DimensionError, LsrlError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.forms import llrnn_form
@@ -13,17 +13,35 @@ from lsrl.llrnn.logic import (
 )
 from lsrl.llrnn.logic.terms import Const
 
+RING_MACHINES = {
+    "ntm": lambda **o: explicit.NTM(3, 4, 5, **o),
+    "ntm_some_powers": lambda **o: explicit.NTM(3, 4, 6, powers=(0, 1, 5), **o),
+    "dihedral_ntm": lambda **o: explicit.DihedralNTM(3, 4, 5, **o),
+    "ntm_narrow_memory": lambda **o: explicit.NTM(3, 4, 5, powers=(0, -1, 1), memory_width=2, **o),
+    "pattern_ntm_small_pattern_ring": lambda **o: explicit.PatternNTM(3, 4, 6, 3, head_powers=(0, -1, 1),
+                                                                      pattern_slots=4, **o),
+    "polynomial_step_ntm_small_rings": lambda **o: explicit.PolynomialStepNTM(3, 4, 6, 3, head_powers=(0, -1, 1),
+                                                                             pattern_slots=4, **o),
+    "pattern_ntm": lambda **o: explicit.PatternNTM(3, 4, 5, 3, **o),
+    "multiple_pattern_ntm": lambda **o: explicit.MultiplePatternNTM(3, 4, 3, slots=(7, 2, 3, 2),
+                                                                  switch_words=("0", "1", "01"), **o),
+    "polynomial_step_ntm": lambda **o: explicit.PolynomialStepNTM(3, 4, 5, 3, **o),
+    "dihedral_polynomial_step_ntm": lambda **o: explicit.DihedralPolynomialStepNTM(3, 4, 5, 3, **o),
+}
+# every erase and content variant that has an LLRNN form: the paper's, the defaults (Eq. (2.13) erase,
+# softmax over pattern contents) and the two crossed
+FORM_VARIANTS = {
+    "paper": explicit.PAPER_LITERAL,
+    "default": {},
+    "location_erase_linear_contents": {"content_softmax": False},
+    "matrix_erase_softmax_contents": {"erase": "matrix"},
+}
 MODELS = {
     "second_order": lambda: explicit.SecondOrderRNN(3, 4),
     "multiplicative": lambda: explicit.MultiplicativeRNN(3, 4, 2),
     "higher_order": lambda: explicit.HigherOrderRNN(3, 4, 3),
-    "ntm": lambda: explicit.NTM(3, 4, 5),
-    "ntm_some_powers": lambda: explicit.NTM(3, 4, 6, powers=(0, 1, 5)),
-    "dihedral_ntm": lambda: explicit.DihedralNTM(3, 4, 5),
-    "pattern_ntm": lambda: explicit.PatternNTM(3, 4, 5, 3),
-    "multiple_pattern_ntm": lambda: explicit.MultiplePatternNTM(3, 4, 3, slots=(7, 2, 3, 2), switch_words=("0", "1", "01")),
-    "polynomial_step_ntm": lambda: explicit.PolynomialStepNTM(3, 4, 5, 3),
-    "dihedral_polynomial_step_ntm": lambda: explicit.DihedralPolynomialStepNTM(3, 4, 5, 3),
+    **{f"{name}-{variant}": (lambda build=build, options=options: build(**options))
+       for name, build in RING_MACHINES.items() for variant, options in FORM_VARIANTS.items()},
 }
 
 
@@ -46,7 +64,7 @@ def test_llrnn_form_equals_explicit_equations(name):
 
 def test_the_forms_run_the_papers_terms():
     """The multiple pattern NTM's ring 1 is moved by ``feed``; its masters have the LLRNN type."""
-    cell = llrnn_form(MODELS["multiple_pattern_ntm"]())
+    cell = llrnn_form(MODELS["multiple_pattern_ntm-paper"]())
     assert cell.masters["out"] is not None and cell.reads_state
     assert "decode4" in str(cell.masters["out"]) and "decode2" in str(cell.masters["out"])
     from lsrl.llrnn.logic import type_of
@@ -103,12 +121,13 @@ def test_bad_spaces_and_inputs():
         Space(endo(A), (2, 3), diagonal=True)
     with pytest.raises(LogicError, match="needs an atom or a map between atoms"):
         Space(int_type(A), (2,))
-    cell = llrnn_form(MODELS["ntm"]())
+    cell = llrnn_form(MODELS["ntm-default"]())
     with pytest.raises(DimensionError, match=r"inputs must be \(B, T, 3\)"):
         cell(torch.zeros(2, 3, 4, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("name", ["higher_order", "ntm", "pattern_ntm", "multiple_pattern_ntm"])
+@pytest.mark.parametrize("name", ["higher_order", "ntm-paper", "ntm-default", "pattern_ntm-paper",
+                                  "pattern_ntm-default", "multiple_pattern_ntm-default"])
 def test_gradients_of_the_llrnn_form_match_finite_differences(name):
     torch.manual_seed(2)
     cell = llrnn_form(MODELS[name]())
@@ -139,8 +158,14 @@ def test_gradients_of_the_llrnn_form_match_finite_differences(name):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 def test_llrnn_form_on_cuda():
-    model = MODELS["pattern_ntm"]()
+    model = MODELS["pattern_ntm-default"]()
     xs = torch.randn(2, 4, model.input_dim, dtype=torch.float64)
     expected = llrnn_form(model)(xs)
     cell = llrnn_form(model.to("cuda"))
     assert relative_error(cell(xs.cuda()).cpu(), expected) <= 1e-10
+
+
+@pytest.mark.parametrize("option", ["gate", "sharpen", "content_addressing"])
+def test_no_llrnn_form_for_the_nonlinear_stabilisers(option):
+    with pytest.raises(LsrlError, match="act non-linearly"):
+        llrnn_form(RING_MACHINES["pattern_ntm"](**{option: True}))

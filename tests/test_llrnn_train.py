@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from lsrl.llrnn import train as training
 from lsrl.llrnn.cli import llrnn
 from lsrl.llrnn.ring import ring_powers
-from lsrl.llrnn.tasks import Copy
+from lsrl.llrnn.tasks import TASKS, Copy
 from lsrl.llrnn.train import Score, TrainConfig, Trainer, TrainingError
 
 
@@ -188,12 +188,65 @@ def test_pattern_models_keep_reading_ring_one(name):
     assert bool((mass > 0.99).all() and (mass < 1.5).all()), mass
 
 
-def test_untrained_ntm_memory_stays_finite_on_long_inputs():
-    trainer = Trainer(TrainConfig(model="ntm", **{**REAL, "controller_dim": 32}, steps=0))
+def test_the_paper_erase_matrix_starts_switched_off():
+    trainer = Trainer(TrainConfig(model="ntm", **{**REAL, "controller_dim": 32}, erase="matrix", steps=0))
     erase = [p for name, p in trainer.net.model.named_parameters() if name in ("W_e", "B_e")]
     assert len(erase) == 2 and all(not p.requires_grad and not p.any() for p in erase)
     batch = trainer.task.batch(2, 40).to(dtype=trainer.dtype)
     assert torch.isfinite(trainer.net(batch.inputs)).all()
+
+
+@pytest.mark.parametrize("name", sorted(training.MODELS))
+def test_every_untrained_model_runs_1000_steps_without_overflow(name):
+    """Default initialisation and options, float32 (memory 32 × 8, controller 24, pattern rings 8)."""
+    config = TrainConfig(model=name, controller_dim=24, memory_width=8, symbol_dim=8, pattern_slots=8)
+    model = training.MODELS[name](config, 10, 32, dtype=torch.float32, device="cpu")
+    inputs = torch.nn.functional.one_hot(torch.randint(10, (1, 1000), generator=torch.Generator().manual_seed(0)))
+    with torch.no_grad():
+        states = model(inputs.float())
+    assert torch.isfinite(states).all() and states.abs().max() < 1e3, states.abs().max()
+
+
+@pytest.mark.parametrize("name", sorted(training.MODELS))
+def test_every_model_trains_from_python(name):
+    """A few steps on one fixed batch of a TF task: the loss is finite and goes down."""
+    trainer = Trainer(training.preset("smoke", name, "tf_copy", optimizer="adam", learning_rate=3e-2))
+    batch = trainer.task.batch(8, 4, torch.Generator().manual_seed(0))
+    losses = []
+    for _ in range(12):
+        loss = training.masked_loss(trainer.net(batch.inputs), batch)
+        trainer.optimizer.zero_grad()
+        loss.backward()
+        trainer.optimizer.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < 0.95 * losses[0], losses
+
+
+@pytest.mark.parametrize("name", ["lstm", "multiple_pattern_ntm", "higher_order"])
+def test_cli_trains_any_model_with_a_preset(name, tmp_path):
+    result = CliRunner().invoke(llrnn, ["train", "--preset", "smoke", "--model", name, "--task", "tf_pattern1",
+                                        "--steps", "3", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    evaluation = json.loads((tmp_path / "evaluation.json").read_text())
+    assert evaluation["steps"] == 3 and set(evaluation["test_errors"]) == {"6"}
+    assert evaluation["parameters"] == Trainer.resume(tmp_path).parameter_count
+
+
+def test_baselines_match_the_ntms_parameter_count():
+    ntm, lstm, gru = (Trainer(training.preset("tf", name, "tf_copy", steps=0)).parameter_count
+                      for name in ("ntm", "lstm", "gru"))
+    assert abs(lstm - ntm) / ntm < 0.01 and abs(gru - ntm) / ntm < 0.01, (ntm, lstm, gru)
+
+
+def test_tf_preset_and_curriculum():
+    config = training.preset("tf", "pattern_ntm", "tf_variable_pattern1")
+    assert (config.controller_dim, config.slots, config.memory_width, config.batch_size) == (100, 128, 20, 250)
+    assert (config.min_length, config.max_length, config.test_lengths) == (8, 28, (33, 58, 98))
+    trainer = Trainer(training.preset("tf", "ntm", "tf_copy"))  # 8000 steps: not run here
+    # TF: 200 epochs, N 30, min ℓ 7 -> band 4; max ℓ reaches 30 at epoch 92 (contents: 5 .. 28)
+    lengths = [trainer.scheduled_length(epoch * 40) for epoch in range(200)]
+    assert lengths[0] == 5 and lengths[4] == 6 and lengths[91] == 27 and lengths[92] == 28 and lengths[199] == 28
+    assert trainer.scheduled_length(7999) == 28 and lengths == sorted(lengths)
 
 
 def test_a_given_model_is_trained_as_it_is():
@@ -220,3 +273,14 @@ def test_an_overflowing_batch_does_not_update_the_weights(with_stand_in):
     before = [p.clone() for p in trainer.net.parameters()]
     trainer.run(progress=False)
     assert trainer.step == 1 and all(torch.equal(a, b) for a, b in zip(before, trainer.net.parameters()))
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_task_trains(task):
+    """One step of the pattern NTM on every task, at lengths the task allows, and its evaluation."""
+    length = max(4, TASKS[task].min_length + 1)
+    trainer = Trainer(training.preset("smoke", "pattern_ntm", task, steps=1, max_length=length,
+                                      test_lengths=(length + 1,)))
+    trainer.run(progress=False)
+    evaluation = trainer.evaluate()
+    assert math.isfinite(trainer.history[0]["loss"]) and 0 <= evaluation["test_errors"][str(length + 1)] <= 1

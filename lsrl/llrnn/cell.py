@@ -69,14 +69,23 @@ class Commands:
     dirac_of_sum: bool = False
 
 
+ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "identity": lambda z: z}
+
+
 @dataclass(frozen=True)
 class Data:
-    """``b = ReLU(W^b h + B^b)`` in ``space``, or the ``fixed`` value (then no weights)."""
+    """``b = ReLU(W^b h + B^b)`` in ``space`` (or another of ``ACTIVATIONS``: the NTM's sigmoid erase
+    vector of Eq. (2.13), a pattern ring's linear add vector), or the ``fixed`` value (then no weights)."""
 
     name: str
     type: Type
     space: Space | None = None
     fixed: object = None
+    activation: str = "relu"
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise LogicError(f"data {self.name}: unknown activation {self.activation!r}; known: {sorted(ACTIVATIONS)}")
 
 
 class StateSpace:
@@ -230,7 +239,7 @@ class LLRNN(nn.Module):
             if d.fixed is not None:
                 arguments.append(as_value(Bang(d.type), d.fixed))
             else:
-                coordinates = torch.relu(controller @ self.W_b[d.name].T + self.B_b[d.name])
+                coordinates = ACTIVATIONS[d.activation](controller @ self.W_b[d.name].T + self.B_b[d.name])
                 arguments.append(dirac(d.space.value(coordinates)))
         if self.input_space is not None:
             arguments.append(dirac(self.input_space.value(x @ self.W_c.T)))

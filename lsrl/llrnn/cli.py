@@ -9,11 +9,14 @@ from pathlib import Path
 
 import click
 import torch
+from click.core import ParameterSource
 
 from lsrl.cli_errors import one_line_errors
 from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
-from lsrl.llrnn.train import MODELS, TrainConfig, train
+from lsrl.llrnn.explicit import ERASES
+from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
+from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, TrainConfig, preset, train
 
 
 def _names(text: str, known) -> tuple[str, ...]:
@@ -42,6 +45,14 @@ def _device(context, parameter, text):
     raise click.BadParameter(f"expected cpu, cuda or cuda:N, got {text!r}")
 
 
+def _lengths(context, parameter, text):
+    """``--test-lengths 33,58,98`` -> (33, 58, 98); empty -> () (twice the longest training length)."""
+    try:
+        return tuple(int(length) for length in text.split(",") if length.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
 def training_options(defaults: TrainConfig):
     """Options for the TrainConfig fields shared by ``train`` and ``experiment``, with ``defaults``."""
     options = [
@@ -67,9 +78,31 @@ def training_options(defaults: TrainConfig):
         click.option("--shifts", default=",".join(map(str, defaults.shifts)), show_default=True, callback=_shifts,
                      help="head moves R^shift to choose from, or 'all' rotations"),
         click.option("--erase-init", type=float, default=defaults.erase_init, show_default=True,
-                     help="scale of the initial erase weights; 0: no erasing"),
+                     help="--erase matrix: scale of the initial erase weights; 0: no erasing"),
+        click.option("--curriculum", type=click.Choice(CURRICULA), default=defaults.curriculum, show_default=True,
+                     help="error: grow on low running error; tf: the TF notebook's epoch schedule"),
+        click.option("--test-lengths", default=",".join(map(str, defaults.test_lengths)), callback=_lengths,
+                     help="lengths tested after training; empty: twice --max-length"),
+        click.option("--readout-dim", type=click.IntRange(min=0), default=defaults.readout_dim, show_default=True,
+                     help="hidden read-out layer; 0: linear read-out (TF)"),
+        click.option("--memory-width", type=click.IntRange(min=0), default=defaults.memory_width, show_default=True,
+                     help="NTM memory width; 0: the controller size"),
+        click.option("--pattern-slots", type=click.IntRange(min=0), default=defaults.pattern_slots, show_default=True,
+                     help="size of the pattern rings; 0: as ring 1 (multiple pattern NTM: 2)"),
+        click.option("--erase", type=click.Choice(ERASES), default=defaults.erase, show_default=True,
+                     help="location: Eq. (2.13) sigmoid erase at the write address; matrix: the paper's Sec. 3.2"),
+        click.option("--content-softmax/--linear-contents", default=defaults.content_softmax, show_default=True,
+                     help="read pattern rings through a softmax over their contents (TF) or linearly (paper)"),
+        click.option("--gate/--no-gate", default=defaults.gate, show_default=True,
+                     help="pattern models: gate ring 1's pattern move with a direct read head (TF)"),
+        click.option("--sharpen/--no-sharpen", default=defaults.sharpen, show_default=True,
+                     help="sharpen addresses with a learned exponent (TF)"),
+        click.option("--content-addressing/--no-content-addressing", default=defaults.content_addressing,
+                     show_default=True, help="content-based addressing with key strength (Graves et al.)"),
         click.option("--device", default=defaults.device, show_default=True, callback=_device,
                      help="cpu, cuda or cuda:N"),
+        click.option("--compile/--no-compile", default=defaults.compile, show_default=True,
+                     help="torch.compile each step (one-off 20-30 s, then about 2x faster)"),
     ]
 
     def decorate(command):
@@ -102,6 +135,8 @@ def sample(task_name, length, count, seed):
 @llrnn.command(name="train")
 @click.option("--model", "model_name", default="ntm", show_default=True, help=f"one of {', '.join(MODELS)}")
 @click.option("--task", "task_name", type=click.Choice(sorted(TASKS)), default="copy", show_default=True)
+@click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default=None,
+              help="start from these settings (tf: the authors' TensorFlow ones); options given override them")
 @training_options(TrainConfig())
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", "out_dir", default="llrnn-run", show_default=True, type=click.Path(file_okay=False))
@@ -109,11 +144,18 @@ def sample(task_name, length, count, seed):
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=500, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads (small recurrent models run fastest on one)")
+@click.pass_context
 @one_line_errors
-def train_command(model_name, task_name, seed, out_dir, resume, checkpoint_every, threads, **settings):
+def train_command(context, model_name, task_name, preset_name, seed, out_dir, resume, checkpoint_every, threads,
+                  **settings):
     """Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT."""
     torch.set_num_threads(threads)
-    config = TrainConfig(model=model_name, task=task_name, seed=seed, **settings)
+    if preset_name:
+        given = {name: value for name, value in settings.items()
+                 if context.get_parameter_source(name) is ParameterSource.COMMANDLINE}
+        config = preset(preset_name, model_name, task_name, seed=seed, **given)
+    else:
+        config = TrainConfig(model=model_name, task=task_name, seed=seed, **settings)
     evaluation = train(config, out_dir, resume=resume, checkpoint_every=checkpoint_every)
     click.echo(f"{evaluation['steps']} steps, {evaluation['parameters']} parameters, "
                f"{evaluation['wall_seconds']} s; symbol error {evaluation['train_symbol_error']:.2%} "
@@ -137,3 +179,25 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
                           range(seeds), workers=workers)
     click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")
+
+
+@llrnn.command(name="reproduce")
+@click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default="tf", show_default=True,
+              help="tf: the authors' settings (GPU-sized); tf-cpu: minutes per run on one core; smoke: a check")
+@click.option("--models", default=",".join(REPRODUCTION_MODELS), show_default=True)
+@click.option("--tasks", default=",".join(REPRODUCTION_TASKS), show_default=True)
+@click.option("--seeds", type=int, default=3, show_default=True, help="seeds 0 .. SEEDS-1")
+@click.option("--steps", type=int, default=None, help="override the preset's number of steps")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda")
+@click.option("--workers", type=int, default=2, show_default=True, help="runs in parallel (one CPU thread each)")
+@click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
+              type=click.Path(file_okay=False))
+@one_line_errors
+def reproduce_command(preset_name, models, tasks, seeds, steps, device, workers, out_dir):
+    """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps."""
+    torch.set_num_threads(1)
+    overrides = {"device": device} | ({} if steps is None else {"steps": steps})
+    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS), _names(tasks, TASKS), range(seeds),
+                            workers=workers, **overrides)
+    click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
+    click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")

@@ -26,18 +26,24 @@ def _experiment_run(config: TrainConfig, folder: Path) -> dict:
     return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
 
 
+def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, progress: bool = True) -> list[dict]:
+    """Train every config into ``folder/{model}-{task}-{seed}``, ``workers`` runs at a time (one CPU
+    thread each); one result row per run (``_experiment_run``)."""
+    runs = [(config, folder / f"{config.model}-{config.task}-{config.seed}") for config in configs]
+    if workers <= 1:
+        return [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]
+    with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        futures = [pool.submit(_experiment_run, *run) for run in runs]
+        return [future.result() for future in tqdm(futures, desc="runs", disable=not progress)]
+
+
 def run_experiment(folder, base: TrainConfig, models=EXPERIMENT_MODELS, tasks=EXPERIMENT_TASKS, seeds=(0, 1, 2),
                    workers: int = 2, progress: bool = True) -> list[dict]:
     """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md``."""
     folder = Path(folder)
-    runs = [(dataclasses.replace(base, model=model, task=task, seed=seed), folder / f"{model}-{task}-{seed}")
-            for model in models for task in tasks for seed in seeds]
-    if workers <= 1:
-        rows = [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]
-    else:  # one core per run: the runs themselves go in parallel
-        with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            futures = [pool.submit(_experiment_run, *run) for run in runs]
-            rows = [future.result() for future in tqdm(futures, desc="runs", disable=not progress)]
+    configs = [dataclasses.replace(base, model=model, task=task, seed=seed)
+               for model in models for task in tasks for seed in seeds]
+    rows = run_configs(configs, folder, workers, progress)
     with open(folder / "experiment.csv", "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=RESULT_FIELDS, extrasaction="ignore")
         writer.writeheader()

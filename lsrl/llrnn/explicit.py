@@ -15,10 +15,11 @@ Conventions of the NTM family (binding for the LLRNN forms):
 
 - a memory ``M in Hom(W, V)`` is a ``(d_mem, N)`` matrix, column ``i`` stored at location ``i``,
   flattened row-major into the state; reading is ``M(r) = M @ r``; writing ``w (x) a`` is ``a w^T``;
-- an erase operator ``e in End(V)`` is a full ``(d_mem, d_mem)`` matrix ``ReLU(W_e h0 + B_e)``
-  reshaped row-major, and ``(1 - e) o M = M - e @ M``;
-- the memory update uses the **old** write address ``w^(t)``, as in Sec. 3.2's display and the
-  Sec. 4.1 Remark (the pattern NTM's master^out uses the new one for ring 1; we follow the equations);
+- by default (``Stabilisers``) the memory is erased as in Eq. (2.13): a sigmoid vector ``e`` weighted
+  by the **new** write address, ``M' = M ⊙ (1 - e w'^T) + a w'^T``; with ``erase="matrix"``
+  (``PAPER_LITERAL``) the erase operator ``e in End(V)`` is a full ``(d_mem, d_mem)`` matrix
+  ``ReLU(W_e h0 + B_e)`` reshaped row-major, ``(1 - e) o M = M - e @ M``, and the update uses the
+  **old** write address ``w^(t)``, as in Sec. 3.2's display and the Sec. 4.1 Remark;
 - addresses and write addresses move by the group elements of ``ring.py`` (write addresses by the
   contragredient action, the same permutation matrices).
 """
@@ -119,14 +120,30 @@ class RecurrentModel(nn.Module):
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
         """The states ``h^(1..T)`` (B, T, state_dim) after reading ``xs`` (B, T, input_dim) from ``h``."""
+        trajectory = self.trajectory(xs, h)
+        return self.pack(**trajectory)
+
+    def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep=None) -> dict[str, torch.Tensor]:
+        """The parts named in ``keep`` (default all) of ``h^(1..T)``, each (B, T, *shape). The parts are
+        carried from step to step as they are (no flat state): training keeps only ``h0``."""
         if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
             raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
-        h = self.initial_state(xs.shape[0]) if h is None else h
-        states = []
+        parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
+        keep = tuple(self.layout) if keep is None else tuple(keep)
+        kept = {name: [] for name in keep}
         for t in range(xs.shape[1]):
-            h = self.step(h, xs[:, t])
-            states.append(h)
-        return torch.stack(states, dim=1)
+            parts = self.step_parts(parts, xs[:, t])
+            for name in keep:
+                kept[name].append(parts[name])
+        return {name: torch.stack(values, dim=1) for name, values in kept.items()}
+
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``h^(t+1)`` (..., state_dim) from ``h^(t)`` and the input ``x^(t+1)``."""
+        return self.pack(**self.step_parts(self.parts(h), x))
+
+    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One step on the named parts (subclasses)."""
+        raise NotImplementedError
 
     def elman(self, h0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``H h0 + U x + B``."""
@@ -145,8 +162,9 @@ class SecondOrderRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(torch.einsum("ijk,bj,bk->bi", self.V, h, x) + self.elman(h, x))
+    def step_parts(self, parts, x):
+        h = parts["h0"]
+        return {"h0": torch.relu(torch.einsum("ijk,bj,bk->bi", self.V, h, x) + self.elman(h, x))}
 
 
 class MultiplicativeRNN(RecurrentModel):
@@ -161,9 +179,10 @@ class MultiplicativeRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def step_parts(self, parts, x):
+        h = parts["h0"]
         diagonal = x @ self.V.T  # diag(V x) acts on K coordinate-wise
-        return torch.relu((diagonal * (h @ self.J.T)) @ self.I.T + self.elman(h, x))
+        return {"h0": torch.relu((diagonal * (h @ self.J.T)) @ self.I.T + self.elman(h, x))}
 
 
 class HigherOrderRNN(RecurrentModel):
@@ -179,14 +198,15 @@ class HigherOrderRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def step_parts(self, parts, x):
+        h = parts["h0"]
         p = torch.softmax(h @ self.W_p.T + self.B_p, dim=-1)
         operator = torch.einsum("ijk,bk->bij", self.V, x)
         power_h, Z_h = h, p[:, :1] * h  # V(x)^0 h = h
         for i in range(1, self.max_power + 1):
             power_h = (operator @ power_h[..., None])[..., 0]
             Z_h = Z_h + p[:, i : i + 1] * power_h
-        return torch.relu(Z_h + self.elman(h, x))
+        return {"h0": torch.relu(Z_h + self.elman(h, x))}
 
 
 # -- the NTM family ---------------------------------------------------------------------------------
@@ -226,27 +246,72 @@ def word_moves(N: int, words) -> torch.Tensor:
     return torch.stack([word_index(N, word) for word in words])
 
 
+ERASES = ("location", "matrix")
+
+# The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
+# contents are read as linear coefficients (Sec. 4's multilinear formulas).
+PAPER_LITERAL = {"erase": "matrix", "content_softmax": False}
+ALL_STABILISERS = {"gate": True, "sharpen": True, "content_addressing": True}  # with the defaults: TF's NTMs
+SHARPEN_FLOOR = 1e-6  # added before raising to gamma, as in the TF code: keeps 0^gamma differentiable
+
+
+@dataclass(frozen=True)
+class Stabilisers:
+    """How a ring machine updates its memories and addresses (Sec. 2.3 and the TF code's stabilisers).
+
+    - ``erase="location"`` (default): Eq. (2.13), ``e = sigmoid(W_e h0 + B_e)`` in ``R^d`` and
+      ``M'_{.,i} = M_{.,i} - w'_i (M_{.,i} ⊙ e) + w'_i a`` with the **new** write address ``w'``;
+      ``"matrix"``: Sec. 3.2's display, ``e = ReLU(W_e h0 + B_e)`` a ``(d, d)`` matrix, ``M' = (1 - e) M + a w^T``
+      with the old ``w`` (paper-literal; its memory grows geometrically at random initialisation).
+    - ``content_softmax`` (default on): a ring that drives ring 1 is read as ``sum_i r_i softmax(M_{.,i})``,
+      so its coefficients form a distribution and ring 1's read address keeps mass 1; its add vector is
+      then linear (the contents are logits). Off: the paper's linear ``M(r)`` and ReLU add vector.
+    - ``gate``: ring 1 of the pattern models also gets a controller read head ``q1`` and a gate
+      ``g = sigmoid(W_g h0 + B_g)``; its read address becomes ``g (q1-move) + (1 - g) (pattern move)``.
+    - ``sharpen``: every address is sharpened after its move, ``a' = (a + 1e-6)^gamma / sum``,
+      ``gamma = 1 + ReLU(W_gamma h0 + B_gamma)`` per head.
+    - ``content_addressing``: before its move a controller head's address is interpolated with the
+      content weighting ``softmax(beta cos(k, M_{.,i}))`` of the key ``k = W_k h0 + B_k``, key strength
+      ``beta = softplus(W_beta h0 + B_beta)`` and gate ``sigmoid(W_i h0 + B_i)`` (Graves et al., Sec. 3.3).
+    """
+
+    erase: str = "location"
+    content_softmax: bool = True
+    gate: bool = False
+    sharpen: bool = False
+    content_addressing: bool = False
+
+    def __post_init__(self):
+        if self.erase not in ERASES:
+            raise DimensionError(f"erase must be one of {ERASES}, got {self.erase!r}")
+
+
 class RingMachine(RecurrentModel):
     """A controller with memory rings (Sec. 2.3, 3.2, 4): the shared part of every NTM of the paper.
 
     For each ring ``i`` (labels ``""`` or ``"1".."4"``), from the controller state ``h0`` of ``h^(t)``:
     ``s_i = softmax(W_s h0 + B_s)``, ``q_i = softmax(W_q h0 + B_q)`` (controller-driven read heads),
-    ``e_i = ReLU(W_e h0 + B_e)`` as a (d_i, d_i) matrix, ``a_i = ReLU(W_a h0 + B_a)``, and
+    add ``a_i = ReLU(W_a h0 + B_a)``, erase ``e_i`` (``Stabilisers.erase``), and
 
-        w_i' = sum_k s_ik g_k w_i,   r_i' = sum_k q_ik g_k r_i,   M_i' = (1 - e_i) M_i + a_i w_i^T.
+        w_i' = sum_k s_ik g_k w_i,   r_i' = sum_k q_ik g_k r_i,   M_i' = M_i - erase + a_i w_i'^T.
 
     A ring without a controller read head (ring 1 of the pattern models) moves its read address by
-    ``sum_K c_K g_K r_1``, where ``c`` is the outer product of the contents ``M_j(r_j)`` of the driver
-    rings (multilinear, as the denotations of Sec. 4 are) and ``g_K`` the group element of
+    ``sum_K c_K g_K r_1``, where ``c`` is the outer product of the contents of the driver rings
+    (multilinear, as the denotations of Sec. 4 are) and ``g_K`` the group element of
     ``pattern_moves[K]``, listed in the same (row-major) order. The controller reads ring 1:
 
         h0' = ReLU(Q M_1(r_1) + H h0 + U x + B)      (Q = identity when there is no symbol space).
+
+    ``stabilisers`` (keyword options ``erase``, ``content_softmax``, ``gate``, ``sharpen``,
+    ``content_addressing``; see ``Stabilisers``) choose the TF code's variants; ``PAPER_LITERAL``
+    gives the paper's own equations.
     """
 
     def __init__(self, input_dim, controller_dim, rings: list[Ring], symbol_dim=None, drivers=(), pattern_moves=None,
-                 *, dtype, device):
+                 *, dtype, device, **stabilisers):
         super().__init__(input_dim, controller_dim, dtype, device)
         self.rings, self.drivers = rings, tuple(drivers)
+        self.stabilisers = Stabilisers(**stabilisers)
         d0 = controller_dim
         self.add_controller()
         if symbol_dim is None:
@@ -267,15 +332,33 @@ class RingMachine(RecurrentModel):
         self.set_layout(shapes, addresses=tuple(name for name in shapes if name[0] in "rw"),
                         first_program=tuple("M" + label for label in self.drivers))
 
+    def heads(self, ring: Ring) -> list[tuple[str, torch.Tensor]]:
+        """The controller's heads on ``ring``: ``("s", moves)`` and, when it has one, ``("q", moves)``."""
+        if ring.read_moves is not None:
+            return [("s", ring.write_moves), ("q", ring.read_moves)]
+        gated = self.stabilisers.gate and ring.label not in self.drivers
+        return [("s", ring.write_moves)] + ([("q", ring.write_moves)] if gated else [])
+
     def add_ring_weights(self, ring: Ring) -> None:
-        d0, d, label = self.controller_dim, ring.width, ring.label
-        heads = [("s", ring.write_moves)] + ([("q", ring.read_moves)] if ring.read_moves is not None else [])
-        for head, moves in heads:
+        d0, d, label, options = self.controller_dim, ring.width, ring.label, self.stabilisers
+        extras = {}  # name -> size of the per-head vectors of the stabilisers
+        for head, moves in self.heads(ring):
             self.add_weight(f"W_{head}{label}", (moves.shape[0], d0), d0)
             self.add_weight(f"B_{head}{label}", (moves.shape[0],), d0)
             self.register_buffer(f"moves_{head}{label}", moves.to(self.factory["device"]), persistent=False)
-        self.add_weight(f"W_e{label}", (d * d, d0), d0)
-        self.add_weight(f"B_e{label}", (d * d,), d0)
+            if options.content_addressing:
+                extras |= {f"k{head}{label}": d, f"beta{head}{label}": 1, f"i{head}{label}": 1}
+        if options.sharpen:  # every address, ring 1's driven read address included
+            extras |= {f"gamma{head}{label}": 1 for head in ("s", "q")}
+        for name, size in extras.items():
+            self.add_weight(f"W_{name}", (size, d0), d0)
+            self.add_weight(f"B_{name}", (size,), d0)
+        if options.gate and ring.read_moves is None and label not in self.drivers:
+            self.add_weight(f"W_g{label}", (1, d0), d0)
+            self.register_parameter(f"B_g{label}", nn.Parameter(torch.ones(1, **self.factory)))  # g ≈ 0.73 (TF)
+        erase = d if options.erase == "location" else d * d
+        self.add_weight(f"W_e{label}", (erase, d0), d0)
+        self.add_weight(f"B_e{label}", (erase,), d0)
         self.add_weight(f"W_a{label}", (d, d0), d0)
         self.add_weight(f"B_a{label}", (d,), d0)
 
@@ -283,42 +366,77 @@ class RingMachine(RecurrentModel):
         """``W_name h0 + B_name`` for a command or data vector ``name`` (e.g. ``"s1"``)."""
         return h0 @ getattr(self, "W_" + name).T + getattr(self, "B_" + name)
 
+    def move_head(self, head: str, address: torch.Tensor, memory: torch.Tensor, h0: torch.Tensor,
+                  sharpen: bool = True) -> torch.Tensor:
+        """A controller head's new address: content addressing (if on), the softmax move, sharpening (if on)."""
+        if self.stabilisers.content_addressing:
+            similarity = torch.cosine_similarity(self.command("k" + head, h0)[..., :, None], memory, dim=-2, eps=1e-8)
+            strength = torch.nn.functional.softplus(self.command("beta" + head, h0))
+            content = torch.softmax(strength * similarity, dim=-1)
+            interpolation = torch.sigmoid(self.command("i" + head, h0))
+            address = interpolation * content + (1 - interpolation) * address
+        moved = mix(torch.softmax(self.command(head, h0), dim=-1), address, getattr(self, "moves_" + head))
+        return self.sharpened(head, moved, h0) if sharpen else moved
+
+    def sharpened(self, head: str, address: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+        if not self.stabilisers.sharpen:
+            return address
+        gamma = 1 + torch.relu(self.command("gamma" + head, h0))
+        powered = (address + SHARPEN_FLOOR) ** gamma
+        return powered / powered.sum(-1, keepdim=True)
+
     def ring_step(self, ring: Ring, parts: dict, h0: torch.Tensor) -> dict[str, torch.Tensor]:
         """The new ``r``, ``w`` and ``M`` of one ring, from the parts of ``h^(t)``."""
         label, d = ring.label, ring.width
-        w, M = parts["w" + label], parts["M" + label]
-        s = torch.softmax(self.command("s" + label, h0), dim=-1)
-        e = torch.relu(self.command("e" + label, h0)).unflatten(-1, (d, d))
-        a = torch.relu(self.command("a" + label, h0))
-        new = {
-            "w" + label: mix(s, w, getattr(self, "moves_s" + label)),
-            "M" + label: M - e @ M + a[..., :, None] * w[..., None, :],  # old w: Sec. 3.2, Remark of Sec. 4.1
-        }
-        if ring.read_moves is None:
-            new["r" + label] = mix(self.pattern_coefficients(parts), parts["r" + label], self.pattern_moves)
+        w, M, r = parts["w" + label], parts["M" + label], parts["r" + label]
+        add = self.command("a" + label, h0)
+        linear_add = self.stabilisers.content_softmax and label in self.drivers  # contents are logits
+        a = add if linear_add else torch.relu(add)
+        if self.stabilisers.erase == "location":  # Eq. (2.13), with the new write address
+            w_new = self.move_head("s" + label, w, M, h0)
+            e = torch.sigmoid(self.command("e" + label, h0))
+            # M ⊙ (1 - e w'^T) + a w'^T: two products of memory size (forward and backward)
+            M_new = torch.addcmul(M * (1 - e[..., :, None] * w_new[..., None, :]), a[..., :, None], w_new[..., None, :])
+        else:  # Sec. 3.2's display and the Remark of Sec. 4.1: the old write address
+            w_new = self.move_head("s" + label, w, M, h0)  # moves as in Eq. (2.12); the memory uses w
+            e = torch.relu(self.command("e" + label, h0)).unflatten(-1, (d, d))
+            M_new = M - e @ M + a[..., :, None] * w[..., None, :]
+        new = {"w" + label: w_new, "M" + label: M_new}
+        if ring.read_moves is not None:
+            new["r" + label] = self.move_head("q" + label, r, M, h0)
         else:
-            q = torch.softmax(self.command("q" + label, h0), dim=-1)
-            new["r" + label] = mix(q, parts["r" + label], getattr(self, "moves_q" + label))
+            driven = mix(self.pattern_coefficients(parts), r, self.pattern_moves)
+            if self.stabilisers.gate:
+                g = torch.sigmoid(self.command("g" + label, h0))
+                direct = self.move_head("q" + label, r, M, h0, sharpen=False)  # sharpened after the gate
+                driven = g * direct + (1 - g) * driven
+            new["r" + label] = self.sharpened("q" + label, driven, h0)
         return new
 
+    def content(self, parts: dict, label: str) -> torch.Tensor:
+        """What a driver ring hands ring 1: ``M(r)``, or ``sum_i r_i softmax(M_{.,i})`` (``content_softmax``)."""
+        memory = parts["M" + label]
+        if self.stabilisers.content_softmax:
+            memory = torch.softmax(memory, dim=-2)
+        return (memory @ parts["r" + label][..., None])[..., 0]
+
     def pattern_coefficients(self, parts: dict) -> torch.Tensor:
-        """Outer product (..., K) of the driver rings' contents ``M_j(r_j)``, flattened row-major."""
+        """Outer product (..., K) of the driver rings' contents, flattened row-major."""
         coefficients = None
         for label in self.drivers:
-            content = read(parts, label)
+            content = self.content(parts, label)
             if coefficients is not None:
                 content = (coefficients[..., :, None] * content[..., None, :]).flatten(-2)
             coefficients = content
         return coefficients
 
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        parts = self.parts(h)
+    def step_parts(self, parts, x):
         h0, first = parts["h0"], self.rings[0].label
         symbol = read(parts, first) if self.Q is None else read(parts, first) @ self.Q.T
         new = {"h0": torch.relu(symbol + self.elman(h0, x))}
         for ring in self.rings:
             new |= self.ring_step(ring, parts, h0)
-        return self.pack(**new)
+        return new
 
 
 class NTM(RingMachine):
@@ -333,12 +451,12 @@ class NTM(RingMachine):
     Parameters: ``H, U, B, W_q, B_q, W_s, B_s, W_e, B_e, W_a, B_a``.
     """
 
-    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None,
-                 *, dtype=torch.float64, device=None):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None, memory_width=None,
+                 *, dtype=torch.float64, device=None, **stabilisers):
         powers = ring_powers(slots, powers)
         moves = rotation_moves(slots, powers)
-        ring = Ring("", controller_dim, moves, moves)
-        super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device)
+        ring = Ring("", memory_width or controller_dim, moves, moves)
+        super().__init__(input_dim, controller_dim, [ring], memory_width, dtype=dtype, device=device, **stabilisers)
         self.slots, self.powers = slots, powers
 
 
@@ -348,12 +466,12 @@ class DihedralNTM(RingMachine):
     Default words: every word of length at most 2. Parameters are named as in ``NTM``.
     """
 
-    def __init__(self, input_dim: int, controller_dim: int, slots: int, words=None,
-                 *, dtype=torch.float64, device=None):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, words=None, memory_width=None,
+                 *, dtype=torch.float64, device=None, **stabilisers):
         words = DIHEDRAL_WORDS if words is None else tuple(words)
         moves = word_moves(slots, words)
-        ring = Ring("", controller_dim, moves, moves)
-        super().__init__(input_dim, controller_dim, [ring], dtype=dtype, device=device)
+        ring = Ring("", memory_width or controller_dim, moves, moves)
+        super().__init__(input_dim, controller_dim, [ring], memory_width, dtype=dtype, device=device, **stabilisers)
         self.slots, self.words = slots, words
 
 
@@ -361,7 +479,8 @@ class PatternNTM(RingMachine):
     """Sec. 4.1, in the explicit form of its Remark: ring 2's content drives ring 1's read address.
 
     Ring 1 holds symbols (width ``symbol_dim``), ring 2 coefficients over ``[[p]]`` for ``p`` in
-    ``pattern_powers``; both have ``slots`` positions. Write heads and ring 2's read head choose among
+    ``pattern_powers``; ring 1 has ``slots`` positions, ring 2 ``pattern_slots`` (default ``slots``).
+    Write heads and ring 2's read head choose among
     ``R^n``, ``n`` in ``head_powers`` (default all). With ``lambda = M_2(r_2)``, the Remark's
     Eq. (pattern_ntm_distinction):
 
@@ -372,13 +491,14 @@ class PatternNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2), head_powers=None,
-                 *, dtype=torch.float64, device=None):
+                 pattern_slots=None, *, dtype=torch.float64, device=None, **stabilisers):
         pattern_powers = tuple(pattern_powers)
-        head_powers = ring_powers(slots, head_powers)
-        heads = rotation_moves(slots, head_powers)
-        rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), heads, heads)]
+        heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
+        head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
+        rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), pattern_heads, pattern_heads)]
         pattern = rotation_moves(slots, pattern_powers)
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2",), pattern, dtype=dtype, device=device)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2",), pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim = slots, symbol_dim
         self.pattern_powers, self.head_powers = pattern_powers, head_powers
 
@@ -399,7 +519,7 @@ class MultiplePatternNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, symbol_dim, slots=(20, 2, 2, 2), pattern_powers=(0, 1),
-                 switch_words=("0", "1"), head_powers=None, *, dtype=torch.float64, device=None):
+                 switch_words=("0", "1"), head_powers=None, *, dtype=torch.float64, device=None, **stabilisers):
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
         slots, pattern_powers, switch_words = tuple(slots), tuple(pattern_powers), tuple(switch_words)
@@ -412,7 +532,8 @@ class MultiplePatternNTM(RingMachine):
         steps = [a * i + b * j for i, j, (a, b) in product(pattern_powers, pattern_powers, counts)]
         pattern = rotation_moves(slots[0], steps)
         drivers = ("2", "3", "4")
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, drivers, pattern, dtype=dtype, device=device)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, drivers, pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_powers, self.switch_words = pattern_powers, switch_words
 
@@ -422,10 +543,12 @@ def evaluate_polynomial(coefficients, n: int) -> int:
     return sum(c * n**k for k, c in enumerate(coefficients))
 
 
-def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers) -> list[Ring]:
-    """Rings of the polynomial step NTMs: symbols, a pattern ring and a ring that transforms the pattern."""
-    heads = rotation_moves(slots, head_powers)
-    return [Ring("1", symbol_dim, heads, None), Ring("2", width2, heads, heads), Ring("3", width3, heads, heads)]
+def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers, pattern_slots=None) -> list[Ring]:
+    """Rings of the polynomial step NTMs: symbols (``slots`` positions), a pattern ring and a ring that
+    transforms the pattern (``pattern_slots`` positions each, default ``slots``)."""
+    heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
+    return [Ring("1", symbol_dim, heads, None), Ring("2", width2, pattern_heads, pattern_heads),
+            Ring("3", width3, pattern_heads, pattern_heads)]
 
 
 class PolynomialStepNTM(RingMachine):
@@ -444,14 +567,16 @@ class PolynomialStepNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2),
-                 polynomials=((0, 1), (0, 0, 1)), head_powers=None, *, dtype=torch.float64, device=None):
+                 polynomials=((0, 1), (0, 0, 1)), head_powers=None, pattern_slots=None,
+                 *, dtype=torch.float64, device=None, **stabilisers):
         pattern_powers = tuple(pattern_powers)
         polynomials = tuple(tuple(a) for a in polynomials)
-        head_powers = ring_powers(slots, head_powers)
-        rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers)
+        rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers, pattern_slots)
+        head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         steps = [evaluate_polynomial(a, p) for p, a in product(pattern_powers, polynomials)]
         pattern = rotation_moves(slots, steps)
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_powers, self.polynomials = pattern_powers, polynomials
 
@@ -468,12 +593,14 @@ class DihedralPolynomialStepNTM(RingMachine):
     """
 
     def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_words=("0", "1", "01"),
-                 transforms=("id", "repeat"), head_powers=None, *, dtype=torch.float64, device=None):
+                 transforms=("id", "repeat"), head_powers=None, pattern_slots=None,
+                 *, dtype=torch.float64, device=None, **stabilisers):
         pattern_words, transforms = tuple(pattern_words), tuple(transforms)
-        head_powers = ring_powers(slots, head_powers)
-        rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers)
+        rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers, pattern_slots)
+        head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         words = [word_transform(f, S) for S, f in product(pattern_words, transforms)]
         pattern = word_moves(slots, words)
-        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern, dtype=dtype, device=device)
+        super().__init__(input_dim, controller_dim, rings, symbol_dim, ("2", "3"), pattern,
+                         dtype=dtype, device=device, **stabilisers)
         self.slots, self.symbol_dim, self.head_powers = slots, symbol_dim, head_powers
         self.pattern_words, self.transforms = pattern_words, transforms

@@ -2,7 +2,7 @@
 
 ``llrnn_form(model)`` builds the model's master terms from the term library (numerals, binary
 integers, eval, feed, newfeed, repeat, Ψ), its command and data slots (Sec. 3.2: α = R and β = R^∨
-fixed, erase and add vectors by ReLU) and copies its weights, so that both forms can be run side
+fixed, erase and add vectors by ReLU or as below) and copies its weights, so that both forms can be run side
 by side. Only the model's hyperparameters are read (powers, words, polynomials, ring sizes), never
 its precomputed moves, so the two forms are independent constructions of the same equations.
 
@@ -17,7 +17,17 @@ and the NTM family's masters are (Sec. 3.2, with the state input ``s = |∅⟩_h
                + inj_Mi(proj_Mi h) − inj_Mi(e_i ∘ proj_Mi h) + inj_Mi(Ψ(proj_wi h ⊗ a_i))
 
 where ring 1's read address of the pattern models is moved instead by eval / feed / newfeed /
-a word transform applied to the other rings' contents ``M_j(r_j)``.
+a word transform applied to the other rings' contents ``M_j(r_j)``. That is the paper-literal form
+(``erase="matrix"``, linear contents). With Eq. (2.13)'s erase (the default) the erase vector is a
+sigmoid data vector ``e_i`` on a diagonal space and the memory summands use the new write address
+``w_i' = ⟦s_i⟧(β_i)(proj_wi h)``:
+
+    inj_Mi(proj_Mi h) − inj_Mi(e_i ∘ (proj_Mi s) ∘ diag_i(w_i')) + inj_Mi(Ψ(w_i' ⊗ a_i)),
+
+``diag_i : W_i^∨ ⊸ (W_i ⊸ W_i)`` a linear constant. With ``content_softmax`` a driver ring's content
+is read through the constant ``softmax_Mj : !A ⊸ (W_j ⊸ V_j)``, a non-linear function of the state
+(legitimate on a ``!``-typed argument), and its add vector is linear. The gate, sharpening and
+content addressing have no form here: ``llrnn_form`` refuses them.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from lsrl.llrnn.logic.library import (
     binary, binary_identity, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed, numeral,
     polynomial, psi, repeat, second_order_master, share,
 )
-from lsrl.llrnn.logic.semantics import Function, Matrix, coordinates
+from lsrl.llrnn.logic.semantics import Function, Matrix, coordinates, scale, to_matrix, total
 from lsrl.llrnn.logic.terms import Const, Derelict, Pair, Scale, Sum, Var, lam
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type
 from lsrl.llrnn.ring import reflection, ring_powers, rotation
@@ -53,6 +63,11 @@ def llrnn_form(model) -> LLRNN:
         builder = _ring_machine
     if builder is None:
         raise LsrlError(f"llrnn_form: no LLRNN form for {type(model).__name__}")
+    options = getattr(model, "stabilisers", None)
+    if options is not None and (options.gate or options.sharpen or options.content_addressing):
+        raise LsrlError(f"llrnn_form: {type(model).__name__} uses gate / sharpen / content_addressing, which act "
+                        "non-linearly on addresses and memories; only the erase and content_softmax variants "
+                        "have an LLRNN form")
     factory = {"dtype": model.H.dtype, "device": model.H.device}
     cell, weights = builder(model, factory)
     with torch.no_grad():
@@ -148,8 +163,9 @@ def _ring_machine(model, factory):
     summands_in = [_read_symbol(model, rings[0], state, s, h)]
     summands_out = []
     for ring, explicit_ring in zip(rings, model.rings):
-        summands_out += _ring_summands(ring, state, slot, h, word_heads,
-                                       ring_one_read if explicit_ring.read_moves is None else None)
+        summands_out += _ring_summands(ring, state, slot, s, h, word_heads,
+                                       ring_one_read if explicit_ring.read_moves is None else None,
+                                       model.stabilisers.erase, constants, explicit_ring.slots, factory)
     binders = [(variables[c.name], Bang(c.type)) for c in commands + data] + [(s, Bang(STATE)), (h, STATE)]
     bang_names = [name for name, _ in binders[:-1]]
 
@@ -179,9 +195,29 @@ def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
             reflect = reflection(N, **factory)
             data += [Data(f"P{ell}", endo(ring.address), fixed=Matrix(reflect)),
                      Data(f"P{ell}v", endo(dual(ring.address)), fixed=contragredient(reflect))]
-        data += [Data(f"e{ell}", endo(ring.coefficients), Space(endo(ring.coefficients), (width, width))),
-                 Data(f"a{ell}", ring.coefficients, Space(ring.coefficients, (width,)))]
+        location = model.stabilisers.erase == "location"  # Eq. (2.13): a sigmoid vector, as a diagonal map
+        data += [Data(f"e{ell}", endo(ring.coefficients), Space(endo(ring.coefficients), (width, width), location),
+                      activation="sigmoid" if location else "relu"),
+                 Data(f"a{ell}", ring.coefficients, Space(ring.coefficients, (width,)),
+                      activation="identity" if _logit_ring(model, explicit_ring) else "relu")]
     return commands, data
+
+
+def _logit_ring(model, explicit_ring) -> bool:
+    """A ring read through a softmax (``content_softmax``) holds logits: its add vector is linear."""
+    return model.stabilisers.content_softmax and explicit_ring.label in model.drivers
+
+
+def diagonal(N: int, factory: dict) -> Function:
+    """``diag : W^∨ ⊸ (W ⊸ W)``, ``φ ↦ Σ_i φ(e_i) e_i e_i^∨``: how Eq. (2.13) weights the erase by location."""
+    return Function(lambda phi: Matrix(torch.diag_embed(to_matrix(phi, N, **factory)[..., 0, :])))
+
+
+def column_softmax(state: StateSpace, name: str) -> Function:
+    """``!A ⊸ (W ⊸ V)``: memory ``name`` of the state with a softmax over each location's entries.
+    Not linear, hence a ``!``-typed argument: ``Σ c |∅⟩_h ↦ Σ c softmax(M(h))``."""
+    return Function(lambda states: total(scale(Matrix(torch.softmax(state.view(h, name), dim=-2)), c)
+                                         for c, h in states.items))
 
 
 def _ring_machine_weights(cell, model) -> dict:
@@ -210,22 +246,33 @@ def _operators(ring: _Ring, slot, word_heads: bool, dual_address: bool):
     return [slot(f"R{ring.label}{suffix}")] + ([slot(f"P{ring.label}{suffix}")] if word_heads else [])
 
 
-def _ring_summands(ring: _Ring, state, slot, h, word_heads, ring_one_read):
+def _ring_summands(ring: _Ring, state, slot, s, h, word_heads, ring_one_read, erase, constants, slots, factory):
+    """The summands of ``Z_out`` that update ring ``ring``: its write and read address and its memory,
+    ``M' = M - e ∘ M + Ψ(w ⊗ a)`` (Sec. 3.2) or ``M' = M - e ∘ M_s ∘ diag(w') + Ψ(w' ⊗ a)`` (Eq. (2.13)),
+    where ``M_s`` is read off the state ``s`` so that the summand stays linear in ``h``."""
     ell = ring.label
     proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
     inj = state.injection
     write = Derelict(slot(f"s{ell}"))(*_operators(ring, slot, word_heads, True))
-    summands = [inj(f"w{ell}")(write(proj(f"w{ell}")))]
+    new_write = write(proj(f"w{ell}"))
+    summands = [inj(f"w{ell}")(new_write)]
     if ring_one_read is None:
         read = Derelict(slot(f"q{ell}"))(*_operators(ring, slot, word_heads, False))
         summands.append(inj(f"r{ell}")(read(proj(f"r{ell}"))))
     else:
         summands.append(inj(f"r{ell}")(ring_one_read(proj(f"r{ell}"))))
-    memory = proj(f"M{ell}")
+    memory, e = proj(f"M{ell}"), Derelict(slot(f"e{ell}"))
+    if erase == "location":
+        constants[f"diag{ell}"] = diagonal(slots, factory)
+        located = Const(f"diag{ell}", Lolli(dual(ring.address), endo(ring.address)))(new_write)
+        erased = compose(e, compose(state.projection(f"M{ell}")(Derelict(Var(s))), located, ring.address), ring.address)
+        address = new_write
+    else:
+        erased, address = compose(e, memory, ring.address), proj(f"w{ell}")
     summands += [
         inj(f"M{ell}")(memory),
-        Scale(-1, inj(f"M{ell}")(compose(Derelict(slot(f"e{ell}")), memory, ring.address))),
-        inj(f"M{ell}")(psi(ring.address, ring.coefficients)(Pair(proj(f"w{ell}"), Derelict(slot(f"a{ell}"))))),
+        Scale(-1, inj(f"M{ell}")(erased)),
+        inj(f"M{ell}")(psi(ring.address, ring.coefficients)(Pair(address, Derelict(slot(f"a{ell}"))))),
     ]
     return summands
 
@@ -250,7 +297,11 @@ def _ring_one_read(model, rings: dict, state, slot, s, constants):
         ring = rings[label]
         constants[decoder] = coordinates(terms, bang=bang)
         decode = Const(decoder, Lolli(ring.coefficients, Bang(decoded_type) if bang else decoded_type))
-        memory = state.projection(f"M{label}")(Derelict(Var(names[0])))
+        if model.stabilisers.content_softmax:
+            constants[f"softmax_M{label}"] = column_softmax(state, f"M{label}")
+            memory = Const(f"softmax_M{label}", Lolli(Bang(STATE), Lolli(ring.address, ring.coefficients)))(Var(names[0]))
+        else:
+            memory = state.projection(f"M{label}")(Derelict(Var(names[0])))
         return decode(memory(state.projection(f"r{label}")(Derelict(Var(names[1])))))
 
     numerals = lambda powers: [numeral(p, address) for p in powers]  # noqa: E731

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from lsrl.errors import LsrlError
-from lsrl.llrnn.explicit import MultiplePatternNTM
+from lsrl.llrnn.explicit import PAPER_LITERAL, MultiplePatternNTM
 from lsrl.llrnn.tasks import BLANK, END, SWAP, MultiplePattern
 
 BIG = 1000.0  # larger than every counter: a gate that switches a unit off
@@ -67,7 +67,7 @@ def swap_solution(task: MultiplePattern, max_length: int = 20, sharpness: float 
     _wire_counters(controller, alphabet, segments, starts)
     slots = segments * max_length + 4
     model = MultiplePatternNTM(vocabulary, controller.size, symbols, slots=(slots, 2, 2, 2), pattern_powers=(0, 1),
-                               switch_words=("0", "1"), dtype=dtype)
+                               switch_words=("0", "1"), dtype=dtype, **PAPER_LITERAL)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.zero_()

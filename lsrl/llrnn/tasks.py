@@ -1,5 +1,6 @@
 """The sequence-to-sequence tasks of the LLRNN paper (Sec. 4): copy, repeat copy, pattern, multiple
-pattern (Sec. 4.2's swap task) and variable pattern.
+pattern (Sec. 4.2's swap task) and variable pattern; the NTM paper's associative recall and priority
+sort; and the authors' TensorFlow tasks (``tf_*``, section "Tape tasks" below).
 
 A sample is a *prompt* ``∘ … •`` followed by one blank ``_`` per output symbol: the model keeps
 reading blanks while it emits, and the output at step t is read off the state after input t. So
@@ -27,12 +28,17 @@ class TaskError(LsrlError):
     """A task asked for something it cannot produce (unknown symbol, empty string, bad length)."""
 
 
+MARKERS = START + END + SWAP + SEPARATOR + BLANK
+
+
 @dataclass(frozen=True)
 class Alphabet:
-    """Data symbols a, b, c, … then step digits 0, 1, … (variable pattern only), then ∘ • S | _."""
+    """Data symbols a, b, c, … then step digits 0, 1, … (variable pattern only), then the ``markers``
+    (by default ∘ • S | _; the TF tasks use only ∘ and •, their initial and terminal symbols)."""
 
     data: int = 8
     digits: int = 0
+    markers: str = MARKERS
 
     def __post_init__(self):
         if not 1 <= self.data <= 26 or not 0 <= self.digits <= 10:
@@ -40,7 +46,7 @@ class Alphabet:
 
     @property
     def symbols(self) -> str:
-        return string.ascii_lowercase[: self.data] + string.digits[: self.digits] + START + END + SWAP + SEPARATOR + BLANK
+        return string.ascii_lowercase[: self.data] + string.digits[: self.digits] + self.markers
 
     @property
     def size(self) -> int:
@@ -91,6 +97,7 @@ class Task:
     """Subclasses define ``sample(length, generator) -> (prompt, output)`` from random data symbols."""
 
     name = ""
+    min_length = 1  # the shortest length a sample can have
 
     def __init__(self, alphabet: Alphabet | None = None):
         self.alphabet = alphabet or Alphabet()
@@ -225,4 +232,267 @@ class VariablePattern(Task):
         return self.example(steps, self.random_string(length, generator))
 
 
-TASKS = {task.name: task for task in (Copy, RepeatCopy, Pattern, MultiplePattern, VariablePattern)}
+class AssociativeRecall(Task):
+    """NTM paper, Sec. 4.3, with symbols for bit vectors: ``∘ item₁ S item₂ S … item_k | query •`` →
+    the item that followed ``query`` (one of items 1..k-1). Items are ``item_length`` data symbols,
+    all different within a sample; ``length`` is the number of items (at least 2)."""
+
+    name = "associative_recall"
+    min_length = 2
+
+    def __init__(self, alphabet: Alphabet | None = None, item_length: int = 3):
+        super().__init__(alphabet)
+        self.item_length = item_length
+
+    def example(self, items: list[list[int]], query: int):
+        if not 0 <= query < len(items) - 1:
+            raise TaskError(f"associative_recall: the query must be one of items 1..{len(items) - 1}, got {query + 1}")
+        separator = [self.alphabet.index(SEPARATOR)]
+        prompt = self.wrap(*items)
+        return prompt[:-1] + separator + list(items[query]) + prompt[-1:], list(items[query + 1])
+
+    def sample(self, length, generator):
+        if length < 2 or length > self.alphabet.data**self.item_length:
+            raise TaskError(f"associative_recall: needs 2 .. {self.alphabet.data ** self.item_length} items, got {length}")
+        items: list[list[int]] = []
+        while len(items) < length:
+            item = self.random_string(self.item_length, generator)
+            if item not in items:
+                items.append(item)
+        return self.example(items, int(torch.randint(length - 1, (), generator=generator)))
+
+
+class PrioritySort(Task):
+    """NTM paper, Sec. 4.5, with symbols: ``∘ x₁ p₁ x₂ p₂ … •`` (priorities are digits) → the
+    ``round(kept · k)`` symbols of highest priority, highest first (ties in input order)."""
+
+    name = "priority_sort"
+
+    def __init__(self, alphabet: Alphabet | None = None, kept: float = 0.8):
+        super().__init__(alphabet or Alphabet(digits=10))
+        if not self.alphabet.digits or not 0 < kept <= 1:
+            raise TaskError("priority_sort: needs priority digits and 0 < kept <= 1")
+        self.kept = kept
+
+    def example(self, symbols: list[int], priorities: list[int]):
+        prompt = self.wrap([code for pair in zip(symbols, map(self.alphabet.digit, priorities)) for code in pair])
+        order = sorted(range(len(symbols)), key=lambda i: -priorities[i])  # stable: ties keep input order
+        return prompt, [symbols[i] for i in order[: max(1, round(self.kept * len(symbols)))]]
+
+    def sample(self, length, generator):
+        priorities = torch.randint(self.alphabet.digits, (length,), generator=generator).tolist()
+        return self.example(self.random_string(length, generator), priorities)
+
+
+# ---- Tape tasks: the authors' TensorFlow tasks (/work/shared/llrnn-tf-tasks.md) ---------------------------
+#
+# Alphabet: content symbols 0..7 (a..h), initial ∘ (8) and terminal • (9): the TF code's 10 classes.
+# A sample of content length L sits on a tape of fixed length: input ∘ x₁..x_L then • to the end;
+# target • up to position L, then f(x) from position L+1, then •. The tape of a batch is as long as
+# the longest content the task is trained on (``tape_content``) allows: (n + 2) + out(n), n = max(L,
+# tape_content); f(x) is cut to fit. The mask is the union over the batch of the output windows, so
+# a sequence whose output ended must emit • at the remaining masked steps (TF's masked loss).
+# Lengths here are content lengths L; TF's ℓ is L + 2.
+
+TF_DIVIDER = 7  # the multiple pattern tasks' divider: an ordinary content symbol elsewhere
+
+
+def repetition_pattern(symbols: list[int], steps, limit: int, wrap: bool = False) -> list[int]:
+    """TF's ``f_repetitionpattern``: read ``symbols[j]``, move ``j`` by the next step, until ``j`` runs
+    off the end (a negative ``j`` reads from the end, as Python indexing does) or ``limit`` reads.
+    ``wrap=True``: the paper's semantics instead, exactly ``limit`` reads with ``j`` modulo the length."""
+    steps, k, reads, j = tuple(steps), len(symbols), [], 0
+    if k == 0:
+        return reads
+    while len(reads) < limit and (wrap or j < k):
+        reads.append(symbols[j % k])  # j % k: TF's negative indexing; beyond -k (TF crashes) it wraps
+        j += steps[(len(reads) - 1) % len(steps)]
+    return reads
+
+
+class TapeTask(Task):
+    """A TF task: ``function(content)`` on a fixed-length tape (module notes above).
+
+    ``tape_content``: the content length the tape is sized for (TF's N - 2; 28 by default); longer
+    test contents get their own longer tape. ``min_length``: the shortest content TF trains on.
+    """
+
+    min_length = 5
+
+    def __init__(self, tape_content: int = 28):
+        super().__init__(Alphabet(data=8, markers=START + END))
+        self.tape_content = tape_content
+
+    def output_length(self, length: int) -> int:
+        """TF's N_out for content length ``length``."""
+        raise NotImplementedError
+
+    def content(self, length: int, generator) -> tuple[list[int], list[int]]:
+        """``(tape content, f(content))`` of content length ``length``."""
+        raise NotImplementedError
+
+    def tape_length(self, length: int) -> int:
+        n = max(length, self.tape_content)
+        return n + 2 + self.output_length(n)
+
+    def sample(self, length, generator):
+        content, output = self.content(length, generator)
+        prompt = [self.alphabet.index(START)] + content + [self.alphabet.index(END)]
+        return prompt, output[: self.tape_length(length) - len(prompt)]
+
+    def collate(self, samples) -> Batch:
+        terminal = self.alphabet.index(END)
+        if len({len(prompt) for prompt, _ in samples}) != 1:
+            raise TaskError(f"{self.name}: the sequences of a batch share one content length (TF)")
+        tape = self.tape_length(len(samples[0][0]) - 2)
+        tokens = torch.full((len(samples), tape), terminal)
+        targets = torch.full((len(samples), tape), terminal)
+        window = torch.zeros(tape, dtype=torch.bool)
+        for row, (prompt, output) in enumerate(samples):
+            tokens[row, : len(prompt)] = torch.tensor(prompt)
+            targets[row, len(prompt) - 1 : len(prompt) - 1 + len(output)] = torch.tensor(output, dtype=torch.long)
+            window[len(prompt) - 1 : len(prompt) - 1 + len(output)] = True
+        inputs = torch.nn.functional.one_hot(tokens, self.alphabet.size).to(torch.get_default_dtype())
+        return Batch(tokens, inputs, targets, window.expand(len(samples), tape).clone())
+
+
+class TapePattern(TapeTask):
+    """TF's copy, repeat copy and pattern 1–5: ``repetition_pattern(content, steps)``; ``wrap=True``
+    gives the paper's wrap-around reading (``output_length`` reads) instead of TF's truncation."""
+
+    def __init__(self, steps=(1,), out=lambda n: n, tape_content: int = 28, wrap: bool = False):
+        super().__init__(tape_content)
+        self.steps, self.out, self.wrap = tuple(steps), out, wrap
+
+    def output_length(self, length):
+        return self.out(length)
+
+    def content(self, length, generator):
+        symbols = self.random_string(length, generator)
+        limit = self.output_length(length) if self.wrap else self.tape_length(length)
+        return symbols, repetition_pattern(symbols, self.steps, limit, self.wrap)
+
+
+def _tape_pattern(name: str, steps, out=None):
+    """A ``TapePattern`` subclass named ``name``; ``out=None``: TF's |f(0^n)|."""
+    def output(self, n):
+        return out(n) if out is not None else len(repetition_pattern([0] * n, steps, 10 * n + 10))
+
+    def init(self, tape_content: int = 28, wrap: bool = False):
+        TapePattern.__init__(self, steps, None, tape_content, wrap)
+
+    return type(name, (TapePattern,), {"name": name, "__init__": init, "output_length": output,
+                                       "__doc__": f"TF's {name[3:]}: steps {list(steps)}."})
+
+
+TAPE_PATTERNS = [
+    _tape_pattern("tf_copy", (1,), lambda n: n),
+    _tape_pattern("tf_repeat_copy", (0, 1), lambda n: 2 * n),
+    _tape_pattern("tf_pattern1", (0, 1, 1), lambda n: n + n // 2),
+    _tape_pattern("tf_pattern2", (0, 2), lambda n: n + n // 2),
+    _tape_pattern("tf_pattern3", (0, 2, -1), lambda n: 4 + 3 * (n - 2)),
+    _tape_pattern("tf_pattern4", (0, 2, 1, 2, -2, -1)),
+    _tape_pattern("tf_pattern5", (4, 1, 1, -4)),
+]
+
+
+def multiple_pattern(symbols: list[int], patterns, limit: int) -> list[int]:
+    """TF's ``f_multpattern``: the runs between dividers, run ``i`` (i dividers before it) read with
+    ``patterns[i mod len]``; empty runs are dropped, dividers are not output."""
+    output, run, index = [], [], 0
+    for symbol in symbols + [TF_DIVIDER]:
+        if symbol != TF_DIVIDER:
+            run.append(symbol)
+            continue
+        if run:
+            output += repetition_pattern(run, patterns[index % len(patterns)], limit)
+        run, index = [], index + 1
+    return output[:limit]
+
+
+class TapeMultiplePattern(TapeTask):
+    """TF's multiple pattern 1–4 (divider 7, N_out = 2n); ``force_divider``: mult 2's one 7 at a
+    uniform position."""
+
+    def __init__(self, patterns, tape_content: int = 28, force_divider: bool = False):
+        super().__init__(tape_content)
+        self.patterns, self.force_divider = tuple(tuple(p) for p in patterns), force_divider
+
+    def output_length(self, length):
+        return 2 * length
+
+    def content(self, length, generator):
+        symbols = self.random_string(length, generator)
+        if self.force_divider:
+            symbols[int(torch.randint(length, (), generator=generator))] = TF_DIVIDER
+        return symbols, multiple_pattern(symbols, self.patterns, self.tape_length(length))
+
+
+VARIABLE_PATTERNS_1 = ((1,), (2,), (0, 1), (0, 2), (1, 2))
+VARIABLE_PATTERNS_2 = VARIABLE_PATTERNS_1 + (
+    (0, 1, 0), (0, 1, 1), (0, 1, 2), (0, 2, 0), (0, 2, 1), (0, 2, 2), (1, 1, 2), (1, 2, 2),
+    (0, 0, 0, 1), (0, 0, 0, 2), (0, 0, 1, 2), (0, 1, 1, 2), (0, 1, 0, 2), (0, 2, 0, 2),
+)
+
+
+class TapeVariablePattern(TapeTask):
+    """TF's variable pattern 1–4: content ``A ∘ B``, output ``repetition_pattern(B, A)``. Pattern
+    entries are coded as symbols: 0..2 as content symbols, -1 and -2 as • and ∘ (TF's negative
+    one-hot indexing). ``patterns``: a fixed list to draw from, or None for random patterns of length
+    1..``max_pattern_length`` with entries in ``entries`` (all-zero patterns, or with ``positive_sum``
+    patterns of sum <= 0, redrawn with their length, as in the logged v11 notebook)."""
+
+    min_length = 8
+
+    def __init__(self, patterns=None, entries=(0, 1, 2), positive_sum=False, max_pattern_length=8,
+                 tape_content: int = 28):
+        super().__init__(tape_content)
+        self.patterns, self.entries, self.positive_sum = patterns, tuple(entries), positive_sum
+        self.max_pattern_length = max_pattern_length
+
+    def output_length(self, length):
+        return 2 * length
+
+    def draw_pattern(self, generator) -> list[int]:
+        if self.patterns is not None:
+            return list(self.patterns[int(torch.randint(len(self.patterns), (), generator=generator))])
+        while True:
+            size = int(torch.randint(1, self.max_pattern_length + 1, (), generator=generator))
+            pattern = [self.entries[i] for i in torch.randint(len(self.entries), (size,), generator=generator)]
+            if (sum(pattern) > 0) if self.positive_sum else any(pattern):
+                return pattern
+
+    def content(self, length, generator):
+        pattern = self.draw_pattern(generator)
+        if length < len(pattern) + 2:
+            raise TaskError(f"{self.name}: content length {length} leaves no room after a pattern of {len(pattern)}")
+        symbols = self.random_string(length - len(pattern) - 1, generator)
+        coded = [step % self.alphabet.size for step in pattern]  # -1 -> •, -2 -> ∘
+        return coded + [self.alphabet.index(START)] + symbols, repetition_pattern(symbols, pattern, self.tape_length(length))
+
+
+def _named(name: str, base, doc: str, min_length: int = 5, **fixed):
+    def init(self, tape_content: int = 28):
+        base.__init__(self, tape_content=tape_content, **fixed)
+
+    return type(name, (base,), {"name": name, "__init__": init, "min_length": min_length, "__doc__": doc})
+
+
+TAPE_TASKS = TAPE_PATTERNS + [
+    _named("tf_multiple_pattern1", TapeMultiplePattern, "TF's mult 1: [1], [0,1].", patterns=((1,), (0, 1))),
+    _named("tf_multiple_pattern2", TapeMultiplePattern, "TF's mult 2: mult 1 with at least one divider.",
+           patterns=((1,), (0, 1)), force_divider=True),
+    _named("tf_multiple_pattern3", TapeMultiplePattern, "TF's mult 3: [1], [0,1], [0,2].",
+           patterns=((1,), (0, 1), (0, 2))),
+    _named("tf_multiple_pattern4", TapeMultiplePattern, "TF's mult 4: [0,1], [2,-1].", patterns=((0, 1), (2, -1))),
+    _named("tf_variable_pattern1", TapeVariablePattern, "TF's var 1: 5 fixed patterns.", 8,
+           patterns=VARIABLE_PATTERNS_1),
+    _named("tf_variable_pattern2", TapeVariablePattern, "TF's var 2: 19 fixed patterns.", 11,
+           patterns=VARIABLE_PATTERNS_2),
+    _named("tf_variable_pattern3", TapeVariablePattern, "TF's var 3: random patterns over 0..2.", 18),
+    _named("tf_variable_pattern4", TapeVariablePattern, "TF's var 4: random patterns over -2..2 of positive sum.",
+           18, entries=(-2, -1, 0, 1, 2), positive_sum=True),
+]
+
+TASKS = {task.name: task for task in (Copy, RepeatCopy, Pattern, MultiplePattern, VariablePattern, AssociativeRecall,
+                                      PrioritySort, *TAPE_TASKS)}

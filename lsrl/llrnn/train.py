@@ -1,15 +1,18 @@
-"""Training the NTM family on the LLRNN tasks: curriculum on lengths, checkpoints, evaluation, plots.
+"""Training the LLRNN models on the tasks: curriculum on lengths, checkpoints, evaluation, plots.
 
-A model (``lsrl.llrnn.explicit``) maps inputs to states; ``TaskModel`` adds the read-out of Sec. 2.1,
-``y = ReLU(W_y h0 + B_y)`` and ``logits = W_o y + B_o`` over the task's alphabet. The loss is the
-cross-entropy on the output steps only (``Batch.mask``).
+A model (``MODELS``: the nine of ``lsrl.llrnn.explicit``, Graves et al.'s NTM, and LSTM / GRU baselines
+of matched parameter count) maps inputs to states; ``TaskModel`` adds the read-out of Sec. 2.1,
+``y = ReLU(W_y h0 + B_y)`` and ``logits = W_o y + B_o`` over the task's alphabet (or TF's linear one).
+The loss is the cross-entropy on the output steps only (``Batch.mask``). ``preset("tf", model, task)``
+gives the authors' TensorFlow settings (``/work/shared/llrnn-tf-tasks.md``).
 
 Curriculum: batch lengths are drawn uniformly from ``min_length .. current`` where ``current`` starts
 at ``start_length`` and grows by one (up to ``max_length``) whenever the mean symbol error of the last
 ``window`` batches drops below ``error_threshold``. It is off by default (``start_length = 0``: all
 lengths from the start): on copy, short sequences let the controller memorise them without the
 memory, and the NTM found the memory solution later or not at all (see the report in the README).
-Generalisation is measured at ``generalisation_factor × max_length``, longer than anything trained on.
+``curriculum="tf"`` follows the TF notebook's epoch schedule instead. Generalisation is measured at
+``test_lengths`` (default ``generalisation_factor × max_length``), longer than anything trained on.
 
 Everything random comes from ``seed``: the initial weights and the training batches (a generator whose
 state is checkpointed). The test set has its own fixed seed, so every run is scored on the same data.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import pickle
 import re
 import time
@@ -33,10 +37,15 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from lsrl.errors import LsrlError
-from lsrl.llrnn.explicit import NTM, MultiplePatternNTM, PatternNTM
-from lsrl.llrnn.tasks import TASKS, Batch
+from lsrl.llrnn.baselines import Baseline, matched_hidden
+from lsrl.llrnn.explicit import (
+    NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM, MultiplicativeRNN, PatternNTM,
+    PolynomialStepNTM, SecondOrderRNN, Stabilisers,
+)
+from lsrl.llrnn.tasks import TASKS, Batch, TapeTask
 
 TEST_SEED = 20_170_101
+CURRICULA = ("error", "tf")
 WEIGHTS, SIDECAR = "checkpoint.safetensors", "checkpoint.state.pt"
 
 
@@ -51,83 +60,210 @@ class TrainConfig:
     min_length: int = 1
     max_length: int = 10  # longest training length once the curriculum is done
     start_length: int = 0  # the curriculum's first longest length; 0: max_length (no curriculum)
+    curriculum: str = "error"  # "error": grow on low running error; "tf": the TF notebook's epoch schedule
     error_threshold: float = 0.05  # running symbol error below which the curriculum moves on
     window: int = 20  # batches in the running error
     steps: int = 3000
+    steps_per_epoch: int = 40  # the "tf" curriculum's epoch: TF's 10,000 sequences in batches of 250
     batch_size: int = 16
     optimizer: str = "rmsprop"
     learning_rate: float = 3e-4
-    clip: float = 10.0  # gradient norm
+    rmsprop_decay: float = 0.99  # RMSProp's smoothing constant (TF: 0.9)
+    clip: float = 10.0  # gradient norm; 0: no clipping (TF)
     controller_dim: int = 32
-    readout_dim: int = 32
+    readout_dim: int = 32  # 0: the linear read-out of TF, logits = W h0 + B
     slots: int = 0  # ring size; 0: the prompt length at the generalisation length (nothing wraps)
-    symbol_dim: int = 4  # coefficient size of the pattern rings
-    erase_init: float = 0.0  # scale of the initial erase weights; 0: no erasing (see quiet_memory)
-    pattern_write_init: float = 0.01  # scale of the initial write weights of the pattern rings
+    memory_width: int = 0  # the NTMs' memory width; 0: the controller's (V = H0)
+    symbol_dim: int = 4  # coefficient size of ring 1 of the pattern models
+    pattern_slots: int = 0  # size of the pattern rings; 0: as ring 1 (multiple pattern NTM: 2)
+    pattern_powers: tuple[int, ...] = (0, 1, 2)  # the steps a pattern ring's coefficients choose from
+    erase: str = "location"  # "location": Eq. (2.13); "matrix": the paper's Sec. 3.2 erase matrix
+    content_softmax: bool = True  # pattern rings read through a softmax over their contents (TF)
+    gate: bool = False  # pattern models: interpolate ring 1's pattern move with a direct read head (TF)
+    sharpen: bool = False  # sharpen every address by gamma = 1 + ReLU(.) (TF)
+    content_addressing: bool = False  # Graves et al.'s content-based addressing with key strength
+    erase_init: float = 0.0  # "matrix" erase: scale of the initial erase weights; 0: no erasing (see quiet_memory)
+    pattern_write_init: float = 0.01  # linear pattern contents: scale of the initial write weights
     shifts: tuple[int, ...] | None = (0, 1)  # the moves a head chooses from (R^shift); None: any rotation
+    max_power: int = 2  # higher-order RNN: powers V(x)^0..max_power
+    aux_dim: int = 0  # multiplicative RNN: size of the factor space; 0: the controller's
+    baseline_match: str = "ntm"  # LSTM / GRU: the model whose parameter count they match
     generalisation_factor: int = 2
+    test_lengths: tuple[int, ...] = ()  # lengths tested beyond training; (): generalisation_factor × max_length
     test_batch_size: int = 64
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
+    compile: bool = False  # torch.compile each step (one-off ~20-30 s; ~2-2.6x faster steps on CPU)
 
 
 # ---- models -----------------------------------------------------------------------------------
 
 
+def stabilisers(config: TrainConfig) -> dict:
+    """The ``Stabilisers`` options of ``lsrl.llrnn.explicit`` set in ``config``."""
+    return {field.name: getattr(config, field.name) for field in dataclasses.fields(Stabilisers)}
+
+
 def _ntm(config, input_dim, slots, **placement):
-    return NTM(input_dim, config.controller_dim, slots, config.shifts, **placement)
+    return NTM(input_dim, config.controller_dim, slots, config.shifts, config.memory_width or None,
+               **placement, **stabilisers(config))
+
+
+def _graves_ntm(config, input_dim, slots, **placement):
+    """The NTM of Graves et al.: content and location addressing, sharpening, Eq. (2.13)'s erase."""
+    graves = dataclasses.replace(config, content_addressing=True, sharpen=True, erase="location")
+    return _ntm(graves, input_dim, slots, **placement)
+
+
+def _dihedral_ntm(config, input_dim, slots, **placement):
+    return DihedralNTM(input_dim, config.controller_dim, slots, memory_width=config.memory_width or None,
+                       **placement, **stabilisers(config))
 
 
 def _pattern_ntm(config, input_dim, slots, **placement):
-    return PatternNTM(input_dim, config.controller_dim, slots, config.symbol_dim, head_powers=config.shifts,
-                      **placement)
+    return PatternNTM(input_dim, config.controller_dim, slots, config.symbol_dim, config.pattern_powers,
+                      config.shifts, config.pattern_slots or None, **placement, **stabilisers(config))
 
 
 def _multiple_pattern_ntm(config, input_dim, slots, **placement):
-    return MultiplePatternNTM(input_dim, config.controller_dim, config.symbol_dim, slots=(slots, 2, 2, 2),
-                              head_powers=config.shifts, **placement)
+    pattern = config.pattern_slots or 2
+    return MultiplePatternNTM(input_dim, config.controller_dim, config.symbol_dim,
+                              slots=(slots, pattern, pattern, max(2, pattern // 2)),
+                              pattern_powers=config.pattern_powers, head_powers=config.shifts,
+                              **placement, **stabilisers(config))
+
+
+def _polynomial_step_ntm(config, input_dim, slots, **placement):
+    return PolynomialStepNTM(input_dim, config.controller_dim, slots, config.symbol_dim, config.pattern_powers,
+                             head_powers=config.shifts, pattern_slots=config.pattern_slots or None,
+                             **placement, **stabilisers(config))
+
+
+def _dihedral_polynomial_step_ntm(config, input_dim, slots, **placement):
+    return DihedralPolynomialStepNTM(input_dim, config.controller_dim, slots, config.symbol_dim,
+                                     head_powers=config.shifts, pattern_slots=config.pattern_slots or None,
+                                     **placement, **stabilisers(config))
+
+
+def _second_order(config, input_dim, slots, **placement):
+    return SecondOrderRNN(input_dim, config.controller_dim, **placement)
+
+
+def _multiplicative(config, input_dim, slots, **placement):
+    return MultiplicativeRNN(input_dim, config.controller_dim, config.aux_dim or config.controller_dim, **placement)
+
+
+def _higher_order(config, input_dim, slots, **placement):
+    return HigherOrderRNN(input_dim, config.controller_dim, config.max_power, **placement)
+
+
+def readout_parameters(config: TrainConfig, vocabulary: int):
+    """Parameters of ``TaskModel``'s read-out as a function of the controller size."""
+    if config.readout_dim:
+        return lambda hidden: (hidden + 1) * config.readout_dim + (config.readout_dim + 1) * vocabulary
+    return lambda hidden: (hidden + 1) * vocabulary
+
+
+def _baseline(kind):
+    def build(config, input_dim, slots, **placement):
+        if config.baseline_match not in RING_MODELS:
+            raise TrainingError(f"baseline_match must name one of {', '.join(RING_MODELS)}, got {config.baseline_match!r}")
+        readout = readout_parameters(config, input_dim)
+        reference = MODELS[config.baseline_match](config, input_dim, slots, dtype=torch.float32, device="meta")
+        target = sum(p.numel() for p in reference.parameters()) + readout(config.controller_dim)
+        return Baseline(kind, input_dim, matched_hidden(kind, input_dim, target, readout), **placement)
+
+    build.__doc__ = f"{kind.upper()} with the parameter count of ``baseline_match`` (read-out included)."
+    return build
 
 
 # name -> builder(config, input_dim, slots, dtype=, device=) -> model
-MODELS = {"ntm": _ntm, "pattern_ntm": _pattern_ntm, "multiple_pattern_ntm": _multiple_pattern_ntm}
+RING_MODELS = {
+    "ntm": _ntm, "graves_ntm": _graves_ntm, "dihedral_ntm": _dihedral_ntm, "pattern_ntm": _pattern_ntm,
+    "multiple_pattern_ntm": _multiple_pattern_ntm, "polynomial_step_ntm": _polynomial_step_ntm,
+    "dihedral_polynomial_step_ntm": _dihedral_polynomial_step_ntm,
+}
+MODELS = {**RING_MODELS, "second_order": _second_order, "multiplicative": _multiplicative,
+          "higher_order": _higher_order, "lstm": _baseline("lstm"), "gru": _baseline("gru")}
+
+
+# The TF notebook's settings: controller 100, memory 128×20, pattern rings 20×3, heads [0, -1, 1],
+# RMSProp 1e-4 (decay 0.9, momentum 0.9, no clipping), batch 250, 200 epochs of 40 updates with its
+# curriculum, linear read-out, training contents up to 28 (N = 30), tests at 33, 58 and 98, and the
+# TF stabilisers (Eq. (2.13) erase, softmax contents, gate, sharpening).
+TF_PRESET = dict(controller_dim=100, slots=128, memory_width=20, symbol_dim=20, pattern_slots=20,
+                 pattern_powers=(0, 1, 2), shifts=(0, -1, 1), batch_size=250, steps=8000, steps_per_epoch=40,
+                 optimizer="rmsprop", learning_rate=1e-4, rmsprop_decay=0.9, clip=0.0, readout_dim=0,
+                 curriculum="tf", max_length=28, test_lengths=(33, 58, 98), test_batch_size=250,
+                 erase="location", content_softmax=True, gate=True, sharpen=True, compile=True)
+PRESETS = {
+    "tf": TF_PRESET,
+    # the same models and schedule, sized to finish a run in minutes on one CPU core
+    "tf-cpu": {**TF_PRESET, "controller_dim": 64, "slots": 64, "batch_size": 32, "steps": 1500,
+               "steps_per_epoch": 15, "max_length": 12, "test_lengths": (15, 25, 40), "test_batch_size": 100,
+               "learning_rate": 1e-3},
+    # a few steps on tiny sizes: checks that a model and task run end to end
+    "smoke": dict(controller_dim=8, readout_dim=8, slots=0, batch_size=4, steps=5, max_length=4,
+                  test_lengths=(6,), test_batch_size=4, symbol_dim=3, pattern_slots=4),
+}
+
+
+def preset(name: str, model: str = "ntm", task: str = "copy", **overrides) -> TrainConfig:
+    """``TrainConfig`` of preset ``name`` for ``model`` on ``task``: the shortest training length is
+    the task's own (TF's min ℓ - 2 for the ``tf_*`` tasks); ``overrides`` replace any field."""
+    if name not in PRESETS:
+        raise TrainingError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    if task not in TASKS:
+        raise TrainingError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    settings = {**PRESETS[name], "model": model, "task": task, **overrides}
+    settings.setdefault("min_length", min(TASKS[task].min_length, settings.get("max_length", 10)))
+    return TrainConfig(**settings)
 
 
 @torch.no_grad()
 def quiet_memory(model: torch.nn.Module, erase_scale: float, pattern_write_scale: float) -> None:
-    """Scale the initial erase weights ``W_e*``, ``B_e*`` (0: erasing off for good) and the write
-    weights ``W_a2..``, ``B_a2..`` of the pattern rings.
+    """For the paper-literal pieces: scale the initial weights of a "matrix" erase ``W_e*``, ``B_e*``
+    (0: erasing off for good) and, where pattern rings hold linear coefficients, their write weights
+    ``W_a2..``, ``B_a2..``. The stabilised defaults (Eq. (2.13) erase, softmax contents) need neither.
 
-    The erase operator is a full matrix ``e = ReLU(W_e h0 + B_e)`` applied to the whole memory,
+    The paper's erase operator is a full matrix ``e = ReLU(W_e h0 + B_e)`` applied to the whole memory,
     ``M' = (1 - e) M + a w^T``. With the default uniform initialisation and d = 32 its entries are
     about 0.1, so ``1 - e`` has spectral radius ~1.4 and the memory grows geometrically: an untrained
     NTM overflows after ~25 steps. At 0, ``e = 0`` and its weights are frozen (memory only accumulates).
-    Writes to a pattern ring add to the coefficients ``lambda`` that move ring 1's read address, whose
-    mass then grows by ``sum lambda`` per step; small initial writes keep it near 1.
+    Writes to a linear pattern ring add to the coefficients ``lambda`` that move ring 1's read address,
+    whose mass then grows by ``sum lambda`` per step; small initial writes keep it near 1.
     """
+    options = getattr(model, "stabilisers", None)
+    if options is None:
+        return
     for name, parameter in model.named_parameters():
-        if re.fullmatch(r"[WB]_e\d*", name):
+        if re.fullmatch(r"[WB]_e\d*", name) and options.erase == "matrix":
             parameter.mul_(erase_scale)
             parameter.requires_grad_(erase_scale != 0)
-        elif re.fullmatch(r"[WB]_a[2-9]", name):
+        elif re.fullmatch(r"[WB]_a[2-9]", name) and not options.content_softmax:
             parameter.mul_(pattern_write_scale)
 
 
 class TaskModel(torch.nn.Module):
-    """A model plus the read-out of Sec. 2.1: ``logits = W_o ReLU(W_y h0 + B_y) + B_o``."""
+    """A model plus a read-out: ``logits = W_o ReLU(W_y h0 + B_y) + B_o`` (Sec. 2.1), or with
+    ``readout_dim = 0`` the TF code's linear ``logits = W h0 + B``."""
 
     def __init__(self, model: torch.nn.Module, vocabulary: int, readout_dim: int):
         super().__init__()
         self.model = model
         parameter = next(model.parameters())
         controller_dim = model.layout["h0"][1][-1]
-        self.readout = torch.nn.Sequential(
-            torch.nn.Linear(controller_dim, readout_dim), torch.nn.ReLU(), torch.nn.Linear(readout_dim, vocabulary)
-        ).to(parameter.device, parameter.dtype)
+        layers = [torch.nn.Linear(controller_dim, vocabulary)] if not readout_dim else [
+            torch.nn.Linear(controller_dim, readout_dim), torch.nn.ReLU(), torch.nn.Linear(readout_dim, vocabulary)]
+        self.readout = torch.nn.Sequential(*layers).to(parameter.device, parameter.dtype)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        states = self.model(inputs)
-        return self.readout(self.model.parts(states)["h0"])
+        if hasattr(self.model, "trajectory"):  # only h0 is kept through time: no flat states to build
+            controller = self.model.trajectory(inputs, keep=("h0",))["h0"]
+        else:
+            controller = self.model.parts(self.model(inputs))["h0"]
+        return self.readout(controller)
 
 
 # ---- metrics ----------------------------------------------------------------------------------
@@ -182,13 +318,17 @@ class Trainer:
                                 f"{config.min_length}, {config.start_length}, {config.max_length}")
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             raise TrainingError("--device cuda: no CUDA device is available")
-        self.task = TASKS[config.task]()
+        if config.curriculum not in CURRICULA:
+            raise TrainingError(f"unknown curriculum {config.curriculum!r}; known: {', '.join(CURRICULA)}")
+        task_class = TASKS[config.task]
+        # a TF task's tape is sized for the longest training content, as TF's N
+        self.task = task_class(tape_content=config.max_length) if issubclass(task_class, TapeTask) else task_class()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)  # the initial weights, without touching the caller's RNG
             self.net = TaskModel(model or self._build_model(), self.task.alphabet.size, config.readout_dim)
         self.optimizer = _optimizer(config, [p for p in self.net.parameters() if p.requires_grad])
         self.data = torch.Generator().manual_seed(config.seed)
-        self.step, self.current_length = 0, config.start_length or config.max_length
+        self.step, self.current_length = 0, self.scheduled_length(0)
         self.recent_errors: deque[float] = deque(maxlen=config.window)
         self.history: list[dict] = []
 
@@ -204,6 +344,19 @@ class Trainer:
     def running_error(self) -> float:
         return sum(self.recent_errors) / max(len(self.recent_errors), 1)
 
+    def scheduled_length(self, step: int) -> int:
+        """The curriculum's longest length at ``step``: TF's epoch schedule (``llrnn-tf-tasks.md`` Sec. 3:
+        it grows over the first half of the epochs, the last batch has the longest length), or where
+        the error curriculum starts."""
+        config = self.config
+        if config.curriculum != "tf":
+            return config.start_length or config.max_length
+        epochs, epoch = max(1, config.steps // config.steps_per_epoch), step // config.steps_per_epoch
+        if 2 * epoch > epochs or step >= config.steps - 1:
+            return config.max_length
+        band = max(1, epochs // (2 * max(1, config.max_length - config.min_length)))
+        return min(config.min_length + epoch // band, config.max_length)
+
     def _build_model(self) -> torch.nn.Module:
         if self.config.model not in MODELS:
             raise TrainingError(f"unknown model {self.config.model!r}; known: {', '.join(MODELS)}")
@@ -211,25 +364,36 @@ class Trainer:
         model = MODELS[self.config.model](self.config, self.task.alphabet.size, slots,
                                           dtype=self.dtype, device=self.config.device)
         quiet_memory(model, self.config.erase_init, self.config.pattern_write_init)
+        if self.config.compile and hasattr(model, "step_parts"):
+            model.step_parts = torch.compile(model.step_parts)  # one step's graph, whatever the length
         return model
 
     @property
+    def test_lengths(self) -> tuple[int, ...]:
+        return self.config.test_lengths or (self.config.generalisation_factor * self.config.max_length,)
+
+    @property
     def generalisation_length(self) -> int:
-        return self.config.generalisation_factor * self.config.max_length
+        """The first length tested beyond training (sizes the rings when ``slots`` is 0; plots)."""
+        return self.test_lengths[0]
 
     def prompt_length(self, length: int) -> int:
         batch = self.task.batch(1, length, torch.Generator().manual_seed(0))
         return int((~batch.mask[0]).sum())
 
     def train_step(self) -> dict:
-        batch = self.task.batch(self.config.batch_size, (self.config.min_length, self.current_length), self.data)
+        if self.config.curriculum == "tf":
+            self.current_length = self.scheduled_length(self.step)
+        low = self.current_length if self.step == self.config.steps - 1 and self.config.curriculum == "tf" \
+            else self.config.min_length
+        batch = self.task.batch(self.config.batch_size, (low, self.current_length), self.data)
         batch = batch.to(self.config.device, self.dtype)
         self.net.train()
         logits = self.net(batch.inputs)
         loss = masked_loss(logits, batch)
         self.optimizer.zero_grad()
         loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.clip)
+        norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.clip or math.inf)
         if torch.isfinite(norm):  # an overflowing batch is skipped rather than poisoning every weight
             self.optimizer.step()
         self.step += 1
@@ -240,7 +404,7 @@ class Trainer:
         row = {"step": self.step, "loss": loss, "symbol_error": symbol_error,
                "running_error": self.running_error, "length": self.current_length}
         self.history.append(row)
-        full = len(self.recent_errors) == self.config.window
+        full = len(self.recent_errors) == self.config.window and self.config.curriculum == "error"
         if full and self.running_error < self.config.error_threshold and self.current_length < self.config.max_length:
             self.current_length += 1
             self.recent_errors.clear()
@@ -268,13 +432,16 @@ class Trainer:
         return total
 
     def evaluate(self) -> dict:
-        """Errors at the training lengths and at the generalisation length."""
+        """Errors at the training lengths and at every test length (``test_length`` and
+        ``test_*_error``: the first; ``test_errors``: symbol error by length)."""
         seen = self.score(range(self.config.min_length, self.config.max_length + 1))
-        longer = self.score([self.generalisation_length])
+        longer = {length: self.score([length]) for length in self.test_lengths}
+        first = longer[self.generalisation_length]
         return {"steps": self.step, "parameters": self.parameter_count, "curriculum_length": self.current_length,
                 "train_symbol_error": seen.symbol_error, "train_sequence_error": seen.sequence_error,
                 "test_length": self.generalisation_length,
-                "test_symbol_error": longer.symbol_error, "test_sequence_error": longer.sequence_error}
+                "test_symbol_error": first.symbol_error, "test_sequence_error": first.sequence_error,
+                "test_errors": {str(length): score.symbol_error for length, score in longer.items()}}
 
     # ---- checkpoints ----
 
@@ -313,7 +480,7 @@ class Trainer:
 
 def _optimizer(config: TrainConfig, parameters) -> torch.optim.Optimizer:
     if config.optimizer == "rmsprop":
-        return torch.optim.RMSprop(parameters, lr=config.learning_rate, momentum=0.9)
+        return torch.optim.RMSprop(parameters, lr=config.learning_rate, alpha=config.rmsprop_decay, momentum=0.9)
     if config.optimizer == "adam":
         return torch.optim.Adam(parameters, lr=config.learning_rate)
     raise TrainingError(f"unknown optimizer {config.optimizer!r}; known: rmsprop, adam")
@@ -381,14 +548,45 @@ def plot_addresses(trainer: Trainer, path: Path) -> None:
     plt.close(figure)
 
 
+@torch.no_grad()
+def final_memories(trainer: Trainer, length: int) -> dict[str, torch.Tensor]:
+    """Every memory ring ``M*`` (width, slots) after one test sequence of ``length``."""
+    batch = trainer.task.test_set([length], 1, TEST_SEED)[0].to(trainer.config.device, trainer.dtype)
+    model = trainer.net.model
+    parts = model.parts(model(batch.inputs)[:, -1])
+    return {name: view[0].cpu() for name, view in parts.items() if re.fullmatch(r"M\d*", name)}
+
+
+def plot_memories(trainer: Trainer, path: Path) -> bool:
+    """Heat maps (entry × position) of every memory ring after a generalisation-length sequence;
+    False (nothing written) for a model without memory."""
+    import matplotlib.pyplot as plt
+
+    memories = final_memories(trainer, trainer.generalisation_length)
+    if not memories:
+        return False
+    figure, axes = plt.subplots(len(memories), 1, figsize=(10, 1.2 + 1.0 * len(memories)), squeeze=False)
+    for axis, (name, values) in zip(axes[:, 0], memories.items()):
+        image = axis.imshow(values.numpy(), aspect="auto", origin="lower", cmap="coolwarm", interpolation="nearest")
+        axis.set_ylabel(f"{name}: entry")
+        figure.colorbar(image, ax=axis)
+    axes[-1, 0].set_xlabel(f"position (after a sequence of length {trainer.generalisation_length})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
+
+
 def write_reports(trainer: Trainer, folder: Path, **extra) -> dict:
-    """``evaluation.json`` (with ``extra``), ``history.csv``, ``error_curve.png``, ``addresses.png``."""
+    """``evaluation.json`` (with ``extra``), ``history.csv``, ``error_curve.png``, ``addresses.png`` and,
+    for models with memory rings, ``memories.png``."""
     folder.mkdir(parents=True, exist_ok=True)
     evaluation = {**trainer.evaluate(), **extra}
     (folder / "evaluation.json").write_text(json.dumps(evaluation, indent=2) + "\n")
     write_history(trainer.history, folder / "history.csv")
     plot_error_curve(trainer.history, folder / "error_curve.png")
     plot_addresses(trainer, folder / "addresses.png")
+    plot_memories(trainer, folder / "memories.png")
     return evaluation
 
 
