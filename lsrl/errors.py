@@ -19,3 +19,8 @@ class SequenceError(LsrlError):
 
 class BackendError(LsrlError):
     """A request that the chosen number backend cannot honour (e.g. exact output from float weights)."""
+
+
+class AutomatonError(LsrlError):
+    """A finite automaton or Mealy table that is not deterministic, complete and reachable, or a symbol
+    outside its alphabet; the message names the state and the symbol."""
