@@ -2,7 +2,7 @@
 boundary, ONNX in onnxruntime, the L* round trip, and bad tables.
 
 The full-size check of the issue (100 random DFAs x 10,000 strings up to length 1,000, and lengths
-up to 10^6) is ``benchmarks/automata.py``; here a smaller sample: the seven Tomita grammars and 20
+up to 10^6) is ``benchmarks/finite_automata.py``; here a smaller sample: the seven Tomita grammars and 20
 random minimal DFAs (up to 50 states, alphabets up to 5), per DFA 64 strings of length 300 and 256
 of length 12, plus 16 strings of length 1,000 for the Tomita grammars and the three largest DFAs;
 every prefix is checked.
@@ -204,8 +204,8 @@ def test_onnx_export_runs_in_onnxruntime_like_torch(architecture, tmp_path):
     import onnxruntime
 
     rng = np.random.default_rng(9)
-    for dfa in [tomita(3), SAMPLE[7]]:
-        net, k = to_torch(dfa, architecture), len(dfa.alphabet)
+    for machine in [tomita(3), SAMPLE[7], _residue_machine()]:
+        net, k = to_torch(machine, architecture), len(machine.alphabet)
         path = export_onnx(net, tmp_path / f"{architecture}.onnx")
         recurrences = [node for node in onnx.load(str(path)).graph.node if node.op_type in ("RNN", "LSTM", "GRU")]
         assert [node.op_type for node in recurrences] == [architecture.upper()]
@@ -216,7 +216,7 @@ def test_onnx_export_runs_in_onnxruntime_like_torch(architecture, tmp_path):
         ours = session.run(None, {"x": _one_hot(indices, k).numpy()})[0]
         with torch.no_grad():
             assert np.array_equal(ours, net(_one_hot(indices, k)).numpy())
-        assert np.array_equal(ours, dfa.reference(indices))
+        assert np.array_equal(ours, machine.reference(indices))
 
 
 def test_onnx_refuses_the_second_order_network(tmp_path):

@@ -12,8 +12,8 @@ from lsrl.automata.machines import DFA, Mealy, from_regex, random_dfa
 from lsrl.automata.tomita import tomita
 
 _LAZY = {
-    "ARCHITECTURES": "lsrl.automata.networks", "AutomatonNetwork": "lsrl.automata.networks",
-    "to_torch": "lsrl.automata.networks", "gain_bound": "lsrl.automata.gated",
+    "ARCHITECTURES": "lsrl.automata.compile", "AutomatonNetwork": "lsrl.automata.networks",
+    "to_torch": "lsrl.automata.compile", "gain_bound": "lsrl.automata.gated",
     "certified_deviation": "lsrl.automata.gated", "export_onnx": "lsrl.automata.export",
     "learn_back": "lsrl.automata.learning",
 }
