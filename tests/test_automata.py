@@ -21,7 +21,7 @@ from lsrl.automata import (
     to_torch, tomita,
 )
 from lsrl.automata.units import transition_units
-from lsrl.errors import AutomatonError, DimensionError, LsrlError
+from lsrl.errors import AutomatonError, DimensionError, LsrlError, SequenceError
 
 # ---- the machines ---------------------------------------------------------------------------------------
 
@@ -287,6 +287,10 @@ def test_bad_network_requests():
         to_torch(tomita(1), "rnn", gain=3.0)
     with pytest.raises(DimensionError, match=r"\(B, T, 2\)"):
         to_torch(tomita(1), "lstm")(torch.zeros(1, 4, 3))
+    two_hot = _one_hot(np.zeros((2, 5), int), 2)
+    two_hot[1, 3, 1] = 1
+    with pytest.raises(SequenceError, match=r"input \[1, 3\] is \[1.0, 1.0\], not a one-hot symbol"):
+        to_torch(tomita(1), "rnn")(two_hot)
 
 
 def test_reachable_after_import_lsrl():

@@ -158,8 +158,8 @@ class DFA:
 
     def accepts(self, word) -> bool:
         """Whether the whole word is accepted."""
-        indices = self.indices([word])
-        return bool(self.accepting[self.start if not indices.shape[1] else _run_table(self.table, self.start, indices)[0, -1]])
+        visited = _run_table(self.table, self.start, self.indices([word]))[0]
+        return bool(self.accepting[visited[-1] if len(visited) else self.start])
 
     def reference(self, indices) -> np.ndarray:
         """``(B, T, 1)`` float32: 1.0 where the prefix up to t is accepted; what the networks must output."""

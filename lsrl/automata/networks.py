@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from lsrl.automata.units import TransitionUnits
-from lsrl.errors import DimensionError
+from lsrl.errors import DimensionError, SequenceError
 
 
 class AutomatonNetwork(nn.Module):
@@ -44,6 +44,7 @@ class AutomatonNetwork(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self._input_size():
             raise DimensionError(f"{self.architecture} automaton network: input must be one-hot symbols of shape "
                                  f"(B, T, {self._input_size()}), got {tuple(x.shape)}")
+        _check_one_hot(x, self.architecture)
         x = x.to(self.h0.dtype)
         state = self.initial_state(x.shape[0]) if state is None else state
         if isinstance(self.core, nn.RNNBase):
@@ -61,6 +62,15 @@ class AutomatonNetwork(nn.Module):
     def initial_output(self) -> torch.Tensor:
         """The readout before any symbol, ``(C,)``: for a DFA, whether the empty word is accepted."""
         return self.read(self.h0)
+
+
+def _check_one_hot(x: torch.Tensor, architecture: str) -> None:
+    """Each (string, step) must be one symbol: a row of zeros with a single 1."""
+    is_symbol = ((x == 0) | (x == 1)).all(dim=-1) & (x.sum(dim=-1) == 1)
+    if not bool(is_symbol.all()):
+        b, t = (int(i) for i in torch.nonzero(~is_symbol)[0])
+        raise SequenceError(f"{architecture} automaton network: input [{b}, {t}] is {x[b, t].tolist()}, not a "
+                            f"one-hot symbol (a single 1 among zeros)")
 
 
 def linear_layer(weight, bias, dtype) -> nn.Linear:
