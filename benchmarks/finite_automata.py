@@ -11,6 +11,10 @@ Automata networks against their automata, at the issue's scale: errors and CPU t
 3. Sweep: the seven Tomita grammars and ``--dfas`` random minimal DFAs (2..50 states, 2..5 symbols,
    uniform), ``--strings`` random strings of ``--length`` symbols each, every prefix checked, so every
    length 1..``--length`` is checked ``--strings`` times. Float32, one torch thread.
+4. Round trip: AALpy's L* learns each network of the Tomita grammars and ``--round-trip-dfas`` random
+   minimal DFAs (2..50 states) back; the learned DFA must be equivalent to the original (decided exactly).
+
+``--parts`` picks the parts to run (default all: 1234).
 
 Errors count (string, prefix) pairs whose output differs from the automaton's.
 """
@@ -22,7 +26,7 @@ import time
 import numpy as np
 import torch
 
-from lsrl.automata import ARCHITECTURES, random_dfa, to_torch, tomita
+from lsrl.automata import ARCHITECTURES, learn_back, random_dfa, to_torch, tomita
 
 CHUNK = 100_000
 
@@ -42,10 +46,8 @@ def count_errors(net, dfa, indices, batch):
             with torch.no_grad():
                 hidden, state = net.hidden(one_hot(piece, k), state)
                 out = net.read(hidden).numpy()[..., 0]
-            visited = np.empty(piece.shape, dtype=np.int64)
-            for t in range(piece.shape[1]):
-                states_before = dfa.table[states_before, piece[:, t]]
-                visited[:, t] = states_before
+            visited = dfa.states_after(piece, states_before)
+            states_before = visited[:, -1]
             errors += int((out != dfa.accepting[visited]).sum())
     return errors
 
@@ -91,6 +93,16 @@ def throughput(rng):
         print(f"{arch:14} {net.h0.shape[-1]:6} {x.shape[0] * x.shape[1] / statistics.median(times):16,.0f}", flush=True)
 
 
+def round_trip(dfas):
+    print(f"\n4. round trip: L* with each network as membership oracle, {len(dfas)} DFAs "
+          f"(states {min(len(d.states) for d in dfas)}..{max(len(d.states) for d in dfas)})")
+    print(f"{'architecture':14} {'DFAs':>5} {'equivalent':>10} {'CPU s':>9}")
+    for arch in ARCHITECTURES:
+        start = time.process_time()
+        equivalent = sum(learn_back(to_torch(dfa, arch), dfa.alphabet).equivalent(dfa) for dfa in dfas)
+        print(f"{arch:14} {len(dfas):5} {equivalent:10} {time.process_time() - start:9.1f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dfas", type=int, default=100)
@@ -98,18 +110,26 @@ def main():
     parser.add_argument("--length", type=int, default=1000)
     parser.add_argument("--long-dfas", type=int, default=3)
     parser.add_argument("--long-length", type=int, default=1_000_000)
+    parser.add_argument("--round-trip-dfas", type=int, default=20)
+    parser.add_argument("--parts", default="1234")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rng = np.random.default_rng(args.seed)
-    throughput(rng)
-    long_dfas = [("tomita 3", tomita(3))] + [(f"random 10 states #{i}", random_dfa(10, 3, rng))
-                                             for i in range(1, args.long_dfas)]
-    long_strings(long_dfas[:args.long_dfas], args.long_length, rng)
-    dfas = [tomita(i) for i in range(1, 8)]
-    dfas += [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng) for _ in range(args.dfas)]
-    sweep(dfas, args.strings, args.length, rng)
-
+    if "1" in args.parts:
+        throughput(rng)
+    if "2" in args.parts:
+        long_dfas = [("tomita 3", tomita(3))] + [(f"random 10 states #{i}", random_dfa(10, 3, rng))
+                                                 for i in range(1, args.long_dfas)]
+        long_strings(long_dfas[:args.long_dfas], args.long_length, rng)
+    tomitas = [tomita(i) for i in range(1, 8)]
+    if "3" in args.parts:
+        dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng) for _ in range(args.dfas)]
+        sweep(dfas, args.strings, args.length, rng)
+    if "4" in args.parts:
+        dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng)
+                          for _ in range(args.round_trip_dfas)]
+        round_trip(dfas)
 
 if __name__ == "__main__":
     main()

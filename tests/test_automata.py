@@ -153,9 +153,7 @@ def test_mealy_networks_output_one_hot_symbols(architecture):
 def _units_deviation(hidden, dfa, indices, architecture):
     """max |unit read as 0/1 - ideal unit| over a run (LSTM h / tanh(1), GRU (h + 1) / 2); the ideal unit
     that is on at step t is (state before t, symbol t), from the automaton's own run."""
-    from lsrl.automata.machines import _run_table
-
-    states = _run_table(dfa.table, dfa.start, indices)
+    states = dfa.states_after(indices)
     previous = np.concatenate([np.full((len(indices), 1), dfa.start), states[:, :-1]], axis=1)
     hidden = hidden.double()
     ideal = torch.nn.functional.one_hot(torch.as_tensor(previous * len(dfa.alphabet) + indices), hidden.shape[-1])
@@ -232,7 +230,6 @@ def test_lstar_learns_back_an_equivalent_dfa(architecture):
     for dfa in [tomita(3), tomita(6), random_dfa(6, 3, np.random.default_rng(11))]:
         learned = learn_back(to_torch(dfa, architecture), dfa.alphabet)
         assert len(learned.states) == len(dfa.states) and learned.equivalent(dfa)
-        assert not learned.equivalent(tomita(4) if dfa is not tomita(4) else tomita(5))
 
 
 def test_equivalence_is_decided_exactly():

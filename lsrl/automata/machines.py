@@ -102,14 +102,15 @@ def _symbol_indices(words, alphabet) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
 
 
-def _run_table(table: np.ndarray, start: int, indices) -> np.ndarray:
-    """The states after each prefix: ``(B, T)`` from symbol indices ``(B, T)`` (vectorised over B)."""
+def _run_table(table: np.ndarray, start, indices) -> np.ndarray:
+    """The states after each prefix: ``(B, T)`` from symbol indices ``(B, T)`` (vectorised over B), starting
+    from state ``start`` (one index, or one per string)."""
     indices = np.asarray(indices, dtype=np.int64)
     if indices.ndim != 2:
         raise AutomatonError(f"symbol indices must be a (batch, time) array, got shape {indices.shape}")
     if indices.size and (indices.min() < 0 or indices.max() >= table.shape[1]):
         raise AutomatonError(f"symbol indices must lie in 0..{table.shape[1] - 1}, got {indices.min()}..{indices.max()}")
-    state = np.full(indices.shape[0], start, dtype=np.int64)
+    state = np.broadcast_to(np.asarray(start, dtype=np.int64), indices.shape[:1]).copy()
     visited = np.empty(indices.shape, dtype=np.int64)
     for t in range(indices.shape[1]):
         state = table[state, indices[:, t]]
@@ -158,12 +159,17 @@ class DFA:
 
     def accepts(self, word) -> bool:
         """Whether the whole word is accepted."""
-        visited = _run_table(self.table, self.start, self.indices([word]))[0]
+        visited = self.states_after(self.indices([word]))[0]
         return bool(self.accepting[visited[-1] if len(visited) else self.start])
+
+    def states_after(self, indices, start=None) -> np.ndarray:
+        """The index of the state after each prefix, ``(B, T)``, from symbol indices ``(B, T)``; from the start
+        state, or from ``start`` (state indices, one per string: to continue a run)."""
+        return _run_table(self.table, self.start if start is None else start, indices)
 
     def reference(self, indices) -> np.ndarray:
         """``(B, T, 1)`` float32: 1.0 where the prefix up to t is accepted; what the networks must output."""
-        return self.accepting[_run_table(self.table, self.start, indices)][..., None].astype(np.float32)
+        return self.accepting[self.states_after(indices)][..., None].astype(np.float32)
 
     # ---- the forms the networks are built from ------------------------------------------------------
     def transition_outputs(self):
