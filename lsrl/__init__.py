@@ -1,6 +1,8 @@
 """lsrl: write programs that run exactly inside recurrent neural networks (LSRL), and study them."""
 
-from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError
+from lsrl.errors import (
+    AutomatonError, BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError,
+)
 from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, value_bounds
 from lsrl.numbers import Matrix
 from lsrl.sugar import (
@@ -20,6 +22,7 @@ from lsrl.sugar import (
 )
 from lsrl.compiler import CompiledProgram, compile, load
 from lsrl import programs
+from lsrl import automata
 
 __version__ = "0.1.0"
 

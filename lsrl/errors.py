@@ -23,3 +23,8 @@ class BackendError(LsrlError):
 
 class ModelFileError(LsrlError):
     """A saved model (``model.json``, ``weights.safetensors``, a checkpoint) is missing, corrupt or tampered with."""
+
+
+class AutomatonError(LsrlError):
+    """A finite automaton or Mealy table that is not deterministic, complete and reachable, or a symbol
+    outside its alphabet; the message names the state and the symbol."""

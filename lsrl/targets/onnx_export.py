@@ -93,13 +93,15 @@ def _numpy(tensor):
 
 
 def _recurrence(g, op_type, seq, W, R, B, hidden, inits, batch_prefix, activations, hint, **attrs):
-    """One ONNX RNN / GRU / LSTM over ``seq`` ``(T, B, in)``; returns ``(T, B, hidden)``."""
+    """One ONNX RNN / GRU / LSTM over ``seq`` ``(T, B, in)``; returns ``(T, B, hidden)``. Empty
+    ``activations``: the operator's defaults (sigmoid and tanh)."""
     states = [g.initial(state, batch_prefix, f"{hint}_init") for state in inits]
     outputs = g.op(
         op_type,
         [seq, g.const(W[None], f"{hint}_W"), g.const(R[None], f"{hint}_R"), g.const(B[None], f"{hint}_B"), ""] + states,
         hint, outputs=2 if op_type != "LSTM" else 3,
-        hidden_size=int(hidden), direction="forward", activations=list(activations), **attrs,
+        hidden_size=int(hidden), direction="forward", **({"activations": list(activations)} if activations else {}),
+        **attrs,
     )
     return g.op("Squeeze", [outputs[0], g.const([1], f"{hint}_axis", integer=True)], hint)
 

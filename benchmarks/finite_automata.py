@@ -1,0 +1,135 @@
+"""(Named so as not to shadow the ``automata`` package of automata-lib.)
+
+Automata networks against their automata, at the issue's scale: errors and CPU time per architecture.
+
+    python benchmarks/finite_automata.py                        # the issue's full size (hours on 2 CPU cores)
+    python benchmarks/finite_automata.py --dfas 100 --strings 1000 --long-dfas 2 --long-length 1000000
+
+1. Throughput: symbols per CPU second on a random 20-state, 3-symbol DFA, batch 256 x 1,000 (median of 3).
+2. Long strings: ``--long-dfas`` DFAs (Tomita 3, then random 10-state ones), 2 strings of
+   ``--long-length`` symbols, run in chunks of 100,000 steps that carry the state.
+3. Sweep: the seven Tomita grammars and ``--dfas`` random minimal DFAs (2..50 states, 2..5 symbols,
+   uniform), ``--strings`` random strings of ``--length`` symbols each, every prefix checked, so every
+   length 1..``--length`` is checked ``--strings`` times. Float32, one torch thread.
+4. Round trip: AALpy's L* learns each network of the Tomita grammars and ``--round-trip-dfas`` random
+   minimal DFAs (2..50 states) back; the learned DFA must be equivalent to the original (decided exactly).
+
+``--parts`` picks the parts to run (default all: 1234).
+
+Errors count (string, prefix) pairs whose output differs from the automaton's.
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from lsrl.automata import ARCHITECTURES, learn_back, random_dfa, to_torch, tomita
+
+CHUNK = 100_000
+
+
+def one_hot(indices, k):
+    return torch.nn.functional.one_hot(torch.as_tensor(indices), k).float()
+
+
+def count_errors(net, dfa, indices, batch):
+    """Errors over ``indices`` (B, T), in batches of ``batch`` strings and chunks of CHUNK steps."""
+    k, errors = len(dfa.alphabet), 0
+    for start in range(0, len(indices), batch):
+        rows, state = indices[start:start + batch], None
+        states_before = np.full(len(rows), dfa.start)
+        for t0 in range(0, rows.shape[1], CHUNK):
+            piece = rows[:, t0:t0 + CHUNK]
+            with torch.no_grad():
+                hidden, state = net.hidden(one_hot(piece, k), state)
+                out = net.read(hidden).numpy()[..., 0]
+            visited = dfa.states_after(piece, states_before)
+            states_before = visited[:, -1]
+            errors += int((out != dfa.accepting[visited]).sum())
+    return errors
+
+
+def sweep(dfas, strings, length, rng):
+    print(f"\n3. {len(dfas)} DFAs (states {min(len(d.states) for d in dfas)}..{max(len(d.states) for d in dfas)}), "
+          f"{strings} strings x {length} symbols each, every prefix checked")
+    print(f"{'architecture':14} {'DFAs':>5} {'checked':>14} {'errors':>7} {'CPU s':>9}")
+    inputs = [rng.integers(0, len(d.alphabet), size=(strings, length)) for d in dfas]
+    for arch in ARCHITECTURES:
+        batch = 1000 if arch != "second_order" else 500
+        start, errors = time.process_time(), 0
+        for dfa, indices in zip(dfas, inputs):
+            errors += count_errors(to_torch(dfa, arch), dfa, indices, batch)
+        print(f"{arch:14} {len(dfas):5} {len(dfas) * strings * length:14,} {errors:7} "
+              f"{time.process_time() - start:9.1f}", flush=True)
+
+
+def long_strings(dfas, length, rng):
+    print(f"\n2. long strings: 2 strings x {length:,} symbols, every prefix checked")
+    print(f"{'DFA':22} {'architecture':14} {'errors':>7} {'CPU s':>9}")
+    for name, dfa in dfas:
+        indices = rng.integers(0, len(dfa.alphabet), size=(2, length))
+        for arch in ARCHITECTURES:
+            start = time.process_time()
+            errors = count_errors(to_torch(dfa, arch), dfa, indices, 2)
+            print(f"{name:22} {arch:14} {errors:7} {time.process_time() - start:9.1f}", flush=True)
+
+
+def throughput(rng):
+    dfa = random_dfa(20, 3, rng)
+    x = one_hot(rng.integers(0, 3, size=(256, 1000)), 3)
+    print("\n1. throughput: random 20-state, 3-symbol DFA, batch 256 x 1,000 (median of 3 CPU times)")
+    print(f"{'architecture':14} {'hidden':>6} {'symbols / CPU s':>16}")
+    for arch in ARCHITECTURES:
+        net = to_torch(dfa, arch)
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            with torch.no_grad():
+                net(x)
+            times.append(time.process_time() - start)
+        print(f"{arch:14} {net.h0.shape[-1]:6} {x.shape[0] * x.shape[1] / statistics.median(times):16,.0f}", flush=True)
+
+
+def round_trip(dfas):
+    print(f"\n4. round trip: L* with each network as membership oracle, {len(dfas)} DFAs "
+          f"(states {min(len(d.states) for d in dfas)}..{max(len(d.states) for d in dfas)})")
+    print(f"{'architecture':14} {'DFAs':>5} {'equivalent':>10} {'CPU s':>9}")
+    for arch in ARCHITECTURES:
+        start = time.process_time()
+        equivalent = sum(learn_back(to_torch(dfa, arch), dfa.alphabet).equivalent(dfa) for dfa in dfas)
+        print(f"{arch:14} {len(dfas):5} {equivalent:10} {time.process_time() - start:9.1f}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dfas", type=int, default=100)
+    parser.add_argument("--strings", type=int, default=10_000)
+    parser.add_argument("--length", type=int, default=1000)
+    parser.add_argument("--long-dfas", type=int, default=3)
+    parser.add_argument("--long-length", type=int, default=1_000_000)
+    parser.add_argument("--round-trip-dfas", type=int, default=20)
+    parser.add_argument("--parts", default="1234")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(args.seed)
+    if "1" in args.parts:
+        throughput(rng)
+    if "2" in args.parts:
+        long_dfas = [("tomita 3", tomita(3))] + [(f"random 10 states #{i}", random_dfa(10, 3, rng))
+                                                 for i in range(1, args.long_dfas)]
+        long_strings(long_dfas[:args.long_dfas], args.long_length, rng)
+    tomitas = [tomita(i) for i in range(1, 8)]
+    if "3" in args.parts:
+        dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng) for _ in range(args.dfas)]
+        sweep(dfas, args.strings, args.length, rng)
+    if "4" in args.parts:
+        dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng)
+                          for _ in range(args.round_trip_dfas)]
+        round_trip(dfas)
+
+if __name__ == "__main__":
+    main()

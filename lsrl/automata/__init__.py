@@ -1,0 +1,28 @@
+"""Finite automata in, exact recurrent networks out.
+
+``DFA(...)``, ``from_regex(pattern, alphabet)``, ``Mealy(...)``, ``tomita(n)``, ``random_dfa(...)``;
+``to_torch(machine, "rnn" | "second_order" | "lstm" | "gru")``; ``export_onnx(network, path)``;
+``learn_back(network, alphabet)`` (AALpy's L* with the network as membership oracle).
+The names that need PyTorch load on first use, so that ``import lsrl`` stays quick.
+"""
+
+from importlib import import_module
+
+from lsrl.automata.machines import DFA, Mealy, from_regex, random_dfa
+from lsrl.automata.tomita import tomita
+
+_LAZY = {
+    "ARCHITECTURES": "lsrl.automata.compile", "AutomatonNetwork": "lsrl.automata.networks",
+    "to_torch": "lsrl.automata.compile", "gain_bound": "lsrl.automata.gated",
+    "certified_deviation": "lsrl.automata.gated", "export_onnx": "lsrl.automata.export",
+    "learn_back": "lsrl.automata.learning",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'lsrl.automata' has no attribute {name!r}")
+
+
+__all__ = ["DFA", "Mealy", "from_regex", "random_dfa", "tomita", *_LAZY]

@@ -1,0 +1,353 @@
+"""Deterministic finite automata and Mealy machines: checked tables, reference runs, regular expressions.
+
+Parsing regular expressions, determinising and minimising use **automata-lib** (``automata``): it is
+maintained, pure Python, typed, builds a DFA from a regex (``NFA.from_regex`` then ``DFA.from_nfa``),
+minimises it (Hopcroft), and decides language equivalence of two DFAs (``==``), which the round-trip
+check needs. pyformlang parses regexes too but with a different syntax and no random DFAs; interegular
+and greenery target Python's ``re`` dialect (character classes, not a finite alphabet of symbols);
+pynini needs OpenFst binaries.
+
+Both machines keep the user's state and symbol names, and index them (in the order given) for the
+networks: ``table[p, a]`` is the index of the state reached from state ``p`` on symbol ``a``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from lsrl.errors import AutomatonError
+
+_MANY = (set, frozenset, list)  # a target given as one of these may hold several states
+
+
+def _distinct(items, what: str) -> tuple:
+    items = tuple(items)
+    seen = set()
+    for item in items:
+        if item in seen:
+            raise AutomatonError(f"{what} {item!r} is listed twice")
+        seen.add(item)
+    if not items:
+        raise AutomatonError(f"a machine needs at least one {what}")
+    return items
+
+
+def _single_target(state, symbol, target):
+    """The one target of a deterministic entry; several targets are a non-deterministic table."""
+    if isinstance(target, _MANY):
+        if len(target) != 1:
+            raise AutomatonError(f"non-deterministic table: state {state!r} on symbol {symbol!r} goes to "
+                                 f"{len(target)} targets {sorted(map(repr, target))}; a deterministic machine "
+                                 f"needs exactly one")
+        (target,) = target
+    return target
+
+
+def _read_table(states, alphabet, transitions, read_entry) -> dict:
+    """``{(state, symbol): read_entry(state, symbol, value)}`` for every pair, or a clear error."""
+    known_states, known_symbols = set(states), set(alphabet)
+    if not isinstance(transitions, dict):
+        raise AutomatonError(f"transitions must be a dict {{state: {{symbol: target}}}}, got {type(transitions).__name__}")
+    entries = {}
+    for state, row in transitions.items():
+        if state not in known_states:
+            raise AutomatonError(f"transitions leave state {state!r}, which is not one of the states {list(states)}")
+        if not isinstance(row, dict):
+            raise AutomatonError(f"state {state!r}: transitions must be a dict {{symbol: target}}, got {row!r}")
+        for symbol, value in row.items():
+            if symbol not in known_symbols:
+                raise AutomatonError(f"state {state!r}: symbol {symbol!r} is not in the alphabet {list(alphabet)}")
+            entries[state, symbol] = read_entry(state, symbol, value)
+    for state in states:
+        for symbol in alphabet:
+            if (state, symbol) not in entries:
+                raise AutomatonError(f"missing transition: state {state!r} has none on symbol {symbol!r}")
+    return entries
+
+
+def _target_index(state, symbol, target, index: dict) -> int:
+    if target not in index:
+        raise AutomatonError(f"state {state!r} on symbol {symbol!r} goes to {target!r}, which is not one of the states")
+    return index[target]
+
+
+def _check_reachable(states, table: np.ndarray, start: int) -> None:
+    reached, queue = {start}, deque([start])
+    while queue:
+        for nxt in table[queue.popleft()]:
+            if int(nxt) not in reached:
+                reached.add(int(nxt))
+                queue.append(int(nxt))
+    for i, state in enumerate(states):
+        if i not in reached:
+            raise AutomatonError(f"unreachable state {state!r}: no word leads to it from the start state; "
+                                 f"remove it (or call .minimal() on a DFA built without the check)")
+
+
+def _symbol_indices(words, alphabet) -> np.ndarray:
+    """Equal-length words (sequences of symbols) as a ``(B, T)`` array of symbol indices."""
+    index = {symbol: i for i, symbol in enumerate(alphabet)}
+    rows = []
+    for word in words:
+        row = []
+        for symbol in word:
+            if symbol not in index:
+                raise AutomatonError(f"symbol {symbol!r} (in word {word!r}) is not in the alphabet {list(alphabet)}")
+            row.append(index[symbol])
+        rows.append(row)
+    if len({len(row) for row in rows}) > 1:
+        raise AutomatonError("words must all have the same length to form one batch")
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
+
+
+def _run_table(table: np.ndarray, start, indices) -> np.ndarray:
+    """The states after each prefix: ``(B, T)`` from symbol indices ``(B, T)`` (vectorised over B), starting
+    from state ``start`` (one index, or one per string)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if indices.ndim != 2:
+        raise AutomatonError(f"symbol indices must be a (batch, time) array, got shape {indices.shape}")
+    if indices.size and (indices.min() < 0 or indices.max() >= table.shape[1]):
+        raise AutomatonError(f"symbol indices must lie in 0..{table.shape[1] - 1}, got {indices.min()}..{indices.max()}")
+    state = np.broadcast_to(np.asarray(start, dtype=np.int64), indices.shape[:1]).copy()
+    visited = np.empty(indices.shape, dtype=np.int64)
+    for t in range(indices.shape[1]):
+        state = table[state, indices[:, t]]
+        visited[:, t] = state
+    return visited
+
+
+class DFA:
+    """A complete deterministic finite automaton.
+
+    ``DFA(states, alphabet, transitions, start, accepting)`` with ``transitions = {state: {symbol:
+    target}}``. Every state needs exactly one target per symbol and must be reachable from ``start``;
+    anything else raises ``AutomatonError`` naming the state and symbol.
+    """
+
+    def __init__(self, states, alphabet, transitions, start, accepting, *, check_reachable: bool = True):
+        self.states = _distinct(states, "state")
+        self.alphabet = _distinct(alphabet, "symbol")
+        index = {state: i for i, state in enumerate(self.states)}
+        if start not in index:
+            raise AutomatonError(f"start state {start!r} is not one of the states {list(self.states)}")
+        accepting = frozenset(accepting)
+        for state in accepting:
+            if state not in index:
+                raise AutomatonError(f"accepting state {state!r} is not one of the states {list(self.states)}")
+        entries = _read_table(self.states, self.alphabet, transitions,
+                              lambda p, a, target: _target_index(p, a, _single_target(p, a, target), index))
+        self.table = np.array([[entries[p, a] for a in self.alphabet] for p in self.states], dtype=np.int64)
+        self.start = index[start]
+        self.accepting = np.array([state in accepting for state in self.states])
+        if check_reachable:
+            _check_reachable(self.states, self.table, self.start)
+
+    def __repr__(self) -> str:
+        return f"DFA({len(self.states)} states, alphabet {list(self.alphabet)})"
+
+    @property
+    def transitions(self) -> dict:
+        return {p: {a: self.states[self.table[i, j]] for j, a in enumerate(self.alphabet)}
+                for i, p in enumerate(self.states)}
+
+    # ---- running ----------------------------------------------------------------------------------------
+    def indices(self, words) -> np.ndarray:
+        """Equal-length words as a ``(B, T)`` array of symbol indices (unknown symbols are an error)."""
+        return _symbol_indices(words, self.alphabet)
+
+    def accepts(self, word) -> bool:
+        """Whether the whole word is accepted."""
+        visited = self.states_after(self.indices([word]))[0]
+        return bool(self.accepting[visited[-1] if len(visited) else self.start])
+
+    def states_after(self, indices, start=None) -> np.ndarray:
+        """The index of the state after each prefix, ``(B, T)``, from symbol indices ``(B, T)``; from the start
+        state, or from ``start`` (state indices, one per string: to continue a run)."""
+        return _run_table(self.table, self.start if start is None else start, indices)
+
+    def reference(self, indices) -> np.ndarray:
+        """``(B, T, 1)`` float32: 1.0 where the prefix up to t is accepted; what the networks must output."""
+        return self.accepting[self.states_after(indices)][..., None].astype(np.float32)
+
+    # ---- the forms the networks are built from ------------------------------------------------------
+    def transition_outputs(self):
+        """Per transition ``(p, a)`` the output channels of the state it enters: ``(1, n, k)`` 0/1, and the
+        channels before any input (acceptance of the empty word): ``(1,)``."""
+        return self.accepting[self.table][None].astype(np.int64), self.accepting[[self.start]].astype(np.int64)
+
+    def moore(self):
+        """``(table, start, state_outputs)`` with ``state_outputs`` ``(1, n)``: the DFA is its own Moore form."""
+        return self.table, self.start, self.accepting[None].astype(np.int64)
+
+    # ---- automata-lib -----------------------------------------------------------------------------------
+    def to_automata_lib(self):
+        """This DFA as an ``automata.fa.dfa.DFA`` over the symbols ``"0".."k-1"`` (symbol indices)."""
+        from automata.fa.dfa import DFA as LibDFA
+
+        return LibDFA(states=set(range(len(self.states))), input_symbols={str(a) for a in range(len(self.alphabet))},
+                      transitions={p: {str(a): int(self.table[p, a]) for a in range(len(self.alphabet))}
+                                   for p in range(len(self.states))},
+                      initial_state=self.start, final_states={int(p) for p in np.flatnonzero(self.accepting)})
+
+    def minimal(self) -> "DFA":
+        """The minimal equivalent DFA (automata-lib's Hopcroft minimisation), states numbered 0.. breadth first."""
+        return _from_library(self.to_automata_lib().minify(), self.alphabet, [str(a) for a in range(len(self.alphabet))])
+
+    def equivalent(self, other: "DFA") -> bool:
+        """Whether both accept the same language (automata-lib decides it on the product automaton)."""
+        if set(self.alphabet) != set(other.alphabet):
+            return False
+        order = [other.alphabet.index(a) for a in self.alphabet]
+        renamed = DFA(range(len(other.states)), range(len(self.alphabet)),
+                      {p: {a: int(other.table[p, order[a]]) for a in range(len(order))} for p in range(len(other.states))},
+                      other.start, np.flatnonzero(other.accepting).tolist(), check_reachable=False)
+        return self.to_automata_lib() == renamed.to_automata_lib()
+
+
+def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
+    """A complete automata-lib DFA as a ``DFA`` over ``alphabet`` (``lib_symbols[i]`` names ``alphabet[i]``),
+    states renumbered breadth first from the start; a partial one is completed with a rejecting sink."""
+    if lib_dfa.allow_partial:
+        lib_dfa = lib_dfa.to_complete()
+    order, queue = {lib_dfa.initial_state: 0}, deque([lib_dfa.initial_state])
+    while queue:
+        state = queue.popleft()
+        for symbol in lib_symbols:
+            target = lib_dfa.transitions[state][symbol]
+            if target not in order:
+                order[target] = len(order)
+                queue.append(target)
+    transitions = {order[p]: {a: order[lib_dfa.transitions[p][s]] for a, s in zip(alphabet, lib_symbols)} for p in order}
+    return DFA(range(len(order)), alphabet, transitions, 0, [order[p] for p in lib_dfa.final_states if p in order])
+
+
+def from_regex(pattern: str, alphabet) -> DFA:
+    """The minimal complete DFA of a regular expression over ``alphabet`` (single-character symbols).
+
+    Syntax is automata-lib's: concatenation, ``|``, ``*``, ``+``, ``?``, parentheses, ``&`` (intersection)
+    and ``.`` (any symbol of the alphabet).
+    """
+    from automata.base.exceptions import AutomatonException
+    from automata.fa.dfa import DFA as LibDFA
+    from automata.fa.nfa import NFA
+
+    alphabet = _distinct(alphabet, "symbol")
+    for symbol in alphabet:
+        if not (isinstance(symbol, str) and len(symbol) == 1):
+            raise AutomatonError(f"from_regex: symbols must be single characters, got {symbol!r}")
+    used = {c for c in pattern if c.isalnum()}
+    if used - set(alphabet):
+        raise AutomatonError(f"from_regex: symbol(s) {sorted(used - set(alphabet))} in {pattern!r} are not in the "
+                             f"alphabet {list(alphabet)}")
+    try:
+        nfa = NFA.from_regex(pattern, input_symbols=set(alphabet))
+    except AutomatonException as error:
+        raise AutomatonError(f"from_regex: cannot parse {pattern!r}: {error}") from None
+    return _from_library(LibDFA.from_nfa(nfa, minify=True), alphabet, alphabet)
+
+
+def random_dfa(n_states: int, n_symbols: int, rng: np.random.Generator) -> DFA:
+    """A random minimal DFA with exactly ``n_states`` states over symbols ``0..n_symbols-1``.
+
+    Every state but the start gets an incoming transition from a random earlier state (so all are
+    reachable), the other transitions and the accepting set are uniform; minimised, and redrawn
+    until no two states are equivalent.
+    """
+    if n_states < 1 or n_symbols < 1:
+        raise AutomatonError(f"random_dfa: need at least one state and one symbol, got {n_states} and {n_symbols}")
+    while True:
+        table = rng.integers(0, n_states, size=(n_states, n_symbols))
+        free = [(p, a) for p in range(n_states) for a in range(n_symbols)]
+        for state in range(1, n_states):  # a spanning tree: state reached from an earlier one
+            choices = [i for i, (p, _) in enumerate(free) if p < state]
+            p, a = free.pop(choices[rng.integers(len(choices))])
+            table[p, a] = state
+        accepting = np.flatnonzero(rng.random(n_states) < 0.5).tolist()
+        dfa = DFA(range(n_states), range(n_symbols), {p: dict(enumerate(map(int, table[p]))) for p in range(n_states)},
+                  0, accepting)
+        minimal = dfa.minimal()
+        if len(minimal.states) == n_states:
+            return minimal
+
+
+class Mealy:
+    """A complete deterministic Mealy machine: ``transitions = {state: {symbol: (target, output)}}``.
+
+    The output at step t is the output of the transition taken on the t-th symbol. Checked like ``DFA``;
+    an output outside ``outputs`` is an error too.
+    """
+
+    def __init__(self, states, alphabet, outputs, transitions, start):
+        self.states = _distinct(states, "state")
+        self.alphabet = _distinct(alphabet, "symbol")
+        self.outputs = _distinct(outputs, "output")
+        index = {state: i for i, state in enumerate(self.states)}
+        output_index = {o: i for i, o in enumerate(self.outputs)}
+        if start not in index:
+            raise AutomatonError(f"start state {start!r} is not one of the states {list(self.states)}")
+
+        def read_entry(p, a, value):
+            value = _single_target(p, a, value)
+            if not (isinstance(value, tuple) and len(value) == 2):
+                raise AutomatonError(f"state {p!r} on symbol {a!r}: a Mealy entry is a pair (target, output), got {value!r}")
+            target, output = value
+            if output not in output_index:
+                raise AutomatonError(f"state {p!r} on symbol {a!r} outputs {output!r}, which is not one of the "
+                                     f"outputs {list(self.outputs)}")
+            return _target_index(p, a, target, index), output_index[output]
+
+        entries = _read_table(self.states, self.alphabet, transitions, read_entry)
+        self.table = np.array([[entries[p, a][0] for a in self.alphabet] for p in self.states], dtype=np.int64)
+        self.output_table = np.array([[entries[p, a][1] for a in self.alphabet] for p in self.states], dtype=np.int64)
+        self.start = index[start]
+        _check_reachable(self.states, self.table, self.start)
+
+    def __repr__(self) -> str:
+        return f"Mealy({len(self.states)} states, alphabet {list(self.alphabet)}, outputs {list(self.outputs)})"
+
+    def indices(self, words) -> np.ndarray:
+        return _symbol_indices(words, self.alphabet)
+
+    def translate(self, word) -> list:
+        """The output symbols of ``word``."""
+        indices = self.indices([word])
+        if not indices.shape[1]:
+            return []
+        previous = np.concatenate([[self.start], _run_table(self.table, self.start, indices)[0, :-1]])
+        return [self.outputs[o] for o in self.output_table[previous, indices[0]]]
+
+    def reference(self, indices) -> np.ndarray:
+        """``(B, T, |outputs|)`` float32 one-hot output symbols."""
+        indices = np.asarray(indices, dtype=np.int64)
+        visited = _run_table(self.table, self.start, indices)
+        previous = np.concatenate([np.full((indices.shape[0], 1), self.start), visited[:, :-1]], axis=1)
+        return np.eye(len(self.outputs), dtype=np.float32)[self.output_table[previous, indices]]
+
+    def transition_outputs(self):
+        """``(|outputs|, n, k)`` one-hot output per transition; no output before any input."""
+        return np.moveaxis(np.eye(len(self.outputs), dtype=np.int64)[self.output_table], -1, 0), \
+            np.zeros(len(self.outputs), dtype=np.int64)
+
+    def moore(self):
+        """The equivalent Moore machine on pairs (state, last output), reachable ones only, numbered
+        breadth first from (start, none): ``(table, start, state_outputs (|outputs|, n'))``."""
+        k = len(self.alphabet)
+        pairs, queue, rows = {(self.start, -1): 0}, deque([(self.start, -1)]), {}
+        while queue:
+            pair = queue.popleft()
+            row = []
+            for a in range(k):
+                nxt = (int(self.table[pair[0], a]), int(self.output_table[pair[0], a]))
+                if nxt not in pairs:
+                    pairs[nxt] = len(pairs)
+                    queue.append(nxt)
+                row.append(pairs[nxt])
+            rows[pairs[pair]] = row
+        table = np.array([rows[i] for i in range(len(pairs))], dtype=np.int64)
+        state_outputs = np.zeros((len(self.outputs), len(pairs)), dtype=np.int64)
+        for (_, output), i in pairs.items():
+            if output >= 0:
+                state_outputs[output, i] = 1
+        return table, 0, state_outputs

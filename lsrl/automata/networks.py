@@ -1,0 +1,95 @@
+"""The module every automaton compiles to: a recurrent core (``.core``) and a thresholded linear readout.
+
+One-hot symbols ``(B, T, |alphabet|)`` in, ``(B, T, C)`` out, 1.0 / 0.0 — C = 1 (acceptance of the
+prefix) for a DFA, C = |outputs| (the one-hot output symbol) for a Mealy machine. The builders are in
+``lsrl.automata.exact`` (ReLU RNN, second-order RNN) and ``lsrl.automata.gated`` (LSTM, GRU).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from lsrl.automata.units import TransitionUnits
+from lsrl.errors import DimensionError, SequenceError
+
+
+class AutomatonNetwork(nn.Module):
+    """``core`` (a stock recurrent layer, or the LLRNN cell) from the initial state ``h0`` (and ``c0``), then
+    ``readout``: a channel is 1.0 where its linear score is positive."""
+
+    def __init__(self, architecture: str, core: nn.Module, readout: nn.Linear, h0: torch.Tensor,
+                 c0: torch.Tensor | None = None, gain: float | None = None):
+        super().__init__()
+        self.architecture, self.core, self.readout, self.gain = architecture, core, readout, gain
+        self.register_buffer("h0", h0)
+        self.register_buffer("c0", c0)
+
+    def _input_size(self) -> int:
+        return self.core.input_size if hasattr(self.core, "input_size") else self.core.input_dim
+
+    def initial_state(self, batch: int):
+        """The core's state before any symbol, for a batch: what ``hidden`` starts from."""
+        h0 = self.h0.expand(batch, -1)
+        if not isinstance(self.core, nn.RNNBase):
+            return h0.clone()  # the LLRNN cell's state is (B, H)
+        if isinstance(self.core, nn.LSTM):
+            return h0[None].contiguous(), self.c0.expand(1, batch, -1).contiguous()
+        return h0[None].contiguous()
+
+    def hidden(self, x: torch.Tensor, state=None):
+        """The hidden states ``(B, T, H)`` of the core on ``x`` from ``state`` (default: the initial state),
+        and the state after the last step (to continue from)."""
+        if x.dim() != 3 or x.shape[-1] != self._input_size():
+            raise DimensionError(f"{self.architecture} automaton network: input must be one-hot symbols of shape "
+                                 f"(B, T, {self._input_size()}), got {tuple(x.shape)}")
+        _check_one_hot(x, self.architecture)
+        x = x.to(self.h0.dtype)
+        state = self.initial_state(x.shape[0]) if state is None else state
+        if isinstance(self.core, nn.RNNBase):
+            return self.core(x, state)
+        states = self.core(x, state)
+        return states, states[:, -1]
+
+    def read(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The readout of hidden states: 1.0 where a channel's linear score is positive."""
+        return (self.readout(hidden) > 0).to(self.h0.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.read(self.hidden(x)[0])
+
+    def initial_output(self) -> torch.Tensor:
+        """The readout before any symbol, ``(C,)``: for a DFA, whether the empty word is accepted."""
+        return self.read(self.h0)
+
+
+def _check_one_hot(x: torch.Tensor, architecture: str) -> None:
+    """Each (string, step) must be one symbol: a row of zeros with a single 1."""
+    is_symbol = ((x == 0) | (x == 1)).all(dim=-1) & (x.sum(dim=-1) == 1)
+    if not bool(is_symbol.all()):
+        b, t = (int(i) for i in torch.nonzero(~is_symbol)[0])
+        raise SequenceError(f"{architecture} automaton network: input [{b}, {t}] is {x[b, t].tolist()}, not a "
+                            f"one-hot symbol (a single 1 among zeros)")
+
+
+def linear_layer(weight, bias, dtype) -> nn.Linear:
+    layer = nn.Linear(weight.shape[1], weight.shape[0], dtype=dtype)
+    with torch.no_grad():
+        layer.weight.copy_(torch.as_tensor(np.asarray(weight, dtype=np.float64)))
+        layer.bias.copy_(torch.as_tensor(np.asarray(bias, dtype=np.float64)))
+    return layer.requires_grad_(False)
+
+
+def set_weights(core: nn.RNNBase, **weights) -> nn.RNNBase:
+    """Copy numpy arrays into ``core``'s layer-0 parameters (``weight_ih=..`` sets ``weight_ih_l0``)."""
+    with torch.no_grad():
+        for name, value in weights.items():
+            getattr(core, f"{name}_l0").copy_(torch.as_tensor(np.asarray(value, dtype=np.float64)))
+    return core.requires_grad_(False)
+
+
+def half_threshold_readout(units: TransitionUnits, scale: float, offset, dtype) -> nn.Linear:
+    """Channel c is on when ``Σ_{readout[c]} on(u) > 1/2``, with ``on = scale * h + offset`` read off the units."""
+    readout = units.readout.astype(np.float64)
+    return linear_layer(readout * scale, readout @ np.broadcast_to(offset, units.size) - 0.5, dtype)
