@@ -14,6 +14,7 @@ from safetensors.numpy import load_file, save_file
 import torch
 
 import lsrl
+from lsrl.programs import discrete_approximator, discrete_prompt
 
 
 # ---------------------------------------------------------------------- model files
@@ -359,3 +360,35 @@ def test_targets_and_experiments_are_reachable_after_import_lsrl():
 def test_a_hawk_too_large_for_memory_is_refused_with_the_estimate(accumulator_model, arch):
     with pytest.raises(lsrl.LsrlError, match=r"at least \d+\.\d GiB"):
         accumulator_model.to_torch(arch, max_len=10**8, construction="app_e")
+
+
+# ---- integer tokens ---------------------------------------------------------------------------------
+
+
+def test_a_discrete_approximator_refuses_tokens_that_are_not_integers(tmp_path):
+    program = discrete_approximator(2)
+    prompt = discrete_prompt({(1, 2): (3, 4)}, query=(1, 2)).astype(float)
+    bad = prompt.copy()
+    bad[3, 0] = 1.5
+    model = lsrl.compile(program)
+    runs = {
+        "interpreter": lambda: program(bad),
+        "interpreter exact": lambda: program(bad, exact=True),
+        "compiled": lambda: model(bad),
+        "compiled exact": lambda: model(bad, exact=True),
+        "loaded": lambda: lsrl.load(model.save(tmp_path / "m"))(bad),
+        "diagonal": lambda: model.diagonal()(bad),
+        "gated_rnn": lambda: model.to_torch("gated_rnn")(torch.as_tensor(bad[None])),
+        "gru": lambda: model.to_torch("gru")(torch.as_tensor(bad[None])),
+    }
+    for label, run in runs.items():
+        with pytest.raises(lsrl.SequenceError, match=r"Input 'token': component 0 is (1\.5|3/2) at step 3 .*integer tokens"):
+            run()
+    assert list(model(prompt)[-2:, 0]) == [3, 4]  # integer tokens still pass
+    assert model(bad, check_bounds=False).shape == (len(bad), 1)  # and the opt-out skips the check
+
+
+def test_an_input_without_the_declaration_takes_any_number():
+    x = lsrl.Input(1)
+    assert not x.integer
+    assert lsrl.ForEach(x * 2)([[0.25]])[0, 0] == 0.5

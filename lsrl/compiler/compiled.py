@@ -136,7 +136,8 @@ class CompiledProgram:
             "version": FORMAT_VERSION,
             "name": self.name,
             "backend": self.backend,
-            "input": {"name": self.input.name, "dim": self.input.dim, "bounds": _encode_bounds(self.input.bounds)},
+            "input": {"name": self.input.name, "dim": self.input.dim, "bounds": _encode_bounds(self.input.bounds),
+                      "integer": self.input.integer},
             "layers": layers,
             "stats": self.stats,
         }
@@ -209,8 +210,9 @@ def _field(mapping, key, kind, where, default=_MISSING):
 def _decode_input(spec, where) -> Input:
     dim = _field(spec, "dim", int, where)
     bounds = _field(spec, "bounds", list, where)
+    integer = _field(spec, "integer", bool, where, default=False)  # files of older versions lack it
     try:
-        return Input(dim, name=_field(spec, "name", str, where), bounds=_decode_bounds(bounds))
+        return Input(dim, name=_field(spec, "name", str, where), bounds=_decode_bounds(bounds), integer=integer)
     except (LsrlError, ValueError, TypeError, ArithmeticError) as error:  # a bound that is no number
         raise ModelFileError(f"{where}: {error}") from None
 

@@ -406,7 +406,7 @@ def float_diagonal(model):
     except LsrlError:
         if model.backend != "exact":
             raise
-    start = type(model.input)(model.input.dim, name=model.input.name, bounds=model.input.bounds)
+    start = model.input.fresh()
     layers = []
     for layer in model.layers:
         layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
@@ -425,7 +425,7 @@ def diagonalise(model):
     a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc)."""
     from lsrl.compiler.compiled import CompiledProgram
 
-    start = type(model.input)(model.input.dim, name=model.input.name, bounds=model.input.bounds)
+    start = model.input.fresh()
     layers, previous, readback = [], start, None
     for layer in model.layers:
         if readback is not None and layer.kind in ("ReLU", "Multi"):  # nothing to fold s = V z into

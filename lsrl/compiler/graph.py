@@ -30,11 +30,12 @@ class Op:
 
     _ids = itertools.count()
 
-    def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None):
+    def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None,
+                 integer=False):
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
         self.A, self.B, self.b, self.init = A, B, b, init
         self.picks = picks
-        self.bounds = bounds  # an input's declared value bounds
+        self.bounds, self.integer = bounds, integer  # what an input declares about its values
         self.id = next(Op._ids)
         self.name = name or f"{kind}_{self.id}"
         self.nnz = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
@@ -239,7 +240,7 @@ class Graph:
         new = {}
         for op in self.ops():
             twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
-                      op.picks, op.bounds)
+                      op.picks, op.bounds, op.integer)
             new[op] = clone.add(twin)
         clone.input, clone.output = new[self.input], new[self.output]
         clone.peak_nnz = max(clone.peak_nnz, self.peak_nnz)
@@ -259,7 +260,7 @@ class Graph:
         for op in self.ops():
             inputs = [nodes[x] for x in op.inputs]
             if op.kind == INPUT:
-                node = N.Input(op.dim, name=op.name, bounds=op.bounds)
+                node = N.Input(op.dim, name=op.name, bounds=op.bounds, integer=op.integer)
             elif op.kind == LINEAR:
                 node = N.Linear(inputs[0], op.A, op.b, name=op.name)
             elif op.kind == LINSTATE:
@@ -294,7 +295,7 @@ def from_program(program, backend) -> Graph:
         elif kind == CONCAT:
             op = Op(kind, inputs, node.dim, node.name, picks=[range(x.dim) for x in inputs])
         elif kind == INPUT:
-            op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds)
+            op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds, integer=node.integer)
         else:
             op = Op(kind, inputs, node.dim, node.name)
         ops[node] = graph.add(op)

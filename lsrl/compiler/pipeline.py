@@ -37,7 +37,7 @@ def to_layers(graph: Graph) -> CompiledProgram:
     if not graph.is_path():
         raise GraphError(f"to_layers needs a path graph; {graph.name} still branches (run debranch first)")
     path = graph.path()
-    start = Input(path[0].dim, name=path[0].name, bounds=path[0].bounds)
+    start = Input(path[0].dim, name=path[0].name, bounds=path[0].bounds, integer=path[0].integer)
     layers, previous = [], start
     for op in path[1:]:
         if op.kind == LINEAR:

@@ -110,7 +110,9 @@ def prune(graph: Graph) -> Graph:
     start, layers = path[0], path[1:]
     pruned = Graph(graph.backend, graph.name)
     pruned.stats, pruned.peak_nnz = dict(graph.stats), graph.peak_nnz
-    pruned.input = previous = pruned.add(Op(start.kind, [], start.dim, start.name, bounds=start.bounds))
+    pruned.input = previous = pruned.add(
+        Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer)
+    )
     zeros, zero_in = [], set()
     for layer in layers:
         zero_in = _always_zero(layer, zero_in)

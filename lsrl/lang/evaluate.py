@@ -37,6 +37,14 @@ def _outside_bounds(input_node, where, value, component):
     )
 
 
+def _not_integer(input_node, where, value, component):
+    sequence, step = where
+    return SequenceError(
+        f"{input_node.describe()}: component {component} is {value} at step {step} of sequence {sequence}, "
+        "but the Input declares integer tokens; pass check_bounds=False to run anyway"
+    )
+
+
 def float_bounds(bounds, below: bool):
     """Rational ``bounds`` (lower ones if ``below``) as floats, and per bound whether its float lies
     outside it; no other float lies between a bound and its rounding, so comparing with the float and
@@ -75,6 +83,10 @@ class FloatMode:
                 if np.any(outside):
                     sequence, step, component = (int(i) for i in np.argwhere(outside)[0])
                     raise _outside_bounds(input_node, (sequence, step), batch[sequence, step, component], component)
+            fractional = batch != np.round(batch)
+            if input_node.integer and np.any(fractional):
+                sequence, step, component = (int(i) for i in np.argwhere(fractional)[0])
+                raise _not_integer(input_node, (sequence, step), batch[sequence, step, component], component)
         return batch, squeeze, batch.shape[1]
 
     def at(self, batch, t):
@@ -130,6 +142,8 @@ class ExactMode:
             for (sequence, step, component), value in np.ndenumerate(batch):
                 if not low[component] <= value <= high[component]:
                     raise _outside_bounds(input_node, (sequence, step), value, component)
+                if input_node.integer and value.denominator != 1:
+                    raise _not_integer(input_node, (sequence, step), value, component)
         return [[list(step) for step in sequence] for sequence in batch.tolist()], squeeze, batch.shape[1]
 
     def at(self, batch, t):

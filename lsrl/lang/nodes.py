@@ -140,16 +140,23 @@ class Input(Node):
 
     ``bounds=(lo, hi)`` declares the range of every component (scalars or sequences; ``None`` means
     unbounded). The value-range analysis behind the optimised ``f_ifelse`` variants starts from it.
+    ``integer=True`` declares that every component is an integer (tokens). Both are checked on every
+    run (interpreter, compiled model, torch targets) unless the caller passes ``check_bounds=False``.
     """
 
     kind = "Input"
 
-    def __init__(self, dim: int, name=None, bounds=None):
+    def __init__(self, dim: int, name=None, bounds=None, integer: bool = False):
         super().__init__((), dim, name)
         if not isinstance(dim, numbers.Integral) or dim < 1:
             raise DimensionError(f"{self.describe()}: dim must be a positive integer, got {dim!r}")
         self.dim = int(dim)
         self.bounds = self._parse_bounds(bounds)
+        self.integer = bool(integer)
+
+    def fresh(self) -> "Input":
+        """A new Input with the same name and declarations, to start another chain of layers."""
+        return Input(self.dim, name=self.name, bounds=self.bounds, integer=self.integer)
 
     def _parse_bounds(self, bounds):
         if bounds is None:

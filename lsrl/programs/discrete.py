@@ -54,7 +54,7 @@ def discrete_approximator(
     def choose(cond, t, f, name=None):
         return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
 
-    token = Input(dim=1, name="token", bounds=(0, vocabulary))
+    token = Input(dim=1, name="token", bounds=(0, vocabulary), integer=True)
     mod_n = f_modulo_counter(token, n, counter, mu, name="mod_n")
     mod_2n = f_modulo_counter(token, 2 * n, counter, mu, name="mod_2n")
     # modes: reading the query, comparing a key with it, or copying a value

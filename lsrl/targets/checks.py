@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.lang.evaluate import float_bounds
+from lsrl.lang.evaluate import _not_integer, float_bounds
 
 
 def module_placement(module: torch.nn.Module) -> tuple:
@@ -85,6 +85,10 @@ def _check_bounds(declared, x: torch.Tensor) -> None:
                 f"step {step} of sequence {sequence}, outside the declared bounds [{low}, {high}]; the model may "
                 "rely on them (optimised f_ifelse variants); pass check_bounds=False to run anyway"
             )
+    fractional = x != torch.round(x)
+    if declared.integer and fractional.any():
+        sequence, step, component = (int(i) for i in torch.nonzero(fractional)[0])
+        raise _not_integer(declared, (sequence, step), x[sequence, step, component].item(), component)
 
 
 def _warn_if_inexact(module, dtype) -> None:
