@@ -48,7 +48,7 @@ def main():
     overrides = {"batch_size": arguments.batch} if arguments.batch else {}
     if arguments.compile is not None:
         overrides["compile"] = arguments.compile
-    print(f"| model | preset | task | batch | tape | compile | s / step | steps | min / run |")
+    print("| model | preset | task | batch | tape | compile | s / step | steps | min / run |")
     print("|---|---|---|---|---|---|---|---|---|")
     for model in arguments.models.split(","):
         config = preset(arguments.preset, model, arguments.task, **overrides)
