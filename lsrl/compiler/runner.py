@@ -210,18 +210,27 @@ def _store_chunk(y, out, first, count, start, span):
 def _affine(matrices, matrix, biases, bias, rows, x, y, lanes, compensation):
     """``y = M x + b`` for the matrix at CSR offset ``matrix`` and the bias at offset ``bias``.
 
-    Each row is summed with Neumaier's compensated summation, starting from the bias: a fused row
-    of a λ = 1e10 conditional adds a small value to partial sums of 1e12 that cancel, and a plain
-    sum would lose the small value's low digits (the interpreter, which does not fuse, keeps them).
+    A row that takes several additions is summed with compensated summation, starting from the
+    bias: a fused row of a λ = 1e10 conditional adds a small value to partial sums of 1e12 that
+    cancel, and a plain sum would lose the small value's low digits (the interpreter, which does not
+    fuse, keeps them). A row of one addition or none is already exact to rounding and takes one
+    pass, its first term starting the sum and the bias riding with the last.
     """
     row_starts, _, columns, weights = matrices
     for i in range(rows):
-        target = y[i]
-        offset = biases[bias + i]
+        target, offset = y[i], biases[bias + i]
+        first, stop = row_starts[matrix + i], row_starts[matrix + i + 1]
+        if stop - first + (offset != 0.0) <= 2:
+            if first == stop:
+                for lane in range(lanes):
+                    target[lane] = offset
+            for k in range(first, stop):
+                _add_term(target, weights[k], x[columns[k]], lanes, k == first, k == stop - 1, offset)
+            continue
         for lane in range(lanes):
             target[lane] = offset
             compensation[lane] = 0.0
-        for k in range(row_starts[matrix + i], row_starts[matrix + i + 1]):
+        for k in range(first, stop):
             _add_compensated(target, compensation, weights[k], x[columns[k]], lanes)
         for lane in range(lanes):
             total = target[lane] + compensation[lane]
@@ -230,16 +239,27 @@ def _affine(matrices, matrix, biases, bias, rows, x, y, lanes, compensation):
 
 
 @numba.njit(cache=True, nogil=True)
+def _add_term(target, weight, source, lanes, is_first, is_last, offset):
+    """``target += weight * source``, or ``=`` for the first term; the last adds ``offset`` after."""
+    for lane in range(lanes):
+        value = weight * source[lane]
+        if not is_first:
+            value = target[lane] + value
+        if is_last:
+            value = value + offset
+        target[lane] = value
+
+
+@numba.njit(cache=True, nogil=True)
 def _add_compensated(target, compensation, weight, source, lanes):
-    """``target += weight * source``, the rounding error of each addition added to ``compensation``."""
+    """``target += weight * source``, the rounding error of each addition (Knuth's branch-free TwoSum,
+    which vectorises) added to ``compensation``."""
     for lane in range(lanes):
         term = weight * source[lane]
         total = target[lane]
         summed = total + term
-        if abs(total) >= abs(term):
-            compensation[lane] += (total - summed) + term
-        else:
-            compensation[lane] += (term - summed) + total
+        virtual = summed - total
+        compensation[lane] += (total - (summed - virtual)) + (term - virtual)
         target[lane] = summed
 
 
