@@ -17,10 +17,9 @@ from tqdm.auto import tqdm
 from lsrl.compiler.compiled import CompiledProgram
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Graph, from_program
+from lsrl.compiler.graph import Graph, from_program
 from lsrl.compiler.prune import prune
 from lsrl.errors import GraphError
-from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import get_backend
 
@@ -36,24 +35,9 @@ def to_layers(graph: Graph) -> CompiledProgram:
     """Last stage: a path graph as a ``CompiledProgram``, its layers lsrl nodes chained from a new Input."""
     if not graph.is_path():
         raise GraphError(f"to_layers needs a path graph; {graph.name} still branches (run debranch first)")
-    path = graph.path()
-    start = Input(path[0].dim, name=path[0].name, bounds=path[0].bounds, integer=path[0].integer)
-    layers, previous = [], start
-    for op in path[1:]:
-        if op.kind == LINEAR:
-            layer = Linear(previous, op.A, op.b, name=op.name)
-        elif op.kind == RELU:
-            layer = ReLU(previous, name=op.name)
-        elif op.kind == LINSTATE:
-            layer = LinState(previous, op.A, op.B, op.b, op.init, name=op.name)
-        elif op.kind == MULTI:
-            layer = Multi(previous, name=op.name)
-        else:
-            raise GraphError(f"internal compiler error: {op.describe()} left in the path")
-        layers.append(layer)
-        previous = layer
+    program = graph.to_program()  # a path has no Concat: its nodes, inputs first, are the Input and the layers
     stats = dict(graph.stats, peak_nonzeros=graph.peak_nnz)
-    return CompiledProgram(start, layers, graph.backend, stats, graph.name)
+    return CompiledProgram(program.input, program.nodes[1:], graph.backend, stats, graph.name)
 
 
 def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram:
