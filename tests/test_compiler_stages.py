@@ -40,17 +40,27 @@ def kinds_of_users(graph, op):
     return sorted(user.kind for user in graph.distinct_users(op))
 
 
-def apply_case(program, at, expected_case):
-    """Apply the App. A case at the op named ``at``; returns (graph before, graph after, v)."""
+def apply_rule(program, at, rule, apply, seed=0):
+    """``apply(graph, op)`` at the op named ``at``, which must count as one ``rule`` and leave the
+    outputs exactly as they were; returns (graph after, op)."""
     before = to_graph(program)
     graph = before.copy()
-    v = op_named(graph, at)
-    assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == expected_case
-    rules.debranch_at(graph, v)
-    assert graph.stats == {expected_case: 1}
-    xs = random_inputs(program.input.dim)
+    op = op_named(graph, at)
+    apply(graph, op)
+    assert graph.stats == {rule: 1}
+    xs = random_inputs(program.input.dim, seed=seed)
     assert exact_outputs(graph, xs) == exact_outputs(before, xs)
-    return before, graph, v
+    return graph, op
+
+
+def apply_case(program, at, expected_case):
+    """Apply the App. A case at the op named ``at``; returns (graph after, v)."""
+
+    def check_and_apply(graph, v):
+        assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == expected_case
+        rules.debranch_at(graph, v)
+
+    return apply_rule(program, at, expected_case, check_and_apply)
 
 
 # ---- the cases of App. A ------------------------------------------------------------------------
@@ -58,14 +68,14 @@ def apply_case(program, at, expected_case):
 
 def test_case_1a_keeps_one_of_several_multis():
     x = lsrl.Input(4, name="v")
-    _, graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Multi(x)])), "v", "case_1a")
+    graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Multi(x)])), "v", "case_1a")
     assert kinds_of_users(graph, v) == ["multi"]
 
 
 def test_case_1b_passes_the_other_users_through_the_multi():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Linear(x, [[1, 2]])]))
-    _, graph, v = apply_case(program, "v", "case_1b")
+    graph, v = apply_case(program, "v", "case_1b")
     (feed,) = graph.distinct_users(v)
     assert feed.kind == "linear" and kinds_of_users(graph, feed) == ["multi"]
 
@@ -74,7 +84,7 @@ def test_case_2_merges_linstates_into_one_block_diagonal_state():
     x = lsrl.Input(1, name="v")
     first = lsrl.LinState(x, [[1]], [[1]])
     second = lsrl.LinState(x, [[Fraction(1, 2)]], [[2]], init_state=[3])
-    _, graph, v = apply_case(lsrl.ForEach(lsrl.Concat([first, second])), "v", "case_2")
+    graph, v = apply_case(lsrl.ForEach(lsrl.Concat([first, second])), "v", "case_2")
     (merged,) = graph.distinct_users(v)
     assert merged.kind == "linstate" and merged.dim == 2
     assert merged.A.to_fractions() == [[1, 0], [0, Fraction(1, 2)]] and merged.init.to_fractions() == [0, 3]
@@ -82,7 +92,7 @@ def test_case_2_merges_linstates_into_one_block_diagonal_state():
 
 def test_case_3_keeps_one_of_several_relus():
     x = lsrl.Input(2, name="v")
-    _, graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])), "v", "case_3")
+    graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])), "v", "case_3")
     assert kinds_of_users(graph, v) == ["relu"]
 
 
@@ -90,14 +100,14 @@ def test_case_4_turns_a_concat_of_v_alone_into_a_slice():
     x = lsrl.Input(2, name="v")
     doubled = lsrl.Concat([x, x])
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(doubled, [[1, 0, 0, 1]])]))
-    _, graph, v = apply_case(program, "v", "case_4")
+    graph, v = apply_case(program, "v", "case_4")
     assert kinds_of_users(graph, v) == ["concat", "linear"]
 
 
 def test_case_5a_pushes_slices_into_their_users():
     x = lsrl.Input(3, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x[0:2]), lsrl.Linear(x[1:3], [[1, -1]]), lsrl.LinState(x[2:3], [[1]], [[1]])]))
-    _, graph, v = apply_case(program, "v", "case_5a")
+    graph, v = apply_case(program, "v", "case_5a")
     assert not any(user.is_slice for user in graph.distinct_users(v))
     assert kinds_of_users(graph, v) == ["linear", "linstate", "relu"]
 
@@ -106,7 +116,7 @@ def test_case_5a_gathers_a_slice_into_a_concat_without_widening_it():
     x = lsrl.Input(5, name="v")
     y = lsrl.ReLU(x[0:1], name="y")
     program = lsrl.ForEach(lsrl.Concat([lsrl.Concat([x[3:4], y], name="pair"), x[4:5]]))
-    _, graph, v = apply_case(program, "v", "case_5a")
+    graph, v = apply_case(program, "v", "case_5a")
     pair = op_named(graph, "pair")
     assert pair.dim == 2 and [list(p) for p in pair.picks] == [[3], [0]]
 
@@ -114,7 +124,7 @@ def test_case_5a_gathers_a_slice_into_a_concat_without_widening_it():
 def test_case_5b_merges_linears_into_one_with_distinct_rows():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[1, 2], [3, 4]]), lsrl.Linear(x, [[3, 4], [0, 1]])]))
-    _, graph, v = apply_case(program, "v", "case_5b")
+    graph, v = apply_case(program, "v", "case_5b")
     (merged,) = graph.distinct_users(v)
     assert merged.kind == "linear" and merged.dim == 3  # the row [3, 4] once
     assert all(user.is_slice for user in graph.distinct_users(merged))
@@ -123,7 +133,7 @@ def test_case_5b_merges_linears_into_one_with_distinct_rows():
 def test_case_6_reads_the_other_users_through_a_copying_linstate():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.LinState(x, [[1]], [[1, 0]]), lsrl.Linear(x, [[0, 5]])]))
-    _, graph, v = apply_case(program, "v", "case_6")
+    graph, v = apply_case(program, "v", "case_6")
     assert kinds_of_users(graph, v) == ["linstate", "linstate"]
     dummy = next(u for u in graph.distinct_users(v) if u.A.is_zero())
     assert dummy.dim == 1  # carries only component 1, the one the Linear reads
@@ -132,14 +142,14 @@ def test_case_6_reads_the_other_users_through_a_copying_linstate():
 def test_case_7a_puts_identity_linears_in_front_of_the_relus():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(lsrl.Linear(x, [[1, 1]])), lsrl.ReLU(x)]))
-    _, graph, v = apply_case(program, "v", "case_7a")
+    graph, v = apply_case(program, "v", "case_7a")
     assert kinds_of_users(graph, v) == ["linear", "linear"]
 
 
 def test_case_7b_reads_lonely_linears_through_a_relu_bypass():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[1, -1]]), lsrl.ReLU(x)]))
-    _, graph, v = apply_case(program, "v", "case_7b")
+    graph, v = apply_case(program, "v", "case_7b")
     assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_7a"
 
 
@@ -164,14 +174,14 @@ def test_case_8_reads_concats_through_a_slice_of_what_they_read():
 def test_case_9_reads_concats_through_a_relu_bypass():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(lsrl.ReLU(x), [[1, 1]])]))
-    _, graph, v = apply_case(program, "v", "case_9")
+    graph, v = apply_case(program, "v", "case_9")
     assert "concat" not in kinds_of_users(graph, v)
 
 
 def test_case_10_bypasses_concats_and_lonely_linears():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(x, [[2, 0]]), lsrl.ReLU(x)]))
-    _, graph, v = apply_case(program, "v", "case_10")
+    graph, v = apply_case(program, "v", "case_10")
     assert "concat" not in kinds_of_users(graph, v)
     assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_7a"
 
@@ -180,13 +190,10 @@ def test_case_10_bypasses_concats_and_lonely_linears():
 
 
 def apply_fusion(program, at, rule):
-    before = to_graph(program)
-    graph = before.copy()
-    assert fusion.fuse_at(graph, op_named(graph, at))
-    assert graph.stats == {rule: 1}
-    xs = random_inputs(program.input.dim, seed=1)
-    assert exact_outputs(graph, xs) == exact_outputs(before, xs)
-    return graph
+    def fuse(graph, op):
+        assert fusion.fuse_at(graph, op)
+
+    return apply_rule(program, at, rule, fuse, seed=1)[0]
 
 
 def test_fuse_linear_linear():
