@@ -212,8 +212,10 @@ def test_fuse_linear_linstate():
 
 def test_fuse_relu_relu():
     x = lsrl.Input(2)
-    graph = apply_fusion(lsrl.ForEach(lsrl.ReLU(lsrl.ReLU(x, name="a"))), "a", "fuse_relu_relu")
-    assert [op.kind for op in graph.ops()] == ["input", "relu"]
+    inner = lsrl.ReLU(x)
+    program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(inner, name="a"), inner * 2]))  # the inner ReLU has two users
+    graph = apply_fusion(program, "a", "fuse_relu_relu")
+    assert [op.kind for op in graph.ops()] == ["input", "relu", "linear", "concat"]
 
 
 def test_fuse_slice_concat():
@@ -242,6 +244,40 @@ def test_fuse_identity():
     x = lsrl.Input(2)
     graph = apply_fusion(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, [[1, 0], [0, 1]], name="a"))), "a", "fuse_identity")
     assert [op.kind for op in graph.ops()] == ["input", "relu"]
+
+
+def test_merge_duplicates_keeps_one_of_two_identical_ops():
+    x = lsrl.Input(2)
+    program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x) * 2, lsrl.ReLU(x) * 3, lsrl.ReLU(x * 2)]))
+    graph = to_graph(program)
+    fusion.merge_duplicates(graph)
+    assert graph.stats == {"merge_duplicates": 1}
+    assert sorted(op.kind for op in graph.ops()).count("relu") == 2  # ReLU(2x) is another computation
+    xs = random_inputs(2)
+    assert exact_outputs(graph, xs) == as_fractions(program(xs, exact=True))
+
+
+def test_fuse_stateless_linstate_and_the_path_fusions_after_it():
+    x = lsrl.Input(2)
+    forgetful = lsrl.LinState(x, [[0, 0], [0, 0]], [[1, 2], [0, 1]], [1, 0], init_state=[5, 5])
+    program = lsrl.ForEach(lsrl.Linear(forgetful, [[1, 1]]))
+    # not a rule of the walk (Case 6's dummy carriers have A = 0): it runs on the pruned path
+    graph = apply_rule(program, forgetful.name, "fuse_stateless_linstate",
+                       lambda graph, op: fusion.fuse_stateless_linstate(graph, op) and graph.count("fuse_stateless_linstate"))[0]
+    assert [op.kind for op in graph.ops()] == ["input", "linear", "linear"]
+    model = lsrl.compile(program, progress=False)
+    assert [layer.kind for layer in model.layers] == ["Linear"]  # the two Lins fuse on the pruned path
+    assert model.stats["fuse_linear_linear"] == 1
+
+
+def test_the_path_fusion_is_skipped_where_it_would_add_weights():
+    x = lsrl.Input(4)
+    total = lsrl.LinState(x, [[0]], [[1, 1, 1, 1]])  # a bottleneck: 4 + 4 weights, fused 16
+    program = lsrl.ForEach(lsrl.Linear(total, [[1], [2], [3], [4]]))
+    model = lsrl.compile(program, progress=False)
+    assert [layer.kind for layer in model.layers] == ["Linear", "Linear"] and model.parameter_count == 8
+    xs = random_inputs(4)
+    assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
 
 
 # ---- the stages ---------------------------------------------------------------------------------

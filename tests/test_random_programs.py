@@ -40,7 +40,8 @@ CASES = [
     "case_6", "case_7a", "case_7b", "case_8", "case_9", "case_10",
 ]
 FUSIONS = ["fuse_linear_linear", "fuse_relu_relu", "fuse_linear_linstate", "fuse_concat_identical",
-           "fuse_slice_concat", "fuse_concat_concat", "fuse_identity"]
+           "fuse_slice_concat", "fuse_concat_concat", "fuse_identity", "merge_duplicates",
+           "fuse_stateless_linstate"]
 
 # Branching patterns the generator attaches on purpose (one per App. A case).
 PATTERNS = [
@@ -939,9 +940,16 @@ def _total_stats():
     return total
 
 
+# Identical Multi users (Case 1A) and identical ReLU users (Case 3) are merged as common
+# subexpressions while preparing, so on generated programs those two cases are done by that rule
+# (their own unit tests are in test_compiler_stages.py).
+DONE_BY_MERGE_DUPLICATES = {"case_1a", "case_3"}
+
+
 def test_every_debranching_case_fires():
     total = _total_stats()
-    missing = [c for c in CASES if total.get(c, 0) < 1]
+    missing = [c for c in CASES if total.get(c, 0) < 1 and c not in DONE_BY_MERGE_DUPLICATES]
+    assert total.get("merge_duplicates", 0) > 0
     assert not missing, f"cases never fired over {N_SEEDS} random programs: {missing}; totals: {total}"
 
 

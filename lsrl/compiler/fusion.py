@@ -7,7 +7,7 @@ new chains.
 
 from __future__ import annotations
 
-from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, Graph
+from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, WEIGHTS, Graph
 
 
 def fuse_linear_linear(graph, first, second) -> bool:
@@ -30,11 +30,11 @@ def fuse_linear_linstate(graph, linear, state) -> bool:
     return True
 
 
-def fuse_relu_relu(graph, first, second) -> bool:
-    """ReLU is idempotent: the second of two ReLUs is dropped."""
-    if first.kind != RELU or second.kind != RELU:
+def fuse_relu_relu(graph, relu) -> bool:
+    """ReLU is idempotent: a ReLU of a ReLU is dropped, whatever else reads the inner one."""
+    if relu.kind != RELU or relu.inputs[0].kind != RELU:
         return False
-    graph.replace(second, first)
+    graph.replace(relu, relu.inputs[0])
     return True
 
 
@@ -79,8 +79,16 @@ def fuse_identity(graph, linear) -> bool:
     return True
 
 
-PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_relu_relu, fuse_slice_concat, fuse_concat_concat)
-SINGLE_RULES = (fuse_concat_identical, fuse_identity)
+def fuse_stateless_linstate(graph, state) -> bool:
+    """A LinState with ``A = 0`` forgets its past (``s_t = B x_t + b``): it is a Lin."""
+    if state.kind != LINSTATE or not state.A.is_zero():
+        return False
+    graph.replace(state, graph.linear(state.inputs[0], state.B, state.b, name=state.name))
+    return True
+
+
+PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_slice_concat, fuse_concat_concat)
+SINGLE_RULES = (fuse_concat_identical, fuse_identity, fuse_relu_relu)
 
 
 def fuse_at(graph, op) -> bool:
@@ -99,10 +107,32 @@ def fuse_at(graph, op) -> bool:
     return False
 
 
+def _computation(op) -> tuple:
+    """What ``op`` computes, as a key: equal keys mean equal values at every step."""
+    weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
+    picks = tuple(tuple(p) for p in op.picks) if op.kind == CONCAT else None
+    return op.kind, tuple(x.id for x in op.inputs), weights, picks
+
+
+def merge_duplicates(graph) -> None:
+    """Ops computing the same thing from the same inputs are one op (common subexpressions), so
+    debranching never carries two copies of a value."""
+    seen = {}
+    for op in graph.ops():
+        if op.kind == INPUT or op not in graph.users:
+            continue
+        twin = seen.setdefault(_computation(op), op)
+        if twin is not op:
+            graph.replace(op, twin)
+            graph.count("merge_duplicates")
+
+
 def prepare(graph: Graph) -> Graph:
-    """Stage 1: the preparation fusions over the whole graph (inputs first)."""
+    """Stage 1: the preparation fusions over the whole graph (inputs first), then common
+    subexpressions merged."""
     graph = graph.copy()
     for op in graph.ops():
         while op in graph.users and fuse_at(graph, op):
             pass
+    merge_duplicates(graph)
     return graph

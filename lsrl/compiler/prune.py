@@ -9,6 +9,7 @@ columns of the next layer).
 
 from __future__ import annotations
 
+from lsrl.compiler.fusion import fuse_linear_linear, fuse_linear_linstate, fuse_stateless_linstate
 from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Graph, Op
 from lsrl.errors import LsrlError
 
@@ -131,4 +132,32 @@ def prune(graph: Graph) -> Graph:
         previous = pruned.add(_rebuilt(layer, previous, previous_live, keep))
         previous_live = keep
     pruned.output = previous
+    _fuse_layers(pruned)
     return pruned
+
+
+def _fuse_layers(path: Graph) -> None:
+    """Layers that are one layer in disguise once the path is pruned: a LinState that forgets its
+    past (the dummy carriers of Case 6, once Case 2 merged nothing into them) becomes a Lin, and a
+    Lin is fused into the Lin or LinState after it where that adds no weights."""
+    for op in path.path()[1:]:
+        if fuse_stateless_linstate(path, op):
+            path.count("fuse_stateless_linstate")
+    op = path.only_user(path.input)
+    while op is not None:
+        user = path.only_user(op)
+        fuse = {LINEAR: fuse_linear_linear, LINSTATE: fuse_linear_linstate}.get(user.kind) if user else None
+        if op.kind == LINEAR and fuse and _fused_weights(op, user) <= op.nnz + user.nnz:
+            before = op.inputs[0]
+            fuse(path, op, user)
+            path.count(fuse.__name__)
+            op = path.only_user(before)  # the fused layer, which may fuse again
+        else:
+            op = user
+
+
+def _fused_weights(linear, user) -> int:
+    """Non-zero weights of ``user`` with ``linear`` fused into it."""
+    matrix = user.A if user.kind == LINEAR else user.B
+    weights = (matrix @ linear.A).nnz + (matrix @ linear.b + user.b).nnz
+    return weights + (user.A.nnz + user.init.nnz if user.kind == LINSTATE else 0)
