@@ -51,9 +51,11 @@ def _run_exact(layer, x):
 class CompiledProgram:
     """A program after debranching: ``layers`` form a path from ``input``."""
 
-    def __init__(self, input_node, layers, backend, stats=None, name="program"):
+    def __init__(self, input_node, layers, backend, stats=None, name="program", labels=None):
         self.input = input_node
         self.layers = list(layers)
+        # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.compiler.labels)
+        self.labels = [list(layer) for layer in labels] if labels is not None else None
         self.backend = get_backend(backend).name
         self.stats = dict(stats or {})
         self.name = name

@@ -17,6 +17,7 @@ from functools import cached_property
 
 from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
 from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, Graph
+from lsrl.compiler.labels import constant_for, copy_of, negation_of, positive_part
 from lsrl.errors import LsrlError
 
 
@@ -41,6 +42,11 @@ def _columns_read(v, user) -> set:
     return set(range(v.dim))
 
 
+def _copies(v, columns) -> list:
+    """Labels of units that carry the components ``columns`` of ``v``."""
+    return [copy_of(v.labels[c]) for c in columns]
+
+
 def _carried(v, users) -> list:
     """Sorted components of ``v`` read by any of ``users`` (at least one, to keep shapes valid)."""
     columns = set()
@@ -63,7 +69,8 @@ class _Carrier:
     @cached_property
     def plain(self):
         """An op holding exactly ``v[columns]`` (one, shared by every Concat that needs it)."""
-        return self.op if self.decode is None else self.graph.linear(self.op, self.decode)
+        return self.op if self.decode is None else self.graph.linear(self.op, self.decode,
+                                                                       labels=_copies(self.v, self.columns))
 
     @cached_property
     def position(self) -> dict:
@@ -87,7 +94,8 @@ class _Carrier:
         else:  # reads every component of v
             full = self.plain
             if columns != list(range(v.dim)):
-                full = graph.linear(full, graph.backend.selection(columns, v.dim).transpose())
+                spread = graph.backend.selection(columns, v.dim).transpose()
+                full = graph.linear(full, spread, labels=[copy_of(label) for label in v.labels])
             graph.redirect(user, v, full)
 
 
@@ -105,6 +113,7 @@ def case_1b(graph, v, users):
     other users read ``v`` passed through the Multi as ``v * 1``."""
     backend = graph.backend
     left, right, left_bias, right_bias, products = [], [], [], [], []
+    left_labels, right_labels = [], []
     for user in users:
         if user.kind == MULTI:
             half = user.dim
@@ -112,6 +121,8 @@ def case_1b(graph, v, users):
             right.append(backend.selection(range(half, 2 * half), v.dim))
             left_bias.append(backend.zeros_vector(half))
             right_bias.append(backend.zeros_vector(half))
+            left_labels += v.labels[:half]
+            right_labels += v.labels[half:]
             products.append(user)
         elif _is_gate_feed(graph, user):
             half = user.dim // 2
@@ -119,6 +130,8 @@ def case_1b(graph, v, users):
             right.append(user.A.take_rows(range(half, 2 * half)))
             left_bias.append(user.b.take_rows(range(half)))
             right_bias.append(user.b.take_rows(range(half, 2 * half)))
+            left_labels += user.labels[:half]
+            right_labels += user.labels[half:]
             products.append(graph.only_user(user))
     others = [u for u in users if u.kind != MULTI and not _is_gate_feed(graph, u)]
     carried = _carried(v, others)
@@ -127,9 +140,14 @@ def case_1b(graph, v, users):
         right.append(backend.zeros(len(carried), v.dim))
         left_bias.append(backend.zeros_vector(len(carried)))
         right_bias.append(backend.constant_vector(len(carried), 1))
+        left_labels += _copies(v, carried)
+        right_labels += [constant_for(v.labels[c]) for c in carried]  # the 1 in v * 1
+    factors = graph.linear(v, backend.vstack(left + right), backend.vstack(left_bias + right_bias),
+                           labels=left_labels + right_labels)
     merged = graph.multi(
-        graph.linear(v, backend.vstack(left + right), backend.vstack(left_bias + right_bias)),
+        factors,
         name=products[0].name if products else None,  # errors about gates name a user's Multi
+        labels=[None] * sum(p.dim for p in products) + _copies(v, carried if others else []),
     )
     offset = 0
     for product in products:
@@ -182,7 +200,7 @@ def _push_slice_into(graph, v, piece, user, relu_of_v):
     elif user.kind == RELU:
         graph.replace(user, graph.selection(relu_of_v(), columns))
     elif user.kind == MULTI:
-        graph.redirect(user, piece, graph.linear(v, piece.A))
+        graph.redirect(user, piece, graph.linear(v, piece.A, labels=piece.labels))
     elif user.kind == CONCAT:  # the Concat gathers the components from v itself
         graph.regather(user, piece, v, columns)
     else:
@@ -199,7 +217,7 @@ def case_5a(graph, v, users):
         if v.kind == RELU:
             return v
         if not shared_relu:
-            shared_relu.append(graph.relu(v))
+            shared_relu.append(graph.relu(v, labels=[positive_part(label) for label in v.labels]))
         return shared_relu[0]
 
     for piece in users:
@@ -240,7 +258,7 @@ def case_6(graph, v, users):
     width = len(carried)
     dummy = graph.linstate(
         v, backend.zeros(width, width), backend.selection(carried, v.dim),
-        backend.zeros_vector(width), backend.zeros_vector(width),
+        backend.zeros_vector(width), backend.zeros_vector(width), labels=_copies(v, carried),
     )
     carrier = _Carrier(graph, v, dummy, carried)
     for user in others:
@@ -253,7 +271,7 @@ def case_7a(graph, v, users):
     bypass = None
     for user in users:
         if user.kind == RELU:
-            bypass = bypass or graph.linear(v, graph.backend.eye(v.dim))
+            bypass = bypass or graph.linear(v, graph.backend.eye(v.dim), labels=_copies(v, range(v.dim)))
             graph.redirect(user, v, bypass)
 
 
@@ -264,7 +282,12 @@ def _relu_bypass(graph, v, users, needs_bypass):
     bypassed = [u for u in users if needs_bypass(u)]
     carried = _carried(v, bypassed)
     select = backend.selection(carried, v.dim)
-    both = graph.relu(graph.linear(v, backend.vstack([select, -select])))
+    copies = _copies(v, carried)
+    negations = [negation_of(label) for label in copies]
+    both = graph.relu(
+        graph.linear(v, backend.vstack([select, -select]), labels=copies + negations),
+        labels=[positive_part(label) for label in copies + negations],
+    )
     unfold = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
     carrier = _Carrier(graph, v, both, carried, decode=unfold)
     for user in bypassed:

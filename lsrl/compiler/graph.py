@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 
+from lsrl.compiler.labels import UnitLabel, better
 from lsrl.lang import nodes as N
 
 LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "concat", "multi", "input"
@@ -31,8 +32,9 @@ class Op:
     _ids = itertools.count()
 
     def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None,
-                 integer=False):
+                 integer=False, labels=None):
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
+        self.labels = list(labels) if labels is not None else [None] * dim  # per component (lsrl.compiler.labels)
         self.A, self.B, self.b, self.init = A, B, b, init
         self.picks = picks
         self.bounds, self.integer = bounds, integer  # what an input declares about its values
@@ -112,9 +114,9 @@ class Graph:
         self.peak_nnz = max(self.peak_nnz, self.nnz)
         return op
 
-    def linear(self, x, A, b=None, name=None) -> Op:
+    def linear(self, x, A, b=None, name=None, labels=None) -> Op:
         b = b if b is not None else self.backend.zeros_vector(A.shape2d[0])
-        return self.add(Op(LINEAR, [x], A.shape2d[0], name, A=A, b=b))
+        return self.add(Op(LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
 
     def selection(self, x, columns, name=None) -> Op:
         """Slice of ``x`` picking ``columns``; ``x`` itself when that is the identity."""
@@ -126,11 +128,11 @@ class Graph:
     def slice(self, x, start, stop) -> Op:
         return self.selection(x, range(start, stop))
 
-    def relu(self, x, name=None) -> Op:
-        return self.add(Op(RELU, [x], x.dim, name))
+    def relu(self, x, name=None, labels=None) -> Op:
+        return self.add(Op(RELU, [x], x.dim, name, labels=labels))
 
-    def multi(self, x, name=None) -> Op:
-        return self.add(Op(MULTI, [x], x.dim // 2, name))
+    def multi(self, x, name=None, labels=None) -> Op:
+        return self.add(Op(MULTI, [x], x.dim // 2, name, labels=labels))
 
     def concat(self, slots, name=None) -> Op:
         """A gather of ``slots``: ``(op, picks)`` pairs, ``picks=None`` taking all of ``op``.
@@ -157,8 +159,8 @@ class Graph:
         self.remove(old)
         return concat
 
-    def linstate(self, x, A, B, b, init, name=None) -> Op:
-        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init))
+    def linstate(self, x, A, B, b, init, name=None, labels=None) -> Op:
+        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
     # ---- rewiring ---------------------------------------------------------------------------
     def distinct_users(self, op) -> list:
@@ -181,12 +183,28 @@ class Graph:
         edges[user] = edges.get(user, 0) + count
 
     def replace(self, old: Op, new: Op) -> None:
-        """Every use of ``old`` becomes a use of ``new``; ``old`` is then removed."""
+        """Every use of ``old`` becomes a use of ``new`` (which computes the same); ``old`` is then
+        removed, its labels handed to ``new``."""
+        self.adopt(new, old.labels)
         for user in self.distinct_users(old):
             self.redirect(user, old, new)
         if self.output is old:
             self.output = new
         self.remove(old)
+
+    def adopt(self, op: Op, labels) -> None:
+        """``op`` is shown to hold ``labels`` (per component); through Slices they reach the
+        components picked, so a merged op learns what its parts hold."""
+        positions = range(op.dim)
+        while True:
+            for position, label in zip(positions, labels):
+                op.labels[position] = better(op.labels[position], label)
+            if not op.is_slice:
+                return
+            picked = op.A.selected_columns()
+            labels = [op.labels[p] for p in positions]
+            positions = [picked[p] for p in positions]
+            op = op.inputs[0]
 
     def remove(self, op: Op) -> None:
         """Drop an op that has no users, and then any of its inputs left without users."""
@@ -240,7 +258,7 @@ class Graph:
         new = {}
         for op in self.ops():
             twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
-                      op.picks, op.bounds, op.integer)
+                      op.picks, op.bounds, op.integer, op.labels)
             new[op] = clone.add(twin)
         clone.input, clone.output = new[self.input], new[self.output]
         clone.peak_nnz = max(clone.peak_nnz, self.peak_nnz)
@@ -287,6 +305,7 @@ def from_program(program, backend) -> Graph:
     for node in program.nodes:
         kind = _KIND_OF_NODE[type(node)]
         inputs = [ops[x] for x in node.inputs]
+        labels = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
         if kind == LINEAR:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
         elif kind == LINSTATE:
@@ -298,6 +317,7 @@ def from_program(program, backend) -> Graph:
             op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds, integer=node.integer)
         else:
             op = Op(kind, inputs, node.dim, node.name)
+        op.labels = labels
         ops[node] = graph.add(op)
     graph.input = ops[program.input]
     graph.output = ops[program.output]

@@ -18,6 +18,7 @@ from lsrl.compiler.compiled import CompiledProgram
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
 from lsrl.compiler.graph import Graph, from_program
+from lsrl.compiler.labels import path_labels
 from lsrl.compiler.prune import prune
 from lsrl.errors import GraphError
 from lsrl.lang.program import ForEach
@@ -37,7 +38,8 @@ def to_layers(graph: Graph) -> CompiledProgram:
         raise GraphError(f"to_layers needs a path graph; {graph.name} still branches (run debranch first)")
     program = graph.to_program()  # a path has no Concat: its nodes, inputs first, are the Input and the layers
     stats = dict(graph.stats, peak_nonzeros=graph.peak_nnz)
-    return CompiledProgram(program.input, program.nodes[1:], graph.backend, stats, graph.name)
+    labels = path_labels(graph.path())
+    return CompiledProgram(program.input, program.nodes[1:], graph.backend, stats, graph.name, labels)
 
 
 def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram:

@@ -90,17 +90,18 @@ def _needed_components(layers, zeros) -> list:
 
 def _rebuilt(layer, previous, previous_live, keep) -> Op:
     """``layer`` reading ``previous`` (which holds ``previous_live``) with only the rows ``keep``."""
+    labels = [layer.labels[k] for k in keep]
     if layer.kind == LINEAR:
         A = layer.A.take_rows(keep).take_columns(previous_live)
-        return Op(LINEAR, [previous], len(keep), layer.name, A=A, b=layer.b.take_rows(keep))
+        return Op(LINEAR, [previous], len(keep), layer.name, A=A, b=layer.b.take_rows(keep), labels=labels)
     if layer.kind == LINSTATE:
         return Op(
             LINSTATE, [previous], len(keep), layer.name,
             A=layer.A.take_rows(keep).take_columns(keep),
             B=layer.B.take_rows(keep).take_columns(previous_live),
-            b=layer.b.take_rows(keep), init=layer.init.take_rows(keep),
+            b=layer.b.take_rows(keep), init=layer.init.take_rows(keep), labels=labels,
         )
-    return Op(layer.kind, [previous], len(keep), layer.name)
+    return Op(layer.kind, [previous], len(keep), layer.name, labels=labels)
 
 
 def prune(graph: Graph) -> Graph:
@@ -112,7 +113,7 @@ def prune(graph: Graph) -> Graph:
     pruned = Graph(graph.backend, graph.name)
     pruned.stats, pruned.peak_nnz = dict(graph.stats), graph.peak_nnz
     pruned.input = previous = pruned.add(
-        Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer)
+        Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer, labels=start.labels)
     )
     zeros, zero_in = [], set()
     for layer in layers:

@@ -51,6 +51,7 @@ class Node:
 
     def __init__(self, inputs, dim: int, name):
         self.name = name if name is not None else _auto_name(self.kind)
+        self.named = name is not None  # given by the user (auto names depend on what was built before)
         self.inputs = tuple(_check_node(x, self.describe()) for x in inputs)
         self.dim = dim
 

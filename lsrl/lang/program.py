@@ -35,6 +35,26 @@ def topological_order(output: Node) -> list:
     return order
 
 
+def stable_names(nodes) -> dict:
+    """A unique name per node: the user's where given, else ``kind_k`` counting that kind in
+    topological order, so that it does not depend on what else was built in the session; a
+    repeated name gets ``#2``, ``#3``, ..."""
+    names, taken, counts = {}, set(), {}
+    for node in nodes:
+        if node.named:
+            base = node.name
+        else:
+            counts[node.kind] = counts.get(node.kind, -1) + 1
+            base = f"{node.kind.lower()}_{counts[node.kind]}"
+        name, repeat = base, 1
+        while name in taken:
+            repeat += 1
+            name = f"{base}#{repeat}"
+        names[node] = name
+        taken.add(name)
+    return names
+
+
 class ForEach:
     """Wraps a program's output node: validates the DAG and runs it over sequences."""
 
@@ -51,6 +71,7 @@ class ForEach:
             names = ", ".join(node.describe() for node in inputs)
             raise GraphError(f"ForEach '{name}': a program takes exactly one Input, found {len(inputs)}: {names}")
         self.input = inputs[0]
+        self.names = stable_names(self.nodes)  # node -> the name traces and unit labels use
         for node in self.nodes:
             node.check()
             if node.dim < 1:  # e.g. a Linear with a 0-row matrix: no output to compute or compile

@@ -1,0 +1,157 @@
+"""Unit labels: what each unit of a compiled layer holds, as a claim about the program's values.
+
+A label ``UnitLabel(node, index, role)`` names a program node (its stable name, see
+``ForEach.names``), one of its components, and how the unit relates to that component ``v``:
+
+========== ============================================================================
+role        the unit equals, at every step
+========== ============================================================================
+value       ``v``: the node's own unit (or a layer that computes the node)
+copy        ``v``, carried past a layer by a bypass (a dummy LinState, a slice, ``v * 1``)
+pos         ``ReLU(v)``, the positive part of Eq. (11)
+neg         ``ReLU(-v)``, the negative part of Eq. (11)
+negated     ``-v`` (what a negative part is made of, before its ReLU)
+constant    one number at every step, whatever the input: a helper (the ``1`` that carries a
+            value through a Multi); ``node, index`` name what it helps
+========== ============================================================================
+
+Labels are born with the program (every component of every node is a ``value``) and the compiler
+hands them on: a rewrite that replaces an op by an equal one passes the old op's labels to the new
+one (and through a Slice, to the components it picks), and every bypass a case builds says what it
+carries. ``check_labels`` tests the claims against ``ForEach.trace``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+ROLES = ("value", "copy", "pos", "neg", "negated", "constant")
+
+
+class UnitLabel(NamedTuple):
+    """What one unit holds: component ``index`` of program node ``node``, as ``role`` says."""
+
+    node: str
+    index: int
+    role: str
+
+    def __str__(self) -> str:
+        return f"{self.node}[{self.index}]" + ("" if self.role == "value" else f":{self.role}")
+
+
+def copy_of(label):
+    """The label of a unit carrying ``label``'s unit unchanged."""
+    return label if label is None or label.role != "value" else label._replace(role="copy")
+
+
+def positive_part(label):
+    """The label of ``ReLU`` of a unit labelled ``label`` (None where that is not a label's claim)."""
+    if label is None or label.role in ("pos", "neg", "constant"):
+        return label  # ReLU of a ReLU; ReLU of a constant is a constant
+    return label._replace(role="neg" if label.role == "negated" else "pos")
+
+
+def negation_of(label):
+    """The label of ``-1`` times a unit labelled ``label``."""
+    if label is None or label.role == "constant":
+        return label
+    if label.role in ("value", "copy"):
+        return label._replace(role="negated")
+    if label.role == "negated":
+        return label._replace(role="copy")
+    return None  # -ReLU(v) is none of the roles
+
+
+def constant_for(label, index=0):
+    """The label of a constant helper unit serving ``label``'s node."""
+    return UnitLabel(label.node if label else "", label.index if label else index, "constant")
+
+
+def better(current, incoming):
+    """The label to keep when a unit already has ``current`` and is shown to hold ``incoming`` too:
+    a node's own ``value`` is the most telling."""
+    if incoming is None:
+        return current
+    if current is None or (incoming.role == "value" and current.role != "value"):
+        return incoming
+    return current
+
+
+# ---- checking the claims ---------------------------------------------------------------------
+
+
+def expected_unit(label, trace):
+    """What a unit with ``label`` must hold, from ``trace`` (node name -> values per step; exact or
+    float); None for a constant (checked separately)."""
+    values = trace[label.node][..., label.index]
+    if label.role in ("value", "copy"):
+        return values
+    if label.role == "negated":
+        return -values
+    if label.role == "pos":
+        return np.where(values > 0, values, 0 * values)
+    if label.role == "neg":
+        return np.where(values < 0, -values, 0 * values)
+    return None
+
+
+def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
+    """Units whose values (``layer_values``: per layer, ``(..., T, width)``) break their label;
+    each as ``(layer, unit, label, reason)``. ``tolerance``: for float values (0 means equal)."""
+    broken = []
+    for layer, (layer_labels, values) in enumerate(zip(labels, layer_values)):
+        for unit, label in enumerate(layer_labels):
+            held = values[..., unit]
+            if label.role == "constant":
+                first = held.reshape(-1)[0] if held.size else 0
+                if not _close(held, np.full_like(held, first), tolerance):
+                    broken.append((layer, unit, label, "not constant"))
+                continue
+            if label.node not in trace:
+                broken.append((layer, unit, label, "no such node in the program"))
+            elif not _close(held, expected_unit(label, trace), tolerance):
+                broken.append((layer, unit, label, "values differ"))
+    return broken
+
+
+def _close(a, b, tolerance) -> bool:
+    if tolerance == 0:
+        return bool(np.all(a == b))
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return bool(np.all(np.abs(a - b) <= tolerance * np.maximum(1.0, np.abs(b))))
+
+
+# ---- the finished path -----------------------------------------------------------------------
+
+
+def _derived(layer, i, below):
+    """The label of unit ``i`` of a path ``layer`` read off its weights, given the labels ``below``
+    of the layer it reads (None where the weights say nothing simple)."""
+    if layer.kind == "relu":
+        return positive_part(below[i])
+    if layer.kind != "linear":
+        return None
+    row, bias = layer.A.rows.get(i, {}), layer.b.rows.get(i)
+    if not row:
+        return UnitLabel(layer.name, i, "constant")
+    if bias or len(row) != 1:
+        return None
+    (j, weight), = row.items()
+    if weight == 1:
+        return copy_of(below[j])
+    if weight == -1:
+        return negation_of(below[j])
+    return None
+
+
+def path_labels(path) -> list:
+    """Per layer of a finished ``path`` (its ops after the Input), the label of every unit: the
+    ones the compiler handed on, the rest read off the weights."""
+    below, labels = path[0].labels, []
+    for layer in path[1:]:
+        layer_labels = [label or _derived(layer, i, below) for i, label in enumerate(layer.labels)]
+        labels.append(layer_labels)
+        below = layer_labels
+    return labels
