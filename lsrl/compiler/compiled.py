@@ -16,6 +16,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
+from lsrl.compiler.labels import ROLES, UnitLabel
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.lang.evaluate import EXACT_MODE, mode_for
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
@@ -132,7 +133,10 @@ class CompiledProgram:
                 key = f"layers.{index}.{weight}"
                 tensors.update(_encode_matrix(key, getattr(layer, weight)))
                 weights[weight] = key
-            layers.append({"kind": layer.kind, "name": layer.name, "dim": layer.dim, "weights": weights})
+            spec = {"kind": layer.kind, "name": layer.name, "dim": layer.dim, "weights": weights}
+            if self.labels is not None:
+                spec["labels"] = [list(label) for label in self.labels[index]]
+            layers.append(spec)
         structure = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
@@ -166,12 +170,31 @@ def load(path) -> CompiledProgram:
     except BackendError as error:
         raise ModelFileError(f"{where}: {error}") from None
     node = _decode_input(_field(structure, "input", dict, where), f"{where}: input")
-    layers = []
+    layers, labels = [], []
     for index, spec in enumerate(_field(structure, "layers", list, where)):
         previous = layers[-1] if layers else node
         layers.append(_decode_layer(spec, index, previous, tensors, backend, f"{folder}: layer {index}"))
+        labels.append(_decode_labels(spec, layers[-1], f"{folder}: layer {index} ({layers[-1].name})"))
     stats = _field(structure, "stats", dict, where, default={})
-    return CompiledProgram(node, layers, backend, stats, _field(structure, "name", str, where, default="program"))
+    name = _field(structure, "name", str, where, default="program")
+    return CompiledProgram(node, layers, backend, stats, name, None if None in labels else labels)
+
+
+def _decode_labels(spec, layer, where):
+    """The layer's unit labels (None for files written before labels existed)."""
+    if "labels" not in spec:
+        return None
+    labels = _field(spec, "labels", list, where)
+    if len(labels) != layer.dim:
+        raise ModelFileError(f"{where}: {len(labels)} labels for {layer.dim} units")
+    decoded = []
+    for unit, label in enumerate(labels):
+        if not (isinstance(label, list) and len(label) == 3 and isinstance(label[0], str)
+                and isinstance(label[1], int) and label[2] in ROLES):
+            raise ModelFileError(f"{where}: label of unit {unit} must be [node, index, role] with a role "
+                                 f"in {ROLES}, got {label!r}")
+        decoded.append(UnitLabel(*label))
+    return decoded
 
 
 def _read_structure(folder) -> dict:

@@ -155,3 +155,13 @@ def path_labels(path) -> list:
         labels.append(layer_labels)
         below = layer_labels
     return labels
+
+
+def label_table(layers, labels, shown=12) -> str:
+    """Each layer's units and their labels, ``shown`` per layer at most."""
+    lines = ["units (node[index]:role):"]
+    for index, (layer, layer_labels) in enumerate(zip(layers, labels)):
+        names = ", ".join(str(label) for label in layer_labels[:shown])
+        more = f", ... ({len(layer_labels) - shown} more)" if len(layer_labels) > shown else ""
+        lines.append(f"  {index:3d} {layer.kind}({layer.dim}) {layer.name}: {names}{more}")
+    return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lsrl.compiler.labels import label_table
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.checks import check_hawk_size, check_options
@@ -86,6 +87,8 @@ def inspect(model, archs=ARCHITECTURES, max_len=None) -> str:
     (whose temporal convolution spans ``max_len`` steps).
     """
     lines = [model.summary()]
+    if model.labels is not None:
+        lines.append(label_table(model.layers, model.labels))
     for arch in archs:
         literal = max_len is not None and arch in ("hawk", "griffin")
         options = {"max_len": max_len, "construction": "app_e"} if literal else {}
