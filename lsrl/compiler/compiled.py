@@ -49,6 +49,24 @@ def _run_exact(layer, x):
     return out
 
 
+def _run_float(layer, x):
+    """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
+    bit for bit what ``model(xs)`` returns)."""
+    from lsrl.compiler.runner import build_plan, run_plan
+
+    return run_plan(build_plan(x.shape[-1], [layer]), x)
+
+
+def _as_object_array(batch, width):
+    """An exact batch (lists of lists of lists of mpq) as a ``(B, T, width)`` object array."""
+    steps = len(batch[0]) if batch else 0
+    result = np.empty((len(batch), steps, width), dtype=object)
+    for i, sequence in enumerate(batch):
+        for t, vector in enumerate(sequence):
+            result[i, t, :] = vector
+    return result
+
+
 class CompiledProgram:
     """A program after debranching: ``layers`` form a path from ``input``."""
 
@@ -110,6 +128,19 @@ class CompiledProgram:
                 self._plan = build_plan(self.input.dim, self.layers)
             result = run_plan(self._plan, batch)
         return result[0] if squeeze else result
+
+    def trace(self, xs, exact: bool = False, check_bounds: bool = True) -> list:
+        """Every layer's output per step: one array per layer of ``layers``, ``(T, width)`` (``(B, T,
+        width)`` for a batch), exact (needs the exact backend) or float64 as ``model(xs)`` computes it."""
+        if exact and self.backend != "exact":
+            raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
+        mode = mode_for(exact)
+        batch, squeeze, _ = mode.read(xs, self.input, check_bounds)
+        outputs = []
+        for layer in self.layers:
+            batch = _run_exact(layer, batch) if exact else _run_float(layer, batch)
+            outputs.append(_as_object_array(batch, layer.dim) if exact else batch)
+        return [output[0] for output in outputs] if squeeze else outputs
 
     def diagonal(self) -> "CompiledProgram":
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``)."""

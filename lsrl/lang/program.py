@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from lsrl.errors import BackendError, DimensionError, GraphError
+import numpy as np
+
+from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
 from lsrl.lang.evaluate import mode_for, step_node
 from lsrl.lang.nodes import Input, LinState, Node
 from lsrl.numbers import EXACT
@@ -93,26 +95,88 @@ class ForEach:
                         f"{node.describe()}: exact evaluation needs exact weights, but its {weight} holds float64"
                     )
 
-    def __call__(self, xs, exact: bool = False, check_bounds: bool = True):
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
         """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``.
 
         Inputs outside the ``Input``'s declared bounds raise ``SequenceError`` unless
-        ``check_bounds=False``.
+        ``check_bounds=False``. ``patch={node or name: values}`` replaces those nodes' values at
+        every step (an interchange intervention; see ``trace``).
         """
+        return self._run(xs, exact, check_bounds, patch, record=[self.output])[self.output]
+
+    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> dict:
+        """Every node's values per step: ``{key: (T, dim)}`` (``(B, T, dim)`` for a batch), exact or
+        float like ``prog(xs)``. Keys are node names (``node_keys``).
+
+        ``patch={node or name: values}`` with ``values`` of shape ``(T, dim)`` (applied to every
+        sequence) or ``(B, T, dim)`` replaces the node's value at every step; everything downstream,
+        LinState updates included, reads the patched value, and a patched LinState continues from it.
+        """
+        keys = node_keys(self.nodes)
+        values = self._run(xs, exact, check_bounds, patch, record=self.nodes)
+        return {keys[node]: values[node] for node in self.nodes}
+
+    def _run(self, xs, exact, check_bounds, patch, record) -> dict:
+        """The interpreter's one loop: the values of the nodes in ``record``, stacked over time."""
         if exact:
             self._check_exact_weights()
         mode = mode_for(exact)
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         count = len(batch)
+        patched = self._read_patch(patch or {}, mode, count, steps)
         states = {node: mode.initial_state(node, count) for node in self.linstates}
-        outputs = []
+        history = {node: [] for node in record}
         for t in range(steps):
             values = {}
             for node in self.nodes:
-                if node is self.input:
+                if node in patched:
+                    values[node] = mode.at(patched[node], t)
+                    if node in states:  # the state carried to the next step is the patched value
+                        states[node] = values[node]
+                elif node is self.input:
                     values[node] = mode.at(batch, t)
                 else:
                     values[node] = step_node(mode, node, [values[x] for x in node.inputs], states)
-            outputs.append(values[self.output])
-        result = mode.stack(outputs) if count and steps else mode.empty(count, steps, self.output.dim)
-        return result[0] if squeeze else result
+            for node in record:
+                history[node].append(values[node])
+        return {
+            node: _squeezed(mode.stack(rows) if count and steps else mode.empty(count, steps, node.dim), squeeze)
+            for node, rows in history.items()
+        }
+
+    def _read_patch(self, patch: dict, mode, count: int, steps: int) -> dict:
+        """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
+        by_key = {key: node for node, key in node_keys(self.nodes).items()}
+        patched = {}
+        for target, values in patch.items():
+            node = target if isinstance(target, Node) else by_key.get(target)
+            if node is None or node not in by_key.values():
+                raise LsrlError(
+                    f"ForEach '{self.name}': cannot patch {target!r}: no such node in the program "
+                    f"(nodes: {', '.join(sorted(by_key))})"
+                )
+            shape = np.shape(values)
+            expected = ((steps, node.dim), (count, steps, node.dim))
+            if shape not in expected:
+                raise DimensionError(
+                    f"{node.describe()}: patch values must have shape {expected[0]} or {expected[1]} "
+                    f"(steps, dim) for this run, got {shape}"
+                )
+            array = np.broadcast_to(np.asarray(values, dtype=object), expected[1])
+            holder = Input(node.dim, name=f"patch of {node.name}")
+            patched[node] = mode.read(array if mode.name == "exact" else array.astype(np.float64), holder, False)[0]
+        return patched
+
+
+def node_keys(nodes) -> dict:
+    """``{node: key}``: its name, or ``name#k`` for the k-th later node of a name already taken."""
+    keys, seen = {}, {}
+    for node in nodes:
+        count = seen.get(node.name, 0)
+        keys[node] = node.name if count == 0 else f"{node.name}#{count}"
+        seen[node.name] = count + 1
+    return keys
+
+
+def _squeezed(result, squeeze: bool):
+    return result[0] if squeeze else result

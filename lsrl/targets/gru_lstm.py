@@ -65,6 +65,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import LsrlError, SequenceError
+from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
@@ -184,7 +185,7 @@ class ReluLSTM(_CellStack):
         return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
 
 
-class CellModel(nn.Module):
+class CellModel(CachedRun, nn.Module):
     """A compiled program as stacked ReLU GRU / LSTM layers (``.rnn``) and a linear ``.readout``.
 
     ``(B, T, d_in) -> (B, T, d_out)``, float64. ``roles[k]`` says what layer ``k`` does:

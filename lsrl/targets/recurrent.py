@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
 
@@ -90,7 +91,7 @@ class ClassicRNNBlock(LinearRNNBlock):
         return split @ self.merge.T
 
 
-class BlockModel(nn.Module):
+class BlockModel(CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     def __init__(self, stack, block_type, architecture):

@@ -1,0 +1,147 @@
+"""``run_with_cache``: every sub-layer's activations of a torch model, per step (as TransformerLens's
+``run_with_cache`` does for transformers), by forward hooks.
+
+The cache maps a sub-module's name (``net.named_modules()``) to its output ``(B, T, width)``, in the
+order the sub-modules finish, so the last entry of a compiled target is its output layer. A recurrent
+layer that returns ``(sequence, final state)`` (``torch.nn.RNN`` / ``GRU`` / ``LSTM``) is cached by its
+sequence of hidden states. Gates are recomputed from the layer's weights, its input and its hidden
+states: ``NAME.r``, ``NAME.z``, ``NAME.n`` for a GRU, ``NAME.i``, ``NAME.f``, ``NAME.g``, ``NAME.o`` and
+the cell states ``NAME.c`` for an LSTM. The ReLU GRU / LSTM stacks of ``lsrl.targets.gru_lstm`` run
+their layers by a method, not as sub-modules: layer ``k`` of the stack ``NAME`` is ``NAME.l{k}``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lsrl.errors import DimensionError
+
+
+class CachedRun:
+    """Mixin for the target modules: ``net.run_with_cache(xs)``."""
+
+    def run_with_cache(self, xs, **forward_options):
+        """``(outputs, cache)``: ``self(xs)`` and ``{sub-layer name: activations (B, T, width)}``."""
+        return run_with_cache(self, xs, **forward_options)
+
+
+def run_with_cache(net: nn.Module, xs, **forward_options):
+    """Run ``net`` on ``xs`` (``(B, T, d)`` or ``(T, d)``, array or tensor) without gradients; returns its
+    outputs and the cache (module docstring), both without the batch axis when ``xs`` had none."""
+    x = _as_batch(net, xs)
+    squeeze = x.dim() == 2
+    x = x[None] if squeeze else x
+    cache = {}
+    handles = [
+        module.register_forward_hook(_recorder(name, cache, x.shape[:2]))
+        for name, module in net.named_modules() if name
+    ]
+    stacks = [(name, module) for name, module in net.named_modules() if _is_cell_stack(module)]
+    for name, stack in stacks:
+        stack.layer = _recording_layer(name, stack, cache)  # an instance attribute shadows the method
+    try:
+        with torch.no_grad():
+            outputs = net(x, **forward_options)
+    finally:
+        for handle in handles:
+            handle.remove()
+        for _, stack in stacks:
+            del stack.layer
+    if squeeze:
+        return outputs[0], {name: value[0] for name, value in cache.items()}
+    return outputs, cache
+
+
+def _as_batch(net, xs) -> torch.Tensor:
+    tensors = list(net.parameters()) + list(net.buffers())
+    dtype = next((t.dtype for t in tensors if t.is_floating_point()), torch.float64)
+    x = xs if isinstance(xs, torch.Tensor) else torch.as_tensor(np.asarray(xs, dtype=np.float64), dtype=dtype)
+    if x.dim() not in (2, 3):
+        raise DimensionError(f"run_with_cache: expected a sequence (T, d) or a batch (B, T, d), got shape {tuple(x.shape)}")
+    return x
+
+
+def _is_cell_stack(module) -> bool:
+    from lsrl.targets.gru_lstm import _CellStack
+
+    return isinstance(module, _CellStack)
+
+
+def _recorder(name, cache, batch_steps):
+    def hook(module, args, output):
+        sequence = output[0] if isinstance(output, tuple) else output
+        if not isinstance(sequence, torch.Tensor) or sequence.dim() != 3 or tuple(sequence.shape[:2]) != tuple(batch_steps):
+            return  # not a per-step activation (e.g. a final state alone)
+        cache[name] = sequence.detach()
+        if isinstance(module, (nn.GRU, nn.LSTM)) and module.num_layers == 1 and not module.bidirectional:
+            x, initial = args[0], (args[1] if len(args) > 1 else None)
+            cache.update(_stock_gates(name, module, x, sequence, initial))
+
+    return hook
+
+
+def _stock_gates(name, module, x, h, initial) -> dict:
+    """Gates of a one-layer batch-first stock GRU / LSTM (sigmoid and tanh) from its input and states."""
+    weights = [getattr(module, f"{w}_l0") for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    if not module.batch_first:
+        return {}
+    zeros = h.new_zeros(h.shape[0], h.shape[2])
+    if isinstance(module, nn.LSTM):
+        h0, c0 = (initial[0][0], initial[1][0]) if initial is not None else (zeros, zeros)
+        return _lstm_gates(name, x, h, h0, c0, weights, torch.sigmoid, torch.tanh)
+    h0 = initial[0] if initial is not None else zeros
+    return _gru_gates(name, x, h, h0, weights, torch.sigmoid, torch.tanh)
+
+
+def _recording_layer(name, stack, cache):
+    """``stack.layer`` that also caches layer k's hidden states, gates (and cells) as ``NAME.l{k}...``."""
+    from lsrl.targets.gru_lstm import ACTIVATIONS
+
+    method = type(stack).layer
+
+    def layer(k, x):
+        h = method(stack, k, x)
+        tensors = stack.layer_tensors(k)
+        weights = [tensors[w] for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        h0 = tensors["h0"].expand(x.shape[0], -1)
+        gate, candidate = (ACTIVATIONS[activation] for activation in stack.activations)
+        key = f"{name}.l{k}"
+        cache[key] = h.detach()
+        if stack.kind == "lstm":
+            c0 = tensors["c0"].expand(x.shape[0], -1)
+            cache.update(_lstm_gates(key, x, h, h0, c0, weights, gate, candidate))
+        else:
+            cache.update(_gru_gates(key, x, h, h0, weights, gate, candidate))
+        return h
+
+    return layer
+
+
+def _previous(h, h0):
+    """``h_{t-1}`` for every step: the initial state, then the states shifted by one."""
+    return torch.cat([h0[:, None], h[:, :-1]], dim=1)
+
+
+def _gru_gates(key, x, h, h0, weights, gate, candidate) -> dict:
+    w_ih, w_hh, b_ih, b_hh = weights
+    hidden = h.shape[-1]
+    i_r, i_z, i_n = F.linear(x, w_ih, b_ih).split(hidden, dim=-1)
+    h_r, h_z, h_n = F.linear(_previous(h, h0), w_hh, b_hh).split(hidden, dim=-1)
+    r = gate(i_r + h_r)
+    return {f"{key}.r": r, f"{key}.z": gate(i_z + h_z), f"{key}.n": candidate(i_n + r * h_n)}
+
+
+def _lstm_gates(key, x, h, h0, c0, weights, gate, candidate) -> dict:
+    w_ih, w_hh, b_ih, b_hh = weights
+    hidden = h.shape[-1]
+    i, f, g, o = (F.linear(x, w_ih, b_ih) + F.linear(_previous(h, h0), w_hh, b_hh)).split(hidden, dim=-1)
+    i, f, g, o = gate(i), gate(f), candidate(g), gate(o)
+    cells, c = [], c0
+    for t in range(h.shape[1]):  # c_t = f_t c_{t-1} + i_t g_t
+        c = f[:, t] * c + i[:, t] * g[:, t]
+        cells.append(c)
+    c = torch.stack(cells, dim=1) if cells else h.new_zeros(h.shape)
+    return {f"{key}.i": i, f"{key}.f": f, f"{key}.g": g, f"{key}.o": o, f"{key}.c": c}
