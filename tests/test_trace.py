@@ -42,8 +42,8 @@ def test_trace_of_every_node_is_that_node_run_as_a_program(kind):
     trace = prog.trace(xs, exact=True)
     assert len(trace) == len(prog.nodes)
     for node in prog.nodes:
-        assert as_fractions(trace[node.name]) == as_fractions(lsrl.ForEach(node)(xs, exact=True)), node.name
-    assert as_fractions(trace[prog.output.name]) == as_fractions(prog(xs, exact=True))
+        assert as_fractions(trace[prog.names[node]]) == as_fractions(lsrl.ForEach(node)(xs, exact=True)), prog.names[node]
+    assert as_fractions(trace[prog.names[prog.output]]) == as_fractions(prog(xs, exact=True))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -52,7 +52,7 @@ def test_trace_of_random_programs_matches_calls_and_prefixes(seed):
     prog = generated.program
     xs = np.array(_inputs_for(seed, generated.d_in)[0], dtype=object)
     trace = prog.trace(xs, exact=True)
-    assert as_fractions(trace[prog.output.name]) == as_fractions(prog(xs, exact=True))
+    assert as_fractions(trace[prog.names[prog.output]]) == as_fractions(prog(xs, exact=True))
     prefix = prog.trace(xs[: max(1, len(xs) // 2)], exact=True)
     for key, values in prefix.items():
         assert as_fractions(values) == as_fractions(trace[key][: len(values)]), key
@@ -68,9 +68,9 @@ def test_trace_of_a_batch_and_of_duplicate_names():
     a, b = lsrl.Linear(x, [[2]], name="twice"), lsrl.Linear(x, [[3]], name="twice")
     prog = lsrl.ForEach(lsrl.Concat([a, b], name="both"))
     trace = prog.trace(np.stack([BITS, OTHER_BITS]))
-    assert trace["twice"].shape == (2, 7, 1) and trace["twice#1"].shape == (2, 7, 1)
+    assert trace["twice"].shape == (2, 7, 1) and trace["twice#2"].shape == (2, 7, 1)
     assert np.array_equal(trace["twice"][:, :, 0], 2 * np.stack([BITS, OTHER_BITS])[:, :, 0])
-    assert np.array_equal(trace["twice#1"][:, :, 0], 3 * np.stack([BITS, OTHER_BITS])[:, :, 0])
+    assert np.array_equal(trace["twice#2"][:, :, 0], 3 * np.stack([BITS, OTHER_BITS])[:, :, 0])
 
 
 # ---- interventions ------------------------------------------------------------------------------

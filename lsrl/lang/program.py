@@ -106,15 +106,15 @@ class ForEach:
 
     def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> dict:
         """Every node's values per step: ``{key: (T, dim)}`` (``(B, T, dim)`` for a batch), exact or
-        float like ``prog(xs)``. Keys are node names (``node_keys``).
+        float like ``prog(xs)``. Keys are the nodes' stable names (``prog.names``), the names unit
+        labels use.
 
         ``patch={node or name: values}`` with ``values`` of shape ``(T, dim)`` (applied to every
         sequence) or ``(B, T, dim)`` replaces the node's value at every step; everything downstream,
         LinState updates included, reads the patched value, and a patched LinState continues from it.
         """
-        keys = node_keys(self.nodes)
         values = self._run(xs, exact, check_bounds, patch, record=self.nodes)
-        return {keys[node]: values[node] for node in self.nodes}
+        return {self.names[node]: values[node] for node in self.nodes}
 
     def _run(self, xs, exact, check_bounds, patch, record) -> dict:
         """The interpreter's one loop: the values of the nodes in ``record``, stacked over time."""
@@ -146,7 +146,7 @@ class ForEach:
 
     def _read_patch(self, patch: dict, mode, count: int, steps: int) -> dict:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
-        by_key = {key: node for node, key in node_keys(self.nodes).items()}
+        by_key = {key: node for node, key in self.names.items()}
         patched = {}
         for target, values in patch.items():
             node = target if isinstance(target, Node) else by_key.get(target)
@@ -166,16 +166,6 @@ class ForEach:
             holder = Input(node.dim, name=f"patch of {node.name}")
             patched[node] = mode.read(array if mode.name == "exact" else array.astype(np.float64), holder, False)[0]
         return patched
-
-
-def node_keys(nodes) -> dict:
-    """``{node: key}``: its name, or ``name#k`` for the k-th later node of a name already taken."""
-    keys, seen = {}, {}
-    for node in nodes:
-        count = seen.get(node.name, 0)
-        keys[node] = node.name if count == 0 else f"{node.name}#{count}"
-        seen[node.name] = count + 1
-    return keys
 
 
 def _squeezed(result, squeeze: bool):
