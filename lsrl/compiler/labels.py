@@ -79,22 +79,29 @@ def better(current, incoming):
     return current
 
 
+PATCHABLE_ROLES = ("value", "copy", "pos", "neg", "negated")  # the roles that are functions of v
+
+
+def _held(role, v):
+    """What a unit of ``role`` holds when its component's value is ``v`` (a number or an array)."""
+    if role in ("value", "copy"):
+        return v
+    if role == "negated":
+        return -v
+    if role == "pos":
+        return np.where(v > 0, v, 0 * v) if isinstance(v, np.ndarray) else max(v, 0 * v)
+    return np.where(v < 0, -v, 0 * v) if isinstance(v, np.ndarray) else max(-v, 0 * v)
+
+
+def unit_values(label, values):
+    """What a unit with ``label`` holds, given its node's ``values``: a ``(B, T, dim)`` float array
+    (gives ``(B, T)``) or, exactly, a list (batch) of lists (time) of lists of numbers."""
+    if isinstance(values, np.ndarray):
+        return _held(label.role, values[..., label.index])
+    return [[_held(label.role, vector[label.index]) for vector in sequence] for sequence in values]
+
+
 # ---- checking the claims ---------------------------------------------------------------------
-
-
-def expected_unit(label, trace):
-    """What a unit with ``label`` must hold, from ``trace`` (node name -> values per step; exact or
-    float); None for a constant (checked separately)."""
-    values = trace[label.node][..., label.index]
-    if label.role in ("value", "copy"):
-        return values
-    if label.role == "negated":
-        return -values
-    if label.role == "pos":
-        return np.where(values > 0, values, 0 * values)
-    if label.role == "neg":
-        return np.where(values < 0, -values, 0 * values)
-    return None
 
 
 def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
@@ -111,7 +118,7 @@ def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
                 continue
             if label.node not in trace:
                 broken.append((layer, unit, label, "no such node in the program"))
-            elif not _close(held, expected_unit(label, trace), tolerance):
+            elif not _close(held, _held(label.role, trace[label.node][..., label.index]), tolerance):
                 broken.append((layer, unit, label, "values differ"))
     return broken
 

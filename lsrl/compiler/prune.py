@@ -111,7 +111,7 @@ def prune(graph: Graph) -> Graph:
     path = graph.path()
     start, layers = path[0], path[1:]
     pruned = Graph(graph.backend, graph.name)
-    pruned.stats, pruned.peak_nnz = dict(graph.stats), graph.peak_nnz
+    pruned.stats, pruned.peak_nnz, pruned.entangled = dict(graph.stats), graph.peak_nnz, set(graph.entangled)
     pruned.input = previous = pruned.add(
         Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer, labels=start.labels)
     )
@@ -119,6 +119,8 @@ def prune(graph: Graph) -> Graph:
     for layer in layers:
         zero_in = _always_zero(layer, zero_in)
         zeros.append(zero_in)
+        # readers drop always-0 units: a node patched to another value would not reach them
+        pruned.entangled |= {layer.labels[i].node for i in zero_in if layer.labels[i] is not None}
     previous_live = list(range(start.dim))
     for layer, needed in zip(layers, _needed_components(layers, zeros) if layers else []):
         if layer.kind == RELU:  # element-wise: it keeps whatever its input kept
