@@ -18,12 +18,14 @@ from safetensors.numpy import load_file, save_file
 from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.lang.evaluate import EXACT_MODE, mode_for
-from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
+from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
-_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": ()}
+_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
+                 "ReLUState": ("A", "B", "b", "init_state")}
+_STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
 def _run_exact(layer, x):
@@ -34,6 +36,8 @@ def _run_exact(layer, x):
         return [EXACT_MODE.multi(sequence) for sequence in x]
     if layer.kind == "Linear":
         return [EXACT_MODE.linear(layer.A, layer.b, sequence) for sequence in x]
+    if layer.kind == "ReLUState":
+        return [_run_relustate_exact(layer, sequence) for sequence in x]
     out = []
     zero_bias = EXACT.zeros_vector(layer.dim)
     for sequence in x:
@@ -46,6 +50,18 @@ def _run_exact(layer, x):
             states.append(state[0])
         out.append(states)
     return out
+
+
+def _run_relustate_exact(layer, sequence):
+    """``h_t = ReLU(A h_{t-1} + B x_t + b)`` over one sequence (a list of lists of mpq)."""
+    drive = EXACT_MODE.linear(layer.B, layer.b, sequence)
+    zero_bias = EXACT.zeros_vector(layer.dim)
+    state, states = EXACT_MODE.initial_state(layer, 1), []
+    for step in drive:
+        state = EXACT_MODE.linear(layer.A, zero_bias, state)
+        state = EXACT_MODE.relu([[s + u for s, u in zip(state[0], step)]])
+        states.append(state[0])
+    return states
 
 
 class CompiledProgram:
@@ -70,7 +86,7 @@ class CompiledProgram:
 
     @property
     def state_size(self) -> int:
-        return sum(layer.dim for layer in self.layers if layer.kind == "LinState")
+        return sum(layer.dim for layer in self.layers if layer.kind in _STATE_LAYERS)
 
     @property
     def widest_layer(self) -> int:
@@ -233,8 +249,10 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     try:
         if kind == "Linear":
             built = Linear(previous, weights["A"], weights["b"], name=name)
-        elif kind == "LinState":
-            built = LinState(previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name)
+        elif kind in _STATE_LAYERS:
+            built = _STATE_LAYERS[kind](
+                previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name
+            )
         else:
             built = (ReLU if kind == "ReLU" else Multi)(previous, name=name)
             built.check()
