@@ -326,3 +326,12 @@ def test_fuse_relustate_relu():
     program = lsrl.ForEach(lsrl.ReLU(lsrl.ReLUState(x, [[-1]], [[1]], name="state")))
     graph = apply_fusion(program, "state", "fuse_relustate_relu")
     assert [op.kind for op in graph.ops()] == ["input", "relustate"]
+
+
+def test_the_noise_experiment_runs_a_relustate_as_a_relustate():
+    from lsrl.experiments import noise
+
+    model = lsrl.compile(conditional_reset())
+    xs = column([random.Random(6).randint(0, 4) for _ in range(LENGTH)])[None]
+    forced = noise.forced_outputs(model, xs, 0.0, np.random.default_rng(0))
+    assert np.array_equal(forced[0, :, 0], np.array(reset_reference(xs[0, :, 0].tolist()), dtype=np.float64))
