@@ -335,3 +335,13 @@ def test_the_noise_experiment_runs_a_relustate_as_a_relustate():
     xs = column([random.Random(6).randint(0, 4) for _ in range(LENGTH)])[None]
     forced = noise.forced_outputs(model, xs, 0.0, np.random.default_rng(0))
     assert np.array_equal(forced[0, :, 0], np.array(reset_reference(xs[0, :, 0].tolist()), dtype=np.float64))
+
+
+def test_the_float_runner_carries_a_relustate_across_chunks():
+    """Sequences longer than the runner's chunk of lanes (512): the state passes from chunk to chunk."""
+    model = lsrl.compile(conditional_reset())
+    rng = random.Random(8)
+    batch = [[rng.randint(0, 3) for _ in range(1500)] for _ in range(3)]
+    out = model(np.array(batch)[..., None])
+    for row, xs in zip(out, batch):
+        assert np.array_equal(row[:, 0], np.array(reset_reference(xs), dtype=np.float64))
