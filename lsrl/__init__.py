@@ -3,7 +3,7 @@
 from lsrl.errors import (
     AutomatonError, BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError,
 )
-from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, value_bounds
+from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, ReLUState, value_bounds
 from lsrl.numbers import Matrix
 from lsrl.sugar import (
     IFELSE_VARIANTS,

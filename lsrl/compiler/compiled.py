@@ -19,18 +19,20 @@ from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
 from lsrl.compiler.labels import PATCHABLE_ROLES, ROLES, UnitLabel, label_violations, unit_values
 from lsrl.errors import BackendError, DimensionError, LsrlError, ModelFileError
 from lsrl.lang.evaluate import EXACT_MODE, mode_for
-from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
+from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
-_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": ()}
+_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
+                 "ReLUState": ("A", "B", "b", "init_state")}
+_STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
 def _run_exact(layer, x, patched=()):
     """One layer over a batch given as a list (batch) of lists (time) of lists of mpq; ``patched``:
     ``(unit, values)`` pairs that overwrite units (``values[b][t]``), a state's before it is carried."""
-    if layer.kind == "LinState":
+    if layer.kind in _STATE_LAYERS:
         return _run_exact_state(layer, x, patched)
     if layer.kind == "ReLU":
         out = [EXACT_MODE.relu(sequence) for sequence in x]
@@ -46,6 +48,7 @@ def _run_exact(layer, x, patched=()):
 
 
 def _run_exact_state(layer, x, patched):
+    """A LinState or ReLUState layer, step by step; patched units overwrite the state it carries."""
     out = []
     zero_bias = EXACT.zeros_vector(layer.dim)
     for b, sequence in enumerate(x):
@@ -55,6 +58,8 @@ def _run_exact_state(layer, x, patched):
         for t, step in enumerate(drive):
             state = EXACT_MODE.linear(layer.A, zero_bias, state)
             state = [[s + u for s, u in zip(state[0], step)]]
+            if layer.kind == "ReLUState":
+                state = EXACT_MODE.relu(state)
             for unit, values in patched:
                 state[0][unit] = values[b][t]
             states.append(state[0])
@@ -67,12 +72,14 @@ def _run_float(layer, x, patched=()):
     bit for bit what ``model(xs)`` returns); ``patched`` as for ``_run_exact``, values ``(B, T)``."""
     from lsrl.compiler.runner import build_plan, run_plan
 
-    if layer.kind == "LinState" and patched:  # the patched state is the one carried: step by step
+    if layer.kind in _STATE_LAYERS and patched:  # the patched state is the one carried: step by step
         A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
         state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
         out = np.empty(x.shape[:2] + (layer.dim,))
         for t in range(x.shape[1]):
             state = state @ A.T + x[:, t] @ B.T + b
+            if layer.kind == "ReLUState":
+                state = np.maximum(state, 0.0)
             for unit, values in patched:
                 state[:, unit] = values[:, t]
             out[:, t] = state
@@ -118,7 +125,7 @@ class CompiledProgram:
 
     @property
     def state_size(self) -> int:
-        return sum(layer.dim for layer in self.layers if layer.kind == "LinState")
+        return sum(layer.dim for layer in self.layers if layer.kind in _STATE_LAYERS)
 
     @property
     def widest_layer(self) -> int:
@@ -383,8 +390,10 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     try:
         if kind == "Linear":
             built = Linear(previous, weights["A"], weights["b"], name=name)
-        elif kind == "LinState":
-            built = LinState(previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name)
+        elif kind in _STATE_LAYERS:
+            built = _STATE_LAYERS[kind](
+                previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name
+            )
         else:
             built = (ReLU if kind == "ReLU" else Multi)(previous, name=name)
             built.check()

@@ -19,10 +19,13 @@ from lsrl.compiler.labels import UnitLabel, better
 from lsrl.lang import nodes as N
 
 LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "concat", "multi", "input"
+RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
 _KIND_OF_NODE = {
     N.Input: INPUT, N.Linear: LINEAR, N.ReLU: RELU, N.LinState: LINSTATE, N.Concat: CONCAT, N.Multi: MULTI,
+    N.ReLUState: RELUSTATE,
 }
-WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init")}
+WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init")}
+STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
 
 
 class Op:
@@ -165,6 +168,15 @@ class Graph:
 
     def linstate(self, x, A, B, b, init, name=None, labels=None) -> Op:
         return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+
+    def relustate(self, x, A, B, b, init, name=None, labels=None) -> Op:
+        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+
+    def state_like(self, state, x, B, b=None, name=None) -> Op:
+        """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
+        through ``B`` (and ``b``: ``state.b`` unless given)."""
+        build = self.linstate if state.kind == LINSTATE else self.relustate
+        return build(x, state.A, B, state.b if b is None else b, state.init, name=name)
 
     # ---- rewiring ---------------------------------------------------------------------------
     def distinct_users(self, op) -> list:
@@ -322,6 +334,8 @@ class Graph:
                 node = N.Linear(inputs[0], op.A, op.b, name=op.name)
             elif op.kind == LINSTATE:
                 node = N.LinState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
+            elif op.kind == RELUSTATE:
+                node = N.ReLUState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
             elif op.kind == RELU:
                 node = N.ReLU(inputs[0], name=op.name)
             elif op.kind == MULTI:
@@ -348,7 +362,7 @@ def from_program(program, backend) -> Graph:
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
         if kind == LINEAR:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
-        elif kind == LINSTATE:
+        elif kind in STATE_KINDS:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), B=convert(node.B),
                     b=convert(node.b), init=convert(node.init_state))
         elif kind == CONCAT:

@@ -11,6 +11,7 @@ copy        ``v``, carried past a layer by a bypass (a dummy LinState, a slice, 
 pos         ``ReLU(v)``, the positive part of Eq. (11)
 neg         ``ReLU(-v)``, the negative part of Eq. (11)
 negated     ``-v`` (what a negative part is made of, before its ReLU)
+-pos, -neg  ``-ReLU(v)``, ``-ReLU(-v)`` (a sign-split bypass of a value that is itself a part)
 constant    one number at every step, whatever the input: a helper (the ``1`` that carries a
             value through a Multi); ``node, index`` name what it helps
 ========== ============================================================================
@@ -27,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-ROLES = ("value", "copy", "pos", "neg", "negated", "constant")
+ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant")
 
 
 class UnitLabel(NamedTuple):
@@ -50,6 +51,8 @@ def positive_part(label):
     """The label of ``ReLU`` of a unit labelled ``label`` (None where that is not a label's claim)."""
     if label is None or label.role in ("pos", "neg", "constant"):
         return label  # ReLU of a ReLU; ReLU of a constant is a constant
+    if label.role in ("-pos", "-neg"):
+        return label._replace(role="constant")  # ReLU(-ReLU(.)) = 0
     return label._replace(role="neg" if label.role == "negated" else "pos")
 
 
@@ -61,7 +64,7 @@ def negation_of(label):
         return label._replace(role="negated")
     if label.role == "negated":
         return label._replace(role="copy")
-    return None  # -ReLU(v) is none of the roles
+    return label._replace(role={"pos": "-pos", "neg": "-neg", "-pos": "pos", "-neg": "neg"}[label.role])
 
 
 def constant_for(label, index=0):
@@ -79,7 +82,7 @@ def better(current, incoming):
     return current
 
 
-PATCHABLE_ROLES = ("value", "copy", "pos", "neg", "negated")  # the roles that are functions of v
+PATCHABLE_ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg")  # the roles that are functions of v
 
 
 def _held(role, v):
@@ -88,6 +91,8 @@ def _held(role, v):
         return v
     if role == "negated":
         return -v
+    if role.startswith("-"):
+        return -_held(role[1:], v)
     if role == "pos":
         return np.where(v > 0, v, 0 * v) if isinstance(v, np.ndarray) else max(v, 0 * v)
     return np.where(v < 0, -v, 0 * v) if isinstance(v, np.ndarray) else max(-v, 0 * v)

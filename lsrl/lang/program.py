@@ -6,7 +6,7 @@ import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
 from lsrl.lang.evaluate import mode_for, step_node
-from lsrl.lang.nodes import Input, LinState, Node
+from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
 
@@ -29,7 +29,7 @@ def topological_order(output: Node) -> list:
             cycle = [n.name for n, _ in stack[[n for n, _ in stack].index(child):]] + [child.name]
             raise GraphError(
                 f"{child.describe()}: the program has a cycle {' -> '.join(reversed(cycle))}; "
-                "only LinState carries values between steps, and it does so without edges"
+                "only LinState and ReLUState carry values between steps, and they do so without edges"
             )
         if child not in state:
             state[child] = 1
@@ -83,6 +83,11 @@ class ForEach:
     def linstates(self) -> list:
         return [node for node in self.nodes if isinstance(node, LinState)]
 
+    @property
+    def states(self) -> list:
+        """The nodes that carry a value between steps: LinStates and ReLUStates."""
+        return [node for node in self.nodes if isinstance(node, (LinState, ReLUState))]
+
     def __repr__(self) -> str:
         return f"ForEach({self.name!r}, nodes={len(self.nodes)}, in={self.input.dim}, out={self.output.dim})"
 
@@ -124,7 +129,7 @@ class ForEach:
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         count = len(batch)
         patched = self._read_patch(patch or {}, mode, count, steps)
-        states = {node: mode.initial_state(node, count) for node in self.linstates}
+        states = {node: mode.initial_state(node, count) for node in self.states}
         history = {node: [] for node in record}
         for t in range(steps):
             values = {}

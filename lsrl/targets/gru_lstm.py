@@ -51,6 +51,9 @@ The product layer.
   up to a power of two so that the scaling is exact; each doubling costs one bit of precision in the
   products (float64: 2^-42 relative at the default 1024).
 
+A ReLUState block's state layer is its update itself: ``relu_units`` with the state's ``A`` as
+recurrent weights (GRU: ``z = 0, r = 1`` so ``h = n``; LSTM: ``f = 0, i = g = 1`` so ``h = o``).
+
 Initial states are buffers ``h0_l{k}`` (and ``c0_l{k}`` for the LSTM), broadcast over the batch.
 """
 
@@ -381,6 +384,8 @@ def _state_layer(builder, block, x):
     W = block.B @ x.R
     beta = block.B @ x.c + block.b
     d = block.d_state
+    if block.relu_state is not None:  # a ReLUState: the ReLU units' own step (z = 0 / f = 0), no split
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0)]
     if x.hidden and all(np.all(m >= 0) for m in (A, W, beta, s0)):  # s_t >= 0 for every input
         return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0)]
     units = builder.relu_units(

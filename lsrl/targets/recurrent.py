@@ -2,7 +2,9 @@
 
 The classic ones run their recurrence in stock ``torch.nn.RNN(nonlinearity="relu")`` with the
 state split of Eq. (11): ``[s+; s-] = ReLU([[A, -A], [-A, A]] [s+; s-] + [B; -B] x + [b; -b])``
-keeps both halves non-negative, so the ReLU acts as the identity and ``s = s+ - s-``.
+keeps both halves non-negative, so the ReLU acts as the identity and ``s = s+ - s-``. The block
+of a ReLUState needs no split: its update ``s_t = ReLU(A s_{t-1} + B x_t + b)`` is the RNN's own
+step (Eq. 2), with ``h_0 = s_0 >= 0``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ class ClassicRNNBlock(LinearRNNBlock):
 
     def __init__(self, block):
         nn.Module.__init__(self)
+        if block.relu_state is not None:
+            self._init_relu_state(block)
+            return
         d = block.d_state
         A, B, b = block.A, block.B, block.b
         self.rnn = nn.RNN(block.d_in, 2 * d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
@@ -83,6 +88,20 @@ class ClassicRNNBlock(LinearRNNBlock):
             self.rnn.bias_hh_l0.zero_()
         self.h0 = nn.Parameter(float64_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
         self.register_buffer("merge", float64_tensor(np.hstack([np.eye(d), -np.eye(d)])))
+        self.phi = DenseStack(block.phi)
+        self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
+    def _init_relu_state(self, block):
+        """The ReLUState's update as the RNN step itself (no sign split: ``merge = I``)."""
+        d = block.d_state
+        self.rnn = nn.RNN(block.d_in, d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            self.rnn.weight_hh_l0.copy_(float64_tensor(block.A))
+            self.rnn.weight_ih_l0.copy_(float64_tensor(block.B))
+            self.rnn.bias_ih_l0.copy_(float64_tensor(block.b))
+            self.rnn.bias_hh_l0.zero_()
+        self.h0 = nn.Parameter(float64_tensor(block.s0))
+        self.register_buffer("merge", float64_tensor(np.eye(d)))
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
