@@ -159,6 +159,23 @@ def noise_command(out_dir, workers, quick):
     click.echo(f"wrote {', '.join(str(Path(out_dir) / name) for name in files)}")
 
 
+@main.group()
+def bench():
+    """The benchmark suite of compiled models with known circuits."""
+
+
+@bench.command(name="build")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: all)")
+@one_line_errors
+def bench_build(out_dir, tasks):
+    """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
+    from lsrl.bench import build_suite
+
+    folders = build_suite(out_dir, tasks or None)
+    click.echo(f"wrote {len(folders)} models to {out_dir}")
+
+
 main.add_command(llrnn)
 
 if __name__ == "__main__":
