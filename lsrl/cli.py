@@ -130,12 +130,20 @@ def run(model_dir, input_file, exact, no_check_bounds):
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--max-len", type=click.IntRange(min=1), default=None,
               help="hawk / griffin rows: the literal App. E construction for inputs up to this length")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
+              help="also draw the model's layers, units and weights to this PNG file")
 @one_line_errors
-def inspect(model_dir, max_len):
+def inspect(model_dir, max_len, plot_file):
     """Per architecture: layers, hidden sizes, non-zero parameters."""
     from lsrl.targets import inspect as describe
 
-    click.echo(describe(lsrl.load(model_dir), max_len=max_len))
+    model = lsrl.load(model_dir)
+    click.echo(describe(model, max_len=max_len))
+    if plot_file:
+        from lsrl.plot import plot_model
+
+        plot_model(model, plot_file)
+        click.echo(f"wrote {plot_file}")
 
 
 @main.group()
