@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import lsrl
 from lsrl.bench import TASKS, build_suite, load
+from lsrl.bench.labels import check_labels, unit_labels
 from lsrl.cli import main
 
 
@@ -176,3 +177,45 @@ def test_cli_bench_build(tmp_path):
     assert sorted(p.name for p in (tmp_path / "parity").iterdir()) == sorted(TASKS["parity"].archs)
     bad = CliRunner().invoke(main, ["bench", "build", str(tmp_path), "--task", "nothing"])
     assert bad.exit_code != 0 and "unknown benchmark task" in bad.output
+
+
+def test_check_labels_accepts_true_labels_and_names_false_ones():
+    prog = lsrl.programs.more_ones_than_zeros()
+    model = lsrl.compile(prog)
+    xs = np.array([[1], [0], [0], [1], [1], [1]])
+    layers, nodes = model.trace(xs, exact=True), prog.trace(xs, exact=True)
+    # this model's layers hold its named nodes (Fig. 1: the state, the step's two pre-activations, ...)
+    true = [[(layer.name, i, "value") for i in range(layer.dim)] for layer in model.layers]
+    before_relu = model.layers[1].name  # a generated name
+    true[2] = [(before_relu, i, "pos") for i in range(2)]  # the ReLU layer is the positive part of the one before
+    true[1][0] = ("ones_minus_zeros", 0, "value")  # the step's first pre-activation is the count itself (mu = 1)
+    assert check_labels(layers, true, nodes) == ([], [])
+    false = [list(layer) for layer in true]
+    false[2][1] = (before_relu, 1, "neg")
+    false[3][0] = ("more_ones", 0, "carried")
+    violations, unchecked = check_labels(layers, false, nodes)
+    assert len(violations) == 1 and violations[0].startswith(f"layer 2 unit 1 labelled ({before_relu}, 1, neg)")
+    assert unchecked == ["carried"]
+    floats = model.trace(xs.astype(float))
+    assert check_labels(floats, true, prog.trace(xs), atol=1e-12) == ([], [])
+
+
+def test_suite_path_labels_hold_where_the_model_has_them(suite):
+    """Each path folder's labels.json holds the compiled model's labels; where present, they must hold
+    exactly on the test data (``check_labels`` against the program's trace)."""
+    root, _ = suite
+    for name, task in TASKS.items():
+        if "path" not in task.archs:
+            continue
+        prog = task.build()
+        model = lsrl.compile(prog)
+        stored = json.loads((root / name / "path" / "labels.json").read_text())
+        fresh = unit_labels(model)  # auto-generated node names differ between builds: compare the rest
+        assert stored["available"] == (fresh is not None)
+        if fresh is not None:
+            assert [[unit[1:] for unit in layer] for layer in stored["layers"]] == [[u[1:] for u in layer] for layer in fresh]
+        if stored["available"]:
+            with np.load(root / name / "path" / "data.npz") as data:
+                xs = data["test_inputs"][:2, : int(data["test_lengths"][:2].min())]
+            violations, _ = check_labels(model.trace(xs, exact=True), unit_labels(model), prog.trace(xs, exact=True))
+            assert violations == [], (name, violations[:3])

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 import lsrl
 from lsrl.bench.export import export
+from lsrl.bench.labels import automaton_labels, unit_labels
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 
@@ -67,7 +68,7 @@ def _padded(split, inputs, outputs) -> dict:
     return {f"{split}_inputs": x, f"{split}_outputs": y, f"{split}_lengths": np.array([len(a) for a in inputs])}
 
 
-# ---- models and labels -----------------------------------------------------------------------------
+# ---- models ------------------------------------------------------------------------------------------
 
 
 def task_models(task) -> dict:
@@ -77,27 +78,6 @@ def task_models(task) -> dict:
         return {arch: lsrl.automata.to_torch(machine, arch) for arch in task.archs}
     compiled = lsrl.compile(task.build(), backend="exact")
     return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in task.archs}
-
-
-def unit_labels(model) -> list | None:
-    """Per layer, one ``[node, index, role]`` per unit: ``model.labels`` (``net.labels`` on a torch
-    target), ``None`` where the model carries no labels."""
-    labels = getattr(model, "labels", None)
-    return None if labels is None else [[[str(node), int(index), str(role)] for node, index, role in layer]
-                                        for layer in labels]
-
-
-def automaton_labels(machine, network) -> list:
-    """The automaton networks' units: the core's transition units ``(state, symbol index, "transition")``
-    (the start unit: ``("start", -1, "start")``), then the readout's ``("accept", 0, "value")``."""
-    from lsrl.automata.units import transition_units
-
-    units = transition_units(machine)
-    core = [[str(machine.states[p]), int(a), "transition"] if p >= 0 else ["start", -1, "start"]
-            for p, a in zip(units.source.tolist(), units.symbol.tolist())]
-    if network.core.hidden_size != len(core):
-        raise LsrlError(f"automaton network has {network.core.hidden_size} units, the automaton {len(core)}")
-    return [core, [["accept", 0, "value"]]]
 
 
 # ---- folders -----------------------------------------------------------------------------------------
