@@ -101,7 +101,7 @@ def write_model(folder: Path, task, arch, model, data) -> Path:
     np.savez_compressed(folder / "data.npz", **data)
     source = task.build or task.automaton
     (folder / "program.py").write_text(inspect.getsource(source) if task.build else f"# {task.summary}\n")
-    (folder / "README.md").write_text(model_card(task, arch, layers, labels, data))
+    (folder / "README.md").write_text(model_card(task, arch, layers, tensors, labels, data))
     return folder
 
 
@@ -114,8 +114,8 @@ def circuit_nodes(task) -> list:
     return [(name, named[name]) for name in task.circuit if name in named]
 
 
-def model_card(task, arch, layers, labels, data) -> str:
-    widths = ", ".join(layer["op"] for layer in layers)
+def model_card(task, arch, layers, tensors, labels, data) -> str:
+    widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
     lines = [
         f"# {task.name} · {arch}", "",
         f"**Task.** {task.description}", "",
@@ -147,6 +147,18 @@ def model_card(task, arch, layers, labels, data) -> str:
               "from load_model import load_folder", "net = load_folder('.')", "data = np.load('data.npz')",
               "outputs = net(torch.as_tensor(data['test_inputs']))", "```", ""]
     return "\n".join(lines)
+
+
+def describe_layer(spec, tensors) -> str:
+    """A config layer in a few words: its op and width, or its sub-layers."""
+    if spec["op"] == "block":
+        parts = [f"{part}: " + ", ".join(describe_layer(s, tensors) for s in spec[part])
+                 for part in ("state", "phi", "gamma") if spec.get(part)]
+        return f"block({'; '.join(parts)})"
+    weight = spec.get("weight") or spec.get("B")
+    width = spec.get("hidden_size") or spec.get("kwargs", {}).get("hidden_size") or (
+        tensors[weight].shape[0] if weight else None)
+    return f"{spec['op']}({width})" if width else spec["op"]
 
 
 def build_suite(root, tasks=None, progress: bool = True) -> list:

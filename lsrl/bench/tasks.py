@@ -9,7 +9,7 @@ a running maximum over positions) is exact up to ``max_len`` steps, the longest 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -43,8 +43,8 @@ class Task:
 
     @property
     def description(self) -> str:
-        source = self.build or self.automaton
-        return (source.__doc__ or "").strip() if source else self.summary
+        """The builder's docstring on one line (an automaton task's summary)."""
+        return " ".join((self.build.__doc__ or "").split()) if self.build else self.summary
 
 
 TASKS: dict = {}

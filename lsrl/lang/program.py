@@ -125,6 +125,8 @@ class ForEach:
 
     def _read_patch(self, patch: dict, mode, count: int, steps: int) -> dict:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
+        if not patch:
+            return {}
         by_key = {key: node for node, key in node_keys(self.nodes).items()}
         patched = {}
         for target, values in patch.items():
