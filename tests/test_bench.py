@@ -48,7 +48,8 @@ def test_suite_has_thirty_tasks_and_complete_folders(suite):
 def test_loader_needs_only_torch_and_safetensors(suite):
     root, _ = suite
     tree = ast.parse((root / "load_model.py").read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported == {"json", "pathlib", "torch", "safetensors"}
 
@@ -213,7 +214,7 @@ def test_suite_path_labels_hold_where_the_model_has_them(suite):
         fresh = unit_labels(model)  # auto-generated node names differ between builds: compare the rest
         assert stored["available"] == (fresh is not None)
         if fresh is not None:
-            assert [[unit[1:] for unit in layer] for layer in stored["layers"]] == [[u[1:] for u in layer] for layer in fresh]
+            assert [[u[1:] for u in layer] for layer in stored["layers"]] == [[u[1:] for u in layer] for layer in fresh]
         if stored["available"]:
             with np.load(root / name / "path" / "data.npz") as data:
                 xs = data["test_inputs"][:2, : int(data["test_lengths"][:2].min())]

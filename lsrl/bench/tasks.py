@@ -21,9 +21,9 @@ from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import f_and, f_bump, f_larger, f_modulo_counter, f_smaller, f_step
 
-UNGATED = ("path", "linear_rnn", "rnn", "lstm", "gru")
-GATED = ("path", "gated_linear_rnn", "gated_rnn", "lstm", "gru")
-AUTOMATON = ("rnn", "lstm", "gru")
+PROGRAM_ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
+GATED_PROGRAM_ARCHS = ("path", "gated_linear_rnn", "gated_rnn", "lstm", "gru")
+AUTOMATON_ARCHS = ("rnn", "lstm", "gru")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Task:
     train_lengths: tuple
     test_lengths: tuple
     circuit: tuple = ()
-    archs: tuple = UNGATED
+    archs: tuple = PROGRAM_ARCHS
     automaton: Callable | None = None
     summary: str = ""
 
@@ -58,7 +58,7 @@ def _tokens(largest):
     return sample
 
 
-def register(name, sample, train_lengths=(1, 8), test_lengths=(9, 12), circuit=(), archs=UNGATED):
+def register(name, sample, train_lengths=(1, 8), test_lengths=(9, 12), circuit=(), archs=PROGRAM_ARCHS):
     """Decorator: add the decorated program builder to ``TASKS`` under ``name``."""
 
     def add(build):
@@ -126,7 +126,8 @@ def _residue_task(name, divisor, token, largest):
         residues = one_hot(count, range(MAX_LEN + 1))
         return ForEach(Linear(residues, [[k % divisor for k in range(MAX_LEN + 1)]], name="residue"), name=name)
 
-    build.__doc__ = (f"The number of {token}s so far (tokens 0..{largest}) modulo {divisor}: a LinState counts them; the residue is "
+    build.__doc__ = (f"The number of {token}s so far (tokens 0..{largest}) modulo {divisor}: a LinState counts them; "
+                     "the residue is "
                      f"read off a one-hot of the count (exact up to {MAX_LEN} steps).")
     return build
 
@@ -263,7 +264,8 @@ def _kth_smallest(k, name):
         below_k = f_step(Linear(_count_at_most(token), EXACT.eye(LARGEST, -1), [k] * LARGEST), mu=1)  # count < k
         return ForEach(Linear(below_k, [[1] * LARGEST], name=name), name=name)
 
-    build.__doc__ = (f"The {k}-th smallest token so far ({LARGEST} before {k} tokens were read), sorting-free: it is the "
+    build.__doc__ = (f"The {k}-th smallest token so far ({LARGEST} before {k} tokens were read), sorting-free: "
+                     "it is the "
                      f"number of values v in 0..{LARGEST - 1} with fewer than {k} tokens <= v so far.")
     return build
 
@@ -288,8 +290,8 @@ def running_median():
     token = tokens(LARGEST)
     counts = _count_at_most(token)
     steps = step_count(token, name="steps")
-    below_half = f_step(Linear(Concat([counts, steps]), np.hstack([-2 * np.eye(LARGEST, dtype=int), np.ones((LARGEST, 1), dtype=int)])),
-                        mu=1)
+    twice_counts_minus_steps = np.hstack([-2 * np.eye(LARGEST, dtype=int), np.ones((LARGEST, 1), dtype=int)])
+    below_half = f_step(Linear(Concat([counts, steps]), twice_counts_minus_steps), mu=1)  # 2 count < t
     return ForEach(Linear(below_half, [[1] * LARGEST], name="running_median"), name="running_median")
 
 
@@ -413,7 +415,7 @@ def _lookup_sample(n, largest):
 
 
 def _lookup_task(name, n, largest):
-    @register(name, _lookup_sample(n, largest), train_lengths=(1, 3), test_lengths=(4, 5), archs=GATED,
+    @register(name, _lookup_sample(n, largest), train_lengths=(1, 3), test_lengths=(4, 5), archs=GATED_PROGRAM_ARCHS,
               circuit=("mod_n", "mod_2n"))
     def build():
         return programs.discrete_approximator(n)
@@ -434,7 +436,7 @@ def _approximation_task(name, f, formula):
         prompt = programs.continuous_prompt(f, 1, 1, cells, exact=True)
         return np.vstack([programs.continuous_query(query, 1), prompt]).astype(object)
 
-    @register(name, sample, train_lengths=(2, 4), test_lengths=(5, 8), archs=GATED, circuit=())
+    @register(name, sample, train_lengths=(2, 4), test_lengths=(5, 8), archs=GATED_PROGRAM_ARCHS, circuit=())
     def build():
         return programs.continuous_approximator(1, 1)
 
@@ -456,7 +458,7 @@ def _symbols(rng, length):
 
 
 def _automaton_task(name, automaton, summary):
-    TASKS[name] = Task(name, None, _symbols, (1, 10), (11, 40), (), AUTOMATON, automaton, summary)
+    TASKS[name] = Task(name, None, _symbols, (1, 10), (11, 40), (), AUTOMATON_ARCHS, automaton, summary)
 
 
 _automaton_task("parity_unbounded", lambda: from_regex("(0*10*1)*0*", ("0", "1")),

@@ -72,7 +72,8 @@ def _as_batch(net, xs) -> torch.Tensor:
     dtype = next((t.dtype for t in tensors if t.is_floating_point()), torch.float64)
     x = xs if isinstance(xs, torch.Tensor) else torch.as_tensor(np.asarray(xs, dtype=np.float64), dtype=dtype)
     if x.dim() not in (2, 3):
-        raise DimensionError(f"run_with_cache: expected a sequence (T, d) or a batch (B, T, d), got shape {tuple(x.shape)}")
+        raise DimensionError(
+            f"run_with_cache: expected a sequence (T, d) or a batch (B, T, d), got shape {tuple(x.shape)}")
     return x
 
 
@@ -87,7 +88,7 @@ def _read_patches(net, patch, squeeze) -> dict:
         if name not in layers:
             raise LsrlError(f"run_with_cache: cannot patch {name!r}: not a sub-layer of this "
                             f"{type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
-        tensor = torch.as_tensor(np.asarray(values, dtype=np.float64) if not isinstance(values, torch.Tensor) else values)
+        tensor = values if isinstance(values, torch.Tensor) else torch.as_tensor(np.asarray(values, dtype=np.float64))
         patches[name] = tensor[None] if squeeze else tensor
     return patches
 
@@ -109,7 +110,8 @@ def _is_cell_stack(module) -> bool:
 def _recorder(name, cache, batch_steps, patch):
     def hook(module, args, output):
         sequence = output[0] if isinstance(output, tuple) else output
-        if not isinstance(sequence, torch.Tensor) or sequence.dim() != 3 or tuple(sequence.shape[:2]) != tuple(batch_steps):
+        per_step = isinstance(sequence, torch.Tensor) and sequence.dim() == 3
+        if not per_step or tuple(sequence.shape[:2]) != tuple(batch_steps):
             if patch is not None:
                 raise LsrlError(f"run_with_cache: cannot patch {name!r}: its output is not a sequence of activations")
             return None  # not a per-step activation (e.g. a final state alone)
