@@ -221,3 +221,31 @@ def test_automaton_network_cache(arch):
     assert torch.equal((cache["readout"] > 0).to(outputs.dtype), outputs)
     if arch == "lstm":  # stock LSTM: h = o * tanh(c)
         torch.testing.assert_close(cache["core.o"] * torch.tanh(cache["core.c"]), cache["core"], rtol=0, atol=1e-6)
+
+
+def test_torch_patch_of_the_state_layer_follows_the_program_patch():
+    """In the Eq. (11) RNN of Fig. 1, block 0's torch.nn.RNN holds [s+; s-] of the counter: patching it
+    with its values on another input changes the outputs exactly as patching the counter in the program."""
+    prog = lsrl.programs.more_ones_than_zeros()
+    net = lsrl.compile(prog).to_torch("rnn")
+    _, other = net.run_with_cache(OTHER_BITS)
+    outputs, cache = net.run_with_cache(BITS, patch={"blocks.0.rnn": other["blocks.0.rnn"]})
+    expected = prog(BITS, patch={"ones_minus_zeros": prog.trace(OTHER_BITS)["ones_minus_zeros"]})
+    assert np.array_equal(outputs.numpy(), expected) and not np.array_equal(expected, prog(BITS))
+    assert torch.equal(cache["blocks.0.rnn"], other["blocks.0.rnn"])
+    own_outputs, own = net.run_with_cache(BITS)
+    assert torch.equal(net.run_with_cache(BITS, patch={"blocks.0.rnn": own["blocks.0.rnn"]})[0], own_outputs)
+    with pytest.raises(lsrl.LsrlError, match="cannot patch 'blocks.9'"):
+        net.run_with_cache(BITS, patch={"blocks.9": own["blocks.0.rnn"]})
+    with pytest.raises(lsrl.LsrlError, match=r"patch for 'blocks.0.rnn' has shape \(1, 6, 2\)"):
+        net.run_with_cache(BITS, patch={"blocks.0.rnn": own["blocks.0.rnn"][:6]})
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru"])
+def test_torch_patch_of_a_whole_cell_layer_gives_the_other_inputs_outputs(arch):
+    net = lsrl.compile(_small_lookup()[0]).to_torch(arch)
+    xs = _small_lookup()[1]
+    other = lsrl.programs.discrete_prompt({(1,): (3,), (0,): (2,)}, query=(0,))
+    other_outputs, other_cache = net.run_with_cache(other)
+    patched, _ = net.run_with_cache(xs, patch={"rnn.l0": other_cache["rnn.l0"]})  # later layers read only l0
+    assert torch.equal(patched, other_outputs) and not torch.equal(patched, net.run_with_cache(xs)[0])

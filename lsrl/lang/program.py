@@ -151,6 +151,8 @@ class ForEach:
 
     def _read_patch(self, patch: dict, mode, count: int, steps: int) -> dict:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
+        if not patch:
+            return {}
         by_key = {key: node for node, key in self.names.items()}
         patched = {}
         for target, values in patch.items():
