@@ -26,8 +26,26 @@ sigmoid data vector ``e_i`` on a diagonal space and the memory summands use the 
 
 ``diag_i : W_i^∨ ⊸ (W_i ⊸ W_i)`` a linear constant. With ``content_softmax`` a driver ring's content
 is read through the constant ``softmax_Mj : !A ⊸ (W_j ⊸ V_j)``, a non-linear function of the state
-(legitimate on a ``!``-typed argument), and its add vector is linear. The gate, sharpening and
-content addressing have no form here: ``llrnn_form`` refuses them.
+(legitimate on a ``!``-typed argument), and its add vector is linear.
+
+The TF code's other stabilisers:
+
+- The **gate** is linear logic: ``g (q_1-move of r_1) + (1 - g) (pattern move of r_1)`` with
+  ``g = sigmoid(W_g h0 + B_g)`` is a command slot ``g_1`` over the two closed terms
+  ``pick_1, pick_2 : !(A ⊸ W_1) ⊸ !(A ⊸ W_1) ⊸ A ⊸ W_1`` (``library.choice``), applied to the two
+  promoted moves and to ``h``; its logits are ``(W_g h0 + B_g, 0)``, and ``softmax(z, 0) = (sigmoid(z),
+  1 - sigmoid(z))``. (Trained as an LLRNN, the second logit row is a free parameter too.)
+- **Sharpening** ``(a + 1e-6)^γ / Σ`` (a power and a normalisation) and **content addressing**
+  ``i softmax(β cos(k, M_{.,j})) + (1 - i) a`` (cosines and a softmax, an affine map of the address whose
+  constant part is no linear function of it) are steps outside linear logic. The form applies them exactly
+  where the explicit model does, to the inputs and outputs of the linear-logic moves, as modules of the
+  cell (``ContentAddressing``, ``Sharpening``; their math is ``ring.content_weighting`` and ``ring.sharpen``,
+  shared with the explicit model), and the step runs in stages (``cell.py``): content addressing fills
+  scratch components ``w_i^``, ``r_i^`` (each controller head's input), ``master^addr`` (a term) moves the
+  addresses into scratch components ``w_i'``, ``r_i'``, sharpening rewrites those, and ``master^in`` /
+  ``master^out`` (terms) then read them linearly: ``inj_wi(proj_wi' h) + inj_ri(proj_ri' h)`` and the memory
+  summands above with ``proj_wi' h`` for the new write address (Eq. (2.13)) or ``proj_wi h`` (Sec. 3.2).
+  The scratch components are not carried from step to step: the state is the explicit model's.
 """
 
 from __future__ import annotations
