@@ -1,6 +1,8 @@
 """The LLRNN cell: every model's LLRNN form (master terms run by the cell) against its explicit
 equations, user-written masters, type errors, and gradients."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -192,3 +194,19 @@ def test_the_stabilisers_outside_linear_logic_are_steps_around_the_masters():
     assert cell.state_dim == llrnn_form(RING_MACHINES["pattern_ntm"]()).state_dim  # scratch is not carried
     plain = llrnn_form(RING_MACHINES["pattern_ntm"]())
     assert plain.masters["addr"] is None and not plain.before and not plain.between
+
+
+OPTIONS = {"erase": ("location", "matrix"), "content_softmax": (True, False), "gate": (False, True),
+           "sharpen": (False, True), "content_addressing": (False, True)}
+
+
+@pytest.mark.parametrize("name", ["pattern_ntm_small_pattern_ring", "dihedral_ntm"])
+def test_every_combination_of_the_options_has_an_equal_llrnn_form(name):
+    """All 32 combinations of the five options (the tests above take each alone and all together)."""
+    for values in itertools.product(*OPTIONS.values()):
+        options = dict(zip(OPTIONS, values))
+        torch.manual_seed(3)
+        model = RING_MACHINES[name](**options)
+        xs = torch.randn(2, 4, model.input_dim, dtype=torch.float64)
+        start = torch.rand(2, model.state_dim, dtype=torch.float64) * 0.3
+        assert relative_error(llrnn_form(model)(xs, start), model(xs, start)) <= 1e-10, options
