@@ -2,11 +2,11 @@
 boundary, ONNX in onnxruntime, the L* round trip, and bad tables.
 
 The full-size check of the issue (100 random DFAs x 10,000 strings of lengths up to 1,000, and lengths
-up to 10^6) is ``lsrl.automata.check``, run by ``benchmarks/finite_automata.py``; here a smaller sample: the seven Tomita grammars and 20
-random minimal DFAs (up to 50 states, alphabets up to 5), per DFA 64 strings of length 300 and 256
-of length 12, plus 16 strings of length 1,000 for the Tomita grammars and the three largest DFAs;
-every prefix is checked; and ``check`` itself on the Tomita grammars and random DFAs with 100 strings
-of lengths up to 1,000 each.
+up to 10^6) is ``lsrl.automata.check``, run by ``benchmarks/finite_automata.py``; here a smaller sample:
+the seven Tomita grammars and 20 random minimal DFAs (up to 50 states, alphabets up to 5), per DFA
+64 strings of length 300 and 256 of length 12, plus 16 strings of length 1,000 for the Tomita grammars
+and the three largest DFAs; every prefix is checked; and ``check`` itself on the Tomita grammars and
+two random DFAs with 100 strings of lengths up to 1,000 each.
 """
 
 import itertools

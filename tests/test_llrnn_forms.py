@@ -6,7 +6,7 @@ import itertools
 import pytest
 import torch
 
-from lsrl.errors import DimensionError, LsrlError
+from lsrl.errors import DimensionError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.forms import llrnn_form

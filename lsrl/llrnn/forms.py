@@ -227,7 +227,8 @@ def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
     for ring, explicit_ring in zip(rings, model.rings):
         N, ell, width = explicit_ring.slots, ring.label, explicit_ring.width
         for head, _ in model.heads(explicit_ring):
-            commands.append(_head_commands(model, f"{head}{ell}", dual(ring.address) if head == "s" else ring.address, N))
+            address = dual(ring.address) if head == "s" else ring.address  # write heads move W^∨
+            commands.append(_head_commands(model, f"{head}{ell}", address, N))
         if _gated(model, explicit_ring):
             commands.append(Commands(f"g{ell}", lolli(*[Bang(Lolli(STATE, ring.address))] * 2, STATE, ring.address),
                                      tuple(choice(first, STATE, ring.address) for first in (True, False))))
@@ -330,8 +331,8 @@ def _ring_machine_weights(cell, model) -> dict:
     for name in cell.W_p:
         weights[cell.W_p[name]], weights[cell.B_p[name]] = getattr(model, "W_" + name), getattr(model, "B_" + name)
         if name.startswith("g"):  # the gate: softmax(z, 0) = (sigmoid(z), 1 - sigmoid(z)) over (pick_1, pick_2)
-            weights[cell.W_p[name]], weights[cell.B_p[name]] = (
-                torch.cat([gate, torch.zeros_like(gate)]) for gate in (weights[cell.W_p[name]], weights[cell.B_p[name]]))
+            for target in (cell.W_p[name], cell.B_p[name]):
+                weights[target] = torch.cat([weights[target], torch.zeros_like(weights[target])])
     for name in cell.W_b:
         weights[cell.W_b[name]], weights[cell.B_b[name]] = getattr(model, "W_" + name), getattr(model, "B_" + name)
     if model.Q is not None:
