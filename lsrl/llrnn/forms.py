@@ -208,7 +208,7 @@ def _scratch(model, rings) -> dict:
     ``master^addr``, sharpened in place), and with content addressing each controller head's input
     ``w^`` / ``r^`` (filled before the masters)."""
     scratch = {}
-    for ring, explicit_ring in zip(rings, model.rings):
+    for ring in rings:
         ell = ring.label
         scratch |= {f"w{ell}'": ring.components[f"w{ell}"], f"r{ell}'": ring.components[f"r{ell}"]}
     if model.stabilisers.content_addressing:
@@ -282,9 +282,9 @@ class _ControllerMaps(nn.Module):
 
 
 class ContentAddressing(_ControllerMaps):
-    """Outside linear logic, before the masters: a head's input address ``i c + (1 - i) a`` (scratch
-    component ``target``), ``c`` the content weighting of its key against the memory (``ring.content_weighting``:
-    cosines and a softmax), ``i = sigmoid(W_i h0 + B_i)``."""
+    """Outside linear logic, before the masters: a head's input address ``i c + (1 - i) a`` into the scratch
+    component ``source^`` (``a`` read from ``source``), ``c`` the content weighting of the head's key against
+    the memory (``ring.content_weighting``: cosines and a softmax), ``i = sigmoid(W_i h0 + B_i)``."""
 
     def __init__(self, model, head: str, source: str, memory: str):
         super().__init__(model, [f"{kind}{head}" for kind in ("k", "beta", "i")])
