@@ -8,9 +8,9 @@ Automata networks against their automata, at the issue's scale: errors and CPU t
 1. Throughput: symbols per CPU second on a random 20-state, 3-symbol DFA, batch 256 x 1,000 (median of 3).
 2. Long strings: ``--long-dfas`` DFAs (Tomita 3, then random 10-state ones), 2 strings of
    ``--long-length`` symbols, run in chunks of 100,000 steps that carry the state.
-3. Sweep: the seven Tomita grammars and ``--dfas`` random minimal DFAs (2..50 states, 2..5 symbols,
-   uniform), ``--strings`` random strings of ``--length`` symbols each, every prefix checked, so every
-   length 1..``--length`` is checked ``--strings`` times. Float32, one torch thread.
+3. Sweep (``lsrl.automata.checking``): the seven Tomita grammars and ``--dfas`` random minimal DFAs (2..50
+   states, 2..5 symbols, uniform), ``--strings`` random strings each of random lengths 1..``--length``,
+   every prefix and the empty word checked; one line of running totals per DFA. Float32, one torch thread.
 4. Round trip: AALpy's L* learns each network of the Tomita grammars and ``--round-trip-dfas`` random
    minimal DFAs (2..50 states) back; the learned DFA must be equivalent to the original (decided exactly).
 
@@ -27,43 +27,27 @@ import numpy as np
 import torch
 
 from lsrl.automata import ARCHITECTURES, learn_back, random_dfa, to_torch, tomita
-
-CHUNK = 100_000
+from lsrl.automata.checking import check, count_errors
 
 
 def one_hot(indices, k):
     return torch.nn.functional.one_hot(torch.as_tensor(indices), k).float()
 
 
-def count_errors(net, dfa, indices, batch):
-    """Errors over ``indices`` (B, T), in batches of ``batch`` strings and chunks of CHUNK steps."""
-    k, errors = len(dfa.alphabet), 0
-    for start in range(0, len(indices), batch):
-        rows, state = indices[start:start + batch], None
-        states_before = np.full(len(rows), dfa.start)
-        for t0 in range(0, rows.shape[1], CHUNK):
-            piece = rows[:, t0:t0 + CHUNK]
-            with torch.no_grad():
-                hidden, state = net.hidden(one_hot(piece, k), state)
-                out = net.read(hidden).numpy()[..., 0]
-            visited = dfa.states_after(piece, states_before)
-            states_before = visited[:, -1]
-            errors += int((out != dfa.accepting[visited]).sum())
-    return errors
-
-
-def sweep(dfas, strings, length, rng):
+def sweep(dfas, strings, length, seed):
     print(f"\n3. {len(dfas)} DFAs (states {min(len(d.states) for d in dfas)}..{max(len(d.states) for d in dfas)}), "
-          f"{strings} strings x {length} symbols each, every prefix checked")
-    print(f"{'architecture':14} {'DFAs':>5} {'checked':>14} {'errors':>7} {'CPU s':>9}")
-    inputs = [rng.integers(0, len(d.alphabet), size=(strings, length)) for d in dfas]
-    for arch in ARCHITECTURES:
-        batch = 1000 if arch != "second_order" else 500
-        start, errors = time.process_time(), 0
-        for dfa, indices in zip(dfas, inputs):
-            errors += count_errors(to_torch(dfa, arch), dfa, indices, batch)
-        print(f"{arch:14} {len(dfas):5} {len(dfas) * strings * length:14,} {errors:7} "
-              f"{time.process_time() - start:9.1f}", flush=True)
+          f"{strings:,} strings each of random lengths 1..{length:,} (bucketed by length), every prefix checked")
+    print(f"{'after DFA':>9} {'states':>6} {'symbols':>7}  " + "  ".join(f"{a + ' errors':>19} {'CPU s':>8}"
+                                                                    for a in ARCHITECTURES), flush=True)
+
+    def progress(i, results):
+        print(f"{i + 1:9} {len(dfas[i].states):6} {len(dfas[i].alphabet):7}  "
+              + "  ".join(f"{r.errors:19,} {r.cpu_seconds:8.1f}" for r in results), flush=True)
+
+    results = check(dfas, ARCHITECTURES, strings=strings, max_length=length, seed=seed, progress=progress)
+    print(f"\n{'architecture':14} {'DFAs':>5} {'strings':>10} {'outputs checked':>16} {'errors':>7} {'CPU s':>9}")
+    for r in results:
+        print(f"{r.architecture:14} {r.machines:5} {r.strings:10,} {r.checked:16,} {r.errors:7} {r.cpu_seconds:9.1f}")
 
 
 def long_strings(dfas, length, rng):
@@ -73,7 +57,7 @@ def long_strings(dfas, length, rng):
         indices = rng.integers(0, len(dfa.alphabet), size=(2, length))
         for arch in ARCHITECTURES:
             start = time.process_time()
-            errors = count_errors(to_torch(dfa, arch), dfa, indices, 2)
+            errors, _ = count_errors(to_torch(dfa, arch), dfa, indices, batch=2)
             print(f"{name:22} {arch:14} {errors:7} {time.process_time() - start:9.1f}", flush=True)
 
 
@@ -125,7 +109,7 @@ def main():
     tomitas = [tomita(i) for i in range(1, 8)]
     if "3" in args.parts:
         dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng) for _ in range(args.dfas)]
-        sweep(dfas, args.strings, args.length, rng)
+        sweep(dfas, args.strings, args.length, args.seed)
     if "4" in args.parts:
         dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng)
                           for _ in range(args.round_trip_dfas)]

@@ -19,6 +19,8 @@ MODELS = {
     "NTM(8, 32, N=32)": lambda: explicit.NTM(8, 32, 32, powers=(0, 1, 31)),
     "DihedralNTM(8, 32, N=32)": lambda: explicit.DihedralNTM(8, 32, 32),
     "PatternNTM(8, 32, N=32)": lambda: explicit.PatternNTM(8, 32, 32, 8, head_powers=(0, 1, 31)),
+    "PatternNTM(8, 32, N=32), TF stabilisers": lambda: explicit.PatternNTM(8, 32, 32, 8, head_powers=(0, 1, 31),
+                                                                           **explicit.ALL_STABILISERS),
     "MultiplePatternNTM(8, 32, N=32,2,2,2)": lambda: explicit.MultiplePatternNTM(8, 32, 8, slots=(32, 2, 2, 2)),
     "PolynomialStepNTM(8, 32, N=32)": lambda: explicit.PolynomialStepNTM(8, 32, 32, 8, head_powers=(0, 1, 31)),
 }

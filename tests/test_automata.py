@@ -1,11 +1,12 @@
 """lsrl.automata: machines, the four networks (float32, against the automaton), the gain bound at its
 boundary, ONNX in onnxruntime, the L* round trip, and bad tables.
 
-The full-size check of the issue (100 random DFAs x 10,000 strings up to length 1,000, and lengths
-up to 10^6) is ``benchmarks/finite_automata.py``; here a smaller sample: the seven Tomita grammars and 20
-random minimal DFAs (up to 50 states, alphabets up to 5), per DFA 64 strings of length 300 and 256
-of length 12, plus 16 strings of length 1,000 for the Tomita grammars and the three largest DFAs;
-every prefix is checked.
+The full-size check of the issue (100 random DFAs x 10,000 strings of lengths up to 1,000, and lengths
+up to 10^6) is ``lsrl.automata.check``, run by ``benchmarks/finite_automata.py``; here a smaller sample:
+the seven Tomita grammars and 20 random minimal DFAs (up to 50 states, alphabets up to 5), per DFA
+64 strings of length 300 and 256 of length 12, plus 16 strings of length 1,000 for the Tomita grammars
+and the three largest DFAs; every prefix is checked; and ``check`` itself on the Tomita grammars and
+two random DFAs with 100 strings of lengths up to 1,000 each.
 """
 
 import itertools
@@ -17,9 +18,10 @@ import torch
 
 import lsrl
 from lsrl.automata import (
-    ARCHITECTURES, DFA, Mealy, certified_deviation, export_onnx, from_regex, gain_bound, learn_back, random_dfa,
-    to_torch, tomita,
+    ARCHITECTURES, DFA, Mealy, certified_deviation, check, export_onnx, from_regex, gain_bound, learn_back,
+    random_dfa, to_torch, tomita,
 )
+from lsrl.automata.checking import count_errors, random_strings
 from lsrl.automata.units import transition_units
 from lsrl.errors import AutomatonError, DimensionError, LsrlError, SequenceError
 
@@ -147,6 +149,34 @@ def test_mealy_networks_output_one_hot_symbols(architecture):
     assert [machine.outputs[i] for i in out[0, :40].argmax(-1)] == [f"r{int(word[:t + 1], 2) % 3}" for t in range(40)]
 
 
+def test_check_of_the_issue_reduced():
+    """``check`` at a tenth of a percent of the issue's size: zero errors, and every prefix counted."""
+    rng = np.random.default_rng(21)
+    dfas = [tomita(i) for i in range(1, 8)] + [random_dfa(50, 5, rng), random_dfa(int(rng.integers(2, 51)), 3, rng)]
+    results = check(dfas, strings=100, max_length=1000, seed=4)
+    lengths = [random_strings(np.random.default_rng([4, i]), len(d.alphabet), 100, 1000)[1] for i, d in enumerate(dfas)]
+    assert [r.architecture for r in results] == list(ARCHITECTURES)
+    for r in results:
+        assert (r.machines, r.strings, r.errors) == (len(dfas), 100 * len(dfas), 0)
+        assert r.checked == sum(int(n.sum()) + 1 for n in lengths)  # every prefix and each empty word
+
+
+def test_count_errors_buckets_by_length_and_sees_errors():
+    """Bucketed by length, ``count_errors`` counts exactly the wrong prefixes that a plain loop over the
+    strings counts; a network at 0.6 times its gain bound makes errors, and they are counted."""
+    dfa, rng = random_dfa(20, 3, np.random.default_rng(7)), np.random.default_rng(8)
+    indices, lengths = random_strings(rng, 3, 40, 400)
+    assert lengths.min() >= 1 and lengths.max() <= 400 and len(set(lengths.tolist())) > 20
+    weak = to_torch(dfa, "gru", gain=0.6 * to_torch(dfa, "gru").gain)
+    errors, checked = count_errors(weak, dfa, indices, lengths, batch=7, chunk=64)
+    expected = 0
+    for row, n in zip(indices, lengths):
+        with torch.no_grad():
+            out = weak(_one_hot(row[None, :n], 3)).numpy()
+        expected += int((out != dfa.reference(row[None, :n])).any(-1).sum())
+    assert checked == lengths.sum() and errors == expected > 0
+
+
 # ---- the gain bound of the saturated LSTM and GRU -------------------------------------------------------------
 
 
@@ -230,6 +260,39 @@ def test_lstar_learns_back_an_equivalent_dfa(architecture):
     for dfa in [tomita(3), tomita(6), random_dfa(6, 3, np.random.default_rng(11))]:
         learned = learn_back(to_torch(dfa, architecture), dfa.alphabet)
         assert len(learned.states) == len(dfa.states) and learned.equivalent(dfa)
+
+
+def _random_mealy(n, k, outputs, rng):
+    """A random Mealy machine: a random minimal DFA's (reachable) table with random transition outputs."""
+    table = random_dfa(n, k, rng).table
+    names = rng.integers(0, len(outputs), size=table.shape)
+    return Mealy(range(n), range(k), outputs, {p: {a: (int(table[p, a]), outputs[names[p, a]]) for a in range(k)}
+                                               for p in range(n)}, 0)
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_lstar_learns_back_an_equivalent_mealy_machine(architecture):
+    rng = np.random.default_rng(12)
+    for machine in [_residue_machine(), _random_mealy(8, 3, ("x", "y", "z"), rng)]:
+        network = to_torch(machine, architecture)
+        learned = learn_back(network, machine.alphabet, outputs=machine.outputs)
+        assert isinstance(learned, Mealy) and learned.equivalent(machine)
+        assert len(learned.states) <= len(machine.states)
+    assert len(learn_back(to_torch(_residue_machine(), architecture), "01", outputs=("r0", "r1", "r2")).states) == 3
+
+
+def test_mealy_equivalence_is_decided_exactly():
+    machine = _residue_machine()
+    renamed = Mealy(["a", "b", "c"], "10", ("r2", "r1", "r0"),
+                    {"abc"[p]: {a: ("abc"[(2 * p + int(a)) % 3], f"r{(2 * p + int(a)) % 3}") for a in "01"}
+                     for p in range(3)}, "a")
+    changed = Mealy(range(3), "01", ("r0", "r1", "r2"),
+                    {p: {a: ((2 * p + int(a)) % 3, "r1" if (p, a) == (2, "1") else f"r{(2 * p + int(a)) % 3}")
+                         for a in "01"} for p in range(3)}, 0)
+    assert machine.equivalent(renamed) and not machine.equivalent(changed)
+    assert machine.translate("1011") != changed.translate("1011")
+    with pytest.raises(LsrlError, match="outputs="):
+        learn_back(to_torch(machine, "rnn"), "01")
 
 
 def test_equivalence_is_decided_exactly():

@@ -1,10 +1,12 @@
 """The LLRNN cell: every model's LLRNN form (master terms run by the cell) against its explicit
 equations, user-written masters, type errors, and gradients."""
 
+import itertools
+
 import pytest
 import torch
 
-from lsrl.errors import DimensionError, LsrlError
+from lsrl.errors import DimensionError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.forms import llrnn_form
@@ -28,13 +30,19 @@ RING_MACHINES = {
     "polynomial_step_ntm": lambda **o: explicit.PolynomialStepNTM(3, 4, 5, 3, **o),
     "dihedral_polynomial_step_ntm": lambda **o: explicit.DihedralPolynomialStepNTM(3, 4, 5, 3, **o),
 }
-# every erase and content variant that has an LLRNN form: the paper's, the defaults (Eq. (2.13) erase,
-# softmax over pattern contents) and the two crossed
+# every variant: the paper's, the defaults (Eq. (2.13) erase, softmax over pattern contents), the two
+# crossed, each TF stabiliser alone (the gate acts on the pattern models only), and all of them with the
+# defaults and with the paper-literal erase and contents
 FORM_VARIANTS = {
     "paper": explicit.PAPER_LITERAL,
     "default": {},
     "location_erase_linear_contents": {"content_softmax": False},
     "matrix_erase_softmax_contents": {"erase": "matrix"},
+    "gate": {"gate": True},
+    "sharpen": {"sharpen": True},
+    "content_addressing": {"content_addressing": True},
+    "all_stabilisers": explicit.ALL_STABILISERS,
+    "all_stabilisers_paper": {**explicit.PAPER_LITERAL, **explicit.ALL_STABILISERS},
 }
 MODELS = {
     "second_order": lambda: explicit.SecondOrderRNN(3, 4),
@@ -127,10 +135,16 @@ def test_bad_spaces_and_inputs():
 
 
 @pytest.mark.parametrize("name", ["higher_order", "ntm-paper", "ntm-default", "pattern_ntm-paper",
-                                  "pattern_ntm-default", "multiple_pattern_ntm-default"])
+                                  "pattern_ntm-default", "multiple_pattern_ntm-default",
+                                  "pattern_ntm-all_stabilisers", "ntm-all_stabilisers_paper"])
 def test_gradients_of_the_llrnn_form_match_finite_differences(name):
     torch.manual_seed(2)
-    cell = llrnn_form(MODELS[name]())
+    model = MODELS[name]()
+    with torch.no_grad():  # γ = 1 + ReLU(W h0 + B): a positive bias keeps the ReLU on, so W and B get gradients
+        for parameter_name, parameter in model.named_parameters():
+            if parameter_name.startswith("B_gamma"):
+                parameter.fill_(2.0)
+    cell = llrnn_form(model)
     xs = torch.randn(4, 4, cell.input_dim, dtype=torch.float64)
     start = torch.rand(4, cell.state_dim, dtype=torch.float64) * 0.5  # non-empty memories from the start
     target = torch.randn(4, 4, cell.state_dim, dtype=torch.float64)
@@ -165,7 +179,34 @@ def test_llrnn_form_on_cuda():
     assert relative_error(cell(xs.cuda()).cpu(), expected) <= 1e-10
 
 
-@pytest.mark.parametrize("option", ["gate", "sharpen", "content_addressing"])
-def test_no_llrnn_form_for_the_nonlinear_stabilisers(option):
-    with pytest.raises(LsrlError, match="act non-linearly"):
-        llrnn_form(RING_MACHINES["pattern_ntm"](**{option: True}))
+def test_the_stabilisers_outside_linear_logic_are_steps_around_the_masters():
+    """Sharpening and content addressing are modules acting on the state around the (type-checked) masters,
+    one per head; the gate is a command slot over the two closed terms pick_1, pick_2."""
+    from lsrl.llrnn.forms import ContentAddressing, Sharpening
+    from lsrl.llrnn.logic import type_of
+
+    cell = llrnn_form(RING_MACHINES["pattern_ntm"](**explicit.ALL_STABILISERS))
+    assert [type(step) for step in cell.before] == [ContentAddressing] * 4  # s1, q1 (gated ring 1), s2, q2
+    assert [step.target for step in cell.between] == ["w1'", "r1'", "w2'", "r2'"]
+    assert all(isinstance(step, Sharpening) for step in cell.between)
+    assert all(type_of(m) == cell.expected_master_type() for m in cell.masters.values())
+    assert [c.name for c in cell.commands if c.name.startswith("g")] == ["g1"]
+    assert cell.state_dim == llrnn_form(RING_MACHINES["pattern_ntm"]()).state_dim  # scratch is not carried
+    plain = llrnn_form(RING_MACHINES["pattern_ntm"]())
+    assert plain.masters["addr"] is None and not plain.before and not plain.between
+
+
+OPTIONS = {"erase": ("location", "matrix"), "content_softmax": (True, False), "gate": (False, True),
+           "sharpen": (False, True), "content_addressing": (False, True)}
+
+
+@pytest.mark.parametrize("name", ["pattern_ntm_small_pattern_ring", "dihedral_ntm"])
+def test_every_combination_of_the_options_has_an_equal_llrnn_form(name):
+    """All 32 combinations of the five options (the tests above take each alone and all together)."""
+    for values in itertools.product(*OPTIONS.values()):
+        options = dict(zip(OPTIONS, values))
+        torch.manual_seed(3)
+        model = RING_MACHINES[name](**options)
+        xs = torch.randn(2, 4, model.input_dim, dtype=torch.float64)
+        start = torch.rand(2, model.state_dim, dtype=torch.float64) * 0.3
+        assert relative_error(llrnn_form(model)(xs, start), model(xs, start)) <= 1e-10, options

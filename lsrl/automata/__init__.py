@@ -2,7 +2,8 @@
 
 ``DFA(...)``, ``from_regex(pattern, alphabet)``, ``Mealy(...)``, ``tomita(n)``, ``random_dfa(...)``;
 ``to_torch(machine, "rnn" | "second_order" | "lstm" | "gru")``; ``export_onnx(network, path)``;
-``learn_back(network, alphabet)`` (AALpy's L* with the network as membership oracle).
+``learn_back(network, alphabet[, outputs=])`` (AALpy's L* with the network as membership oracle);
+``check(machines, architectures)`` (the full random-string check, ``lsrl.automata.checking``).
 The names that need PyTorch load on first use, so that ``import lsrl`` stays quick.
 """
 
@@ -15,7 +16,7 @@ _LAZY = {
     "ARCHITECTURES": "lsrl.automata.compile", "AutomatonNetwork": "lsrl.automata.networks",
     "to_torch": "lsrl.automata.compile", "gain_bound": "lsrl.automata.gated",
     "certified_deviation": "lsrl.automata.gated", "export_onnx": "lsrl.automata.export",
-    "learn_back": "lsrl.automata.learning",
+    "learn_back": "lsrl.automata.learning", "check": "lsrl.automata.checking",
 }
 
 

@@ -1,12 +1,13 @@
-"""The extraction round trip: AALpy's L* learns a DFA back from a compiled network.
+"""The extraction round trip: AALpy's L* learns a DFA or a Mealy machine back from a compiled network.
 
-The network is the membership oracle: a query's answers are the network's outputs after each
-prefix (its hidden state is carried from symbol to symbol, one step per symbol); the equivalence
-oracle samples random words, runs them through the network as one batch, and returns the shortest
-prefix on which the hypothesis disagrees (AALpy's ``RandomWordEqOracle`` does the same word by word,
-a hundred times slower with one network call per symbol). This is the workflow researchers run
-to extract automata from trained RNNs, here on networks whose answer is known: the learned DFA must
-be equivalent to the compiled one (``DFA.equivalent`` decides it exactly).
+The network is the membership (output) oracle: a query's answers are the network's outputs after each
+prefix (its hidden state is carried from symbol to symbol, one step per symbol) — acceptance for a DFA's
+network, the output symbol for a Mealy machine's; the equivalence oracle samples random words, runs them
+through the network as one batch, and returns the shortest prefix on which the hypothesis disagrees
+(AALpy's ``RandomWordEqOracle`` does the same word by word, a hundred times slower with one network call
+per symbol). This is the workflow researchers run to extract automata from trained RNNs, here on networks
+whose answer is known: the learned machine must be equivalent to the compiled one (``DFA.equivalent`` and
+``Mealy.equivalent`` decide it exactly).
 """
 
 from __future__ import annotations
@@ -14,17 +15,31 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lsrl.automata.machines import DFA
+from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import LsrlError
 
 
-def _network_sul(network, alphabet):
+def _decoder(outputs):
+    """How one step's readout ``(C,)`` reads as L*'s answer: acceptance (``outputs`` None: a DFA), or the
+    output symbol of the one channel that is on (a Mealy machine). Any other pattern reads as the tuple of
+    the symbols on, an answer the machine never gives, so that L* sees a wrong network instead of hiding it."""
+    if outputs is None:
+        return lambda channels: bool(channels[0] > 0.5)
+
+    def output_symbol(channels):
+        on = np.flatnonzero(channels > 0.5)
+        return outputs[on[0]] if len(on) == 1 else tuple(outputs[i] for i in on)
+
+    return output_symbol
+
+
+def _network_sul(network, alphabet, answer):
     from aalpy.base import SUL
 
     index = {symbol: i for i, symbol in enumerate(alphabet)}
 
     class NetworkSUL(SUL):
-        """Membership queries answered by ``network``, one symbol at a time."""
+        """Membership (output) queries answered by ``network``, one symbol at a time."""
 
         def pre(self):
             self.state = network.initial_state(1)
@@ -33,18 +48,18 @@ def _network_sul(network, alphabet):
             self.state = None
 
         def step(self, letter):
-            if letter is None:  # the empty word
-                return bool(network.initial_output()[0])
+            if letter is None:  # the empty word (DFA learning only)
+                return answer(network.initial_output().numpy())
             x = torch.zeros(1, 1, len(alphabet), dtype=network.h0.dtype)
             x[0, 0, index[letter]] = 1
             with torch.no_grad():
                 hidden, self.state = network.hidden(x, self.state)
-                return bool(network.read(hidden)[0, -1, 0])
+                return answer(network.read(hidden)[0, -1].numpy())
 
     return NetworkSUL()
 
 
-def _sampling_oracle(network, alphabet, words: int, length: int, rng: np.random.Generator, sul):
+def _sampling_oracle(network, alphabet, answer, words: int, length: int, rng: np.random.Generator, sul):
     from aalpy.base import Oracle
 
     class SamplingOracle(Oracle):
@@ -53,32 +68,42 @@ def _sampling_oracle(network, alphabet, words: int, length: int, rng: np.random.
         def find_cex(self, hypothesis):
             indices = rng.integers(0, len(alphabet), size=(words, length))
             with torch.no_grad():
-                answers = network(torch.nn.functional.one_hot(torch.as_tensor(indices), len(alphabet)))[..., 0]
-            answers = answers.numpy() > 0.5
+                readouts = network(torch.nn.functional.one_hot(torch.as_tensor(indices), len(alphabet))).numpy()
             self.num_queries += words
-            for word, expected in zip(indices, answers):
+            for word, expected in zip(indices, readouts):
                 hypothesis.reset_to_initial()
                 for t, symbol in enumerate(word):
-                    if hypothesis.step(alphabet[symbol]) != expected[t]:
+                    if hypothesis.step(alphabet[symbol]) != answer(expected[t]):
                         return tuple(alphabet[i] for i in word[: t + 1])
             return None
 
     return SamplingOracle(alphabet, sul)
 
 
-def learn_back(network, alphabet, *, words: int = 1000, length: int = 50, seed: int = 0) -> DFA:
-    """The DFA that AALpy's L* learns from ``network`` (a DFA's ``AutomatonNetwork``) over ``alphabet``;
-    each equivalence query samples ``words`` random words of ``length`` symbols (every prefix counts)."""
+def learn_back(network, alphabet, *, outputs=None, words: int = 1000, length: int = 50, seed: int = 0):
+    """The machine that AALpy's L* learns from ``network`` over ``alphabet``: a ``DFA`` from a DFA's network,
+    or, given the output symbols ``outputs`` (in the order of the network's channels, ``Mealy.outputs``),
+    a ``Mealy`` machine from a Mealy machine's network. Each equivalence query samples ``words`` random
+    words of ``length`` symbols (every prefix counts)."""
     from aalpy.learning_algs import run_Lstar
 
-    if network.readout.out_features != 1:
-        raise LsrlError(f"learn_back: needs a DFA's network (one acceptance channel), this one has "
-                        f"{network.readout.out_features} channels")
-    alphabet = list(alphabet)
-    sul = _network_sul(network, alphabet)
-    oracle = _sampling_oracle(network, alphabet, words, length, np.random.default_rng(seed), sul)
-    learned = run_Lstar(alphabet, sul, oracle, automaton_type="dfa", print_level=0)
+    channels = network.readout.out_features
+    if outputs is None and channels != 1:
+        raise LsrlError(f"learn_back: a DFA's network has one acceptance channel, this one has {channels}; "
+                        f"for a Mealy machine's network pass its output symbols as outputs=")
+    if outputs is not None and len(outputs) != channels:
+        raise LsrlError(f"learn_back: outputs names {len(outputs)} output symbols, the network has {channels} "
+                        f"output channels")
+    alphabet, answer = list(alphabet), _decoder(None if outputs is None else list(outputs))
+    sul = _network_sul(network, alphabet, answer)
+    oracle = _sampling_oracle(network, alphabet, answer, words, length, np.random.default_rng(seed), sul)
+    learned = run_Lstar(alphabet, sul, oracle, automaton_type="dfa" if outputs is None else "mealy",
+                        print_level=0)
     names = {state: i for i, state in enumerate(learned.states)}
+    if outputs is not None:
+        transitions = {names[state]: {a: (names[state.transitions[a]], state.output_fun[a]) for a in alphabet}
+                       for state in learned.states}
+        return Mealy(range(len(names)), alphabet, outputs, transitions, names[learned.initial_state])
     transitions = {names[state]: {a: names[state.transitions[a]] for a in alphabet} for state in learned.states}
     accepting = [names[state] for state in learned.states if state.is_accepting]
     return DFA(range(len(names)), alphabet, transitions, names[learned.initial_state], accepting, check_reachable=False)

@@ -325,6 +325,24 @@ class Mealy:
         previous = np.concatenate([np.full((indices.shape[0], 1), self.start), visited[:, :-1]], axis=1)
         return np.eye(len(self.outputs), dtype=np.float32)[self.output_table[previous, indices]]
 
+    def equivalent(self, other: "Mealy") -> bool:
+        """Whether both translate every word alike (same alphabet and output symbols, by name): a breadth-first
+        walk over the reachable pairs of states, comparing the outputs of every transition."""
+        if set(self.alphabet) != set(other.alphabet) or set(self.outputs) != set(other.outputs):
+            return False
+        symbols = [other.alphabet.index(a) for a in self.alphabet]  # other's index of each of our symbols
+        seen, queue = {(self.start, other.start)}, deque([(self.start, other.start)])
+        while queue:
+            p, q = queue.popleft()
+            for a, b in enumerate(symbols):
+                if self.outputs[self.output_table[p, a]] != other.outputs[other.output_table[q, b]]:
+                    return False
+                pair = (int(self.table[p, a]), int(other.table[q, b]))
+                if pair not in seen:
+                    seen.add(pair)
+                    queue.append(pair)
+        return True
+
     def transition_outputs(self):
         """``(|outputs|, n, k)`` one-hot output per transition; no output before any input."""
         return np.moveaxis(np.eye(len(self.outputs), dtype=np.int64)[self.output_table], -1, 0), \

@@ -14,6 +14,18 @@ last ``!A`` argument (``reads_state=True``). The paper's own NTM masters need it
 h unless the operator is generated from the state ``|∅⟩_h`` and applied to the linear h.
 As in the NTM (Sec. 3.2), ``controller=`` restricts H, U, B and every command and data network to
 one component (h_0): the paper's "H is the projection to H_0 followed by H_0".
+
+Steps outside linear logic (the TF code's sharpening and content addressing, ``lsrl.llrnn.forms``) are
+not terms: they are ``nn.Module``s that rewrite components of the state around the masters. A step then
+runs in stages, each master still a linear-logic term:
+
+    h~ = before(h ⊕ 0)                       scratch components appended to the state, filled here
+    h~ = between(h~ + Z_addr(h~))             Z_addr = ⟦master^addr⟧(...)(h~): the new addresses, in scratch
+    h' = [ReLU(Z_in(h~) + H h_0 + U x + B) + Z_out(h~)] without the scratch components
+
+with every command, data vector and ``|∅⟩_h~`` computed once, from ``h~`` after ``before``, and every
+step reading the previous controller state h_0. Without such steps and ``master_addr`` the step is
+Eq. (3.1) as it stands.
 """
 
 from __future__ import annotations
@@ -129,6 +141,11 @@ class StateSpace:
         offset, shape = self.layout[name]
         return F.pad(flat, (offset, self.dim - offset - math.prod(shape)))
 
+    def replace(self, h: torch.Tensor, name: str, flat: torch.Tensor) -> torch.Tensor:
+        """``h`` with component ``name`` replaced by ``flat`` (..., size of the component)."""
+        offset, shape = self.layout[name]
+        return torch.cat([h[..., :offset], flat, h[..., offset + math.prod(shape):]], dim=-1)
+
     def _inject(self, name, value, dtype, device) -> torch.Tensor:
         shape = self.layout[name][1]
         return self.place(name, value if len(shape) == 1 else to_matrix(value, shape[1], dtype, device).flatten(-2))
@@ -148,17 +165,24 @@ class LLRNN(nn.Module):
     def __init__(self, state: StateSpace, input_dim: int, *, master_in: Term | None = None,
                  master_out: Term | None = None, commands=(), data=(), input_space: Space | None = None,
                  reads_state: bool = False, controller: str | None = None, learned=None, constants=None,
+                 master_addr: Term | None = None, scratch=(), before=(), between=(),
                  dtype=torch.float64, device=None):
         super().__init__()
-        self.state, self.input_dim, self.state_dim = state, input_dim, state.dim
-        self.layout = state.layout
+        self.state, self.input_dim = state, input_dim
+        self.scratch = tuple(scratch)  # the last components of ``state``: working space of one step, not carried
+        if self.scratch and tuple(state.components)[-len(self.scratch):] != self.scratch:
+            raise DimensionError(f"scratch components {self.scratch} must be the last ones of the state")
+        carried = [name for name in state.components if name not in self.scratch]
+        self.layout = {name: state.layout[name] for name in carried}
+        self.state_dim = sum(math.prod(shape) for _, shape in self.layout.values())
+        self.before, self.between = nn.ModuleList(before), nn.ModuleList(between)
         self.commands, self.data, self.input_space = list(commands), list(data), input_space
         self.reads_state, self.controller = reads_state, controller
-        self.masters = {"in": master_in, "out": master_out}
+        self.masters = {"in": master_in, "out": master_out, "addr": master_addr}
         self.fixed_constants = dict(constants or {})
         self._check_masters(learned or {})
         factory = {"dtype": dtype, "device": device}
-        self.controller_dim = state.dim if controller is None else math.prod(state.layout[controller][1])
+        self.controller_dim = self.state_dim if controller is None else math.prod(state.layout[controller][1])
         d_c = self.controller_dim
         self.H = _parameter((d_c, d_c), d_c, factory)
         self.U = _parameter((d_c, input_dim), input_dim, factory)
@@ -173,7 +197,7 @@ class LLRNN(nn.Module):
         self.learned_spaces = dict(learned or {})
         self.learned = nn.ParameterDict({name: _parameter((space.dim,), space.shape[-1], factory)
                                          for name, space in self.learned_spaces.items()})
-        self.register_buffer("init_state", torch.zeros(state.dim, **factory))
+        self.register_buffer("init_state", torch.zeros(self.state_dim, **factory))
         # closed basis terms: their denotations do not change
         self._basis_values = {c.name: [denote(t) for t in c.basis] for c in self.commands}
 
@@ -207,7 +231,7 @@ class LLRNN(nn.Module):
         return self.init_state.expand(batch, -1).clone()
 
     def parts(self, h: torch.Tensor) -> dict:
-        return {name: self.state.view(h, name) for name in self.state.components}
+        return {name: self.state.view(h, name) for name in self.layout}
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
         if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
@@ -249,18 +273,27 @@ class LLRNN(nn.Module):
 
     def _step(self, h: torch.Tensor, x: torch.Tensor, masters: dict) -> torch.Tensor:
         controller = h if self.controller is None else self.state.view(h, self.controller)
+        if self.scratch:
+            h = F.pad(h, (0, self.state.dim - self.state_dim))  # room for the scratch components
+        for outside in self.before:
+            h = outside(self.state, h, controller)
         arguments = self._arguments(h, controller, x)
         operators = {}
         for which, master in masters.items():
             for argument in arguments:
                 master = master(argument)
             operators[which] = master
+        if "addr" in operators:
+            h = h + operators["addr"](h)
+            for outside in self.between:
+                h = outside(self.state, h, controller)
         drive = controller @ self.H.T + x @ self.U.T + self.B
         if self.controller is not None:
             drive = self.state.place(self.controller, drive)
         inside = drive + operators["in"](h) if "in" in operators else drive
         h_next = torch.relu(inside)
-        return h_next + operators["out"](h) if "out" in operators else h_next
+        h_next = h_next + operators["out"](h) if "out" in operators else h_next
+        return h_next[..., :self.state_dim] if self.scratch else h_next
 
 
 def _parameter(shape, fan_in: int, factory: dict) -> nn.Parameter:

@@ -34,7 +34,9 @@ import torch
 from torch import nn
 
 from lsrl.errors import DimensionError, SequenceError
-from lsrl.llrnn.ring import mix, power_index, ring_powers, word_counts, word_index, word_transform
+from lsrl.llrnn.ring import (
+    content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index, word_transform,
+)
 
 DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
@@ -252,7 +254,6 @@ ERASES = ("location", "matrix")
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).
 PAPER_LITERAL = {"erase": "matrix", "content_softmax": False}
 ALL_STABILISERS = {"gate": True, "sharpen": True, "content_addressing": True}  # with the defaults: TF's NTMs
-SHARPEN_FLOOR = 1e-6  # added before raising to gamma, as in the TF code: keeps 0^gamma differentiable
 
 
 @dataclass(frozen=True)
@@ -370,20 +371,20 @@ class RingMachine(RecurrentModel):
                   sharpen: bool = True) -> torch.Tensor:
         """A controller head's new address: content addressing (if on), the softmax move, sharpening (if on)."""
         if self.stabilisers.content_addressing:
-            similarity = torch.cosine_similarity(self.command("k" + head, h0)[..., :, None], memory, dim=-2, eps=1e-8)
-            strength = torch.nn.functional.softplus(self.command("beta" + head, h0))
-            content = torch.softmax(strength * similarity, dim=-1)
-            interpolation = torch.sigmoid(self.command("i" + head, h0))
-            address = interpolation * content + (1 - interpolation) * address
+            address = self.content_addressed(head, address, memory, h0)
         moved = mix(torch.softmax(self.command(head, h0), dim=-1), address, getattr(self, "moves_" + head))
         return self.sharpened(head, moved, h0) if sharpen else moved
+
+    def content_addressed(self, head: str, address: torch.Tensor, memory: torch.Tensor, h0: torch.Tensor):
+        """``i c + (1 - i) a``: the address interpolated with the content weighting ``c`` of the head's key."""
+        content = content_weighting(self.command("k" + head, h0), self.command("beta" + head, h0), memory)
+        interpolation = torch.sigmoid(self.command("i" + head, h0))
+        return interpolation * content + (1 - interpolation) * address
 
     def sharpened(self, head: str, address: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
         if not self.stabilisers.sharpen:
             return address
-        gamma = 1 + torch.relu(self.command("gamma" + head, h0))
-        powered = (address + SHARPEN_FLOOR) ** gamma
-        return powered / powered.sum(-1, keepdim=True)
+        return sharpen(address, 1 + torch.relu(self.command("gamma" + head, h0)))
 
     def ring_step(self, ring: Ring, parts: dict, h0: torch.Tensor) -> dict[str, torch.Tensor]:
         """The new ``r``, ``w`` and ``M`` of one ring, from the parts of ``h^(t)``."""

@@ -26,25 +26,44 @@ sigmoid data vector ``e_i`` on a diagonal space and the memory summands use the 
 
 ``diag_i : W_i^∨ ⊸ (W_i ⊸ W_i)`` a linear constant. With ``content_softmax`` a driver ring's content
 is read through the constant ``softmax_Mj : !A ⊸ (W_j ⊸ V_j)``, a non-linear function of the state
-(legitimate on a ``!``-typed argument), and its add vector is linear. The gate, sharpening and
-content addressing have no form here: ``llrnn_form`` refuses them.
+(legitimate on a ``!``-typed argument), and its add vector is linear.
+
+The TF code's other stabilisers:
+
+- The **gate** is linear logic: ``g (q_1-move of r_1) + (1 - g) (pattern move of r_1)`` with
+  ``g = sigmoid(W_g h0 + B_g)`` is a command slot ``g_1`` over the two closed terms
+  ``pick_1, pick_2 : !(A ⊸ W_1) ⊸ !(A ⊸ W_1) ⊸ A ⊸ W_1`` (``library.choice``), applied to the two
+  promoted moves and to ``h``; its logits are ``(W_g h0 + B_g, 0)``, and ``softmax(z, 0) = (sigmoid(z),
+  1 - sigmoid(z))``. (Trained as an LLRNN, the second logit row is a free parameter too.)
+- **Sharpening** ``(a + 1e-6)^γ / Σ`` (a power and a normalisation) and **content addressing**
+  ``i softmax(β cos(k, M_{.,j})) + (1 - i) a`` (cosines and a softmax, an affine map of the address whose
+  constant part is no linear function of it) are steps outside linear logic. The form applies them exactly
+  where the explicit model does, to the inputs and outputs of the linear-logic moves, as modules of the
+  cell (``ContentAddressing``, ``Sharpening``; their math is ``ring.content_weighting`` and ``ring.sharpen``,
+  shared with the explicit model), and the step runs in stages (``cell.py``): content addressing fills
+  scratch components ``w_i^``, ``r_i^`` (each controller head's input), ``master^addr`` (a term) moves the
+  addresses into scratch components ``w_i'``, ``r_i'``, sharpening rewrites those, and ``master^in`` /
+  ``master^out`` (terms) then read them linearly: ``inj_wi(proj_wi' h) + inj_ri(proj_ri' h)`` and the memory
+  summands above with ``proj_wi' h`` for the new write address (Eq. (2.13)) or ``proj_wi h`` (Sec. 3.2).
+  The scratch components are not carried from step to step: the state is the explicit model's.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.logic.library import (
-    binary, binary_identity, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed, numeral,
-    polynomial, psi, repeat, second_order_master, share,
+    binary, binary_identity, choice, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed,
+    numeral, polynomial, psi, repeat, second_order_master, share,
 )
 from lsrl.llrnn.logic.semantics import Function, Matrix, coordinates, scale, to_matrix, total
-from lsrl.llrnn.logic.terms import Const, Derelict, Pair, Scale, Sum, Var, lam
-from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type
-from lsrl.llrnn.ring import reflection, ring_powers, rotation
+from lsrl.llrnn.logic.terms import Const, Derelict, Lam, Pair, Promote, Scale, Sum, Var, free_variables, lam
+from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type, lolli
+from lsrl.llrnn.ring import content_weighting, reflection, ring_powers, rotation, sharpen
 
 STATE = Atom("A")
 CONTROLLER = Atom("H0")
@@ -63,11 +82,6 @@ def llrnn_form(model) -> LLRNN:
         builder = _ring_machine
     if builder is None:
         raise LsrlError(f"llrnn_form: no LLRNN form for {type(model).__name__}")
-    options = getattr(model, "stabilisers", None)
-    if options is not None and (options.gate or options.sharpen or options.content_addressing):
-        raise LsrlError(f"llrnn_form: {type(model).__name__} uses gate / sharpen / content_addressing, which act "
-                        "non-linearly on addresses and memories; only the erase and content_softmax variants "
-                        "have an LLRNN form")
     factory = {"dtype": model.H.dtype, "device": model.H.device}
     cell, weights = builder(model, factory)
     with torch.no_grad():
@@ -150,7 +164,10 @@ def _ring_machine(model, factory):
     components = {"h0": Space(CONTROLLER, (model.controller_dim,))}
     for ring in rings:
         components.update(ring.components)
-    state = StateSpace({name: components[name] for name in model.layout}, STATE)  # the explicit model's order
+    options = model.stabilisers
+    staged = options.gate or options.sharpen or options.content_addressing
+    scratch = _scratch(model, rings) if staged else {}
+    state = StateSpace({**{name: components[name] for name in model.layout}, **scratch}, STATE)  # the model's order
     word_heads = isinstance(model, explicit.DihedralNTM)  # heads move by words in R and R', not by powers of R
     commands, data = _ring_slots(model, rings, word_heads, factory)
     learned = {} if model.Q is None else {"Q": Space(Lolli(rings[0].coefficients, CONTROLLER),
@@ -158,36 +175,63 @@ def _ring_machine(model, factory):
     variables = {slot.name: fresh(slot.name) for slot in commands + data}
     s, h = fresh("s"), fresh("h")
     slot = lambda name: Var(variables[name])  # noqa: E731
+    proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
     constants = {}
-    ring_one_read = _ring_one_read(model, {ring.label: ring for ring in rings}, state, slot, s, constants)
+    ring_one_read = _ring_one_read(model, {ring.label: ring for ring in rings}, state, constants)
     summands_in = [_read_symbol(model, rings[0], state, s, h)]
-    summands_out = []
+    summands_addr, summands_out = [], []
     for ring, explicit_ring in zip(rings, model.rings):
-        summands_out += _ring_summands(ring, state, slot, s, h, word_heads,
-                                       ring_one_read if explicit_ring.read_moves is None else None,
-                                       model.stabilisers.erase, constants, explicit_ring.slots, factory)
+        ell = ring.label
+        moves = _address_moves(model, ring, explicit_ring, state, slot, s, h, word_heads, ring_one_read,
+                               variables, staged)
+        if staged:  # the moves fill the scratch components; the non-linear steps act there in between
+            summands_addr += [state.injection(f"w{ell}'")(moves[0]), state.injection(f"r{ell}'")(moves[1])]
+            moves = (proj(f"w{ell}'"), proj(f"r{ell}'"))
+        summands_out += _ring_summands(ring, state, slot, s, h, *moves, options.erase, constants,
+                                       explicit_ring.slots, factory)
     binders = [(variables[c.name], Bang(c.type)) for c in commands + data] + [(s, Bang(STATE)), (h, STATE)]
     bang_names = [name for name, _ in binders[:-1]]
 
     def master(summands):
-        return lam(*binders, Sum(tuple(discarding(bang_names, t) for t in summands)))
+        return lam(*binders, Sum(tuple(discarding(bang_names, t) for t in summands))) if summands else None
 
+    before, between = _outside_steps(model, factory)
     cell = LLRNN(state, model.input_dim, master_in=master(summands_in), master_out=master(summands_out),
+                 master_addr=master(summands_addr), scratch=tuple(scratch), before=before, between=between,
                  commands=commands, data=data, reads_state=True, controller="h0", learned=learned,
                  constants=constants, **factory)
     return cell, _ring_machine_weights(cell, model)
 
 
+def _scratch(model, rings) -> dict:
+    """The scratch components of a staged step: per ring the new addresses ``w'``, ``r'`` (filled by
+    ``master^addr``, sharpened in place), and with content addressing each controller head's input
+    ``w^`` / ``r^`` (filled before the masters)."""
+    scratch = {}
+    for ring in rings:
+        ell = ring.label
+        scratch |= {f"w{ell}'": ring.components[f"w{ell}"], f"r{ell}'": ring.components[f"r{ell}"]}
+    if model.stabilisers.content_addressing:
+        for ring, explicit_ring in zip(rings, model.rings):
+            for head, _ in model.heads(explicit_ring):
+                address = ("w" if head == "s" else "r") + ring.label
+                scratch[address + "^"] = ring.components[address]
+    return scratch
+
+
 def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
-    """Command slots (one per head the controller moves) and data slots (fixed R, R^∨ and, for the
-    dihedral models, R', R'^∨; erase and add vectors by ReLU) of every ring."""
+    """Command slots (one per head the controller moves, and ring 1's gate) and data slots (fixed R, R^∨
+    and, for the dihedral models, R', R'^∨; erase and add vectors by ReLU) of every ring."""
     reflections = word_heads or isinstance(model, explicit.DihedralPolynomialStepNTM)
     commands, data = [], []
     for ring, explicit_ring in zip(rings, model.rings):
         N, ell, width = explicit_ring.slots, ring.label, explicit_ring.width
-        commands.append(_head_commands(model, f"s{ell}", dual(ring.address), N))
-        if explicit_ring.read_moves is not None:
-            commands.append(_head_commands(model, f"q{ell}", ring.address, N))
+        for head, _ in model.heads(explicit_ring):
+            address = dual(ring.address) if head == "s" else ring.address  # write heads move W^∨
+            commands.append(_head_commands(model, f"{head}{ell}", address, N))
+        if _gated(model, explicit_ring):
+            commands.append(Commands(f"g{ell}", lolli(*[Bang(Lolli(STATE, ring.address))] * 2, STATE, ring.address),
+                                     tuple(choice(first, STATE, ring.address) for first in (True, False))))
         R = rotation(N, **factory)
         data += [Data(f"R{ell}", endo(ring.address), fixed=Matrix(R)),
                  Data(f"R{ell}v", endo(dual(ring.address)), fixed=contragredient(R))]
@@ -201,6 +245,11 @@ def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
                  Data(f"a{ell}", ring.coefficients, Space(ring.coefficients, (width,)),
                       activation="identity" if _logit_ring(model, explicit_ring) else "relu")]
     return commands, data
+
+
+def _gated(model, explicit_ring) -> bool:
+    """Whether the ring's read address is the gate of a controller move and the pattern move (ring 1, ``gate``)."""
+    return model.stabilisers.gate and explicit_ring.read_moves is None and explicit_ring.label not in model.drivers
 
 
 def _logit_ring(model, explicit_ring) -> bool:
@@ -220,11 +269,70 @@ def column_softmax(state: StateSpace, name: str) -> Function:
                                          for c, h in states.items))
 
 
+class _ControllerMaps(nn.Module):
+    """Affine maps of the previous controller state ``W_name h0 + B_name``, copied from the model's."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.W = nn.ParameterDict({n: nn.Parameter(getattr(model, "W_" + n).detach().clone()) for n in names})
+        self.B = nn.ParameterDict({n: nn.Parameter(getattr(model, "B_" + n).detach().clone()) for n in names})
+
+    def affine(self, name: str, controller: torch.Tensor) -> torch.Tensor:
+        return controller @ self.W[name].T + self.B[name]
+
+
+class ContentAddressing(_ControllerMaps):
+    """Outside linear logic, before the masters: a head's input address ``i c + (1 - i) a`` into the scratch
+    component ``source^`` (``a`` read from ``source``), ``c`` the content weighting of the head's key against
+    the memory (``ring.content_weighting``: cosines and a softmax), ``i = sigmoid(W_i h0 + B_i)``."""
+
+    def __init__(self, model, head: str, source: str, memory: str):
+        super().__init__(model, [f"{kind}{head}" for kind in ("k", "beta", "i")])
+        self.head, self.source, self.memory = head, source, memory
+
+    def forward(self, state: StateSpace, h: torch.Tensor, controller: torch.Tensor) -> torch.Tensor:
+        content = content_weighting(self.affine("k" + self.head, controller),
+                                    self.affine("beta" + self.head, controller), state.view(h, self.memory))
+        interpolation = torch.sigmoid(self.affine("i" + self.head, controller))
+        address = interpolation * content + (1 - interpolation) * state.flat(h, self.source)
+        return state.replace(h, self.source + "^", address)
+
+
+class Sharpening(_ControllerMaps):
+    """Outside linear logic, between the address master and the others: the moved address in scratch
+    component ``target`` becomes ``(a + 1e-6)^γ / Σ``, ``γ = 1 + ReLU(W_γ h0 + B_γ)`` (``ring.sharpen``)."""
+
+    def __init__(self, model, head: str, target: str):
+        super().__init__(model, ["gamma" + head])
+        self.head, self.target = head, target
+
+    def forward(self, state: StateSpace, h: torch.Tensor, controller: torch.Tensor) -> torch.Tensor:
+        gamma = 1 + torch.relu(self.affine("gamma" + self.head, controller))
+        return state.replace(h, self.target, sharpen(state.flat(h, self.target), gamma))
+
+
+def _outside_steps(model, factory) -> tuple[list, list]:
+    """The steps outside linear logic: content addressing of every controller head (before the masters)
+    and sharpening of every new address (after ``master^addr``)."""
+    before, between = [], []
+    for ring in model.rings:
+        ell = ring.label
+        if model.stabilisers.content_addressing:
+            before += [ContentAddressing(model, f"{head}{ell}", ("w" if head == "s" else "r") + ell, f"M{ell}")
+                       for head, _ in model.heads(ring)]
+        if model.stabilisers.sharpen:
+            between += [Sharpening(model, f"s{ell}", f"w{ell}'"), Sharpening(model, f"q{ell}", f"r{ell}'")]
+    return [step.to(**factory) for step in before], [step.to(**factory) for step in between]
+
+
 def _ring_machine_weights(cell, model) -> dict:
     """The cell's parameters -> the explicit model's (same names: W_s1, B_q2, W_e1, …, Q)."""
     weights = _controller_weights(cell, model)
     for name in cell.W_p:
         weights[cell.W_p[name]], weights[cell.B_p[name]] = getattr(model, "W_" + name), getattr(model, "B_" + name)
+        if name.startswith("g"):  # the gate: softmax(z, 0) = (sigmoid(z), 1 - sigmoid(z)) over (pick_1, pick_2)
+            for target in (cell.W_p[name], cell.B_p[name]):
+                weights[target] = torch.cat([weights[target], torch.zeros_like(weights[target])])
     for name in cell.W_b:
         weights[cell.W_b[name]], weights[cell.B_b[name]] = getattr(model, "W_" + name), getattr(model, "B_" + name)
     if model.Q is not None:
@@ -246,21 +354,52 @@ def _operators(ring: _Ring, slot, word_heads: bool, dual_address: bool):
     return [slot(f"R{ring.label}{suffix}")] + ([slot(f"P{ring.label}{suffix}")] if word_heads else [])
 
 
-def _ring_summands(ring: _Ring, state, slot, s, h, word_heads, ring_one_read, erase, constants, slots, factory):
-    """The summands of ``Z_out`` that update ring ``ring``: its write and read address and its memory,
-    ``M' = M - e ∘ M + Ψ(w ⊗ a)`` (Sec. 3.2) or ``M' = M - e ∘ M_s ∘ diag(w') + Ψ(w' ⊗ a)`` (Eq. (2.13)),
-    where ``M_s`` is read off the state ``s`` so that the summand stays linear in ``h``."""
+def _address_moves(model, ring: _Ring, explicit_ring, state, slot, s, h, word_heads, ring_one_read, variables,
+                   staged: bool) -> tuple:
+    """The terms (linear in ``h``) of the ring's moved write and read addresses: the controller's heads
+    (Eq. (2.12)) on the address, or on its content-addressed version ``w^`` / ``r^`` (scratch); ring 1 of
+    the pattern models by the pattern move, or by the gate of a controller move and the pattern move."""
+    ell = ring.label
+    inputs = lambda name: name + "^" if f"{name}^" in state.components else name  # noqa: E731
+    proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
+
+    def head(name, dual_address):
+        return Derelict(slot(name))(*_operators(ring, slot, word_heads, dual_address))
+
+    new_write = head(f"s{ell}", True)(proj(inputs(f"w{ell}")))
+    if explicit_ring.read_moves is not None:
+        return new_write, head(f"q{ell}", False)(proj(inputs(f"r{ell}")))
+    uses, build = ring_one_read
+    if not _gated(model, explicit_ring):
+        return new_write, share(s, uses, lambda names: build(names, slot)(proj(f"r{ell}")))
+    # g (q1-move of r1^) + (1 - g) (pattern move of r1): the gate's choice between two promoted operators
+    z1, z2, q, alpha = fresh("z"), fresh("z"), fresh("q"), fresh("a")
+    direct = lambda R: Promote((slot(f"q{ell}"), Var(R)), (q, alpha), Lam(  # noqa: E731
+        z1, STATE, Derelict(Var(q))(Var(alpha))(state.projection(inputs(f"r{ell}"))(Var(z1)))))
+
+    def driven(s_names, R):
+        inner_s = [fresh("s") for _ in s_names]
+        inner_slots = {name: fresh(name) for name in ("R1", "P1") if name in variables}
+        body = Lam(z2, STATE, build(inner_s, lambda name: Var(inner_slots[name]))(state.projection(f"r{ell}")(Var(z2))))
+        used = free_variables(body)
+        outer = {"R1": R, **{name: variables[name] for name in inner_slots if name != "R1"}}
+        sources = list(zip(s_names, inner_s)) + [(outer[name], inner) for name, inner in inner_slots.items()
+                                                 if inner in used]
+        return Promote(tuple(Var(a) for a, _ in sources), tuple(b for _, b in sources), body)
+
+    gated = lambda Rs: share(s, uses, lambda names: Derelict(slot(f"g{ell}"))(  # noqa: E731
+        direct(Rs[0]), driven(names, Rs[1]))(Var(h)))
+    return new_write, share(variables["R1"], 2, gated)
+
+
+def _ring_summands(ring: _Ring, state, slot, s, h, new_write, new_read, erase, constants, slots, factory):
+    """The summands of ``Z_out`` that update ring ``ring``: its new write and read address (terms linear in
+    ``h``) and its memory, ``M' = M - e ∘ M + Ψ(w ⊗ a)`` (Sec. 3.2) or ``M' = M - e ∘ M_s ∘ diag(w') + Ψ(w' ⊗ a)``
+    (Eq. (2.13)), where ``M_s`` is read off the state ``s`` so that the summand stays linear in ``h``."""
     ell = ring.label
     proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
     inj = state.injection
-    write = Derelict(slot(f"s{ell}"))(*_operators(ring, slot, word_heads, True))
-    new_write = write(proj(f"w{ell}"))
-    summands = [inj(f"w{ell}")(new_write)]
-    if ring_one_read is None:
-        read = Derelict(slot(f"q{ell}"))(*_operators(ring, slot, word_heads, False))
-        summands.append(inj(f"r{ell}")(read(proj(f"r{ell}"))))
-    else:
-        summands.append(inj(f"r{ell}")(ring_one_read(proj(f"r{ell}"))))
+    summands = [inj(f"w{ell}")(new_write), inj(f"r{ell}")(new_read)]
     memory, e = proj(f"M{ell}"), Derelict(slot(f"e{ell}"))
     if erase == "location":
         constants[f"diag{ell}"] = diagonal(slots, factory)
@@ -285,13 +424,13 @@ def _read_symbol(model, ring: _Ring, state, s, h):
     return state.injection("h0")(content)
 
 
-def _ring_one_read(model, rings: dict, state, slot, s, constants):
-    """A function building the term that moves ring 1's read address (``W1 ⊸ W1`` applied to its
-    argument), from the contents ``M_j(r_j)`` of the driver rings read off the state ``s``."""
+def _ring_one_read(model, rings: dict, state, constants):
+    """``(uses, build)``: ``build(names, slot)`` is the term ``W1 ⊸ W1`` that moves ring 1's read address, from
+    the contents ``M_j(r_j)`` of the driver rings read off ``uses`` copies ``names`` of the state ``s`` and the
+    fixed operators ``slot("R1")`` (and ``slot("P1")``)."""
     if "1" not in rings:
         return None
     address = rings["1"].address
-    alpha = slot("R1")
 
     def content(label: str, names, decoder: str, decoded_type, terms, bang: bool) -> object:
         ring = rings[label]
@@ -306,35 +445,34 @@ def _ring_one_read(model, rings: dict, state, slot, s, constants):
 
     numerals = lambda powers: [numeral(p, address) for p in powers]  # noqa: E731
     if isinstance(model, explicit.PatternNTM):
-        def build(names):
+        def build(names, slot):
             pattern = content("2", names, "decode2", int_type(address), numerals(model.pattern_powers), False)
-            return eval_term(address)(pattern, alpha)
+            return eval_term(address)(pattern, slot("R1"))
         uses = 2
     elif isinstance(model, explicit.MultiplePatternNTM):
-        def build(names):
+        def build(names, slot):
             first = content("2", names[0:2], "decode2", int_type(address), numerals(model.pattern_powers), True)
             second = content("3", names[2:4], "decode3", int_type(address), numerals(model.pattern_powers), True)
             switch = content("4", names[4:6], "decode4", bint_type(address),
                              [binary(word, address) for word in model.switch_words], False)
-            return feed(address)(first, second, switch, alpha)
+            return feed(address)(first, second, switch, slot("R1"))
         uses = 6
     elif isinstance(model, explicit.PolynomialStepNTM):
-        def build(names):
+        def build(names, slot):
             pattern = content("2", names[0:2], "decode2", int_type(address), numerals(model.pattern_powers), True)
             step = content("3", names[2:4], "decode3", Lolli(Bang(int_type(address)), int_type(address)),
                            [polynomial(a, address) for a in model.polynomials], False)
-            return newfeed(address)(pattern, step, alpha)
+            return newfeed(address)(pattern, step, slot("R1"))
         uses = 4
     elif isinstance(model, explicit.DihedralPolynomialStepNTM):
-        def build(names):
+        def build(names, slot):
             words = content("2", names[0:2], "decode2", bint_type(address),
                             [binary(word, address) for word in model.pattern_words], True)
             transform = content("3", names[2:4], "decode3", Lolli(Bang(bint_type(address)), bint_type(address)),
                                 [WORD_TRANSFORM_TERMS[f](address) for f in model.transforms], False)
-            return transform(words)(alpha, slot("P1"))
+            return transform(words)(slot("R1"), slot("P1"))
         uses = 4
     else:
         raise LsrlError(f"llrnn_form: {type(model).__name__} has a ring without a read head")
 
-    # the copies of s are made in front of the operator applied to r1
-    return lambda address_term: share(s, uses, lambda names: build(names)(address_term))
+    return uses, build

@@ -104,3 +104,22 @@ def apply_powers(p: torch.Tensor, v: torch.Tensor, powers) -> torch.Tensor:
     N = v.shape[-1]
     index = torch.stack([power_index(N, n) for n in powers]).to(v.device)
     return mix(p, v, index)
+
+
+# ---- the TF code's stabilisers: steps outside linear logic, shared by the explicit models and the LLRNN forms ----
+
+SHARPEN_FLOOR = 1e-6  # added before raising to gamma, as in the TF code: keeps 0^gamma differentiable
+
+
+def sharpen(address: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """``(a + 1e-6)^gamma / sum`` over the positions (..., N), ``gamma`` (..., 1): a power and a
+    normalisation, neither of them linear."""
+    powered = (address + SHARPEN_FLOOR) ** gamma
+    return powered / powered.sum(-1, keepdim=True)
+
+
+def content_weighting(key: torch.Tensor, strength: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+    """Graves et al.'s content weighting ``softmax_i(softplus(strength) cos(key, M_{.,i}))`` (..., N) of a
+    key (..., d) against a memory (..., d, N): a softmax of cosines, not linear in the memory."""
+    similarity = torch.cosine_similarity(key[..., :, None], memory, dim=-2, eps=1e-8)
+    return torch.softmax(torch.nn.functional.softplus(strength) * similarity, dim=-1)

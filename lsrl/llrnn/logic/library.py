@@ -24,7 +24,7 @@ _fresh = itertools.count()
 def fresh(stem: str) -> str:
     """A variable name used nowhere else, for terms assembled from pieces (terms forbid shadowing).
     The closed terms of this library use fixed names: they never bind inside one another."""
-    return f"{stem}{next(_fresh)}"
+    return f"{stem}_{next(_fresh)}"  # the separator: stems "a" and "a1" must not both give "a18"
 
 
 def share(variable: str, count: int, body) -> Term:
@@ -169,6 +169,16 @@ def psi(w: Type, v: Type) -> Term:
     """``Ψ : W^∨ ⊗ V ⊸ (W ⊸ V)``, ``Ψ(φ ⊗ a)(z) = φ(z) a`` (Eq. (2.8)): writing ``a`` at ``φ``."""
     pair, z, phi, a = "p", "z", "u", "a"
     return lam((pair, Tensor(dual(w), v)), (z, w), LetPair(Var(pair), phi, a, LetUnit(Var(phi)(Var(z)), Var(a))))
+
+
+def choice(first: bool, source: Type, target: Type) -> Term:
+    """``pick_1`` (``first``) or ``pick_2 : !(S ⊸ T) ⊸ !(S ⊸ T) ⊸ S ⊸ T``: apply one operator, discard the
+    other. A command vector ``(g, 1 - g)`` over the two denotes the gate ``g f + (1 - g) k`` (the TF code's
+    interpolation gate, with ``softmax(z, 0) = (sigmoid(z), 1 - sigmoid(z))``)."""
+    f, k, z = "f", "k", "z"
+    kept, dropped = (f, k) if first else (k, f)
+    operator = Bang(Lolli(source, target))
+    return lam((f, operator), (k, operator), (z, source), Discard(Var(dropped), Derelict(Var(kept))(Var(z))))
 
 
 def compose(outer: Term, inner: Term, source: Type) -> Term:

@@ -1,0 +1,111 @@
+"""The issue's check at full size, efficiently: random strings through compiled networks against their machines.
+
+``check(machines, architectures, strings=10_000, max_length=1000)`` draws, per machine, ``strings`` random
+strings of random lengths 1..``max_length`` (uniform) and counts the (string, prefix) pairs on which the
+network's output differs from the machine's (every prefix of every string is compared, so the answer on
+the whole string too), plus a DFA's empty word (``initial_output``).
+
+Efficiency: a string is drawn as a row of ``max_length`` symbols and a length, the string being the row's
+prefix of that length. A network's output at step t depends on the first t symbols only, so running a
+padded row and ignoring the steps past its length is exact. The strings are sorted by length and cut
+into batches, and a batch runs only up to its longest string (about half the steps of padding everything
+to ``max_length``); the whole batch goes through the torch module at once (in chunks of time that carry
+the state, for very long strings). The reference is the machine's table, looked up for the whole batch
+at each step (``machine.reference``, numpy).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lsrl.automata.compile import ARCHITECTURES, to_torch
+from lsrl.automata.machines import DFA
+
+
+@dataclass
+class CheckResult:
+    """One architecture's totals over the machines: ``checked`` outputs (string prefixes and empty words),
+    ``errors`` among them, and the CPU seconds of building and running the networks."""
+
+    architecture: str
+    machines: int
+    strings: int
+    checked: int
+    errors: int
+    cpu_seconds: float
+
+
+def random_strings(rng: np.random.Generator, n_symbols: int, count: int, max_length: int):
+    """``count`` random strings as ``(indices (count, max_length), lengths (count,))``: string i is
+    ``indices[i, :lengths[i]]``, its length uniform in 1..max_length, its symbols uniform."""
+    return rng.integers(0, n_symbols, size=(count, max_length)), rng.integers(1, max_length + 1, size=count)
+
+
+def network_outputs(network, indices: np.ndarray, chunk: int = 100_000) -> np.ndarray:
+    """``network``'s outputs ``(B, T, C)`` on symbol indices ``(B, T)``, run ``chunk`` steps at a time
+    (the state carried from chunk to chunk), so that strings of 10^6 symbols fit in memory."""
+    k, state, pieces = network._input_size(), None, []
+    for t0 in range(0, indices.shape[1], chunk):
+        x = torch.nn.functional.one_hot(torch.as_tensor(indices[:, t0:t0 + chunk]), k).to(network.h0.dtype)
+        with torch.no_grad():
+            hidden, state = network.hidden(x, state)
+            pieces.append(network.read(hidden).numpy())
+    return np.concatenate(pieces, axis=1)
+
+
+def count_errors(network, machine, indices: np.ndarray, lengths: np.ndarray | None = None, *, batch: int = 1000,
+                 chunk: int = 100_000) -> tuple[int, int]:
+    """``(errors, checked)``: the prefixes of the strings ``indices[i, :lengths[i]]`` (default: whole rows)
+    on which ``network``'s output differs from ``machine.reference``; batches of similar lengths."""
+    if lengths is None:
+        lengths = np.full(len(indices), indices.shape[1])
+    errors = checked = 0
+    order = np.argsort(lengths, kind="stable")
+    for first in range(0, len(order), batch):
+        rows = order[first:first + batch]
+        longest = int(lengths[rows].max())
+        piece = indices[rows, :longest]
+        wrong = (network_outputs(network, piece, chunk) != machine.reference(piece)).any(axis=-1)
+        valid = np.arange(longest)[None] < lengths[rows][:, None]
+        errors += int((wrong & valid).sum())
+        checked += int(valid.sum())
+    return errors, checked
+
+
+def _empty_word(network, machine) -> tuple[int, int]:
+    """``(errors, checked)`` for the empty word: a DFA's network must give its acceptance before any
+    symbol; a Mealy machine has no output before its first symbol, so nothing is checked."""
+    if not isinstance(machine, DFA):
+        return 0, 0
+    return int(bool(network.initial_output()[0]) != bool(machine.accepting[machine.start])), 1
+
+
+def check(machines, architectures=ARCHITECTURES, *, strings: int = 10_000, max_length: int = 1000,
+          batch: int = 1000, seed: int = 0, progress=None) -> list[CheckResult]:
+    """Per architecture, the errors of the compiled networks of ``machines`` (DFAs or Mealy machines) on
+    ``strings`` random strings per machine of lengths 1..``max_length`` (module docstring), float32.
+
+    Machine i's strings come from ``numpy.random.default_rng([seed, i])``, the same for every architecture.
+    ``progress(i, results)``, if given, is called after each machine with the running totals.
+    """
+    results = {arch: CheckResult(arch, 0, 0, 0, 0, 0.0) for arch in architectures}
+    for i, machine in enumerate(machines):
+        indices, lengths = random_strings(np.random.default_rng([seed, i]), len(machine.alphabet), strings,
+                                          max_length)
+        for arch, result in results.items():
+            start = time.process_time()
+            network = to_torch(machine, arch)
+            for errors, checked in (count_errors(network, machine, indices, lengths, batch=batch),
+                                    _empty_word(network, machine)):
+                result.errors += errors
+                result.checked += checked
+            result.cpu_seconds += time.process_time() - start
+            result.machines += 1
+            result.strings += strings
+        if progress is not None:
+            progress(i, list(results.values()))
+    return list(results.values())
