@@ -13,6 +13,13 @@ neg         ``ReLU(-v)``, the negative part of Eq. (11)
 negated     ``-v`` (what a negative part is made of, before its ReLU)
 constant    one number at every step, whatever the input: a helper (the ``1`` that carries a
             value through a Multi); ``node, index`` name what it helps
+helper      a unit of a target that helps compute ``v`` but is no function of ``v`` alone (one
+            sign term of a product ``P+ Q-``, the GRU product's running units); not checked
+            against the trace: the units it feeds are
+mode        mode ``index`` of the state of compiled LinState layer ``node``, after
+            ``model.diagonal()`` (``z = V^-1 s``; checked with ``mode_values``)
+drive       the drive ``B x_t + b`` of mode ``index`` of LinState layer ``node`` (``V^-1 (B x + b)``),
+            a copy the diagonal model's state reads; checked like ``mode`` at step 0 only
 ========== ============================================================================
 
 Labels are born with the program (every component of every node is a ``value``) and the compiler
@@ -27,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-ROLES = ("value", "copy", "pos", "neg", "negated", "constant")
+ROLES = ("value", "copy", "pos", "neg", "negated", "constant", "helper", "mode", "drive")
 
 
 class UnitLabel(NamedTuple):
@@ -62,6 +69,18 @@ def negation_of(label):
     if label.role == "negated":
         return label._replace(role="copy")
     return None  # -ReLU(v) is none of the roles
+
+
+def negative_part(label):
+    """The label of ``ReLU(-u)`` for a unit ``u`` labelled ``label`` (the ``s-`` half of Eq. (11))."""
+    if label is None or label.role in ("pos", "neg", "constant"):
+        return None if label is None else label._replace(role="constant")  # ReLU(-ReLU(v)) = 0
+    return positive_part(negation_of(label))
+
+
+def helper_for(label):
+    """The label of a helper unit serving ``label``'s component (see the table above)."""
+    return None if label is None else label._replace(role="helper")
 
 
 def constant_for(label, index=0):

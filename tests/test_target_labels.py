@@ -1,0 +1,168 @@
+"""Unit labels of the torch targets (``net.labels``) checked against the program's trace.
+
+Every module listed in ``net.labels`` is hooked (``register_forward_hook``); the pseudo-modules
+(a block's state, GRU / LSTM layers, gates and cells) are recomputed from the module's weights.
+Every label must hold (float64, 1e-9 relative, floored at 1) against the interpreter's values of
+the program's nodes, and every unit of a listed module must have one.
+"""
+
+import random
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+
+import lsrl
+from conftest import random_map
+from lsrl.compiler.labels import UnitLabel, label_violations
+from lsrl.lang.evaluate import mode_for, step_node
+from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt
+from lsrl.targets import ARCHITECTURES, UNGATED
+from test_random_programs import generate_program
+
+TOLERANCE = 1e-9
+SEEDS = (0, 1, 2, 3, 4, 5)
+
+
+def program_trace(program, xs, exact=False) -> dict:
+    """Every node's values per step: stable name -> ``(B, T, dim)`` (as ``ForEach.__call__``)."""
+    mode = mode_for(exact)
+    batch, _, steps = mode.read(xs, program.input, False)
+    states = {node: mode.initial_state(node, len(batch)) for node in program.linstates}
+    per_step = {node: [] for node in program.nodes}
+    for t in range(steps):
+        values = {}
+        for node in program.nodes:
+            inputs = [values[x] for x in node.inputs]
+            values[node] = mode.at(batch, t) if node is program.input else step_node(mode, node, inputs, states)
+            per_step[node].append(values[node])
+    return {program.names[node]: mode.stack(values) for node, values in per_step.items()}
+
+
+def hooked_outputs(net, names, xs) -> dict:
+    """The output (first element of a tuple) of every sub-module in ``names``, on ``xs``."""
+    modules, outputs, handles = dict(net.named_modules()), {}, []
+    for name in names:
+        if name in modules:
+            def keep(module, args, output, name=name):
+                outputs[name] = (output[0] if isinstance(output, tuple) else output).detach().numpy()
+            handles.append(modules[name].register_forward_hook(keep))
+    with torch.no_grad():
+        net(torch.as_tensor(xs, dtype=torch.float64))
+    for handle in handles:
+        handle.remove()
+    return outputs
+
+
+def block_states(net, xs) -> dict:
+    """``blocks.i.state``: each block's ``s_t``, from the block's own ``states``."""
+    outputs, x = {}, torch.as_tensor(xs, dtype=torch.float64)
+    with torch.no_grad():
+        for index, block in enumerate(net.blocks):
+            outputs[f"blocks.{index}.state"] = block.states(x).numpy()
+            x = block(x)
+    return outputs
+
+
+def unit_values(net, xs) -> dict:
+    """Values of every key of ``net.labels`` the architecture has."""
+    outputs = hooked_outputs(net, net.labels, xs)
+    if hasattr(net, "blocks") and net.architecture in ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn"):
+        outputs.update(block_states(net, xs))
+    return outputs
+
+
+def violations(net, xs, trace):
+    values = unit_values(net, xs)
+    missing = set(net.labels) - set(values)
+    assert not missing, f"no values seen for {sorted(missing)}"
+    names = sorted(net.labels)
+    for name in names:
+        labels = net.labels[name]
+        assert values[name].shape[-1] == len(labels), f"{name}: {values[name].shape[-1]} units, {len(labels)} labels"
+        assert None not in labels, f"{name}: unit {labels.index(None)} has no label"
+    return [
+        (names[layer], unit, label, reason)
+        for layer, unit, label, reason in label_violations(
+            [net.labels[n] for n in names], [values[n] for n in names], trace, TOLERANCE
+        )
+    ]
+
+
+# ---- programs ----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def random_case(seed):
+    program = generate_program(random.Random(seed)).program
+    xs = np.random.default_rng(seed).integers(-8, 9, size=(2, 6, program.input.dim)) / 4
+    return program, lsrl.compile(program, progress=False), xs
+
+
+@lru_cache(maxsize=None)
+def listing_case(which):
+    if which == "listing2":
+        program = discrete_approximator(2)
+        mapping = random_map(random.Random(5), 2, pairs=3)
+        xs = np.stack([discrete_prompt(mapping, query=key) for key in list(mapping)[:2]]).astype(float)
+    else:
+        program = continuous_approximator(1, 1)
+        rng = np.random.default_rng(3)
+        xs = rng.integers(0, 65, size=(2, 10, 3)) / 64  # dyadic, as test_targets
+        xs[:, 1::2, 0] = 1 / 8
+    return program, lsrl.compile(program, progress=False), xs
+
+
+def cases():
+    return [("seed", seed) for seed in SEEDS] + [("listing", "listing1"), ("listing", "listing2")]
+
+
+def case(kind, which):
+    return random_case(which) if kind == "seed" else listing_case(which)
+
+
+def has_multi(model):
+    return any(layer.kind == "Multi" for layer in model.layers)
+
+
+def built(model, arch):
+    if arch in UNGATED and has_multi(model):
+        pytest.skip(f"{arch} has no gate; this program has a Multi (covered by the gated targets)")
+    return model.to_torch(arch)
+
+
+# ---- tests -------------------------------------------------------------------------------------
+
+
+BLOCK_ARCHS = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn")
+
+
+@pytest.mark.parametrize("arch", BLOCK_ARCHS)
+@pytest.mark.parametrize("kind,which", cases())
+def test_every_label_of_a_block_target_holds(arch, kind, which):
+    program, model, xs = case(kind, which)
+    if arch in UNGATED and has_multi(model):
+        arch = "gated_" + arch  # the ungated targets refuse a Multi; the gated ones cover it
+    net = model.to_torch(arch)
+    assert violations(net, xs, program_trace(program, xs)) == []
+
+
+def wrongly_labelled(net, xs):
+    """``net`` with one label made false: a unit holding a non-zero ``v`` claimed to hold ``-v``."""
+    values = unit_values(net, xs)
+    for name, labels in net.labels.items():
+        for unit, label in enumerate(labels):
+            if label.role in ("value", "copy") and np.any(values[name][..., unit] != 0):
+                net.labels[name] = labels[:unit] + [label._replace(role="negated")] + labels[unit + 1:]
+                return name, unit
+    raise AssertionError("no non-zero labelled unit to falsify")
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_wrong_label_is_caught(arch):
+    program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing1")
+    net = model.to_torch(arch)
+    name, unit = wrongly_labelled(net, xs)
+    found = violations(net, xs, program_trace(program, xs))
+    assert [(n, u) for n, u, _, _ in found] == [(name, unit)]
