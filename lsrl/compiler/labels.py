@@ -16,10 +16,10 @@ constant    one number at every step, whatever the input: a helper (the ``1`` th
 helper      a unit of a target that helps compute ``v`` but is no function of ``v`` alone (one
             sign term of a product ``P+ Q-``, the GRU product's running units); not checked
             against the trace: the units it feeds are
-mode        mode ``index`` of the state of compiled LinState layer ``node``, after
-            ``model.diagonal()`` (``z = V^-1 s``; checked with ``mode_values``)
-drive       the drive ``B x_t + b`` of mode ``index`` of LinState layer ``node`` (``V^-1 (B x + b)``),
-            a copy the diagonal model's state reads; checked like ``mode`` at step 0 only
+mode        after ``model.diagonal()``: coordinate ``index`` of ``z = V^-1 s``, the eigen-coordinates
+            of the state ``s`` of compiled LinState layer ``node``
+drive       after ``model.diagonal()``: coordinate ``index`` of ``V^-1 B x_t`` (no bias), the drive
+            of LinState layer ``node`` (input ``x_t``) that a Jordan cascade carries as a copy
 ========== ============================================================================
 
 Labels are born with the program (every component of every node is a ``value``) and the compiler
@@ -103,8 +103,11 @@ def better(current, incoming):
 
 def expected_unit(label, trace):
     """What a unit with ``label`` must hold, from ``trace`` (node name -> values per step; exact or
-    float); None for a constant (checked separately)."""
-    values = trace[label.node][..., label.index]
+    float); None for a constant (checked separately). A ``mode`` or ``drive`` unit reads
+    ``trace[(node, role)]`` (``lsrl.compiler.diagonal.eigen_trace`` computes them)."""
+    values = trace[_trace_key(label)][..., label.index]
+    if label.role in ("mode", "drive"):  # the diagonal model's coordinates, see eigen_trace
+        return values
     if label.role in ("value", "copy"):
         return values
     if label.role == "negated":
@@ -128,11 +131,18 @@ def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
                 if not _close(held, np.full_like(held, first), tolerance):
                     broken.append((layer, unit, label, "not constant"))
                 continue
-            if label.node not in trace:
-                broken.append((layer, unit, label, "no such node in the program"))
+            if label.role == "helper":  # no claim about the unit's own values
+                continue
+            if _trace_key(label) not in trace:
+                broken.append((layer, unit, label, "no such node in the program" if _trace_key(label) == label.node
+                               else "no eigen-coordinates in the trace (see eigen_trace)"))
             elif not _close(held, expected_unit(label, trace), tolerance):
                 broken.append((layer, unit, label, "values differ"))
     return broken
+
+
+def _trace_key(label):
+    return (label.node, label.role) if label.role in ("mode", "drive") else label.node
 
 
 def _close(a, b, tolerance) -> bool:

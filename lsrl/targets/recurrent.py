@@ -117,14 +117,15 @@ def dense_labels(name: str, layers) -> dict:
     return labels
 
 
-def block_labels(stack, blocks) -> dict | None:
-    """``net.labels`` of a ``BlockModel`` (see ``lsrl.targets.to_torch``); None without labels."""
+def block_labels(stack, blocks, state="state") -> dict | None:
+    """``net.labels`` of a model of ``blocks`` built from ``stack`` (see ``lsrl.targets.to_torch``),
+    the state of block ``i`` under ``blocks.i.{state}``; None without labels."""
     if stack.input_labels is None:
         return None
     labels = {}
     for index, (block, module) in enumerate(zip(stack.blocks, blocks)):
         name = f"blocks.{index}"
-        labels[f"{name}.state"] = block.state_labels
+        labels[f"{name}.{state}"] = block.state_labels
         if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden units are [s+; s-]
             labels[f"{name}.rnn"] = [positive_part(label) for label in block.state_labels] + [
                 negative_part(label) for label in block.state_labels
