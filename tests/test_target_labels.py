@@ -25,6 +25,7 @@ from test_diagonal import STRUCTURES, _state_program
 from test_random_programs import generate_program
 
 TOLERANCE = 1e-9
+BLOCK_ARCHS = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn")
 SEEDS = (0, 1, 2, 3, 4, 5)
 
 
@@ -68,11 +69,45 @@ def block_states(net, xs) -> dict:
     return outputs
 
 
+def cell_values(net, xs) -> dict:
+    """``rnn.l{k}`` and its gates (and LSTM cell), recomputed from the weights with PyTorch's
+    GRU / LSTM equations (ReLU for every activation), and ``rnn`` (the last layer's h)."""
+    outputs, x = {}, torch.as_tensor(xs, dtype=torch.float64)
+    for k in range(net.rnn.num_layers):
+        weights = net.rnn.layer_tensors(k)
+        hidden = weights["h0"].shape[0]
+        h = weights["h0"].expand(x.shape[0], hidden)
+        c = weights["c0"].expand(x.shape[0], hidden) if net.architecture == "lstm" else None
+        steps = {}
+        for t in range(x.shape[1]):
+            gi = x[:, t] @ weights["weight_ih"].T + weights["bias_ih"]
+            gh = h @ weights["weight_hh"].T + weights["bias_hh"]
+            if net.architecture == "gru":
+                (i_r, i_z, i_n), (h_r, h_z, h_n) = gi.split(hidden, -1), gh.split(hidden, -1)
+                r, z = torch.relu(i_r + h_r), torch.relu(i_z + h_z)
+                n = torch.relu(i_n + r * h_n)
+                h = (1 - z) * n + z * h
+                now = {"gate_r": r, "gate_z": z, "candidate": n}
+            else:
+                i, f, g, o = (torch.relu(part) for part in (gi + gh).split(hidden, -1))
+                c = f * c + i * g
+                h = o * torch.relu(c)
+                now = {"gate_i": i, "gate_f": f, "candidate": g, "gate_o": o, "c": c}
+            for key, value in {"": h, **{"." + gate: v for gate, v in now.items()}}.items():
+                steps.setdefault(f"rnn.l{k}{key}", []).append(value.detach())
+        outputs.update({key: torch.stack(values, 1).numpy() for key, values in steps.items()})
+        x = torch.as_tensor(outputs[f"rnn.l{k}"])
+    outputs["rnn"] = x.numpy()
+    return outputs
+
+
 def unit_values(net, xs) -> dict:
     """Values of every key of ``net.labels`` the architecture has."""
     outputs = hooked_outputs(net, net.labels, xs)
-    if hasattr(net, "blocks") and net.architecture in ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn"):
+    if net.architecture in BLOCK_ARCHS:
         outputs.update(block_states(net, xs))
+    if net.architecture in ("gru", "lstm"):
+        outputs.update(cell_values(net, xs))
     return outputs
 
 
@@ -138,7 +173,6 @@ def built(model, arch):
 # ---- tests -------------------------------------------------------------------------------------
 
 
-BLOCK_ARCHS = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn")
 
 
 @pytest.mark.parametrize("arch", BLOCK_ARCHS)
@@ -162,7 +196,7 @@ def wrongly_labelled(net, xs):
     raise AssertionError("no non-zero labelled unit to falsify")
 
 
-@pytest.mark.parametrize("arch", BLOCK_ARCHS + ("diagonal_linear_rnn",))
+@pytest.mark.parametrize("arch", BLOCK_ARCHS + ("diagonal_linear_rnn", "gru", "lstm"))
 def test_a_wrong_label_is_caught(arch):
     program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing1")
     net = model.to_torch(arch)
@@ -239,6 +273,14 @@ def test_mode_and_drive_units_hold_exactly(name):
     assert [(i, u) for i, u, _, _ in label_violations(wrong, values, trace)] == [(layer, unit)]
     net = model.to_torch("diagonal_linear_rnn")
     assert violations(net, xs, diagonal_trace(program, model, float_diagonal(model), xs, exact=False)) == []
+
+
+@pytest.mark.parametrize("arch", ("gru", "lstm"))
+@pytest.mark.parametrize("kind,which", cases())
+def test_every_label_of_a_cell_target_holds(arch, kind, which):
+    program, model, xs = case(kind, which)
+    net = model.to_torch(arch)
+    assert violations(net, xs, program_trace(program, xs)) == []
 
 
 @pytest.mark.parametrize("kind,which", cases())
