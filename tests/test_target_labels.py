@@ -196,7 +196,7 @@ def wrongly_labelled(net, xs):
     raise AssertionError("no non-zero labelled unit to falsify")
 
 
-@pytest.mark.parametrize("arch", BLOCK_ARCHS + ("diagonal_linear_rnn", "gru", "lstm"))
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_a_wrong_label_is_caught(arch):
     program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing1")
     net = model.to_torch(arch)
@@ -281,6 +281,18 @@ def test_every_label_of_a_cell_target_holds(arch, kind, which):
     program, model, xs = case(kind, which)
     net = model.to_torch(arch)
     assert violations(net, xs, program_trace(program, xs)) == []
+
+
+@pytest.mark.parametrize("arch,options", [("hawk", {}), ("griffin", {}), ("hawk", {"construction": "app_e"}),
+                                          ("griffin", {"construction": "app_e"})])
+@pytest.mark.parametrize("kind,which", cases())
+def test_every_label_of_a_hawk_target_holds(arch, options, kind, which):
+    program, model, xs = case(kind, which)
+    if options:
+        options = dict(options, max_len=xs.shape[1])
+    net = model.to_torch(arch, **options)
+    trace = diagonal_trace(program, model, float_diagonal(model), xs, exact=False) if not options else program_trace(program, xs)
+    assert violations(net, xs, trace) == []
 
 
 @pytest.mark.parametrize("kind,which", cases())
