@@ -301,3 +301,17 @@ def test_every_label_of_the_diagonal_target_holds(kind, which):
     net = model.to_torch("diagonal_linear_rnn")
     trace = diagonal_trace(program, model, float_diagonal(model), xs, exact=False)
     assert violations(net, xs, trace) == []
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_model_without_labels_gives_a_target_without_labels(arch):
+    program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing1")
+    unlabelled = lsrl.compiler.compiled.CompiledProgram(model.input, model.layers, model.backend, name=model.name)
+    assert unlabelled.to_torch(arch).labels is None
+    assert model.to_torch(arch).labels is not None
+
+
+def test_eigen_trace_needs_a_diagonal_model():
+    program, model, xs = structured_case("counter_of_counter")
+    with pytest.raises(lsrl.LsrlError, match="model.diagonal"):
+        eigen_trace(model, xs, exact_layer_values(model, xs))

@@ -475,6 +475,8 @@ def eigen_trace(diagonal, inputs, layer_values) -> dict:
     from the original model's input ``inputs`` and per-layer outputs ``layer_values`` (each
     ``(..., T, dim)``, exact or float): ``{(name, "mode"): V^-1 s, (name, "drive"): V^-1 B x}`` per
     rewritten LinState ``name`` (``s`` its output, ``x`` its input)."""
+    if not hasattr(diagonal, "eigenbases"):
+        raise LsrlError(f"{diagonal.name}: eigen_trace needs the program made by model.diagonal()")
     trace = {}
     for name, (index, V_inv, drive) in diagonal.eigenbases.items():
         trace[(name, "mode")] = _times(V_inv, layer_values[index])
