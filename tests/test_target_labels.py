@@ -22,11 +22,11 @@ from lsrl.lang.evaluate import mode_for, step_node
 from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt
 from lsrl.targets import ARCHITECTURES, UNGATED
 from test_diagonal import STRUCTURES, _state_program
-from test_random_programs import generate_program
+from test_random_programs import _generated
 
 TOLERANCE = 1e-9
 BLOCK_ARCHS = ("linear_rnn", "gated_linear_rnn", "rnn", "gated_rnn")
-SEEDS = (0, 1, 2, 3, 4, 5)
+SEEDS = tuple(range(10))
 
 
 def program_trace(program, xs, exact=False) -> dict:
@@ -133,7 +133,7 @@ def violations(net, xs, trace):
 
 @lru_cache(maxsize=None)
 def random_case(seed):
-    program = generate_program(random.Random(seed)).program
+    program = _generated(seed).program
     xs = np.random.default_rng(seed).integers(-8, 9, size=(2, 6, program.input.dim)) / 4
     return program, lsrl.compile(program, progress=False), xs
 
