@@ -315,3 +315,19 @@ def test_eigen_trace_needs_a_diagonal_model():
     program, model, xs = structured_case("counter_of_counter")
     with pytest.raises(lsrl.LsrlError, match="model.diagonal"):
         eigen_trace(model, xs, exact_layer_values(model, xs))
+
+
+NOT_LABELLED = ("W_q", "W_k", "W_v", "W_o", "conv")  # Griffin's pass-through attention (never run), Conv1d (channels first)
+
+
+@pytest.mark.parametrize("arch,options", [(arch, {}) for arch in ARCHITECTURES] + [("griffin", {"construction": "app_e"})])
+def test_every_module_that_computes_is_listed(arch, options):
+    program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing2")
+    net = model.to_torch(arch, **(dict(options, max_len=xs.shape[1]) if options else {}))
+    unlisted = [
+        name for name, module in net.named_modules()
+        if name and name not in net.labels and not isinstance(module, torch.nn.ModuleList)
+    ]
+    attention_or_conv = [name for name in unlisted if name.split(".")[-1] in NOT_LABELLED
+                         and type(net.get_submodule(name.rsplit(".", 1)[0])).__name__ in ("LocalMQA", "TemporalConv1d")]
+    assert unlisted == attention_or_conv
