@@ -87,12 +87,12 @@ def cell_values(net, xs) -> dict:
                 r, z = torch.relu(i_r + h_r), torch.relu(i_z + h_z)
                 n = torch.relu(i_n + r * h_n)
                 h = (1 - z) * n + z * h
-                now = {"gate_r": r, "gate_z": z, "candidate": n}
+                now = {"r": r, "z": z, "n": n}
             else:
                 i, f, g, o = (torch.relu(part) for part in (gi + gh).split(hidden, -1))
                 c = f * c + i * g
                 h = o * torch.relu(c)
-                now = {"gate_i": i, "gate_f": f, "candidate": g, "gate_o": o, "c": c}
+                now = {"i": i, "f": f, "g": g, "o": o, "c": c}
             for key, value in {"": h, **{"." + gate: v for gate, v in now.items()}}.items():
                 steps.setdefault(f"rnn.l{k}{key}", []).append(value.detach())
         outputs.update({key: torch.stack(values, 1).numpy() for key, values in steps.items()})

@@ -69,8 +69,6 @@ from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.checks import checked_input
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
-# the net.labels key suffix of each gate's units (after its activation), see lsrl.targets.to_torch
-GATE_KEYS = {"r": "gate_r", "z": "gate_z", "n": "candidate", "i": "gate_i", "f": "gate_f", "g": "candidate", "o": "gate_o"}
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
 DEFAULT_GATE_BOUND = 1024.0
 
@@ -244,15 +242,16 @@ class CellModel(nn.Module):
 
 
 def _cell_labels(layers, output_labels) -> dict | None:
-    """``net.labels`` of a ``CellModel``: ``rnn.l{k}`` (layer k's h), its gates and LSTM cell
-    (``rnn.l{k}.gate_r`` ..., see ``GATE_KEYS``, and ``rnn.l{k}.c``), ``rnn`` and ``readout``."""
+    """``net.labels`` of a ``CellModel``: ``rnn.l{k}`` (layer k's h), its gates after their activation
+    and the LSTM cell (``rnn.l{k}.r`` / ``.z`` / ``.n``, ``rnn.l{k}.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c``),
+    ``rnn`` and ``readout``."""
     if output_labels is None:
         return None
     labels = {}
     for k, layer in enumerate(layers):
         labels[f"rnn.l{k}"] = layer.labels
         for gate, gate_labels in layer.gate_labels.items():
-            labels[f"rnn.l{k}.{GATE_KEYS.get(gate, gate)}"] = gate_labels
+            labels[f"rnn.l{k}.{gate}"] = gate_labels
     if layers:
         labels["rnn"] = layers[-1].labels
     labels["readout"] = output_labels
