@@ -3,7 +3,7 @@
 from lsrl.errors import (
     AutomatonError, BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError,
 )
-from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, value_bounds
+from lsrl.lang import Concat, ForEach, Input, LinState, Linear, Multi, Node, ReLU, ReLUState, value_bounds
 from lsrl.numbers import Matrix
 from lsrl.sugar import (
     IFELSE_VARIANTS,
@@ -21,6 +21,7 @@ from lsrl.sugar import (
     f_step,
 )
 from lsrl.compiler import CompiledProgram, compile, load
+from lsrl.compiler.labels import UnitLabel
 from lsrl import programs
 from lsrl import automata
 

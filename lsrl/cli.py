@@ -130,12 +130,20 @@ def run(model_dir, input_file, exact, no_check_bounds):
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--max-len", type=click.IntRange(min=1), default=None,
               help="hawk / griffin rows: the literal App. E construction for inputs up to this length")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
+              help="also draw the model's layers, units and weights to this PNG file")
 @one_line_errors
-def inspect(model_dir, max_len):
+def inspect(model_dir, max_len, plot_file):
     """Per architecture: layers, hidden sizes, non-zero parameters."""
     from lsrl.targets import inspect as describe
 
-    click.echo(describe(lsrl.load(model_dir), max_len=max_len))
+    model = lsrl.load(model_dir)
+    click.echo(describe(model, max_len=max_len))
+    if plot_file:
+        from lsrl.plot import plot_model
+
+        plot_model(model, plot_file)
+        click.echo(f"wrote {plot_file}")
 
 
 @main.group()
@@ -157,6 +165,23 @@ def noise_command(out_dir, workers, quick):
     click.echo(noise.summary_markdown(rows))
     files = ("noise.csv", "survival.csv", "summary.md", "noise_continuous.png", "noise_discrete.png")
     click.echo(f"wrote {', '.join(str(Path(out_dir) / name) for name in files)}")
+
+
+@main.group()
+def bench():
+    """The benchmark suite of compiled models with known circuits."""
+
+
+@bench.command(name="build")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: all)")
+@one_line_errors
+def bench_build(out_dir, tasks):
+    """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
+    from lsrl.bench import build_suite
+
+    folders = build_suite(out_dir, tasks or None)
+    click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 
 main.add_command(llrnn)

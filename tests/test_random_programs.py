@@ -84,6 +84,8 @@ class _Info:
 class ProgramGenerator:
     """Builds one random LSRL program. Every random choice comes from ``rng``."""
 
+    pattern_choices = PATTERNS
+
     def __init__(self, rng: random.Random, mixed_formats: bool = False):
         self.rng = rng
         self.mixed = mixed_formats
@@ -262,13 +264,17 @@ class ProgramGenerator:
                 A[i] = [v / 2 for v in A[i]]
         return A
 
-    def linstate(self, p, d=None, limit=LIMIT, open_=True):
+    def linstate(self, p, d=None, limit=LIMIT, open_=True, relu=False):
+        """A LinState reading ``p`` (a ReLUState with ``relu``: its initial state made non-negative;
+        the LinState's bound on ``|s|`` holds for it, since ``|ReLU(y)| <= |y|``)."""
         rng = self.rng
         d = d if d is not None else rng.randint(1, 4)
         A = self._state_matrix(d)
         B = self._matrix(d, p.dim, self._density())
         b = self._vector(d) if rng.random() < 0.4 else None
         init = [Fraction(rng.randint(-3, 3), rng.randint(1, 3)) for _ in range(d)] if rng.random() < 0.4 else None
+        if relu and init is not None:
+            init = [abs(v) for v in init]
         drive = _abs_matvec(B, self._bound(p))
         if b is not None:
             drive = [x + abs(float(y)) for x, y in zip(drive, b)]
@@ -294,9 +300,10 @@ class ProgramGenerator:
             kw["init_state"], s = self._fmt_vector(init)
             ks += f", init_state={s}"
         name = self._name()
-        node = lsrl.LinState(p, Av, Bv, name=name, **kw)
+        kind = lsrl.ReLUState if relu else lsrl.LinState
+        node = kind(p, Av, Bv, name=name, **kw)
         return self._register(node, bound(f), [p],
-                              f"lsrl.LinState({self._var(p)}, {As}, {Bs}{ks}, name={name!r})", open_)
+                              f"lsrl.{kind.__name__}({self._var(p)}, {As}, {Bs}{ks}, name={name!r})", open_)
 
     def multi(self, p, open_=True):
         assert p.dim % 2 == 0 and max(self._bound(p)) <= MULTI_LIMIT
@@ -624,7 +631,7 @@ class ProgramGenerator:
         first = True
         while self.count < target:
             if (first and rng.random() < 0.85) or (not first and rng.random() < 0.35):
-                self.pattern_move(rng.choice(PATTERNS))
+                self.pattern_move(rng.choice(self.pattern_choices))
             else:
                 self.chain_move()
             first = False
@@ -747,7 +754,7 @@ def _compiled_float(seed):
 
 
 def _check_path_graph(model, d_in, d_out, seed):
-    allowed = (lsrl.Linear, lsrl.ReLU, lsrl.LinState, lsrl.Multi)
+    allowed = (lsrl.Linear, lsrl.ReLU, lsrl.LinState, lsrl.Multi, lsrl.ReLUState)
     layers = list(model.layers)
     assert layers, f"seed {seed}: compiled model has no layers"
     for i, layer in enumerate(layers):
@@ -957,3 +964,133 @@ def test_every_fusion_fires():
     total = _total_stats()
     missing = [c for c in FUSIONS if total.get(c, 0) < 1]
     assert not missing, f"fusions never fired over {N_SEEDS} random programs: {missing}; totals: {total}"
+
+
+# ---------------------------------------------------------------------- programs with ReLUStates
+# An extra generator (the one above is unchanged, so its seeds keep their programs): ReLUStates
+# as chain moves, as users in the patterns, and three patterns of their own.
+RELU_SEEDS = range(80)
+RELU_FLOAT_SEEDS = range(25)
+RELU_CASES = ["case_2r", "case_6r"]
+RELU_FUSIONS = ["fuse_linear_relustate", "fuse_relustate_relu"]
+RELU_PATTERNS = [
+    "relustate_only",      # 2R
+    "relustate_mix",       # 6R
+    "relustate_linstate",  # 6 with ReLUState users, then 2
+]
+
+
+class ReLUStateProgramGenerator(ProgramGenerator):
+    """``ProgramGenerator`` with ReLUStates: a third of the chain moves and of the patterns' users."""
+
+    pattern_choices = PATTERNS + RELU_PATTERNS * 3
+
+    def relustate(self, p, open_=True):
+        return self.linstate(p, open_=open_, relu=True)
+
+    def chain_move(self):
+        rng = self.rng
+        if rng.random() >= 0.35:
+            return super().chain_move()
+        p = self._pick()
+        move = rng.choice(["relustate", "fuse_lr", "fuse_rs_relu"])
+        if move == "relustate":
+            self.relustate(p)
+        elif move == "fuse_lr":  # Lin followed by a ReLUState
+            self.relustate(self.linear(p, open_=False))
+        else:  # ReLUState followed by a ReLU
+            self.relu(self.relustate(p, open_=False))
+
+    def _any_user(self, p, allow_multi=False):
+        if self.rng.random() < 0.3:
+            return self.relustate(p)
+        return super()._any_user(p, allow_multi)
+
+    def pattern_move(self, pattern):
+        if pattern not in RELU_PATTERNS:
+            return super().pattern_move(pattern)
+        rng = self.rng
+        self.patterns.append(pattern)
+        self.lines.append(f"# --- pattern {pattern}")
+        p = self.fresh_base()
+        for _ in range(rng.randint(1, 2) if pattern != "relustate_only" else rng.randint(2, 3)):
+            self.relustate(p)
+        if pattern == "relustate_linstate":
+            for _ in range(rng.randint(1, 2)):
+                self.linstate(p)
+        if pattern != "relustate_only":
+            for _ in range(rng.randint(1, 2)):
+                kind = rng.choice(["linear", "slice", "relu", "concat"])
+                if kind == "linear":
+                    self._lin_user(p)
+                elif kind == "slice":
+                    self.slice_(p)
+                elif kind == "relu":
+                    self.relu(p)
+                else:
+                    self.other_concat(p)
+        self.lines.append("# ---")
+
+
+@functools.lru_cache(maxsize=None)
+def _relu_generated(seed):
+    return ReLUStateProgramGenerator(random.Random(seed), mixed_formats=(seed % 5 == 0)).build()
+
+
+@functools.lru_cache(maxsize=None)
+def _relu_compiled(seed):
+    gen = _relu_generated(seed)
+    ref = _reference_outputs(gen.program, _inputs_for(seed, gen.d_in))
+    return gen, lsrl.compile(gen.program, backend="exact"), ref
+
+
+def test_relustate_generator_uses_relustates_and_its_patterns():
+    patterns, with_states = set(), 0
+    for seed in RELU_SEEDS:
+        gen = _relu_generated(seed)
+        patterns.update(gen.patterns)
+        with_states += any(isinstance(n, lsrl.ReLUState) for n in gen.order)
+    assert set(RELU_PATTERNS) <= patterns
+    assert with_states >= 0.75 * len(RELU_SEEDS)
+
+
+@pytest.mark.parametrize("seed", RELU_SEEDS)
+def test_random_relustate_program_exact(seed):
+    gen, model, ref = _relu_compiled(seed)
+    _check_path_graph(model, gen.d_in, gen.output.dim, seed)
+    seq_a, seq_b = _inputs_for(seed, gen.d_in)
+    T = min(len(seq_a), len(seq_b))
+    for k, seq in enumerate((seq_a, seq_b)):
+        _assert_exact_equal(model(_as_object_array(seq), exact=True), ref[f"single{k}"], f"single sequence {k}", seed)
+    batch = np.array([_as_object_array(seq_a[:T]), _as_object_array(seq_b[:T])], dtype=object)
+    _assert_exact_equal(model(batch, exact=True), ref["batch"], f"batch (B=2, T={T})", seed)
+
+
+@pytest.mark.parametrize("seed", RELU_FLOAT_SEEDS)
+def test_random_relustate_program_float_and_targets(seed):
+    """The float runner and the four non-linear targets (float64) against the exact interpreter, to
+    1e-9 relative (floored at 1)."""
+    import torch
+
+    gen, model, ref = _relu_compiled(seed)
+    seq_a, seq_b = _inputs_for(seed, gen.d_in)
+    T = min(len(seq_a), len(seq_b))
+    xs = np.array([seq_a[:T], seq_b[:T]], dtype=np.float64)
+    exact = np.array([float(Fraction(str(v))) for v in np.asarray(ref["batch"], dtype=object).ravel()]
+                     ).reshape(xs.shape[:-1] + (gen.output.dim,))
+    runs = {"float runner": model(xs)}
+    has_multi = any(layer.kind == "Multi" for layer in model.layers)
+    for arch in ("gated_rnn", "gru", "lstm") + (() if has_multi else ("rnn",)):
+        runs[arch] = model.to_torch(arch)(torch.tensor(xs)).detach().numpy()
+    for what, got in runs.items():
+        err = np.max(np.abs(got - exact) / np.maximum(1.0, np.abs(exact)))
+        assert err <= 1e-9, f"seed {seed}: {what} deviates by {err:.3g}"
+
+
+def test_every_relustate_rule_fires():
+    total = {}
+    for seed in RELU_SEEDS:
+        for rule, n in _relu_compiled(seed)[1].stats.items():
+            total[rule] = total.get(rule, 0) + int(n)
+    missing = [rule for rule in RELU_CASES + RELU_FUSIONS + ["case_6"] if total.get(rule, 0) < 1]
+    assert not missing, f"never fired over {len(RELU_SEEDS)} random ReLUState programs: {missing}; totals: {total}"

@@ -15,12 +15,10 @@ import torch
 
 import lsrl
 from conftest import as_fractions, random_map
-from lsrl.compiler.compiled import _run_exact
 from lsrl.compiler.diagonal import eigen_trace, float_diagonal
 from lsrl.compiler.labels import label_violations
-from lsrl.lang.evaluate import mode_for, step_node
-from lsrl.programs import continuous_approximator, discrete_approximator, discrete_prompt
-from lsrl.targets import ARCHITECTURES, UNGATED
+from lsrl.programs import conditional_reset, continuous_approximator, discrete_approximator, discrete_prompt, parity
+from lsrl.targets import ARCHITECTURES, NONLINEAR_STATE, UNGATED
 from test_diagonal import STRUCTURES, _state_program
 from test_random_programs import _generated
 
@@ -30,18 +28,8 @@ SEEDS = tuple(range(10))
 
 
 def program_trace(program, xs, exact=False) -> dict:
-    """Every node's values per step: stable name -> ``(B, T, dim)`` (as ``ForEach.__call__``)."""
-    mode = mode_for(exact)
-    batch, _, steps = mode.read(xs, program.input, False)
-    states = {node: mode.initial_state(node, len(batch)) for node in program.linstates}
-    per_step = {node: [] for node in program.nodes}
-    for t in range(steps):
-        values = {}
-        for node in program.nodes:
-            inputs = [values[x] for x in node.inputs]
-            values[node] = mode.at(batch, t) if node is program.input else step_node(mode, node, inputs, states)
-            per_step[node].append(values[node])
-    return {program.names[node]: mode.stack(values) for node, values in per_step.items()}
+    """Every node's values per step (``prog.trace``), the inputs' bounds unchecked."""
+    return program.trace(xs, exact=exact, check_bounds=False)
 
 
 def hooked_outputs(net, names, xs) -> dict:
@@ -209,12 +197,8 @@ def test_a_wrong_label_is_caught(arch):
 
 
 def exact_layer_values(model, xs):
-    """Every layer's exact output on the dyadic batch ``xs`` (object arrays of rationals)."""
-    batch, values = [[list(step) for step in sequence] for sequence in as_fractions(xs)], []
-    for layer in model.layers:
-        batch = _run_exact(layer, batch)
-        values.append(np.array(batch, dtype=object).reshape(len(batch), len(batch[0]), layer.dim))
-    return values
+    """Every layer's exact output on the dyadic batch ``xs`` (``model.trace``)."""
+    return model.trace(np.array(as_fractions(xs), dtype=object), exact=True, check_bounds=False)
 
 
 def diagonal_trace(program, model, diagonal, xs, exact):
@@ -331,3 +315,20 @@ def test_every_module_that_computes_is_listed(arch, options):
     attention_or_conv = [name for name in unlisted if name.split(".")[-1] in NOT_LABELLED
                          and type(net.get_submodule(name.rsplit(".", 1)[0])).__name__ in ("LocalMQA", "TemporalConv1d")]
     assert unlisted == attention_or_conv
+
+
+@lru_cache(maxsize=None)
+def relu_state_case(which):
+    """A program with a ReLUState (``lsrl.programs.nonlinear``) and integer inputs it accepts."""
+    program = {"parity": parity, "conditional_reset": lambda: conditional_reset(3)}[which]()
+    xs = np.random.default_rng(11).integers(0, 2 if which == "parity" else 4, size=(2, 9, 1)).astype(float)
+    return program, lsrl.compile(program, progress=False), xs
+
+
+@pytest.mark.parametrize("arch", NONLINEAR_STATE)
+@pytest.mark.parametrize("which", ("parity", "conditional_reset"))
+def test_every_label_holds_on_a_relu_state(arch, which):
+    program, model, xs = relu_state_case(which)
+    assert any(layer.kind == "ReLUState" for layer in model.layers)
+    net = model.to_torch(arch)
+    assert violations(net, xs, program_trace(program, xs)) == []

@@ -13,9 +13,10 @@ from torch import nn
 
 from lsrl.automata.units import TransitionUnits
 from lsrl.errors import DimensionError, SequenceError
+from lsrl.targets.cache import CachedRun
 
 
-class AutomatonNetwork(nn.Module):
+class AutomatonNetwork(CachedRun, nn.Module):
     """``core`` (a stock recurrent layer, or the LLRNN cell) from the initial state ``h0`` (and ``c0``), then
     ``readout``: a channel is 1.0 where its linear score is positive."""
 

@@ -16,37 +16,88 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
-from lsrl.compiler.labels import ROLES, UnitLabel
-from lsrl.errors import BackendError, LsrlError, ModelFileError
+from lsrl.compiler.labels import PATCHABLE_ROLES, ROLES, UnitLabel, label_violations, unit_values
+from lsrl.errors import BackendError, DimensionError, LsrlError, ModelFileError
 from lsrl.lang.evaluate import EXACT_MODE, mode_for
-from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU
+from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
-_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": ()}
+_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
+                 "ReLUState": ("A", "B", "b", "init_state")}
+_STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
-def _run_exact(layer, x):
-    """One layer over a batch given as a list (batch) of lists (time) of lists of mpq."""
+def _run_exact(layer, x, patched=()):
+    """One layer over a batch given as a list (batch) of lists (time) of lists of mpq; ``patched``:
+    ``(unit, values)`` pairs that overwrite units (``values[b][t]``), a state's before it is carried."""
+    if layer.kind in _STATE_LAYERS:
+        return _run_exact_state(layer, x, patched)
     if layer.kind == "ReLU":
-        return [EXACT_MODE.relu(sequence) for sequence in x]
-    if layer.kind == "Multi":
-        return [EXACT_MODE.multi(sequence) for sequence in x]
-    if layer.kind == "Linear":
-        return [EXACT_MODE.linear(layer.A, layer.b, sequence) for sequence in x]
+        out = [EXACT_MODE.relu(sequence) for sequence in x]
+    elif layer.kind == "Multi":
+        out = [EXACT_MODE.multi(sequence) for sequence in x]
+    else:
+        out = [EXACT_MODE.linear(layer.A, layer.b, sequence) for sequence in x]
+    for unit, values in patched:
+        for sequence, sequence_values in zip(out, values):
+            for vector, value in zip(sequence, sequence_values):
+                vector[unit] = value
+    return out
+
+
+def _run_exact_state(layer, x, patched):
+    """A LinState or ReLUState layer, step by step; patched units overwrite the state it carries."""
     out = []
     zero_bias = EXACT.zeros_vector(layer.dim)
-    for sequence in x:
+    for b, sequence in enumerate(x):
         drive = EXACT_MODE.linear(layer.B, layer.b, sequence)
         state = EXACT_MODE.initial_state(layer, 1)
         states = []
-        for step in drive:
+        for t, step in enumerate(drive):
             state = EXACT_MODE.linear(layer.A, zero_bias, state)
             state = [[s + u for s, u in zip(state[0], step)]]
+            if layer.kind == "ReLUState":
+                state = EXACT_MODE.relu(state)
+            for unit, values in patched:
+                state[0][unit] = values[b][t]
             states.append(state[0])
         out.append(states)
     return out
+
+
+def _run_float(layer, x, patched=()):
+    """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
+    bit for bit what ``model(xs)`` returns); ``patched`` as for ``_run_exact``, values ``(B, T)``."""
+    from lsrl.compiler.runner import build_plan, run_plan
+
+    if layer.kind in _STATE_LAYERS and patched:  # the patched state is the one carried: step by step
+        A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
+        state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
+        out = np.empty(x.shape[:2] + (layer.dim,))
+        for t in range(x.shape[1]):
+            state = state @ A.T + x[:, t] @ B.T + b
+            if layer.kind == "ReLUState":
+                state = np.maximum(state, 0.0)
+            for unit, values in patched:
+                state[:, unit] = values[:, t]
+            out[:, t] = state
+        return out
+    out = run_plan(build_plan(x.shape[-1], [layer]), x)
+    for unit, values in patched:
+        out[:, :, unit] = values
+    return out
+
+
+def _as_object_array(batch, width):
+    """An exact batch (lists of lists of lists of mpq) as a ``(B, T, width)`` object array."""
+    steps = len(batch[0]) if batch else 0
+    result = np.empty((len(batch), steps, width), dtype=object)
+    for i, sequence in enumerate(batch):
+        for t, vector in enumerate(sequence):
+            result[i, t, :] = vector
+    return result
 
 
 class CompiledProgram:
@@ -57,6 +108,7 @@ class CompiledProgram:
         self.layers = list(layers)
         # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.compiler.labels)
         self.labels = [list(layer) for layer in labels] if labels is not None else None
+        self.entangled = frozenset()  # program nodes that cannot be patched by label (see ``patchable``)
         self.backend = get_backend(backend).name
         self.stats = dict(stats or {})
         self.name = name
@@ -73,7 +125,7 @@ class CompiledProgram:
 
     @property
     def state_size(self) -> int:
-        return sum(layer.dim for layer in self.layers if layer.kind == "LinState")
+        return sum(layer.dim for layer in self.layers if layer.kind in _STATE_LAYERS)
 
     @property
     def widest_layer(self) -> int:
@@ -89,8 +141,15 @@ class CompiledProgram:
     def __repr__(self) -> str:
         return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
 
-    def __call__(self, xs, exact: bool = False, check_bounds: bool = True):
-        """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend."""
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
+        """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend.
+
+        ``patch={name: values}`` patches a program node (``values`` as for ``ForEach.trace``): every
+        unit labelled with that node is set to what its label says it holds, the program's
+        interchange intervention carried out on the units.
+        """
+        if patch:
+            return self.trace(xs, exact, check_bounds, patch)[-1]
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
@@ -110,6 +169,72 @@ class CompiledProgram:
                 self._plan = build_plan(self.input.dim, self.layers)
             result = run_plan(self._plan, batch)
         return result[0] if squeeze else result
+
+    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> list:
+        """Every layer's output per step: one array per layer of ``layers``, ``(T, width)`` (``(B, T,
+        width)`` for a batch), exact (needs the exact backend) or float64 as ``model(xs)`` computes it.
+        ``patch``: as for ``__call__``."""
+        if exact and self.backend != "exact":
+            raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
+        mode = mode_for(exact)
+        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
+        patched = self._patched_units(patch or {}, mode, len(batch), steps)
+        outputs = []
+        for index, layer in enumerate(self.layers):
+            units = patched.get(index, ())
+            batch = _run_exact(layer, batch, units) if exact else _run_float(layer, batch, units)
+            outputs.append(_as_object_array(batch, layer.dim) if exact else batch)
+        return [output[0] for output in outputs] if squeeze else outputs
+
+    @property
+    def patchable(self) -> list:
+        """Program nodes that ``patch=`` can intervene on: they have units, and their value reaches
+        the outputs only through them (not fused into a reader, not sharing a unit with a node that
+        is not computed from them, not pruned as always 0)."""
+        held = {label.node for layer in self.labels or [] for label in layer if label.role in PATCHABLE_ROLES}
+        return sorted(held - self.entangled)
+
+    def label_violations(self, program, xs, exact: bool = True, tolerance: float = 0.0) -> list:
+        """Units whose values on ``xs`` break their label, checked against ``program.trace``: a list
+        of ``(layer, unit, label, reason)``, empty when every label holds."""
+        return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
+
+    def _patched_units(self, patch: dict, mode, count: int, steps: int) -> dict:
+        """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
+        if patch and self.labels is None:
+            raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
+                            "cannot be patched by program node")
+        patched = {}
+        for key, values in patch.items():
+            name = key if isinstance(key, str) else key.name
+            if name in self.entangled:
+                raise LsrlError(
+                    f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
+                    "not reach the outputs only through units labelled with it (it was fused into a reader, "
+                    "shares units with another node, or was pruned as always 0); see model.patchable"
+                )
+            shape = np.shape(values)
+            if len(shape) not in (2, 3) or shape[-2] != steps or (len(shape) == 3 and shape[0] != count):
+                raise DimensionError(f"{self.name}: patch values for {name!r} must have shape (steps, dim) or "
+                                     f"(batch, steps, dim) = ({count}, {steps}, dim), got {shape}")
+            holder = Input(shape[-1], name=f"patch of {name}")
+            array = np.broadcast_to(np.asarray(values, dtype=object), (count, steps, shape[-1]))
+            values = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
+            found = False
+            for index, layer_labels in enumerate(self.labels):
+                for unit, label in enumerate(layer_labels):
+                    if label.node == name and label.role in PATCHABLE_ROLES:
+                        if label.index >= shape[-1]:
+                            raise DimensionError(f"{self.name}: patch values for {name!r} have {shape[-1]} "
+                                                 f"components, but a unit holds component {label.index}")
+                        patched.setdefault(index, []).append((unit, unit_values(label, values)))
+                        found = True
+            if not found:
+                raise LsrlError(
+                    f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
+                    "the layers that read it, or never existed); patch a node that model.labels names"
+                )
+        return patched
 
     def diagonal(self) -> "CompiledProgram":
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``)."""
@@ -147,6 +272,8 @@ class CompiledProgram:
             "layers": layers,
             "stats": self.stats,
         }
+        if self.labels is not None:
+            structure["entangled"] = sorted(self.entangled)
         (folder / "model.json").write_text(json.dumps(structure, indent=1))
         save_file(tensors, str(folder / "weights.safetensors"))
         return folder
@@ -177,7 +304,12 @@ def load(path) -> CompiledProgram:
         labels.append(_decode_labels(spec, layers[-1], f"{folder}: layer {index} ({layers[-1].name})"))
     stats = _field(structure, "stats", dict, where, default={})
     name = _field(structure, "name", str, where, default="program")
-    return CompiledProgram(node, layers, backend, stats, name, None if None in labels else labels)
+    model = CompiledProgram(node, layers, backend, stats, name, None if None in labels else labels)
+    entangled = _field(structure, "entangled", list, where, default=[])
+    if not all(isinstance(n, str) for n in entangled):
+        raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
+    model.entangled = frozenset(entangled)
+    return model
 
 
 def _decode_labels(spec, layer, where):
@@ -258,8 +390,10 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     try:
         if kind == "Linear":
             built = Linear(previous, weights["A"], weights["b"], name=name)
-        elif kind == "LinState":
-            built = LinState(previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name)
+        elif kind in _STATE_LAYERS:
+            built = _STATE_LAYERS[kind](
+                previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name
+            )
         else:
             built = (ReLU if kind == "ReLU" else Multi)(previous, name=name)
             built.check()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
-from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, Graph
+from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph
 from lsrl.compiler.labels import constant_for, copy_of, negation_of, positive_part
 from lsrl.errors import LsrlError
 
@@ -35,7 +35,7 @@ def _columns_read(v, user) -> set:
     """Components of ``v`` that ``user`` reads: a bypass carries only these."""
     if user.kind == LINEAR:
         return user.A.nonzero_columns()
-    if user.kind == LINSTATE:
+    if user.kind in STATE_KINDS:
         return user.B.nonzero_columns()
     if user.kind == CONCAT:
         return {c for x, picks in user.slots if x is v for c in picks}
@@ -80,14 +80,14 @@ class _Carrier:
     def read_by(self, user) -> None:
         """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
         graph, v, columns = self.graph, self.v, self.columns
-        if user.kind in (LINEAR, LINSTATE):
+        if user.kind in (LINEAR, *STATE_KINDS):
             weight = (user.A if user.kind == LINEAR else user.B).take_columns(columns)
             if self.decode is not None:
                 weight = weight @ self.decode
             if user.kind == LINEAR:
                 rebuilt = graph.linear(self.op, weight, user.b, name=user.name)
             else:
-                rebuilt = graph.linstate(self.op, user.A, weight, user.b, user.init, name=user.name)
+                rebuilt = graph.state_like(user, self.op, weight, name=user.name)
             graph.replace(user, rebuilt)
         elif user.kind == CONCAT:
             graph.regather(user, v, self.plain, self.position)
@@ -159,10 +159,11 @@ def case_1b(graph, v, users):
             carrier.read_by(user)
 
 
-def case_2(graph, v, users):
-    """All users are LinState: one LinState with block-diagonal ``A`` and stacked ``B, b, s_0``."""
+def _merge_states(graph, v, users, build):
+    """One state op (``build``: ``graph.linstate`` or ``graph.relustate``) with block-diagonal ``A``
+    and stacked ``B, b, s_0`` in place of ``users``, each replaced by its Slice of it."""
     backend = graph.backend
-    merged = graph.linstate(
+    merged = build(
         v,
         backend.block_diag([u.A for u in users]),
         backend.vstack([u.B for u in users]),
@@ -173,6 +174,11 @@ def case_2(graph, v, users):
     for user in users:
         graph.replace(user, graph.slice(merged, offset, offset + user.dim))
         offset += user.dim
+
+
+def case_2(graph, v, users):
+    """All users are LinState: one LinState with block-diagonal ``A`` and stacked ``B, b, s_0``."""
+    _merge_states(graph, v, users, graph.linstate)
 
 
 def case_3(graph, v, users):
@@ -194,9 +200,9 @@ def _push_slice_into(graph, v, piece, user, relu_of_v):
     columns = piece.A.selected_columns()
     if user.kind == LINEAR:
         graph.replace(user, graph.linear(v, user.A.times_selection(columns, v.dim), user.b, name=user.name))
-    elif user.kind == LINSTATE:
+    elif user.kind in STATE_KINDS:
         B = user.B.times_selection(columns, v.dim)
-        graph.replace(user, graph.linstate(v, user.A, B, user.b, user.init, name=user.name))
+        graph.replace(user, graph.state_like(user, v, B, name=user.name))
     elif user.kind == RELU:
         graph.replace(user, graph.selection(relu_of_v(), columns))
     elif user.kind == MULTI:
@@ -265,6 +271,35 @@ def case_6(graph, v, users):
         carrier.read_by(user)
 
 
+def case_2r(graph, v, users):
+    """All users are ReLUState: one ReLUState with block-diagonal ``A`` and stacked ``B, b, h_0``
+    (Case 2 for ReLUStates: the ReLU acts component by component, so the blocks stay apart)."""
+    _merge_states(graph, v, users, graph.relustate)
+
+
+def case_6r(graph, v, users):
+    """ReLUState and other users (no LinState, no Multi): the others read ``v`` through a dummy
+    ReLUState with ``A = 0`` that holds ``[v; -v]`` split as in Eq. (11) (``ReLU(v) - ReLU(-v) = v``),
+    or ``v`` itself when ``v`` is a ReLU output; then Case 2R merges all ReLUStates."""
+    backend = graph.backend
+    others = [u for u in users if u.kind != RELUSTATE]
+    carried = _carried(v, others)
+    select = backend.selection(carried, v.dim)
+    decode, labels = None, _copies(v, carried)
+    if v.kind not in (RELU, RELUSTATE):  # v may be negative
+        select = backend.vstack([select, -select])
+        decode = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
+        labels = [positive_part(label) for label in labels + [negation_of(label) for label in labels]]
+    width = select.shape2d[0]
+    dummy = graph.relustate(
+        v, backend.zeros(width, width), select, backend.zeros_vector(width), backend.zeros_vector(width),
+        labels=labels,
+    )
+    carrier = _Carrier(graph, v, dummy, carried, decode=decode)
+    for user in others:
+        carrier.read_by(user)
+
+
 def case_7a(graph, v, users):
     """Lin and ReLU users, every Lin followed by exactly one ReLU: the ReLUs get identity Lins in
     front, so Case 5B and then Case 3 apply."""
@@ -277,19 +312,23 @@ def case_7a(graph, v, users):
 
 def _relu_bypass(graph, v, users, needs_bypass):
     """Users selected by ``needs_bypass`` read ``v`` through ``[I, -I] ReLU([v; -v])`` (App. F.6),
-    carrying only the components they read."""
+    carrying only the components they read; a ``v`` that is a ReLU output is never negative, and
+    passes ``ReLU(v) = v`` alone."""
     backend = graph.backend
     bypassed = [u for u in users if needs_bypass(u)]
     carried = _carried(v, bypassed)
     select = backend.selection(carried, v.dim)
     copies = _copies(v, carried)
-    negations = [negation_of(label) for label in copies]
-    both = graph.relu(
-        graph.linear(v, backend.vstack([select, -select]), labels=copies + negations),
-        labels=[positive_part(label) for label in copies + negations],
-    )
-    unfold = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
-    carrier = _Carrier(graph, v, both, carried, decode=unfold)
+    if v.kind in (RELU, RELUSTATE):
+        carrier = _Carrier(graph, v, graph.relu(graph.linear(v, select, labels=copies), labels=copies), carried)
+    else:
+        negations = [negation_of(label) for label in copies]
+        both = graph.relu(
+            graph.linear(v, backend.vstack([select, -select]), labels=copies + negations),
+            labels=[positive_part(label) for label in copies + negations],
+        )
+        unfold = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
+        carrier = _Carrier(graph, v, both, carried, decode=unfold)
     for user in bypassed:
         carrier.read_by(user)
 
@@ -332,6 +371,10 @@ def choose_case(graph, v, users):
         return case_2
     if LINSTATE in kinds:
         return case_6
+    if kinds == {RELUSTATE}:
+        return case_2r
+    if RELUSTATE in kinds:
+        return case_6r
     if kinds == {RELU}:
         return case_3
     if kinds == {CONCAT}:

@@ -23,6 +23,9 @@ Each ``LinState`` ``s_t = A s_{t-1} + u_t`` (``u_t = B x_t + b``) is taken apart
 5. The map back, ``s = V z``, is folded into the next layer when that is a ``Linear`` (or the next
    ``LinState``'s ``B``); otherwise it becomes a ``Linear`` layer.
 
+A ``ReLUState`` has no linear recurrence to diagonalise: it is kept as it is (a pending ``s = V z``
+becomes a ``Linear`` in front of it), and the linear targets refuse it.
+
 Every number stays in the model's backend; on the exact backend the result is bit-exact. On the
 float backend the decomposition is computed exactly on the floats' rational values and rounded
 once; a block whose eigenvalues are irrational (a rotation, a random matrix) is diagonalised
@@ -42,7 +45,7 @@ from scipy.sparse.csgraph import connected_components
 
 from lsrl.compiler.labels import UnitLabel
 from lsrl.errors import LsrlError
-from lsrl.lang.nodes import Linear, LinState, Multi, ReLU
+from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.numbers import EXACT, FLOAT, mpq
 
 DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
@@ -400,6 +403,10 @@ def _copy(layer, previous, backend=None):
         return ReLU(previous, name=layer.name)
     if layer.kind == "Multi":
         return Multi(previous, name=layer.name)
+    if layer.kind == "ReLUState":  # no linear recurrence to diagonalise: kept as it is
+        return ReLUState(
+            previous, weight(layer.A), weight(layer.B), weight(layer.b), weight(layer.init_state), name=layer.name
+        )
     return LinState(
         previous, weight(layer.A), weight(layer.B), weight(layer.b), weight(layer.init_state), name=layer.name
     )
@@ -444,7 +451,7 @@ def diagonalise(model):
     old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
     layers, labels, previous, readback, state_labels, eigenbases = [], [], start, None, None, {}
     for index, (layer, layer_labels) in enumerate(zip(model.layers, old_labels)):
-        if readback is not None and layer.kind in ("ReLU", "Multi"):  # nothing to fold s = V z into
+        if readback is not None and layer.kind in ("ReLU", "Multi", "ReLUState"):  # nothing to fold s = V z into
             previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
             layers.append(previous)
             labels.append(state_labels)

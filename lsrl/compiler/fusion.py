@@ -7,7 +7,7 @@ new chains.
 
 from __future__ import annotations
 
-from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, WEIGHTS, Graph
+from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Graph
 
 
 def fuse_linear_linear(graph, first, second) -> bool:
@@ -27,6 +27,25 @@ def fuse_linear_linstate(graph, linear, state) -> bool:
         linear.inputs[0], state.A, state.B @ linear.A, state.B @ linear.b + state.b, state.init, name=state.name
     )
     graph.replace(state, fused)
+    return True
+
+
+def fuse_linear_relustate(graph, linear, state) -> bool:
+    """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
+    if linear.kind != LINEAR or state.kind != RELUSTATE:
+        return False
+    fused = graph.relustate(
+        linear.inputs[0], state.A, state.B @ linear.A, state.B @ linear.b + state.b, state.init, name=state.name
+    )
+    graph.replace(state, fused)
+    return True
+
+
+def fuse_relustate_relu(graph, state, relu) -> bool:
+    """A ReLU after a ReLUState is dropped: the state is a ReLU output, non-negative already."""
+    if state.kind != RELUSTATE or relu.kind != RELU:
+        return False
+    graph.replace(relu, state)
     return True
 
 
@@ -87,7 +106,8 @@ def fuse_stateless_linstate(graph, state) -> bool:
     return True
 
 
-PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_slice_concat, fuse_concat_concat)
+PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_slice_concat, fuse_concat_concat,
+              fuse_linear_relustate, fuse_relustate_relu)
 SINGLE_RULES = (fuse_concat_identical, fuse_identity, fuse_relu_relu)
 
 

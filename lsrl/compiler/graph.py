@@ -19,10 +19,13 @@ from lsrl.compiler.labels import UnitLabel, better
 from lsrl.lang import nodes as N
 
 LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "concat", "multi", "input"
+RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
 _KIND_OF_NODE = {
     N.Input: INPUT, N.Linear: LINEAR, N.ReLU: RELU, N.LinState: LINSTATE, N.Concat: CONCAT, N.Multi: MULTI,
+    N.ReLUState: RELUSTATE,
 }
-WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init")}
+WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init")}
+STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
 
 
 class Op:
@@ -102,6 +105,10 @@ class Graph:
         self.output = None
         self.users: dict = {}
         self.stats: dict = {}  # rule name -> times applied
+        # program nodes whose value no longer flows only through units labelled with them (fused into
+        # a reader, sharing units with another node, pruned as always 0): not patchable by labels
+        self.entangled: set = set()
+        self.lineage: dict = {}  # program node name -> (topological index, names of its inputs)
         self.nnz = self.peak_nnz = 0
 
     # ---- construction ---------------------------------------------------------------------
@@ -162,6 +169,15 @@ class Graph:
     def linstate(self, x, A, B, b, init, name=None, labels=None) -> Op:
         return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
+    def relustate(self, x, A, B, b, init, name=None, labels=None) -> Op:
+        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+
+    def state_like(self, state, x, B, b=None, name=None) -> Op:
+        """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
+        through ``B`` (and ``b``: ``state.b`` unless given)."""
+        build = self.linstate if state.kind == LINSTATE else self.relustate
+        return build(x, state.A, B, state.b if b is None else b, state.init, name=name)
+
     # ---- rewiring ---------------------------------------------------------------------------
     def distinct_users(self, op) -> list:
         return list(self.users[op])
@@ -190,7 +206,7 @@ class Graph:
             self.redirect(user, old, new)
         if self.output is old:
             self.output = new
-        self.remove(old)
+        self.remove(old, replaced=True)
 
     def adopt(self, op: Op, labels) -> None:
         """``op`` is shown to hold ``labels`` (per component); through Slices they reach the
@@ -198,7 +214,10 @@ class Graph:
         positions = range(op.dim)
         while True:
             for position, label in zip(positions, labels):
-                op.labels[position] = better(op.labels[position], label)
+                mine = op.labels[position]
+                if mine is not None and label is not None and mine.node != label.node:
+                    self._share_unit(mine.node, label.node)
+                op.labels[position] = better(mine, label)
             if not op.is_slice:
                 return
             picked = op.A.selected_columns()
@@ -206,13 +225,45 @@ class Graph:
             positions = [picked[p] for p in positions]
             op = op.inputs[0]
 
-    def remove(self, op: Op) -> None:
-        """Drop an op that has no users, and then any of its inputs left without users."""
+    def _share_unit(self, first: str, second: str) -> None:
+        """Two program nodes turned out to hold one unit. Patching the one computed from the other
+        would reach the other's readers too; patching the ancestor is still exact (the program
+        recomputes the descendant from it). Nodes with neither relation can be patched by neither."""
+        if self._derived_from(second, first):
+            self.entangled.add(second)
+        elif self._derived_from(first, second):
+            self.entangled.add(first)
+        else:
+            self.entangled |= {first, second}
+
+    def _derived_from(self, node: str, ancestor: str) -> bool:
+        """Whether program node ``node`` is computed from ``ancestor``."""
+        if node not in self.lineage or ancestor not in self.lineage:
+            return False
+        limit = self.lineage[ancestor][0]  # inputs come first in topological order
+        pending, seen = [node], set()
+        while pending:
+            current = pending.pop()
+            for parent in self.lineage[current][1]:
+                if parent == ancestor:
+                    return True
+                if parent not in seen and self.lineage[parent][0] > limit:
+                    seen.add(parent)
+                    pending.append(parent)
+        return False
+
+    def remove(self, op: Op, replaced: bool = False) -> None:
+        """Drop an op that has no users, and then any of its inputs left without users. A node whose
+        own op goes without being ``replaced`` by an equal one was fused into its readers."""
         pending = [op]
         while pending:
             current = pending.pop()
             if current not in self.users or self.users[current] or current is self.output or current is self.input:
                 continue
+            if current.is_slice:  # what it held lives on in its source
+                self.adopt(current, current.labels)
+            elif not (replaced and current is op):
+                self.entangled |= {label.node for label in current.labels if label and label.role == "value"}
             del self.users[current]
             self.nnz -= current.nnz
             for x in set(current.inputs):
@@ -254,7 +305,7 @@ class Graph:
     def copy(self) -> "Graph":
         """A new graph with new ops (sharing the immutable matrices); stats carried over."""
         clone = Graph(self.backend, self.name)
-        clone.stats = dict(self.stats)
+        clone.stats, clone.entangled, clone.lineage = dict(self.stats), set(self.entangled), self.lineage
         new = {}
         for op in self.ops():
             twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
@@ -283,6 +334,8 @@ class Graph:
                 node = N.Linear(inputs[0], op.A, op.b, name=op.name)
             elif op.kind == LINSTATE:
                 node = N.LinState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
+            elif op.kind == RELUSTATE:
+                node = N.ReLUState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
             elif op.kind == RELU:
                 node = N.ReLU(inputs[0], name=op.name)
             elif op.kind == MULTI:
@@ -306,9 +359,10 @@ def from_program(program, backend) -> Graph:
         kind = _KIND_OF_NODE[type(node)]
         inputs = [ops[x] for x in node.inputs]
         labels = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
+        graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
         if kind == LINEAR:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
-        elif kind == LINSTATE:
+        elif kind in STATE_KINDS:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), B=convert(node.B),
                     b=convert(node.b), init=convert(node.init_state))
         elif kind == CONCAT:
@@ -320,5 +374,6 @@ def from_program(program, backend) -> Graph:
         op.labels = labels
         ops[node] = graph.add(op)
     graph.input = ops[program.input]
+    graph.entangled.add(program.names[program.input])  # layers read it by weights, not only by copies: run on another input instead
     graph.output = ops[program.output]
     return graph

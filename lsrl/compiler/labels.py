@@ -11,6 +11,7 @@ copy        ``v``, carried past a layer by a bypass (a dummy LinState, a slice, 
 pos         ``ReLU(v)``, the positive part of Eq. (11)
 neg         ``ReLU(-v)``, the negative part of Eq. (11)
 negated     ``-v`` (what a negative part is made of, before its ReLU)
+-pos, -neg  ``-ReLU(v)``, ``-ReLU(-v)`` (a sign-split bypass of a value that is itself a part)
 constant    one number at every step, whatever the input: a helper (the ``1`` that carries a
             value through a Multi); ``node, index`` name what it helps
 helper      a unit of a target that helps compute ``v`` but is no function of ``v`` alone (one
@@ -34,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-ROLES = ("value", "copy", "pos", "neg", "negated", "constant", "helper", "mode", "drive")
+ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant", "helper", "mode", "drive")
 
 
 class UnitLabel(NamedTuple):
@@ -57,6 +58,8 @@ def positive_part(label):
     """The label of ``ReLU`` of a unit labelled ``label`` (None where that is not a label's claim)."""
     if label is None or label.role in ("pos", "neg", "constant"):
         return label  # ReLU of a ReLU; ReLU of a constant is a constant
+    if label.role in ("-pos", "-neg"):
+        return label._replace(role="constant")  # ReLU(-ReLU(.)) = 0
     return label._replace(role="neg" if label.role == "negated" else "pos")
 
 
@@ -68,7 +71,7 @@ def negation_of(label):
         return label._replace(role="negated")
     if label.role == "negated":
         return label._replace(role="copy")
-    return None  # -ReLU(v) is none of the roles
+    return label._replace(role={"pos": "-pos", "neg": "-neg", "-pos": "pos", "-neg": "neg"}[label.role])
 
 
 def negative_part(label):
@@ -98,25 +101,31 @@ def better(current, incoming):
     return current
 
 
+PATCHABLE_ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg")  # the roles that are functions of v
+
+
+def _held(role, v):
+    """What a unit of ``role`` holds when its component's value is ``v`` (a number or an array)."""
+    if role in ("value", "copy", "mode", "drive"):  # mode, drive: v is from lsrl.compiler.diagonal.eigen_trace
+        return v
+    if role == "negated":
+        return -v
+    if role.startswith("-"):
+        return -_held(role[1:], v)
+    if role == "pos":
+        return np.where(v > 0, v, 0 * v) if isinstance(v, np.ndarray) else max(v, 0 * v)
+    return np.where(v < 0, -v, 0 * v) if isinstance(v, np.ndarray) else max(-v, 0 * v)
+
+
+def unit_values(label, values):
+    """What a unit with ``label`` holds, given its node's ``values``: a ``(B, T, dim)`` float array
+    (gives ``(B, T)``) or, exactly, a list (batch) of lists (time) of lists of numbers."""
+    if isinstance(values, np.ndarray):
+        return _held(label.role, values[..., label.index])
+    return [[_held(label.role, vector[label.index]) for vector in sequence] for sequence in values]
+
+
 # ---- checking the claims ---------------------------------------------------------------------
-
-
-def expected_unit(label, trace):
-    """What a unit with ``label`` must hold, from ``trace`` (node name -> values per step; exact or
-    float); None for a constant (checked separately). A ``mode`` or ``drive`` unit reads
-    ``trace[(node, role)]`` (``lsrl.compiler.diagonal.eigen_trace`` computes them)."""
-    values = trace[_trace_key(label)][..., label.index]
-    if label.role in ("mode", "drive"):  # the diagonal model's coordinates, see eigen_trace
-        return values
-    if label.role in ("value", "copy"):
-        return values
-    if label.role == "negated":
-        return -values
-    if label.role == "pos":
-        return np.where(values > 0, values, 0 * values)
-    if label.role == "neg":
-        return np.where(values < 0, -values, 0 * values)
-    return None
 
 
 def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
@@ -136,7 +145,7 @@ def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
             if _trace_key(label) not in trace:
                 broken.append((layer, unit, label, "no such node in the program" if _trace_key(label) == label.node
                                else "no eigen-coordinates in the trace (see eigen_trace)"))
-            elif not _close(held, expected_unit(label, trace), tolerance):
+            elif not _close(held, _held(label.role, trace[_trace_key(label)][..., label.index]), tolerance):
                 broken.append((layer, unit, label, "values differ"))
     return broken
 

@@ -39,7 +39,9 @@ def to_layers(graph: Graph) -> CompiledProgram:
     program = graph.to_program()  # a path has no Concat: its nodes, inputs first, are the Input and the layers
     stats = dict(graph.stats, peak_nonzeros=graph.peak_nnz)
     labels = path_labels(graph.path())
-    return CompiledProgram(program.input, program.nodes[1:], graph.backend, stats, graph.name, labels)
+    model = CompiledProgram(program.input, program.nodes[1:], graph.backend, stats, graph.name, labels)
+    model.entangled = frozenset(graph.entangled)
+    return model
 
 
 def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram:

@@ -10,7 +10,7 @@ columns of the next layer).
 from __future__ import annotations
 
 from lsrl.compiler.fusion import fuse_linear_linear, fuse_linear_linstate, fuse_stateless_linstate
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, Graph, Op
+from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, STATE_KINDS, Graph, Op
 from lsrl.errors import LsrlError
 
 
@@ -30,7 +30,8 @@ def _always_zero(layer, zero_in: set) -> set:
         return {i for i in range(layer.dim) if i in zero_in or layer.dim + i in zero_in}
     if layer.kind == LINEAR:
         return {i for i in range(layer.dim) if i not in layer.b.rows and _reads_only(layer.A, i, zero_in)}
-    # a LinState: the largest set of states with no initial value, bias or drive that only read each other
+    # a LinState or ReLUState (ReLU(0) = 0): the largest set of states with no initial value, bias or
+    # drive that only read each other
     zero = {
         i for i in range(layer.dim)
         if i not in layer.init.rows and i not in layer.b.rows and _reads_only(layer.B, i, zero_in)
@@ -59,7 +60,7 @@ def _fed_by_rigid_layer(layers, index) -> bool:
     index -= 1
     while index >= 0 and layers[index].kind == RELU:
         index -= 1
-    return index < 0 or layers[index].kind == LINSTATE
+    return index < 0 or layers[index].kind in STATE_KINDS
 
 
 def _needed_components(layers, zeros) -> list:
@@ -74,14 +75,14 @@ def _needed_components(layers, zeros) -> list:
         layer = layers[index]
         if layer.kind == MULTI and _fed_by_rigid_layer(layers, index):
             needed = set(range(layer.dim))
-        if layer.kind == LINSTATE:
+        if layer.kind in STATE_KINDS:
             needed = _state_closure(layer.A, needed, zeros[index])
         needed = needed or {0}
         needed_by_layer[index] = needed
         zero_in = zeros[index - 1] if index else set()
         if layer.kind == LINEAR:
             needed = _columns(layer.A, needed) - zero_in
-        elif layer.kind == LINSTATE:
+        elif layer.kind in STATE_KINDS:
             needed = _columns(layer.B, needed) - zero_in
         elif layer.kind == MULTI:
             needed = needed | {layer.dim + i for i in needed}
@@ -94,9 +95,9 @@ def _rebuilt(layer, previous, previous_live, keep) -> Op:
     if layer.kind == LINEAR:
         A = layer.A.take_rows(keep).take_columns(previous_live)
         return Op(LINEAR, [previous], len(keep), layer.name, A=A, b=layer.b.take_rows(keep), labels=labels)
-    if layer.kind == LINSTATE:
+    if layer.kind in STATE_KINDS:
         return Op(
-            LINSTATE, [previous], len(keep), layer.name,
+            layer.kind, [previous], len(keep), layer.name,
             A=layer.A.take_rows(keep).take_columns(keep),
             B=layer.B.take_rows(keep).take_columns(previous_live),
             b=layer.b.take_rows(keep), init=layer.init.take_rows(keep), labels=labels,
@@ -111,7 +112,7 @@ def prune(graph: Graph) -> Graph:
     path = graph.path()
     start, layers = path[0], path[1:]
     pruned = Graph(graph.backend, graph.name)
-    pruned.stats, pruned.peak_nnz = dict(graph.stats), graph.peak_nnz
+    pruned.stats, pruned.peak_nnz, pruned.entangled = dict(graph.stats), graph.peak_nnz, set(graph.entangled)
     pruned.input = previous = pruned.add(
         Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer, labels=start.labels)
     )
@@ -119,6 +120,8 @@ def prune(graph: Graph) -> Graph:
     for layer in layers:
         zero_in = _always_zero(layer, zero_in)
         zeros.append(zero_in)
+        # readers drop always-0 units: a node patched to another value would not reach them
+        pruned.entangled |= {layer.labels[i].node for i in zero_in if layer.labels[i] is not None}
     previous_live = list(range(start.dim))
     for layer, needed in zip(layers, _needed_components(layers, zeros) if layers else []):
         if layer.kind == RELU:  # element-wise: it keeps whatever its input kept

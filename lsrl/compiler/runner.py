@@ -8,6 +8,9 @@ activations (a few hundred KiB) stay in L2 cache through all the layers instead 
 through memory once per layer. With one sequence the lanes are time steps; with many, mostly
 sequences.
 
+A ReLUState runs like a LinState, with the ReLU applied to each step's state before the next
+step reads it.
+
 A LinState computes ``B x + b`` over all lanes, then adds ``A s_{t-1}`` step after step (the
 batch group as lanes) and carries its state into the next chunk. That is the step-by-step
 recurrence itself, so any ``A`` works (rotations, dense, nilpotent) and an exploding one
@@ -30,8 +33,8 @@ import numba
 import numpy as np
 
 # op kinds, one per layer kind
-AFFINE, RELU, MULTI, LINSTATE = range(4)
-_KINDS = {"Linear": AFFINE, "ReLU": RELU, "Multi": MULTI, "LinState": LINSTATE}
+AFFINE, RELU, MULTI, LINSTATE, RELUSTATE = range(5)
+_KINDS = {"Linear": AFFINE, "ReLU": RELU, "Multi": MULTI, "LinState": LINSTATE, "ReLUState": RELUSTATE}
 # columns of the op table
 KIND, ROWS, MATRIX, BIAS, TRANSITION, STATE = range(6)
 
@@ -92,7 +95,7 @@ class _PlanBuilder:
         matrix = bias = transition = state = 0
         if layer.kind == "Linear":
             matrix, bias = self.matrix(layer.A), self.vector(self.biases, layer.b)
-        elif layer.kind == "LinState":
+        elif layer.kind in ("LinState", "ReLUState"):
             matrix, bias = self.matrix(layer.B), self.vector(self.biases, layer.b)
             transition, state = self.matrix(layer.A), self.vector(self.initial_states, layer.init_state)
         self.ops.append((_KINDS[layer.kind], layer.dim, matrix, bias, transition, state))
@@ -177,6 +180,9 @@ def _run_group(xs, out, first, last, chunk_steps, ops, matrices, biases, initial
                 if kind == LINSTATE:
                     state = states[ops[k, STATE] : ops[k, STATE] + rows]
                     _scan(matrices, ops[k, TRANSITION], rows, state, y, count, span)
+                elif kind == RELUSTATE:
+                    state = states[ops[k, STATE] : ops[k, STATE] + rows]
+                    _relu_scan(matrices, ops[k, TRANSITION], rows, state, y, count, span)
                 current = 1 - current
         _store_chunk(buffers[current], out, first, count, start, span)
 
@@ -288,6 +294,26 @@ def _scan(matrices, transition, rows, state, y, count, span):
     _add_transition(matrices, first, last, state, 0, y, 0, count)
     for t in range(1, span):
         _add_transition(matrices, first, last, y, (t - 1) * count, y, t * count, count)
+    for i in range(rows):
+        for b in range(count):
+            state[i, b] = y[i, (span - 1) * count + b]
+
+
+@numba.njit(cache=True, nogil=True)
+def _relu_scan(matrices, transition, rows, state, y, count, span):
+    """``y[:, t] = ReLU(y[:, t] + A y[:, t - 1])`` step by step (a ReLUState; ``y`` holds
+    ``B x_t + b``); ``state`` as in ``_scan``."""
+    row_starts = matrices[0]
+    first, last = row_starts[transition], row_starts[transition + rows]
+    for t in range(span):
+        if t == 0:
+            _add_transition(matrices, first, last, state, 0, y, 0, count)
+        else:
+            _add_transition(matrices, first, last, y, (t - 1) * count, y, t * count, count)
+        for i in range(rows):
+            for b in range(count):
+                if y[i, t * count + b] < 0.0:  # NaN stays NaN, as in _relu_in_place
+                    y[i, t * count + b] = 0.0
     for i in range(rows):
         for b in range(count):
             state[i, b] = y[i, (span - 1) * count + b]

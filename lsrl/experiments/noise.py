@@ -147,6 +147,8 @@ def forced_outputs(model, xs, sigma, rng):
             states, previous = _clean_states(layer, layer.B.csr() @ clean + b, batch, steps)
             noisy_A, noisy_B = _noisy_weights(layer.A, sigma, rng), _noisy_weights(layer.B, sigma, rng)
             clean, noisy = states, noisy_A @ previous + noisy_B @ noisy + noisy_b
+            if layer.kind == "ReLUState":
+                noisy = np.maximum(noisy, 0.0)
     return noisy.T.reshape(batch, steps, -1)
 
 
@@ -158,6 +160,8 @@ def _clean_states(layer, drive, batch, steps):
     states[:, :, 0] = layer.init_state.to_numpy().reshape(-1, 1)
     for t in range(steps):
         states[:, :, t + 1] = A @ states[:, :, t] + drive[:, :, t]
+        if layer.kind == "ReLUState":
+            states[:, :, t + 1] = np.maximum(states[:, :, t + 1], 0.0)
     return states[:, :, 1:].reshape(-1, batch * steps), states[:, :, :-1].reshape(-1, batch * steps)
 
 

@@ -219,6 +219,13 @@ def _linstate_bounds(node, x_low, x_high, max_length):
     init = [to_rational(v) for v in node.init_state.values()]
     initial = {i: init[i] for i in range(n)} | {n + i: -init[i] for i in range(n)}
     z = _step(rows, rows, initial, c)  # the first output, s_1: s_0 itself is never output
+    _bound_blocks(rows, z, c, max_length)
+    return [-z[n + i] for i in range(n)], [z[i] for i in range(n)]
+
+
+def _bound_blocks(rows, z, c, max_length) -> None:
+    """Raise ``z`` (the first output) to a bound of every step of ``z_t = M z_{t-1} + c``, ``M = rows``
+    non-negative, block after block (the numbered steps of the module doc)."""
     for block in _blocks(rows):
         # what the block reads of earlier blocks enters as part of its drive
         inside = set(block)
@@ -236,7 +243,27 @@ def _linstate_bounds(node, x_low, x_high, max_length):
         if bound is None:
             bound = {i: INF for i in block}
         z.update(bound)
-    return [-z[n + i] for i in range(n)], [z[i] for i in range(n)]
+
+
+def _relustate_bounds(node, x_low, x_high, max_length):
+    """``h_t = ReLU(A h_{t-1} + u_t)`` lies in ``[0, z_t]`` for ``z_t = A+ z_{t-1} + max(u_high, 0)``,
+    ``z_0 = h_0`` (``h >= 0``, so ``A h <= A+ z``): the LinState machinery on that non-negative
+    system bounds it from above. The lower bound is the ReLU of the lowest ``A h + u`` over
+    ``h`` in ``[0, max(z, h_0)]``."""
+    n = node.dim
+    rows = {i: {} for i in range(n)}
+    for i, j, a in node.A.entries():
+        if a > 0:
+            rows[i][j] = to_rational(a)
+    u_low, u_high = _affine(node.B, node.b, x_low, x_high)
+    c = {i: max(u_high[i], 0) for i in range(n)}
+    init = {i: to_rational(v) for i, v in enumerate(node.init_state.values())}
+    z = _step(rows, rows, init, c)
+    _bound_blocks(rows, z, c, max_length)
+    reach = [max(z[i], init[i]) for i in range(n)]
+    from_state, _ = _affine(node.A, node.A.backend.zeros_vector(n), [0] * n, reach)
+    low = [max(_plus(p, u), 0) for p, u in zip(from_state, u_low)]
+    return low, [z[i] for i in range(n)]
 
 
 def _node_bounds(node, inputs, max_length):
@@ -256,6 +283,8 @@ def _node_bounds(node, inputs, max_length):
         return [p[0] for p in pairs], [p[1] for p in pairs]
     if isinstance(node, N.LinState):
         return _linstate_bounds(node, *inputs[0], max_length)
+    if isinstance(node, N.ReLUState):
+        return _relustate_bounds(node, *inputs[0], max_length)
     raise TypeError(node)
 
 

@@ -207,4 +207,7 @@ def step_node(mode, node, inputs, states):
     if kind == "LinState":
         states[node] = mode.linstate(node, states[node], inputs[0])
         return states[node]
+    if kind == "ReLUState":  # the affine step of a LinState, then the ReLU
+        states[node] = mode.relu(mode.linstate(node, states[node], inputs[0]))
+        return states[node]
     raise TypeError(f"cannot evaluate {node!r}")

@@ -219,14 +219,43 @@ class LinState(Node):
 
     def __init__(self, x, A, B, b=None, init_state=None, name=None):
         super().__init__((x,), None, name)
-        A = _weights(A, self.describe(), "A", None)
-        if A.shape2d[0] != A.shape2d[1]:
-            raise DimensionError(f"{self.describe()}: A must be square, got shape {A.shape2d}")
-        self.dim = A.shape2d[0]
-        self.A = A
-        self.B = _weights(B, self.describe(), "B", (self.dim, self.inputs[0].dim))
-        self.b = _vector(b, A.backend, self.dim, self.describe(), "b")
-        self.init_state = _vector(init_state, A.backend, self.dim, self.describe(), "init_state")
+        _set_state_weights(self, A, B, b, init_state)
+
+    def check(self):
+        self._check_reads_input(self.B, "B")
+
+
+def _set_state_weights(node, A, B, b, init_state) -> None:
+    """``A`` (square), ``B``, ``b``, ``init_state`` and ``dim`` of a state node, checked."""
+    A = _weights(A, node.describe(), "A", None)
+    if A.shape2d[0] != A.shape2d[1]:
+        raise DimensionError(f"{node.describe()}: A must be square, got shape {A.shape2d}")
+    node.dim = A.shape2d[0]
+    node.A = A
+    node.B = _weights(B, node.describe(), "B", (node.dim, node.inputs[0].dim))
+    node.b = _vector(b, A.backend, node.dim, node.describe(), "b")
+    node.init_state = _vector(init_state, A.backend, node.dim, node.describe(), "init_state")
+
+
+class ReLUState(Node):
+    """``h_t = ReLU(A h_{t-1} + B x_t + b)`` with ``h_0 = init_state`` (non-negative); the value is ``h_t``.
+
+    The state update depends on the state through one ReLU layer: the step of the classic ReLU RNN
+    of Eq. (2), which a ``LinState`` cannot take (footnote 3 of the paper). Programs with such a
+    node compile to the non-linear targets only ("rnn", "gated_rnn", "gru", "lstm").
+    """
+
+    kind = "ReLUState"
+
+    def __init__(self, x, A, B, b=None, init_state=None, name=None):
+        super().__init__((x,), None, name)
+        _set_state_weights(self, A, B, b, init_state)
+        negative = [(i, v) for i, _, v in self.init_state.entries() if v < 0]
+        if negative:
+            raise DimensionError(
+                f"{self.describe()}: init_state must be non-negative (the state is a ReLU output), "
+                f"but component {negative[0][0]} is {negative[0][1]}"
+            )
 
     def check(self):
         self._check_reads_input(self.B, "B")

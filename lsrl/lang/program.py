@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from lsrl.errors import BackendError, DimensionError, GraphError
+import numpy as np
+
+from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
 from lsrl.lang.evaluate import mode_for, step_node
-from lsrl.lang.nodes import Input, LinState, Node
+from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
 
@@ -27,7 +29,7 @@ def topological_order(output: Node) -> list:
             cycle = [n.name for n, _ in stack[[n for n, _ in stack].index(child):]] + [child.name]
             raise GraphError(
                 f"{child.describe()}: the program has a cycle {' -> '.join(reversed(cycle))}; "
-                "only LinState carries values between steps, and it does so without edges"
+                "only LinState and ReLUState carry values between steps, and they do so without edges"
             )
         if child not in state:
             state[child] = 1
@@ -81,6 +83,11 @@ class ForEach:
     def linstates(self) -> list:
         return [node for node in self.nodes if isinstance(node, LinState)]
 
+    @property
+    def states(self) -> list:
+        """The nodes that carry a value between steps: LinStates and ReLUStates."""
+        return [node for node in self.nodes if isinstance(node, (LinState, ReLUState))]
+
     def __repr__(self) -> str:
         return f"ForEach({self.name!r}, nodes={len(self.nodes)}, in={self.input.dim}, out={self.output.dim})"
 
@@ -93,26 +100,80 @@ class ForEach:
                         f"{node.describe()}: exact evaluation needs exact weights, but its {weight} holds float64"
                     )
 
-    def __call__(self, xs, exact: bool = False, check_bounds: bool = True):
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
         """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``.
 
         Inputs outside the ``Input``'s declared bounds raise ``SequenceError`` unless
-        ``check_bounds=False``.
+        ``check_bounds=False``. ``patch={node or name: values}`` replaces those nodes' values at
+        every step (an interchange intervention; see ``trace``).
         """
+        return self._run(xs, exact, check_bounds, patch, record=[self.output])[self.output]
+
+    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> dict:
+        """Every node's values per step: ``{key: (T, dim)}`` (``(B, T, dim)`` for a batch), exact or
+        float like ``prog(xs)``. Keys are the nodes' stable names (``prog.names``), the names unit
+        labels use.
+
+        ``patch={node or name: values}`` with ``values`` of shape ``(T, dim)`` (applied to every
+        sequence) or ``(B, T, dim)`` replaces the node's value at every step; everything downstream,
+        LinState updates included, reads the patched value, and a patched LinState continues from it.
+        """
+        values = self._run(xs, exact, check_bounds, patch, record=self.nodes)
+        return {self.names[node]: values[node] for node in self.nodes}
+
+    def _run(self, xs, exact, check_bounds, patch, record) -> dict:
+        """The interpreter's one loop: the values of the nodes in ``record``, stacked over time."""
         if exact:
             self._check_exact_weights()
         mode = mode_for(exact)
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         count = len(batch)
-        states = {node: mode.initial_state(node, count) for node in self.linstates}
-        outputs = []
+        patched = self._read_patch(patch or {}, mode, count, steps)
+        states = {node: mode.initial_state(node, count) for node in self.states}
+        history = {node: [] for node in record}
         for t in range(steps):
             values = {}
             for node in self.nodes:
-                if node is self.input:
+                if node in patched:
+                    values[node] = mode.at(patched[node], t)
+                    if node in states:  # the state carried to the next step is the patched value
+                        states[node] = values[node]
+                elif node is self.input:
                     values[node] = mode.at(batch, t)
                 else:
                     values[node] = step_node(mode, node, [values[x] for x in node.inputs], states)
-            outputs.append(values[self.output])
-        result = mode.stack(outputs) if count and steps else mode.empty(count, steps, self.output.dim)
-        return result[0] if squeeze else result
+            for node in record:
+                history[node].append(values[node])
+        return {
+            node: _squeezed(mode.stack(rows) if count and steps else mode.empty(count, steps, node.dim), squeeze)
+            for node, rows in history.items()
+        }
+
+    def _read_patch(self, patch: dict, mode, count: int, steps: int) -> dict:
+        """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
+        if not patch:
+            return {}
+        by_key = {key: node for node, key in self.names.items()}
+        patched = {}
+        for target, values in patch.items():
+            node = target if isinstance(target, Node) else by_key.get(target)
+            if node is None or node not in by_key.values():
+                raise LsrlError(
+                    f"ForEach '{self.name}': cannot patch {target!r}: no such node in the program "
+                    f"(nodes: {', '.join(sorted(by_key))})"
+                )
+            shape = np.shape(values)
+            expected = ((steps, node.dim), (count, steps, node.dim))
+            if shape not in expected:
+                raise DimensionError(
+                    f"{node.describe()}: patch values must have shape {expected[0]} or {expected[1]} "
+                    f"(steps, dim) for this run, got {shape}"
+                )
+            array = np.broadcast_to(np.asarray(values, dtype=object), expected[1])
+            holder = Input(node.dim, name=f"patch of {node.name}")
+            patched[node] = mode.read(array if mode.name == "exact" else array.astype(np.float64), holder, False)[0]
+        return patched
+
+
+def _squeezed(result, squeeze: bool):
+    return result[0] if squeeze else result

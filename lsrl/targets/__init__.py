@@ -13,6 +13,7 @@ ARCHITECTURES = (
     "linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin"
 )
 UNGATED = ("linear_rnn", "rnn")
+NONLINEAR_STATE = ("rnn", "gated_rnn", "gru", "lstm")  # the architectures that can run a ReLUState
 OPTIONS = {
     "gru": ("gate_bound",), "hawk": ("max_len", "construction"), "griffin": ("max_len", "window", "heads", "construction"),
 }
@@ -24,6 +25,17 @@ def _require_no_gate(stack: BlockStack, arch: str) -> None:
         raise LsrlError(
             f"{arch!r} has no multiplicative gate, but Multi '{gates[0]}' needs one; "
             f"compile to 'gated_{arch}' (or another gated architecture) instead"
+        )
+
+
+def _require_linear_states(model, arch: str) -> None:
+    """Refuse a ReLUState for an architecture whose state update is linear (it cannot express one)."""
+    states = [layer for layer in model.layers if layer.kind == "ReLUState"]
+    if states and arch not in NONLINEAR_STATE:
+        raise LsrlError(
+            f"{arch!r} updates its state linearly, but {states[0].describe()} updates its state through a ReLU "
+            f"(h_t = ReLU(A h_(t-1) + B x_t + b)), which no linear recurrence can express; compile to one of "
+            f"{NONLINEAR_STATE} instead"
         )
 
 
@@ -58,6 +70,7 @@ def to_torch(model, arch: str, **options):
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
     check_options(arch, options, OPTIONS.get(arch, ()))
+    _require_linear_states(model, arch)
     module = _build(model, arch, options)
     module.declared_input = model.input
     module.precision = precision_of(model)

@@ -8,6 +8,9 @@ with ``phi`` and ``gamma`` small MLPs (``Dense`` layers, each optionally followe
 layer that is not a LinState joins the MLP of the block before it; a Multi becomes a gate block
 whose state copies its input (``A = 0, B = I``), ``gamma`` takes the first half and ``phi`` the
 second. The architectures in this package are built from this one description.
+
+A ReLUState layer becomes a block whose state update is ``s_t = ReLU(A s_{t-1} + B x_t + b)``
+(``relu_state=True``): the step of Eq. (2), which only the non-linear architectures can take.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Block:
     phi: list = field(default_factory=list)
     gamma: list | None = None
     gate_name: str | None = None  # the Multi node this gate block comes from
+    relu_state: str | None = None  # the ReLUState node whose s_t = ReLU(A s_{t-1} + B x_t + b) this is
     state_labels: list | None = None  # per unit of s_t (lsrl.compiler.labels)
     gate_labels: list | None = None  # per unit of gamma * phi, for a gate block
 
@@ -80,6 +84,8 @@ class Block:
         states = np.empty(x.shape[:2] + (self.d_state,))
         for t in range(x.shape[1]):
             state = state @ self.A.T + drive[:, t]
+            if self.relu_state is not None:
+                state = np.maximum(state, 0.0)
             states[:, t] = state
         y = _mlp(self.phi, states)
         return y if self.gamma is None else _mlp(self.gamma, x) * y
@@ -142,11 +148,13 @@ def to_blocks(model) -> BlockStack:
     below = input_labels(model)  # the labels of the previous layer's output
     for index, layer in enumerate(model.layers):
         labels = model.labels[index] if model.labels is not None else None
-        if layer.kind == "LinState":
+        if layer.kind in ("LinState", "ReLUState"):
             current = Block(
                 layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy(), layer.init_state.to_numpy(),
                 state_labels=labels,
             )
+            if layer.kind == "ReLUState":
+                current.relu_state = layer.name
             blocks.append(current)
         elif layer.kind == "Multi":
             half = layer.dim

@@ -24,6 +24,7 @@ from torch import nn
 from lsrl.compiler.diagonal import DELAY, OTHER, PAIR, state_blocks
 from lsrl.errors import LsrlError
 from lsrl.numbers import FLOAT
+from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 from lsrl.targets.recurrent import DenseStack, block_labels, float64_tensor
 
@@ -103,7 +104,7 @@ class DiagonalRNNBlock(nn.Module):
         return y if self.gamma is None else self.gamma(x) * y
 
 
-class DiagonalRNNModel(nn.Module):
+class DiagonalRNNModel(CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     architecture = "diagonal_linear_rnn"

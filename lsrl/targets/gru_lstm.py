@@ -51,6 +51,9 @@ The product layer.
   up to a power of two so that the scaling is exact; each doubling costs one bit of precision in the
   products (float64: 2^-42 relative at the default 1024).
 
+A ReLUState block's state layer is its update itself: ``relu_units`` with the state's ``A`` as
+recurrent weights (GRU: ``z = 0, r = 1`` so ``h = n``; LSTM: ``f = 0, i = g = 1`` so ``h = o``).
+
 Initial states are buffers ``h0_l{k}`` (and ``c0_l{k}`` for the LSTM), broadcast over the batch.
 """
 
@@ -66,6 +69,7 @@ from torch.nn import functional as F
 
 from lsrl.compiler.labels import constant_for, copy_of, helper_for, negative_part, positive_part
 from lsrl.errors import LsrlError, SequenceError
+from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
@@ -185,7 +189,7 @@ class ReluLSTM(_CellStack):
         return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
 
 
-class CellModel(nn.Module):
+class CellModel(CachedRun, nn.Module):
     """A compiled program as stacked ReLU GRU / LSTM layers (``.rnn``) and a linear ``.readout``.
 
     ``(B, T, d_in) -> (B, T, d_out)``, float64. ``roles[k]`` says what layer ``k`` does:
@@ -446,6 +450,8 @@ def _state_layer(builder, block, x):
     W = block.B @ x.R
     beta = block.B @ x.c + block.b
     d, labels = block.d_state, block.state_labels
+    if block.relu_state is not None:  # a ReLUState: the ReLU units' own step (z = 0 / f = 0), no split
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0, labels=labels)]
     if x.hidden and all(np.all(m >= 0) for m in (A, W, beta, s0)):  # s_t >= 0 for every input
         return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0, labels=labels)]
     split = None if labels is None else _mapped(positive_part, labels) + _mapped(negative_part, labels)

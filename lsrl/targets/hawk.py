@@ -99,6 +99,7 @@ from torch import nn
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.compiler.labels import constant_for, copy_of, helper_for, negation_of
 from lsrl.targets.blocks import BlockStack
+from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
 from lsrl.targets.recurrent import float64_tensor
@@ -287,7 +288,7 @@ class ResidualBlock(nn.Module):
         return self.mlp(self.temporal(a))
 
 
-class HawkModel(nn.Module):
+class HawkModel(CachedRun, nn.Module):
     """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     def __init__(self, architecture, d_in, d_out, max_len, blocks):

@@ -359,7 +359,7 @@ def _output_dim(module, arch, d_in):
     if not len(module.blocks):
         return d_in
     last = module.blocks[-1]
-    return last.phi.layers[-1].out_features if len(last.phi.layers) else last.rnn.hidden_size // 2
+    return last.phi.layers[-1].out_features if len(last.phi.layers) else last.merge.shape[0]
 
 
 __all__ = ["check_precision", "export_onnx"]

@@ -2,7 +2,9 @@
 
 The classic ones run their recurrence in stock ``torch.nn.RNN(nonlinearity="relu")`` with the
 state split of Eq. (11): ``[s+; s-] = ReLU([[A, -A], [-A, A]] [s+; s-] + [B; -B] x + [b; -b])``
-keeps both halves non-negative, so the ReLU acts as the identity and ``s = s+ - s-``.
+keeps both halves non-negative, so the ReLU acts as the identity and ``s = s+ - s-``. The block
+of a ReLUState needs no split: its update ``s_t = ReLU(A s_{t-1} + B x_t + b)`` is the RNN's own
+step (Eq. 2), with ``h_0 = s_0 >= 0``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import torch
 from torch import nn
 
 from lsrl.compiler.labels import negative_part, positive_part
+from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
 
@@ -73,6 +76,9 @@ class ClassicRNNBlock(LinearRNNBlock):
 
     def __init__(self, block):
         nn.Module.__init__(self)
+        if block.relu_state is not None:
+            self._init_relu_state(block)
+            return
         d = block.d_state
         A, B, b = block.A, block.B, block.b
         self.rnn = nn.RNN(block.d_in, 2 * d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
@@ -86,12 +92,26 @@ class ClassicRNNBlock(LinearRNNBlock):
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
+    def _init_relu_state(self, block):
+        """The ReLUState's update as the RNN step itself (no sign split: ``merge = I``)."""
+        d = block.d_state
+        self.rnn = nn.RNN(block.d_in, d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            self.rnn.weight_hh_l0.copy_(float64_tensor(block.A))
+            self.rnn.weight_ih_l0.copy_(float64_tensor(block.B))
+            self.rnn.bias_ih_l0.copy_(float64_tensor(block.b))
+            self.rnn.bias_hh_l0.zero_()
+        self.h0 = nn.Parameter(float64_tensor(block.s0))
+        self.register_buffer("merge", float64_tensor(np.eye(d)))
+        self.phi = DenseStack(block.phi)
+        self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
     def states(self, x: torch.Tensor) -> torch.Tensor:
         split, _ = self.rnn(x, self.h0.expand(1, x.shape[0], -1).contiguous())
         return split @ self.merge.T
 
 
-class BlockModel(nn.Module):
+class BlockModel(CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     def __init__(self, stack, block_type, architecture):
@@ -126,10 +146,10 @@ def block_labels(stack, blocks, state="state") -> dict | None:
     for index, (block, module) in enumerate(zip(stack.blocks, blocks)):
         name = f"blocks.{index}"
         labels[f"{name}.{state}"] = block.state_labels
-        if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden units are [s+; s-]
-            labels[f"{name}.rnn"] = [positive_part(label) for label in block.state_labels] + [
-                negative_part(label) for label in block.state_labels
-            ]
+        if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden units: [s+; s-], a ReLUState's s
+            labels[f"{name}.rnn"] = block.state_labels if block.relu_state is not None else [
+                positive_part(label) for label in block.state_labels
+            ] + [negative_part(label) for label in block.state_labels]
         labels.update(dense_labels(f"{name}.phi", block.phi))
         if not block.phi:  # an empty DenseStack passes the state on
             labels[f"{name}.phi"] = block.state_labels

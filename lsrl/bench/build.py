@@ -1,0 +1,181 @@
+"""Writing the suite: one folder per (task, architecture) under ``DIR/<task>/<arch>/``, and
+``DIR/load_model.py`` (``lsrl/bench/standalone.py``) to load any of them without lsrl.
+
+A folder holds ``model.safetensors`` and ``config.json`` (the layers, ``standalone.py``'s format),
+``labels.json`` (the unit labels), ``data.npz`` (inputs and expected outputs per split), ``program.py``
+(the task's source) and ``README.md`` (the model card).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import shutil
+import zlib
+from pathlib import Path
+
+import numpy as np
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+import lsrl
+from lsrl.bench.export import export
+from lsrl.bench.labels import automaton_labels, unit_labels
+from lsrl.bench.tasks import TASKS
+from lsrl.errors import LsrlError
+
+FORMAT = "lsrl.bench"
+FORMAT_VERSION = 1
+SEQUENCES_PER_LENGTH = 4
+_GENERATED_NAME = re.compile(r"^(input|linear|relu|linstate|concat|multi)_\d+(#\d+)?$")
+
+
+# ---- data --------------------------------------------------------------------------------------------
+
+
+def task_data(task) -> dict:
+    """Inputs and expected outputs of both splits, padded to the split's longest sequence: arrays
+    ``{split}_inputs (N, T, d_in)``, ``{split}_outputs (N, T, d_out)`` (NaN past a sequence's end) and
+    ``{split}_lengths (N,)``. Expected outputs come from the program's interpreter (exact) or the
+    automaton's transition table, never from a compiled model."""
+    rng = np.random.default_rng(zlib.crc32(task.name.encode()))
+    program = task.build() if task.build else None
+    machine = task.automaton() if task.automaton else None
+    data = {}
+    for split, (shortest, longest) in (("train", task.train_lengths), ("test", task.test_lengths)):
+        inputs, outputs = [], []
+        for size in range(shortest, longest + 1):
+            samples = [task.sample(rng, size) for _ in range(SEQUENCES_PER_LENGTH)]
+            if machine is not None:
+                indices = np.stack(samples)
+                inputs += list(np.eye(len(machine.alphabet))[indices])
+                outputs += list(machine.reference(indices).astype(np.float64))
+            else:
+                batch = np.stack(samples)
+                inputs += list(batch.astype(np.float64))
+                outputs += list(np.vectorize(float, otypes=[np.float64])(program(batch, exact=True)))
+        data.update(_padded(split, inputs, outputs))
+    return data
+
+
+def _padded(split, inputs, outputs) -> dict:
+    steps = max(len(x) for x in inputs)
+    x = np.zeros((len(inputs), steps, inputs[0].shape[1]))
+    y = np.full((len(outputs), steps, outputs[0].shape[1]), np.nan)
+    for i, (a, b) in enumerate(zip(inputs, outputs)):
+        x[i, : len(a)], y[i, : len(b)] = a, b
+    return {f"{split}_inputs": x, f"{split}_outputs": y, f"{split}_lengths": np.array([len(a) for a in inputs])}
+
+
+# ---- models ------------------------------------------------------------------------------------------
+
+
+def task_models(task) -> dict:
+    """``{arch: model}``: the exact path model (``"path"``), the torch targets or the automaton networks."""
+    if task.automaton is not None:
+        machine = task.automaton()
+        return {arch: lsrl.automata.to_torch(machine, arch) for arch in task.archs}
+    compiled = lsrl.compile(task.build(), backend="exact")
+    return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in task.archs}
+
+
+# ---- folders -----------------------------------------------------------------------------------------
+
+
+def write_model(folder: Path, task, arch, model, data) -> Path:
+    """One suite folder for ``model`` (architecture ``arch`` of ``task``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    layers, tensors = export(model)
+    dtype = str(next(iter(tensors.values())).dtype).replace("torch.", "")
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT, "task": task.name, "arch": arch})
+    d_in, d_out = data["train_inputs"].shape[-1], data["train_outputs"].shape[-1]
+    config = {
+        "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "dtype": dtype,
+        "input_size": d_in, "output_size": d_out, "layers": layers,
+        "loader": "load_model.py at the suite's root: load_folder(this folder) builds the torch module",
+    }
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    labels = automaton_labels(task.automaton(), model) if task.automaton else unit_labels(model)
+    (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "layers": labels}))
+    np.savez_compressed(folder / "data.npz", **data)
+    source = task.build or task.automaton
+    (folder / "program.py").write_text(inspect.getsource(source) if task.build else f"# {task.summary}\n")
+    (folder / "README.md").write_text(model_card(task, arch, layers, tensors, labels, data))
+    return folder
+
+
+def circuit_nodes(task) -> list:
+    """``(name, dim)`` of the program's nodes the task names as its circuit (user-named nodes)."""
+    if task.build is None:
+        return []
+    program = task.build()
+    named = {node.name: node.dim for node in program.nodes if not _GENERATED_NAME.match(node.name)}
+    return [(name, named[name]) for name in task.circuit if name in named]
+
+
+def model_card(task, arch, layers, tensors, labels, data) -> str:
+    widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
+    lines = [
+        f"# {task.name} · {arch}", "",
+        f"**Task.** {task.description}", "",
+        f"**Architecture.** `{arch}`: layers {widths} (see `config.json`; `load_model.py` at the suite's root "
+        "builds the PyTorch module without lsrl).", "",
+        f"**Data.** `data.npz`: train lengths {task.train_lengths[0]}–{task.train_lengths[1]}, test lengths "
+        f"{task.test_lengths[0]}–{task.test_lengths[1]} ({len(data['train_lengths'])} / {len(data['test_lengths'])} "
+        "sequences); outputs past a sequence's length are NaN. Expected outputs come from the program's exact "
+        "interpreter (or the automaton's table).", "",
+    ]
+    circuit = circuit_nodes(task)
+    if circuit:
+        lines.append("**Circuit.** The algorithm's variables are the program nodes "
+                     + ", ".join(f"`{name}` (dim {dim})" for name, dim in circuit) + ".")
+        if labels is not None:
+            names = {name for name, _ in circuit}
+            # per layer of a compiled model, per sub-module of a torch target (net.labels)
+            layers = labels.items() if isinstance(labels, dict) else ((f"layer {k}", layer) for k, layer in enumerate(labels))
+            for where, layer in layers:
+                units = [f"{i}: {node}[{index}] {role}" for i, (node, index, role) in enumerate(layer) if node in names]
+                if units:
+                    lines.append(f"- {where}: " + "; ".join(units))
+        else:
+            lines.append("Unit labels (which unit holds which node) are not in this build: `labels.json` says "
+                         "`available: false`.")
+    elif task.automaton:
+        lines.append("**Circuit.** One hidden unit per automaton transition (state, symbol): it is on exactly when "
+                     "that transition was taken at this step; `labels.json` lists them; the readout sums the units "
+                     "entering accepting states.")
+    lines += ["", "```python", "import sys, torch, numpy as np", "sys.path.insert(0, '../..')  # the suite's root",
+              "from load_model import load_folder", "net = load_folder('.')", "data = np.load('data.npz')",
+              "outputs = net(torch.as_tensor(data['test_inputs']))", "```", ""]
+    return "\n".join(lines)
+
+
+def describe_layer(spec, tensors) -> str:
+    """A config layer in a few words: its op and width, or its sub-layers."""
+    if spec["op"] == "block":
+        parts = [f"{part}: " + ", ".join(describe_layer(s, tensors) for s in spec[part])
+                 for part in ("state", "phi", "gamma") if spec.get(part)]
+        return f"block({'; '.join(parts)})"
+    weight = spec.get("weight") or spec.get("B")
+    width = spec.get("hidden_size") or spec.get("kwargs", {}).get("hidden_size") or (
+        tensors[weight].shape[0] if weight else None)
+    return f"{spec['op']}({width})" if width else spec["op"]
+
+
+def build_suite(root, tasks=None, progress: bool = True) -> list:
+    """Write every (task, architecture) folder under ``root``; returns the folders."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).with_name("standalone.py"), root / "load_model.py")
+    names = list(TASKS) if tasks is None else list(tasks)
+    unknown = [name for name in names if name not in TASKS]
+    if unknown:
+        raise LsrlError(f"unknown benchmark task(s) {unknown}; the tasks are {sorted(TASKS)}")
+    folders = []
+    for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
+        task = TASKS[name]
+        data = task_data(task)
+        for arch, model in task_models(task).items():
+            folders.append(write_model(root / name / arch, task, arch, model, data))
+    return folders

@@ -1,0 +1,98 @@
+"""A model as the layer list of ``config.json`` and the tensors of ``model.safetensors``
+(the format ``lsrl/bench/standalone.py`` reads; its docstring lists the layer ops).
+
+Torch targets keep their own ``state_dict`` names; the path model (``CompiledProgram``) gets
+``layers.{i}.{weight}`` names, one op per path layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def export(model) -> tuple:
+    """``(layers, tensors)`` of a ``CompiledProgram``, a compiled torch target or an automaton network."""
+    from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.compiler.compiled import CompiledProgram
+    from lsrl.targets.gru_lstm import CellModel
+    from lsrl.targets.recurrent import BlockModel
+
+    if isinstance(model, CompiledProgram):
+        return _path(model)
+    tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
+    if isinstance(model, BlockModel):
+        return [_block(f"blocks.{i}", block) for i, block in enumerate(model.blocks)], tensors
+    if isinstance(model, CellModel):
+        return _cells(model), tensors
+    if isinstance(model, AutomatonNetwork):
+        return _automaton(model), tensors
+    raise TypeError(f"the benchmark suite cannot export a {type(model).__name__}")
+
+
+def _path(model) -> tuple:
+    layers, tensors = [], {}
+    for i, layer in enumerate(model.layers):
+        names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
+        keys = {name: f"layers.{i}.{name}" for name in names}
+        for name, key in keys.items():
+            tensors[key] = torch.as_tensor(getattr(layer, name).to_numpy().astype(np.float64).reshape(
+                (-1,) if name in ("b", "init_state") else getattr(layer, name).shape2d))
+        if layer.kind == "Linear":
+            layers.append({"op": "linear", "weight": keys["A"], "bias": keys["b"]})
+        elif layer.kind == "LinState":
+            layers.append({"op": "linear_recurrence", "A": keys["A"], "B": keys["B"], "b": keys["b"],
+                           "s0": keys["init_state"]})
+        else:
+            layers.append({"op": "relu" if layer.kind == "ReLU" else "multiply_halves"})
+    return layers, tensors
+
+
+def _dense(prefix, stack) -> list:
+    layers = []
+    for j, relu in enumerate(stack.relu):
+        layers.append({"op": "linear", "weight": f"{prefix}.layers.{j}.weight", "bias": f"{prefix}.layers.{j}.bias"})
+        if relu:
+            layers.append({"op": "relu"})
+    return layers
+
+
+def _block(prefix, block) -> dict:
+    from lsrl.targets.recurrent import ClassicRNNBlock
+
+    if isinstance(block, ClassicRNNBlock):  # stock ReLU RNN on [s+; s-], merged back to s (Eq. 11)
+        state = [_stock(f"{prefix}.rnn", block.rnn, f"{prefix}.h0", None),
+                 {"op": "linear", "weight": f"{prefix}.merge", "bias": None}]
+    else:
+        state = [{"op": "linear_recurrence", **{name: f"{prefix}.{name}" for name in ("A", "B", "b", "s0")}}]
+    gamma = _dense(f"{prefix}.gamma", block.gamma) if block.gamma is not None else None
+    return {"op": "block", "state": state, "phi": _dense(f"{prefix}.phi", block.phi), "gamma": gamma}
+
+
+def _stock(prefix, core: nn.RNNBase, h0, c0) -> dict:
+    kind = type(core).__name__
+    kwargs = {"input_size": core.input_size, "hidden_size": core.hidden_size}
+    if kind == "RNN":
+        kwargs["nonlinearity"] = core.nonlinearity
+    names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+    return {"op": f"torch.nn.{kind}", "kwargs": kwargs, "parameters": {n: f"{prefix}.{n}" for n in names},
+            "h0": h0, "c0": c0}
+
+
+def _cells(model) -> list:
+    layers = []
+    for k in range(model.rnn.num_layers):
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        layers.append({
+            "op": f"relu_{model.architecture}", "hidden_size": model.rnn.hidden_sizes[k],
+            "parameters": {name: f"rnn.{name}_l{k}" for name in names},
+            "h0": f"rnn.h0_l{k}", "c0": f"rnn.c0_l{k}" if model.architecture == "lstm" else None,
+        })
+    return layers + [{"op": "linear", "weight": "readout.weight", "bias": "readout.bias"}]
+
+
+def _automaton(model) -> list:
+    c0 = "c0" if isinstance(model.core, nn.LSTM) else None
+    return [_stock("core", model.core, "h0", c0), {"op": "linear", "weight": "readout.weight", "bias": "readout.bias"},
+            {"op": "positive"}]

@@ -1,0 +1,85 @@
+"""A compiled model drawn as its circuit: one column per layer, one dot per unit, a line per non-zero
+weight from the unit it reads to the unit it feeds (``lsrl inspect --plot``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+KIND_COLOURS = {"Input": "#555555", "Linear": "#1f77b4", "ReLU": "#2ca02c", "LinState": "#d62728", "Multi": "#9467bd"}
+MAX_EDGES = 3000
+MAX_NAMED_UNITS = 40  # unit names are written only where every layer is at most this wide
+
+
+def plot_model(model, path=None, max_edges: int = MAX_EDGES):
+    """Draw ``model`` (a ``CompiledProgram``); save to ``path`` if given; returns the matplotlib figure.
+
+    Units are coloured by role where the model carries unit labels (``model.labels``), else by layer
+    kind. Edges: a Linear's ``A``, a LinState's ``B`` (its recurrent ``A`` is noted in the column
+    title), a ReLU's identity, a Multi's two factors. Beyond ``max_edges`` edges, an even sample of
+    them is drawn and the figure says so.
+    """
+    from matplotlib import colormaps
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, any backend
+    from matplotlib.lines import Line2D
+
+    columns = [model.input] + list(model.layers)
+    widest = max(column.dim for column in columns)
+    labels = getattr(model, "labels", None)
+    figure = Figure(figsize=(min(40, 1.6 * len(columns) + 1), min(40, 0.3 * widest + 2)))
+    axes = figure.subplots()
+    edges, signs = _edges(columns)
+    shown = np.linspace(0, len(edges) - 1, max_edges).astype(int) if len(edges) > max_edges else np.arange(len(edges))
+    if len(edges):
+        colours = np.where(np.array(signs)[shown] > 0, "#1f77b4", "#d62728")
+        axes.add_collection(LineCollection(np.array(edges)[shown], colors=colours, linewidths=0.6, alpha=0.35))
+    roles = sorted({unit[2] for layer in labels for unit in layer}) if labels is not None else []
+    role_colours = {role: colormaps["tab10"](i % 10) for i, role in enumerate(roles)}
+    for x, column in enumerate(columns):
+        y = _unit_heights(column.dim)
+        layer_labels = labels[x - 1] if labels is not None and x > 0 else None
+        colours = [role_colours[unit[2]] for unit in layer_labels] if layer_labels else KIND_COLOURS[column.kind]
+        axes.scatter(np.full(column.dim, x), y, s=24, c=colours, zorder=3, gid="units", edgecolors="none")
+        recurrent = " ↻" if column.kind == "LinState" else ""
+        axes.text(x, y.max() + 1, f"{column.kind}({column.dim}){recurrent}\n{column.name}", ha="center",
+                  va="bottom", fontsize=7)
+        if layer_labels and widest <= MAX_NAMED_UNITS:
+            for height, (node, index, role) in zip(y, layer_labels):
+                axes.text(x + 0.08, height, f"{node}[{index}] {role}", fontsize=5, va="center")
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in
+               (role_colours.items() if labels is not None else KIND_COLOURS.items())]
+    figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False,
+                  title="unit role" if labels is not None else "layer kind", title_fontsize=7)
+    note = f"; showing {len(shown)} of {len(edges)} edges" if len(shown) < len(edges) else ""
+    axes.set_title(f"{model.name}: {len(model.layers)} layers, {sum(c.dim for c in columns[1:])} units{note}",
+                   fontsize=9)
+    axes.set_xlim(-0.6, len(columns) - 0.4)
+    axes.set_ylim(-widest / 2 - 1, widest / 2 + 3)
+    axes.axis("off")
+    figure.tight_layout(rect=(0, 0.08, 1, 1))  # room for the legend below
+    if path is not None:
+        figure.savefig(path, dpi=100)
+    return figure
+
+
+def _unit_heights(dim: int) -> np.ndarray:
+    return (dim - 1) / 2 - np.arange(dim)
+
+
+def _edges(columns) -> tuple:
+    """Line segments ``((x0, y0), (x1, y1))`` from a unit of column k - 1 to the unit of column k it feeds,
+    and the sign of each weight."""
+    segments, signs = [], []
+    for x in range(1, len(columns)):
+        layer, before, after = columns[x], _unit_heights(columns[x - 1].dim), _unit_heights(columns[x].dim)
+        if layer.kind in ("Linear", "LinState"):
+            matrix = layer.A if layer.kind == "Linear" else layer.B
+            pairs = [(j, i, float(value)) for i, j, value in matrix.entries()]
+        elif layer.kind == "ReLU":
+            pairs = [(i, i, 1.0) for i in range(layer.dim)]
+        else:  # Multi: unit i multiplies units i and dim + i
+            pairs = [(j, i, 1.0) for i in range(layer.dim) for j in (i, layer.dim + i)]
+        for j, i, value in pairs:
+            segments.append(((x - 1, before[j]), (x, after[i])))
+            signs.append(np.sign(value))
+    return segments, signs
