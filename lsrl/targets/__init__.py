@@ -58,8 +58,7 @@ def to_torch(model, arch: str, **options):
       ``blocks.{i}.recurrence``.
     * gru, lstm: ``rnn.l{k}`` (layer k's ``h``; ``module.rnn.layer(k, x)`` computes it), its gates
       after their activation, named by PyTorch's letters: ``rnn.l{k}.r``, ``.z``, ``.n`` (GRU),
-      ``rnn.l{k}.i``, ``.f``, ``.g``, ``.o`` and the cell ``rnn.l{k}.c`` (LSTM); ``rnn`` (the last
-      layer's ``h``) and ``readout``.
+      ``rnn.l{k}.i``, ``.f``, ``.g``, ``.o`` and the cell ``rnn.l{k}.c`` (LSTM), and ``readout``.
     * hawk, griffin: ``embedding``, ``blocks.{i}`` (the residual stream after block i),
       ``blocks.{i}.temporal`` and its sub-modules (``W_a``, ``rg_lru``; App. E adds ``conv``,
       ``rg_lru.recurrence_gate``, ``rg_lru.input_gate``, ``W_g``, ``W_o``), ``blocks.{i}.mlp`` and

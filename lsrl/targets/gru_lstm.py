@@ -247,8 +247,8 @@ class CellModel(CachedRun, nn.Module):
 
 def _cell_labels(layers, output_labels) -> dict | None:
     """``net.labels`` of a ``CellModel``: ``rnn.l{k}`` (layer k's h), its gates after their activation
-    and the LSTM cell (``rnn.l{k}.r`` / ``.z`` / ``.n``, ``rnn.l{k}.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c``),
-    ``rnn`` and ``readout``."""
+    and the LSTM cell (``rnn.l{k}.r`` / ``.z`` / ``.n``, ``rnn.l{k}.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c``)
+    and ``readout`` (the keys of ``run_with_cache``)."""
     if output_labels is None:
         return None
     labels = {}
@@ -256,8 +256,6 @@ def _cell_labels(layers, output_labels) -> dict | None:
         labels[f"rnn.l{k}"] = layer.labels
         for gate, gate_labels in layer.gate_labels.items():
             labels[f"rnn.l{k}.{gate}"] = gate_labels
-    if layers:
-        labels["rnn"] = layers[-1].labels
     labels["readout"] = output_labels
     return labels
 
