@@ -205,7 +205,9 @@ def test_mode_and_drive_units_hold_exactly(name):
     assert label_violations(diagonal.labels, values, trace) == []
     # a mode claimed as the state's other mode 0 / 1 is caught
     wrong = [list(labels) for labels in diagonal.labels]
-    layer, unit = next((i, u) for i, labels in enumerate(wrong) for u, label in enumerate(labels) if label.role == "mode")
+    layer, unit = next(
+        (i, u) for i, labels in enumerate(wrong) for u, label in enumerate(labels) if label.role == "mode"
+    )
     wrong[layer][unit] = wrong[layer][unit]._replace(index=1 - min(wrong[layer][unit].index, 1))
     assert [(i, u) for i, u, _, _ in label_violations(wrong, values, trace)] == [(layer, unit)]
     net = model.to_torch("diagonal_linear_rnn")
@@ -228,7 +230,10 @@ def test_every_label_of_a_hawk_target_holds(arch, options, kind, which):
     if options:
         options = dict(options, max_len=xs.shape[1])
     net = model.to_torch(arch, **options)
-    trace = diagonal_trace(program, model, float_diagonal(model), xs, exact=False) if not options else program_trace(program, xs)
+    if options:  # App. E runs the compiled model itself
+        trace = program_trace(program, xs)
+    else:  # the diagonal construction runs model.diagonal(): its mode / drive units
+        trace = diagonal_trace(program, model, float_diagonal(model), xs, exact=False)
     assert violations(net, xs, trace) == []
 
 
@@ -263,7 +268,9 @@ def not_listed(net, name) -> bool:
         ("TemporalConv1d", "conv")} or own in ("ReluGRU", "ReluLSTM")
 
 
-@pytest.mark.parametrize("arch,options", [(arch, {}) for arch in ARCHITECTURES] + [("griffin", {"construction": "app_e"})])
+@pytest.mark.parametrize(
+    "arch,options", [(arch, {}) for arch in ARCHITECTURES] + [("griffin", {"construction": "app_e"})]
+)
 def test_every_module_that_computes_is_listed(arch, options):
     program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing2")
     net = model.to_torch(arch, **(dict(options, max_len=xs.shape[1]) if options else {}))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lsrl.compiler.labels import UnitLabel, copy_of, positive_part
+from lsrl.compiler.labels import UnitLabel, copy_of
 
 
 @dataclass

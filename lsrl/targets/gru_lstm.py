@@ -497,7 +497,7 @@ def _block_layers(arch, index, block, x, sigma):
     rows, gate_labels = [], block.gate_labels or [None] * phi.dim
     for j in range(phi.dim):
         row, p_terms, q_terms = [], phi.terms(j), gamma.terms(j)
-        whole = p_terms == [(p_terms[0][0], 1.0)] and q_terms == [(q_terms[0][0], 1.0)] if p_terms and q_terms else False
+        whole = _single(p_terms) and _single(q_terms)  # one product unit, equal to gamma_j * phi_j
         for p_col, p_coef in p_terms:
             for q_col, q_coef in q_terms:
                 row += [(u, p_coef * q_coef * c) for u, c in builder.product(p_col, q_col, gate_labels[j], whole)]
@@ -505,6 +505,11 @@ def _block_layers(arch, index, block, x, sigma):
     (out,) = finish(builder, [rows], [block.gate_labels])
     layers[-1].gate_name = block.gate_name
     return layers, out
+
+
+def _single(terms) -> bool:
+    """Whether a value's ``terms`` are one unit with coefficient 1."""
+    return len(terms) == 1 and terms[0][1] == 1.0
 
 
 def _build(stack, arch, gate_bound=None):
