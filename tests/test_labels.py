@@ -14,6 +14,9 @@ from tests.test_random_programs import (
     N_SEEDS, RELU_SEEDS, _as_object_array, _compiled_seeds, _generated, _inputs_for, _relu_compiled,
 )
 
+# the roles lsrl.compile gives; helper, mode and drive come from the torch targets and model.diagonal()
+COMPILER_ROLES = tuple(role for role in ROLES if role not in ("helper", "mode", "drive"))
+
 
 def _two_inputs(seed):
     generated = _generated(seed)
@@ -39,7 +42,7 @@ def test_every_label_of_every_random_program_holds_exactly():
         assert model.label_violations(_generated(seed).program, xs) == [], f"seed {seed}"
         assert [len(layer) for layer in model.labels] == [layer.dim for layer in model.layers]
         roles.update(label.role for layer in model.labels for label in layer)
-    assert set(roles) >= set(ROLES) - {"-neg"}  # every role is produced somewhere, and checked there
+    assert set(roles) >= set(COMPILER_ROLES) - {"-neg"}  # every role is produced somewhere, and checked there
 
 
 def test_labels_and_patches_hold_on_programs_with_relustates():
@@ -57,7 +60,7 @@ def test_labels_and_patches_hold_on_programs_with_relustates():
             assert as_fractions(model(xs, exact=True, patch={name: donor[name]})) == as_fractions(
                 program(xs, exact=True, patch={name: donor[name]})), f"seed {seed}: patching {name}"
             patched += 1
-    assert patched > 20 and set(roles) == set(ROLES)
+    assert patched > 20 and set(roles) == set(COMPILER_ROLES)
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["listing2", "listing1"])

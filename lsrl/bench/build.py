@@ -132,10 +132,12 @@ def model_card(task, arch, layers, tensors, labels, data) -> str:
                      + ", ".join(f"`{name}` (dim {dim})" for name, dim in circuit) + ".")
         if labels is not None:
             names = {name for name, _ in circuit}
-            for k, layer in enumerate(labels):
+            # per layer of a compiled model, per sub-module of a torch target (net.labels)
+            layers = labels.items() if isinstance(labels, dict) else ((f"layer {k}", layer) for k, layer in enumerate(labels))
+            for where, layer in layers:
                 units = [f"{i}: {node}[{index}] {role}" for i, (node, index, role) in enumerate(layer) if node in names]
                 if units:
-                    lines.append(f"- layer {k}: " + "; ".join(units))
+                    lines.append(f"- {where}: " + "; ".join(units))
         else:
             lines.append("Unit labels (which unit holds which node) are not in this build: `labels.json` says "
                          "`available: false`.")

@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from lsrl.compiler.labels import UnitLabel
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.numbers import EXACT, FLOAT, mpq
@@ -325,6 +326,7 @@ def _cascade_layers(layer, decomposition, previous):
             add(("w", j), zero, zero)
             B_rows[position[("w", j)]] = drive_rows.get(j, {})
     width = len(slots)
+    labels = [_slot_labels(layer.name, slots)]
     built = LinState(
         previous,
         backend.from_entries(A_entries, (width, width)),
@@ -368,19 +370,26 @@ def _cascade_layers(layer, decomposition, previous):
             name=f"{layer.name}.level{level}",
         )
         layers.append(built)
-    return layers, position
+        labels.append(_slot_labels(layer.name, slots))
+    return layers, position, labels
+
+
+def _slot_labels(name, slots) -> list:
+    """The labels of a cascade layer's units: ``("z", j)`` is mode j, ``("w", j)`` drive j of ``name``."""
+    return [UnitLabel(name, j, "mode" if kind == "z" else "drive") for kind, j in slots]
 
 
 def _rewrite(layer, previous):
-    """``layer`` as diagonal LinState(s) reading ``previous``, and the map ``s = M z`` from the last
-    one's output (``None`` when the state is unchanged)."""
+    """``layer`` as diagonal LinState(s) reading ``previous``, the map ``s = M z`` from the last
+    one's output (``None`` when the state is unchanged), the new layers' labels (``None``: unchanged)
+    and the decomposition (``None``: unchanged)."""
     if all(kind != OTHER for kind, _ in state_blocks(layer.A)):
-        return [LinState(previous, layer.A, layer.B, layer.b, layer.init_state, name=layer.name)], None
+        return [LinState(previous, layer.A, layer.B, layer.b, layer.init_state, name=layer.name)], None, None, None
     decomposition = decompose(layer)
-    layers, position = _cascade_layers(layer, decomposition, previous)
+    layers, position, labels = _cascade_layers(layer, decomposition, previous)
     order = [position[("z", j)] for j in range(layer.dim)]  # z_j's place in the last layer
     readback = decomposition.V.times_selection(order, layers[-1].dim)
-    return layers, readback
+    return layers, readback, labels, decomposition
 
 
 def _copy(layer, previous, backend=None):
@@ -417,7 +426,7 @@ def float_diagonal(model):
     layers = []
     for layer in model.layers:
         layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
-    return diagonalise(CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name))
+    return diagonalise(CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name, model.labels))
 
 
 def _absorbing(layer, readback, previous):
@@ -429,24 +438,65 @@ def _absorbing(layer, readback, previous):
 
 def diagonalise(model):
     """A new ``CompiledProgram`` computing the same outputs as ``model`` whose every ``LinState`` has
-    a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc)."""
+    a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc).
+
+    Its ``labels``: a layer that keeps its outputs keeps its labels, a readback Linear (``s = V z``)
+    has those of the state it rebuilds, and a rewritten state's units are ``mode`` and ``drive``
+    units of the original layer (``lsrl.compiler.labels``). ``eigenbases`` maps each rewritten
+    layer's name to its ``(index in model.layers, V^-1, V^-1 B)``, with which ``eigen_trace`` checks those claims.
+    """
     from lsrl.compiler.compiled import CompiledProgram
 
     start = model.input.fresh()
-    layers, previous, readback = [], start, None
-    for layer in model.layers:
+    old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
+    layers, labels, previous, readback, state_labels, eigenbases = [], [], start, None, None, {}
+    for index, (layer, layer_labels) in enumerate(zip(model.layers, old_labels)):
         if readback is not None and layer.kind in ("ReLU", "Multi", "ReLUState"):  # nothing to fold s = V z into
             previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
             layers.append(previous)
+            labels.append(state_labels)
             readback = None
         source = layer if readback is None else _absorbing(layer, readback, previous)
         if layer.kind == "LinState":
-            new, readback = _rewrite(source, previous)
+            new, readback, new_labels, decomposition = _rewrite(source, previous)
+            if decomposition is not None:
+                eigenbases[layer.name] = (index, decomposition.V_inv, decomposition.V_inv @ layer.B)
+            new_labels, state_labels = new_labels or [layer_labels], layer_labels
         else:
-            new = [source if readback is not None else _copy(layer, previous)]
+            new, new_labels = [source if readback is not None else _copy(layer, previous)], [layer_labels]
             readback = None
         layers.extend(new)
+        labels.extend(new_labels)
         previous = new[-1]
     if readback is not None:
         layers.append(Linear(previous, readback, None, name=f"{previous.name}.readback"))
-    return CompiledProgram(start, layers, model.backend, dict(model.stats), model.name)
+        labels.append(state_labels)
+    diagonal = CompiledProgram(start, layers, model.backend, dict(model.stats), model.name,
+                               labels if model.labels is not None else None)
+    diagonal.eigenbases = eigenbases
+    return diagonal
+
+
+def eigen_trace(diagonal, inputs, layer_values) -> dict:
+    """The values that ``mode`` and ``drive`` labels of ``diagonal`` (``model.diagonal()``) claim,
+    from the original model's input ``inputs`` and per-layer outputs ``layer_values`` (each
+    ``(..., T, dim)``, exact or float): ``{(name, "mode"): V^-1 s, (name, "drive"): V^-1 B x}`` per
+    rewritten LinState ``name`` (``s`` its output, ``x`` its input)."""
+    if not hasattr(diagonal, "eigenbases"):
+        raise LsrlError(f"{diagonal.name}: eigen_trace needs the program made by model.diagonal()")
+    trace = {}
+    for name, (index, V_inv, drive) in diagonal.eigenbases.items():
+        trace[(name, "mode")] = _times(V_inv, layer_values[index])
+        trace[(name, "drive")] = _times(drive, layer_values[index - 1] if index else inputs)
+    return trace
+
+
+def _times(matrix, values):
+    """``values @ matrix.T`` for an lsrl matrix and exact (object) or float values ``(..., d)``."""
+    out = np.zeros(values.shape[:-1] + (matrix.shape2d[0],), dtype=values.dtype)
+    out[...] = 0 * values[..., :1] if values.shape[-1] else 0  # exact zeros on the exact backend
+    for i, row in matrix.rows.items():
+        for j, weight in row.items():
+            out[..., i] = out[..., i] + weight * values[..., j]
+    return out
+

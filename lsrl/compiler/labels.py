@@ -14,6 +14,13 @@ negated     ``-v`` (what a negative part is made of, before its ReLU)
 -pos, -neg  ``-ReLU(v)``, ``-ReLU(-v)`` (a sign-split bypass of a value that is itself a part)
 constant    one number at every step, whatever the input: a helper (the ``1`` that carries a
             value through a Multi); ``node, index`` name what it helps
+helper      a unit of a target that helps compute ``v`` but is no function of ``v`` alone (one
+            sign term of a product ``P+ Q-``, the GRU product's running units); not checked
+            against the trace: the units it feeds are
+mode        after ``model.diagonal()``: coordinate ``index`` of ``z = V^-1 s``, the eigen-coordinates
+            of the state ``s`` of compiled LinState layer ``node``
+drive       after ``model.diagonal()``: coordinate ``index`` of ``V^-1 B x_t`` (no bias), the drive
+            of LinState layer ``node`` (input ``x_t``) that a Jordan cascade carries as a copy
 ========== ============================================================================
 
 Labels are born with the program (every component of every node is a ``value``) and the compiler
@@ -28,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant")
+ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant", "helper", "mode", "drive")
 
 
 class UnitLabel(NamedTuple):
@@ -67,6 +74,18 @@ def negation_of(label):
     return label._replace(role={"pos": "-pos", "neg": "-neg", "-pos": "pos", "-neg": "neg"}[label.role])
 
 
+def negative_part(label):
+    """The label of ``ReLU(-u)`` for a unit ``u`` labelled ``label`` (the ``s-`` half of Eq. (11))."""
+    if label is None or label.role in ("pos", "neg", "constant"):
+        return None if label is None else label._replace(role="constant")  # ReLU(-ReLU(v)) = 0
+    return positive_part(negation_of(label))
+
+
+def helper_for(label):
+    """The label of a helper unit serving ``label``'s component (see the table above)."""
+    return None if label is None else label._replace(role="helper")
+
+
 def constant_for(label, index=0):
     """The label of a constant helper unit serving ``label``'s node."""
     return UnitLabel(label.node if label else "", label.index if label else index, "constant")
@@ -87,7 +106,7 @@ PATCHABLE_ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg")  # 
 
 def _held(role, v):
     """What a unit of ``role`` holds when its component's value is ``v`` (a number or an array)."""
-    if role in ("value", "copy"):
+    if role in ("value", "copy", "mode", "drive"):  # mode, drive: v is from lsrl.compiler.diagonal.eigen_trace
         return v
     if role == "negated":
         return -v
@@ -121,11 +140,18 @@ def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
                 if not _close(held, np.full_like(held, first), tolerance):
                     broken.append((layer, unit, label, "not constant"))
                 continue
-            if label.node not in trace:
-                broken.append((layer, unit, label, "no such node in the program"))
-            elif not _close(held, _held(label.role, trace[label.node][..., label.index]), tolerance):
+            if label.role == "helper":  # no claim about the unit's own values
+                continue
+            if _trace_key(label) not in trace:
+                broken.append((layer, unit, label, "no such node in the program" if _trace_key(label) == label.node
+                               else "no eigen-coordinates in the trace (see eigen_trace)"))
+            elif not _close(held, _held(label.role, trace[_trace_key(label)][..., label.index]), tolerance):
                 broken.append((layer, unit, label, "values differ"))
     return broken
+
+
+def _trace_key(label):
+    return (label.node, label.role) if label.role in ("mode", "drive") else label.node
 
 
 def _close(a, b, tolerance) -> bool:

@@ -45,6 +45,26 @@ def to_torch(model, arch: str, **options):
     The module checks its input (``lsrl.targets.checks``): shape, dtype, finiteness and the
     program's ``Input`` bounds (``module(x, check_bounds=False)`` skips the last); it warns once
     when run in a precision its weights are too large for (``lsrl.targets.precision``).
+
+    ``module.labels`` (None when ``model.labels`` is None) maps a sub-module's name, as in
+    ``module.named_modules()``, to one ``lsrl.compiler.labels.UnitLabel`` per unit of its output's
+    last dimension (what a forward hook on it sees; the first element of a tuple output):
+
+    * linear_rnn, gated_linear_rnn, rnn, gated_rnn, diagonal_linear_rnn: ``blocks.{i}`` (the
+      block's output), ``blocks.{i}.phi`` / ``.gamma`` (the MLPs) and ``.phi.layers.{j}`` /
+      ``.gamma.layers.{j}`` (each ``nn.Linear``, before its ReLU); the state ``s_t`` is
+      ``blocks.{i}.state`` (no module outputs it: ``block.states(x)`` computes it), in the classic
+      RNNs also ``blocks.{i}.rnn`` (``[s+; s-]``, Eq. (11)), in diagonal_linear_rnn
+      ``blocks.{i}.recurrence``.
+    * gru, lstm: ``rnn.l{k}`` (layer k's ``h``; ``module.rnn.layer(k, x)`` computes it), its gates
+      after their activation, named by PyTorch's letters: ``rnn.l{k}.r``, ``.z``, ``.n`` (GRU),
+      ``rnn.l{k}.i``, ``.f``, ``.g``, ``.o`` and the cell ``rnn.l{k}.c`` (LSTM), and ``readout``.
+    * hawk, griffin: ``embedding``, ``blocks.{i}`` (the residual stream after block i),
+      ``blocks.{i}.temporal`` and its sub-modules (``W_a``, ``rg_lru``; App. E adds ``conv``,
+      ``rg_lru.recurrence_gate``, ``rg_lru.input_gate``, ``W_g``, ``W_o``), ``blocks.{i}.mlp`` and
+      ``.mlp.W_e``, ``.mlp.W_f`` (before its ReLU), ``.mlp.W_m``; ``readout``. Griffin's
+      attention blocks pass their input: ``blocks.{i}.temporal`` is labelled, its projections
+      (never run) are not; neither is App. E's ``conv.conv`` (channels first).
     """
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")

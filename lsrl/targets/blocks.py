@@ -19,15 +19,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lsrl.compiler.labels import UnitLabel, copy_of
 
 
 @dataclass
 class Dense:
-    """``W v + c``, then a ReLU if ``relu``."""
+    """``W v + c``, then a ReLU if ``relu``. ``labels``: per unit of ``W v + c``, what it holds
+    (``lsrl.compiler.labels``); ``relu_labels``: the same after the ReLU (None: unlabelled)."""
 
     W: np.ndarray
     c: np.ndarray
     relu: bool = False
+    labels: list | None = None
+    relu_labels: list | None = None
+
+    @property
+    def out_labels(self) -> list | None:
+        """The labels of this layer's output (after its ReLU, if any)."""
+        return self.relu_labels if self.relu else self.labels
 
     def __call__(self, v: np.ndarray) -> np.ndarray:
         out = v @ self.W.T + self.c
@@ -46,6 +55,15 @@ class Block:
     gamma: list | None = None
     gate_name: str | None = None  # the Multi node this gate block comes from
     relu_state: str | None = None  # the ReLUState node whose s_t = ReLU(A s_{t-1} + B x_t + b) this is
+    state_labels: list | None = None  # per unit of s_t (lsrl.compiler.labels)
+    gate_labels: list | None = None  # per unit of gamma * phi, for a gate block
+
+    @property
+    def labels(self) -> list | None:
+        """The labels of the block's output units."""
+        if self.gamma is not None:
+            return self.gate_labels
+        return self.phi[-1].out_labels if self.phi else self.state_labels
 
     @property
     def d_in(self) -> int:
@@ -79,9 +97,13 @@ def _mlp(layers, v):
     return v
 
 
-def identity_block(dim: int) -> Block:
-    """A block whose state is a copy of its input (``A = 0, B = I``)."""
-    return Block(np.zeros((dim, dim)), np.eye(dim), np.zeros(dim), np.zeros(dim))
+def identity_block(dim: int, input_labels=None) -> Block:
+    """A block whose state is a copy of its input (``A = 0, B = I``), labelled ``input_labels``."""
+    return Block(np.zeros((dim, dim)), np.eye(dim), np.zeros(dim), np.zeros(dim), state_labels=_copies(input_labels))
+
+
+def _copies(labels):
+    return None if labels is None else [copy_of(label) for label in labels]
 
 
 @dataclass
@@ -90,6 +112,7 @@ class BlockStack:
 
     d_in: int
     blocks: list
+    input_labels: list | None = None  # per input component (the program's Input node)
 
     @property
     def d_out(self) -> int:
@@ -111,13 +134,24 @@ def _selection(rows, width) -> np.ndarray:
     return matrix
 
 
+def input_labels(model) -> list | None:
+    """The labels of the program's input components (None for a model without labels)."""
+    if model.labels is None:
+        return None
+    return [UnitLabel(model.input.name, i, "value") for i in range(model.input.dim)]
+
+
 def to_blocks(model) -> BlockStack:
-    """Group a ``CompiledProgram``'s path into blocks (float64 weights)."""
+    """Group a ``CompiledProgram``'s path into blocks (float64 weights), each block's state and
+    each Dense layer's units labelled from ``model.labels`` (when the model has labels)."""
     blocks, current, width = [], None, model.input.dim
-    for layer in model.layers:
+    below = input_labels(model)  # the labels of the previous layer's output
+    for index, layer in enumerate(model.layers):
+        labels = model.labels[index] if model.labels is not None else None
         if layer.kind in ("LinState", "ReLUState"):
             current = Block(
-                layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy(), layer.init_state.to_numpy()
+                layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy(), layer.init_state.to_numpy(),
+                state_labels=labels,
             )
             if layer.kind == "ReLUState":
                 current.relu_state = layer.name
@@ -127,23 +161,30 @@ def to_blocks(model) -> BlockStack:
             # a Linear right before the Multi computes both halves: it becomes gamma's and phi's layer
             mergeable = current is not None and current.gamma is None and current.phi and not current.phi[-1].relu
             pending = current.phi.pop() if mergeable else None
+            if pending:  # the gate block reads what pending read
+                below = current.phi[-1].out_labels if current.phi else current.state_labels
             source = pending.W.shape[1] if pending else width
             W = pending.W if pending else np.eye(width)
             c = pending.c if pending else np.zeros(width)
-            current = identity_block(source)
-            current.gamma = [Dense(W[:half], c[:half])]
-            current.phi = [Dense(W[half:], c[half:])]
+            both = pending.labels if pending else _copies(below)
+            current = identity_block(source, below)
+            current.gamma = [Dense(W[:half], c[:half], labels=both and both[:half])]
+            current.phi = [Dense(W[half:], c[half:], labels=both and both[half:])]
             current.gate_name = layer.name
+            current.gate_labels = labels
             blocks.append(current)
         else:
             if current is None or current.gamma is not None:
-                current = identity_block(width)
+                current = identity_block(width, below)
                 blocks.append(current)
             if layer.kind == "Linear":
-                current.phi.append(Dense(layer.A.to_numpy(), layer.b.to_numpy()))
+                current.phi.append(Dense(layer.A.to_numpy(), layer.b.to_numpy(), labels=labels))
             elif current.phi and not current.phi[-1].relu:
                 current.phi[-1].relu = True
+                current.phi[-1].relu_labels = labels
             else:
-                current.phi.append(Dense(np.eye(layer.dim), np.zeros(layer.dim), relu=True))
-        width = layer.dim
-    return BlockStack(model.input.dim, blocks)
+                current.phi.append(
+                    Dense(np.eye(layer.dim), np.zeros(layer.dim), relu=True, labels=_copies(below), relu_labels=labels)
+                )
+        width, below = layer.dim, labels
+    return BlockStack(model.input.dim, blocks, input_labels(model))

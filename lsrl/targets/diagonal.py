@@ -26,7 +26,7 @@ from lsrl.errors import LsrlError
 from lsrl.numbers import FLOAT
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
-from lsrl.targets.recurrent import DenseStack, float64_tensor
+from lsrl.targets.recurrent import DenseStack, block_labels, float64_tensor
 
 
 class DiagonalRecurrence(nn.Module):
@@ -113,6 +113,7 @@ class DiagonalRNNModel(CachedRun, nn.Module):
         super().__init__()
         self.d_in = stack.d_in
         self.blocks = nn.ModuleList(DiagonalRNNBlock(block, f"block {i}") for i, block in enumerate(stack.blocks))
+        self.labels = block_labels(stack, self.blocks, state="recurrence")
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         x = checked_input(self, x, check_bounds)

@@ -67,6 +67,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from lsrl.compiler.labels import constant_for, copy_of, helper_for, negative_part, positive_part
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -197,7 +198,8 @@ class CellModel(CachedRun, nn.Module):
 
     activation = "relu"  # in place of sigmoid and tanh, as in Apps. C and D
 
-    def __init__(self, arch: str, input_size: int, layers: list, readout_weight, readout_bias, gate_bound=None):
+    def __init__(self, arch: str, input_size: int, layers: list, readout_weight, readout_bias, gate_bound=None,
+                 output_labels=None):
         super().__init__()
         self.architecture = arch
         self.d_in = input_size
@@ -219,6 +221,7 @@ class CellModel(CachedRun, nn.Module):
         with torch.no_grad():
             self.readout.weight.copy_(torch.as_tensor(readout_weight))
             self.readout.bias.copy_(torch.as_tensor(readout_bias))
+        self.labels = _cell_labels(layers, output_labels)
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         x = checked_input(self, x, check_bounds)
@@ -242,13 +245,30 @@ class CellModel(CachedRun, nn.Module):
 # ---- construction ---------------------------------------------------------------------------
 
 
+def _cell_labels(layers, output_labels) -> dict | None:
+    """``net.labels`` of a ``CellModel``: ``rnn.l{k}`` (layer k's h), its gates after their activation
+    and the LSTM cell (``rnn.l{k}.r`` / ``.z`` / ``.n``, ``rnn.l{k}.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c``)
+    and ``readout`` (the keys of ``run_with_cache``)."""
+    if output_labels is None:
+        return None
+    labels = {}
+    for k, layer in enumerate(layers):
+        labels[f"rnn.l{k}"] = layer.labels
+        for gate, gate_labels in layer.gate_labels.items():
+            labels[f"rnn.l{k}.{gate}"] = gate_labels
+    labels["readout"] = output_labels
+    return labels
+
+
 @dataclass
 class _Value:
-    """A vector ``v = R a + c`` over the previous layer's output ``a`` (non-negative unless raw input)."""
+    """A vector ``v = R a + c`` over the previous layer's output ``a`` (non-negative unless raw input),
+    its components labelled ``labels`` (None: unlabelled)."""
 
     R: np.ndarray
     c: np.ndarray
     hidden: bool  # a is a layer output (>= 0); False for the model input
+    labels: list | None = None
 
     @property
     def dim(self) -> int:
@@ -272,26 +292,32 @@ class _Layer:
     role: str
     gate_columns: list
     gate_name: str | None = None
+    labels: list | None = None  # per unit of h
+    gate_labels: dict | None = None  # gate (and "c") -> per unit, after its activation
 
 
 class _LayerBuilder:
     """Collects units of one layer as sparse entries; outputs refer to units by index."""
 
-    def __init__(self, arch, d_in, block, role, sigma=None):
+    def __init__(self, arch, d_in, block, role, sigma=None, below=None):
         self.arch, self.d_in, self.block, self.role, self.sigma = arch, d_in, block, role, sigma
         self.count = 0
+        self.below = below  # labels of the layer's input units (None: unlabelled)
+        self.labels, self.products = [], set()  # per unit; the units made by product()
         self.ih, self.hh, self.bias, self.h0 = [], [], [], {}
         self.gate_columns = []
         self.value_gate = "n" if arch == "gru" else "o"
 
-    def _new(self, n):
+    def _new(self, n, labels=None):
         start = self.count
         self.count += n
+        self.labels += list(labels) if labels is not None else [None] * n
         return list(range(start, start + n))
 
-    def relu_units(self, W, beta, U=None, h0=None):
-        """Units ``h_t = ReLU(W a_t + beta + U h_{t-1})`` (``U`` among the new units). C.1/C.2, D.1/D.2."""
-        units = self._new(W.shape[0])
+    def relu_units(self, W, beta, U=None, h0=None, labels=None):
+        """Units ``h_t = ReLU(W a_t + beta + U h_{t-1})`` (``U`` among the new units), labelled
+        ``labels``. C.1/C.2, D.1/D.2."""
+        units = self._new(W.shape[0], labels)
         for i, j in zip(*np.nonzero(W)):
             self.ih.append((self.value_gate, units[i], int(j), W[i, j]))
         for i in np.flatnonzero(beta):
@@ -312,14 +338,17 @@ class _LayerBuilder:
                     self.h0[unit] = value
         return units
 
-    def product(self, p_col, q_col):
-        """``[(unit, coefficient)]`` whose sum is ``a[p_col] * a[q_col]`` (both inputs >= 0)."""
+    def product(self, p_col, q_col, label=None, whole=False):
+        """``[(unit, coefficient)]`` whose sum is ``a[p_col] * a[q_col]`` (both inputs >= 0), for the
+        product labelled ``label`` (``whole``: this product is all of it, not one of its terms)."""
         if self.arch == "lstm":  # D.3: f = 0, i = Q, g = P, o = 1
-            (u,) = self._new(1)
+            (u,) = self._new(1, [label if whole else helper_for(label)])
+            self.products.add(u)
             self.ih += [("i", u, q_col, 1.0), ("g", u, p_col, 1.0)]
             self.bias.append(("o", u, 1.0))
             return [(u, 1.0)]
-        u, d, m = self._new(3)
+        u, d, m = self._new(3, [helper_for(label)] * 3)  # u, d, m hold no function of the product alone
+        self.products.update((u, d, m))
         self.ih += [("z", u, q_col, -self.sigma), ("n", u, p_col, 1.0), ("r", m, q_col, 1.0)]
         self.bias += [("z", u, 1.0), ("r", d, 1.0)]
         self.hh += [("n", d, u, 1.0), ("n", m, u, 1.0)]
@@ -346,36 +375,71 @@ class _LayerBuilder:
             arrays["bias_ih"][gates.index(gate) * H + unit] += value
         for unit, value in self.h0.items():
             arrays["h0"][unit] = value
-        return _Layer(H, arrays, self.block, self.role, self.gate_columns)
+        gate_labels = self._gate_labels() if self.below is not None else None
+        return _Layer(H, arrays, self.block, self.role, self.gate_columns, labels=self.labels, gate_labels=gate_labels)
+
+    def _gate_labels(self) -> dict:
+        """Per gate (and the LSTM cell ``c``), the label of every unit's gate value, read off the
+        entries: a gate with no input is a constant, one that reads one input unit with weight 1
+        is ``ReLU`` of it, the value gate of a unit made by ``relu_units`` is the unit itself;
+        any other gate is a helper of what its unit serves."""
+        inputs = {}  # (gate, unit) -> its input entries
+        for gate, unit, col, value in self.ih:
+            inputs.setdefault((gate, unit), []).append((col, value))
+        recurrent = {(gate, unit) for gate, unit, _, _ in self.hh}
+        others = recurrent | {(gate, unit) for gate, unit, _ in self.bias}  # read h or a bias
+
+        def label(gate, unit):
+            own, read = self.labels[unit], inputs.get((gate, unit), [])
+            if gate == self.value_gate and unit not in self.products:
+                return own
+            if not read and (gate, unit) not in recurrent:
+                return constant_for(own)
+            if len(read) == 1 and read[0][1] == 1.0 and (gate, unit) not in others:
+                return positive_part(self.below[read[0][0]])
+            return helper_for(own)
+
+        labels = {gate: [label(gate, unit) for unit in range(self.count)] for gate in GATES[self.arch]}
+        if self.arch == "lstm":  # c = 1 for a value unit (i = g = 1, f = 0), c = i g = h for a product
+            labels["c"] = [own if unit in self.products else constant_for(own) for unit, own in enumerate(self.labels)]
+        return labels
 
 
-def _value(builder_terms, width):
+def _value(builder_terms, width, labels=None):
     """The ``_Value`` of rows given as ``[(unit, coefficient)]`` lists over a layer of ``width`` units."""
     R = np.zeros((len(builder_terms), width))
     for j, terms in enumerate(builder_terms):
         for unit, coef in terms:
             R[j, unit] += coef
-    return _Value(R, np.zeros(len(builder_terms)), True)
+    return _Value(R, np.zeros(len(builder_terms)), True, labels)
 
 
-def _emit(builder, W, beta, nonnegative, relu=False):
-    """Units holding ``ReLU(W a + beta)`` if ``relu`` else ``W a + beta`` (split unless non-negative)."""
-    if relu or nonnegative:
-        return [[(u, 1.0)] for u in builder.relu_units(W, beta)]
-    plus = builder.relu_units(W, beta)
-    minus = builder.relu_units(-W, -beta)
+def _mapped(function, labels):
+    return None if labels is None else [function(label) for label in labels]
+
+
+def _emit(builder, W, beta, nonnegative, relu=False, labels=None, relu_labels=None):
+    """Units holding ``ReLU(W a + beta)`` if ``relu`` else ``W a + beta`` (split unless non-negative);
+    ``labels``: of ``W a + beta``'s rows, ``relu_labels``: of their ReLU (default: read off ``labels``)."""
+    if relu:
+        units = builder.relu_units(W, beta, labels=relu_labels or _mapped(positive_part, labels))
+        return [[(u, 1.0)] for u in units]
+    if nonnegative:
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta, labels=labels)]
+    plus = builder.relu_units(W, beta, labels=_mapped(positive_part, labels))
+    minus = builder.relu_units(-W, -beta, labels=_mapped(negative_part, labels))
     return [[(p, 1.0), (q, -1.0)] for p, q in zip(plus, minus)]
 
 
 def _carry(builder, value):
-    return _emit(builder, value.R, value.c, value.nonnegative)
+    return _emit(builder, value.R, value.c, value.nonnegative, labels=_mapped(copy_of, value.labels))
 
 
 def _dense(builder, dense, value):
     W = dense.W @ value.R
     beta = dense.W @ value.c + dense.c
     nonnegative = value.hidden and bool(np.all(W >= 0)) and bool(np.all(beta >= 0))
-    return _emit(builder, W, beta, nonnegative, relu=dense.relu)
+    return _emit(builder, W, beta, nonnegative, relu=dense.relu, labels=dense.labels, relu_labels=dense.relu_labels)
 
 
 def _state_layer(builder, block, x):
@@ -383,14 +447,15 @@ def _state_layer(builder, block, x):
     A, s0 = block.A, block.s0
     W = block.B @ x.R
     beta = block.B @ x.c + block.b
-    d = block.d_state
+    d, labels = block.d_state, block.state_labels
     if block.relu_state is not None:  # a ReLUState: the ReLU units' own step (z = 0 / f = 0), no split
-        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0)]
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0, labels=labels)]
     if x.hidden and all(np.all(m >= 0) for m in (A, W, beta, s0)):  # s_t >= 0 for every input
-        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0)]
+        return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0, labels=labels)]
+    split = None if labels is None else _mapped(positive_part, labels) + _mapped(negative_part, labels)
     units = builder.relu_units(
         np.vstack([W, -W]), np.concatenate([beta, -beta]), U=np.block([[A, -A], [-A, A]]),
-        h0=np.concatenate([np.maximum(s0, 0), np.maximum(-s0, 0)]),
+        h0=np.concatenate([np.maximum(s0, 0), np.maximum(-s0, 0)]), labels=split,
     )
     return [[(units[i], 1.0), (units[d + i], -1.0)] for i in range(d)]
 
@@ -399,38 +464,52 @@ def _block_layers(arch, index, block, x, sigma):
     """The ``k + 2`` (gated) or ``k + 1`` layers of one block, and the block's output value."""
     layers = []
 
-    def finish(builder, outputs):
+    def finish(builder, outputs, labels):
         layer = builder.finish()
         layers.append(layer)
-        return [_value(rows, layer.hidden) for rows in outputs]
+        return [_value(rows, layer.hidden, value_labels) for rows, value_labels in zip(outputs, labels)]
 
-    builder = _LayerBuilder(arch, x.R.shape[1], index, "state", sigma)
-    outputs = [_state_layer(builder, block, x)]
+    def new_builder(role, width):
+        return _LayerBuilder(arch, width, index, role, sigma, layers[-1].labels if layers else x.labels)
+
+    builder = new_builder("state", x.R.shape[1])
+    outputs, labels = [_state_layer(builder, block, x)], [block.state_labels]
     if block.gamma is not None:
         outputs.append(_carry(builder, x))
-    values = finish(builder, outputs)  # [s] or [s, x]
+        labels.append(_mapped(copy_of, x.labels))
+    values = finish(builder, outputs, labels)  # [s] or [s, x]
     branches = [block.phi] + ([block.gamma] if block.gamma is not None else [])
     for depth in range(max(len(branch) for branch in branches)):
-        builder = _LayerBuilder(arch, layers[-1].hidden, index, "mlp", sigma)
+        builder = new_builder("mlp", layers[-1].hidden)
         outputs = [
             _dense(builder, branch[depth], value) if depth < len(branch) else _carry(builder, value)
             for branch, value in zip(branches, values)
         ]
-        values = finish(builder, outputs)
+        labels = [
+            branch[depth].out_labels if depth < len(branch) else _mapped(copy_of, value.labels)
+            for branch, value in zip(branches, values)
+        ]
+        values = finish(builder, outputs, labels)
     if block.gamma is None:
         return layers, values[0]
     phi, gamma = values
-    builder = _LayerBuilder(arch, layers[-1].hidden, index, "product", sigma)
-    rows = []
+    builder = new_builder("product", layers[-1].hidden)
+    rows, gate_labels = [], block.gate_labels or [None] * phi.dim
     for j in range(phi.dim):
-        row = []
-        for p_col, p_coef in phi.terms(j):
-            for q_col, q_coef in gamma.terms(j):
-                row += [(u, p_coef * q_coef * c) for u, c in builder.product(p_col, q_col)]
+        row, p_terms, q_terms = [], phi.terms(j), gamma.terms(j)
+        whole = _single(p_terms) and _single(q_terms)  # one product unit, equal to gamma_j * phi_j
+        for p_col, p_coef in p_terms:
+            for q_col, q_coef in q_terms:
+                row += [(u, p_coef * q_coef * c) for u, c in builder.product(p_col, q_col, gate_labels[j], whole)]
         rows.append(row)
-    (out,) = finish(builder, [rows])
+    (out,) = finish(builder, [rows], [block.gate_labels])
     layers[-1].gate_name = block.gate_name
     return layers, out
+
+
+def _single(terms) -> bool:
+    """Whether a value's ``terms`` are one unit with coefficient 1."""
+    return len(terms) == 1 and terms[0][1] == 1.0
 
 
 def _build(stack, arch, gate_bound=None):
@@ -443,14 +522,14 @@ def _build(stack, arch, gate_bound=None):
         sigma = 1.0 / gate_bound
     elif gate_bound is not None:
         raise LsrlError("lstm: gate_bound is a GRU option (the LSTM multiplies exactly without one)")
-    value = _Value(np.eye(stack.d_in), np.zeros(stack.d_in), hidden=False)
+    value = _Value(np.eye(stack.d_in), np.zeros(stack.d_in), hidden=False, labels=stack.input_labels)
     layers = []
     for index, block in enumerate(stack.blocks):
         if block.d_in != value.dim:
             raise LsrlError(f"{arch}: block {index} reads {block.d_in} values, the previous block gives {value.dim}")
         block_layers, value = _block_layers(arch, index, block, value, sigma)
         layers += block_layers
-    return CellModel(arch, stack.d_in, layers, value.R, value.c, gate_bound if arch == "gru" else None)
+    return CellModel(arch, stack.d_in, layers, value.R, value.c, gate_bound if arch == "gru" else None, value.labels)
 
 
 def build_gru(stack, gate_bound=None) -> CellModel:

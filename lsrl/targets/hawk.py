@@ -97,6 +97,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
+from lsrl.compiler.labels import constant_for, copy_of, helper_for, negation_of
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -357,6 +358,7 @@ class MLPSpec:
     b_f: np.ndarray
     W_m: np.ndarray
     b_m: np.ndarray
+    labels: dict | None = None  # "W_e", "W_f", "W_m" -> per output unit (None: unlabelled)
 
 
 @dataclass
@@ -365,6 +367,7 @@ class ResidualSpec:
     mlp: MLPSpec
     role: str
     width: int = field(default=0)  # the temporal block's input (= output) width when it is an identity
+    labels: dict | None = None  # the temporal block's sub-modules ("" itself) -> per output unit
 
 
 def _identity_recurrent(width: int) -> RecurrentSpec:
@@ -472,36 +475,49 @@ def _ends_in_relu(layers) -> bool:
     return bool(layers) and layers[-1].relu
 
 
-def _mlp_residuals(block) -> list:
-    """The ``k`` layer specs and the product spec (gated blocks) that follow a block's state."""
+def _mlp_residuals(block, x_labels=None, one=None) -> list:
+    """The ``k`` layer specs and the product spec (gated blocks) that follow a block's state; their
+    MLPs labelled when the block's input labels ``x_labels`` (and the constant's ``one``) are given."""
     gated = block.gamma is not None
     specs = []
     phi, gamma = block.phi, (block.gamma if gated else [])
     size_phi, size_gamma = block.d_state, (block.d_in if gated else 0)
+    stream_labels = None if x_labels is None else [block.state_labels] + ([_copies(x_labels)] if gated else [])
     for j in range(max(len(phi), len(gamma))):
         width = size_phi + size_gamma + 1
         streams = [(0, size_phi, phi[j] if j < len(phi) else None)]
         if gated:
             streams.append((size_phi, size_gamma, gamma[j] if j < len(gamma) else None))
         specs.append(ResidualSpec(None, _layer_mlp(streams, width), "layer", width))
+        if stream_labels is not None:
+            specs[-1].mlp.labels, stream_labels = _layer_mlp_labels(streams, stream_labels, one)
         size_phi = phi[j].W.shape[0] if j < len(phi) else size_phi
         size_gamma = gamma[j].W.shape[0] if gated and j < len(gamma) else size_gamma
     if gated:
         width = size_phi + size_gamma + 1
+        factors = stream_labels or [None, None]
         if _ends_in_relu(phi):  # e = gamma, f = ReLU(phi) = phi
             mlp = _product_mlp(size_phi, 0, True, width)
+            P, Q, q_nonnegative = factors[1], factors[0], True
         else:  # e = phi, f = ReLU(gamma) = gamma, or the sign split of gamma
             mlp = _product_mlp(0, size_phi, _ends_in_relu(gamma), width)
+            P, Q, q_nonnegative = factors[0], factors[1], _ends_in_relu(gamma)
+        if stream_labels is not None:
+            mlp.labels = _product_mlp_labels(P, Q, q_nonnegative, block.gate_labels, one)
         specs.append(ResidualSpec(None, mlp, "product", width))
     return specs
 
 
-def block_to_residuals(block, max_len: int) -> list:
+def block_to_residuals(block, max_len: int, x_labels=None, one=None) -> list:
     """App. E: one Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
-    return [_state_residual(block, max_len, carry_x=block.gamma is not None)] + _mlp_residuals(block)
+    state = _state_residual(block, max_len, carry_x=block.gamma is not None)
+    if x_labels is not None:
+        state.labels = _app_e_state_labels(block, x_labels, one)
+        state.mlp.labels = _identity_mlp_labels(state.labels[""][:-1], one)
+    return [state] + _mlp_residuals(block, x_labels, one)
 
 
-def diagonal_block_to_residuals(block, where: str) -> list:
+def diagonal_block_to_residuals(block, where: str, x_labels=None, one=None) -> list:
     """One block whose ``A`` is in diagonal form as ``k + 1`` residual-block specs (``k`` without a
     gate): the state block computes the state with the RG-LRU and the first MLP layer in its gated MLP."""
     gated = block.gamma is not None
@@ -514,9 +530,86 @@ def diagonal_block_to_residuals(block, where: str) -> list:
     W_a[H - 1, n] = 1.0
     A, s0 = np.zeros((H, H)), np.zeros(H)
     A[:d, :d], s0[:d] = block.A, block.s0  # the carried x and the constant are copies (a = 0)
-    rest = _mlp_residuals(block)
+    rest = _mlp_residuals(block, x_labels, one)
     first = rest.pop(0).mlp if rest and rest[0].role == "layer" else _identity_mlp(H)
-    return [ResidualSpec(DiagonalStateSpec(W_a, A, s0, where), first, "state")] + rest
+    state = ResidualSpec(DiagonalStateSpec(W_a, A, s0, where), first, "state")
+    if x_labels is not None:
+        state.labels = _diagonal_temporal_labels(block, x_labels, one)
+        first.labels = first.labels or _identity_mlp_labels(state.labels[""][:-1], one)
+    return [state] + rest
+
+
+# ---- unit labels (lsrl.compiler.labels) ------------------------------------------------------------
+
+
+def _copies(labels):
+    return [copy_of(label) for label in labels]
+
+
+def _constants(labels):
+    return [constant_for(label) for label in labels]
+
+
+def _mlp_labels(e, f, out, one) -> dict:
+    return {"W_e": e, "W_f": f, "W_m": out + [one]}
+
+
+def _identity_mlp_labels(stream, one) -> dict:
+    """``_identity_mlp`` on a stream labelled ``stream`` (without its constant)."""
+    return _mlp_labels(_copies(stream), _constants(stream), _copies(stream), one)
+
+
+def _layer_mlp_labels(streams, stream_labels, one) -> tuple:
+    """``_layer_mlp``'s labels, and its output streams' labels."""
+    e, f, outs = [], [], []
+    for (_, _, dense), labels in zip(streams, stream_labels):
+        if dense is None:
+            e, f, out = e + _copies(labels), f + _constants(labels), _copies(labels)
+        elif dense.relu:  # f = W v + c, then its ReLU; e = 1
+            e, f, out = e + _constants(dense.labels), f + dense.labels, dense.relu_labels
+        else:
+            e, f, out = e + dense.labels, f + _constants(dense.labels), dense.labels
+        outs.append(out)
+    return _mlp_labels(e, f, [label for out in outs for label in out], one), outs
+
+
+def _product_mlp_labels(P, Q, q_nonnegative, product, one) -> dict:
+    """``_product_mlp``'s labels for factors labelled ``P``, ``Q`` and the product ``product``."""
+    if q_nonnegative:
+        return _mlp_labels(_copies(P), _copies(Q), product, one)
+    return _mlp_labels(_copies(P) * 2, _copies(Q) + [negation_of(label) for label in Q], product, one)
+
+
+def _state_labels(block, x_labels, carried, one) -> list:
+    """``[s; x; 1]`` (``x`` only when ``carried``): the state block's output."""
+    return block.state_labels + (_copies(x_labels) if carried else []) + [one]
+
+
+def _diagonal_temporal_labels(block, x_labels, one) -> dict:
+    """A ``DiagonalRecurrentBlock``'s labels: ``W_a`` gives ``[B x + b; x; 1]`` (a unit of
+    ``B x + b`` is the state itself where the state is a copy, ``A``'s row zero, else a helper)."""
+    out = _state_labels(block, x_labels, block.gamma is not None, one)
+    drive = [label if not np.any(row) else helper_for(label) for label, row in zip(block.state_labels, block.A)]
+    return {"W_a": drive + out[block.d_state:], "rg_lru": out, "": out}
+
+
+def _recurrent_labels(a_prime, z, g, out) -> dict:
+    """A ``RecurrentBlock`` (App. E) whose ``a' = W_a a``, conv output ``z`` (= the RG-LRU's, which
+    passes it), gate ``g`` and output ``out`` are labelled as given."""
+    gates = _constants(z)
+    return {"W_a": a_prime, "conv": z, "rg_lru.recurrence_gate": gates, "rg_lru.input_gate": gates, "rg_lru": z,
+            "W_g": g, "W_o": out, "": out}
+
+
+def _app_e_state_labels(block, x_labels, one) -> dict:
+    """``_state_residual``'s temporal labels: ``a' = [0; x; 1]``, ``z = [s; x; 1]``, ``g = 1``."""
+    z = _state_labels(block, x_labels, True, one)
+    a_prime = _constants(block.state_labels) + z[block.d_state:]
+    return _recurrent_labels(a_prime, z, _constants(z), _state_labels(block, x_labels, block.gamma is not None, one))
+
+
+def _identity_recurrent_labels(stream) -> dict:
+    return _recurrent_labels(_copies(stream), _copies(stream), _constants(stream), _copies(stream))
 
 
 CONSTRUCTIONS = ("diagonal", "app_e")
@@ -562,10 +655,20 @@ def _identity_mqa(width: int, heads: int, window: int) -> LocalMQA:
     )
 
 
+def _constant_label(stack):
+    """The label of the constant-1 channel (None for a stack without labels)."""
+    return None if stack.input_labels is None else constant_for(stack.input_labels[0] if stack.input_labels else None)
+
+
 def _residual_specs(stack, max_len):
-    if max_len is None:
-        return [spec for i, block in enumerate(stack.blocks) for spec in diagonal_block_to_residuals(block, f"block {i}")]
-    return [spec for block in stack.blocks for spec in block_to_residuals(block, max_len)]
+    specs, x_labels, one = [], stack.input_labels, _constant_label(stack)
+    for i, block in enumerate(stack.blocks):
+        if max_len is None:
+            specs += diagonal_block_to_residuals(block, f"block {i}", x_labels, one)
+        else:
+            specs += block_to_residuals(block, max_len, x_labels, one)
+        x_labels = block.labels
+    return specs
 
 
 def _temporal(spec, max_len):
@@ -581,15 +684,44 @@ def _temporal(spec, max_len):
 def _build(stack, max_len, architecture, window=None, heads=2, attention_every=3):
     modules = []
     width = stack.d_in + 1
+    one = _constant_label(stack)
+    stream = None if one is None else stack.input_labels + [one]  # the residual stream's labels
+    labels = {"embedding": stream}
+
+    def add(temporal, mlp, role, temporal_labels):
+        modules.append(ResidualBlock(temporal, GatedMLP(mlp), role))
+        if stream is not None:
+            labels.update(_residual_labels(len(modules) - 1, temporal_labels, mlp.labels))
+        return mlp.labels and mlp.labels["W_m"]
+
     for spec in _residual_specs(stack, max_len):
         attention_slot = architecture == "griffin" and len(modules) % attention_every == attention_every - 1
         if attention_slot and spec.temporal is not None:  # a state block must not lose its recurrence
-            modules.append(ResidualBlock(_identity_mqa(width, heads, window), GatedMLP(_identity_mlp(width)), "pass"))
+            mlp = _identity_mlp(width)
+            mlp.labels = stream and _identity_mlp_labels(stream[:-1], one)
+            stream = add(_identity_mqa(width, heads, window), mlp, "pass", {"": stream})
             attention_slot = False
         temporal = _identity_mqa(spec.width, heads, window) if attention_slot else _temporal(spec, max_len)
-        modules.append(ResidualBlock(temporal, GatedMLP(spec.mlp), spec.role))
+        if spec.labels is not None or attention_slot or max_len is None:  # a state; an attention or identity
+            temporal_labels = spec.labels or {"": stream}
+        else:  # App. E's identity recurrent block
+            temporal_labels = stream and _identity_recurrent_labels(stream)
+        stream = add(temporal, spec.mlp, spec.role, temporal_labels)
         width = spec.mlp.W_m.shape[0]
-    return HawkModel(architecture, stack.d_in, stack.d_out, max_len, modules)
+    model = HawkModel(architecture, stack.d_in, stack.d_out, max_len, modules)
+    if stream is not None:
+        labels["readout"] = _copies(stream[:-1])
+    model.labels = labels if stream is not None else None
+    return model
+
+
+def _residual_labels(index, temporal_labels, mlp_labels) -> dict:
+    """``net.labels`` entries of residual block ``index`` (see ``lsrl.targets.to_torch``)."""
+    name = f"blocks.{index}"
+    labels = {f"{name}.temporal" + (f".{key}" if key else ""): value for key, value in temporal_labels.items()}
+    labels.update({f"{name}.mlp.{key}": value for key, value in mlp_labels.items()})
+    labels[f"{name}.mlp"] = labels[name] = mlp_labels["W_m"]
+    return labels
 
 
 def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.compiler.labels import negative_part, positive_part
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
@@ -118,12 +119,44 @@ class BlockModel(CachedRun, nn.Module):
         self.architecture = architecture
         self.d_in = stack.d_in
         self.blocks = nn.ModuleList(block_type(block) for block in stack.blocks)
+        self.labels = block_labels(stack, self.blocks)
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         x = checked_input(self, x, check_bounds)
         for block in self.blocks:
             x = block(x)
         return x
+
+
+def dense_labels(name: str, layers) -> dict:
+    """Labels of a ``DenseStack`` named ``name`` built from Dense ``layers``: each
+    ``name.layers.i`` (the ``nn.Linear``, before its ReLU) and ``name`` itself (its output)."""
+    labels = {f"{name}.layers.{i}": dense.labels for i, dense in enumerate(layers)}
+    if layers:
+        labels[name] = layers[-1].out_labels
+    return labels
+
+
+def block_labels(stack, blocks, state="state") -> dict | None:
+    """``net.labels`` of a model of ``blocks`` built from ``stack`` (see ``lsrl.targets.to_torch``),
+    the state of block ``i`` under ``blocks.i.{state}``; None without labels."""
+    if stack.input_labels is None:
+        return None
+    labels = {}
+    for index, (block, module) in enumerate(zip(stack.blocks, blocks)):
+        name = f"blocks.{index}"
+        labels[f"{name}.{state}"] = block.state_labels
+        if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden units: [s+; s-], a ReLUState's s
+            labels[f"{name}.rnn"] = block.state_labels if block.relu_state is not None else [
+                positive_part(label) for label in block.state_labels
+            ] + [negative_part(label) for label in block.state_labels]
+        labels.update(dense_labels(f"{name}.phi", block.phi))
+        if not block.phi:  # an empty DenseStack passes the state on
+            labels[f"{name}.phi"] = block.state_labels
+        if block.gamma is not None:
+            labels.update(dense_labels(f"{name}.gamma", block.gamma))
+        labels[name] = block.labels
+    return labels
 
 
 def block_report(module: BlockModel) -> list:
