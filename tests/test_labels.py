@@ -158,3 +158,20 @@ def test_patching_a_node_the_model_cannot_separate_is_refused():
         model(xs, patch={"nowhere": np.ones((2, 1))})
     with pytest.raises(lsrl.DimensionError, match="patch values for 'out'"):
         model(xs, patch={"out": np.ones((3, 1))})
+
+
+def test_patching_a_diagonal_model_matches_the_program():
+    patched = 0
+    for seed in range(40):
+        program = _generated(seed).program
+        try:
+            model = lsrl.compile(program, progress=False).diagonal()
+        except lsrl.LsrlError:  # irrational eigenvalues: no exact diagonal form
+            continue
+        xs, other = _two_inputs(seed)
+        donor = program.trace(other, exact=True)
+        for name in model.patchable:
+            assert as_fractions(model(xs, exact=True, patch={name: donor[name]})) == as_fractions(
+                program(xs, exact=True, patch={name: donor[name]})), f"seed {seed}: patching {name}"
+            patched += 1
+    assert patched > 20

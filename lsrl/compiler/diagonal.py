@@ -450,6 +450,7 @@ def diagonalise(model):
     start = model.input.fresh()
     old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
     layers, labels, previous, readback, state_labels, eigenbases = [], [], start, None, None, {}
+    entangled = set(model.entangled)
     for index, (layer, layer_labels) in enumerate(zip(model.layers, old_labels)):
         if readback is not None and layer.kind in ("ReLU", "Multi", "ReLUState"):  # nothing to fold s = V z into
             previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
@@ -461,6 +462,8 @@ def diagonalise(model):
             new, readback, new_labels, decomposition = _rewrite(source, previous)
             if decomposition is not None:
                 eigenbases[layer.name] = (index, decomposition.V_inv, decomposition.V_inv @ layer.B)
+                # its state now recurs in eigen-coordinates: a patched readback would not reach it
+                entangled |= {label.node for label in layer_labels or [] if label}
             new_labels, state_labels = new_labels or [layer_labels], layer_labels
         else:
             new, new_labels = [source if readback is not None else _copy(layer, previous)], [layer_labels]
@@ -473,7 +476,7 @@ def diagonalise(model):
         labels.append(state_labels)
     diagonal = CompiledProgram(start, layers, model.backend, dict(model.stats), model.name,
                                labels if model.labels is not None else None)
-    diagonal.eigenbases = eigenbases
+    diagonal.eigenbases, diagonal.entangled = eigenbases, frozenset(entangled)
     return diagonal
 
 

@@ -26,7 +26,7 @@ drive       after ``model.diagonal()``: coordinate ``index`` of ``V^-1 B x_t`` (
 Labels are born with the program (every component of every node is a ``value``) and the compiler
 hands them on: a rewrite that replaces an op by an equal one passes the old op's labels to the new
 one (and through a Slice, to the components it picks), and every bypass a case builds says what it
-carries. ``check_labels`` tests the claims against ``ForEach.trace``.
+carries. ``label_violations`` (``model.label_violations``) tests the claims against ``ForEach.trace``.
 """
 
 from __future__ import annotations
@@ -54,8 +54,13 @@ def copy_of(label):
     return label if label is None or label.role != "value" else label._replace(role="copy")
 
 
+_UNCHECKED = ("helper", "mode", "drive")  # no function of the node's own trace: what they feed is checked
+
+
 def positive_part(label):
     """The label of ``ReLU`` of a unit labelled ``label`` (None where that is not a label's claim)."""
+    if label is not None and label.role in _UNCHECKED:
+        return helper_for(label)
     if label is None or label.role in ("pos", "neg", "constant"):
         return label  # ReLU of a ReLU; ReLU of a constant is a constant
     if label.role in ("-pos", "-neg"):
@@ -65,6 +70,8 @@ def positive_part(label):
 
 def negation_of(label):
     """The label of ``-1`` times a unit labelled ``label``."""
+    if label is not None and label.role in _UNCHECKED:
+        return helper_for(label)
     if label is None or label.role == "constant":
         return label
     if label.role in ("value", "copy"):
