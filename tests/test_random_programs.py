@@ -368,6 +368,18 @@ class ProgramGenerator:
         s = self.shrink(s, MULTI_LIMIT, open_=False)
         return self.multi(s, open_)
 
+    def other_user(self, p):
+        """One more user of ``p`` of a random kind: a Lin, a Slice, a ReLU or a Concat."""
+        kind = self.rng.choice(["linear", "slice", "relu", "concat"])
+        if kind == "linear":
+            self._lin_user(p)
+        elif kind == "slice":
+            self.slice_(p)
+        elif kind == "relu":
+            self.relu(p)
+        else:
+            self.other_concat(p)
+
     def other_concat(self, p, open_=True, extra_max=2):
         """Concat that has p as one input, plus others from the pool (maybe p twice, maybe a Concat)."""
         parts = [p]
@@ -538,15 +550,7 @@ class ProgramGenerator:
             for _ in range(rng.randint(1, 2)):
                 self.linstate(p)
             for _ in range(rng.randint(1, 3)):
-                kind = rng.choice(["linear", "slice", "relu", "concat"])
-                if kind == "linear":
-                    self._lin_user(p)
-                elif kind == "slice":
-                    self.slice_(p)
-                elif kind == "relu":
-                    self.relu(p)
-                else:
-                    self.other_concat(p)
+                self.other_user(p)
         elif pattern == "relu_only":
             for _ in range(rng.randint(2, 3)):
                 self.relu(p)
@@ -1020,15 +1024,7 @@ class ReLUStateProgramGenerator(ProgramGenerator):
                 self.linstate(p)
         if pattern != "relustate_only":
             for _ in range(rng.randint(1, 2)):
-                kind = rng.choice(["linear", "slice", "relu", "concat"])
-                if kind == "linear":
-                    self._lin_user(p)
-                elif kind == "slice":
-                    self.slice_(p)
-                elif kind == "relu":
-                    self.relu(p)
-                else:
-                    self.other_concat(p)
+                self.other_user(p)
         self.lines.append("# ---")
 
 

@@ -19,14 +19,17 @@ def fuse_linear_linear(graph, first, second) -> bool:
     return True
 
 
+def _absorb_linear(graph, linear, state) -> None:
+    """``state`` reading ``linear``'s input, the Lin folded into its ``B`` and ``b``."""
+    fused = graph.state_like(state, linear.inputs[0], state.B @ linear.A, state.B @ linear.b + state.b, name=state.name)
+    graph.replace(state, fused)
+
+
 def fuse_linear_linstate(graph, linear, state) -> bool:
     """A Lin feeding a LinState is absorbed into its ``B`` and ``b``."""
     if linear.kind != LINEAR or state.kind != LINSTATE:
         return False
-    fused = graph.linstate(
-        linear.inputs[0], state.A, state.B @ linear.A, state.B @ linear.b + state.b, state.init, name=state.name
-    )
-    graph.replace(state, fused)
+    _absorb_linear(graph, linear, state)
     return True
 
 
@@ -34,10 +37,7 @@ def fuse_linear_relustate(graph, linear, state) -> bool:
     """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
     if linear.kind != LINEAR or state.kind != RELUSTATE:
         return False
-    fused = graph.relustate(
-        linear.inputs[0], state.A, state.B @ linear.A, state.B @ linear.b + state.b, state.init, name=state.name
-    )
-    graph.replace(state, fused)
+    _absorb_linear(graph, linear, state)
     return True
 
 
