@@ -109,6 +109,7 @@ class Graph:
         # a reader, sharing units with another node, pruned as always 0): not patchable by labels
         self.entangled: set = set()
         self.lineage: dict = {}  # program node name -> (topological index, names of its inputs)
+        self.ancestry: dict = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
 
     # ---- construction ---------------------------------------------------------------------
@@ -229,6 +230,8 @@ class Graph:
         """Two program nodes turned out to hold one unit. Patching the one computed from the other
         would reach the other's readers too; patching the ancestor is still exact (the program
         recomputes the descendant from it). Nodes with neither relation can be patched by neither."""
+        if first in self.entangled and second in self.entangled:
+            return
         if self._derived_from(second, first):
             self.entangled.add(second)
         elif self._derived_from(first, second):
@@ -237,19 +240,31 @@ class Graph:
             self.entangled |= {first, second}
 
     def _derived_from(self, node: str, ancestor: str) -> bool:
-        """Whether program node ``node`` is computed from ``ancestor``."""
+        """Whether program node ``node`` is computed from ``ancestor`` (remembered: the same pairs meet
+        again and again as merged ops hand labels on)."""
+        key = (node, ancestor)
+        if key not in self.ancestry:
+            self.ancestry[key] = self._search_ancestry(node, ancestor)
+        return self.ancestry[key]
+
+    def _search_ancestry(self, node: str, ancestor: str, depth: int = 8) -> bool:
+        """A search ``depth`` nodes up at most: the nodes that end up sharing a unit are a value and a
+        slice, ReLU or sum of it a few nodes on; a farther relation is missed, which only makes the
+        descendant unpatchable too (safe), and keeps the search from crossing the whole program."""
         if node not in self.lineage or ancestor not in self.lineage:
             return False
         limit = self.lineage[ancestor][0]  # inputs come first in topological order
-        pending, seen = [node], set()
-        while pending:
-            current = pending.pop()
-            for parent in self.lineage[current][1]:
-                if parent == ancestor:
-                    return True
-                if parent not in seen and self.lineage[parent][0] > limit:
-                    seen.add(parent)
-                    pending.append(parent)
+        frontier, seen = [node], set()
+        for _ in range(depth):
+            upper = []
+            for current in frontier:
+                for parent in self.lineage[current][1]:
+                    if parent == ancestor:
+                        return True
+                    if parent not in seen and self.lineage[parent][0] > limit:
+                        seen.add(parent)
+                        upper.append(parent)
+            frontier = upper
         return False
 
     def remove(self, op: Op, replaced: bool = False) -> None:
@@ -305,7 +320,8 @@ class Graph:
     def copy(self) -> "Graph":
         """A new graph with new ops (sharing the immutable matrices); stats carried over."""
         clone = Graph(self.backend, self.name)
-        clone.stats, clone.entangled, clone.lineage = dict(self.stats), set(self.entangled), self.lineage
+        clone.stats, clone.entangled = dict(self.stats), set(self.entangled)
+        clone.lineage, clone.ancestry = self.lineage, self.ancestry
         new = {}
         for op in self.ops():
             twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
