@@ -270,6 +270,20 @@ def test_fuse_stateless_linstate_and_the_path_fusions_after_it():
     assert model.stats["fuse_linear_linear"] == 1
 
 
+def test_fuse_linstate_linstate_joins_a_state_that_runs_alone_and_folds_one_that_keeps_none():
+    x = lsrl.Input(1)
+    total = lsrl.LinState(x, [[1]], [[1]], name="total")
+    # unit 0 decays on its own (reads nothing of total), unit 1 is 2 * total at this step (no state)
+    second = lsrl.LinState(total, [[Fraction(1, 2), 0], [0, 0]], [[0], [2]], [1, 0], init_state=[3, 7])
+    program = lsrl.ForEach(lsrl.Linear(second, [[1, 1]]))
+    model = lsrl.compile(program, progress=False)
+    assert [layer.kind for layer in model.layers] == ["LinState", "Linear"]
+    assert model.stats["fuse_linstate_linstate"] == 1 and model.layers[0].dim == 2
+    xs = random_inputs(1)
+    assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
+    assert model.label_violations(program, xs) == []
+
+
 def test_the_path_fusion_is_skipped_where_it_would_add_weights():
     x = lsrl.Input(4)
     total = lsrl.LinState(x, [[0]], [[1, 1, 1, 1]])  # a bottleneck: 4 + 4 weights, fused 16

@@ -41,7 +41,7 @@ CASES = [
 ]
 FUSIONS = ["fuse_linear_linear", "fuse_relu_relu", "fuse_linear_linstate", "fuse_concat_identical",
            "fuse_slice_concat", "fuse_concat_concat", "fuse_identity", "merge_duplicates",
-           "fuse_stateless_linstate"]
+           "fuse_stateless_linstate", "fuse_linstate_linstate"]
 
 # Branching patterns the generator attaches on purpose (one per App. A case).
 PATTERNS = [

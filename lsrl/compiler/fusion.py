@@ -106,6 +106,49 @@ def fuse_stateless_linstate(graph, state) -> bool:
     return True
 
 
+def fuse_linstate_linstate(graph, first, second) -> bool:
+    """On a path, a LinState whose every unit either runs on its own (reads nothing of the LinState
+    before it, nor units that do: it joins that LinState) or keeps no state (``A`` row 0: a function of this step's
+    input, folded into the Lin or LinState that reads it) is no layer of its own. Applied where that
+    adds no weights; a folded unit's node is then computed only inside its reader."""
+    reader = graph.only_user(second) if second.kind == LINSTATE else None
+    if first.kind != LINSTATE or reader is None or reader.kind not in (LINEAR, LINSTATE):
+        return False
+    backend, A2 = graph.backend, second.A
+    runs_alone = [i for i in range(second.dim) if not second.B.rows.get(i)]
+    stateless = [i for i in range(second.dim) if second.B.rows.get(i)]
+    if any(A2.rows.get(i) for i in stateless) or any(not set(A2.rows.get(i, {})) <= set(runs_alone) for i in runs_alone):
+        return False
+    width = first.dim + len(runs_alone)
+    merged_A = backend.block_diag([first.A, A2.take_rows(runs_alone).take_columns(runs_alone)])
+    merged_B = backend.vstack([first.B, backend.zeros(len(runs_alone), first.B.shape2d[1])])
+    merged_b = backend.vstack([first.b, second.b.take_rows(runs_alone)])
+    merged_init = backend.vstack([first.init, second.init.take_rows(runs_alone)])
+    # second's output as a function of the merged output: P y + c
+    position = {i: first.dim + k for k, i in enumerate(runs_alone)}
+    entries = [(i, position[i], 1) for i in runs_alone]
+    entries += [(i, j, w) for i in stateless for j, w in second.B.rows.get(i, {}).items()]
+    P = backend.from_entries(entries, (second.dim, width))
+    c = backend.from_entries(((i, 0, second.b.rows[i][0]) for i in stateless if second.b.rows.get(i)),
+                             (second.dim, 1), is_vector=True)
+    weight = reader.A if reader.kind == LINEAR else reader.B
+    read_weight, read_bias = weight @ P, weight @ c + reader.b
+    kept = reader.A.nnz + reader.init.nnz if reader.kind == LINSTATE else 0
+    added = merged_A.nnz + merged_B.nnz + merged_b.nnz + merged_init.nnz + read_weight.nnz + read_bias.nnz + kept
+    if added > first.nnz + second.nnz + reader.nnz:
+        return False
+    labels = first.labels + [second.labels[i] for i in runs_alone]
+    merged = graph.linstate(first.inputs[0], merged_A, merged_B, merged_b, merged_init, name=first.name, labels=labels)
+    if reader.kind == LINEAR:
+        rebuilt = graph.linear(merged, read_weight, read_bias, name=reader.name)
+    else:
+        rebuilt = graph.linstate(merged, reader.A, read_weight, read_bias, reader.init, name=reader.name)
+    entangled = graph.entangled | {second.labels[i].node for i in stateless if second.labels[i]}
+    graph.replace(reader, rebuilt)
+    graph.entangled = entangled  # the merged LinState still holds ``first``'s units
+    return True
+
+
 PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_slice_concat, fuse_concat_concat,
               fuse_linear_relustate, fuse_relustate_relu)
 SINGLE_RULES = (fuse_concat_identical, fuse_identity, fuse_relu_relu)

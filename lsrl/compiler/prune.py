@@ -9,7 +9,9 @@ columns of the next layer).
 
 from __future__ import annotations
 
-from lsrl.compiler.fusion import fuse_linear_linear, fuse_linear_linstate, fuse_stateless_linstate
+from lsrl.compiler.fusion import (
+    fuse_linear_linear, fuse_linear_linstate, fuse_linstate_linstate, fuse_stateless_linstate,
+)
 from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, STATE_KINDS, Graph, Op
 from lsrl.errors import LsrlError
 
@@ -143,7 +145,8 @@ def prune(graph: Graph) -> Graph:
 def _fuse_layers(path: Graph) -> None:
     """Layers that are one layer in disguise once the path is pruned: a LinState that forgets its
     past (the dummy carriers of Case 6, once Case 2 merged nothing into them) becomes a Lin, and a
-    Lin is fused into the Lin or LinState after it where that adds no weights."""
+    Lin is fused into the Lin or LinState after it, and a LinState into the LinState before it
+    (``fuse_linstate_linstate``), where that adds no weights."""
     for op in path.path()[1:]:
         if fuse_stateless_linstate(path, op):
             path.count("fuse_stateless_linstate")
@@ -151,11 +154,14 @@ def _fuse_layers(path: Graph) -> None:
     while op is not None:
         user = path.only_user(op)
         fuse = {LINEAR: fuse_linear_linear, LINSTATE: fuse_linear_linstate}.get(user.kind) if user else None
+        before = op.inputs[0]
         if op.kind == LINEAR and fuse and _fused_weights(op, user) <= op.nnz + user.nnz:
-            before = op.inputs[0]
             fuse(path, op, user)
             path.count(fuse.__name__)
             op = path.only_user(before)  # the fused layer, which may fuse again
+        elif user is not None and fuse_linstate_linstate(path, op, user):
+            path.count("fuse_linstate_linstate")
+            op = path.only_user(before)
         else:
             op = user
 
