@@ -70,18 +70,33 @@ def to_torch(model, arch: str, **options):
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
     check_options(arch, options, OPTIONS.get(arch, ()))
     _require_linear_states(model, arch)
-    module = _build(model, arch, options)
+    source = _source(model, arch, options)
+    module = _build(model, source, arch, options)
     module.declared_input = model.input
     module.precision = precision_of(model)
+    module.unpatchable = getattr(module, "unpatchable", {})
+    module.patchable = None if source.labels is None else sorted(
+        set(source.patchable) - set(model.entangled) - set(module.unpatchable))
     return module
 
 
-def _build(model, arch: str, options: dict):
+def _source(model, arch: str, options: dict):
+    """The compiled model the target computes: ``model``, or its diagonal form for the targets built
+    on ``model.diagonal()`` (diagonal_linear_rnn; Hawk and Griffin's default construction)."""
+    diagonal = arch == "diagonal_linear_rnn" or (
+        arch in ("hawk", "griffin") and options.get("construction", "diagonal") == "diagonal")
+    if not diagonal:
+        return model
+    from lsrl.compiler.diagonal import float_diagonal
+
+    return float_diagonal(model)
+
+
+def _build(model, source, arch: str, options: dict):
     if arch == "diagonal_linear_rnn":
-        from lsrl.compiler.diagonal import float_diagonal
         from lsrl.targets.diagonal import build_diagonal_linear_rnn
 
-        return build_diagonal_linear_rnn(to_blocks(float_diagonal(model)))
+        return build_diagonal_linear_rnn(to_blocks(source))
     stack = to_blocks(model)
     if arch in UNGATED:
         _require_no_gate(stack, arch)
@@ -97,7 +112,8 @@ def _build(model, arch: str, options: dict):
 
     if options.get("construction") == "app_e":
         check_hawk_size(stack, arch, options.get("max_len"))
-    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(model, **options)
+    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(
+        model if source is model else to_blocks(source), **options)
 
 
 def layer_report(module) -> list:
