@@ -6,6 +6,7 @@ from lsrl.compiler.labels import label_table
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.checks import check_hawk_size, check_options
+from lsrl.targets.patch import held_nodes
 from lsrl.targets.precision import precision_of
 from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
@@ -75,8 +76,8 @@ def to_torch(model, arch: str, **options):
     module.declared_input = model.input
     module.precision = precision_of(model)
     module.unpatchable = getattr(module, "unpatchable", {})
-    module.patchable = None if source.labels is None else sorted(
-        set(source.patchable) - set(model.entangled) - set(module.unpatchable))
+    module.patchable = None if module.labels is None else sorted(
+        (set(source.patchable) & held_nodes(module)) - set(model.entangled) - set(module.unpatchable))
     return module
 
 

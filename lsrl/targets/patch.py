@@ -70,6 +70,15 @@ def _carriers(net) -> dict:
     return carriers
 
 
+def held_nodes(net) -> set:
+    """The program nodes that have a unit a patch can set (a patchable role, in a sub-module's output,
+    a carried state, or as a second label)."""
+    keys = set(_carriers(net)) | {name for name, _ in net.named_modules()}
+    labelled = [label for key, labels in net.labels.items() if key in keys for label in labels]
+    labelled += [label for aliases in getattr(net, "patch_aliases", {}).values() for label in aliases.values()]
+    return {label.node for label in labelled if label is not None and label.role in PATCHABLE_ROLES}
+
+
 def _values_array(net, name, values, count, steps) -> np.ndarray:
     """The patch ``values`` for node ``name`` as a float64 ``(count, steps, dim)`` array."""
     arch = getattr(net, "architecture", type(net).__name__)
