@@ -66,6 +66,14 @@ def to_torch(model, arch: str, **options):
       ``.mlp.W_e``, ``.mlp.W_f`` (before its ReLU), ``.mlp.W_m``; ``readout``. Griffin's
       attention blocks pass their input: ``blocks.{i}.temporal`` is labelled, its projections
       (never run) are not; neither is App. E's ``conv.conv`` (channels first).
+
+    ``module(x, patch={node: values})`` patches program nodes as ``model(xs, patch=...)`` does
+    (``lsrl.targets.patch``): every unit labelled with the node in a role of ``PATCHABLE_ROLES`` is
+    set to what its label says it holds (``values``: ``(T, dim)`` or ``(B, T, dim)``), a patched
+    state before the recurrence carries it. ``module.patchable`` lists the nodes it accepts (the
+    compiled model's ``patchable``, of ``model.diagonal()`` for the targets built from it, less
+    ``module.unpatchable``: node -> why this target has no unit for it); any other raises
+    ``LsrlError``. ``module.run_with_cache(x, patch=...)`` takes those nodes as well as sub-layers.
     """
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
