@@ -147,6 +147,9 @@ def test_a_node_the_target_cannot_patch_is_refused(arch):
     name = net.patchable[0]
     with pytest.raises(lsrl.DimensionError, match=f"patch values for '{name}'"):
         net(floats, patch={name: np.zeros((xs.shape[1] + 1, 1))})
+    net.patchable = None  # as a module built without labels
+    with pytest.raises(lsrl.LsrlError, match="no net.patchable"):
+        net(floats, patch={name: donor[name]})
 
 
 def test_run_with_cache_patches_program_nodes_too():

@@ -96,8 +96,8 @@ def _values_array(net, name, values, count, steps) -> np.ndarray:
 def _check_patchable(net, name) -> None:
     arch = getattr(net, "architecture", type(net).__name__)
     if getattr(net, "patchable", None) is None:
-        raise LsrlError(f"{arch}: this target has no unit labels (built from a model without labels), so it "
-                        "cannot be patched by program node")
+        raise LsrlError(f"{arch}: this target has no net.patchable (it was not built by lsrl.targets.to_torch "
+                        "from a compiled model with unit labels), so it cannot be patched by program node")
     if name not in net.patchable:
         reason = getattr(net, "unpatchable", {}).get(name) or (
             "the compiled model cannot patch it exactly either (see model.patchable): it has no units of its own, "
