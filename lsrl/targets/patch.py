@@ -31,6 +31,7 @@ import torch
 
 from lsrl.compiler.labels import PATCHABLE_ROLES, unit_values
 from lsrl.errors import DimensionError, LsrlError
+from lsrl.targets.checks import module_placement
 
 
 class StatePatch:
@@ -169,8 +170,7 @@ def node_patches(net, patch: dict, count: int, steps: int):
         yield
         return
     units = patched_units(net, patch, count, steps)
-    tensor = next((t for t in (*net.parameters(), *net.buffers()) if t.is_floating_point()), None)
-    dtype, device = (tensor.dtype, tensor.device) if tensor is not None else (torch.float64, None)
+    dtype, device = module_placement(net)
     modules, carriers = dict(net.named_modules()), _carriers(net)
     handles, patched_carriers = [], []
     try:
