@@ -103,6 +103,10 @@ def test_patching_a_relu_state_matches_the_program(arch, which):
     assert set(states) <= set(net.patchable)  # the state itself is patched, and carried
     patched, changed = check_every_patch(program, model, xs, donor, net)
     assert changed >= 1
+    one = {states[0]: donor[states[0]][0]}  # (T, dim) values: the same at every sequence of the batch
+    with torch.no_grad():
+        got = net(torch.as_tensor(np.asarray(xs, dtype=float)), patch=one).numpy()
+    assert relative_error(got, program(xs, exact=True, patch=one)) <= TOLERANCE
 
 
 @pytest.mark.parametrize("arch", ("hawk", "griffin"))
