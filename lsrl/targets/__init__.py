@@ -6,6 +6,7 @@ from lsrl.compiler.labels import label_table
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.checks import check_hawk_size, check_options
+from lsrl.targets.patch import held_nodes
 from lsrl.targets.precision import precision_of
 from lsrl.targets.recurrent import BlockModel, ClassicRNNBlock, LinearRNNBlock, block_report
 
@@ -65,23 +66,46 @@ def to_torch(model, arch: str, **options):
       ``.mlp.W_e``, ``.mlp.W_f`` (before its ReLU), ``.mlp.W_m``; ``readout``. Griffin's
       attention blocks pass their input: ``blocks.{i}.temporal`` is labelled, its projections
       (never run) are not; neither is App. E's ``conv.conv`` (channels first).
+
+    ``module(x, patch={node: values})`` patches program nodes as ``model(xs, patch=...)`` does
+    (``lsrl.targets.patch``): every unit labelled with the node in a role of ``PATCHABLE_ROLES`` is
+    set to what its label says it holds (``values``: ``(T, dim)`` or ``(B, T, dim)``), a patched
+    state before the recurrence carries it. ``module.patchable`` lists the nodes it accepts (the
+    compiled model's ``patchable``, of ``model.diagonal()`` for the targets built from it, less
+    ``module.unpatchable``: node -> why this target has no unit for it); any other raises
+    ``LsrlError``. ``module.run_with_cache(x, patch=...)`` takes those nodes as well as sub-layers.
     """
     if arch not in ARCHITECTURES:
         raise LsrlError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
     check_options(arch, options, OPTIONS.get(arch, ()))
     _require_linear_states(model, arch)
-    module = _build(model, arch, options)
+    source = _source(model, arch, options)
+    module = _build(model, source, arch, options)
     module.declared_input = model.input
     module.precision = precision_of(model)
+    module.unpatchable = getattr(module, "unpatchable", {})
+    module.patchable = None if module.labels is None else sorted(
+        (set(source.patchable) & held_nodes(module)) - set(model.entangled) - set(module.unpatchable))
     return module
 
 
-def _build(model, arch: str, options: dict):
+def _source(model, arch: str, options: dict):
+    """The compiled model the target computes: ``model``, or its diagonal form for the targets built
+    on ``model.diagonal()`` (diagonal_linear_rnn; Hawk and Griffin's default construction)."""
+    diagonal = arch == "diagonal_linear_rnn" or (
+        arch in ("hawk", "griffin") and options.get("construction", "diagonal") == "diagonal")
+    if not diagonal:
+        return model
+    from lsrl.compiler.diagonal import float_diagonal
+
+    return float_diagonal(model)
+
+
+def _build(model, source, arch: str, options: dict):
     if arch == "diagonal_linear_rnn":
-        from lsrl.compiler.diagonal import float_diagonal
         from lsrl.targets.diagonal import build_diagonal_linear_rnn
 
-        return build_diagonal_linear_rnn(to_blocks(float_diagonal(model)))
+        return build_diagonal_linear_rnn(to_blocks(source))
     stack = to_blocks(model)
     if arch in UNGATED:
         _require_no_gate(stack, arch)
@@ -97,7 +121,8 @@ def _build(model, arch: str, options: dict):
 
     if options.get("construction") == "app_e":
         check_hawk_size(stack, arch, options.get("max_len"))
-    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(model, **options)
+    return (hawk.build_hawk if arch == "hawk" else hawk.build_griffin)(
+        model if source is model else to_blocks(source), **options)
 
 
 def layer_report(module) -> list:

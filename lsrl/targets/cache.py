@@ -11,7 +11,8 @@ their layers by a method, not as sub-modules: layer ``k`` of the stack ``NAME`` 
 
 ``patch={name: values}`` replaces a sub-layer's output (an interchange intervention at the level of
 a layer); the cache then holds the patched values, and gates after a patched layer are recomputed
-from them.
+from them. A key that is a program node of ``net.patchable`` (not a sub-layer name) patches that
+node as ``net(xs, patch=...)`` does (``lsrl.targets.patch``), by its labelled units.
 """
 
 from __future__ import annotations
@@ -25,7 +26,19 @@ from lsrl.errors import DimensionError, LsrlError
 
 
 class CachedRun:
-    """Mixin for the target modules: ``net.run_with_cache(xs)``."""
+    """Mixin for the target modules: ``net.run_with_cache(xs)``, and ``net(xs, patch={node: values})``."""
+
+    def __call__(self, x, *args, patch=None, **kwargs):
+        """``forward``; ``patch={node: values}`` patches program nodes by their labelled units (as
+        ``model(xs, patch=...)`` does; see ``lsrl.targets.patch``)."""
+        if not patch:
+            return super().__call__(x, *args, **kwargs)
+        from lsrl.targets.checks import checked_input
+        from lsrl.targets.patch import node_patches
+
+        x = checked_input(self, x, check_bounds=False)  # the shape of the patch values; forward checks bounds
+        with node_patches(self, patch, x.shape[0], x.shape[1]):
+            return super().__call__(x, *args, **kwargs)
 
     def run_with_cache(self, xs, patch=None, **forward_options):
         """``(outputs, cache)``: ``self(xs)`` and ``{sub-layer name: activations (B, T, width)}``;
@@ -40,12 +53,25 @@ def run_with_cache(net: nn.Module, xs, patch=None, **forward_options):
     ``patch={name: values}`` replaces the output of the sub-layer ``name`` (a key of the cache, not a
     recomputed gate) by ``values`` of its shape (``(B, T, width)``, or ``(T, width)`` for a ``(T, d)``
     input) at every step; the layers after it read the patched values. A recurrent layer's own
-    recurrence is not changed: its whole output sequence is replaced.
+    recurrence is not changed: its whole output sequence is replaced. A ``name`` that is no sub-layer
+    but a program node of ``net.patchable`` patches the node's labelled units (``lsrl.targets.patch``;
+    ``values`` as for the program); the cache holds the values of the patched run.
     """
+    from lsrl.targets.patch import node_name, node_patches
+
     x = _as_batch(net, xs)
     squeeze = x.dim() == 2
     x = x[None] if squeeze else x
-    patches = _read_patches(net, patch or {}, squeeze)
+    patchable = set(getattr(net, "patchable", None) or ())
+    nodes = {key: values for key, values in (patch or {}).items() if node_name(key) in patchable}
+    patches = _read_patches(net, {name: values for name, values in (patch or {}).items() if name not in nodes}, squeeze)
+    if squeeze:
+        nodes = {key: np.asarray(values, dtype=np.float64)[None] for key, values in nodes.items()}
+    with node_patches(net, nodes, x.shape[0], x.shape[1]):  # its hooks run before the recorders
+        return _cached_run(net, x, squeeze, patches, forward_options)
+
+
+def _cached_run(net, x, squeeze, patches, forward_options):
     cache = {}
     handles = [
         module.register_forward_hook(_recorder(name, cache, x.shape[:2], patches.get(name)))
@@ -77,17 +103,23 @@ def _as_batch(net, xs) -> torch.Tensor:
     return x
 
 
-def _read_patches(net, patch, squeeze) -> dict:
-    """``{name: tensor (B, T, width)}``; a name must be a sub-module or a GRU / LSTM stack's layer."""
+def _sub_layers(net) -> set:
+    """The names ``patch`` can replace: sub-modules and GRU / LSTM stacks' layers."""
     layers = {name for name, module in net.named_modules() if name}
     for name, module in net.named_modules():
         if _is_cell_stack(module):
             layers |= {f"{name}.l{k}" for k in range(module.num_layers)}
+    return layers
+
+
+def _read_patches(net, patch, squeeze) -> dict:
+    """``{name: tensor (B, T, width)}``; a name must be a sub-module or a GRU / LSTM stack's layer."""
+    layers = _sub_layers(net)
     patches = {}
     for name, values in patch.items():
         if name not in layers:
-            raise LsrlError(f"run_with_cache: cannot patch {name!r}: not a sub-layer of this "
-                            f"{type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
+            raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
+                            f"a sub-layer of this {type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
         tensor = values if isinstance(values, torch.Tensor) else torch.as_tensor(np.asarray(values, dtype=np.float64))
         patches[name] = tensor[None] if squeeze else tensor
     return patches

@@ -32,6 +32,8 @@ from lsrl.targets.recurrent import DenseStack, block_labels, float64_tensor
 class DiagonalRecurrence(nn.Module):
     """``s_t = A s_{t-1} + u_t`` for an ``A`` in diagonal form, over a ``(B, T, d)`` drive ``u``."""
 
+    state_patch = None  # set while a patched call runs (lsrl.targets.patch): then every unit runs step by step
+
     def __init__(self, A: np.ndarray, s0: np.ndarray, where: str):
         super().__init__()
         d = self.width = A.shape[0]
@@ -65,6 +67,8 @@ class DiagonalRecurrence(nn.Module):
         self.register_buffer("fading", float64_tensor(np.array(fading).reshape(len(fading), len(delay))))
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
+        if self.state_patch is not None:
+            return self._patched_steps(u)
         states = u.clone()
         if len(self.delay):
             states[:, :, self.delay] = self._delay_lines(u[:, :, self.delay])
@@ -77,6 +81,22 @@ class DiagonalRecurrence(nn.Module):
                 out.append(h)
             states[:, :, self.recurrent] = torch.stack(out, dim=1)
         return states
+
+    def _patched_steps(self, u: torch.Tensor) -> torch.Tensor:
+        """``s_t = A s_{t-1} + u_t`` one step at a time, the delay lines as ``N s_{t-1}`` (their first
+        step from ``N s_0``, ``fading[0]``), ``s_t`` patched before it is carried."""
+        state, out = None, []
+        for t in range(u.shape[1]):
+            s = u[:, t].clone()
+            if len(self.recurrent):
+                h = self.s0.expand(u.shape[0], -1) if state is None else state[:, self.recurrent]
+                s[:, self.recurrent] = self.a * h + self.c * h[:, self.partner] + u[:, t, self.recurrent]
+            if len(self.delay):
+                carried = self.fading[0] if state is None else state[:, self.delay] @ self.taps[1].T
+                s[:, self.delay] = carried + u[:, t, self.delay]
+            state = self.state_patch(s, t)
+            out.append(state)
+        return torch.stack(out, dim=1)
 
     def _delay_lines(self, u: torch.Tensor) -> torch.Tensor:
         T = u.shape[1]

@@ -67,7 +67,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.compiler.labels import constant_for, copy_of, helper_for, negative_part, positive_part
+from lsrl.compiler.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negative_part, positive_part
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -84,6 +84,7 @@ class _CellStack(nn.Module):
     """Stacked cells with PyTorch's parameter layout; per-layer hidden sizes may differ."""
 
     kind = ""
+    state_patch = None  # {layer: StatePatch} while a patched call runs (lsrl.targets.patch): h overwritten per step
 
     def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")):
         super().__init__()
@@ -142,7 +143,8 @@ class ReluGRU(_CellStack):
         hidden = h0.shape[0]
         gi = F.linear(x, w_ih, b_ih)  # all time steps at once
         i_r, i_z, i_n = gi.split(hidden, dim=-1)
-        if not torch.any(w_hh):  # no recurrent weights: r, z and W_hn h + b_hn are known for all t
+        patch = (self.state_patch or {}).get(k)
+        if patch is None and not torch.any(w_hh):  # no recurrent weights: r, z and W_hn h + b_hn are known for all t
             h_r, h_z, h_n = b_hh.split(hidden)
             z = gate(i_z + h_z)
             if not torch.any(z):  # h' = (1 - 0) * n + 0 * h = n at every step
@@ -155,6 +157,8 @@ class ReluGRU(_CellStack):
             z = gate(i_z[:, t] + h_z)
             n = candidate(i_n[:, t] + r * h_n)
             h = (1 - z) * n + z * h
+            if patch is not None:
+                h = patch(h, t)
             outputs.append(h)
         return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
 
@@ -173,7 +177,8 @@ class ReluLSTM(_CellStack):
         )
         hidden = h0.shape[0]
         gi = F.linear(x, w_ih, b_ih)
-        if not torch.any(w_hh):  # gates known for all t
+        patch = (self.state_patch or {}).get(k)
+        if patch is None and not torch.any(w_hh):  # gates known for all t
             i, f, g, o = (gi + b_hh).split(hidden, dim=-1)
             f = gate(f)
             if not torch.any(f):  # c' = 0 * c + i * g at every step
@@ -185,6 +190,8 @@ class ReluLSTM(_CellStack):
             i, f, g, o = (gi[:, t] + F.linear(h, w_hh, b_hh)).split(hidden, dim=-1)
             c = gate(f) * c + gate(i) * candidate(g)
             h = gate(o) * candidate(c)
+            if patch is not None:
+                h = patch(h, t)
             outputs.append(h)
         return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
 
@@ -222,6 +229,9 @@ class CellModel(CachedRun, nn.Module):
             self.readout.weight.copy_(torch.as_tensor(readout_weight))
             self.readout.bias.copy_(torch.as_tensor(readout_bias))
         self.labels = _cell_labels(layers, output_labels)
+        self.unpatchable = {node: why for layer in layers for node, why in (layer.unpatchable or {}).items()}
+        # a unit labelled with a ReLU node also holds ReLU of its input node, which has no unit (lsrl.targets.patch)
+        self.patch_aliases = {f"rnn.l{k}": layer.aliases for k, layer in enumerate(layers) if layer.aliases}
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         x = checked_input(self, x, check_bounds)
@@ -294,6 +304,8 @@ class _Layer:
     gate_name: str | None = None
     labels: list | None = None  # per unit of h
     gate_labels: dict | None = None  # gate (and "c") -> per unit, after its activation
+    unpatchable: dict | None = None  # program node -> why no unit of this layer holds it (lsrl.targets.patch)
+    aliases: dict | None = None  # unit -> a second label it holds (lsrl.targets.patch)
 
 
 class _LayerBuilder:
@@ -304,6 +316,8 @@ class _LayerBuilder:
         self.count = 0
         self.below = below  # labels of the layer's input units (None: unlabelled)
         self.labels, self.products = [], set()  # per unit; the units made by product()
+        self.unpatchable = {}  # program nodes whose products no unit holds (lsrl.targets.patch)
+        self.aliases = {}  # unit -> ReLU of the pre-activation it computes in its gate, when labelled otherwise
         self.ih, self.hh, self.bias, self.h0 = [], [], [], {}
         self.gate_columns = []
         self.value_gate = "n" if arch == "gru" else "o"
@@ -341,6 +355,13 @@ class _LayerBuilder:
     def product(self, p_col, q_col, label=None, whole=False):
         """``[(unit, coefficient)]`` whose sum is ``a[p_col] * a[q_col]`` (both inputs >= 0), for the
         product labelled ``label`` (``whole``: this product is all of it, not one of its terms)."""
+        if label is not None and label.role in PATCHABLE_ROLES and (self.arch == "gru" or not whole):
+            self.unpatchable[label.node] = (
+                f"no unit of the {self.arch.upper()} holds component {label.index}: the product is the signed sum of "
+                + ("three units ((u - d) / sigma + m, u a running convex combination of past factors) that the "
+                   "next layer reads" if self.arch == "gru" else "the products of the factors' sign parts "
+                   "(P+ Q+ - P+ Q- - ...), one unit each, that the next layer reads")
+                + ", so no labelled unit can be set to it")
         if self.arch == "lstm":  # D.3: f = 0, i = Q, g = P, o = 1
             (u,) = self._new(1, [label if whole else helper_for(label)])
             self.products.add(u)
@@ -376,7 +397,8 @@ class _LayerBuilder:
         for unit, value in self.h0.items():
             arrays["h0"][unit] = value
         gate_labels = self._gate_labels() if self.below is not None else None
-        return _Layer(H, arrays, self.block, self.role, self.gate_columns, labels=self.labels, gate_labels=gate_labels)
+        return _Layer(H, arrays, self.block, self.role, self.gate_columns, labels=self.labels, gate_labels=gate_labels,
+                      unpatchable=self.unpatchable, aliases=self.aliases)
 
     def _gate_labels(self) -> dict:
         """Per gate (and the LSTM cell ``c``), the label of every unit's gate value, read off the
@@ -423,6 +445,8 @@ def _emit(builder, W, beta, nonnegative, relu=False, labels=None, relu_labels=No
     ``labels``: of ``W a + beta``'s rows, ``relu_labels``: of their ReLU (default: read off ``labels``)."""
     if relu:
         units = builder.relu_units(W, beta, labels=relu_labels or _mapped(positive_part, labels))
+        if relu_labels and labels:  # W a + beta is computed inside the unit's gate, not held by a unit
+            builder.aliases.update((unit, positive_part(label)) for unit, label in zip(units, labels))
         return [[(u, 1.0)] for u in units]
     if nonnegative:
         return [[(u, 1.0)] for u in builder.relu_units(W, beta, labels=labels)]

@@ -97,7 +97,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.compiler.labels import constant_for, copy_of, helper_for, negation_of
+from lsrl.compiler.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negation_of
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -709,10 +709,26 @@ def _build(stack, max_len, architecture, window=None, heads=2, attention_every=3
         stream = add(temporal, spec.mlp, spec.role, temporal_labels)
         width = spec.mlp.W_m.shape[0]
     model = HawkModel(architecture, stack.d_in, stack.d_out, max_len, modules)
+    model.unpatchable = _convolved_states(stack) if max_len is not None else {}
     if stream is not None:
         labels["readout"] = _copies(stream[:-1])
     model.labels = labels if stream is not None else None
     return model
+
+
+def _convolved_states(stack) -> dict:
+    """App. E's state blocks compute every state as a convolution over the inputs: no state is
+    carried from one step to the next, so a patched state could not reach the later steps. The
+    program nodes held on a state unit that the recurrence reads (a non-zero column of ``A``)."""
+    unpatchable = {}
+    for index, block in enumerate(stack.blocks):
+        for unit, label in enumerate(block.state_labels or []):
+            if label is not None and label.role in PATCHABLE_ROLES and np.any(block.A[:, unit]):
+                unpatchable[label.node] = (
+                    f"construction='app_e' computes the state of block {index} as a convolution over the inputs "
+                    "(App. E.1) and carries no state from one step to the next, so a patched state cannot reach "
+                    "the later steps; use the default construction='diagonal'")
+    return unpatchable
 
 
 def _residual_labels(index, temporal_labels, mlp_labels) -> dict:

@@ -48,6 +48,8 @@ class DenseStack(nn.Module):
 class LinearRNNBlock(nn.Module):
     """``s_t = A s_{t-1} + B x_t + b``, ``y_t = phi(s_t)`` or ``gamma(x_t) * phi(s_t)``."""
 
+    state_patch = None  # set while a patched call runs (lsrl.targets.patch): overwrites s_t before it is carried
+
     def __init__(self, block):
         super().__init__()
         self.A = nn.Parameter(float64_tensor(block.A))
@@ -63,6 +65,8 @@ class LinearRNNBlock(nn.Module):
         states = []
         for t in range(x.shape[1]):
             state = state @ self.A.T + drive[:, t]
+            if self.state_patch is not None:
+                state = self.state_patch(state, t)
             states.append(state)
         return torch.stack(states, dim=1)
 
@@ -107,8 +111,17 @@ class ClassicRNNBlock(LinearRNNBlock):
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
-        split, _ = self.rnn(x, self.h0.expand(1, x.shape[0], -1).contiguous())
+        h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
+        split = self.rnn(x, h0)[0] if self.state_patch is None else self._patched_split(x, h0)
         return split @ self.merge.T
+
+    def _patched_split(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """The stock RNN one step at a time, its hidden ``[s+; s-]`` patched before it is carried."""
+        steps = []
+        for t in range(x.shape[1]):
+            h = self.state_patch(self.rnn(x[:, t:t + 1], h)[1][0], t)[None]
+            steps.append(h[0])
+        return torch.stack(steps, dim=1)
 
 
 class BlockModel(CachedRun, nn.Module):

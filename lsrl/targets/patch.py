@@ -1,0 +1,193 @@
+"""Interventions on a torch target by program node: ``net(xs, patch={node: values})``.
+
+The program's interchange intervention (``prog(xs, patch=...)``, ``model(xs, patch=...)``) carried
+out on the target's units: every unit that ``net.labels`` says holds a function of the patched
+node (a role in ``PATCHABLE_ROLES``: the value, a copy, its sign parts, ...) is set to what its
+label says it holds, given the node's ``values`` (``lsrl.compiler.labels.unit_values``).
+
+* A sub-module's output is overwritten by a forward hook; the layers after it read the patched
+  units (keys of ``net.labels`` that name a sub-module).
+* A recurrence's state is overwritten at every step *before it is carried*, so that the next step
+  reads the patched state, as the program's LinState / ReLUState does: the keys ``blocks.{i}.state``
+  (Linear RNN), ``blocks.{i}.rnn`` (classic RNN: ``[s+; s-]``), the diagonal recurrences
+  (``blocks.{i}.recurrence``, Hawk's ``blocks.{i}.temporal.rg_lru``) and the GRU / LSTM layers
+  ``rnn.l{k}``. Those modules hold a ``state_patch`` (a ``StatePatch``, or per layer for a cell
+  stack) while a patched call runs, and then run step by step.
+* Keys that are recomputed from the units above (GRU / LSTM gates and cells, a classic RNN's
+  ``blocks.{i}.state = s+ - s-``) follow from them and are not set.
+
+Units labelled ``helper``, ``mode``, ``drive`` or ``constant`` are never set. Only the nodes of
+``net.patchable`` can be patched: the compiled model's ``patchable`` (of ``model.diagonal()`` for
+the targets built from it), less the nodes a target computes without units of their own
+(``net.unpatchable`` says why for each).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from lsrl.compiler.labels import PATCHABLE_ROLES, unit_values
+from lsrl.errors import DimensionError, LsrlError
+from lsrl.targets.checks import module_placement
+
+
+class StatePatch:
+    """``units`` of a recurrence's state set to ``values[:, t]`` at step ``t`` (``values``: ``(B, T, k)``)."""
+
+    def __init__(self, units: torch.Tensor, values: torch.Tensor):
+        self.units, self.values = units, values
+
+    def __call__(self, state: torch.Tensor, t: int) -> torch.Tensor:
+        state = state.clone()
+        state[:, self.units] = self.values[:, t].to(state.dtype)
+        return state
+
+
+def node_name(key) -> str:
+    """A patch key's program node name (a name, or a node of the program)."""
+    return key if isinstance(key, str) else key.name
+
+
+def _carriers(net) -> dict:
+    """``{labels key: (module, layer)}`` for every recurrence whose state a label key names: the
+    module runs step by step and carries the patched state (``layer``: a cell stack's layer index)."""
+    from lsrl.targets.diagonal import DiagonalRecurrence
+    from lsrl.targets.gru_lstm import _CellStack
+    from lsrl.targets.recurrent import ClassicRNNBlock, LinearRNNBlock
+
+    carriers = {}
+    for name, module in net.named_modules():
+        if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden [s+; s-] is what it carries
+            carriers[f"{name}.rnn"] = (module, None)
+        elif isinstance(module, LinearRNNBlock):
+            carriers[f"{name}.state"] = (module, None)
+        elif isinstance(module, DiagonalRecurrence):
+            carriers[name] = (module, None)
+        elif isinstance(module, _CellStack):
+            carriers.update({f"{name}.l{k}": (module, k) for k in range(module.num_layers)})
+    return carriers
+
+
+def held_nodes(net) -> set:
+    """The program nodes that have a unit a patch can set (a patchable role, in a sub-module's output,
+    a carried state, or as a second label)."""
+    keys = set(_carriers(net)) | {name for name, _ in net.named_modules()}
+    labelled = [label for key, labels in net.labels.items() if key in keys for label in labels]
+    labelled += [label for aliases in getattr(net, "patch_aliases", {}).values() for label in aliases.values()]
+    return {label.node for label in labelled if label is not None and label.role in PATCHABLE_ROLES}
+
+
+def _values_array(net, name, values, count, steps) -> np.ndarray:
+    """The patch ``values`` for node ``name`` as a float64 ``(count, steps, dim)`` array."""
+    arch = getattr(net, "architecture", type(net).__name__)
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise DimensionError(f"{arch}: patch values for {name!r} must be numbers, ({error})") from None
+    shape = array.shape
+    if len(shape) not in (2, 3) or shape[-2] != steps or (len(shape) == 3 and shape[0] != count):
+        raise DimensionError(f"{arch}: patch values for {name!r} must have shape (steps, dim) or "
+                             f"(batch, steps, dim) = ({count}, {steps}, dim), got {shape}")
+    return np.broadcast_to(array, (count, steps, shape[-1]))
+
+
+def _check_patchable(net, name) -> None:
+    arch = getattr(net, "architecture", type(net).__name__)
+    if getattr(net, "patchable", None) is None:
+        raise LsrlError(f"{arch}: this target has no net.patchable (it was not built by lsrl.targets.to_torch "
+                        "from a compiled model with unit labels), so it cannot be patched by program node")
+    if name not in net.patchable:
+        reason = getattr(net, "unpatchable", {}).get(name) or (
+            "the compiled model cannot patch it exactly either (see model.patchable): it has no units of its own, "
+            "was fused into a reader, shares units with another node, or was pruned as always 0")
+        raise LsrlError(f"{arch}: program node {name!r} cannot be patched in this target: {reason}; "
+                        f"see net.patchable")
+
+
+def patched_units(net, patch: dict, count: int, steps: int) -> dict:
+    """``{labels key: [(unit, values (count, steps))]}``: every unit of a sub-module output or of a
+    carried state that is labelled with a patched node, and what it is set to."""
+    modules = dict(net.named_modules())
+    carriers = _carriers(net)
+    arrays = {}
+    for key, values in patch.items():
+        name = node_name(key)
+        _check_patchable(net, name)
+        arrays[name] = _values_array(net, name, values, count, steps)
+    units = {}
+    for labels_key, labels in net.labels.items():
+        if labels_key not in carriers and labels_key not in modules:
+            continue  # recomputed from the units it follows (gates, cells, s+ - s-)
+        own = _units_holding(arrays, labels_key, enumerate(labels))
+        # a second label of a unit (a GRU / LSTM unit labelled ReLU(v) also holds v's positive part),
+        # used where its own label is not patched
+        aliases = getattr(net, "patch_aliases", {}).get(labels_key, {})
+        taken = {unit for unit, _ in own}
+        own += _units_holding(arrays, labels_key, ((u, label) for u, label in aliases.items() if u not in taken))
+        if own:
+            units[labels_key] = own
+    return units
+
+
+def _units_holding(arrays, labels_key, labelled_units) -> list:
+    """``[(unit, values)]`` for the ``(unit, label)`` pairs whose label names a node of ``arrays``."""
+    found = []
+    for unit, label in labelled_units:
+        if label is not None and label.node in arrays and label.role in PATCHABLE_ROLES:
+            array = arrays[label.node]
+            if label.index >= array.shape[-1]:
+                raise DimensionError(f"patch values for {label.node!r} have {array.shape[-1]} components, but "
+                                     f"unit {unit} of {labels_key} holds component {label.index}")
+            found.append((unit, unit_values(label, array)))
+    return found
+
+
+def _as_patch(pairs, dtype, device) -> StatePatch:
+    units = torch.tensor([unit for unit, _ in pairs], dtype=torch.long, device=device)
+    values = torch.as_tensor(np.stack([values for _, values in pairs], axis=-1), dtype=dtype, device=device)
+    return StatePatch(units, values)
+
+
+def _overwriting(patch: StatePatch):
+    """A forward hook that sets the patched units of a ``(B, T, width)`` output at every step."""
+    def hook(module, args, output):
+        sequence = output[0] if isinstance(output, tuple) else output
+        sequence = sequence.clone()
+        sequence[..., patch.units] = patch.values.to(sequence.dtype)
+        return (sequence,) + tuple(output[1:]) if isinstance(output, tuple) else sequence
+
+    return hook
+
+
+@contextmanager
+def node_patches(net, patch: dict, count: int, steps: int):
+    """While the block runs, a call of ``net`` on ``count`` sequences of ``steps`` steps has the
+    program nodes of ``patch`` patched (module docstring)."""
+    if not patch:
+        yield
+        return
+    units = patched_units(net, patch, count, steps)
+    dtype, device = module_placement(net)
+    modules, carriers = dict(net.named_modules()), _carriers(net)
+    handles, patched_carriers = [], []
+    try:
+        for key, pairs in units.items():
+            state_patch = _as_patch(pairs, dtype, device)
+            if key in carriers:
+                module, layer = carriers[key]
+                if layer is None:
+                    module.state_patch = state_patch
+                else:
+                    module.state_patch = {**(module.state_patch or {}), layer: state_patch}
+                patched_carriers.append(module)
+            else:
+                handles.append(modules[key].register_forward_hook(_overwriting(state_patch)))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module in patched_carriers:
+            module.state_patch = None
