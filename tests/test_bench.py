@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import lsrl
 from lsrl.bench import TASKS, build_suite, load
+from lsrl.bench.build import task_models
 from lsrl.bench.labels import unit_labels
 from lsrl.cli import main
 
@@ -194,3 +195,26 @@ def test_suite_path_labels_hold_where_the_model_has_them(suite):
         with np.load(root / name / "path" / "data.npz") as data:
             xs = data["test_inputs"][:2, : int(data["test_lengths"][:2].min())]
         assert model.label_violations(prog, xs) == [], name
+
+
+def test_suite_target_labels_hold(suite):
+    """Each torch-target folder's labels.json is the target's ``net.labels``, and they hold on the
+    folder's test data (float64, against the program's trace)."""
+    from tests.test_target_labels import violations
+
+    root, _ = suite
+    checked = 0
+    for name, task in TASKS.items():
+        if task.build is None:  # the automata: their transition labels are checked above
+            continue
+        prog = task.build()
+        for arch, net in task_models(task).items():
+            if arch == "path":
+                continue
+            stored = json.loads((root / name / arch / "labels.json").read_text())
+            assert stored["available"] and stored["layers"] == unit_labels(net), (name, arch)
+            with np.load(root / name / arch / "data.npz") as data:
+                xs = data["test_inputs"][:2, : int(data["test_lengths"][:2].min())]
+            assert violations(net, xs, prog.trace(xs, check_bounds=False)) == [], (name, arch)
+            checked += 1
+    assert checked >= 100

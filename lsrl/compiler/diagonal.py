@@ -426,7 +426,9 @@ def float_diagonal(model):
     layers = []
     for layer in model.layers:
         layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
-    return diagonalise(CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name, model.labels))
+    floats = CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name, model.labels)
+    floats.entangled = model.entangled
+    return diagonalise(floats)
 
 
 def _absorbing(layer, readback, previous):

@@ -85,7 +85,7 @@ def to_torch(model, arch: str, **options):
     module.precision = precision_of(model)
     module.unpatchable = getattr(module, "unpatchable", {})
     module.patchable = None if module.labels is None else sorted(
-        (set(source.patchable) & held_nodes(module)) - set(model.entangled) - set(module.unpatchable))
+        (set(source.patchable) & held_nodes(module)) - set(module.unpatchable))
     return module
 
 
