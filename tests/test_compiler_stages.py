@@ -80,13 +80,15 @@ def test_case_1b_passes_the_other_users_through_the_multi():
     assert feed.kind == "linear" and kinds_of_users(graph, feed) == ["multi"]
 
 
-def test_case_2_merges_linstates_into_one_block_diagonal_state():
+@pytest.mark.parametrize("state,case,kind", [(lsrl.LinState, "case_2", "linstate"),
+                                              (lsrl.ReLUState, "case_2r", "relustate")])
+def test_case_2_merges_states_into_one_block_diagonal_state(state, case, kind):
     x = lsrl.Input(1, name="v")
-    first = lsrl.LinState(x, [[1]], [[1]])
-    second = lsrl.LinState(x, [[Fraction(1, 2)]], [[2]], init_state=[3])
-    graph, v = apply_case(lsrl.ForEach(lsrl.Concat([first, second])), "v", "case_2")
+    first = state(x, [[1]], [[-1]], b=[2])
+    second = state(x, [[Fraction(1, 2)]], [[2]], init_state=[3])
+    graph, v = apply_case(lsrl.ForEach(lsrl.Concat([first, second])), "v", case)
     (merged,) = graph.distinct_users(v)
-    assert merged.kind == "linstate" and merged.dim == 2
+    assert merged.kind == kind and merged.dim == 2
     assert merged.A.to_fractions() == [[1, 0], [0, Fraction(1, 2)]] and merged.init.to_fractions() == [0, 3]
 
 

@@ -280,16 +280,6 @@ def test_a_relustate_reading_a_rewired_input_of_another_width_is_refused():
 # ---- the compiler rules for ReLUStates (one small graph each, as in test_compiler_stages) -----------------
 
 
-def test_case_2r_merges_relustates_into_one_block_diagonal_relustate():
-    x = lsrl.Input(1, name="v")
-    first = lsrl.ReLUState(x, [[1]], [[-1]], b=[2])
-    second = lsrl.ReLUState(x, [[Fraction(1, 2)]], [[2]], init_state=[3])
-    graph, v = apply_case(lsrl.ForEach(lsrl.Concat([first, second])), "v", "case_2r")
-    (merged,) = graph.distinct_users(v)
-    assert merged.kind == "relustate" and merged.dim == 2
-    assert merged.A.to_fractions() == [[1, 0], [0, Fraction(1, 2)]] and merged.init.to_fractions() == [0, 3]
-
-
 def test_case_6r_reads_the_other_users_through_a_sign_split_relustate():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLUState(x, [[1]], [[1, 0]]), lsrl.Linear(x, [[0, 5]])]))

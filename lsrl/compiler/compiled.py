@@ -16,9 +16,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
-from lsrl.compiler.labels import PATCHABLE_ROLES, ROLES, UnitLabel, label_violations, unit_values
-from lsrl.errors import BackendError, DimensionError, LsrlError, ModelFileError
-from lsrl.lang.evaluate import EXACT_MODE, mode_for
+from lsrl.compiler.labels import PATCHABLE_ROLES, ROLES, UnitLabel, label_violations, units_holding
+from lsrl.errors import BackendError, LsrlError, ModelFileError
+from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.numbers import EXACT, get_backend, mpq
 
@@ -90,9 +90,8 @@ def _run_float(layer, x, patched=()):
     return out
 
 
-def _as_object_array(batch, width):
-    """An exact batch (lists of lists of lists of mpq) as a ``(B, T, width)`` object array."""
-    steps = len(batch[0]) if batch else 0
+def _as_object_array(batch, steps, width):
+    """An exact batch (lists of lists of lists of mpq) as a ``(B, steps, width)`` object array."""
     result = np.empty((len(batch), steps, width), dtype=object)
     for i, sequence in enumerate(batch):
         for t, vector in enumerate(sequence):
@@ -157,11 +156,7 @@ class CompiledProgram:
         if exact:
             for layer in self.layers:
                 batch = _run_exact(layer, batch)
-            count = len(batch)
-            result = np.empty((count, steps, self.output_dim), dtype=object)
-            for i, sequence in enumerate(batch):
-                for t, vector in enumerate(sequence):
-                    result[i, t, :] = vector
+            result = _as_object_array(batch, steps, self.output_dim)
         else:
             from lsrl.compiler.runner import build_plan, run_plan  # numba is imported only to run floats
 
@@ -183,7 +178,7 @@ class CompiledProgram:
         for index, layer in enumerate(self.layers):
             units = patched.get(index, ())
             batch = _run_exact(layer, batch, units) if exact else _run_float(layer, batch, units)
-            outputs.append(_as_object_array(batch, layer.dim) if exact else batch)
+            outputs.append(_as_object_array(batch, steps, layer.dim) if exact else batch)
         return [output[0] for output in outputs] if squeeze else outputs
 
     @property
@@ -204,7 +199,7 @@ class CompiledProgram:
         if patch and self.labels is None:
             raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
                             "cannot be patched by program node")
-        patched = {}
+        patched = {}  # node name -> (width, values in the mode's batch form)
         for key, values in patch.items():
             name = key if isinstance(key, str) else key.name
             if name in self.entangled:
@@ -213,28 +208,21 @@ class CompiledProgram:
                     "not reach the outputs only through units labelled with it (it was fused into a reader, "
                     "shares units with another node, or was pruned as always 0); see model.patchable"
                 )
-            shape = np.shape(values)
-            if len(shape) not in (2, 3) or shape[-2] != steps or (len(shape) == 3 and shape[0] != count):
-                raise DimensionError(f"{self.name}: patch values for {name!r} must have shape (steps, dim) or "
-                                     f"(batch, steps, dim) = ({count}, {steps}, dim), got {shape}")
-            holder = Input(shape[-1], name=f"patch of {name}")
-            array = np.broadcast_to(np.asarray(values, dtype=object), (count, steps, shape[-1]))
-            values = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
-            found = False
-            for index, layer_labels in enumerate(self.labels):
-                for unit, label in enumerate(layer_labels):
-                    if label.node == name and label.role in PATCHABLE_ROLES:
-                        if label.index >= shape[-1]:
-                            raise DimensionError(f"{self.name}: patch values for {name!r} have {shape[-1]} "
-                                                 f"components, but a unit holds component {label.index}")
-                        patched.setdefault(index, []).append((unit, unit_values(label, values)))
-                        found = True
-            if not found:
+            if name not in self.patchable:
                 raise LsrlError(
                     f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
                     "the layers that read it, or never existed); patch a node that model.labels names"
                 )
-        return patched
+            array = patch_array(values, count, steps, f"{self.name}: patch values for {name!r}")
+            holder = Input(array.shape[-1], name=f"patch of {name}")
+            read = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
+            patched[name] = (array.shape[-1], read)
+        units = {}
+        for index, layer_labels in enumerate(self.labels):
+            found = units_holding(enumerate(layer_labels), patched, f"layer {index}")
+            if found:
+                units[index] = found
+        return units
 
     def diagonal(self) -> "CompiledProgram":
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``)."""

@@ -35,6 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from lsrl.errors import DimensionError
+
 ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant", "helper", "mode", "drive")
 
 
@@ -130,6 +132,20 @@ def unit_values(label, values):
     if isinstance(values, np.ndarray):
         return _held(label.role, values[..., label.index])
     return [[_held(label.role, vector[label.index]) for vector in sequence] for sequence in values]
+
+
+def units_holding(labelled_units, patched: dict, where: str) -> list:
+    """``[(unit, what it holds)]`` for the ``(unit, label)`` pairs whose label names a node of
+    ``patched`` (name -> ``(width, values)``, values as ``unit_values`` takes them) in a patchable role."""
+    found = []
+    for unit, label in labelled_units:
+        if label is not None and label.node in patched and label.role in PATCHABLE_ROLES:
+            width, values = patched[label.node]
+            if label.index >= width:
+                raise DimensionError(f"patch values for {label.node!r} have {width} components, but unit {unit} "
+                                     f"of {where} holds component {label.index}")
+            found.append((unit, unit_values(label, values)))
+    return found
 
 
 # ---- checking the claims ---------------------------------------------------------------------

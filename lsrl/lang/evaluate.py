@@ -189,6 +189,20 @@ FLOAT_MODE = FloatMode()
 EXACT_MODE = ExactMode()
 
 
+def patch_array(values, count: int, steps: int, where: str, dim=None, dtype=object) -> np.ndarray:
+    """One node's patch ``values`` as a ``(count, steps, dim)`` array: ``(steps, dim)`` values apply to
+    every sequence of the batch; ``dim=None`` takes the values' own width. A wrong shape raises
+    ``DimensionError`` starting with ``where``."""
+    array = np.asarray(values, dtype=dtype)
+    shape = array.shape
+    width = shape[-1] if dim is None and len(shape) in (2, 3) else dim
+    if shape not in ((steps, width), (count, steps, width)):
+        shown = "dim" if width is None else width
+        raise DimensionError(f"{where} must have shape ({steps}, {shown}) or ({count}, {steps}, {shown}) "
+                             f"(steps, dim) for this run, got {shape}")
+    return np.broadcast_to(array, (count, steps, width))
+
+
 def mode_for(exact: bool):
     return EXACT_MODE if exact else FLOAT_MODE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
-from lsrl.lang.evaluate import mode_for, step_node
+from lsrl.lang.evaluate import mode_for, patch_array, step_node
 from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
@@ -162,14 +162,7 @@ class ForEach:
                     f"ForEach '{self.name}': cannot patch {target!r}: no such node in the program "
                     f"(nodes: {', '.join(sorted(by_key))})"
                 )
-            shape = np.shape(values)
-            expected = ((steps, node.dim), (count, steps, node.dim))
-            if shape not in expected:
-                raise DimensionError(
-                    f"{node.describe()}: patch values must have shape {expected[0]} or {expected[1]} "
-                    f"(steps, dim) for this run, got {shape}"
-                )
-            array = np.broadcast_to(np.asarray(values, dtype=object), expected[1])
+            array = patch_array(values, count, steps, f"{node.describe()}: patch values", node.dim)
             holder = Input(node.dim, name=f"patch of {node.name}")
             patched[node] = mode.read(array if mode.name == "exact" else array.astype(np.float64), holder, False)[0]
         return patched

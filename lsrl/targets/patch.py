@@ -29,7 +29,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from lsrl.compiler.labels import PATCHABLE_ROLES, unit_values
+from lsrl.compiler.labels import PATCHABLE_ROLES, units_holding
+from lsrl.lang.evaluate import patch_array
 from lsrl.errors import DimensionError, LsrlError
 from lsrl.targets.checks import module_placement
 
@@ -84,14 +85,9 @@ def _values_array(net, name, values, count, steps) -> np.ndarray:
     """The patch ``values`` for node ``name`` as a float64 ``(count, steps, dim)`` array."""
     arch = getattr(net, "architecture", type(net).__name__)
     try:
-        array = np.asarray(values, dtype=np.float64)
+        return patch_array(values, count, steps, f"{arch}: patch values for {name!r}", dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise DimensionError(f"{arch}: patch values for {name!r} must be numbers, ({error})") from None
-    shape = array.shape
-    if len(shape) not in (2, 3) or shape[-2] != steps or (len(shape) == 3 and shape[0] != count):
-        raise DimensionError(f"{arch}: patch values for {name!r} must have shape (steps, dim) or "
-                             f"(batch, steps, dim) = ({count}, {steps}, dim), got {shape}")
-    return np.broadcast_to(array, (count, steps, shape[-1]))
 
 
 def _check_patchable(net, name) -> None:
@@ -116,33 +112,21 @@ def patched_units(net, patch: dict, count: int, steps: int) -> dict:
     for key, values in patch.items():
         name = node_name(key)
         _check_patchable(net, name)
-        arrays[name] = _values_array(net, name, values, count, steps)
+        array = _values_array(net, name, values, count, steps)
+        arrays[name] = (array.shape[-1], array)
     units = {}
     for labels_key, labels in net.labels.items():
         if labels_key not in carriers and labels_key not in modules:
             continue  # recomputed from the units it follows (gates, cells, s+ - s-)
-        own = _units_holding(arrays, labels_key, enumerate(labels))
+        own = units_holding(enumerate(labels), arrays, labels_key)
         # a second label of a unit (a GRU / LSTM unit labelled ReLU(v) also holds v's positive part),
         # used where its own label is not patched
         aliases = getattr(net, "patch_aliases", {}).get(labels_key, {})
         taken = {unit for unit, _ in own}
-        own += _units_holding(arrays, labels_key, ((u, label) for u, label in aliases.items() if u not in taken))
+        own += units_holding(((u, label) for u, label in aliases.items() if u not in taken), arrays, labels_key)
         if own:
             units[labels_key] = own
     return units
-
-
-def _units_holding(arrays, labels_key, labelled_units) -> list:
-    """``[(unit, values)]`` for the ``(unit, label)`` pairs whose label names a node of ``arrays``."""
-    found = []
-    for unit, label in labelled_units:
-        if label is not None and label.node in arrays and label.role in PATCHABLE_ROLES:
-            array = arrays[label.node]
-            if label.index >= array.shape[-1]:
-                raise DimensionError(f"patch values for {label.node!r} have {array.shape[-1]} components, but "
-                                     f"unit {unit} of {labels_key} holds component {label.index}")
-            found.append((unit, unit_values(label, array)))
-    return found
 
 
 def _as_patch(pairs, dtype, device) -> StatePatch:
