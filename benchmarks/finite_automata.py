@@ -14,7 +14,8 @@ Automata networks against their automata, at the issue's scale: errors and CPU t
 4. Round trip: AALpy's L* learns each network of the Tomita grammars and ``--round-trip-dfas`` random
    minimal DFAs (2..50 states) back; the learned DFA must be equivalent to the original (decided exactly).
 
-``--parts`` picks the parts to run (default all: 1234).
+``--parts`` picks the parts to run (default all: 1234). ``--machines START:STOP`` sweeps only DFAs
+START+1..STOP of part 3, on the strings the whole sweep gives them, so the sweep can run in pieces.
 
 Errors count (string, prefix) pairs whose output differs from the automaton's.
 """
@@ -34,17 +35,18 @@ def one_hot(indices, k):
     return torch.nn.functional.one_hot(torch.as_tensor(indices), k).float()
 
 
-def sweep(dfas, strings, length, seed):
-    print(f"\n3. {len(dfas)} DFAs (states {min(len(d.states) for d in dfas)}..{max(len(d.states) for d in dfas)}), "
+def sweep(dfas, strings, length, seed, first):
+    print(f"\n3. DFAs {first + 1}..{first + len(dfas)}: {len(dfas)} DFAs (states {min(len(d.states) for d in dfas)}..{max(len(d.states) for d in dfas)}), "
           f"{strings:,} strings each of random lengths 1..{length:,} (bucketed by length), every prefix checked")
     print(f"{'after DFA':>9} {'states':>6} {'symbols':>7}  " + "  ".join(f"{a + ' errors':>19} {'CPU s':>8}"
                                                                     for a in ARCHITECTURES), flush=True)
 
     def progress(i, results):
-        print(f"{i + 1:9} {len(dfas[i].states):6} {len(dfas[i].alphabet):7}  "
+        print(f"{i + 1:9} {len(dfas[i - first].states):6} {len(dfas[i - first].alphabet):7}  "
               + "  ".join(f"{r.errors:19,} {r.cpu_seconds:8.1f}" for r in results), flush=True)
 
-    results = check(dfas, ARCHITECTURES, strings=strings, max_length=length, seed=seed, progress=progress)
+    results = check(dfas, ARCHITECTURES, strings=strings, max_length=length, seed=seed, first=first,
+                    progress=progress)
     print(f"\n{'architecture':14} {'DFAs':>5} {'strings':>10} {'outputs checked':>16} {'errors':>7} {'CPU s':>9}")
     for r in results:
         print(f"{r.architecture:14} {r.machines:5} {r.strings:10,} {r.checked:16,} {r.errors:7} {r.cpu_seconds:9.1f}")
@@ -96,6 +98,7 @@ def main():
     parser.add_argument("--long-length", type=int, default=1_000_000)
     parser.add_argument("--round-trip-dfas", type=int, default=20)
     parser.add_argument("--parts", default="1234")
+    parser.add_argument("--machines", default=":", help="START:STOP, a slice of part 3's DFAs")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -109,7 +112,9 @@ def main():
     tomitas = [tomita(i) for i in range(1, 8)]
     if "3" in args.parts:
         dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng) for _ in range(args.dfas)]
-        sweep(dfas, args.strings, args.length, args.seed)
+        bounds = (int(bound) if bound else None for bound in args.machines.split(":"))
+        start, stop, _ = slice(*bounds).indices(len(dfas))
+        sweep(dfas[start:stop], args.strings, args.length, args.seed, start)
     if "4" in args.parts:
         dfas = tomitas + [random_dfa(int(rng.integers(2, 51)), int(rng.integers(2, 6)), rng)
                           for _ in range(args.round_trip_dfas)]

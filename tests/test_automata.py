@@ -161,6 +161,17 @@ def test_check_of_the_issue_reduced():
         assert r.checked == sum(int(n.sum()) + 1 for n in lengths)  # every prefix and each empty word
 
 
+def test_check_in_slices_sees_the_strings_of_the_whole():
+    """``first`` numbers a slice's machines as in the whole list, so its strings (and the prefixes
+    counted) are those the whole sweep gives them."""
+    dfas = [tomita(i) for i in range(1, 5)]
+    whole = check(dfas, ["rnn"], strings=30, max_length=300, seed=5)[0]
+    pieces = [check(dfas[:1], ["rnn"], strings=30, max_length=300, seed=5)[0],
+              check(dfas[1:], ["rnn"], strings=30, max_length=300, seed=5, first=1)[0]]
+    unnumbered = check(dfas[1:], ["rnn"], strings=30, max_length=300, seed=5)[0]
+    assert whole.checked == sum(piece.checked for piece in pieces) != pieces[0].checked + unnumbered.checked
+
+
 def test_count_errors_buckets_by_length_and_sees_errors():
     """Bucketed by length, ``count_errors`` counts exactly the wrong prefixes that a plain loop over the
     strings counts; a network at 0.6 times its gain bound makes errors, and they are counted."""

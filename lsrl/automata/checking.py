@@ -85,15 +85,16 @@ def _empty_word(network, machine) -> tuple[int, int]:
 
 
 def check(machines, architectures=ARCHITECTURES, *, strings: int = 10_000, max_length: int = 1000,
-          batch: int = 1000, seed: int = 0, progress=None) -> list[CheckResult]:
+          batch: int = 1000, seed: int = 0, first: int = 0, progress=None) -> list[CheckResult]:
     """Per architecture, the errors of the compiled networks of ``machines`` (DFAs or Mealy machines) on
     ``strings`` random strings per machine of lengths 1..``max_length`` (module docstring), float32.
 
-    Machine i's strings come from ``numpy.random.default_rng([seed, i])``, the same for every architecture.
+    Machine i's strings come from ``numpy.random.default_rng([seed, i])``, the same for every architecture;
+    machines are numbered from ``first``, so a list checked in slices sees the strings it would whole.
     ``progress(i, results)``, if given, is called after each machine with the running totals.
     """
     results = {arch: CheckResult(arch, 0, 0, 0, 0, 0.0) for arch in architectures}
-    for i, machine in enumerate(machines):
+    for i, machine in enumerate(machines, start=first):
         indices, lengths = random_strings(np.random.default_rng([seed, i]), len(machine.alphabet), strings,
                                           max_length)
         for arch, result in results.items():
