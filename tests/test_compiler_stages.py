@@ -180,6 +180,35 @@ def test_case_9_reads_concats_through_a_relu_bypass():
     assert "concat" not in kinds_of_users(graph, v)
 
 
+def test_a_relu_bypass_carries_a_component_that_is_never_negative_alone():
+    """``v = [a + 2b; a - b]`` of ``[a; b] = ReLU(x)``: the first is >= 0 and passes the bypass's ReLU
+    as one unit, the second as two (``ReLU(v) - ReLU(-v)``)."""
+    x = lsrl.Input(2)
+    v = lsrl.Linear(lsrl.ReLU(x), [[1, 2], [1, -1]], name="v")
+    program = lsrl.ForEach(lsrl.Concat([v, lsrl.Linear(lsrl.ReLU(v), [[1, 1]])]))
+    graph, v = apply_case(program, "v", "case_9")
+    assert graph.nonnegative(v) == {0}
+    (bypass,) = [u for u in graph.distinct_users(v) if u.kind == "linear"]
+    assert bypass.dim == 3 and kinds_of_users(graph, bypass) == ["relu"]
+
+
+def test_components_said_to_be_nonnegative_never_are_negative():
+    """``Graph.nonnegative`` against the values: on the prepared graphs of random programs, every
+    component it names is >= 0 at every step; and it names many."""
+    from tests.test_random_programs import _generated, _inputs_for
+
+    named = 0
+    for seed in range(40):
+        generated = _generated(seed)
+        graph = prepare(to_graph(generated.program))
+        trace = graph.to_program().trace(np.array(_inputs_for(seed, generated.d_in)[0], dtype=object), exact=True)
+        for op in graph.ops():
+            nonnegative = sorted(graph.nonnegative(op))
+            assert (trace[op.name][:, nonnegative] >= 0).all(), f"seed {seed}: {op.name}"
+            named += len(nonnegative)
+    assert named > 200
+
+
 def test_case_10_bypasses_concats_and_lonely_linears():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(x, [[2, 0]]), lsrl.ReLU(x)]))

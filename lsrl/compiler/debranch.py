@@ -279,17 +279,12 @@ def case_2r(graph, v, users):
 
 def case_6r(graph, v, users):
     """ReLUState and other users (no LinState, no Multi): the others read ``v`` through a dummy
-    ReLUState with ``A = 0`` that holds ``[v; -v]`` split as in Eq. (11) (``ReLU(v) - ReLU(-v) = v``),
-    or ``v`` itself when ``v`` is a ReLU output; then Case 2R merges all ReLUStates."""
+    ReLUState with ``A = 0`` that holds ``v`` split as in Eq. (11) (``_relu_carried``); then Case 2R
+    merges all ReLUStates."""
     backend = graph.backend
     others = [u for u in users if u.kind != RELUSTATE]
     carried = _carried(v, others)
-    select = backend.selection(carried, v.dim)
-    decode, labels = None, _copies(v, carried)
-    if v.kind not in (RELU, RELUSTATE):  # v may be negative
-        select = backend.vstack([select, -select])
-        decode = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
-        labels = [positive_part(label) for label in labels + [negation_of(label) for label in labels]]
+    select, decode, _, labels = _relu_carried(graph, v, carried)
     width = select.shape2d[0]
     dummy = graph.relustate(
         v, backend.zeros(width, width), select, backend.zeros_vector(width), backend.zeros_vector(width),
@@ -310,25 +305,32 @@ def case_7a(graph, v, users):
             graph.redirect(user, v, bypass)
 
 
-def _relu_bypass(graph, v, users, needs_bypass):
-    """Users selected by ``needs_bypass`` read ``v`` through ``[I, -I] ReLU([v; -v])`` (App. F.6),
-    carrying only the components they read; a ``v`` that is a ReLU output is never negative, and
-    passes ``ReLU(v) = v`` alone."""
+def _relu_carried(graph, v, carried):
+    """What a ReLU keeps exact of ``v[carried]``: the rows that read it, the decode back from the
+    units after the ReLU (None: they hold ``v[carried]`` as it is), and the labels before and after
+    the ReLU. A component that is never negative is carried alone (``ReLU(v) = v``), any other as
+    ``[v; -v]`` (``ReLU(v) - ReLU(-v) = v``, Eq. (11))."""
     backend = graph.backend
+    copies = _copies(v, carried)
+    nonnegative = graph.nonnegative(v)
+    signed = [k for k, c in enumerate(carried) if c not in nonnegative]
+    if not signed:
+        return backend.selection(carried, v.dim), None, copies, copies
+    select = backend.vstack([backend.selection(carried, v.dim), -backend.selection([carried[k] for k in signed], v.dim)])
+    unfold = [(k, k, 1) for k in range(len(carried))] + [(k, len(carried) + m, -1) for m, k in enumerate(signed)]
+    decode = backend.from_entries(unfold, (len(carried), len(carried) + len(signed)))
+    negations = [negation_of(copies[k]) for k in signed]
+    after = [positive_part(label) if k in signed else label for k, label in enumerate(copies)]
+    return select, decode, copies + negations, after + [positive_part(label) for label in negations]
+
+
+def _relu_bypass(graph, v, users, needs_bypass):
+    """Users selected by ``needs_bypass`` read ``v`` through a ReLU (App. F.6), as ``_relu_carried``
+    splits the components they read."""
     bypassed = [u for u in users if needs_bypass(u)]
     carried = _carried(v, bypassed)
-    select = backend.selection(carried, v.dim)
-    copies = _copies(v, carried)
-    if v.kind in (RELU, RELUSTATE):
-        carrier = _Carrier(graph, v, graph.relu(graph.linear(v, select, labels=copies), labels=copies), carried)
-    else:
-        negations = [negation_of(label) for label in copies]
-        both = graph.relu(
-            graph.linear(v, backend.vstack([select, -select]), labels=copies + negations),
-            labels=[positive_part(label) for label in copies + negations],
-        )
-        unfold = backend.hstack([backend.eye(len(carried)), backend.eye(len(carried), -1)])
-        carrier = _Carrier(graph, v, both, carried, decode=unfold)
+    select, decode, before, after = _relu_carried(graph, v, carried)
+    carrier = _Carrier(graph, v, graph.relu(graph.linear(v, select, labels=before), labels=after), carried, decode)
     for user in bypassed:
         carrier.read_by(user)
 

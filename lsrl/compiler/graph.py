@@ -86,6 +86,39 @@ def _joined(slots) -> tuple:
     return inputs, picks
 
 
+def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
+    """Components of ``op`` that are ``>= 0`` whenever the components ``inputs_nonnegative`` of its
+    inputs are: ReLUs; sums of those with positive weights and a bias ``>= 0``; products of two;
+    states that start, stay and are driven so."""
+    if op.kind in (RELU, RELUSTATE):
+        return frozenset(range(op.dim))
+    if op.kind == INPUT:
+        return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0)
+    if op.kind == CONCAT:
+        picked = [p in nonnegative for nonnegative, picks in zip(inputs_nonnegative, op.picks) for p in picks]
+        return frozenset(i for i, holds in enumerate(picked) if holds)
+    (source,) = inputs_nonnegative
+    if op.kind == MULTI:
+        return frozenset(i for i in range(op.dim) if i in source and op.dim + i in source)
+
+    def positive_sum(weights, row, allowed) -> bool:
+        return all(w > 0 and j in allowed for j, w in weights.rows.get(row, {}).items())
+
+    def at_least_zero(vector, row) -> bool:
+        return vector.rows.get(row, {}).get(0, 0) >= 0
+
+    drive = op.A if op.kind == LINEAR else op.B
+    candidates = {i for i in range(op.dim) if at_least_zero(op.b, i) and positive_sum(drive, i, source)}
+    if op.kind == LINEAR:
+        return frozenset(candidates)
+    candidates = {i for i in candidates if at_least_zero(op.init, i)}
+    while True:  # a state stays >= 0 if it reads only such states, with positive weights
+        kept = {i for i in candidates if positive_sum(op.A, i, candidates)}
+        if kept == candidates:
+            return frozenset(kept)
+        candidates = kept
+
+
 def _picks_text(picks, width) -> str:
     picks = list(picks)
     if picks == list(range(width)):
@@ -111,6 +144,7 @@ class Graph:
         self.lineage: dict = {}  # program node name -> (topological index, names of its inputs)
         self.ancestry: dict = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
+        self.signs: dict = {}  # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
 
     # ---- construction ---------------------------------------------------------------------
     def add(self, op: Op) -> Op:
@@ -288,6 +322,22 @@ class Graph:
 
     def count(self, rule: str, times: int = 1) -> None:
         self.stats[rule] = self.stats.get(rule, 0) + times
+
+    # ---- what ops hold -------------------------------------------------------------------------
+    def nonnegative(self, op: Op) -> frozenset:
+        """Components of ``op`` that are ``>= 0`` at every step for every input within the Input's
+        declared bounds, as far as signs alone show (``_nonnegative_components``)."""
+        stack = [op]
+        while stack:
+            current = stack[-1]
+            missing = [x for x in current.inputs if x not in self.signs]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            if current not in self.signs:
+                self.signs[current] = _nonnegative_components(current, [self.signs[x] for x in current.inputs])
+        return self.signs[op]
 
     # ---- whole-graph views ------------------------------------------------------------------
     def __len__(self) -> int:

@@ -11,7 +11,7 @@ copy        ``v``, carried past a layer by a bypass (a dummy LinState, a slice, 
 pos         ``ReLU(v)``, the positive part of Eq. (11)
 neg         ``ReLU(-v)``, the negative part of Eq. (11)
 negated     ``-v`` (what a negative part is made of, before its ReLU)
--pos, -neg  ``-ReLU(v)``, ``-ReLU(-v)`` (a sign-split bypass of a value that is itself a part)
+-pos, -neg  ``-ReLU(v)``, ``-ReLU(-v)`` (a part read with weight -1, as in a target's product terms)
 constant    one number at every step, whatever the input: a helper (the ``1`` that carries a
             value through a Multi); ``node, index`` name what it helps
 helper      a unit of a target that helps compute ``v`` but is no function of ``v`` alone (one
