@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 
@@ -5,6 +6,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from lsrl.llrnn import experiment
 from lsrl.llrnn import train as training
 from lsrl.llrnn.cli import llrnn
 from lsrl.llrnn.ring import ring_powers
@@ -156,6 +158,32 @@ def test_cli_experiment_writes_csv_and_markdown(with_stand_in, tmp_path, models,
     assert len((tmp_path / "experiment.csv").read_text().splitlines()) == 1 + 4
     table = (tmp_path / "experiment.md").read_text().splitlines()
     assert len(table) == 2 + 2 and table[2].startswith(f"| {models} | copy |") and "/2 |" in table[2]
+
+
+def test_a_grid_reads_finished_runs_back_and_continues_runs_cut_short(with_stand_in, tmp_path, monkeypatch):
+    """``run_configs`` picks up where a stopped grid was: a run cut short (a checkpoint at step 4 of
+    10) continues to exactly the weights of an uninterrupted run, and a finished run is not trained
+    again (its evaluation is read back)."""
+    config = TrainConfig(**TINY, steps=10, error_threshold=0.9)
+    straight = Trainer(config)
+    straight.run(progress=False)
+    cut_short = Trainer(dataclasses.replace(config, steps=4))
+    cut_short.run(progress=False)
+    cut_short.save(tmp_path / "stand_in-copy-0")
+    (row,) = experiment.run_configs([config], tmp_path, workers=1, progress=False)
+    resumed = Trainer.resume(tmp_path / "stand_in-copy-0")
+    assert resumed.step == 10 and resumed.history == straight.history
+    for (name, a), (_, b) in zip(straight.net.state_dict().items(), resumed.net.state_dict().items()):
+        assert torch.equal(a, b), name
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(experiment, "train", no_training)
+    assert experiment.run_configs([config], tmp_path, workers=1, progress=False) == [row]
+    with pytest.raises(AssertionError, match="trained again"):  # another config in that folder is trained
+        experiment.run_configs([dataclasses.replace(config, learning_rate=1e-2)], tmp_path, workers=1,
+                               progress=False)
 
 
 def test_cli_sample_prints_examples():

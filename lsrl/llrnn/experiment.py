@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from lsrl.llrnn.train import TrainConfig, train
+from lsrl.llrnn.train import SIDECAR, UNREADABLE_CHECKPOINT, TrainConfig, train
 
 EXPERIMENT_DEFAULTS = TrainConfig(max_length=5)  # ~30 min for the full grid on two CPU cores
 EXPERIMENT_MODELS = ("ntm", "pattern_ntm", "multiple_pattern_ntm")
@@ -21,14 +22,39 @@ RESULT_FIELDS = ("model", "task", "seed", "steps", "parameters", "wall_seconds",
                  "train_symbol_error", "train_sequence_error", "test_length", "test_symbol_error", "test_sequence_error")
 
 
+CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much of each run
+
+
 def _experiment_run(config: TrainConfig, folder: Path) -> dict:
-    evaluation = train(config, folder, progress=False, checkpoint_every=0)
+    """Train ``config`` into ``folder``. A run already trained there is read back, and one cut short
+    continues from its last checkpoint, so a grid that was stopped picks up where it was."""
+    steps_done = _steps_saved(config, folder)
+    report = folder / "evaluation.json"
+    if steps_done == config.steps and report.is_file():
+        evaluation = json.loads(report.read_text())
+    else:
+        evaluation = train(config, folder, resume=steps_done is not None, progress=False,
+                           checkpoint_every=CHECKPOINT_EVERY)
     return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
+
+
+def _steps_saved(config: TrainConfig, folder: Path) -> int | None:
+    """Steps of ``config`` (its number of steps aside) in the checkpoint in ``folder``; None when
+    there is none, it is of another config, or it is ahead of ``config``."""
+    if not (folder / SIDECAR).is_file():
+        return None
+    try:
+        state = torch.load(folder / SIDECAR, weights_only=True)
+        saved = dataclasses.replace(TrainConfig(**state["config"]), steps=config.steps)
+    except UNREADABLE_CHECKPOINT:  # trained again from the start
+        return None
+    return state["step"] if saved == config and state["step"] <= config.steps else None
 
 
 def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, progress: bool = True) -> list[dict]:
     """Train every config into ``folder/{model}-{task}-{seed}``, ``workers`` runs at a time (one CPU
-    thread each); one result row per run (``_experiment_run``)."""
+    thread each); one result row per run (``_experiment_run``: finished runs are read back, and runs
+    cut short continue from their checkpoints)."""
     runs = [(config, folder / f"{config.model}-{config.task}-{config.seed}") for config in configs]
     if workers <= 1:
         return [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]

@@ -47,6 +47,9 @@ from lsrl.llrnn.tasks import TASKS, Batch, TapeTask
 TEST_SEED = 20_170_101
 CURRICULA = ("error", "tf")
 WEIGHTS, SIDECAR = "checkpoint.safetensors", "checkpoint.state.pt"
+# what a truncated or foreign checkpoint raises, deep inside pickle, safetensors or torch
+UNREADABLE_CHECKPOINT = (pickle.UnpicklingError, SafetensorError, EOFError, RuntimeError, KeyError, TypeError,
+                         ValueError)
 
 
 class TrainingError(LsrlError):
@@ -462,7 +465,7 @@ class Trainer:
         folder = Path(folder)
         if not (folder / WEIGHTS).is_file() or not (folder / SIDECAR).is_file():
             raise TrainingError(f"{folder}: no checkpoint ({WEIGHTS} and {SIDECAR})")
-        try:  # a truncated or foreign file fails deep inside pickle, safetensors or torch
+        try:
             state = torch.load(folder / SIDECAR, weights_only=True)
             trainer = cls(dataclasses.replace(TrainConfig(**state["config"]), **overrides), model)
             trainer.net.load_state_dict(load_file(folder / WEIGHTS, device=trainer.config.device))
@@ -471,8 +474,7 @@ class Trainer:
             trainer.step, trainer.current_length = state["step"], state["current_length"]
             trainer.recent_errors.extend(state["recent_errors"])
             trainer.history = state["history"]
-        except (pickle.UnpicklingError, SafetensorError, EOFError, RuntimeError, KeyError, TypeError,
-                ValueError) as error:
+        except UNREADABLE_CHECKPOINT as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise TrainingError(f"{folder}: corrupt checkpoint, cannot resume ({reason[:200]})") from None
         return trainer
