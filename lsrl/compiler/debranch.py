@@ -316,7 +316,8 @@ def _relu_carried(graph, v, carried):
     signed = [k for k, c in enumerate(carried) if c not in nonnegative]
     if not signed:
         return backend.selection(carried, v.dim), None, copies, copies
-    select = backend.vstack([backend.selection(carried, v.dim), -backend.selection([carried[k] for k in signed], v.dim)])
+    negated_rows = -backend.selection([carried[k] for k in signed], v.dim)
+    select = backend.vstack([backend.selection(carried, v.dim), negated_rows])
     unfold = [(k, k, 1) for k in range(len(carried))] + [(k, len(carried) + m, -1) for m, k in enumerate(signed)]
     decode = backend.from_entries(unfold, (len(carried), len(carried) + len(signed)))
     negations = [negation_of(copies[k]) for k in signed]
