@@ -6,12 +6,14 @@ Every label must hold (float64, 1e-9 relative, floored at 1) against the interpr
 the program's nodes, and every unit of a listed module must have one.
 """
 
+import json
 import random
 from functools import lru_cache
 
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file, save_file
 
 import lsrl
 from conftest import as_fractions, random_map
@@ -261,6 +263,85 @@ def test_eigen_trace_needs_a_diagonal_model():
     program, model, xs = structured_case("counter_of_counter")
     with pytest.raises(lsrl.LsrlError, match="model.diagonal"):
         eigen_trace(model, xs, exact_layer_values(model, xs))
+
+
+def saved_and_loaded(model, folder):
+    return lsrl.load(model.save(folder))
+
+
+@pytest.mark.parametrize("which", [9, "chain_and_delay"])  # seed 9: a rewritten state at layer 4
+def test_eigenbases_survive_save_and_load_exactly(tmp_path, which):
+    program, model, xs = random_case(which) if isinstance(which, int) else structured_case(which)
+    diagonal = model.diagonal()
+    loaded = saved_and_loaded(diagonal, tmp_path / "diagonal")
+    assert diagonal.eigenbases and loaded.eigenbases.keys() == diagonal.eigenbases.keys()
+    for name, (index, V_inv, drive) in diagonal.eigenbases.items():
+        got = loaded.eigenbases[name]
+        assert got[0] == index and got[1].backend is V_inv.backend is lsrl.numbers.EXACT
+        assert list(got[1].entries()) == list(V_inv.entries()) and list(got[2].entries()) == list(drive.entries())
+    fractions, values = np.array(as_fractions(xs), dtype=object), exact_layer_values(model, xs)
+    want, got = eigen_trace(diagonal, fractions, values), eigen_trace(loaded, fractions, values)
+    assert want.keys() == got.keys() and all(np.array_equal(got[key], want[key]) for key in want)
+    trace = diagonal_trace(program, model, loaded, xs, exact=True)
+    assert label_violations(loaded.labels, exact_layer_values(loaded, xs), trace) == []
+
+
+def test_float_eigenbases_survive_save_and_load(tmp_path):
+    program, model, xs = random_case(1)  # irrational eigenvalues: a numerical float64 eigenbasis
+    diagonal = float_diagonal(model)
+    loaded = saved_and_loaded(diagonal, tmp_path / "diagonal")
+    assert loaded.backend == "float" and loaded.eigenbases.keys() == diagonal.eigenbases.keys()
+    want, got = (diagonal_trace(program, model, d, xs, exact=False) for d in (diagonal, loaded))
+    assert want.keys() == got.keys() and any(key[1] == "mode" for key in want if isinstance(key, tuple))
+    assert all(np.max(np.abs(got[key] - want[key]), initial=0) <= 1e-12 for key in want)
+    assert label_violations(loaded.labels, loaded.trace(xs, check_bounds=False), got, TOLERANCE) == []
+
+
+def test_a_model_that_is_not_diagonal_saves_no_eigenbases(tmp_path):
+    program, model, xs = structured_case("counter_of_counter")
+    folder = model.save(tmp_path / "plain")
+    assert "eigenbases" not in json.loads((folder / "model.json").read_text())
+    with pytest.raises(lsrl.LsrlError, match="model.diagonal"):
+        eigen_trace(lsrl.load(folder), xs, exact_layer_values(model, xs))
+    older = model.diagonal().save(tmp_path / "older")  # a diagonal model written before eigenbases were saved
+    structure = json.loads((older / "model.json").read_text())
+    del structure["eigenbases"]
+    (older / "model.json").write_text(json.dumps(structure))
+    assert not hasattr(lsrl.load(older), "eigenbases")
+
+
+def _pointing_v_inv_at_drive(entry):
+    entry["V_inv"] = entry["drive"]
+
+
+BAD_EIGENBASES = [
+    (_pointing_v_inv_at_drive, r"\(layer 's'\): V_inv must be square"),
+    (lambda entry: entry.pop("index"), r"\(layer 's'\): missing field 'index'"),
+    (lambda entry: entry.update(drive=entry["V_inv"]), r"\(layer 's'\): drive has 2 columns for an input of 1"),
+    (lambda entry: entry.update(index=-1), r"\(layer 's'\): field 'index' must be in"),
+    (lambda entry: entry.update(backend="double"), r"\(layer 's'\): field 'backend': unknown backend"),
+    (lambda entry: entry.update(layer="t"), r"\(layer 't'\): field 'layer' must name a rewritten LinState"),
+    (lambda entry: entry.update(drive=7), r"\(layer 's'\): field 'drive' must be str"),
+]
+
+
+@pytest.mark.parametrize("spoil,message", BAD_EIGENBASES)
+def test_a_bad_eigenbases_entry_names_the_layer(tmp_path, spoil, message):
+    folder = structured_case("counter_of_counter")[1].diagonal().save(tmp_path / "diagonal")
+    structure = json.loads((folder / "model.json").read_text())
+    spoil(structure["eigenbases"][0])
+    (folder / "model.json").write_text(json.dumps(structure))
+    with pytest.raises(lsrl.ModelFileError, match="eigenbases entry 0 " + message):
+        lsrl.load(folder)
+
+
+def test_a_missing_eigenbasis_tensor_names_the_layer_and_field(tmp_path):
+    folder = structured_case("counter_of_counter")[1].diagonal().save(tmp_path / "diagonal")
+    tensors = load_file(str(folder / "weights.safetensors"))
+    del tensors["eigenbases.0.drive.rows"]
+    save_file(tensors, str(folder / "weights.safetensors"))
+    with pytest.raises(lsrl.ModelFileError, match=r"\(layer 's'\): drive: field 'rows'.*missing"):
+        lsrl.load(folder)
 
 
 def not_listed(net, name) -> bool:

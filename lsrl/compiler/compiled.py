@@ -3,7 +3,8 @@
 
 On disk a compiled program is a folder with ``model.json`` (structure) and ``weights.safetensors``
 (weights as sparse COO: ``rows``, ``cols``, float64 ``values``; the exact backend adds numerators
-and denominators, as int64 or, when they do not fit, as big-endian bytes with offsets).
+and denominators, as int64 or, when they do not fit, as big-endian bytes with offsets). A
+``model.diagonal()`` adds its ``eigenbases``: entries in model.json, matrices ``eigenbases.<k>.*``.
 """
 
 from __future__ import annotations
@@ -262,6 +263,8 @@ class CompiledProgram:
         }
         if self.labels is not None:
             structure["entangled"] = sorted(self.entangled)
+        if hasattr(self, "eigenbases"):  # a model.diagonal(): eigen_trace needs them
+            structure["eigenbases"] = _encode_eigenbases(self.eigenbases, tensors)
         (folder / "model.json").write_text(json.dumps(structure, indent=1))
         save_file(tensors, str(folder / "weights.safetensors"))
         return folder
@@ -297,7 +300,51 @@ def load(path) -> CompiledProgram:
     if not all(isinstance(n, str) for n in entangled):
         raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
     model.entangled = frozenset(entangled)
+    if "eigenbases" in structure:  # absent in a model that is not a model.diagonal(), and in older files
+        model.eigenbases = _decode_eigenbases(_field(structure, "eigenbases", list, where), model, tensors, where)
     return model
+
+
+def _encode_eigenbases(eigenbases, tensors) -> list:
+    """``diagonal.eigenbases`` as model.json entries; their matrices are added to ``tensors``."""
+    entries = []
+    for k, (name, (index, V_inv, drive)) in enumerate(eigenbases.items()):
+        keys = {"V_inv": f"eigenbases.{k}.V_inv", "drive": f"eigenbases.{k}.drive"}
+        tensors.update(_encode_matrix(keys["V_inv"], V_inv))
+        tensors.update(_encode_matrix(keys["drive"], drive))  # V^-1 B: computed in V^-1's backend
+        entries.append({"layer": name, "index": index, "backend": V_inv.backend.name, **keys})
+    return entries
+
+
+def _decode_eigenbases(entries, model, tensors, where) -> dict:
+    """``{layer name: (index, V^-1, V^-1 B)}`` from model.json's eigenbases entries, every field checked."""
+    eigenbases = {}
+    names = {layer.name for layer in model.layers}
+    for k, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ModelFileError(f"{where}: eigenbases entry {k} must be a JSON object, got {entry!r}")
+        name = _field(entry, "layer", str, f"{where}: eigenbases entry {k}")
+        at = f"{where}: eigenbases entry {k} (layer '{name}')"
+        # a rewritten LinState keeps its name, or becomes the cascade name.level0, name.level1, ...
+        if name in eigenbases or not {name, f"{name}.level0"} & names:
+            raise ModelFileError(f"{at}: field 'layer' must name a rewritten LinState of the model once, "
+                                 f"got {name!r}")
+        index = _field(entry, "index", int, at)
+        if not 0 <= index < len(model.layers):  # the original model has no more layers than its diagonal form
+            raise ModelFileError(f"{at}: field 'index' must be in 0..{len(model.layers) - 1}, got {index}")
+        try:
+            backend = get_backend(_field(entry, "backend", str, at))
+        except BackendError as error:
+            raise ModelFileError(f"{at}: field 'backend': {error}") from None
+        V_inv, drive = (_decode_matrix(_field(entry, field, str, at), tensors, backend, f"{at}: {field}")
+                        for field in ("V_inv", "drive"))
+        if V_inv.shape2d[0] != V_inv.shape2d[1] or drive.shape2d[0] != V_inv.shape2d[0]:
+            raise ModelFileError(f"{at}: V_inv must be square and drive have its rows, got shapes "
+                                 f"{V_inv.shape2d} and {drive.shape2d}")
+        if index == 0 and drive.shape2d[1] != model.input.dim:  # the first layer's drive reads the input
+            raise ModelFileError(f"{at}: drive has {drive.shape2d[1]} columns for an input of {model.input.dim}")
+        eigenbases[name] = (index, V_inv, drive)
+    return eigenbases
 
 
 def _decode_labels(spec, layer, where):
