@@ -43,3 +43,17 @@ def test_cli_reproduce_writes_table_plot_and_heat_maps(tmp_path):
     for name in ("error_vs_length.png", "ntm-tf_copy-0/memories.png", "ntm-tf_copy-0/addresses.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert not (tmp_path / "gru-tf_copy-0" / "memories.png").exists()  # no memory to show
+
+
+def test_cli_reproduce_finished_only_tables_the_runs_done_and_trains_nothing(tmp_path):
+    torch.set_num_threads(1)
+    grid = ["reproduce", "--preset", "smoke", "--models", "ntm", "--tasks", "tf_copy", "--steps", "2",
+            "--workers", "1", "-o", str(tmp_path)]
+    empty = CliRunner().invoke(llrnn, [*grid, "--seeds", "1", "--finished-only"])
+    assert empty.exit_code != 0 and "no run of this grid has finished yet" in empty.output
+    assert CliRunner().invoke(llrnn, [*grid, "--seeds", "1"]).exit_code == 0
+    result = CliRunner().invoke(llrnn, [*grid, "--seeds", "3", "--finished-only"])
+    assert result.exit_code == 0, result.output
+    assert "| tf_copy | ntm | 1 |" in result.output  # one of the three seeds has finished
+    assert not (tmp_path / "ntm-tf_copy-1").exists()
+    assert len((tmp_path / "reproduction.csv").read_text().splitlines()) == 2

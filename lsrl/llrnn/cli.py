@@ -190,14 +190,17 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
 @click.option("--steps", type=int, default=None, help="override the preset's number of steps")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda")
 @click.option("--workers", type=int, default=2, show_default=True, help="runs in parallel (one CPU thread each)")
+@click.option("--finished-only", is_flag=True,
+              help="train nothing: the table and plot of the runs finished so far in the output folder")
 @click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
               type=click.Path(file_okay=False))
 @one_line_errors
-def reproduce_command(preset_name, models, tasks, seeds, steps, device, workers, out_dir):
-    """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps."""
+def reproduce_command(preset_name, models, tasks, seeds, steps, device, workers, finished_only, out_dir):
+    """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.
+    Run again on the same folder, it picks up where it was stopped."""
     torch.set_num_threads(1)
     overrides = {"device": device} | ({} if steps is None else {"steps": steps})
     rows = run_reproduction(out_dir, preset_name, _names(models, MODELS), _names(tasks, TASKS), range(seeds),
-                            workers=workers, **overrides)
+                            workers=workers, finished_only=finished_only, **overrides)
     click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")

@@ -28,14 +28,20 @@ CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much
 def _experiment_run(config: TrainConfig, folder: Path) -> dict:
     """Train ``config`` into ``folder``. A run already trained there is read back, and one cut short
     continues from its last checkpoint, so a grid that was stopped picks up where it was."""
-    steps_done = _steps_saved(config, folder)
-    report = folder / "evaluation.json"
-    if steps_done == config.steps and report.is_file():
-        evaluation = json.loads(report.read_text())
-    else:
-        evaluation = train(config, folder, resume=steps_done is not None, progress=False,
-                           checkpoint_every=CHECKPOINT_EVERY)
+    finished = finished_row(config, folder)
+    if finished is not None:
+        return finished
+    evaluation = train(config, folder, resume=_steps_saved(config, folder) is not None, progress=False,
+                       checkpoint_every=CHECKPOINT_EVERY)
     return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
+
+
+def finished_row(config: TrainConfig, folder: Path) -> dict | None:
+    """The result row of ``config`` if it was trained to the end in ``folder`` (None otherwise)."""
+    report = folder / "evaluation.json"
+    if _steps_saved(config, folder) != config.steps or not report.is_file():
+        return None
+    return {"model": config.model, "task": config.task, "seed": config.seed, **json.loads(report.read_text())}
 
 
 def _steps_saved(config: TrainConfig, folder: Path) -> int | None:
@@ -51,11 +57,15 @@ def _steps_saved(config: TrainConfig, folder: Path) -> int | None:
     return state["step"] if saved == config and state["step"] <= config.steps else None
 
 
-def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, progress: bool = True) -> list[dict]:
+def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, progress: bool = True,
+                finished_only: bool = False) -> list[dict]:
     """Train every config into ``folder/{model}-{task}-{seed}``, ``workers`` runs at a time (one CPU
     thread each); one result row per run (``_experiment_run``: finished runs are read back, and runs
-    cut short continue from their checkpoints)."""
+    cut short continue from their checkpoints). ``finished_only``: train nothing, the rows of the
+    runs finished so far."""
     runs = [(config, folder / f"{config.model}-{config.task}-{config.seed}") for config in configs]
+    if finished_only:
+        return [row for row in (finished_row(*run) for run in runs) if row is not None]
     if workers <= 1:
         return [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]
     with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 from lsrl.llrnn.experiment import run_configs
-from lsrl.llrnn.train import preset
+from lsrl.llrnn.train import TrainingError, preset
 
 REPRODUCTION_TASKS = ("tf_copy", "tf_repeat_copy", "tf_pattern1", "tf_pattern2", "tf_pattern3", "tf_pattern4",
                       "tf_pattern5", "tf_multiple_pattern3", "tf_multiple_pattern4", "tf_variable_pattern1")
@@ -49,12 +49,16 @@ def reproduction_configs(preset_name: str, models, tasks, seeds, **overrides) ->
 
 
 def run_reproduction(folder, preset_name: str = "tf", models=REPRODUCTION_MODELS, tasks=REPRODUCTION_TASKS,
-                     seeds=(0, 1, 2), workers: int = 2, progress: bool = True, **overrides) -> list[dict]:
-    """Train every model × task × seed with ``preset_name``; write the CSV, the table and the plot."""
+                     seeds=(0, 1, 2), workers: int = 2, progress: bool = True, finished_only: bool = False,
+                     **overrides) -> list[dict]:
+    """Train every model × task × seed with ``preset_name``; write the CSV, the table and the plot.
+    ``finished_only``: train nothing; write them for the runs of the grid finished so far."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     configs = reproduction_configs(preset_name, models, tasks, seeds, **overrides)
-    rows = run_configs(configs, folder, workers, progress)
+    rows = run_configs(configs, folder, workers, progress, finished_only)
+    if not rows:
+        raise TrainingError(f"{folder}: no run of this grid has finished yet")
     write_rows(rows, folder / "reproduction.csv")
     (folder / "reproduction.md").write_text(reproduction_table(rows, preset_name))
     plot_error_vs_length(rows, folder / "error_vs_length.png")
