@@ -163,3 +163,29 @@ def test_pruning_drops_components_that_are_always_zero():
         if layer.kind == "Linear":
             rows_in_use = set(layer.A.rows) | set(layer.b.rows)
             assert rows_in_use == set(range(layer.dim)), layer.name
+
+
+def test_pruning_folds_constant_components_into_their_readers():
+    """``v = [x; 3]``: the ReLU bypass would carry the 3 as a unit of its own; the reader folds it
+    into its bias instead, and the node that held it is no longer patchable."""
+    x = lsrl.Input(1)
+    v = lsrl.Linear(x, [[1], [0]], [0, 3], name="v")
+    program = lsrl.ForEach(lsrl.Linear(lsrl.ReLU(v), [[1, 2]]))
+    model = lsrl.compile(program, progress=False)
+    assert [(layer.kind, layer.dim) for layer in model.layers] == [("Linear", 1), ("ReLU", 1), ("Linear", 1)]
+    assert model.layers[-1].b.rows == {0: {0: 6}}
+    xs = np.array([[Fraction(k, 3)] for k in range(-4, 5)], dtype=object)
+    assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
+    assert "v" not in model.patchable
+
+
+def test_a_state_that_reads_a_constant_state_keeps_it():
+    """``s2`` is 2 from step 1 on but starts at 5; ``s1`` reads it through ``A``, so its first update
+    sees the 5: the constant cannot be folded there (the readers of the output can fold it)."""
+    x = lsrl.Input(1)
+    s = lsrl.LinState(x, [[1, 1], [0, 0]], [[1], [0]], [0, 2], init_state=[0, 5])
+    program = lsrl.ForEach(lsrl.Concat([s[0:1], lsrl.Linear(s, [[0, 1]]) * 1]))
+    model = lsrl.compile(program, progress=False)
+    xs = np.array([[Fraction(k)] for k in range(5)], dtype=object)
+    assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
+    assert [x[0] for x in as_fractions(program(xs, exact=True))] == [5, 8, 12, 17, 23]  # 0 + 5 + x_1 ...

@@ -1,10 +1,11 @@
-"""Stage 3: drop the components of every layer that nothing downstream reads or that are always 0.
+"""Stage 3: drop the components of every layer that nothing downstream reads or that are constant.
 
-Bypasses carry whole vectors, merged LinStates carry every state, and a branch such as ``x * 0``
-leaves rows that are 0 at every step. On the finished path a forward sweep finds the components
-that are 0 whatever the input, a backward liveness sweep finds the output components each layer
-really needs, and a last forward sweep rebuilds the layers with only those rows (and the matching
-columns of the next layer).
+Bypasses carry whole vectors, merged LinStates carry every state, a branch such as ``x * 0``
+leaves rows that are 0 at every step, and a bias carried past layers is a unit that holds one
+number. On the finished path a forward sweep finds the components that are constant whatever the
+input, a backward liveness sweep finds the output components each layer really needs (a reader
+folds a constant into its bias instead of reading it), and a last forward sweep rebuilds the
+layers with only those rows (and the matching columns of the next layer).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from lsrl.compiler.fusion import (
     fuse_linear_linear, fuse_linear_linstate, fuse_linstate_linstate, fuse_stateless_linstate,
 )
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, STATE_KINDS, Graph, Op
+from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph, Op
 from lsrl.errors import LsrlError
 
 
@@ -45,6 +46,27 @@ def _always_zero(layer, zero_in: set) -> set:
         zero = kept
 
 
+def _constants(layer, known: dict, zero: set) -> dict:
+    """Output components of ``layer`` that hold one value at every step (component -> value), given
+    those of its input (``known``) and its always-0 ones (``zero``). A state counts only from step 1
+    on, which is all a reader sees: one whose update does not read the state (``A`` row 0)."""
+    values = dict.fromkeys(zero, 0)
+    if layer.kind == RELU:
+        values.update((i, max(c, 0)) for i, c in known.items())
+    elif layer.kind == MULTI:
+        values.update((i, known[i] * known[layer.dim + i]) for i in range(layer.dim)
+                      if i in known and layer.dim + i in known)
+    else:
+        weights = layer.A if layer.kind == LINEAR else layer.B
+        for i in range(layer.dim):
+            row = weights.rows.get(i, {})
+            if i in values or (layer.kind != LINEAR and layer.A.rows.get(i)) or not row.keys() <= known.keys():
+                continue
+            value = sum((w * known[j] for j, w in row.items()), layer.b.rows.get(i, {}).get(0, 0))
+            values[i] = max(value, 0) if layer.kind == RELUSTATE else value
+    return values
+
+
 def _state_closure(A, rows, zero) -> set:
     """State components that ``rows`` depend on through the recurrence ``A`` (0 ones excepted)."""
     closed, frontier = set(rows), list(rows)
@@ -65,11 +87,12 @@ def _fed_by_rigid_layer(layers, index) -> bool:
     return index < 0 or layers[index].kind in STATE_KINDS
 
 
-def _needed_components(layers, zeros) -> list:
+def _needed_components(layers, zeros, constants) -> list:
     """For each layer, the output components read downstream (at least one, so no layer is empty).
 
-    A component that is always 0 is never read (its readers drop the column), except by a Multi,
-    whose halves must stay paired.
+    A constant component is never read (its reader folds it into its bias), except by a Multi,
+    whose halves must stay paired. A state that other states read stays unless it is always 0:
+    its first value is its initial one.
     """
     needed_by_layer = [None] * len(layers)
     needed = set(range(layers[-1].dim))
@@ -81,34 +104,39 @@ def _needed_components(layers, zeros) -> list:
             needed = _state_closure(layer.A, needed, zeros[index])
         needed = needed or {0}
         needed_by_layer[index] = needed
-        zero_in = zeros[index - 1] if index else set()
+        constant_in = constants[index - 1].keys() if index else set()
         if layer.kind == LINEAR:
-            needed = _columns(layer.A, needed) - zero_in
+            needed = _columns(layer.A, needed) - constant_in
         elif layer.kind in STATE_KINDS:
-            needed = _columns(layer.B, needed) - zero_in
+            needed = _columns(layer.B, needed) - constant_in
         elif layer.kind == MULTI:
             needed = needed | {layer.dim + i for i in needed}
     return needed_by_layer
 
 
-def _rebuilt(layer, previous, previous_live, keep) -> Op:
-    """``layer`` reading ``previous`` (which holds ``previous_live``) with only the rows ``keep``."""
+def _rebuilt(layer, previous, previous_live, keep, folded: dict) -> Op:
+    """``layer`` reading ``previous`` (which holds ``previous_live``) with only the rows ``keep``;
+    the constant inputs ``folded`` (component -> value) that ``previous`` no longer holds are
+    added to the bias."""
     labels = [layer.labels[k] for k in keep]
+    if layer.kind not in (LINEAR, *STATE_KINDS):
+        return Op(layer.kind, [previous], len(keep), layer.name, labels=labels)
+    weights = (layer.A if layer.kind == LINEAR else layer.B).take_rows(keep)
+    shift = [(r, 0, sum(w * folded[j] for j, w in weights.rows.get(r, {}).items() if j in folded))
+             for r in range(len(keep))]
+    shift = [entry for entry in shift if entry[2] != 0]
+    b = layer.b.take_rows(keep) + layer.b.backend.from_entries(shift, (len(keep), 1), is_vector=True)
     if layer.kind == LINEAR:
-        A = layer.A.take_rows(keep).take_columns(previous_live)
-        return Op(LINEAR, [previous], len(keep), layer.name, A=A, b=layer.b.take_rows(keep), labels=labels)
-    if layer.kind in STATE_KINDS:
-        return Op(
-            layer.kind, [previous], len(keep), layer.name,
-            A=layer.A.take_rows(keep).take_columns(keep),
-            B=layer.B.take_rows(keep).take_columns(previous_live),
-            b=layer.b.take_rows(keep), init=layer.init.take_rows(keep), labels=labels,
-        )
-    return Op(layer.kind, [previous], len(keep), layer.name, labels=labels)
+        return Op(LINEAR, [previous], len(keep), layer.name, A=weights.take_columns(previous_live), b=b, labels=labels)
+    return Op(
+        layer.kind, [previous], len(keep), layer.name,
+        A=layer.A.take_rows(keep).take_columns(keep), B=weights.take_columns(previous_live),
+        b=b, init=layer.init.take_rows(keep), labels=labels,
+    )
 
 
 def prune(graph: Graph) -> Graph:
-    """Stage 3: the path ``graph`` rebuilt without unread and always-zero components."""
+    """Stage 3: the path ``graph`` rebuilt without unread and constant components."""
     if not graph.is_path():
         raise LsrlError(f"internal compiler error: prune needs a path, but {graph.name} still branches")
     path = graph.path()
@@ -118,14 +146,16 @@ def prune(graph: Graph) -> Graph:
     pruned.input = previous = pruned.add(
         Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer, labels=start.labels)
     )
-    zeros, zero_in = [], set()
+    zeros, constants, zero_in, known = [], [], set(), {}
     for layer in layers:
         zero_in = _always_zero(layer, zero_in)
+        known = _constants(layer, known, zero_in)
         zeros.append(zero_in)
-        # readers drop always-0 units: a node patched to another value would not reach them
+        constants.append(known)
+        # a state that reads an always-0 one drops it: a patched value would not reach the reader
         pruned.entangled |= {layer.labels[i].node for i in zero_in if layer.labels[i] is not None}
-    previous_live = list(range(start.dim))
-    for layer, needed in zip(layers, _needed_components(layers, zeros) if layers else []):
+    previous_live, previous_constants, previous_labels = list(range(start.dim)), {}, start.labels
+    for layer, needed, known in zip(layers, _needed_components(layers, zeros, constants) if layers else [], constants):
         if layer.kind == RELU:  # element-wise: it keeps whatever its input kept
             keep = previous_live
         elif layer.kind == MULTI:
@@ -134,9 +164,12 @@ def prune(graph: Graph) -> Graph:
                 raise LsrlError(f"internal compiler error: pruning unpaired the halves of {layer.name}")
         else:
             keep = sorted(needed)
+        folded = {j: c for j, c in previous_constants.items() if j not in previous_live}
+        # a node patched to another value would not reach the readers of a folded unit
+        pruned.entangled |= {previous_labels[j].node for j in folded if previous_labels[j] is not None}
         pruned.count("prune_unused", layer.dim - len(keep))
-        previous = pruned.add(_rebuilt(layer, previous, previous_live, keep))
-        previous_live = keep
+        previous = pruned.add(_rebuilt(layer, previous, previous_live, keep, folded))
+        previous_live, previous_constants, previous_labels = keep, known, layer.labels
     pruned.output = previous
     _fuse_layers(pruned)
     return pruned
