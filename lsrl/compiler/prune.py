@@ -58,9 +58,10 @@ def _constants(layer, known: dict, zero: set) -> dict:
                       if i in known and layer.dim + i in known)
     else:
         weights = layer.A if layer.kind == LINEAR else layer.B
+        recurrent = set() if layer.kind == LINEAR else {i for i, row in layer.A.rows.items() if row}
         for i in range(layer.dim):
             row = weights.rows.get(i, {})
-            if i in values or (layer.kind != LINEAR and layer.A.rows.get(i)) or not row.keys() <= known.keys():
+            if i in values or i in recurrent or not row.keys() <= known.keys():
                 continue
             value = sum((w * known[j] for j, w in row.items()), layer.b.rows.get(i, {}).get(0, 0))
             values[i] = max(value, 0) if layer.kind == RELUSTATE else value
