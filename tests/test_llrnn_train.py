@@ -277,6 +277,14 @@ def test_tf_preset_and_curriculum():
     assert trainer.scheduled_length(7999) == 28 and lengths == sorted(lengths)
 
 
+def test_tf_cpu_preset_slows_the_pattern_ring_ntms_on_pattern_tasks_only():
+    rate = lambda model, task, **overrides: training.preset("tf-cpu", model, task, **overrides).learning_rate
+    assert rate("pattern_ntm", "tf_pattern1") == rate("multiple_pattern_ntm", "tf_variable_pattern1") == 3e-4
+    assert rate("pattern_ntm", "tf_copy") == rate("ntm", "tf_pattern1") == rate("lstm", "tf_multiple_pattern4") == 1e-3
+    assert rate("pattern_ntm", "tf_pattern1", learning_rate=5e-3) == 5e-3  # an explicit setting wins
+    assert training.preset("tf", "pattern_ntm", "tf_pattern1").learning_rate == 1e-4
+
+
 def test_a_given_model_is_trained_as_it_is():
     from lsrl.llrnn.explicit import NTM
 
