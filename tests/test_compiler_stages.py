@@ -217,6 +217,61 @@ def test_case_10_bypasses_concats_and_lonely_linears():
     assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_7a"
 
 
+# ---- layers that wait for a later layer of their kind --------------------------------------------
+
+
+def _layer_kinds(model):
+    return "".join({"Linear": "L", "LinState": "S", "ReLU": "R", "Multi": "M"}[layer.kind] for layer in model.layers)
+
+
+def _waiting_compiles(program, monkeypatch):
+    """The program's model, with users waiting and (greedy) without; both exact."""
+    xs = random_inputs(program.input.dim, seed=3)
+    expected = as_fractions(program(xs, exact=True))
+    waited = lsrl.compile(program, progress=False)
+    monkeypatch.setattr(rules, "waiting_users", lambda graph, users: [])
+    greedy = lsrl.compile(program, progress=False)
+    for model in (waited, greedy):
+        assert as_fractions(model(xs, exact=True)) == expected
+    return waited, greedy
+
+
+def test_a_product_for_the_output_waits_for_the_next_multi_layer(monkeypatch):
+    x = lsrl.Input(1, name="x")
+    total = lsrl.LinState(x, [[1]], [[1]], name="total")
+    square = lsrl.Multi(lsrl.Concat([x, x]), name="square")  # needed only at the output
+    program = lsrl.ForEach(lsrl.Concat([square, lsrl.Multi(lsrl.Concat([total, x]))]))
+    graph = prepare(to_graph(program))
+    users = graph.distinct_users(graph.input)
+    assert [u.kind for u in rules.waiting_users(graph, users)] == ["linear"]  # square's gate feed
+    waited, greedy = _waiting_compiles(program, monkeypatch)
+    assert _layer_kinds(greedy) == "LMSLML"  # square first, then the product after the state
+    assert _layer_kinds(waited) == "SLM" and waited.stats["wait_for_later_layer"] >= 1
+
+
+def test_a_relu_for_the_output_waits_for_the_next_relu_layer(monkeypatch):
+    x = lsrl.Input(1, name="x")
+    y = lsrl.Linear(x, [[2], [3]], name="y")  # read twice: no gate feed
+    later = lsrl.ReLU(lsrl.Linear(lsrl.Multi(y), [[1], [-1]]))
+    program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x), y, later]))
+    waited, greedy = _waiting_compiles(program, monkeypatch)
+    assert _layer_kinds(greedy).count("R") == 2
+    assert _layer_kinds(waited).count("R") == 1 and len(waited.layers) < len(greedy.layers)
+
+
+def test_a_product_waits_only_for_the_output_and_beside_no_multi():
+    x = lsrl.Input(2, name="x")
+    total = lsrl.LinState(x, [[1]], [[1, 1]])
+    ahead = lsrl.Multi(lsrl.Concat([total, x[0:1]]))  # a Multi layer below the state
+    square = lsrl.Multi(lsrl.Concat([x[0:1], x[0:1]]))
+    for extra, square_goes_on in (([lsrl.Multi(x)], False), ([], True)):  # a Multi at x / square read by a state
+        values = [lsrl.LinState(square, [[1]], [[1]]) if square_goes_on else square, ahead, *extra]
+        graph = prepare(to_graph(lsrl.ForEach(lsrl.Concat(values))))
+        users = graph.distinct_users(graph.input)
+        assert any(rules._is_gate_feed(graph, u) for u in users)
+        assert rules.waiting_users(graph, users) == []
+
+
 # ---- the preparation fusions --------------------------------------------------------------------
 
 

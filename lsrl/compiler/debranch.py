@@ -343,9 +343,9 @@ def case_7b(graph, v, users):
 
 
 def case_8(graph, v, users):
-    """Lin and Concat users: the Concats read ``v`` through a Slice of the components they read;
-    Case 5B merges it with the other Lins."""
-    concats = [u for u in users if u.kind == CONCAT]
+    """Lin and Concat users: the Concats (and ReLUs that wait for a later ReLU layer) read ``v``
+    through a Slice of the components they read; Case 5B merges it with the other Lins."""
+    concats = [u for u in users if u.kind != LINEAR]
     carried = _carried(v, concats)
     carrier = _Carrier(graph, v, v, carried, decode=graph.backend.selection(carried, v.dim))
     for user in concats:
@@ -365,10 +365,76 @@ def case_10(graph, v, users):
     )
 
 
-def choose_case(graph, v, users):
-    """The App. A case for branching op ``v`` with distinct ``users``."""
-    kinds = {u.kind for u in users}
-    if MULTI in kinds or any(_is_gate_feed(graph, u) for u in users):
+# ---- layers that can wait ---------------------------------------------------------------------
+# The walk is greedy: a Multi or ReLU user makes the next layer a Multi or ReLU layer. When its value
+# only goes on to the output and a layer of its kind lies further down anyway, it waits for that
+# layer (its input carried along like a Concat's), and one layer computes both.
+
+_LOOK_AHEAD = 256  # ops a search below the branching op visits at most: a partner layer is near
+
+
+def _goes_straight_to_output(graph, op) -> bool:
+    """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
+    delays no layer after it."""
+    pending, seen = [op], {op}
+    while pending:
+        current = pending.pop()
+        for user in graph.users[current]:
+            if user.kind not in (LINEAR, CONCAT) or len(seen) > _LOOK_AHEAD:
+                return False
+            if user not in seen:
+                seen.add(user)
+                pending.append(user)
+    return True
+
+
+def _kind_ahead(graph, starts, kind) -> bool:
+    """Whether an op of ``kind`` lies below ``starts`` (within the look-ahead)."""
+    pending, seen = list(starts), set(starts)
+    while pending and len(seen) <= _LOOK_AHEAD:
+        current = pending.pop()
+        if current.kind == kind:
+            return True
+        for user in graph.users[current]:
+            if user not in seen:
+                seen.add(user)
+                pending.append(user)
+    return False
+
+
+def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:
+    """Whether the users ``waiting`` (their values ``value_of(u)``) can wait for a later layer of
+    ``layer_kind``: each value goes straight to the output, such a layer lies below the other users,
+    and one of those is no Concat. The case then applied fuses that user into the next layer, so the
+    walk moves on (beside Concats alone it would rebuild the same Lin forever)."""
+    others = [u for u in users if u not in waiting]
+    return (
+        bool(waiting)
+        and any(u.kind != CONCAT for u in others)
+        and all(_goes_straight_to_output(graph, value_of(u)) for u in waiting)
+        and _kind_ahead(graph, others, layer_kind)
+    )
+
+
+def waiting_users(graph, users) -> list:
+    """The gate feeds and ReLUs among ``users`` that wait for a later Multi or ReLU layer: all of a
+    kind or none (those that cannot wait make the layer now, and the others join it)."""
+    feeds = [u for u in users if _is_gate_feed(graph, u)]
+    relus = [u for u in users if u.kind == RELU]
+    waiting = []
+    if all(u.kind != MULTI for u in users) and _can_wait(graph, users, feeds, MULTI, graph.only_user):
+        waiting += feeds
+    if not any(u.kind == LINEAR and _feeds_one_relu(graph, u) for u in users) and \
+            _can_wait(graph, users, relus, RELU, lambda u: u):
+        waiting += relus
+    return waiting
+
+
+def choose_case(graph, v, users, waiting=()):
+    """The App. A case for branching op ``v`` with distinct ``users``. Users ``waiting`` (see
+    ``waiting_users``) only need ``v`` carried: a gate feed counts as a plain Lin, a ReLU as a Concat."""
+    kinds = {CONCAT if u in waiting and u.kind == RELU else u.kind for u in users}
+    if MULTI in kinds or any(_is_gate_feed(graph, u) and u not in waiting for u in users):
         return case_1a if kinds == {MULTI} else case_1b
     if kinds == {LINSTATE}:
         return case_2
@@ -406,7 +472,10 @@ def debranch_at(graph, v) -> None:
         if relus:
             graph.count("fuse_relu_relu", len(relus))
             return
-    case = choose_case(graph, v, users)
+    waiting = waiting_users(graph, users)
+    if waiting:
+        graph.count("wait_for_later_layer")
+    case = choose_case(graph, v, users, waiting)
     graph.count(case.__name__)
     case(graph, v, users)
 
