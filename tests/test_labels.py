@@ -42,6 +42,7 @@ def test_every_label_of_every_random_program_holds_exactly():
         xs, _ = _two_inputs(seed)
         assert model.label_violations(_generated(seed).program, xs) == [], f"seed {seed}"
         assert [len(layer) for layer in model.labels] == [layer.dim for layer in model.layers]
+        assert all(None not in layer for layer in model.labels), f"seed {seed}: a unit without a label"
         roles.update(label.role for layer in model.labels for label in layer)
     assert set(roles) >= set(COMPILER_ROLES)  # every role is produced somewhere, and checked there
 

@@ -960,7 +960,7 @@ DONE_BY_MERGE_DUPLICATES = {"case_1a", "case_3"}
 def test_every_debranching_case_fires():
     total = _total_stats()
     missing = [c for c in CASES if total.get(c, 0) < 1 and c not in DONE_BY_MERGE_DUPLICATES]
-    assert total.get("merge_duplicates", 0) > 0
+    assert total.get("merge_duplicates", 0) > 0 and total.get("wait_for_later_layer", 0) > 0
     assert not missing, f"cases never fired over {N_SEEDS} random programs: {missing}; totals: {total}"
 
 
