@@ -169,8 +169,10 @@ def test_a_grid_reads_finished_runs_back_and_continues_runs_cut_short(with_stand
     straight.run(progress=False)
     cut_short = Trainer(dataclasses.replace(config, steps=4))
     cut_short.run(progress=False)
+    cut_short.training_seconds = 1000.0  # as if the first part had taken that long
     cut_short.save(tmp_path / "stand_in-copy-0")
     (row,) = experiment.run_configs([config], tmp_path, workers=1, progress=False)
+    assert 1000 <= row["wall_seconds"] < 1000 + 600  # both parts counted (the second takes milliseconds)
     resumed = Trainer.resume(tmp_path / "stand_in-copy-0")
     assert resumed.step == 10 and resumed.history == straight.history
     for (name, a), (_, b) in zip(straight.net.state_dict().items(), resumed.net.state_dict().items()):
@@ -226,13 +228,17 @@ def test_the_paper_erase_matrix_starts_switched_off():
 
 @pytest.mark.parametrize("name", sorted(training.MODELS))
 def test_every_untrained_model_runs_1000_steps_without_overflow(name):
-    """Default initialisation and options, float32 (memory 32 × 8, controller 24, pattern rings 8)."""
+    """Default initialisation and options, float32 (memory 32 × 8, controller 24, pattern rings 8);
+    the ReLU RNNs, cheap to run, over 25 initialisations (drawn as the others, 13 and 23 of them
+    made the higher-order RNN overflow)."""
     config = TrainConfig(model=name, controller_dim=24, memory_width=8, symbol_dim=8, pattern_slots=8)
-    model = training.MODELS[name](config, 10, 32, dtype=torch.float32, device="cpu")
     inputs = torch.nn.functional.one_hot(torch.randint(10, (1, 1000), generator=torch.Generator().manual_seed(0)))
-    with torch.no_grad():
-        states = model(inputs.float())
-    assert torch.isfinite(states).all() and states.abs().max() < 1e3, states.abs().max()
+    for seed in range(25) if name in ("second_order", "multiplicative", "higher_order") else (0,):
+        torch.manual_seed(seed)
+        model = training.MODELS[name](config, 10, 32, dtype=torch.float32, device="cpu")
+        with torch.no_grad():
+            states = model(inputs.float())
+        assert torch.isfinite(states).all() and states.abs().max() < 1e3, (seed, states.abs().max())
 
 
 @pytest.mark.parametrize("name", sorted(training.MODELS))

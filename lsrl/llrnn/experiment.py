@@ -28,20 +28,26 @@ CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much
 def _experiment_run(config: TrainConfig, folder: Path) -> dict:
     """Train ``config`` into ``folder``. A run already trained there is read back, and one cut short
     continues from its last checkpoint, so a grid that was stopped picks up where it was."""
-    finished = finished_row(config, folder)
-    if finished is not None:
-        return finished
-    evaluation = train(config, folder, resume=_steps_saved(config, folder) is not None, progress=False,
-                       checkpoint_every=CHECKPOINT_EVERY)
-    return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
+    steps = _steps_saved(config, folder)
+    if _finished(config, folder, steps):
+        return _row(config, json.loads((folder / "evaluation.json").read_text()))
+    evaluation = train(config, folder, resume=steps is not None, progress=False, checkpoint_every=CHECKPOINT_EVERY)
+    return _row(config, evaluation)
 
 
 def finished_row(config: TrainConfig, folder: Path) -> dict | None:
     """The result row of ``config`` if it was trained to the end in ``folder`` (None otherwise)."""
-    report = folder / "evaluation.json"
-    if _steps_saved(config, folder) != config.steps or not report.is_file():
+    if not _finished(config, folder, _steps_saved(config, folder)):
         return None
-    return {"model": config.model, "task": config.task, "seed": config.seed, **json.loads(report.read_text())}
+    return _row(config, json.loads((folder / "evaluation.json").read_text()))
+
+
+def _finished(config: TrainConfig, folder: Path, steps_saved: int | None) -> bool:
+    return steps_saved == config.steps and (folder / "evaluation.json").is_file()
+
+
+def _row(config: TrainConfig, evaluation: dict) -> dict:
+    return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
 
 
 def _steps_saved(config: TrainConfig, folder: Path) -> int | None:

