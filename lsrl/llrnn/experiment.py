@@ -28,7 +28,7 @@ CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much
 def _experiment_run(config: TrainConfig, folder: Path) -> dict:
     """Train ``config`` into ``folder``. A run already trained there is read back, and one cut short
     continues from its last checkpoint, so a grid that was stopped picks up where it was."""
-    steps = _steps_saved(config, folder)
+    steps = _steps_saved(config, folder)  # the checkpoint is read once
     if _finished(config, folder, steps):
         return _row(config, json.loads((folder / "evaluation.json").read_text()))
     evaluation = train(config, folder, resume=steps is not None, progress=False, checkpoint_every=CHECKPOINT_EVERY)
