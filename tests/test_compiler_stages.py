@@ -16,6 +16,7 @@ import pytest
 import lsrl
 from conftest import as_fractions
 from lsrl.compiler import debranch, prepare, prune, to_graph, to_layers
+from lsrl.compiler.graph import CONCAT, Op
 from lsrl.programs import discrete_approximator
 
 rules = importlib.import_module("lsrl.compiler.debranch")  # the module; lsrl.compiler.debranch is the stage
@@ -270,6 +271,22 @@ def test_a_product_waits_only_for_the_output_and_beside_no_multi():
         users = graph.distinct_users(graph.input)
         assert any(rules._is_gate_feed(graph, u) for u in users)
         assert rules.waiting_users(graph, users) == []
+
+
+def test_products_and_relus_do_not_wait_on_each_other_beside_concats_alone():
+    x = lsrl.Input(1, name="x")
+    program = lsrl.ForEach(lsrl.Concat([lsrl.Multi(lsrl.Concat([x, x])), lsrl.ReLU(x)]))
+    graph = prepare(to_graph(program))
+    v = graph.input
+    gather = graph.add(Op(CONCAT, [v], 1, picks=[[0]]))  # a Concat of x alone, as the walk meets them
+    below = graph.linear(gather, graph.backend.from_entries([(0, 0, 1), (1, 0, 3)], (2, 1)))
+    graph.multi(below), graph.relu(below)  # a Multi and a ReLU layer further down
+    users = graph.distinct_users(v)
+    feeds = [u for u in users if rules._is_gate_feed(graph, u)]
+    relus = [u for u in users if u.kind == "relu"]
+    assert rules._can_wait(graph, users, feeds, "multi", graph.only_user)  # each could wait, the other
+    assert rules._can_wait(graph, users, relus, "relu", lambda u: u)  # moving the walk on
+    assert rules.waiting_users(graph, users) == []  # both waiting would leave the Concat alone
 
 
 # ---- the preparation fusions --------------------------------------------------------------------
