@@ -345,10 +345,10 @@ def case_7b(graph, v, users):
 def case_8(graph, v, users):
     """Lin and Concat users: the Concats (and ReLUs that wait for a later ReLU layer) read ``v``
     through a Slice of the components they read; Case 5B merges it with the other Lins."""
-    concats = [u for u in users if u.kind != LINEAR]
-    carried = _carried(v, concats)
+    not_lins = [u for u in users if u.kind != LINEAR]
+    carried = _carried(v, not_lins)
     carrier = _Carrier(graph, v, v, carried, decode=graph.backend.selection(carried, v.dim))
-    for user in concats:
+    for user in not_lins:
         carrier.read_by(user)
 
 
@@ -373,33 +373,29 @@ def case_10(graph, v, users):
 _LOOK_AHEAD = 256  # ops a search below the branching op visits at most: a partner layer is near
 
 
+def _below(graph, starts):
+    """``starts``, then the ops below them, breadth first; ``None`` last if the look-ahead ran out."""
+    queue, seen = list(starts), set(starts)
+    for current in queue:
+        if len(seen) > _LOOK_AHEAD:
+            yield None
+            return
+        yield current
+        for user in graph.users[current]:
+            if user not in seen:
+                seen.add(user)
+                queue.append(user)
+
+
 def _goes_straight_to_output(graph, op) -> bool:
     """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
     delays no layer after it."""
-    pending, seen = [op], {op}
-    while pending:
-        current = pending.pop()
-        for user in graph.users[current]:
-            if user.kind not in (LINEAR, CONCAT) or len(seen) > _LOOK_AHEAD:
-                return False
-            if user not in seen:
-                seen.add(user)
-                pending.append(user)
-    return True
+    return all(x is op or (x is not None and x.kind in (LINEAR, CONCAT)) for x in _below(graph, [op]))
 
 
 def _kind_ahead(graph, starts, kind) -> bool:
     """Whether an op of ``kind`` lies below ``starts`` (within the look-ahead)."""
-    pending, seen = list(starts), set(starts)
-    while pending and len(seen) <= _LOOK_AHEAD:
-        current = pending.pop()
-        if current.kind == kind:
-            return True
-        for user in graph.users[current]:
-            if user not in seen:
-                seen.add(user)
-                pending.append(user)
-    return False
+    return any(x is not None and x.kind == kind for x in _below(graph, starts))
 
 
 def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:

@@ -29,25 +29,23 @@ def _experiment_run(config: TrainConfig, folder: Path) -> dict:
     """Train ``config`` into ``folder``. A run already trained there is read back, and one cut short
     continues from its last checkpoint, so a grid that was stopped picks up where it was."""
     steps = _steps_saved(config, folder)  # the checkpoint is read once
-    if _finished(config, folder, steps):
-        return _row(config, json.loads((folder / "evaluation.json").read_text()))
+    finished = _finished_row(config, folder, steps)
+    if finished is not None:
+        return finished
     evaluation = train(config, folder, resume=steps is not None, progress=False, checkpoint_every=CHECKPOINT_EVERY)
-    return _row(config, evaluation)
+    return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
 
 
 def finished_row(config: TrainConfig, folder: Path) -> dict | None:
     """The result row of ``config`` if it was trained to the end in ``folder`` (None otherwise)."""
-    if not _finished(config, folder, _steps_saved(config, folder)):
+    return _finished_row(config, folder, _steps_saved(config, folder))
+
+
+def _finished_row(config: TrainConfig, folder: Path, steps_saved: int | None) -> dict | None:
+    report = folder / "evaluation.json"
+    if steps_saved != config.steps or not report.is_file():
         return None
-    return _row(config, json.loads((folder / "evaluation.json").read_text()))
-
-
-def _finished(config: TrainConfig, folder: Path, steps_saved: int | None) -> bool:
-    return steps_saved == config.steps and (folder / "evaluation.json").is_file()
-
-
-def _row(config: TrainConfig, evaluation: dict) -> dict:
-    return {"model": config.model, "task": config.task, "seed": config.seed, **evaluation}
+    return {"model": config.model, "task": config.task, "seed": config.seed, **json.loads(report.read_text())}
 
 
 def _steps_saved(config: TrainConfig, folder: Path) -> int | None:
