@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from lsrl.errors import SequenceError
+from lsrl.errors import DimensionError, SequenceError
 from lsrl.llrnn.explicit import (
     ALL_STABILISERS,
     PAPER_LITERAL,
@@ -19,7 +19,7 @@ from lsrl.llrnn.explicit import (
     PolynomialStepNTM,
     SecondOrderRNN,
 )
-from lsrl.llrnn.ring import apply_powers, reflection, rotation, word_counts, word_operator
+from lsrl.llrnn.ring import apply_powers, reflection, rotation, sharpen, word_counts, word_operator
 
 D = torch.float64
 
@@ -446,6 +446,36 @@ def test_sharpening_raises_the_moved_address_to_gamma():
     r = torch.tensor([0.75, 0.25, 0, 0], dtype=D)
     moved = model.parts(model.step(model.pack(r=r), torch.zeros(1, 1, dtype=D)))["r"][0]
     assert torch.allclose(moved, torch.tensor([0.9, 0.1, 0, 0], dtype=D), atol=1e-5)
+
+
+def test_sharpening_by_a_large_gamma_gives_the_largest_position_not_nan():
+    """Float32 powers (a + 1e-6)^gamma all underflow to 0 once gamma is in the hundreds; the sharpened
+    address must still be the one-hot of the largest entry (its limit), and stay exact at gamma = 2."""
+    address = torch.tensor([[0.5, 0.3, 0.2, 0.0]])
+    for gamma in (300.0, 5e4):
+        sharpened = sharpen(address, torch.tensor([[gamma]]))
+        assert torch.isfinite(sharpened).all() and torch.equal(sharpened, basis(4, 0).float()[None])
+    floor = address.double() + 1e-6
+    expected = floor**2 / (floor**2).sum()
+    assert torch.allclose(sharpen(address.double(), torch.tensor([[2.0]], dtype=D)), expected, rtol=1e-12)
+    signed = torch.tensor([[0.8, -0.2, 0.4]], dtype=D) - 1e-6  # a signed address keeps its signs
+    assert torch.allclose(sharpen(signed, torch.tensor([[3.0]], dtype=D)), torch.tensor([[0.512, -0.008, 0.064]], dtype=D) / 0.568)
+
+
+@pytest.mark.parametrize("controller, squash", [("relu", torch.relu), ("tanh", torch.tanh)])
+def test_the_controller_activation_is_relu_or_tfs_tanh(controller, squash):
+    """h0' = act(M r + H h0 + U x + B) with only the bias set: ReLU keeps 3 and clips -2; tanh squashes both."""
+    model = NTM(1, 2, 3, powers=(0, 1), controller=controller)
+    silence(model)
+    with torch.no_grad():
+        model.B.copy_(torch.tensor([3.0, -2.0], dtype=D))
+    h0 = model.parts(model.step(model.initial_state(1), torch.zeros(1, 1, dtype=D)))["h0"][0]
+    assert torch.equal(h0, squash(torch.tensor([3.0, -2.0], dtype=D)))
+
+
+def test_an_unknown_controller_activation_is_refused():
+    with pytest.raises(DimensionError, match="controller must be one of"):
+        NTM(1, 2, 3, controller="sigmoid")
 
 
 def test_content_addressing_finds_the_column_matching_the_key():

@@ -31,7 +31,7 @@ RING_MACHINES = {
     "dihedral_polynomial_step_ntm": lambda **o: explicit.DihedralPolynomialStepNTM(3, 4, 5, 3, **o),
 }
 # every variant: the paper's, the defaults (Eq. (2.13) erase, softmax over pattern contents), the two
-# crossed, each TF stabiliser alone (the gate acts on the pattern models only), and all of them with the
+# crossed, each TF stabiliser alone (the gate acts on the pattern models only; tanh: TF's controller), and all of them with the
 # defaults and with the paper-literal erase and contents
 FORM_VARIANTS = {
     "paper": explicit.PAPER_LITERAL,
@@ -41,6 +41,7 @@ FORM_VARIANTS = {
     "gate": {"gate": True},
     "sharpen": {"sharpen": True},
     "content_addressing": {"content_addressing": True},
+    "tanh_controller": {"controller": "tanh"},
     "all_stabilisers": explicit.ALL_STABILISERS,
     "all_stabilisers_paper": {**explicit.PAPER_LITERAL, **explicit.ALL_STABILISERS},
 }
@@ -197,12 +198,12 @@ def test_the_stabilisers_outside_linear_logic_are_steps_around_the_masters():
 
 
 OPTIONS = {"erase": ("location", "matrix"), "content_softmax": (True, False), "gate": (False, True),
-           "sharpen": (False, True), "content_addressing": (False, True)}
+           "sharpen": (False, True), "content_addressing": (False, True), "controller": ("relu", "tanh")}
 
 
 @pytest.mark.parametrize("name", ["pattern_ntm_small_pattern_ring", "dihedral_ntm"])
 def test_every_combination_of_the_options_has_an_equal_llrnn_form(name):
-    """All 32 combinations of the five options (the tests above take each alone and all together)."""
+    """All 64 combinations of the six options (the tests above take each alone and all together)."""
     for values in itertools.product(*OPTIONS.values()):
         options = dict(zip(OPTIONS, values))
         torch.manual_seed(3)

@@ -241,6 +241,28 @@ def test_every_untrained_model_runs_1000_steps_without_overflow(name):
         assert torch.isfinite(states).all() and states.abs().max() < 1e3, (seed, states.abs().max())
 
 
+@pytest.mark.parametrize("name", ["ntm", "pattern_ntm", "multiple_pattern_ntm", "graves_ntm"])
+def test_tfs_tanh_controller_keeps_grown_weights_from_overflowing(name):
+    """Weights three times their initial scale, as training grows them: with the paper's ReLU controller
+    the controller, its ReLU writes and the memory it reads back feed each other (in training on TF's
+    variable pattern 1 they turned NaN); TF's tanh bounds the controller and so every write."""
+    inputs = torch.nn.functional.one_hot(torch.randint(10, (1, 300), generator=torch.Generator().manual_seed(0)))
+    largest = {}
+    for controller in ("relu", "tanh"):
+        config = TrainConfig(model=name, controller_dim=24, memory_width=8, symbol_dim=8, pattern_slots=8,
+                             controller=controller, sharpen=True, gate=True)
+        largest[controller] = []
+        for seed in range(3):
+            torch.manual_seed(seed)
+            model = training.MODELS[name](config, 10, 32, dtype=torch.float32, device="cpu")
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    parameter.mul_(3)
+                largest[controller].append(model(inputs.float()).abs().max().item())
+    assert all(value < 100 for value in largest["tanh"]), largest
+    assert not all(value < 1e6 for value in largest["relu"]), largest  # nan compares False: counted as overflow
+
+
 @pytest.mark.parametrize("name", sorted(training.MODELS))
 def test_every_model_trains_from_python(name):
     """A few steps on one fixed batch of a TF task: the loss is finite and goes down."""
@@ -276,6 +298,8 @@ def test_tf_preset_and_curriculum():
     config = training.preset("tf", "pattern_ntm", "tf_variable_pattern1")
     assert (config.controller_dim, config.slots, config.memory_width, config.batch_size) == (100, 128, 20, 250)
     assert (config.min_length, config.max_length, config.test_lengths) == (8, 28, (33, 58, 98))
+    assert config.controller == training.preset("tf-cpu", "ntm", "tf_copy").controller == "tanh"  # TF's h' = tanh(...)
+    assert Trainer(training.preset("tf-cpu", "ntm", "tf_copy", steps=0)).net.model.stabilisers.controller == "tanh"
     trainer = Trainer(training.preset("tf", "ntm", "tf_copy"))  # 8000 steps: not run here
     # TF: 200 epochs, N 30, min ℓ 7 -> band 4; max ℓ reaches 30 at epoch 92 (contents: 5 .. 28)
     lengths = [trainer.scheduled_length(epoch * 40) for epoch in range(200)]

@@ -25,7 +25,8 @@ runs in stages, each master still a linear-logic term:
 
 with every command, data vector and ``|∅⟩_h~`` computed once, from ``h~`` after ``before``, and every
 step reading the previous controller state h_0. Without such steps and ``master_addr`` the step is
-Eq. (3.1) as it stands.
+Eq. (3.1) as it stands. ``activation="tanh"`` replaces the ReLU of the controller by the TF code's tanh
+(it only acts on the controller: every other component of ``inside`` is 0, which both maps to 0).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Commands:
     dirac_of_sum: bool = False
 
 
-ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "identity": lambda z: z}
+ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "identity": lambda z: z}
 
 
 @dataclass(frozen=True)
@@ -165,9 +166,12 @@ class LLRNN(nn.Module):
     def __init__(self, state: StateSpace, input_dim: int, *, master_in: Term | None = None,
                  master_out: Term | None = None, commands=(), data=(), input_space: Space | None = None,
                  reads_state: bool = False, controller: str | None = None, learned=None, constants=None,
-                 master_addr: Term | None = None, scratch=(), before=(), between=(),
+                 master_addr: Term | None = None, scratch=(), before=(), between=(), activation: str = "relu",
                  dtype=torch.float64, device=None):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise LogicError(f"unknown controller activation {activation!r}; known: {sorted(ACTIVATIONS)}")
+        self.activation = ACTIVATIONS[activation]  # of ``Z_in(h) + H h + U x + B``: ReLU in the paper
         self.state, self.input_dim = state, input_dim
         self.scratch = tuple(scratch)  # the last components of ``state``: working space of one step, not carried
         if self.scratch and tuple(state.components)[-len(self.scratch):] != self.scratch:
@@ -291,7 +295,7 @@ class LLRNN(nn.Module):
         if self.controller is not None:
             drive = self.state.place(self.controller, drive)
         inside = drive + operators["in"](h) if "in" in operators else drive
-        h_next = torch.relu(inside)
+        h_next = self.activation(inside)
         h_next = h_next + operators["out"](h) if "out" in operators else h_next
         return h_next[..., :self.state_dim] if self.scratch else h_next
 

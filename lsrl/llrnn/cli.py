@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from lsrl.cli_errors import one_line_errors
 from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
-from lsrl.llrnn.explicit import ERASES
+from lsrl.llrnn.explicit import CONTROLLERS, ERASES
 from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
 from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, TrainConfig, preset, train
 
@@ -99,6 +99,8 @@ def training_options(defaults: TrainConfig):
                      help="sharpen addresses with a learned exponent (TF)"),
         click.option("--content-addressing/--no-content-addressing", default=defaults.content_addressing,
                      show_default=True, help="content-based addressing with key strength (Graves et al.)"),
+        click.option("--controller", type=click.Choice(list(CONTROLLERS)), default=defaults.controller,
+                     show_default=True, help="the NTMs' controller activation: relu (paper) or tanh (TF)"),
         click.option("--device", default=defaults.device, show_default=True, callback=_device,
                      help="cpu, cuda or cuda:N"),
         click.option("--compile/--no-compile", default=defaults.compile, show_default=True,

@@ -257,11 +257,12 @@ def word_moves(N: int, words) -> torch.Tensor:
 
 
 ERASES = ("location", "matrix")
+CONTROLLERS = {"relu": torch.relu, "tanh": torch.tanh}
 
 # The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).
 PAPER_LITERAL = {"erase": "matrix", "content_softmax": False}
-ALL_STABILISERS = {"gate": True, "sharpen": True, "content_addressing": True}  # with the defaults: TF's NTMs
+ALL_STABILISERS = {"gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh"}  # TF's NTMs
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,9 @@ class Stabilisers:
     - ``content_addressing``: before its move a controller head's address is interpolated with the
       content weighting ``softmax(beta cos(k, M_{.,i}))`` of the key ``k = W_k h0 + B_k``, key strength
       ``beta = softplus(W_beta h0 + B_beta)`` and gate ``sigmoid(W_i h0 + B_i)`` (Graves et al., Sec. 3.3).
+    - ``controller="tanh"``: the TF code's ``h0' = tanh(...)`` instead of the paper's ReLU. A ReLU
+      controller is unbounded, and with it the ReLU add vectors it writes and the memory it reads
+      back: in training on TF's variable pattern 1 it reached 7,600 (memory 9,600) within 25 steps.
     """
 
     erase: str = "location"
@@ -289,10 +293,13 @@ class Stabilisers:
     gate: bool = False
     sharpen: bool = False
     content_addressing: bool = False
+    controller: str = "relu"
 
     def __post_init__(self):
         if self.erase not in ERASES:
             raise DimensionError(f"erase must be one of {ERASES}, got {self.erase!r}")
+        if self.controller not in CONTROLLERS:
+            raise DimensionError(f"controller must be one of {tuple(CONTROLLERS)}, got {self.controller!r}")
 
 
 class RingMachine(RecurrentModel):
@@ -312,7 +319,7 @@ class RingMachine(RecurrentModel):
         h0' = ReLU(Q M_1(r_1) + H h0 + U x + B)      (Q = identity when there is no symbol space).
 
     ``stabilisers`` (keyword options ``erase``, ``content_softmax``, ``gate``, ``sharpen``,
-    ``content_addressing``; see ``Stabilisers``) choose the TF code's variants; ``PAPER_LITERAL``
+    ``content_addressing``, ``controller``; see ``Stabilisers``) choose the TF code's variants; ``PAPER_LITERAL``
     gives the paper's own equations.
     """
 
@@ -442,7 +449,7 @@ class RingMachine(RecurrentModel):
     def step_parts(self, parts, x):
         h0, first = parts["h0"], self.rings[0].label
         symbol = read(parts, first) if self.Q is None else read(parts, first) @ self.Q.T
-        new = {"h0": torch.relu(symbol + self.elman(h0, x))}
+        new = {"h0": CONTROLLERS[self.stabilisers.controller](symbol + self.elman(h0, x))}
         for ring in self.rings:
             new |= self.ring_step(ring, parts, h0)
         return new

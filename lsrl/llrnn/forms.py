@@ -199,7 +199,7 @@ def _ring_machine(model, factory):
     cell = LLRNN(state, model.input_dim, master_in=master(summands_in), master_out=master(summands_out),
                  master_addr=master(summands_addr), scratch=tuple(scratch), before=before, between=between,
                  commands=commands, data=data, reads_state=True, controller="h0", learned=learned,
-                 constants=constants, **factory)
+                 constants=constants, activation=options.controller, **factory)
     return cell, _ring_machine_weights(cell, model)
 
 

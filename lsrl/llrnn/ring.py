@@ -113,8 +113,14 @@ SHARPEN_FLOOR = 1e-6  # added before raising to gamma, as in the TF code: keeps 
 
 def sharpen(address: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     """``(a + 1e-6)^gamma / sum`` over the positions (..., N), ``gamma`` (..., 1): a power and a
-    normalisation, neither of them linear."""
-    powered = (address + SHARPEN_FLOOR) ** gamma
+    normalisation, neither of them linear. The entries are divided by the largest magnitude first
+    (which cancels in the ratio): unscaled, every power underflows to 0 once ``gamma`` is large
+    (float32: ``0.5^150`` is 0) and the ratio is 0 / 0; scaled, the largest stays 1. A negative entry
+    (the paper's linear pattern contents can move ring 1's address to one) is powered by its magnitude
+    and keeps its sign, where a real power of it would be NaN."""
+    floored = address + SHARPEN_FLOOR
+    scaled = floored / floored.abs().amax(-1, keepdim=True)
+    powered = scaled.sign() * scaled.abs() ** gamma
     return powered / powered.sum(-1, keepdim=True)
 
 
