@@ -288,6 +288,16 @@ def test_cli_trains_any_model_with_a_preset(name, tmp_path):
     assert evaluation["parameters"] == Trainer.resume(tmp_path).parameter_count
 
 
+@pytest.mark.parametrize("controller", ["relu", "tanh"])
+def test_cli_sets_the_controller_activation_over_a_preset(controller, tmp_path):
+    result = CliRunner().invoke(llrnn, ["train", "--preset", "tf-cpu", "--model", "ntm", "--task", "tf_copy",
+                                        "--controller", controller, "--steps", "0", "--controller-dim", "8",
+                                        "--slots", "8", "--max-length", "6", "--test-lengths", "7",
+                                        "--no-compile", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert Trainer.resume(tmp_path).net.model.stabilisers.controller == controller
+
+
 def test_baselines_match_the_ntms_parameter_count():
     ntm, lstm, gru = (Trainer(training.preset("tf", name, "tf_copy", steps=0)).parameter_count
                       for name in ("ntm", "lstm", "gru"))

@@ -46,6 +46,8 @@ The TF code's other stabilisers:
   ``master^out`` (terms) then read them linearly: ``inj_wi(proj_wi' h) + inj_ri(proj_ri' h)`` and the memory
   summands above with ``proj_wi' h`` for the new write address (Eq. (2.13)) or ``proj_wi h`` (Sec. 3.2).
   The scratch components are not carried from step to step: the state is the explicit model's.
+- TF's **tanh controller** replaces the cell's ReLU by tanh (``LLRNN(activation="tanh")``): the masters
+  are unchanged.
 """
 
 from __future__ import annotations
