@@ -5,6 +5,7 @@ from click.testing import CliRunner
 
 from lsrl.llrnn.cli import llrnn
 from lsrl.llrnn.reproduce import medians, reproduction_table, target
+from lsrl.llrnn.train import Trainer
 
 
 def row(model, task, seed, errors, train=0.0):
@@ -57,3 +58,17 @@ def test_cli_reproduce_finished_only_tables_the_runs_done_and_trains_nothing(tmp
     assert "| tf_copy | ntm | 1 |" in result.output  # one of the three seeds has finished
     assert not (tmp_path / "ntm-tf_copy-1").exists()
     assert len((tmp_path / "reproduction.csv").read_text().splitlines()) == 2
+
+
+def test_cli_reproduce_overrides_the_presets_schedule(tmp_path):
+    """A grid with --schedule cosine is another grid: its runs keep that setting, and the constant-rate
+    runs of the same folder are not counted as its finished ones."""
+    torch.set_num_threads(1)
+    grid = ["reproduce", "--preset", "smoke", "--models", "ntm", "--tasks", "tf_copy", "--steps", "2",
+            "--workers", "1", "--seeds", "1", "-o", str(tmp_path)]
+    assert CliRunner().invoke(llrnn, grid).exit_code == 0
+    cosine = CliRunner().invoke(llrnn, [*grid, "--schedule", "cosine", "--finished-only"])
+    assert cosine.exit_code != 0 and "no run of this grid has finished yet" in cosine.output
+    assert CliRunner().invoke(llrnn, [*grid, "--schedule", "cosine"]).exit_code == 0
+    assert Trainer.resume(tmp_path / "ntm-tf_copy-0").config.schedule == "cosine"
+

@@ -130,6 +130,21 @@ def test_unknown_names_and_missing_checkpoints_are_training_errors(tmp_path):
         Trainer(TrainConfig(model="nope"))
     with pytest.raises(TrainingError, match="no checkpoint"):
         Trainer.resume(tmp_path)
+    with pytest.raises(TrainingError, match="unknown learning rate schedule 'linear'"):
+        Trainer(TrainConfig(schedule="linear"))
+
+
+def test_the_cosine_schedule_sets_the_optimisers_rate_each_step(with_stand_in):
+    trainer = Trainer(TrainConfig(**TINY, steps=4, schedule="cosine"))
+    rates = []
+    for _ in range(4):
+        trainer.train_step()
+        rates.append(trainer.optimizer.param_groups[0]["lr"])
+    lr = TINY["learning_rate"]
+    assert rates == pytest.approx([lr, lr * (2 + 2**0.5) / 4, lr / 2, lr * (2 - 2**0.5) / 4], rel=1e-12)
+    constant = Trainer(TrainConfig(**TINY, steps=4))
+    constant.train_step()
+    assert constant.optimizer.param_groups[0]["lr"] == lr
 
 
 def test_cli_trains_resumes_and_reports_errors_in_one_line(tmp_path):

@@ -16,7 +16,7 @@ from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
 from lsrl.llrnn.explicit import CONTROLLERS, ERASES
 from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
-from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, TrainConfig, preset, train
+from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, SCHEDULES, TrainConfig, preset, train
 
 
 def _names(text: str, known) -> tuple[str, ...]:
@@ -69,6 +69,8 @@ def training_options(defaults: TrainConfig):
                      show_default=True),
         click.option("--lr", "learning_rate", type=click.FloatRange(min=0, min_open=True),
                      default=defaults.learning_rate, show_default=True),
+        click.option("--schedule", type=click.Choice(SCHEDULES), default=defaults.schedule, show_default=True,
+                     help="learning rate over the steps: constant, or cosine (down to 0 at the last step)"),
         click.option("--clip", type=click.FloatRange(min=0, min_open=True), default=defaults.clip, show_default=True,
                      help="gradient norm"),
         click.option("--controller-dim", type=click.IntRange(min=1), default=defaults.controller_dim,
@@ -190,6 +192,8 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
 @click.option("--tasks", default=",".join(REPRODUCTION_TASKS), show_default=True)
 @click.option("--seeds", type=int, default=3, show_default=True, help="seeds 0 .. SEEDS-1")
 @click.option("--steps", type=int, default=None, help="override the preset's number of steps")
+@click.option("--schedule", type=click.Choice(SCHEDULES), default=None,
+              help="override the preset's learning rate schedule (constant; cosine: down to 0 at the end)")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda")
 @click.option("--workers", type=int, default=2, show_default=True, help="runs in parallel (one CPU thread each)")
 @click.option("--finished-only", is_flag=True,
@@ -197,11 +201,12 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
 @click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
               type=click.Path(file_okay=False))
 @one_line_errors
-def reproduce_command(preset_name, models, tasks, seeds, steps, device, workers, finished_only, out_dir):
+def reproduce_command(preset_name, models, tasks, seeds, steps, schedule, device, workers, finished_only, out_dir):
     """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.
     Run again on the same folder, it picks up where it was stopped."""
     torch.set_num_threads(1)
-    overrides = {"device": device} | ({} if steps is None else {"steps": steps})
+    given = {"steps": steps, "schedule": schedule}
+    overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
     rows = run_reproduction(out_dir, preset_name, _names(models, MODELS), _names(tasks, TASKS), range(seeds),
                             workers=workers, finished_only=finished_only, **overrides)
     click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)

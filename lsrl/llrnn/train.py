@@ -46,6 +46,7 @@ from lsrl.llrnn.tasks import TASKS, Batch, TapeTask
 
 TEST_SEED = 20_170_101
 CURRICULA = ("error", "tf")
+SCHEDULES = ("constant", "cosine")
 WEIGHTS, SIDECAR = "checkpoint.safetensors", "checkpoint.state.pt"
 # what a truncated or foreign checkpoint raises, deep inside pickle, safetensors or torch
 UNREADABLE_CHECKPOINT = (pickle.UnpicklingError, SafetensorError, EOFError, RuntimeError, KeyError, TypeError,
@@ -71,6 +72,7 @@ class TrainConfig:
     batch_size: int = 16
     optimizer: str = "rmsprop"
     learning_rate: float = 3e-4
+    schedule: str = "constant"  # the learning rate over the steps: "constant", or "cosine" (down to 0 at the end)
     rmsprop_decay: float = 0.99  # RMSProp's smoothing constant (TF: 0.9)
     clip: float = 10.0  # gradient norm; 0: no clipping (TF)
     controller_dim: int = 32
@@ -337,6 +339,8 @@ class Trainer:
             raise TrainingError("--device cuda: no CUDA device is available")
         if config.curriculum not in CURRICULA:
             raise TrainingError(f"unknown curriculum {config.curriculum!r}; known: {', '.join(CURRICULA)}")
+        if config.schedule not in SCHEDULES:
+            raise TrainingError(f"unknown learning rate schedule {config.schedule!r}; known: {', '.join(SCHEDULES)}")
         task_class = TASKS[config.task]
         # a TF task's tape is sized for the longest training content, as TF's N
         self.task = task_class(tape_content=config.max_length) if issubclass(task_class, TapeTask) else task_class()
@@ -375,6 +379,12 @@ class Trainer:
         band = max(1, epochs // (2 * max(1, config.max_length - config.min_length)))
         return min(config.min_length + epoch // band, config.max_length)
 
+    def learning_rate(self, step: int) -> float:
+        """The learning rate of ``step`` (0-based): constant, or ``cosine``, ``lr (1 + cos(pi step / steps)) / 2``."""
+        if self.config.schedule == "constant":
+            return self.config.learning_rate
+        return self.config.learning_rate * (1 + math.cos(math.pi * step / max(self.config.steps, 1))) / 2
+
     def _build_model(self) -> torch.nn.Module:
         if self.config.model not in MODELS:
             raise TrainingError(f"unknown model {self.config.model!r}; known: {', '.join(MODELS)}")
@@ -409,6 +419,8 @@ class Trainer:
         self.net.train()
         logits = self.net(batch.inputs)
         loss = masked_loss(logits, batch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate(self.step)
         self.optimizer.zero_grad()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.clip or math.inf)
