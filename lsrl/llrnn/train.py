@@ -380,7 +380,8 @@ class Trainer:
         return min(config.min_length + epoch // band, config.max_length)
 
     def learning_rate(self, step: int) -> float:
-        """The learning rate of ``step`` (0-based): constant, or ``cosine``, ``lr (1 + cos(pi step / steps)) / 2``."""
+        """The learning rate of ``step`` (0-based): constant, or ``cosine``, ``lr (1 + cos(pi step / steps)) / 2``
+        (a run resumed with more steps follows the longer schedule from where it is)."""
         if self.config.schedule == "constant":
             return self.config.learning_rate
         return self.config.learning_rate * (1 + math.cos(math.pi * step / max(self.config.steps, 1))) / 2
