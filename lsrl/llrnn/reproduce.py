@@ -135,6 +135,7 @@ def plot_error_vs_length(rows: list[dict], path: Path) -> None:
 
     summary = medians(rows)
     tasks = list(dict.fromkeys(task for task, _ in summary))
+    colours = {model: f"C{i}" for i, model in enumerate(dict.fromkeys(model for _, model in summary))}  # one per model
     columns = min(3, len(tasks))
     figure_rows = -(-len(tasks) // columns)
     figure, axes = plt.subplots(figure_rows, columns, figsize=(4.5 * columns, 3.2 * figure_rows), squeeze=False)
@@ -142,7 +143,8 @@ def plot_error_vs_length(rows: list[dict], path: Path) -> None:
         for (other, model), entry in summary.items():
             if other == task:
                 lengths = sorted(entry["lengths"])
-                axis.plot(lengths, [entry["lengths"][n] for n in lengths], marker="o", label=model)
+                axis.plot(lengths, [entry["lengths"][n] for n in lengths], marker="o", label=model,
+                          color=colours[model])
         axis.set_title(task)
         axis.set_xlabel("test content length")
         axis.set_ylabel("median symbol error")
