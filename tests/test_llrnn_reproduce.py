@@ -28,8 +28,8 @@ def test_medians_targets_and_table():
     assert target("tf_repeat_copy", "ntm", {40: 0.1, 15: 0.0, 25: 0.0}) == ("0 at 15, 25", True)  # tf-cpu's lengths
     table = reproduction_table(rows, "tf").splitlines()
     assert "shortest test lengths (33, 58)" in table[0]
-    assert table[4].startswith("| tf_copy | ntm | 3 | 0.0% | 0.0% | 0.0% | 0 | 0 at 33, 58 | yes |")
-    assert "| tf_multiple_pattern4 | ntm | 3 |" in table[5] and "| 1.3% | 30.0% | 1.4 % | ≤ 1.4% | yes |" in table[5]
+    assert table[4].startswith("| tf_copy | ntm | 3 | 0.00% | 0.00% | 0.00% | 0 | 0 at 33, 58 | yes |")
+    assert "| tf_multiple_pattern4 | ntm | 3 |" in table[5] and "| 1.30% | 30.00% | 1.4 % | ≤ 1.4% | yes |" in table[5]
     assert table[6].startswith("| tf_copy | lstm | 1 |") and "| – | – | – |" in table[6]
 
 

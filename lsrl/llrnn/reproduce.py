@@ -123,8 +123,8 @@ def reproduction_table(rows: list[dict], preset_name: str) -> str:
         tf_text = TF_MEDIANS.get((task, model), ("–", None))[0]
         goal, reached = target(task, model, errors)
         verdict = "–" if reached is None else ("yes" if reached else "**no**")
-        cells = " | ".join(f"{errors[n]:.1%}" if n in errors else "–" for n in lengths)
-        lines.append(f"| {task} | {model} | {entry['seeds']} | {entry['train']:.1%} | {cells} | {tf_text} "
+        cells = " | ".join(f"{errors[n]:.2%}" if n in errors else "–" for n in lengths)  # 0.03 %: not 0
+        lines.append(f"| {task} | {model} | {entry['seeds']} | {entry['train']:.2%} | {cells} | {tf_text} "
                      f"| {goal or '–'} | {verdict} | {entry['parameters']} | {entry['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 
