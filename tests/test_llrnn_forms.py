@@ -31,8 +31,8 @@ RING_MACHINES = {
     "dihedral_polynomial_step_ntm": lambda **o: explicit.DihedralPolynomialStepNTM(3, 4, 5, 3, **o),
 }
 # every variant: the paper's, the defaults (Eq. (2.13) erase, softmax over pattern contents), the two
-# crossed, each TF stabiliser alone (the gate acts on the pattern models only; tanh: TF's controller), and all of them with the
-# defaults and with the paper-literal erase and contents
+# crossed, each TF stabiliser alone (the gate acts on the pattern models only; tanh: TF's controller),
+# and all of them with the defaults and with the paper-literal erase and contents
 FORM_VARIANTS = {
     "paper": explicit.PAPER_LITERAL,
     "default": {},
