@@ -27,7 +27,7 @@ def test_medians_targets_and_table():
     assert target("tf_copy", "lstm", {33: 0.0}) == ("", None)
     assert target("tf_repeat_copy", "ntm", {40: 0.1, 15: 0.0, 25: 0.0}) == ("0 at 15, 25", True)  # tf-cpu's lengths
     table = reproduction_table(rows, "tf").splitlines()
-    assert "shortest test lengths (33, 58)" in table[0]
+    assert "checked at 33," in table[0] and "targets of 0 also at 58" in table[0]
     assert table[4].startswith("| tf_copy | ntm | 3 | 0.00% | 0.00% | 0.00% | 0 | 0 at 33, 58 | yes |")
     assert "| tf_multiple_pattern4 | ntm | 3 |" in table[5]
     assert "| 1.30% | 30.00% | 1.4 % | ≤ 1.4% | yes |" in table[5]
@@ -61,9 +61,9 @@ def test_cli_reproduce_finished_only_tables_the_runs_done_and_trains_nothing(tmp
     assert len((tmp_path / "reproduction.csv").read_text().splitlines()) == 2
 
 
-def test_cli_reproduce_overrides_the_presets_schedule(tmp_path):
-    """A grid with --schedule cosine is another grid: its runs keep that setting, and the constant-rate
-    runs of the same folder are not counted as its finished ones."""
+def test_cli_reproduce_overrides_the_presets_schedule_and_rate(tmp_path):
+    """A grid with --schedule cosine (or --lr) is another grid: its runs keep that setting, and the
+    constant-rate runs of the same folder are not counted as its finished ones."""
     torch.set_num_threads(1)
     grid = ["reproduce", "--preset", "smoke", "--models", "ntm", "--tasks", "tf_copy", "--steps", "2",
             "--workers", "1", "--seeds", "1", "-o", str(tmp_path)]
@@ -72,3 +72,7 @@ def test_cli_reproduce_overrides_the_presets_schedule(tmp_path):
     assert cosine.exit_code != 0 and "no run of this grid has finished yet" in cosine.output
     assert CliRunner().invoke(llrnn, [*grid, "--schedule", "cosine"]).exit_code == 0
     assert Trainer.resume(tmp_path / "ntm-tf_copy-0").config.schedule == "cosine"
+    slower = CliRunner().invoke(llrnn, [*grid, "--schedule", "cosine", "--lr", "5e-5", "--finished-only"])
+    assert slower.exit_code != 0 and "no run of this grid has finished yet" in slower.output
+    assert CliRunner().invoke(llrnn, [*grid, "--schedule", "cosine", "--lr", "5e-5"]).exit_code == 0
+    assert Trainer.resume(tmp_path / "ntm-tf_copy-0").config.learning_rate == 5e-5

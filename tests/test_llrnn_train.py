@@ -340,6 +340,12 @@ def test_tf_cpu_preset_slows_the_pattern_ring_ntms_on_pattern_tasks_only():
     assert training.preset("tf", "pattern_ntm", "tf_pattern1").learning_rate == 1e-4
 
 
+def test_tf_cpu_preset_decays_the_rate_and_tf_keeps_the_authors_constant_rate():
+    assert training.preset("tf-cpu", "ntm", "tf_pattern4").schedule == "cosine"
+    assert training.preset("tf", "ntm", "tf_pattern4").schedule == "constant"
+    assert training.preset("tf-cpu", "ntm", "tf_pattern4", schedule="constant").schedule == "constant"
+
+
 def test_a_given_model_is_trained_as_it_is():
     from lsrl.llrnn.explicit import NTM
 

@@ -194,6 +194,8 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
 @click.option("--steps", type=int, default=None, help="override the preset's number of steps")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=None,
               help="override the preset's learning rate schedule (constant; cosine: down to 0 at the end)")
+@click.option("--lr", "learning_rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="override the preset's learning rate (its exceptions for some models and tasks included)")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda")
 @click.option("--workers", type=int, default=2, show_default=True, help="runs in parallel (one CPU thread each)")
 @click.option("--finished-only", is_flag=True,
@@ -201,11 +203,12 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
 @click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
               type=click.Path(file_okay=False))
 @one_line_errors
-def reproduce_command(preset_name, models, tasks, seeds, steps, schedule, device, workers, finished_only, out_dir):
+def reproduce_command(preset_name, models, tasks, seeds, steps, schedule, learning_rate, device, workers,
+                      finished_only, out_dir):
     """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.
     Run again on the same folder, it picks up where it was stopped."""
     torch.set_num_threads(1)
-    given = {"steps": steps, "schedule": schedule}
+    given = {"steps": steps, "schedule": schedule, "learning_rate": learning_rate}
     overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
     rows = run_reproduction(out_dir, preset_name, _names(models, MODELS), _names(tasks, TASKS), range(seeds),
                             workers=workers, finished_only=finished_only, **overrides)

@@ -1,7 +1,7 @@
 """The reproduction of the authors' recorded TensorFlow results (``lsrl llrnn reproduce``, issue 16).
 
 Trains each model on each ``tf_*`` task over several seeds with a preset (``tf``: the authors'
-settings; ``tf-cpu``: the same models and schedule, smaller), then writes
+settings; ``tf-cpu``: the same models and curriculum, smaller, with a decaying rate), then writes
 
 - ``reproduction.csv``: one row per run, the symbol error at the training lengths and at every test length;
 - ``reproduction.md``: per task and model the median over seeds at each test length, beside the TF
@@ -113,8 +113,8 @@ def reproduction_table(rows: list[dict], preset_name: str) -> str:
     summary = medians(rows)
     lengths = sorted({n for entry in summary.values() for n in entry["lengths"]})
     lines = [f"Preset `{preset_name}`; median over seeds of the masked symbol error (TF's error measure). "
-             f"Targets are checked at the shortest test lengths ({', '.join(map(str, lengths[:2]))}), "
-             "the preset's counterparts of TF's 33 and 58.", "",
+             f"Targets are checked at {lengths[0]}, the preset's counterpart of TF's 33"
+             + (f"; targets of 0 also at {lengths[1]} (TF's 58)." if len(lengths) > 1 else "."), "",
              "| task | model | seeds | training lengths | " + " | ".join(f"at {n}" for n in lengths)
              + " | TF median (at 33) | target | reached | parameters | s / run |",
              "|---|---|---|---|" + "---|" * len(lengths) + "---|---|---|---|---|"]
