@@ -21,7 +21,7 @@ from lsrl.sugar import (
     f_step,
 )
 from lsrl.compiler import CompiledProgram, compile, load
-from lsrl.compiler.labels import UnitLabel
+from lsrl.ir.labels import UnitLabel
 from lsrl import programs
 from lsrl import automata
 

@@ -28,3 +28,15 @@ class ModelFileError(LsrlError):
 class AutomatonError(LsrlError):
     """A finite automaton or Mealy table that is not deterministic, complete and reachable, or a symbol
     outside its alphabet; the message names the state and the symbol."""
+
+
+class InternalError(Exception):
+    """A broken invariant inside lsrl: a bug, not a mistake in the user's program or input.
+
+    Deliberately not an ``LsrlError``: callers that catch user errors must not swallow a bug. The
+    message says what broke and asks for a report; the CLI prints its traceback.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(f"{message}\nThis is a bug in lsrl, not in your program: please report it with the "
+                         "traceback and the program that triggered it.")

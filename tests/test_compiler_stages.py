@@ -16,7 +16,7 @@ import pytest
 import lsrl
 from conftest import as_fractions
 from lsrl.compiler import debranch, prepare, prune, to_graph, to_layers
-from lsrl.compiler.graph import CONCAT, Op
+from lsrl.ir.graph import CONCAT, Op
 from lsrl.programs import discrete_approximator
 
 rules = importlib.import_module("lsrl.compiler.debranch")  # the module; lsrl.compiler.debranch is the stage

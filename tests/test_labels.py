@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lsrl
-from lsrl.compiler.labels import ROLES, label_violations
+from lsrl.ir.labels import ROLES, label_violations
 from tests.conftest import as_fractions, library_program
 from tests.test_random_programs import (
     N_SEEDS, RELU_SEEDS, _as_object_array, _compiled_seeds, _generated, _inputs_for, _relu_compiled,

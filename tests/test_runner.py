@@ -1,4 +1,4 @@
-"""The fast float runner (lsrl/compiler/runner.py) against the compiled layers run step by step.
+"""The fast float runner (lsrl/model/runner.py) against the compiled layers run step by step.
 
 The reference below applies the layers one time step at a time with scipy sparse products, so it
 shares nothing with the runner's kernels but the weights; like the recurrence it multiplies only
@@ -15,7 +15,7 @@ import scipy.sparse
 
 import lsrl
 from conftest import library_program, max_relative_difference, random_map
-from lsrl.compiler import runner
+from lsrl.model import runner
 from lsrl.programs import continuous_prompt, discrete_prompt
 from test_random_programs import X_BOUND, generate_program
 

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file, save_file
 import lsrl
 from conftest import as_fractions, random_map
 from lsrl.compiler.diagonal import eigen_trace, float_diagonal
-from lsrl.compiler.labels import label_violations
+from lsrl.ir.labels import label_violations
 from lsrl.programs import conditional_reset, continuous_approximator, discrete_approximator, discrete_prompt, parity
 from lsrl.targets import ARCHITECTURES, NONLINEAR_STATE, UNGATED
 from test_diagonal import STRUCTURES, _state_program
@@ -254,7 +254,7 @@ def test_every_label_of_the_diagonal_target_holds(kind, which):
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_a_model_without_labels_gives_a_target_without_labels(arch):
     program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing1")
-    unlabelled = lsrl.compiler.compiled.CompiledProgram(model.input, model.layers, model.backend, name=model.name)
+    unlabelled = lsrl.model.compiled.CompiledProgram(model.input, model.layers, model.backend, name=model.name)
     assert unlabelled.to_torch(arch).labels is None
     assert model.to_torch(arch).labels is not None
 

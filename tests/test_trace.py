@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lsrl
-from lsrl.compiler.compiled import CompiledProgram
+from lsrl.model.compiled import CompiledProgram
 from tests.conftest import as_fractions, library_program
 from tests.test_random_programs import _generated, _inputs_for
 

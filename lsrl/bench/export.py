@@ -15,7 +15,7 @@ from torch import nn
 def export(model) -> tuple:
     """``(layers, tensors)`` of a ``CompiledProgram``, a compiled torch target or an automaton network."""
     from lsrl.automata.networks import AutomatonNetwork
-    from lsrl.compiler.compiled import CompiledProgram
+    from lsrl.model.compiled import CompiledProgram
     from lsrl.targets.gru_lstm import CellModel
     from lsrl.targets.recurrent import BlockModel
 

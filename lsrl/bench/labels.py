@@ -1,4 +1,4 @@
-"""Unit labels for ``labels.json``: the compiled model's (``lsrl.compiler.labels``), or an
+"""Unit labels for ``labels.json``: the compiled model's (``lsrl.ir.labels``), or an
 automaton network's transition units. Checking them: ``model.label_violations(program, xs)``."""
 
 from __future__ import annotations

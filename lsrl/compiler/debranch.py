@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
-from lsrl.compiler.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph
-from lsrl.compiler.labels import constant_for, copy_of, negation_of, positive_part
+from lsrl.ir.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph
+from lsrl.ir.labels import constant_for, copy_of, negation_of, positive_part
 from lsrl.errors import LsrlError
 
 

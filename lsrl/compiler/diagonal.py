@@ -40,75 +40,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
-from lsrl.compiler.labels import UnitLabel
+from lsrl.ir.labels import UnitLabel
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
+from lsrl.model.compiled import CompiledProgram
+from lsrl.model.structure import OTHER, components, state_blocks
 from lsrl.numbers import EXACT, FLOAT, mpq
 
-DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
 MAX_CONDITION = 1e6  # float backend: the eigenbasis V of a block with irrational eigenvalues
-
-
-# ---- the structure of a state matrix ------------------------------------------------------------
-
-
-def _components(A) -> list:
-    """Index lists of the connected components of ``A``'s off-diagonal sparsity graph."""
-    d = A.shape2d[0]
-    entries = [(i, j) for i, j, _ in A.entries() if i != j]
-    graph = sp.coo_array(([1] * len(entries), ([e[0] for e in entries], [e[1] for e in entries])), shape=(d, d))
-    count, labels = connected_components(graph, directed=False)
-    groups = [[] for _ in range(count)]
-    for index, label in enumerate(labels.tolist()):
-        groups[label].append(index)
-    return groups
-
-
-def _is_delay_line(block: np.ndarray) -> bool:
-    """A nilpotent shift: zero diagonal, and unit entries ``z_i <- z_{i+1}`` along one path."""
-    k = block.shape[0]
-    return bool(np.all(np.diag(block) == 0)) and np.count_nonzero(block) == k - 1 and np.all(
-        np.linalg.matrix_power(block, k) == 0
-    )
-
-
-def state_blocks(A) -> list:
-    """``A``'s independent blocks as ``(kind, indices)``: ``"diagonal"`` (one unit), ``"pair"`` (a 2x2
-    block with complex eigenvalues), ``"delay"`` (a nilpotent shift, a short convolution) or
-    ``"other"`` (anything else: not a diagonal form)."""
-    dense = A.to_numpy()
-    blocks = []
-    for indices in _components(A):
-        block = dense[np.ix_(indices, indices)]
-        if len(indices) == 1:
-            kind = DIAGONAL
-        elif len(indices) == 2 and np.trace(block) ** 2 < 4 * np.linalg.det(block):
-            kind = PAIR
-        elif _is_delay_line(block):
-            kind = DELAY
-        else:
-            kind = OTHER
-        blocks.append((kind, indices))
-    return blocks
-
-
-def structured_blocks_note(layers) -> str:
-    """One line per LinState that has blocks other than 1x1 (for ``CompiledProgram.summary``)."""
-    lines = []
-    for layer in layers:
-        if layer.kind != "LinState":
-            continue
-        counts = {}
-        for kind, indices in state_blocks(layer.A):
-            if kind != DIAGONAL:
-                counts.setdefault(kind, []).append(len(indices))
-        if counts:
-            listed = ", ".join(f"{len(sizes)} {kind} block(s) of size {sizes}" for kind, sizes in counts.items())
-            lines.append(f"\n  LinState '{layer.name}': {listed}")
-    return "".join(lines)
 
 
 # ---- exact decomposition of one component -------------------------------------------------------
@@ -233,7 +173,7 @@ def decompose(layer) -> Decomposition:
     where = f"LinState '{layer.name}'"
     rows = A.rows
     V_entries, V_inv_entries, chains = [], [], []
-    for indices in _components(A):
+    for indices in components(A):
         if len(indices) == 1:
             i = indices[0]
             V_entries.append((i, i, 1))
@@ -415,8 +355,6 @@ def _copy(layer, previous, backend=None):
 def float_diagonal(model):
     """``model.diagonal()``, or, where exact rationals cannot express it (irrational eigenvalues), the
     diagonal form of a float64 copy of ``model`` (what the float64 targets need)."""
-    from lsrl.compiler.compiled import CompiledProgram
-
     try:
         return diagonalise(model)
     except LsrlError:
@@ -444,11 +382,9 @@ def diagonalise(model):
 
     Its ``labels``: a layer that keeps its outputs keeps its labels, a readback Linear (``s = V z``)
     has those of the state it rebuilds, and a rewritten state's units are ``mode`` and ``drive``
-    units of the original layer (``lsrl.compiler.labels``). ``eigenbases`` maps each rewritten
+    units of the original layer (``lsrl.ir.labels``). ``eigenbases`` maps each rewritten
     layer's name to its ``(index in model.layers, V^-1, V^-1 B)``, with which ``eigen_trace`` checks those claims.
     """
-    from lsrl.compiler.compiled import CompiledProgram
-
     start = model.input.fresh()
     old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
     layers, labels, previous, readback, state_labels, eigenbases = [], [], start, None, None, {}

@@ -7,7 +7,7 @@ new chains.
 
 from __future__ import annotations
 
-from lsrl.compiler.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Graph
+from lsrl.ir.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Graph
 
 
 def fuse_linear_linear(graph, first, second) -> bool:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from tqdm.auto import tqdm
 
-from lsrl.compiler.compiled import CompiledProgram
+from lsrl.model.compiled import CompiledProgram
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
-from lsrl.compiler.graph import Graph, from_program
-from lsrl.compiler.labels import path_labels
+from lsrl.ir.graph import Graph, from_program
+from lsrl.ir.labels import path_labels
 from lsrl.compiler.prune import prune
 from lsrl.errors import GraphError
 from lsrl.lang.program import ForEach

@@ -13,7 +13,7 @@ from __future__ import annotations
 from lsrl.compiler.fusion import (
     fuse_linear_linear, fuse_linear_linstate, fuse_linstate_linstate, fuse_stateless_linstate,
 )
-from lsrl.compiler.graph import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph, Op
+from lsrl.ir.graph import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph, Op
 from lsrl.errors import LsrlError
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsrl.compiler.labels import label_table
+from lsrl.ir.labels import label_table
 from lsrl.errors import LsrlError
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.checks import check_hawk_size, check_options
@@ -48,7 +48,7 @@ def to_torch(model, arch: str, **options):
     when run in a precision its weights are too large for (``lsrl.targets.precision``).
 
     ``module.labels`` (None when ``model.labels`` is None) maps a sub-module's name, as in
-    ``module.named_modules()``, to one ``lsrl.compiler.labels.UnitLabel`` per unit of its output's
+    ``module.named_modules()``, to one ``lsrl.ir.labels.UnitLabel`` per unit of its output's
     last dimension (what a forward hook on it sees; the first element of a tuple output):
 
     * linear_rnn, gated_linear_rnn, rnn, gated_rnn, diagonal_linear_rnn: ``blocks.{i}`` (the

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lsrl.compiler.labels import UnitLabel, copy_of
+from lsrl.ir.labels import UnitLabel, copy_of
 
 
 @dataclass
 class Dense:
     """``W v + c``, then a ReLU if ``relu``. ``labels``: per unit of ``W v + c``, what it holds
-    (``lsrl.compiler.labels``); ``relu_labels``: the same after the ReLU (None: unlabelled)."""
+    (``lsrl.ir.labels``); ``relu_labels``: the same after the ReLU (None: unlabelled)."""
 
     W: np.ndarray
     c: np.ndarray
@@ -55,7 +55,7 @@ class Block:
     gamma: list | None = None
     gate_name: str | None = None  # the Multi node this gate block comes from
     relu_state: str | None = None  # the ReLUState node whose s_t = ReLU(A s_{t-1} + B x_t + b) this is
-    state_labels: list | None = None  # per unit of s_t (lsrl.compiler.labels)
+    state_labels: list | None = None  # per unit of s_t (lsrl.ir.labels)
     gate_labels: list | None = None  # per unit of gamma * phi, for a gate block
 
     @property

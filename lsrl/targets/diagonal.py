@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lsrl.compiler.diagonal import DELAY, OTHER, PAIR, state_blocks
+from lsrl.model.structure import DELAY, OTHER, PAIR, state_blocks
 from lsrl.errors import LsrlError
 from lsrl.numbers import FLOAT
 from lsrl.targets.cache import CachedRun

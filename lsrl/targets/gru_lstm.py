@@ -67,7 +67,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.compiler.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negative_part, positive_part
+from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negative_part, positive_part
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input

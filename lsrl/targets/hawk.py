@@ -97,7 +97,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.compiler.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negation_of
+from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negation_of
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -539,7 +539,7 @@ def diagonal_block_to_residuals(block, where: str, x_labels=None, one=None) -> l
     return [state] + rest
 
 
-# ---- unit labels (lsrl.compiler.labels) ------------------------------------------------------------
+# ---- unit labels (lsrl.ir.labels) ------------------------------------------------------------
 
 
 def _copies(labels):

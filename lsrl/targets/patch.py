@@ -3,7 +3,7 @@
 The program's interchange intervention (``prog(xs, patch=...)``, ``model(xs, patch=...)``) carried
 out on the target's units: every unit that ``net.labels`` says holds a function of the patched
 node (a role in ``PATCHABLE_ROLES``: the value, a copy, its sign parts, ...) is set to what its
-label says it holds, given the node's ``values`` (``lsrl.compiler.labels.unit_values``).
+label says it holds, given the node's ``values`` (``lsrl.ir.labels.unit_values``).
 
 * A sub-module's output is overwritten by a forward hook; the layers after it read the patched
   units (keys of ``net.labels`` that name a sub-module).
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from lsrl.compiler.labels import PATCHABLE_ROLES, units_holding
+from lsrl.ir.labels import PATCHABLE_ROLES, units_holding
 from lsrl.lang.evaluate import patch_array
 from lsrl.errors import DimensionError, LsrlError
 from lsrl.targets.checks import module_placement

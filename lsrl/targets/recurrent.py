@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lsrl.compiler.labels import negative_part, positive_part
+from lsrl.ir.labels import negative_part, positive_part
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 
-from lsrl.compiler.labels import UnitLabel, better
+from lsrl.ir.labels import UnitLabel, better
 from lsrl.lang import nodes as N
 
 LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "concat", "multi", "input"
@@ -37,7 +37,7 @@ class Op:
     def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None,
                  integer=False, labels=None):
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
-        self.labels = list(labels) if labels is not None else [None] * dim  # per component (lsrl.compiler.labels)
+        self.labels = list(labels) if labels is not None else [None] * dim  # per component (lsrl.ir.labels)
         self.A, self.B, self.b, self.init = A, B, b, init
         self.picks = picks
         self.bounds, self.integer = bounds, integer  # what an input declares about its values

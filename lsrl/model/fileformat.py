@@ -1,10 +1,10 @@
-"""``CompiledProgram``: a path graph of layers, runnable (exactly, layer by layer; in float64 by
-``lsrl.compiler.runner``), and its files on disk.
+"""The file format of a compiled program: a folder with ``model.json`` and ``weights.safetensors``.
 
-On disk a compiled program is a folder with ``model.json`` (structure) and ``weights.safetensors``
-(weights as sparse COO: ``rows``, ``cols``, float64 ``values``; the exact backend adds numerators
-and denominators, as int64 or, when they do not fit, as big-endian bytes with offsets). A
+``model.json`` holds the structure (input, layers, labels, stats); ``weights.safetensors`` the
+weights as sparse COO: ``rows``, ``cols``, float64 ``values``; the exact backend adds numerators
+and denominators, as int64 or, when they do not fit, as big-endian bytes with offsets. A
 ``model.diagonal()`` adds its ``eigenbases``: entries in model.json, matrices ``eigenbases.<k>.*``.
+Every field is checked on loading; a bad file raises ``ModelFileError`` naming the layer and field.
 """
 
 from __future__ import annotations
@@ -16,258 +16,49 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from lsrl.compiler.diagonal import diagonalise, structured_blocks_note
-from lsrl.compiler.labels import PATCHABLE_ROLES, ROLES, UnitLabel, label_violations, units_holding
 from lsrl.errors import BackendError, LsrlError, ModelFileError
-from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
+from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
+from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
-_WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
-                 "ReLUState": ("A", "B", "b", "init_state")}
 _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
-def _run_exact(layer, x, patched=()):
-    """One layer over a batch given as a list (batch) of lists (time) of lists of mpq; ``patched``:
-    ``(unit, values)`` pairs that overwrite units (``values[b][t]``), a state's before it is carried."""
-    if layer.kind in _STATE_LAYERS:
-        return _run_exact_state(layer, x, patched)
-    if layer.kind == "ReLU":
-        out = [EXACT_MODE.relu(sequence) for sequence in x]
-    elif layer.kind == "Multi":
-        out = [EXACT_MODE.multi(sequence) for sequence in x]
-    else:
-        out = [EXACT_MODE.linear(layer.A, layer.b, sequence) for sequence in x]
-    for unit, values in patched:
-        for sequence, sequence_values in zip(out, values):
-            for vector, value in zip(sequence, sequence_values):
-                vector[unit] = value
-    return out
-
-
-def _run_exact_state(layer, x, patched):
-    """A LinState or ReLUState layer, step by step; patched units overwrite the state it carries."""
-    out = []
-    zero_bias = EXACT.zeros_vector(layer.dim)
-    for b, sequence in enumerate(x):
-        drive = EXACT_MODE.linear(layer.B, layer.b, sequence)
-        state = EXACT_MODE.initial_state(layer, 1)
-        states = []
-        for t, step in enumerate(drive):
-            state = EXACT_MODE.linear(layer.A, zero_bias, state)
-            state = [[s + u for s, u in zip(state[0], step)]]
-            if layer.kind == "ReLUState":
-                state = EXACT_MODE.relu(state)
-            for unit, values in patched:
-                state[0][unit] = values[b][t]
-            states.append(state[0])
-        out.append(states)
-    return out
-
-
-def _run_float(layer, x, patched=()):
-    """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
-    bit for bit what ``model(xs)`` returns); ``patched`` as for ``_run_exact``, values ``(B, T)``."""
-    from lsrl.compiler.runner import build_plan, run_plan
-
-    if layer.kind in _STATE_LAYERS and patched:  # the patched state is the one carried: step by step
-        A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
-        state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
-        out = np.empty(x.shape[:2] + (layer.dim,))
-        for t in range(x.shape[1]):
-            state = state @ A.T + x[:, t] @ B.T + b
-            if layer.kind == "ReLUState":
-                state = np.maximum(state, 0.0)
-            for unit, values in patched:
-                state[:, unit] = values[:, t]
-            out[:, t] = state
-        return out
-    out = run_plan(build_plan(x.shape[-1], [layer]), x)
-    for unit, values in patched:
-        out[:, :, unit] = values
-    return out
-
-
-def _as_object_array(batch, steps, width):
-    """An exact batch (lists of lists of lists of mpq) as a ``(B, steps, width)`` object array."""
-    result = np.empty((len(batch), steps, width), dtype=object)
-    for i, sequence in enumerate(batch):
-        for t, vector in enumerate(sequence):
-            result[i, t, :] = vector
-    return result
-
-
-class CompiledProgram:
-    """A program after debranching: ``layers`` form a path from ``input``."""
-
-    def __init__(self, input_node, layers, backend, stats=None, name="program", labels=None):
-        self.input = input_node
-        self.layers = list(layers)
-        # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.compiler.labels)
-        self.labels = [list(layer) for layer in labels] if labels is not None else None
-        self.entangled = frozenset()  # program nodes that cannot be patched by label (see ``patchable``)
-        self.backend = get_backend(backend).name
-        self.stats = dict(stats or {})
-        self.name = name
-        self._plan = None  # the float runner's plan (lsrl.compiler.runner), built on first use
-
-    @property
-    def output_dim(self) -> int:
-        return self.layers[-1].dim if self.layers else self.input.dim
-
-    @property
-    def parameter_count(self) -> int:
-        """Non-zero weights (A, B, b and initial states)."""
-        return sum(getattr(layer, w).nnz for layer in self.layers for w in _WEIGHT_NAMES[layer.kind])
-
-    @property
-    def state_size(self) -> int:
-        return sum(layer.dim for layer in self.layers if layer.kind in _STATE_LAYERS)
-
-    @property
-    def widest_layer(self) -> int:
-        return max([layer.dim for layer in self.layers] + [self.input.dim])
-
-    def summary(self) -> str:
-        kinds = " -> ".join(f"{layer.kind}({layer.dim})" for layer in self.layers)
-        return (
-            f"{self.name}: {len(self.layers)} layers, widest {self.widest_layer}, state {self.state_size}, "
-            f"{self.parameter_count} non-zero weights [{self.backend}]\n  Input({self.input.dim}) -> {kinds}"
-        ) + structured_blocks_note(self.layers)
-
-    def __repr__(self) -> str:
-        return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
-
-    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
-        """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend.
-
-        ``patch={name: values}`` patches a program node (``values`` as for ``ForEach.trace``): every
-        unit labelled with that node is set to what its label says it holds, the program's
-        interchange intervention carried out on the units.
-        """
-        if patch:
-            return self.trace(xs, exact, check_bounds, patch)[-1]
-        if exact and self.backend != "exact":
-            raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
-        mode = mode_for(exact)
-        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
-        if exact:
-            for layer in self.layers:
-                batch = _run_exact(layer, batch)
-            result = _as_object_array(batch, steps, self.output_dim)
-        else:
-            from lsrl.compiler.runner import build_plan, run_plan  # numba is imported only to run floats
-
-            if self._plan is None:  # built once: the layers do not change after compiling
-                self._plan = build_plan(self.input.dim, self.layers)
-            result = run_plan(self._plan, batch)
-        return result[0] if squeeze else result
-
-    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> list:
-        """Every layer's output per step: one array per layer of ``layers``, ``(T, width)`` (``(B, T,
-        width)`` for a batch), exact (needs the exact backend) or float64 as ``model(xs)`` computes it.
-        ``patch``: as for ``__call__``."""
-        if exact and self.backend != "exact":
-            raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
-        mode = mode_for(exact)
-        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
-        patched = self._patched_units(patch or {}, mode, len(batch), steps)
-        outputs = []
-        for index, layer in enumerate(self.layers):
-            units = patched.get(index, ())
-            batch = _run_exact(layer, batch, units) if exact else _run_float(layer, batch, units)
-            outputs.append(_as_object_array(batch, steps, layer.dim) if exact else batch)
-        return [output[0] for output in outputs] if squeeze else outputs
-
-    @property
-    def patchable(self) -> list:
-        """Program nodes that ``patch=`` can intervene on: they have units, and their value reaches
-        the outputs only through them (not fused into a reader, not sharing a unit with a node that
-        is not computed from them, not pruned as always 0)."""
-        held = {label.node for layer in self.labels or [] for label in layer if label.role in PATCHABLE_ROLES}
-        return sorted(held - self.entangled)
-
-    def label_violations(self, program, xs, exact: bool = True, tolerance: float = 0.0) -> list:
-        """Units whose values on ``xs`` break their label, checked against ``program.trace``: a list
-        of ``(layer, unit, label, reason)``, empty when every label holds."""
-        return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
-
-    def _patched_units(self, patch: dict, mode, count: int, steps: int) -> dict:
-        """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
-        if patch and self.labels is None:
-            raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
-                            "cannot be patched by program node")
-        patched = {}  # node name -> (width, values in the mode's batch form)
-        for key, values in patch.items():
-            name = key if isinstance(key, str) else key.name
-            if name in self.entangled:
-                raise LsrlError(
-                    f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
-                    "not reach the outputs only through units labelled with it (it was fused into a reader, "
-                    "shares units with another node, or was pruned as always 0); see model.patchable"
-                )
-            if name not in self.patchable:
-                raise LsrlError(
-                    f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
-                    "the layers that read it, or never existed); patch a node that model.labels names"
-                )
-            array = patch_array(values, count, steps, f"{self.name}: patch values for {name!r}")
-            holder = Input(array.shape[-1], name=f"patch of {name}")
-            read = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
-            patched[name] = (array.shape[-1], read)
-        units = {}
-        for index, layer_labels in enumerate(self.labels):
-            found = units_holding(enumerate(layer_labels), patched, f"layer {index}")
-            if found:
-                units[index] = found
-        return units
-
-    def diagonal(self) -> "CompiledProgram":
-        """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``)."""
-        return diagonalise(self)
-
-    def to_torch(self, arch: str, **options):
-        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
-        from lsrl.targets import to_torch  # torch is imported only when a target is asked for
-
-        return to_torch(self, arch, **options)
-
-    # ---- files ------------------------------------------------------------------------------
-    def save(self, path) -> Path:
-        """Write ``path/model.json`` and ``path/weights.safetensors``; returns the folder."""
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        tensors, layers = {}, []
-        for index, layer in enumerate(self.layers):
-            weights = {}
-            for weight in _WEIGHT_NAMES[layer.kind]:
-                key = f"layers.{index}.{weight}"
-                tensors.update(_encode_matrix(key, getattr(layer, weight)))
-                weights[weight] = key
-            spec = {"kind": layer.kind, "name": layer.name, "dim": layer.dim, "weights": weights}
-            if self.labels is not None:
-                spec["labels"] = [list(label) for label in self.labels[index]]
-            layers.append(spec)
-        structure = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "name": self.name,
-            "backend": self.backend,
-            "input": {"name": self.input.name, "dim": self.input.dim, "bounds": _encode_bounds(self.input.bounds),
-                      "integer": self.input.integer},
-            "layers": layers,
-            "stats": self.stats,
-        }
-        if self.labels is not None:
-            structure["entangled"] = sorted(self.entangled)
-        if hasattr(self, "eigenbases"):  # a model.diagonal(): eigen_trace needs them
-            structure["eigenbases"] = _encode_eigenbases(self.eigenbases, tensors)
-        (folder / "model.json").write_text(json.dumps(structure, indent=1))
-        save_file(tensors, str(folder / "weights.safetensors"))
-        return folder
+def save(model, path) -> Path:
+    """Write ``model`` as ``path/model.json`` and ``path/weights.safetensors``; returns the folder."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors, layers = {}, []
+    for index, layer in enumerate(model.layers):
+        weights = {}
+        for weight in WEIGHT_NAMES[layer.kind]:
+            key = f"layers.{index}.{weight}"
+            tensors.update(_encode_matrix(key, getattr(layer, weight)))
+            weights[weight] = key
+        spec = {"kind": layer.kind, "name": layer.name, "dim": layer.dim, "weights": weights}
+        if model.labels is not None:
+            spec["labels"] = [list(label) for label in model.labels[index]]
+        layers.append(spec)
+    structure = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "name": model.name,
+        "backend": model.backend,
+        "input": {"name": model.input.name, "dim": model.input.dim, "bounds": _encode_bounds(model.input.bounds),
+                  "integer": model.input.integer},
+        "layers": layers,
+        "stats": model.stats,
+    }
+    if model.labels is not None:
+        structure["entangled"] = sorted(model.entangled)
+    if hasattr(model, "eigenbases"):  # a model.diagonal(): eigen_trace needs them
+        structure["eigenbases"] = _encode_eigenbases(model.eigenbases, tensors)
+    (folder / "model.json").write_text(json.dumps(structure, indent=1))
+    save_file(tensors, str(folder / "weights.safetensors"))
+    return folder
 
 
 def load(path) -> CompiledProgram:
@@ -414,13 +205,13 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     if not isinstance(spec, dict):
         raise ModelFileError(f"{where}: expected a JSON object, got {spec!r}")
     kind = _field(spec, "kind", str, where)
-    if kind not in _WEIGHT_NAMES:
+    if kind not in WEIGHT_NAMES:
         raise ModelFileError(f"{where}: unknown layer kind {kind!r}")
     name = _field(spec, "name", str, where)
     where = f"{where} ({kind} '{name}')"
     keys = _field(spec, "weights", dict, where)
-    if sorted(keys) != sorted(_WEIGHT_NAMES[kind]):
-        raise ModelFileError(f"{where}: weights must be {list(_WEIGHT_NAMES[kind])}, got {sorted(keys)}")
+    if sorted(keys) != sorted(WEIGHT_NAMES[kind]):
+        raise ModelFileError(f"{where}: weights must be {list(WEIGHT_NAMES[kind])}, got {sorted(keys)}")
     weights = {w: _decode_matrix(_field(keys, w, str, where), tensors, backend, f"{where}: {w}") for w in keys}
     try:
         if kind == "Linear":

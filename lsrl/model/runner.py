@@ -329,3 +329,24 @@ def _add_transition(matrices, first, last, source, source_lane, y, lane, count):
         i, j, weight = entry_rows[k], columns[k], weights[k]
         for b in range(count):
             y[i, lane + b] += weight * source[j, source_lane + b]
+
+
+def run_layer(layer, x, patched=()):
+    """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
+    bit for bit what ``model(xs)`` returns); ``patched`` as for ``lsrl.model.exact.run_layer``, values ``(B, T)``."""
+    if layer.kind in ("LinState", "ReLUState") and patched:  # the patched state is the one carried: step by step
+        A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
+        state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
+        out = np.empty(x.shape[:2] + (layer.dim,))
+        for t in range(x.shape[1]):
+            state = state @ A.T + x[:, t] @ B.T + b
+            if layer.kind == "ReLUState":
+                state = np.maximum(state, 0.0)
+            for unit, values in patched:
+                state[:, unit] = values[:, t]
+            out[:, t] = state
+        return out
+    out = run_plan(build_plan(x.shape[-1], [layer]), x)
+    for unit, values in patched:
+        out[:, :, unit] = values
+    return out

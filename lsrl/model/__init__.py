@@ -1,0 +1,10 @@
+"""A compiled program: ``CompiledProgram`` (a path of layers), its runners and its file format.
+
+``lsrl.model.exact`` runs the layers over exact rationals, ``lsrl.model.runner`` in float64 (numba);
+``lsrl.model.fileformat`` writes and reads ``model.json`` + ``weights.safetensors``.
+"""
+
+from lsrl.model.compiled import CompiledProgram
+from lsrl.model.fileformat import load
+
+__all__ = ["CompiledProgram", "load"]

@@ -1,0 +1,173 @@
+"""``CompiledProgram``: a path graph of layers, runnable exactly (``lsrl.model.exact``) and in
+float64 (``lsrl.model.runner``); saved and loaded by ``lsrl.model.fileformat``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lsrl.errors import LsrlError
+from lsrl.ir.labels import PATCHABLE_ROLES, label_violations, units_holding
+from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
+from lsrl.lang.nodes import Input
+from lsrl.model import exact as exact_runner
+from lsrl.model.structure import structured_blocks_note
+from lsrl.numbers import get_backend
+
+WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
+                "ReLUState": ("A", "B", "b", "init_state")}
+_STATE_LAYERS = ("LinState", "ReLUState")
+
+
+class CompiledProgram:
+    """A program after debranching: ``layers`` form a path from ``input``."""
+
+    def __init__(self, input_node, layers, backend, stats=None, name="program", labels=None):
+        self.input = input_node
+        self.layers = list(layers)
+        # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.ir.labels)
+        self.labels = [list(layer) for layer in labels] if labels is not None else None
+        self.entangled = frozenset()  # program nodes that cannot be patched by label (see ``patchable``)
+        self.backend = get_backend(backend).name
+        self.stats = dict(stats or {})
+        self.name = name
+        self._plan = None  # the float runner's plan (lsrl.model.runner), built on first use
+
+    @property
+    def output_dim(self) -> int:
+        return self.layers[-1].dim if self.layers else self.input.dim
+
+    @property
+    def parameter_count(self) -> int:
+        """Non-zero weights (A, B, b and initial states)."""
+        return sum(getattr(layer, w).nnz for layer in self.layers for w in WEIGHT_NAMES[layer.kind])
+
+    @property
+    def state_size(self) -> int:
+        return sum(layer.dim for layer in self.layers if layer.kind in _STATE_LAYERS)
+
+    @property
+    def widest_layer(self) -> int:
+        return max([layer.dim for layer in self.layers] + [self.input.dim])
+
+    def summary(self) -> str:
+        kinds = " -> ".join(f"{layer.kind}({layer.dim})" for layer in self.layers)
+        return (
+            f"{self.name}: {len(self.layers)} layers, widest {self.widest_layer}, state {self.state_size}, "
+            f"{self.parameter_count} non-zero weights [{self.backend}]\n  Input({self.input.dim}) -> {kinds}"
+        ) + structured_blocks_note(self.layers)
+
+    def __repr__(self) -> str:
+        return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
+
+    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
+        """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend.
+
+        ``patch={name: values}`` patches a program node (``values`` as for ``ForEach.trace``): every
+        unit labelled with that node is set to what its label says it holds, the program's
+        interchange intervention carried out on the units.
+        """
+        if patch:
+            return self.trace(xs, exact, check_bounds, patch)[-1]
+        if exact and self.backend != "exact":
+            raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
+        mode = mode_for(exact)
+        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
+        if exact:
+            for layer in self.layers:
+                batch = exact_runner.run_layer(layer, batch)
+            result = exact_runner.as_object_array(batch, steps, self.output_dim)
+        else:
+            from lsrl.model import runner  # numba is imported only to run floats
+
+            if self._plan is None:  # built once: the layers do not change after compiling
+                self._plan = runner.build_plan(self.input.dim, self.layers)
+            result = runner.run_plan(self._plan, batch)
+        return result[0] if squeeze else result
+
+    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> list:
+        """Every layer's output per step: one array per layer of ``layers``, ``(T, width)`` (``(B, T,
+        width)`` for a batch), exact (needs the exact backend) or float64 as ``model(xs)`` computes it.
+        ``patch``: as for ``__call__``."""
+        if exact and self.backend != "exact":
+            raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
+        mode = mode_for(exact)
+        batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
+        patched = self._patched_units(patch or {}, mode, len(batch), steps)
+        outputs = []
+        for index, layer in enumerate(self.layers):
+            units = patched.get(index, ())
+            if exact:
+                batch = exact_runner.run_layer(layer, batch, units)
+            else:
+                from lsrl.model import runner
+
+                batch = runner.run_layer(layer, batch, units)
+            outputs.append(exact_runner.as_object_array(batch, steps, layer.dim) if exact else batch)
+        return [output[0] for output in outputs] if squeeze else outputs
+
+    @property
+    def patchable(self) -> list:
+        """Program nodes that ``patch=`` can intervene on: they have units, and their value reaches
+        the outputs only through them (not fused into a reader, not sharing a unit with a node that
+        is not computed from them, not pruned as always 0)."""
+        held = {label.node for layer in self.labels or [] for label in layer if label.role in PATCHABLE_ROLES}
+        return sorted(held - self.entangled)
+
+    def label_violations(self, program, xs, exact: bool = True, tolerance: float = 0.0) -> list:
+        """Units whose values on ``xs`` break their label, checked against ``program.trace``: a list
+        of ``(layer, unit, label, reason)``, empty when every label holds."""
+        return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
+
+    def _patched_units(self, patch: dict, mode, count: int, steps: int) -> dict:
+        """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
+        if patch and self.labels is None:
+            raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
+                            "cannot be patched by program node")
+        patched = {}  # node name -> (width, values in the mode's batch form)
+        for key, values in patch.items():
+            name = key if isinstance(key, str) else key.name
+            if name in self.entangled:
+                raise LsrlError(
+                    f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
+                    "not reach the outputs only through units labelled with it (it was fused into a reader, "
+                    "shares units with another node, or was pruned as always 0); see model.patchable"
+                )
+            if name not in self.patchable:
+                raise LsrlError(
+                    f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
+                    "the layers that read it, or never existed); patch a node that model.labels names"
+                )
+            array = patch_array(values, count, steps, f"{self.name}: patch values for {name!r}")
+            holder = Input(array.shape[-1], name=f"patch of {name}")
+            read = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
+            patched[name] = (array.shape[-1], read)
+        units = {}
+        for index, layer_labels in enumerate(self.labels):
+            found = units_holding(enumerate(layer_labels), patched, f"layer {index}")
+            if found:
+                units[index] = found
+        return units
+
+    def diagonal(self) -> "CompiledProgram":
+        """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``).
+
+        A front door to a compiler pass: the pass is imported here, at call time, since the compiler
+        builds models and so sits above this package."""
+        from lsrl.compiler.diagonal import diagonalise
+
+        return diagonalise(self)
+
+    def to_torch(self, arch: str, **options):
+        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
+        from lsrl.targets import to_torch  # torch is imported only when a target is asked for
+
+        return to_torch(self, arch, **options)
+
+    def save(self, path) -> Path:
+        """Write ``path/model.json`` and ``path/weights.safetensors`` (``lsrl.model.fileformat``); returns
+        the folder."""
+        from lsrl.model.fileformat import save
+
+        return save(self, path)

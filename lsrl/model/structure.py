@@ -1,0 +1,69 @@
+"""The structure of a state matrix ``A``: its independent blocks and what kind each is.
+
+``CompiledProgram.summary`` lists the blocks that are not diagonal; the diagonalising pass
+(``lsrl.compiler.diagonal``) and the diagonal targets read the same blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
+
+
+def components(A) -> list:
+    """Index lists of the connected components of ``A``'s off-diagonal sparsity graph."""
+    d = A.shape2d[0]
+    entries = [(i, j) for i, j, _ in A.entries() if i != j]
+    graph = sp.coo_array(([1] * len(entries), ([e[0] for e in entries], [e[1] for e in entries])), shape=(d, d))
+    count, labels = connected_components(graph, directed=False)
+    groups = [[] for _ in range(count)]
+    for index, label in enumerate(labels.tolist()):
+        groups[label].append(index)
+    return groups
+
+
+def _is_delay_line(block: np.ndarray) -> bool:
+    """A nilpotent shift: zero diagonal, and unit entries ``z_i <- z_{i+1}`` along one path."""
+    k = block.shape[0]
+    return bool(np.all(np.diag(block) == 0)) and np.count_nonzero(block) == k - 1 and np.all(
+        np.linalg.matrix_power(block, k) == 0
+    )
+
+
+def state_blocks(A) -> list:
+    """``A``'s independent blocks as ``(kind, indices)``: ``"diagonal"`` (one unit), ``"pair"`` (a 2x2
+    block with complex eigenvalues), ``"delay"`` (a nilpotent shift, a short convolution) or
+    ``"other"`` (anything else: not a diagonal form)."""
+    dense = A.to_numpy()
+    blocks = []
+    for indices in components(A):
+        block = dense[np.ix_(indices, indices)]
+        if len(indices) == 1:
+            kind = DIAGONAL
+        elif len(indices) == 2 and np.trace(block) ** 2 < 4 * np.linalg.det(block):
+            kind = PAIR
+        elif _is_delay_line(block):
+            kind = DELAY
+        else:
+            kind = OTHER
+        blocks.append((kind, indices))
+    return blocks
+
+
+def structured_blocks_note(layers) -> str:
+    """One line per LinState that has blocks other than 1x1 (for ``CompiledProgram.summary``)."""
+    lines = []
+    for layer in layers:
+        if layer.kind != "LinState":
+            continue
+        counts = {}
+        for kind, indices in state_blocks(layer.A):
+            if kind != DIAGONAL:
+                counts.setdefault(kind, []).append(len(indices))
+        if counts:
+            listed = ", ".join(f"{len(sizes)} {kind} block(s) of size {sizes}" for kind, sizes in counts.items())
+            lines.append(f"\n  LinState '{layer.name}': {listed}")
+    return "".join(lines)
