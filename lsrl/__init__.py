@@ -25,6 +25,46 @@ from lsrl.ir.labels import UnitLabel
 from lsrl import programs
 from lsrl import automata
 
+__all__ = [
+    "automata",
+    "AutomatonError",
+    "BackendError",
+    "compile",
+    "CompiledProgram",
+    "Concat",
+    "DimensionError",
+    "f_and",
+    "f_bump",
+    "f_constant",
+    "f_eq",
+    "f_ifelse",
+    "f_larger",
+    "f_modulo_counter",
+    "f_not",
+    "f_or",
+    "f_relu_identity",
+    "f_smaller",
+    "f_step",
+    "ForEach",
+    "GraphError",
+    "IFELSE_VARIANTS",
+    "Input",
+    "Linear",
+    "LinState",
+    "load",
+    "LsrlError",
+    "Matrix",
+    "ModelFileError",
+    "Multi",
+    "Node",
+    "programs",
+    "ReLU",
+    "ReLUState",
+    "SequenceError",
+    "UnitLabel",
+    "value_bounds",
+]
+
 __version__ = "0.1.0"
 
 _LAZY_MODULES = ("targets", "experiments")  # they import torch / matplotlib: loaded on first use

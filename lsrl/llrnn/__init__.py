@@ -12,3 +12,29 @@ from lsrl.llrnn.explicit import (
 )
 from lsrl.llrnn.forms import llrnn_form
 from lsrl.llrnn.ring import apply_powers, reflection, rotation, word_counts, word_operator, word_transform
+
+__all__ = [
+    "apply_powers",
+    "Commands",
+    "Data",
+    "DihedralNTM",
+    "DihedralPolynomialStepNTM",
+    "HigherOrderRNN",
+    "LLRNN",
+    "llrnn_form",
+    "MultiplePatternNTM",
+    "MultiplicativeRNN",
+    "NTM",
+    "PatternNTM",
+    "PolynomialStepNTM",
+    "RecurrentModel",
+    "reflection",
+    "RingMachine",
+    "rotation",
+    "SecondOrderRNN",
+    "Space",
+    "StateSpace",
+    "word_counts",
+    "word_operator",
+    "word_transform",
+]
