@@ -2,6 +2,7 @@
 
     python benchmarks/compile.py                     # Listing 2 (multiplicative) at n = 3 ... 300
     python benchmarks/compile.py --sizes 3 10 --variants   # every f_ifelse variant and Listing 1
+    python benchmarks/compile.py --csv docs/results/benchmarks   # the table also as compile.csv
 
 The scaling table gives, per size: program nodes, the peak non-zero weights the working graph held
 while compiling, the final model's non-zeros and layers, and the exact and float compile times; the
@@ -14,6 +15,7 @@ import statistics
 import time
 
 import lsrl
+from results import add_csv_option, write_csv
 from lsrl.programs import continuous_approximator, discrete_approximator
 
 
@@ -32,12 +34,12 @@ def exponent(sizes, seconds) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-def scaling(sizes, repeats):
+def scaling(sizes, repeats) -> list[dict]:
     header = (f"{'discrete_approximator(n)':26} {'nodes':>6} {'peak nnz':>9} {'final nnz':>9} {'peak/final':>10} "
               f"{'layers':>6} {'exact s':>8} {'float s':>8}")
     print(header)
     print("-" * len(header))
-    exact_times = []
+    exact_times, rows = [], []
     for n in sizes:
         program = discrete_approximator(n, ifelse="multiplicative")
         exact_seconds, model = median_seconds(program, "exact", repeats)
@@ -46,11 +48,15 @@ def scaling(sizes, repeats):
         peak, final = model.stats["peak_nonzeros"], model.parameter_count
         print(f"{'n=' + str(n):26} {len(program.nodes):6d} {peak:9d} {final:9d} {peak / final:10.2f} "
               f"{len(model.layers):6d} {exact_seconds:8.2f} {float_seconds:8.2f}", flush=True)
+        rows.append({"n": n, "nodes": len(program.nodes), "peak_nonzeros": peak, "final_nonzeros": final,
+                     "peak_per_final": round(peak / final, 2), "layers": len(model.layers),
+                     "exact_seconds": round(exact_seconds, 2), "float_seconds": round(float_seconds, 2)})
     if len(sizes) > 1:
         print(f"exact compile time ~ n^{exponent(sizes, exact_times):.2f}")
+    return rows
 
 
-def variants(sizes, repeats):
+def variants(sizes, repeats) -> list[dict]:
     cases = [(f"discrete_approximator({n})", variant, lambda n=n, v=variant: discrete_approximator(n, ifelse=v))
              for n in sizes for variant in lsrl.IFELSE_VARIANTS]
     cases += [("continuous_approximator(2, 2)", variant, lambda v=variant: continuous_approximator(2, 2, ifelse=v))
@@ -59,6 +65,7 @@ def variants(sizes, repeats):
               f"{'state':>6} {'nonzeros':>8}")
     print(header)
     print("-" * len(header))
+    rows = []
     for label, variant, build in cases:
         program = build()
         exact_seconds, model = median_seconds(program, "exact", repeats)
@@ -66,6 +73,11 @@ def variants(sizes, repeats):
         print(f"{label:30} {variant:25} {len(program.nodes):6d} {exact_seconds:8.3f} {float_seconds:8.3f} "
               f"{len(model.layers):6d} {model.widest_layer:6d} {model.state_size:6d} {model.parameter_count:8d}",
               flush=True)
+        rows.append({"program": label, "ifelse": variant, "nodes": len(program.nodes),
+                     "exact_seconds": round(exact_seconds, 3), "float_seconds": round(float_seconds, 3),
+                     "layers": len(model.layers), "widest": model.widest_layer, "state": model.state_size,
+                     "nonzeros": model.parameter_count})
+    return rows
 
 
 def main():
@@ -73,8 +85,12 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 10, 30, 60, 100, 300])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--variants", action="store_true", help="every f_ifelse variant and Listing 1 instead")
+    add_csv_option(parser)
     args = parser.parse_args()
-    (variants if args.variants else scaling)(args.sizes, args.repeats)
+    if args.variants:
+        write_csv(args.csv, "compile_variants", variants(args.sizes, args.repeats))
+    else:
+        write_csv(args.csv, "compile", scaling(args.sizes, args.repeats))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Tokens per second of compiled programs (float64), median of several runs, against the targets.
 
-    python benchmarks/run.py [--lengths 1000 20000] [--batches 1 256] [--repeats 5]
+    python benchmarks/run.py [--lengths 1000 20000] [--batches 1 256] [--repeats 5] [--csv DIR]   # DIR/run.csv
 
 Each model is run once untimed first: that call compiles the numba kernels (or loads them from
 numba's disk cache), which is not part of running a program.
@@ -15,6 +15,7 @@ import numpy as np
 
 import lsrl
 from lsrl.programs import continuous_approximator, discrete_approximator
+from results import add_csv_option, write_csv
 
 TARGETS = {1: 100_000, 256: 1_000_000}  # tokens/s the issue asks for, by batch size
 
@@ -34,12 +35,14 @@ def main():
     parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 20000])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 256])
     parser.add_argument("--repeats", type=int, default=5)
+    add_csv_option(parser)
     args = parser.parse_args()
     generator = np.random.default_rng(0)
-    programs = [discrete_approximator(3, ifelse="multiplicative"), continuous_approximator(2, 2, ifelse="multiplicative")]
+    programs = [discrete_approximator(3, ifelse="multiplicative"),
+                continuous_approximator(2, 2, ifelse="multiplicative")]
     print(f"{os.cpu_count()} cores, median of {args.repeats} runs")
     print(f"{'program':46} {'batch':>5} {'length':>7} {'tokens/s':>12} {'target':>10}  met")
-    missed = 0
+    missed, rows = 0, []
     for program in programs:
         model = lsrl.compile(program, backend="float", progress=False)
         for batch in args.batches:
@@ -53,7 +56,10 @@ def main():
                 met = "-" if target is None else "yes" if speed >= target else "NO"
                 missed += met == "NO"
                 print(f"{program.name:46} {batch:5d} {length:7d} {speed:12,.0f} {target or 0:10,}  {met}", flush=True)
+                rows.append({"program": program.name, "batch": batch, "length": length, "tokens/s": round(speed),
+                             "target": target or "", "met": met})
     print("all targets met" if not missed else f"{missed} target(s) missed")
+    write_csv(args.csv, "run", rows)
 
 
 if __name__ == "__main__":

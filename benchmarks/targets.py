@@ -1,7 +1,7 @@
 """Per compile target: layers, widest hidden size, parameters (all, and non-zero) and run time
 (process CPU seconds, median of 3) over a batch of 64 sequences of length 256, float64.
 
-    python benchmarks/targets.py [--threads 1] [--batch 64] [--length 256] [--app-e]
+    python benchmarks/targets.py [--threads 1] [--batch 64] [--length 256] [--app-e] [--csv DIR]   # DIR/targets.csv
 
 One torch thread by default: on a loaded machine more threads made the step loops much slower.
 ``--app-e`` adds Hawk / Griffin rows for the literal App. E construction (a convolution as long
@@ -18,6 +18,7 @@ import torch
 import lsrl
 from lsrl.programs import continuous_approximator, discrete_approximator
 from lsrl.targets import ARCHITECTURES, layer_report
+from results import add_csv_option, write_csv
 
 REPEATS = 3
 
@@ -44,6 +45,7 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--app-e", action="store_true", help="also the literal App. E Hawk / Griffin")
+    add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     generator = np.random.default_rng(0)
@@ -54,6 +56,7 @@ def main():
     targets = [(arch, {}) for arch in ARCHITECTURES]
     if args.app_e:
         targets += [(arch, {"construction": "app_e", "max_len": args.length}) for arch in ("hawk", "griffin")]
+    table = []
     print(f"{'program':46} {'target':22} {'layers':>6} {'widest':>6} {'params':>9} {'nonzeros':>9} {'cpu s':>7}")
     for program in programs:
         model = lsrl.compile(program, progress=False)
@@ -64,12 +67,18 @@ def main():
                 net = model.to_torch(arch, **options)
             except lsrl.LsrlError as error:
                 print(f"{program.name:46} {label:22} not available: {str(error)[:50]}")
+                table.append({"program": program.name, "target": label, "not available": str(error)[:50]})
                 continue
             rows = layer_report(net)
             layers = len({r["layer"] for r in rows})
             params = sum(p.numel() for p in net.parameters())
-            print(f"{program.name:46} {label:22} {layers:6d} {max(r['hidden'] for r in rows):6d} {params:9d} "
-                  f"{sum(r['nonzeros'] for r in rows):9d} {cpu_seconds(net, xs):7.3f}", flush=True)
+            widest, nonzeros = max(r["hidden"] for r in rows), sum(r["nonzeros"] for r in rows)
+            seconds = cpu_seconds(net, xs)
+            print(f"{program.name:46} {label:22} {layers:6d} {widest:6d} {params:9d} {nonzeros:9d} {seconds:7.3f}",
+                  flush=True)
+            table.append({"program": program.name, "target": label, "layers": layers, "widest": widest,
+                          "params": params, "nonzeros": nonzeros, "cpu s": round(seconds, 3)})
+    write_csv(args.csv, "targets", table)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ settings; ``tf-cpu``: the same models and curriculum, smaller, with a decaying r
 - ``reproduction.csv``: one row per run, the symbol error at the training lengths and at every test length;
 - ``reproduction.md``: per task and model the median over seeds at each test length, beside the TF
   median recorded in the authors' logs and the issue's target, and whether the target is reached;
+- ``reproduction_summary.csv``: the same table as numbers (errors as fractions), which the docs render;
 - ``error_vs_length.png``: median symbol error against test length, one panel per task;
 - per run, in ``{model}-{task}-{seed}/``: ``addresses.png`` and ``memories.png`` (heat maps), the
   training curve, the checkpoint.
@@ -61,6 +62,7 @@ def run_reproduction(folder, preset_name: str = "tf", models=REPRODUCTION_MODELS
         raise TrainingError(f"{folder}: no run of this grid has finished yet")
     write_rows(rows, folder / "reproduction.csv")
     (folder / "reproduction.md").write_text(reproduction_table(rows, preset_name))
+    write_summary(rows, folder / "reproduction_summary.csv")
     plot_error_vs_length(rows, folder / "error_vs_length.png")
     return rows
 
@@ -106,6 +108,25 @@ def target(task: str, model: str, errors: dict) -> tuple[str, bool | None]:
         text, bound = TF_MEDIANS[task, model]
         return f"≤ TF ({text})", first <= bound
     return "", None
+
+
+def write_summary(rows: list[dict], path: Path) -> None:
+    """The rows of ``reproduction_table`` as CSV: medians over seeds as fractions, the TF median and the target."""
+    summary = medians(rows)
+    lengths = sorted({n for entry in summary.values() for n in entry["lengths"]})
+    fields = ["task", "model", "seeds", "train_symbol_error", *(f"error_at_{n}" for n in lengths),
+              "tf_median", "target", "reached", "parameters", "wall_seconds"]
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=fields)
+        writer.writeheader()
+        for (task, model), entry in summary.items():
+            goal, reached = target(task, model, entry["lengths"])
+            writer.writerow({"task": task, "model": model, "seeds": entry["seeds"],
+                             "train_symbol_error": entry["train"],
+                             **{f"error_at_{n}": error for n, error in entry["lengths"].items()},
+                             "tf_median": TF_MEDIANS.get((task, model), ("",))[0], "target": goal,
+                             "reached": "" if reached is None else "yes" if reached else "no",
+                             "parameters": entry["parameters"], "wall_seconds": entry["seconds"]})
 
 
 def reproduction_table(rows: list[dict], preset_name: str) -> str:

@@ -1,0 +1,23 @@
+"""The ``--csv DIR`` option every benchmark script has: the tables it prints, also as CSV files in
+DIR (the documentation renders its tables from them, see docs/results/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+
+def add_csv_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--csv", type=Path, metavar="DIR", help="also write the tables as CSV files into DIR")
+
+
+def write_csv(folder: Path | None, name: str, rows: list[dict]) -> None:
+    """Write ``rows`` (one dict per printed row, same keys) to ``folder/name.csv``; nothing when ``folder`` is None."""
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
