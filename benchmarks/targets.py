@@ -21,6 +21,7 @@ from lsrl.targets import ARCHITECTURES, layer_report
 from results import add_csv_option, write_csv
 
 REPEATS = 3
+COLUMNS = ("layers", "widest", "params", "nonzeros", "cpu s")  # of the CSV, beside program and target
 
 
 def inputs(program, generator, batch, length):
@@ -67,7 +68,8 @@ def main():
                 net = model.to_torch(arch, **options)
             except lsrl.LsrlError as error:
                 print(f"{program.name:46} {label:22} not available: {str(error)[:50]}")
-                table.append({"program": program.name, "target": label, "not available": str(error)[:50]})
+                table.append({"program": program.name, "target": label, **dict.fromkeys(COLUMNS, ""),
+                              "not available": str(error)[:50]})
                 continue
             rows = layer_report(net)
             layers = len({r["layer"] for r in rows})
@@ -76,8 +78,8 @@ def main():
             seconds = cpu_seconds(net, xs)
             print(f"{program.name:46} {label:22} {layers:6d} {widest:6d} {params:9d} {nonzeros:9d} {seconds:7.3f}",
                   flush=True)
-            table.append({"program": program.name, "target": label, "layers": layers, "widest": widest,
-                          "params": params, "nonzeros": nonzeros, "cpu s": round(seconds, 3)})
+            values = (layers, widest, params, nonzeros, round(seconds, 3))
+            table.append({"program": program.name, "target": label, **dict(zip(COLUMNS, values)), "not available": ""})
     write_csv(args.csv, "targets", table)
 
 
