@@ -43,9 +43,29 @@ def test_the_docs_have_code_blocks():
 def test_python_block_runs(key, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
-    script = tmp_path / "block.py"
-    script.write_text(PYTHON[key])
-    runpy.run_path(str(script), run_name="__main__")
+    runpy.run_path(str(_written(tmp_path, PYTHON[key])), run_name="__main__")
+
+
+PRINTED_SUMMARIES = [key for key, code in PYTHON.items()  # a summary printed, and shown as comment lines
+                     if "print(model.summary())" in code and "\n# " in code]
+
+
+def test_the_docs_show_printed_summaries():
+    assert {key.split(":")[0] for key in PRINTED_SUMMARIES} >= {"README.md", "docs/language.md"}
+
+
+@pytest.mark.parametrize("key", PRINTED_SUMMARIES)
+def test_the_summaries_the_blocks_promise_are_what_the_code_prints(key, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the blocks save a model folder
+    runpy.run_path(str(_written(tmp_path, PYTHON[key])), run_name="__main__")
+    promised = [line[2:] for line in PYTHON[key].splitlines() if line.startswith("# ")]
+    assert promised and set(promised) <= set(capsys.readouterr().out.splitlines())
+
+
+def _written(folder: Path, code: str) -> Path:
+    script = folder / "block.py"
+    script.write_text(code)
+    return script
 
 
 def _command(words):
