@@ -271,8 +271,10 @@ CONTROLLERS = {"relu": torch.relu, "tanh": torch.tanh}
 
 # The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).
-PAPER_LITERAL = {"erase": "matrix", "content_softmax": False}
-ALL_STABILISERS = {"gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh"}  # TF's NTMs
+PAPER_LITERAL: dict[str, str | bool] = {"erase": "matrix", "content_softmax": False}
+ALL_STABILISERS: dict[str, str | bool] = {  # TF's NTMs
+    "gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh",
+}
 
 
 @dataclass(frozen=True)
