@@ -3,8 +3,8 @@
 Both backends store a matrix as a dict of sparse rows (cheap to build, slice and stack while
 compiling); ``exact`` holds ``gmpy2.mpq`` rationals, ``float`` holds Python floats (float64) and
 runs batches through a cached ``scipy.sparse`` CSR copy. gmpy2 was chosen by measurement
-(``benchmarks/rationals.py``): its arithmetic is about 19x faster than ``fractions.Fraction`` and 2x faster than python-flint's
-``fmpq`` on the small rationals programs are made of.
+(``benchmarks/rationals.py``): its arithmetic is about 19x faster than ``fractions.Fraction`` and 2x
+faster than python-flint's ``fmpq`` on the small rationals programs are made of.
 
 A float given by the user is read as the shortest decimal it prints as (``0.1`` is ``1/10``).
 """

@@ -261,7 +261,8 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant="original", lambda_=DEFAULT_L
             f"the condition {cond.describe()} (dim {cond.dim}) that dim or 1"
         )
     if variant not in IFELSE_VARIANTS:
-        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; expected one of {IFELSE_VARIANTS}")
+        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
+                        f"expected one of {IFELSE_VARIANTS}")
     optimized = variant.endswith("_optimized") or variant == "optimized"
     if variant.startswith("multiplicative"):
         return _ifelse_multiplicative(cond, t, f, optimized, name)

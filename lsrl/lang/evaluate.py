@@ -72,7 +72,8 @@ class FloatMode:
         except np.exceptions.ComplexWarning:
             raise SequenceError(f"{input_node.describe()}: the input sequence holds complex numbers") from None
         except (TypeError, ValueError) as error:
-            raise _shape_error(input_node, np.shape(xs) if not isinstance(xs, list) else "ragged", f" ({error})")
+            raise _shape_error(input_node, np.shape(xs) if not isinstance(xs, list) else "ragged",
+                               f" ({error})") from error
         squeeze = _checked_shape(array, input_node)
         if not np.all(np.isfinite(array)):
             raise SequenceError(f"{input_node.describe()}: the input sequence holds NaN or infinite values")
