@@ -11,7 +11,7 @@ import functools
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,11 +44,11 @@ class LazyGroup(ReportingGroup):
         return getattr(importlib.import_module(module), attribute)
 
     @property  # type: ignore[override]  # click.Group declares a plain attribute
-    def commands(self) -> dict[str, click.Command]:
+    def commands(self) -> MutableMapping[str, click.Command]:
         return self.imported.commands
 
     @commands.setter
-    def commands(self, value: dict[str, click.Command]) -> None:
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
         """click.Group.__init__ assigns an empty dict here: the commands are the imported group's."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
