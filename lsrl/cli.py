@@ -221,14 +221,19 @@ def bench_build(out_dir: str, tasks: tuple[str, ...]) -> None:
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 
-LLRNN = LazyGroup("llrnn", "lsrl.llrnn.cli:llrnn", help='LLRNN: the NTM family of "Linear logic and recurrent neural '
-                  'networks" and its tasks.', summaries={
-    "sample": "Print random examples of a task: input, then the expected output.",
-    "train": "Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT.",
-    "experiment": "Every model on every task and seed (one CPU thread each): test errors and costs as CSV and "
-                  "Markdown.",
-    "reproduce": "Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.",
-})
+# lsrl.llrnn imports torch: its group is listed from these texts (tests/test_habits.py keeps them equal to the
+# commands' own) and imported when one of its commands runs
+LLRNN = LazyGroup(
+    "llrnn", "lsrl.llrnn.cli:llrnn",
+    help='LLRNN: the NTM family of "Linear logic and recurrent neural networks" and its tasks.',
+    summaries={
+        "sample": "Print random examples of a task: input, then the expected output.",
+        "train": "Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT.",
+        "experiment": "Every model on every task and seed (one CPU thread each): test errors and costs as CSV "
+                      "and Markdown.",
+        "reproduce": "Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.",
+    },
+)
 main.add_command(LLRNN)
 
 if __name__ == "__main__":
