@@ -12,8 +12,10 @@ A float given by the user is read as the shortest decimal it prints as (``0.1`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 from numbers import Rational as _AbstractRational
+from types import MappingProxyType
 
 import gmpy2
 import numpy as np
@@ -25,6 +27,7 @@ mpq = gmpy2.mpq
 MPQ_TYPE = type(mpq(0))
 ZERO = mpq(0)
 ONE = mpq(1)
+_NO_ENTRIES: dict = {}  # what a row without entries holds (shared, never written)
 
 
 def to_rational(value, where: str = "value") -> "gmpy2.mpq":
@@ -125,6 +128,18 @@ class Matrix:
         for i, row in self.rows.items():
             for j, value in row.items():
                 yield i, j, value
+
+    def row(self, i: int) -> Mapping:
+        """The non-zero entries of row ``i`` as a read-only ``{column: value}`` (empty: a zero row)."""
+        return MappingProxyType(self.rows.get(i, _NO_ENTRIES))
+
+    def entry(self, i: int, j: int):
+        """The entry at row ``i``, column ``j`` (the backend's zero where none is stored)."""
+        return self.rows.get(i, _NO_ENTRIES).get(j, self.backend.zero)
+
+    def nonzero_rows(self) -> frozenset:
+        """The rows that hold a non-zero entry."""
+        return self._cached("nonzero_rows", lambda: frozenset(i for i, row in self.rows.items() if row))
 
     def to_numpy(self) -> np.ndarray:
         dense = np.zeros(self.shape2d)

@@ -16,28 +16,29 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
-from lsrl.ir.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph
+from lsrl.ir.graph import Graph
+from lsrl.ir.ops import STATE_KINDS, OpKind
 from lsrl.ir.labels import constant_for, copy_of, negation_of, positive_part
 from lsrl.errors import LsrlError
 
 
 def _is_gate_feed(graph, op) -> bool:
     user = graph.only_user(op)
-    return op.kind == LINEAR and user is not None and user.kind == MULTI
+    return op.kind == OpKind.LINEAR and user is not None and user.kind == OpKind.MULTI
 
 
 def _feeds_one_relu(graph, op) -> bool:
     user = graph.only_user(op)
-    return user is not None and user.kind == RELU
+    return user is not None and user.kind == OpKind.RELU
 
 
 def _columns_read(v, user) -> set:
     """Components of ``v`` that ``user`` reads: a bypass carries only these."""
-    if user.kind == LINEAR:
+    if user.kind == OpKind.LINEAR:
         return user.A.nonzero_columns()
     if user.kind in STATE_KINDS:
         return user.B.nonzero_columns()
-    if user.kind == CONCAT:
+    if user.kind == OpKind.CONCAT:
         return {c for x, picks in user.slots if x is v for c in picks}
     return set(range(v.dim))
 
@@ -80,16 +81,16 @@ class _Carrier:
     def read_by(self, user) -> None:
         """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
         graph, v, columns = self.graph, self.v, self.columns
-        if user.kind in (LINEAR, *STATE_KINDS):
-            weight = (user.A if user.kind == LINEAR else user.B).take_columns(columns)
+        if user.kind in (OpKind.LINEAR, *STATE_KINDS):
+            weight = (user.A if user.kind == OpKind.LINEAR else user.B).take_columns(columns)
             if self.decode is not None:
                 weight = weight @ self.decode
-            if user.kind == LINEAR:
+            if user.kind == OpKind.LINEAR:
                 rebuilt = graph.linear(self.op, weight, user.b, name=user.name)
             else:
                 rebuilt = graph.state_like(user, self.op, weight, name=user.name)
             graph.replace(user, rebuilt)
-        elif user.kind == CONCAT:
+        elif user.kind == OpKind.CONCAT:
             graph.regather(user, v, self.plain, self.position)
         else:  # reads every component of v
             full = self.plain
@@ -115,7 +116,7 @@ def case_1b(graph, v, users):
     left, right, left_bias, right_bias, products = [], [], [], [], []
     left_labels, right_labels = [], []
     for user in users:
-        if user.kind == MULTI:
+        if user.kind == OpKind.MULTI:
             half = user.dim
             left.append(backend.selection(range(half), v.dim))
             right.append(backend.selection(range(half, 2 * half), v.dim))
@@ -133,7 +134,7 @@ def case_1b(graph, v, users):
             left_labels += user.labels[:half]
             right_labels += user.labels[half:]
             products.append(graph.only_user(user))
-    others = [u for u in users if u.kind != MULTI and not _is_gate_feed(graph, u)]
+    others = [u for u in users if u.kind != OpKind.MULTI and not _is_gate_feed(graph, u)]
     carried = _carried(v, others)
     if others:
         left.append(backend.selection(carried, v.dim))
@@ -192,25 +193,25 @@ def case_4(graph, v, users):
     first Concat in topological order can only read ``v``)."""
     converted = [u for u in users if fuse_concat_identical(graph, u)]
     if not converted:
-        raise LsrlError(f"internal compiler error: Case 4 at {v.name} found no Concat reading only it")
+        raise InternalError(f"Case 4 at {v.name} found no Concat reading only it")
 
 
 def _push_slice_into(graph, v, piece, user, relu_of_v):
     """Move the slice ``piece`` of ``v`` past one of its users (the bullets of Case 5A)."""
     columns = piece.A.selected_columns()
-    if user.kind == LINEAR:
+    if user.kind == OpKind.LINEAR:
         graph.replace(user, graph.linear(v, user.A.times_selection(columns, v.dim), user.b, name=user.name))
     elif user.kind in STATE_KINDS:
         B = user.B.times_selection(columns, v.dim)
         graph.replace(user, graph.state_like(user, v, B, name=user.name))
-    elif user.kind == RELU:
+    elif user.kind == OpKind.RELU:
         graph.replace(user, graph.selection(relu_of_v(), columns))
-    elif user.kind == MULTI:
+    elif user.kind == OpKind.MULTI:
         graph.redirect(user, piece, graph.linear(v, piece.A, labels=piece.labels))
-    elif user.kind == CONCAT:  # the Concat gathers the components from v itself
+    elif user.kind == OpKind.CONCAT:  # the Concat gathers the components from v itself
         graph.regather(user, piece, v, columns)
     else:
-        raise LsrlError(f"internal compiler error: cannot push a slice into {user}")
+        raise InternalError(f"Case 5A cannot push a slice of {v.name} into {user}")
 
 
 def case_5a(graph, v, users):
@@ -220,14 +221,14 @@ def case_5a(graph, v, users):
     shared_relu = []
 
     def relu_of_v():
-        if v.kind == RELU:
+        if v.kind == OpKind.RELU:
             return v
         if not shared_relu:
             shared_relu.append(graph.relu(v, labels=[positive_part(label) for label in v.labels]))
         return shared_relu[0]
 
     for piece in users:
-        if piece.kind != LINEAR:  # Concat users wait (see choose_case)
+        if piece.kind != OpKind.LINEAR:  # Concat users wait (see choose_case)
             continue
         if piece not in graph.users:  # its last user was a Concat already rewritten for another piece
             continue
@@ -259,7 +260,7 @@ def case_6(graph, v, users):
     """LinState and other users: the others read ``v`` through a dummy LinState (``A = 0, B = I``),
     after which Case 2 fuses all LinStates."""
     backend = graph.backend
-    others = [u for u in users if u.kind != LINSTATE]
+    others = [u for u in users if u.kind != OpKind.LINSTATE]
     carried = _carried(v, others)
     width = len(carried)
     dummy = graph.linstate(
@@ -282,7 +283,7 @@ def case_6r(graph, v, users):
     ReLUState with ``A = 0`` that holds ``v`` split as in Eq. (11) (``_relu_carried``); then Case 2R
     merges all ReLUStates."""
     backend = graph.backend
-    others = [u for u in users if u.kind != RELUSTATE]
+    others = [u for u in users if u.kind != OpKind.RELUSTATE]
     carried = _carried(v, others)
     select, decode, _, labels = _relu_carried(graph, v, carried)
     width = select.shape2d[0]
@@ -300,7 +301,7 @@ def case_7a(graph, v, users):
     front, so Case 5B and then Case 3 apply."""
     bypass = None
     for user in users:
-        if user.kind == RELU:
+        if user.kind == OpKind.RELU:
             bypass = bypass or graph.linear(v, graph.backend.eye(v.dim), labels=_copies(v, range(v.dim)))
             graph.redirect(user, v, bypass)
 
@@ -339,13 +340,13 @@ def _relu_bypass(graph, v, users, needs_bypass):
 def case_7b(graph, v, users):
     """Lin and ReLU users, some Lin not followed by a single ReLU: those Lins read ``v`` through a
     ReLU-based bypass ``[I, -I] ReLU([v; -v])``, which puts the graph in Case 7A."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == LINEAR and not _feeds_one_relu(graph, u))
+    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.LINEAR and not _feeds_one_relu(graph, u))
 
 
 def case_8(graph, v, users):
     """Lin and Concat users: the Concats (and ReLUs that wait for a later ReLU layer) read ``v``
     through a Slice of the components they read; Case 5B merges it with the other Lins."""
-    not_lins = [u for u in users if u.kind != LINEAR]
+    not_lins = [u for u in users if u.kind != OpKind.LINEAR]
     carried = _carried(v, not_lins)
     carrier = _Carrier(graph, v, v, carried, decode=graph.backend.selection(carried, v.dim))
     for user in not_lins:
@@ -354,14 +355,14 @@ def case_8(graph, v, users):
 
 def case_9(graph, v, users):
     """ReLU and Concat users: the Concats read ``v`` through a ReLU-based bypass."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == CONCAT)
+    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.CONCAT)
 
 
 def case_10(graph, v, users):
     """Lin, ReLU and Concat users: ReLU-based bypasses for the Concats and for the Lins not followed
     by a single ReLU; then Cases 7A, 5B and 3 apply."""
     _relu_bypass(
-        graph, v, users, lambda u: u.kind == CONCAT or (u.kind == LINEAR and not _feeds_one_relu(graph, u))
+        graph, v, users, lambda u: u.kind == OpKind.CONCAT or (u.kind == OpKind.LINEAR and not _feeds_one_relu(graph, u))
     )
 
 
@@ -390,7 +391,7 @@ def _below(graph, starts):
 def _goes_straight_to_output(graph, op) -> bool:
     """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
     delays no layer after it."""
-    return all(x is op or (x is not None and x.kind in (LINEAR, CONCAT)) for x in _below(graph, [op]))
+    return all(x is op or (x is not None and x.kind in (OpKind.LINEAR, OpKind.CONCAT)) for x in _below(graph, [op]))
 
 
 def _kind_ahead(graph, starts, kind) -> bool:
@@ -406,7 +407,7 @@ def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:
     others = [u for u in users if u not in waiting]
     return (
         bool(waiting)
-        and any(u.kind != CONCAT for u in others)
+        and any(u.kind != OpKind.CONCAT for u in others)
         and all(_goes_straight_to_output(graph, value_of(u)) for u in waiting)
         and _kind_ahead(graph, others, layer_kind)
     )
@@ -416,14 +417,14 @@ def waiting_users(graph, users) -> list:
     """The gate feeds and ReLUs among ``users`` that wait for a later Multi or ReLU layer: all of a
     kind or none (those that cannot wait make the layer now, and the others join it)."""
     feeds = [u for u in users if _is_gate_feed(graph, u)]
-    relus = [u for u in users if u.kind == RELU]
+    relus = [u for u in users if u.kind == OpKind.RELU]
     waiting = []
-    if all(u.kind != MULTI for u in users) and _can_wait(graph, users, feeds, MULTI, graph.only_user):
+    if all(u.kind != OpKind.MULTI for u in users) and _can_wait(graph, users, feeds, OpKind.MULTI, graph.only_user):
         waiting += feeds
-    if not any(u.kind == LINEAR and _feeds_one_relu(graph, u) for u in users) and \
-            _can_wait(graph, users, relus, RELU, lambda u: u):
+    if not any(u.kind == OpKind.LINEAR and _feeds_one_relu(graph, u) for u in users) and \
+            _can_wait(graph, users, relus, OpKind.RELU, lambda u: u):
         waiting += relus
-    if all(u.kind == CONCAT for u in users if u not in waiting):  # each kind counted on the other to move on
+    if all(u.kind == OpKind.CONCAT for u in users if u not in waiting):  # each kind counted on the other to move on
         return []
     return waiting
 
@@ -431,31 +432,31 @@ def waiting_users(graph, users) -> list:
 def choose_case(graph, v, users, waiting=()):
     """The App. A case for branching op ``v`` with distinct ``users``. Users ``waiting`` (see
     ``waiting_users``) only need ``v`` carried: a gate feed counts as a plain Lin, a ReLU as a Concat."""
-    kinds = {CONCAT if u in waiting and u.kind == RELU else u.kind for u in users}
-    if MULTI in kinds or any(_is_gate_feed(graph, u) and u not in waiting for u in users):
-        return case_1a if kinds == {MULTI} else case_1b
-    if kinds == {LINSTATE}:
+    kinds = {OpKind.CONCAT if u in waiting and u.kind == OpKind.RELU else u.kind for u in users}
+    if OpKind.MULTI in kinds or any(_is_gate_feed(graph, u) and u not in waiting for u in users):
+        return case_1a if kinds == {OpKind.MULTI} else case_1b
+    if kinds == {OpKind.LINSTATE}:
         return case_2
-    if LINSTATE in kinds:
+    if OpKind.LINSTATE in kinds:
         return case_6
-    if kinds == {RELUSTATE}:
+    if kinds == {OpKind.RELUSTATE}:
         return case_2r
-    if RELUSTATE in kinds:
+    if OpKind.RELUSTATE in kinds:
         return case_6r
-    if kinds == {RELU}:
+    if kinds == {OpKind.RELU}:
         return case_3
-    if kinds == {CONCAT}:
+    if kinds == {OpKind.CONCAT}:
         return case_4
-    if kinds == {LINEAR}:
+    if kinds == {OpKind.LINEAR}:
         return case_5a if all(u.is_slice for u in users) else case_5b
-    if kinds == {LINEAR, RELU}:
-        lins = [u for u in users if u.kind == LINEAR]
+    if kinds == {OpKind.LINEAR, OpKind.RELU}:
+        lins = [u for u in users if u.kind == OpKind.LINEAR]
         return case_7a if all(_feeds_one_relu(graph, u) for u in lins) else case_7b
-    if kinds == {LINEAR, CONCAT}:
+    if kinds == {OpKind.LINEAR, OpKind.CONCAT}:
         # with only Slices beside the Concats, a bypass would be pushed straight back into the
         # Concats; pushing the Slices alone (Case 5A's bullets) makes the progress
-        return case_5a if all(u.is_slice for u in users if u.kind == LINEAR) else case_8
-    if kinds == {RELU, CONCAT}:
+        return case_5a if all(u.is_slice for u in users if u.kind == OpKind.LINEAR) else case_8
+    if kinds == {OpKind.RELU, OpKind.CONCAT}:
         return case_9
     return case_10
 
@@ -463,8 +464,8 @@ def choose_case(graph, v, users, waiting=()):
 def debranch_at(graph, v) -> None:
     """Apply one case at the branching op ``v``."""
     users = graph.distinct_users(v)
-    if v.kind == RELU:  # ReLU users of a ReLU are the ReLU itself (preparation rule)
-        relus = [u for u in users if u.kind == RELU]
+    if v.kind == OpKind.RELU:  # ReLU users of a ReLU are the ReLU itself (preparation rule)
+        relus = [u for u in users if u.kind == OpKind.RELU]
         for user in relus:
             graph.replace(user, v)
         if relus:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lsrl.ir.labels import UnitLabel
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import OTHER, components, state_blocks
@@ -101,7 +101,8 @@ def _jordan_of_component(block, where, numeric: bool):
     if any(isinstance(b, np.ndarray) for b in bases):
         return np.hstack([np.array(b.tolist(), dtype=float) for b in bases]), chains
     V = sympy.Matrix.hstack(*bases)
-    assert V.shape == (size, size)
+    if V.shape != (size, size):
+        raise InternalError(f"{where}: the eigenbases span {V.shape[1]} of {size} dimensions")
     return V, chains
 
 
@@ -171,16 +172,15 @@ def decompose(layer) -> Decomposition:
 
     A, backend, d = layer.A, layer.A.backend, layer.dim
     where = f"LinState '{layer.name}'"
-    rows = A.rows
     V_entries, V_inv_entries, chains = [], [], []
     for indices in components(A):
         if len(indices) == 1:
             i = indices[0]
             V_entries.append((i, i, 1))
             V_inv_entries.append((i, i, 1))
-            chains.append(Chain([i], eigenvalue=rows.get(i, {}).get(i, backend.zero)))
+            chains.append(Chain([i], eigenvalue=A.entry(i, i)))
             continue
-        block = sympy.Matrix(len(indices), len(indices), lambda r, c: _to_sympy(rows.get(indices[r], {}).get(indices[c], 0)))
+        block = sympy.Matrix(len(indices), len(indices), lambda r, c: _to_sympy(A.entry(indices[r], indices[c])))
         V, local = _jordan_of_component(block, where, numeric=backend is not EXACT)
         V_inv = _inverse(V, where)
         for r in range(len(indices)):
@@ -233,7 +233,7 @@ def _cascade_layers(layer, decomposition, previous):
     zero = backend.zero
     drive, bias = decomposition.V_inv @ layer.B, decomposition.V_inv @ layer.b
     init = decomposition.V_inv @ layer.init_state
-    drive_rows, bias_values, init_values = drive.rows, bias.values(), init.values()
+    bias_values, init_values = bias.values(), init.values()
     cascades = [chain for chain in decomposition.chains if _is_cascade(chain)]
     depth = max((len(chain.columns) for chain in cascades), default=1)
 
@@ -251,7 +251,7 @@ def _cascade_layers(layer, decomposition, previous):
         members = chain.columns[-1:] if _is_cascade(chain) else chain.columns
         for j in members:
             add(("z", j), bias_values[j], init_values[j])
-            B_rows[position[("z", j)]] = drive_rows.get(j, {})
+            B_rows[position[("z", j)]] = drive.row(j)
         if chain.rotation is not None:
             for r, i in enumerate(chain.columns):
                 for c, j in enumerate(chain.columns):
@@ -264,7 +264,7 @@ def _cascade_layers(layer, decomposition, previous):
     for chain in cascades:
         for j in chain.columns:
             add(("w", j), zero, zero)
-            B_rows[position[("w", j)]] = drive_rows.get(j, {})
+            B_rows[position[("w", j)]] = drive.row(j)
     width = len(slots)
     labels = [_slot_labels(layer.name, slots)]
     built = LinState(
@@ -436,8 +436,7 @@ def _times(matrix, values):
     """``values @ matrix.T`` for an lsrl matrix and exact (object) or float values ``(..., d)``."""
     out = np.zeros(values.shape[:-1] + (matrix.shape2d[0],), dtype=values.dtype)
     out[...] = 0 * values[..., :1] if values.shape[-1] else 0  # exact zeros on the exact backend
-    for i, row in matrix.rows.items():
-        for j, weight in row.items():
-            out[..., i] = out[..., i] + weight * values[..., j]
+    for i, j, weight in matrix.entries():
+        out[..., i] = out[..., i] + weight * values[..., j]
     return out
 

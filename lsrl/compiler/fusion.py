@@ -7,12 +7,13 @@ new chains.
 
 from __future__ import annotations
 
-from lsrl.ir.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Graph
+from lsrl.ir.graph import Graph
+from lsrl.ir.ops import WEIGHTS, OpKind
 
 
 def fuse_linear_linear(graph, first, second) -> bool:
     """``Lin[A2, b2](Lin[A1, b1](x)) = Lin[A2 A1, A2 b1 + b2](x)``."""
-    if first.kind != LINEAR or second.kind != LINEAR:
+    if first.kind != OpKind.LINEAR or second.kind != OpKind.LINEAR:
         return False
     fused = graph.linear(first.inputs[0], second.A @ first.A, second.A @ first.b + second.b, name=second.name)
     graph.replace(second, fused)
@@ -27,7 +28,7 @@ def _absorb_linear(graph, linear, state) -> None:
 
 def fuse_linear_linstate(graph, linear, state) -> bool:
     """A Lin feeding a LinState is absorbed into its ``B`` and ``b``."""
-    if linear.kind != LINEAR or state.kind != LINSTATE:
+    if linear.kind != OpKind.LINEAR or state.kind != OpKind.LINSTATE:
         return False
     _absorb_linear(graph, linear, state)
     return True
@@ -35,7 +36,7 @@ def fuse_linear_linstate(graph, linear, state) -> bool:
 
 def fuse_linear_relustate(graph, linear, state) -> bool:
     """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
-    if linear.kind != LINEAR or state.kind != RELUSTATE:
+    if linear.kind != OpKind.LINEAR or state.kind != OpKind.RELUSTATE:
         return False
     _absorb_linear(graph, linear, state)
     return True
@@ -43,7 +44,7 @@ def fuse_linear_relustate(graph, linear, state) -> bool:
 
 def fuse_relustate_relu(graph, state, relu) -> bool:
     """A ReLU after a ReLUState is dropped: the state is a ReLU output, non-negative already."""
-    if state.kind != RELUSTATE or relu.kind != RELU:
+    if state.kind != OpKind.RELUSTATE or relu.kind != OpKind.RELU:
         return False
     graph.replace(relu, state)
     return True
@@ -51,7 +52,7 @@ def fuse_relustate_relu(graph, state, relu) -> bool:
 
 def fuse_relu_relu(graph, relu) -> bool:
     """ReLU is idempotent: a ReLU of a ReLU is dropped, whatever else reads the inner one."""
-    if relu.kind != RELU or relu.inputs[0].kind != RELU:
+    if relu.kind != OpKind.RELU or relu.inputs[0].kind != OpKind.RELU:
         return False
     graph.replace(relu, relu.inputs[0])
     return True
@@ -59,7 +60,7 @@ def fuse_relu_relu(graph, relu) -> bool:
 
 def fuse_slice_concat(graph, piece, concat) -> bool:
     """A Slice read only by a Concat becomes part of the Concat's gather."""
-    if not (piece.is_slice and concat.kind == CONCAT):
+    if not (piece.is_slice and concat.kind == OpKind.CONCAT):
         return False
     graph.regather(concat, piece, piece.inputs[0], piece.A.selected_columns())
     return True
@@ -67,7 +68,7 @@ def fuse_slice_concat(graph, piece, concat) -> bool:
 
 def fuse_concat_concat(graph, inner, outer) -> bool:
     """A Concat read only by a Concat is spliced into the outer gather."""
-    if inner.kind != CONCAT or outer.kind != CONCAT:
+    if inner.kind != OpKind.CONCAT or outer.kind != OpKind.CONCAT:
         return False
     slots = []
     for x, picks in outer.slots:
@@ -82,7 +83,7 @@ def fuse_concat_concat(graph, inner, outer) -> bool:
 
 def fuse_concat_identical(graph, concat) -> bool:
     """A Concat whose inputs are all one op only gathers its components: a Slice."""
-    if concat.kind != CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
+    if concat.kind != OpKind.CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
         return False
     source = concat.inputs[0]
     columns = [c for picks in concat.picks for c in picks]
@@ -92,7 +93,7 @@ def fuse_concat_identical(graph, concat) -> bool:
 
 def fuse_identity(graph, linear) -> bool:
     """A Lin that is the identity (left behind by bypasses) is dropped."""
-    if linear.kind != LINEAR or not linear.is_identity():
+    if linear.kind != OpKind.LINEAR or not linear.is_identity():
         return False
     graph.replace(linear, linear.inputs[0])
     return True
@@ -100,7 +101,7 @@ def fuse_identity(graph, linear) -> bool:
 
 def fuse_stateless_linstate(graph, state) -> bool:
     """A LinState with ``A = 0`` forgets its past (``s_t = B x_t + b``): it is a Lin."""
-    if state.kind != LINSTATE or not state.A.is_zero():
+    if state.kind != OpKind.LINSTATE or not state.A.is_zero():
         return False
     graph.replace(state, graph.linear(state.inputs[0], state.B, state.b, name=state.name))
     return True
@@ -111,13 +112,13 @@ def fuse_linstate_linstate(graph, first, second) -> bool:
     before it, nor units that do: it joins that LinState) or keeps no state (``A`` row 0: a function of this step's
     input, folded into the Lin or LinState that reads it) is no layer of its own. Applied where that
     adds no weights; a folded unit's node is then computed only inside its reader."""
-    reader = graph.only_user(second) if second.kind == LINSTATE else None
-    if first.kind != LINSTATE or reader is None or reader.kind not in (LINEAR, LINSTATE):
+    reader = graph.only_user(second) if second.kind == OpKind.LINSTATE else None
+    if first.kind != OpKind.LINSTATE or reader is None or reader.kind not in (OpKind.LINEAR, OpKind.LINSTATE):
         return False
     backend, A2 = graph.backend, second.A
-    runs_alone = [i for i in range(second.dim) if not second.B.rows.get(i)]
-    stateless = [i for i in range(second.dim) if second.B.rows.get(i)]
-    if any(A2.rows.get(i) for i in stateless) or any(not set(A2.rows.get(i, {})) <= set(runs_alone) for i in runs_alone):
+    runs_alone = [i for i in range(second.dim) if not second.B.row(i)]
+    stateless = [i for i in range(second.dim) if second.B.row(i)]
+    if any(A2.row(i) for i in stateless) or any(not A2.row(i).keys() <= set(runs_alone) for i in runs_alone):
         return False
     width = first.dim + len(runs_alone)
     merged_A = backend.block_diag([first.A, A2.take_rows(runs_alone).take_columns(runs_alone)])
@@ -127,19 +128,19 @@ def fuse_linstate_linstate(graph, first, second) -> bool:
     # second's output as a function of the merged output: P y + c
     position = {i: first.dim + k for k, i in enumerate(runs_alone)}
     entries = [(i, position[i], 1) for i in runs_alone]
-    entries += [(i, j, w) for i in stateless for j, w in second.B.rows.get(i, {}).items()]
+    entries += [(i, j, w) for i in stateless for j, w in second.B.row(i).items()]
     P = backend.from_entries(entries, (second.dim, width))
-    c = backend.from_entries(((i, 0, second.b.rows[i][0]) for i in stateless if second.b.rows.get(i)),
+    c = backend.from_entries(((i, 0, second.b.entry(i, 0)) for i in stateless if second.b.row(i)),
                              (second.dim, 1), is_vector=True)
-    weight = reader.A if reader.kind == LINEAR else reader.B
+    weight = reader.A if reader.kind == OpKind.LINEAR else reader.B
     read_weight, read_bias = weight @ P, weight @ c + reader.b
-    kept = reader.A.nnz + reader.init.nnz if reader.kind == LINSTATE else 0
+    kept = reader.A.nnz + reader.init.nnz if reader.kind == OpKind.LINSTATE else 0
     added = merged_A.nnz + merged_B.nnz + merged_b.nnz + merged_init.nnz + read_weight.nnz + read_bias.nnz + kept
     if added > first.nnz + second.nnz + reader.nnz:
         return False
     labels = first.labels + [second.labels[i] for i in runs_alone]
     merged = graph.linstate(first.inputs[0], merged_A, merged_B, merged_b, merged_init, name=first.name, labels=labels)
-    if reader.kind == LINEAR:
+    if reader.kind == OpKind.LINEAR:
         rebuilt = graph.linear(merged, read_weight, read_bias, name=reader.name)
     else:
         rebuilt = graph.linstate(merged, reader.A, read_weight, read_bias, reader.init, name=reader.name)
@@ -161,7 +162,7 @@ def fuse_at(graph, op) -> bool:
             graph.count(rule.__name__)
             return True
     user = graph.only_user(op)
-    if user is None or op.kind == INPUT:
+    if user is None or op.kind == OpKind.INPUT:
         return False
     for rule in PAIR_RULES:
         if rule(graph, op, user):
@@ -173,7 +174,7 @@ def fuse_at(graph, op) -> bool:
 def _computation(op) -> tuple:
     """What ``op`` computes, as a key: equal keys mean equal values at every step."""
     weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
-    picks = tuple(tuple(p) for p in op.picks) if op.kind == CONCAT else None
+    picks = tuple(tuple(p) for p in op.picks) if op.kind == OpKind.CONCAT else None
     return op.kind, tuple(x.id for x in op.inputs), weights, picks
 
 
@@ -182,7 +183,7 @@ def merge_duplicates(graph) -> None:
     debranching never carries two copies of a value."""
     seen = {}
     for op in graph.ops():
-        if op.kind == INPUT or op not in graph.users:
+        if op.kind == OpKind.INPUT or op not in graph.users:
             continue
         twin = seen.setdefault(_computation(op), op)
         if twin is not op:

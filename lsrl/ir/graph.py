@@ -13,64 +13,14 @@ new one (``Graph.copy``); ``str(graph)`` prints it one op a line.
 
 from __future__ import annotations
 
-import itertools
-
 from lsrl.ir.labels import UnitLabel, better
+from lsrl.ir.ops import STATE_KINDS, Op, OpKind
 from lsrl.lang import nodes as N
 
-LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "concat", "multi", "input"
-RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
 _KIND_OF_NODE = {
-    N.Input: INPUT, N.Linear: LINEAR, N.ReLU: RELU, N.LinState: LINSTATE, N.Concat: CONCAT, N.Multi: MULTI,
-    N.ReLUState: RELUSTATE,
+    N.Input: OpKind.INPUT, N.Linear: OpKind.LINEAR, N.ReLU: OpKind.RELU, N.LinState: OpKind.LINSTATE,
+    N.Concat: OpKind.CONCAT, N.Multi: OpKind.MULTI, N.ReLUState: OpKind.RELUSTATE,
 }
-WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init")}
-STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
-
-
-class Op:
-    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for linstate; ``picks``
-    (one sequence of components per input) for concat."""
-
-    _ids = itertools.count()
-
-    def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None,
-                 integer=False, labels=None):
-        self.kind, self.inputs, self.dim = kind, list(inputs), dim
-        self.labels = list(labels) if labels is not None else [None] * dim  # per component (lsrl.ir.labels)
-        self.A, self.B, self.b, self.init = A, B, b, init
-        self.picks = picks
-        self.bounds, self.integer = bounds, integer  # what an input declares about its values
-        self.id = next(Op._ids)
-        self.name = name or f"{kind}_{self.id}"
-        self.nnz = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
-
-    def __repr__(self):
-        return f"Op({self.name}, dim={self.dim}, in={[x.name for x in self.inputs]})"
-
-    @property
-    def slots(self):
-        """A concat's ``(input, picks)`` pairs."""
-        return zip(self.inputs, self.picks)
-
-    @property
-    def is_slice(self) -> bool:
-        """A Linear that only selects (and possibly repeats) input components."""
-        return self.kind == LINEAR and self.b.is_zero() and self.A.is_selection()
-
-    def is_identity(self) -> bool:
-        return self.is_slice and self.dim == self.inputs[0].dim and self.A.selected_columns() == list(range(self.dim))
-
-    def describe(self) -> str:
-        """One line: ``%name = kind[dim](%input, ...)`` and the weights' sizes."""
-        if self.kind == CONCAT:
-            args = ", ".join(f"%{x.name}{_picks_text(p, x.dim)}" for x, p in self.slots)
-        else:
-            args = ", ".join(f"%{x.name}" for x in self.inputs)
-        weights = "  ".join(
-            f"{w}{'x'.join(map(str, getattr(self, w).shape))} nnz={getattr(self, w).nnz}" for w in WEIGHTS.get(self.kind, ())
-        )
-        return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
 
 
 def _joined(slots) -> tuple:
@@ -90,26 +40,26 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
     """Components of ``op`` that are ``>= 0`` whenever the components ``inputs_nonnegative`` of its
     inputs are: ReLUs; sums of those with positive weights and a bias ``>= 0``; products of two;
     states that start, stay and are driven so."""
-    if op.kind in (RELU, RELUSTATE):
+    if op.kind in (OpKind.RELU, OpKind.RELUSTATE):
         return frozenset(range(op.dim))
-    if op.kind == INPUT:
+    if op.kind == OpKind.INPUT:
         return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0)
-    if op.kind == CONCAT:
+    if op.kind == OpKind.CONCAT:
         picked = [p in nonnegative for nonnegative, picks in zip(inputs_nonnegative, op.picks) for p in picks]
         return frozenset(i for i, holds in enumerate(picked) if holds)
     (source,) = inputs_nonnegative
-    if op.kind == MULTI:
+    if op.kind == OpKind.MULTI:
         return frozenset(i for i in range(op.dim) if i in source and op.dim + i in source)
 
     def positive_sum(weights, row, allowed) -> bool:
-        return all(w > 0 and j in allowed for j, w in weights.rows.get(row, {}).items())
+        return all(w > 0 and j in allowed for j, w in weights.row(row).items())
 
     def at_least_zero(vector, row) -> bool:
-        return vector.rows.get(row, {}).get(0, 0) >= 0
+        return vector.entry(row, 0) >= 0
 
-    drive = op.A if op.kind == LINEAR else op.B
+    drive = op.A if op.kind == OpKind.LINEAR else op.B
     candidates = {i for i in range(op.dim) if at_least_zero(op.b, i) and positive_sum(drive, i, source)}
-    if op.kind == LINEAR:
+    if op.kind == OpKind.LINEAR:
         return frozenset(candidates)
     candidates = {i for i in candidates if at_least_zero(op.init, i)}
     while True:  # a state stays >= 0 if it reads only such states, with positive weights
@@ -117,15 +67,6 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
         if kept == candidates:
             return frozenset(kept)
         candidates = kept
-
-
-def _picks_text(picks, width) -> str:
-    picks = list(picks)
-    if picks == list(range(width)):
-        return ""
-    if picks and picks == list(range(picks[0], picks[-1] + 1)):
-        return f"[{picks[0]}:{picks[-1] + 1}]"
-    return f"[{','.join(map(str, picks))}]"
 
 
 class Graph:
@@ -158,7 +99,7 @@ class Graph:
 
     def linear(self, x, A, b=None, name=None, labels=None) -> Op:
         b = b if b is not None else self.backend.zeros_vector(A.shape2d[0])
-        return self.add(Op(LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
+        return self.add(Op(OpKind.LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
 
     def selection(self, x, columns, name=None) -> Op:
         """Slice of ``x`` picking ``columns``; ``x`` itself when that is the identity."""
@@ -171,10 +112,10 @@ class Graph:
         return self.selection(x, range(start, stop))
 
     def relu(self, x, name=None, labels=None) -> Op:
-        return self.add(Op(RELU, [x], x.dim, name, labels=labels))
+        return self.add(Op(OpKind.RELU, [x], x.dim, name, labels=labels))
 
     def multi(self, x, name=None, labels=None) -> Op:
-        return self.add(Op(MULTI, [x], x.dim // 2, name, labels=labels))
+        return self.add(Op(OpKind.MULTI, [x], x.dim // 2, name, labels=labels))
 
     def concat(self, slots, name=None) -> Op:
         """A gather of ``slots``: ``(op, picks)`` pairs, ``picks=None`` taking all of ``op``.
@@ -184,7 +125,7 @@ class Graph:
         inputs, picks = _joined(slots)
         if len(inputs) == 1:
             return self.selection(inputs[0], picks[0], name=name)
-        return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
+        return self.add(Op(OpKind.CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
 
     def regather(self, concat: Op, old: Op, new: Op, remap) -> Op:
         """The slots of ``concat`` that read ``old`` read ``new`` instead, pick ``p`` becoming
@@ -202,15 +143,15 @@ class Graph:
         return concat
 
     def linstate(self, x, A, B, b, init, name=None, labels=None) -> Op:
-        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+        return self.add(Op(OpKind.LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
     def relustate(self, x, A, B, b, init, name=None, labels=None) -> Op:
-        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+        return self.add(Op(OpKind.RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
     def state_like(self, state, x, B, b=None, name=None) -> Op:
         """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
         through ``B`` (and ``b``: ``state.b`` unless given)."""
-        build = self.linstate if state.kind == LINSTATE else self.relustate
+        build = self.linstate if state.kind == OpKind.LINSTATE else self.relustate
         return build(x, state.A, B, state.b if b is None else b, state.init, name=name)
 
     # ---- rewiring ---------------------------------------------------------------------------
@@ -394,17 +335,17 @@ class Graph:
         nodes = {}
         for op in self.ops():
             inputs = [nodes[x] for x in op.inputs]
-            if op.kind == INPUT:
+            if op.kind == OpKind.INPUT:
                 node = N.Input(op.dim, name=op.name, bounds=op.bounds, integer=op.integer)
-            elif op.kind == LINEAR:
+            elif op.kind == OpKind.LINEAR:
                 node = N.Linear(inputs[0], op.A, op.b, name=op.name)
-            elif op.kind == LINSTATE:
+            elif op.kind == OpKind.LINSTATE:
                 node = N.LinState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
-            elif op.kind == RELUSTATE:
+            elif op.kind == OpKind.RELUSTATE:
                 node = N.ReLUState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
-            elif op.kind == RELU:
+            elif op.kind == OpKind.RELU:
                 node = N.ReLU(inputs[0], name=op.name)
-            elif op.kind == MULTI:
+            elif op.kind == OpKind.MULTI:
                 node = N.Multi(inputs[0], name=op.name)
             else:
                 parts = [
@@ -426,14 +367,14 @@ def from_program(program, backend) -> Graph:
         inputs = [ops[x] for x in node.inputs]
         labels = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
-        if kind == LINEAR:
+        if kind == OpKind.LINEAR:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
         elif kind in STATE_KINDS:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), B=convert(node.B),
                     b=convert(node.b), init=convert(node.init_state))
-        elif kind == CONCAT:
+        elif kind == OpKind.CONCAT:
             op = Op(kind, inputs, node.dim, node.name, picks=[range(x.dim) for x in inputs])
-        elif kind == INPUT:
+        elif kind == OpKind.INPUT:
             op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds, integer=node.integer)
         else:
             op = Op(kind, inputs, node.dim, node.name)

@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lsrl.errors import DimensionError
+from lsrl.ir.ops import OpKind
 
 ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant", "helper", "mode", "drive")
 
@@ -190,11 +191,11 @@ def _close(a, b, tolerance) -> bool:
 def _derived(layer, i, below):
     """The label of unit ``i`` of a path ``layer`` read off its weights, given the labels ``below``
     of the layer it reads (None where the weights say nothing simple)."""
-    if layer.kind == "relu":
+    if layer.kind == OpKind.RELU:
         return positive_part(below[i])
-    if layer.kind != "linear":
+    if layer.kind != OpKind.LINEAR:
         return None
-    row, bias = layer.A.rows.get(i, {}), layer.b.rows.get(i)
+    row, bias = layer.A.row(i), layer.b.row(i)
     if not row:
         return UnitLabel(layer.name, i, "constant")
     if bias or len(row) != 1:
