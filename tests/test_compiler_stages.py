@@ -19,7 +19,7 @@ from lsrl.compiler import debranch, prepare, prune, to_graph, to_layers
 from lsrl.ir.ops import Op, OpKind
 from lsrl.programs import discrete_approximator
 
-rules = importlib.import_module("lsrl.compiler.debranch")  # the module; lsrl.compiler.debranch is the stage
+rules = importlib.import_module("lsrl.compiler.debranch.walk")  # the walk; lsrl.compiler.debranch is the stage
 fusion = importlib.import_module("lsrl.compiler.fusion")
 
 
@@ -269,7 +269,7 @@ def test_a_product_waits_only_for_the_output_and_beside_no_multi():
         values = [lsrl.LinState(square, [[1]], [[1]]) if square_goes_on else square, ahead, *extra]
         graph = prepare(to_graph(lsrl.ForEach(lsrl.Concat(values))))
         users = graph.distinct_users(graph.input)
-        assert any(rules._is_gate_feed(graph, u) for u in users)
+        assert any(rules.is_gate_feed(graph, u) for u in users)
         assert rules.waiting_users(graph, users) == []
 
 
@@ -282,7 +282,7 @@ def test_products_and_relus_do_not_wait_on_each_other_beside_concats_alone():
     below = graph.linear(gather, graph.backend.from_entries([(0, 0, 1), (1, 0, 3)], (2, 1)))
     graph.multi(below), graph.relu(below)  # a Multi and a ReLU layer further down
     users = graph.distinct_users(v)
-    feeds = [u for u in users if rules._is_gate_feed(graph, u)]
+    feeds = [u for u in users if rules.is_gate_feed(graph, u)]
     relus = [u for u in users if u.kind == OpKind.RELU]
     assert rules._can_wait(graph, users, feeds, OpKind.MULTI, graph.only_user)  # each could wait, the other
     assert rules._can_wait(graph, users, relus, OpKind.RELU, lambda u: u)  # moving the walk on

@@ -8,7 +8,7 @@ new chains.
 from __future__ import annotations
 
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import WEIGHTS, OpKind
+from lsrl.ir.ops import WEIGHTS, Op, OpKind
 
 
 def fuse_linear_linear(graph, first, second) -> bool:
@@ -155,23 +155,24 @@ PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_slice_concat, fuse_
 SINGLE_RULES = (fuse_concat_identical, fuse_identity, fuse_relu_relu)
 
 
-def fuse_at(graph, op) -> bool:
-    """Apply the first preparation rule that fits ``op`` (alone, or with its only user)."""
+def fuse_at(graph: Graph, op: Op) -> str | None:
+    """Apply the first preparation rule that fits ``op`` (alone, or with its only user); the name
+    of the rule applied, None if none fits."""
     for rule in SINGLE_RULES:
         if rule(graph, op):
             graph.count(rule.__name__)
-            return True
+            return rule.__name__
     user = graph.only_user(op)
     if user is None or op.kind == OpKind.INPUT:
-        return False
-    for rule in PAIR_RULES:
-        if rule(graph, op, user):
-            graph.count(rule.__name__)
-            return True
-    return False
+        return None
+    for pair_rule in PAIR_RULES:
+        if pair_rule(graph, op, user):
+            graph.count(pair_rule.__name__)
+            return pair_rule.__name__
+    return None
 
 
-def _computation(op) -> tuple:
+def computation(op) -> tuple:
     """What ``op`` computes, as a key: equal keys mean equal values at every step."""
     weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
     picks = tuple(tuple(p) for p in op.picks) if op.kind == OpKind.CONCAT else None
@@ -185,7 +186,7 @@ def merge_duplicates(graph) -> None:
     for op in graph.ops():
         if op.kind == OpKind.INPUT or op not in graph.users:
             continue
-        twin = seen.setdefault(_computation(op), op)
+        twin = seen.setdefault(computation(op), op)
         if twin is not op:
             graph.replace(op, twin)
             graph.count("merge_duplicates")
@@ -196,7 +197,7 @@ def prepare(graph: Graph) -> Graph:
     subexpressions merged."""
     graph = graph.copy()
     for op in graph.ops():
-        while op in graph.users and fuse_at(graph, op):
+        while op in graph.users and fuse_at(graph, op) is not None:
             pass
     merge_duplicates(graph)
     return graph

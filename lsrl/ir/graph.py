@@ -13,6 +13,8 @@ new one (``Graph.copy``); ``str(graph)`` prints it one op a line.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from lsrl.ir.labels import UnitLabel, better
 from lsrl.ir.ops import STATE_KINDS, Op, OpKind
 from lsrl.lang import nodes as N
@@ -85,6 +87,7 @@ class Graph:
         self.lineage: dict = {}  # program node name -> (topological index, names of its inputs)
         self.ancestry: dict = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
+        self.kinds: Counter[OpKind] = Counter()  # ops of each kind, kept up to date like nnz
         self.signs: dict = {}  # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
 
     # ---- construction ---------------------------------------------------------------------
@@ -95,6 +98,7 @@ class Graph:
             edges[op] = edges.get(op, 0) + 1
         self.nnz += op.nnz
         self.peak_nnz = max(self.peak_nnz, self.nnz)
+        self.kinds[op.kind] += 1
         return op
 
     def linear(self, x, A, b=None, name=None, labels=None) -> Op:
@@ -256,10 +260,15 @@ class Graph:
                 self.entangled |= {label.node for label in current.labels if label and label.role == "value"}
             del self.users[current]
             self.nnz -= current.nnz
+            self.kinds[current.kind] -= 1
             for x in set(current.inputs):
                 if x in self.users:
                     self.users[x].pop(current, None)
                     pending.append(x)
+
+    def count_of(self, kind: OpKind) -> int:
+        """The number of ops of ``kind`` in the graph."""
+        return self.kinds[kind]
 
     def count(self, rule: str, times: int = 1) -> None:
         self.stats[rule] = self.stats.get(rule, 0) + times

@@ -1,10 +1,10 @@
-"""The debranching cases of App. A, each a named rule, and the walk that applies them.
+"""The debranching cases of App. A, each a named rule ``case(graph, v, users)`` applied at a
+branching op ``v`` with distinct ``users``.
 
-The walk follows the path from the Input. At the first op with more than one outgoing edge (the
-branching op ``v``) it applies the case that matches the kinds of ``v``'s users; every case either
-removes a branch or rewrites the users into the form a later case removes. All rewrites are exact
+Every case either removes a branch or rewrites the users into the form a later case removes (which
+case applies where is the walk's choice: ``lsrl.compiler.debranch.walk``). All rewrites are exact
 identities (slices commute with ReLU, ``x * 1 = x``, ``ReLU(x) - ReLU(-x) = x``, a LinState with
-``A = 0, B = I`` copies its input), so the path computes what the program computes.
+``A = 0, B = I`` copies its input), so the graph computes what it computed.
 
 A Lin whose only user is a Multi (a *gate feed*, what the Multi bullet of Case 5A produces) is
 treated as part of that Multi: Cases 1A/1B pull it up to the branching op together with the Multi.
@@ -15,19 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
+from lsrl.compiler.fusion import fuse_concat_identical
+from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import STATE_KINDS, OpKind
 from lsrl.ir.labels import constant_for, copy_of, negation_of, positive_part
-from lsrl.errors import LsrlError
+from lsrl.ir.ops import STATE_KINDS, OpKind
 
 
-def _is_gate_feed(graph, op) -> bool:
+def is_gate_feed(graph, op) -> bool:
     user = graph.only_user(op)
     return op.kind == OpKind.LINEAR and user is not None and user.kind == OpKind.MULTI
 
 
-def _feeds_one_relu(graph, op) -> bool:
+def feeds_one_relu(graph, op) -> bool:
     user = graph.only_user(op)
     return user is not None and user.kind == OpKind.RELU
 
@@ -125,7 +125,7 @@ def case_1b(graph, v, users):
             left_labels += v.labels[:half]
             right_labels += v.labels[half:]
             products.append(user)
-        elif _is_gate_feed(graph, user):
+        elif is_gate_feed(graph, user):
             half = user.dim // 2
             left.append(user.A.take_rows(range(half)))
             right.append(user.A.take_rows(range(half, 2 * half)))
@@ -134,7 +134,7 @@ def case_1b(graph, v, users):
             left_labels += user.labels[:half]
             right_labels += user.labels[half:]
             products.append(graph.only_user(user))
-    others = [u for u in users if u.kind != OpKind.MULTI and not _is_gate_feed(graph, u)]
+    others = [u for u in users if u.kind != OpKind.MULTI and not is_gate_feed(graph, u)]
     carried = _carried(v, others)
     if others:
         left.append(backend.selection(carried, v.dim))
@@ -340,7 +340,7 @@ def _relu_bypass(graph, v, users, needs_bypass):
 def case_7b(graph, v, users):
     """Lin and ReLU users, some Lin not followed by a single ReLU: those Lins read ``v`` through a
     ReLU-based bypass ``[I, -I] ReLU([v; -v])``, which puts the graph in Case 7A."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.LINEAR and not _feeds_one_relu(graph, u))
+    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
 
 
 def case_8(graph, v, users):
@@ -362,161 +362,5 @@ def case_10(graph, v, users):
     """Lin, ReLU and Concat users: ReLU-based bypasses for the Concats and for the Lins not followed
     by a single ReLU; then Cases 7A, 5B and 3 apply."""
     _relu_bypass(
-        graph, v, users, lambda u: u.kind == OpKind.CONCAT or (u.kind == OpKind.LINEAR and not _feeds_one_relu(graph, u))
+        graph, v, users, lambda u: u.kind == OpKind.CONCAT or (u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
     )
-
-
-# ---- layers that can wait ---------------------------------------------------------------------
-# The walk is greedy: a Multi or ReLU user makes the next layer a Multi or ReLU layer. When its value
-# only goes on to the output and a layer of its kind lies further down anyway, it waits for that
-# layer (its input carried along like a Concat's), and one layer computes both.
-
-_LOOK_AHEAD = 256  # ops a search below the branching op visits at most: a partner layer is near
-
-
-def _below(graph, starts):
-    """``starts``, then the ops below them, breadth first; ``None`` last if the look-ahead ran out."""
-    queue, seen = list(starts), set(starts)
-    for current in queue:
-        if len(seen) > _LOOK_AHEAD:
-            yield None
-            return
-        yield current
-        for user in graph.users[current]:
-            if user not in seen:
-                seen.add(user)
-                queue.append(user)
-
-
-def _goes_straight_to_output(graph, op) -> bool:
-    """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
-    delays no layer after it."""
-    return all(x is op or (x is not None and x.kind in (OpKind.LINEAR, OpKind.CONCAT)) for x in _below(graph, [op]))
-
-
-def _kind_ahead(graph, starts, kind) -> bool:
-    """Whether an op of ``kind`` lies below ``starts`` (within the look-ahead)."""
-    return any(x is not None and x.kind == kind for x in _below(graph, starts))
-
-
-def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:
-    """Whether the users ``waiting`` (their values ``value_of(u)``) can wait for a later layer of
-    ``layer_kind``: each value goes straight to the output, such a layer lies below the other users,
-    and one of those is no Concat. The case then applied fuses that user into the next layer, so the
-    walk moves on (beside Concats alone it would rebuild the same Lin forever)."""
-    others = [u for u in users if u not in waiting]
-    return (
-        bool(waiting)
-        and any(u.kind != OpKind.CONCAT for u in others)
-        and all(_goes_straight_to_output(graph, value_of(u)) for u in waiting)
-        and _kind_ahead(graph, others, layer_kind)
-    )
-
-
-def waiting_users(graph, users) -> list:
-    """The gate feeds and ReLUs among ``users`` that wait for a later Multi or ReLU layer: all of a
-    kind or none (those that cannot wait make the layer now, and the others join it)."""
-    feeds = [u for u in users if _is_gate_feed(graph, u)]
-    relus = [u for u in users if u.kind == OpKind.RELU]
-    waiting = []
-    if all(u.kind != OpKind.MULTI for u in users) and _can_wait(graph, users, feeds, OpKind.MULTI, graph.only_user):
-        waiting += feeds
-    if not any(u.kind == OpKind.LINEAR and _feeds_one_relu(graph, u) for u in users) and \
-            _can_wait(graph, users, relus, OpKind.RELU, lambda u: u):
-        waiting += relus
-    if all(u.kind == OpKind.CONCAT for u in users if u not in waiting):  # each kind counted on the other to move on
-        return []
-    return waiting
-
-
-def choose_case(graph, v, users, waiting=()):
-    """The App. A case for branching op ``v`` with distinct ``users``. Users ``waiting`` (see
-    ``waiting_users``) only need ``v`` carried: a gate feed counts as a plain Lin, a ReLU as a Concat."""
-    kinds = {OpKind.CONCAT if u in waiting and u.kind == OpKind.RELU else u.kind for u in users}
-    if OpKind.MULTI in kinds or any(_is_gate_feed(graph, u) and u not in waiting for u in users):
-        return case_1a if kinds == {OpKind.MULTI} else case_1b
-    if kinds == {OpKind.LINSTATE}:
-        return case_2
-    if OpKind.LINSTATE in kinds:
-        return case_6
-    if kinds == {OpKind.RELUSTATE}:
-        return case_2r
-    if OpKind.RELUSTATE in kinds:
-        return case_6r
-    if kinds == {OpKind.RELU}:
-        return case_3
-    if kinds == {OpKind.CONCAT}:
-        return case_4
-    if kinds == {OpKind.LINEAR}:
-        return case_5a if all(u.is_slice for u in users) else case_5b
-    if kinds == {OpKind.LINEAR, OpKind.RELU}:
-        lins = [u for u in users if u.kind == OpKind.LINEAR]
-        return case_7a if all(_feeds_one_relu(graph, u) for u in lins) else case_7b
-    if kinds == {OpKind.LINEAR, OpKind.CONCAT}:
-        # with only Slices beside the Concats, a bypass would be pushed straight back into the
-        # Concats; pushing the Slices alone (Case 5A's bullets) makes the progress
-        return case_5a if all(u.is_slice for u in users if u.kind == OpKind.LINEAR) else case_8
-    if kinds == {OpKind.RELU, OpKind.CONCAT}:
-        return case_9
-    return case_10
-
-
-def debranch_at(graph, v) -> None:
-    """Apply one case at the branching op ``v``."""
-    users = graph.distinct_users(v)
-    if v.kind == OpKind.RELU:  # ReLU users of a ReLU are the ReLU itself (preparation rule)
-        relus = [u for u in users if u.kind == OpKind.RELU]
-        for user in relus:
-            graph.replace(user, v)
-        if relus:
-            graph.count("fuse_relu_relu", len(relus))
-            return
-    waiting = waiting_users(graph, users)
-    if waiting:
-        graph.count("wait_for_later_layer")
-    case = choose_case(graph, v, users, waiting)
-    graph.count(case.__name__)
-    case(graph, v, users)
-
-
-def walk(graph, on_progress=lambda done, total: None, max_rewrites=None) -> None:
-    """Debranch ``graph`` in place until it is a path.
-
-    The walk extends a path from the Input; progress is the share of ops behind it (never
-    decreasing, although bypasses add ops), reported as ``on_progress(done, total)``.
-    """
-    limit = max_rewrites or 200 * len(graph) + 1000
-    total, done = len(graph), 1
-    path, rewrites = [graph.input], 0
-    on_progress(done, total)
-    while True:
-        current = path[-1]
-        if not graph.users[current]:
-            if current is not graph.output:
-                raise LsrlError(f"internal compiler error: {current.name} has no users but is not the output")
-            on_progress(total, total)
-            return
-        rewrites += 1
-        if rewrites > limit:
-            raise LsrlError(f"internal compiler error: debranching did not terminate (at {current.name})")
-        user = graph.only_user(current)
-        if user is not None:
-            if fuse_at(graph, user):
-                continue
-            if fuse_at(graph, current):
-                if current not in graph.users:
-                    path.pop()
-                continue
-            path.append(user)
-            done = max(done, total - (len(graph) - len(path)))
-            on_progress(done, total)
-            continue
-        debranch_at(graph, current)
-
-
-def debranch(graph: Graph, on_progress=lambda done, total: None) -> Graph:
-    """Stage 2: App. A's cases, applied where the path from the Input branches, until the graph is
-    a path."""
-    graph = graph.copy()
-    walk(graph, on_progress)
-    return graph
