@@ -17,6 +17,7 @@ from collections import Counter
 
 from lsrl.ir.labels import UnitLabel, better
 from lsrl.ir.ops import STATE_KINDS, Op, OpKind
+from lsrl.ir.verify import verify as _verify
 from lsrl.lang import nodes as N
 
 _KIND_OF_NODE = {
@@ -140,9 +141,13 @@ class Graph:
             gathered = self.selection(inputs[0], picks[0], name=concat.name)
             self.replace(concat, gathered)
             return gathered
-        concat.inputs, concat.picks = inputs, picks
-        del self.users[old][concat]
-        self.users[new][concat] = sum(1 for x in inputs if x is new)
+        before, concat.inputs, concat.picks = concat.inputs, inputs, picks
+        for x in set(before) | set(inputs):  # joining neighbouring slots changes other inputs' edge counts too
+            edges = sum(1 for y in inputs if y is x)
+            if edges:
+                self.users[x][concat] = edges
+            else:
+                del self.users[x][concat]
         self.remove(old)
         return concat
 
@@ -290,6 +295,11 @@ class Graph:
         return self.signs[op]
 
     # ---- whole-graph views ------------------------------------------------------------------
+    def verify(self) -> None:
+        """Check the invariants every stage keeps (shapes, users, labels, no dangling ops, running
+        totals; ``lsrl.ir.verify``); ``InternalError`` naming the op and the invariant if one breaks."""
+        _verify(self)
+
     def __len__(self) -> int:
         return len(self.users)
 
