@@ -479,7 +479,7 @@ def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
         def update(self, steps):
             self.n += steps
 
-    monkeypatch.setattr("lsrl.compiler.pipeline.tqdm", Recorder)
+    monkeypatch.setattr("lsrl.compiler.progress.tqdm", Recorder)
     lsrl.compile(discrete_approximator(3), progress=True)
     (bar,) = bars
     assert bar.n == bar.total > 1
