@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import lsrl
+from lsrl.errors import InternalError
 from conftest import as_fractions
 from lsrl.compiler import debranch, prepare, prune, to_graph, to_layers
 from lsrl.ir.ops import Op, OpKind
@@ -219,6 +220,26 @@ def test_case_10_bypasses_concats_and_lonely_linears():
 
 
 # ---- layers that wait for a later layer of their kind --------------------------------------------
+
+
+def test_the_walk_stops_with_the_case_that_met_the_same_users_again(monkeypatch):
+    x = lsrl.Input(1, name="v")
+    graph = to_graph(lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])))  # unprepared: two ReLUs of v
+
+    def case_3(graph, v, users):  # a case that leaves the users as they are
+        pass
+
+    monkeypatch.setattr(rules, "case_3", case_3)
+    with pytest.raises(InternalError, match="case_3 met the same users at v again"):
+        rules.walk(graph)
+
+
+def test_the_walk_stops_on_a_fusion_that_does_not_shrink_the_graph(monkeypatch):
+    x = lsrl.Input(1, name="x")
+    graph = to_graph(lsrl.ForEach(lsrl.Linear(lsrl.Linear(x, [[2]], name="a"), [[3]], name="b")))
+    monkeypatch.setattr(rules, "fuse_at", lambda graph, op: "fuse_nothing")
+    with pytest.raises(InternalError, match=r"fuse_nothing at \w+ left \(ops, Concats\) at \(3, 0\), not below"):
+        rules.walk(graph)
 
 
 def _layer_kinds(model):
