@@ -7,11 +7,13 @@ new chains.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lsrl.ir.graph import Graph
 from lsrl.ir.ops import WEIGHTS, Op, OpKind
 
 
-def fuse_linear_linear(graph, first, second) -> bool:
+def fuse_linear_linear(graph: Graph, first: Op, second: Op) -> bool:
     """``Lin[A2, b2](Lin[A1, b1](x)) = Lin[A2 A1, A2 b1 + b2](x)``."""
     if first.kind != OpKind.LINEAR or second.kind != OpKind.LINEAR:
         return False
@@ -20,13 +22,13 @@ def fuse_linear_linear(graph, first, second) -> bool:
     return True
 
 
-def _absorb_linear(graph, linear, state) -> None:
+def _absorb_linear(graph: Graph, linear: Op, state: Op) -> None:
     """``state`` reading ``linear``'s input, the Lin folded into its ``B`` and ``b``."""
     fused = graph.state_like(state, linear.inputs[0], state.B @ linear.A, state.B @ linear.b + state.b, name=state.name)
     graph.replace(state, fused)
 
 
-def fuse_linear_linstate(graph, linear, state) -> bool:
+def fuse_linear_linstate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a LinState is absorbed into its ``B`` and ``b``."""
     if linear.kind != OpKind.LINEAR or state.kind != OpKind.LINSTATE:
         return False
@@ -34,7 +36,7 @@ def fuse_linear_linstate(graph, linear, state) -> bool:
     return True
 
 
-def fuse_linear_relustate(graph, linear, state) -> bool:
+def fuse_linear_relustate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
     if linear.kind != OpKind.LINEAR or state.kind != OpKind.RELUSTATE:
         return False
@@ -42,7 +44,7 @@ def fuse_linear_relustate(graph, linear, state) -> bool:
     return True
 
 
-def fuse_relustate_relu(graph, state, relu) -> bool:
+def fuse_relustate_relu(graph: Graph, state: Op, relu: Op) -> bool:
     """A ReLU after a ReLUState is dropped: the state is a ReLU output, non-negative already."""
     if state.kind != OpKind.RELUSTATE or relu.kind != OpKind.RELU:
         return False
@@ -50,7 +52,7 @@ def fuse_relustate_relu(graph, state, relu) -> bool:
     return True
 
 
-def fuse_relu_relu(graph, relu) -> bool:
+def fuse_relu_relu(graph: Graph, relu: Op) -> bool:
     """ReLU is idempotent: a ReLU of a ReLU is dropped, whatever else reads the inner one."""
     if relu.kind != OpKind.RELU or relu.inputs[0].kind != OpKind.RELU:
         return False
@@ -58,7 +60,7 @@ def fuse_relu_relu(graph, relu) -> bool:
     return True
 
 
-def fuse_slice_concat(graph, piece, concat) -> bool:
+def fuse_slice_concat(graph: Graph, piece: Op, concat: Op) -> bool:
     """A Slice read only by a Concat becomes part of the Concat's gather."""
     if not (piece.is_slice and concat.kind == OpKind.CONCAT):
         return False
@@ -66,11 +68,11 @@ def fuse_slice_concat(graph, piece, concat) -> bool:
     return True
 
 
-def fuse_concat_concat(graph, inner, outer) -> bool:
+def fuse_concat_concat(graph: Graph, inner: Op, outer: Op) -> bool:
     """A Concat read only by a Concat is spliced into the outer gather."""
     if inner.kind != OpKind.CONCAT or outer.kind != OpKind.CONCAT:
         return False
-    slots = []
+    slots: list[tuple[Op, Sequence[int]]] = []
     for x, picks in outer.slots:
         if x is inner:  # each pick of the inner Concat is one component of one of its inputs
             owners = [(y, c) for y, inner_picks in inner.slots for c in inner_picks]
@@ -81,7 +83,7 @@ def fuse_concat_concat(graph, inner, outer) -> bool:
     return True
 
 
-def fuse_concat_identical(graph, concat) -> bool:
+def fuse_concat_identical(graph: Graph, concat: Op) -> bool:
     """A Concat whose inputs are all one op only gathers its components: a Slice."""
     if concat.kind != OpKind.CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
         return False
@@ -91,7 +93,7 @@ def fuse_concat_identical(graph, concat) -> bool:
     return True
 
 
-def fuse_identity(graph, linear) -> bool:
+def fuse_identity(graph: Graph, linear: Op) -> bool:
     """A Lin that is the identity (left behind by bypasses) is dropped."""
     if linear.kind != OpKind.LINEAR or not linear.is_identity():
         return False
@@ -99,7 +101,7 @@ def fuse_identity(graph, linear) -> bool:
     return True
 
 
-def fuse_stateless_linstate(graph, state) -> bool:
+def fuse_stateless_linstate(graph: Graph, state: Op) -> bool:
     """A LinState with ``A = 0`` forgets its past (``s_t = B x_t + b``): it is a Lin."""
     if state.kind != OpKind.LINSTATE or not state.A.is_zero():
         return False
@@ -107,7 +109,7 @@ def fuse_stateless_linstate(graph, state) -> bool:
     return True
 
 
-def fuse_linstate_linstate(graph, first, second) -> bool:
+def fuse_linstate_linstate(graph: Graph, first: Op, second: Op) -> bool:
     """On a path, a LinState whose every unit either runs on its own (reads nothing of the LinState
     before it, nor units that do: it joins that LinState) or keeps no state (``A`` row 0: a function of this step's
     input, folded into the Lin or LinState that reads it) is no layer of its own. Applied where that
@@ -144,7 +146,7 @@ def fuse_linstate_linstate(graph, first, second) -> bool:
         rebuilt = graph.linear(merged, read_weight, read_bias, name=reader.name)
     else:
         rebuilt = graph.linstate(merged, reader.A, read_weight, read_bias, reader.init, name=reader.name)
-    entangled = graph.entangled | {second.labels[i].node for i in stateless if second.labels[i]}
+    entangled = graph.entangled | {label.node for label in (second.labels[i] for i in stateless) if label}
     graph.replace(reader, rebuilt)
     graph.entangled = entangled  # the merged LinState still holds ``first``'s units
     return True
@@ -172,17 +174,17 @@ def fuse_at(graph: Graph, op: Op) -> str | None:
     return None
 
 
-def computation(op) -> tuple:
+def computation(op: Op) -> tuple:
     """What ``op`` computes, as a key: equal keys mean equal values at every step."""
     weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
     picks = tuple(tuple(p) for p in op.picks) if op.kind == OpKind.CONCAT else None
     return op.kind, tuple(x.id for x in op.inputs), weights, picks
 
 
-def merge_duplicates(graph) -> None:
+def merge_duplicates(graph: Graph) -> None:
     """Ops computing the same thing from the same inputs are one op (common subexpressions), so
     debranching never carries two copies of a value."""
-    seen = {}
+    seen: dict[tuple, Op] = {}
     for op in graph.ops():
         if op.kind == OpKind.INPUT or op not in graph.users:
             continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
@@ -67,7 +68,7 @@ def run_passes(graph: Graph, on_progress: OnProgress | None = None, verify: bool
     for stage in PASSES:
         if not stage.reports:
             report(stage.name, *so_far)
-        graph = stage.run(graph, lambda done, total, name=stage.name: report(name, done, total))
+        graph = stage.run(graph, partial(report, stage.name))
         if verify:
             graph.verify()
     return graph

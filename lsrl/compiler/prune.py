@@ -13,20 +13,26 @@ from __future__ import annotations
 from lsrl.compiler.fusion import (
     fuse_linear_linear, fuse_linear_linstate, fuse_linstate_linstate, fuse_stateless_linstate,
 )
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
 from lsrl.ir.graph import Graph
 from lsrl.ir.ops import STATE_KINDS, Op, OpKind
 from lsrl.errors import GraphError, InternalError
 
+if TYPE_CHECKING:
+    from lsrl.numbers import Matrix
 
-def _columns(matrix, rows) -> set:
+
+def _columns(matrix: Matrix, rows: Iterable[int]) -> set[int]:
     return {j for i in rows for j in matrix.row(i)}
 
 
-def _reads_only(matrix, row, allowed) -> bool:
+def _reads_only(matrix: Matrix, row: int, allowed: Collection[int]) -> bool:
     return all(j in allowed for j in matrix.row(row))
 
 
-def _always_zero(layer, zero_in: set) -> set:
+def _always_zero(layer: Op, zero_in: set[int]) -> set[int]:
     """Output components of ``layer`` that are 0 at every step, given the input's such components."""
     if layer.kind == OpKind.RELU:
         return set(zero_in)
@@ -47,7 +53,7 @@ def _always_zero(layer, zero_in: set) -> set:
         zero = kept
 
 
-def _constants(layer, known: dict, zero: set) -> dict:
+def _constants(layer: Op, known: dict[int, Any], zero: set[int]) -> dict[int, Any]:
     """Output components of ``layer`` that hold one value at every step (component -> value), given
     those of its input (``known``) and its always-0 ones (``zero``). A state counts only from step 1
     on, which is all a reader sees: one whose update does not read the state (``A`` row 0)."""
@@ -69,7 +75,7 @@ def _constants(layer, known: dict, zero: set) -> dict:
     return values
 
 
-def _state_closure(A, rows, zero) -> set:
+def _state_closure(A: Matrix, rows: Iterable[int], zero: Collection[int]) -> set[int]:
     """State components that ``rows`` depend on through the recurrence ``A`` (0 ones excepted)."""
     closed, frontier = set(rows), list(rows)
     while frontier:
@@ -80,7 +86,7 @@ def _state_closure(A, rows, zero) -> set:
     return closed
 
 
-def _fed_by_rigid_layer(layers, index) -> bool:
+def _fed_by_rigid_layer(layers: Sequence[Op], index: int) -> bool:
     """Whether the ReLUs before layer ``index`` lead back to a LinState or the Input: those may keep
     components nobody asked for (a state's closure, the whole input), which a Multi cannot pair."""
     index -= 1
@@ -89,14 +95,15 @@ def _fed_by_rigid_layer(layers, index) -> bool:
     return index < 0 or layers[index].kind in STATE_KINDS
 
 
-def _needed_components(layers, zeros, constants) -> list:
+def _needed_components(layers: Sequence[Op], zeros: Sequence[set[int]],
+                       constants: Sequence[dict[int, Any]]) -> list[set[int]]:
     """For each layer, the output components read downstream (at least one, so no layer is empty).
 
     A constant component is never read (its reader folds it into its bias), except by a Multi,
     whose halves must stay paired. A state that other states read stays unless it is always 0:
     its first value is its initial one.
     """
-    needed_by_layer = [None] * len(layers)
+    needed_by_layer: list[set[int]] = [set()] * len(layers)
     needed = set(range(layers[-1].dim))
     for index in range(len(layers) - 1, -1, -1):
         layer = layers[index]
@@ -116,7 +123,7 @@ def _needed_components(layers, zeros, constants) -> list:
     return needed_by_layer
 
 
-def _rebuilt(layer, previous, previous_live, keep, folded: dict) -> Op:
+def _rebuilt(layer: Op, previous: Op, previous_live: list[int], keep: list[int], folded: dict[int, Any]) -> Op:
     """``layer`` reading ``previous`` (which holds ``previous_live``) with only the rows ``keep``;
     the constant inputs ``folded`` (component -> value) that ``previous`` no longer holds are
     added to the bias."""
@@ -129,7 +136,8 @@ def _rebuilt(layer, previous, previous_live, keep, folded: dict) -> Op:
     shift = [entry for entry in shift if entry[2] != 0]
     b = layer.b.take_rows(keep) + layer.b.backend.from_entries(shift, (len(keep), 1), is_vector=True)
     if layer.kind == OpKind.LINEAR:
-        return Op(OpKind.LINEAR, [previous], len(keep), layer.name, A=weights.take_columns(previous_live), b=b, labels=labels)
+        return Op(OpKind.LINEAR, [previous], len(keep), layer.name, A=weights.take_columns(previous_live), b=b,
+                  labels=labels)
     return Op(
         layer.kind, [previous], len(keep), layer.name,
         A=layer.A.take_rows(keep).take_columns(keep), B=weights.take_columns(previous_live),
@@ -148,15 +156,19 @@ def prune(graph: Graph) -> Graph:
     pruned.input = previous = pruned.add(
         Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer, labels=start.labels)
     )
-    zeros, constants, zero_in, known = [], [], set(), {}
+    zeros: list[set[int]] = []
+    constants: list[dict[int, Any]] = []
+    zero_in: set[int] = set()
+    known: dict[int, Any] = {}
     for layer in layers:
         zero_in = _always_zero(layer, zero_in)
         known = _constants(layer, known, zero_in)
         zeros.append(zero_in)
         constants.append(known)
         # a state that reads an always-0 one drops it: a patched value would not reach the reader
-        pruned.entangled |= {layer.labels[i].node for i in zero_in if layer.labels[i] is not None}
-    previous_live, previous_constants, previous_labels = list(range(start.dim)), {}, start.labels
+        pruned.entangled |= {label.node for label in (layer.labels[i] for i in zero_in) if label is not None}
+    previous_live, previous_labels = list(range(start.dim)), start.labels
+    previous_constants: dict[int, Any] = {}
     for layer, needed, known in zip(layers, _needed_components(layers, zeros, constants) if layers else [], constants):
         if layer.kind == OpKind.RELU:  # element-wise: it keeps whatever its input kept
             keep = previous_live
@@ -168,7 +180,7 @@ def prune(graph: Graph) -> Graph:
             keep = sorted(needed)
         folded = {j: c for j, c in previous_constants.items() if j not in previous_live}
         # a node patched to another value would not reach the readers of a folded unit
-        pruned.entangled |= {previous_labels[j].node for j in folded if previous_labels[j] is not None}
+        pruned.entangled |= {label.node for label in (previous_labels[j] for j in folded) if label is not None}
         pruned.count("prune_unused", layer.dim - len(keep))
         previous = pruned.add(_rebuilt(layer, previous, previous_live, keep, folded))
         previous_live, previous_constants, previous_labels = keep, known, layer.labels
@@ -177,20 +189,23 @@ def prune(graph: Graph) -> Graph:
     return pruned
 
 
+_LINEAR_FUSIONS = {OpKind.LINEAR: fuse_linear_linear, OpKind.LINSTATE: fuse_linear_linstate}  # by the Lin's reader
+
+
 def _fuse_layers(path: Graph) -> None:
     """Layers that are one layer in disguise once the path is pruned: a LinState that forgets its
     past (the dummy carriers of Case 6, once Case 2 merged nothing into them) becomes a Lin, and a
     Lin is fused into the Lin or LinState after it, and a LinState into the LinState before it
     (``fuse_linstate_linstate``), where that adds no weights."""
-    for op in path.path()[1:]:
-        if fuse_stateless_linstate(path, op):
+    for layer in path.path()[1:]:
+        if fuse_stateless_linstate(path, layer):
             path.count("fuse_stateless_linstate")
     op = path.only_user(path.input)
     while op is not None:
         user = path.only_user(op)
-        fuse = {OpKind.LINEAR: fuse_linear_linear, OpKind.LINSTATE: fuse_linear_linstate}.get(user.kind) if user else None
+        fuse = _LINEAR_FUSIONS.get(user.kind) if user else None
         before = op.inputs[0]
-        if op.kind == OpKind.LINEAR and fuse and _fused_weights(op, user) <= op.nnz + user.nnz:
+        if op.kind == OpKind.LINEAR and fuse and user and _fused_weights(op, user) <= op.nnz + user.nnz:
             fuse(path, op, user)
             path.count(fuse.__name__)
             op = path.only_user(before)  # the fused layer, which may fuse again
@@ -201,7 +216,7 @@ def _fuse_layers(path: Graph) -> None:
             op = user
 
 
-def _fused_weights(linear, user) -> int:
+def _fused_weights(linear: Op, user: Op) -> int:
     """Non-zero weights of ``user`` with ``linear`` fused into it."""
     matrix = user.A if user.kind == OpKind.LINEAR else user.B
     weights = (matrix @ linear.A).nnz + (matrix @ linear.b + user.b).nnz

@@ -14,11 +14,19 @@ new one (``Graph.copy``); ``str(graph)`` prints it one op a line.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from lsrl.ir.labels import UnitLabel, better
 from lsrl.ir.ops import STATE_KINDS, Op, OpKind
 from lsrl.ir.verify import verify as _verify
 from lsrl.lang import nodes as N
+
+if TYPE_CHECKING:
+    from lsrl.lang.program import ForEach
+    from lsrl.numbers import Backend, Matrix
+
+Labels = Sequence[UnitLabel | None]  # one label per component (lsrl.ir.labels), None where unknown
 
 _KIND_OF_NODE = {
     N.Input: OpKind.INPUT, N.Linear: OpKind.LINEAR, N.ReLU: OpKind.RELU, N.LinState: OpKind.LINSTATE,
@@ -26,20 +34,21 @@ _KIND_OF_NODE = {
 }
 
 
-def _joined(slots) -> tuple:
+def _joined(slots: Iterable[tuple[Op, Sequence[int] | None]]) -> tuple[list[Op], list[Sequence[int]]]:
     """Inputs and picks of ``slots``, neighbouring slots of one op joined (``picks=None``: all)."""
-    inputs, picks = [], []
+    inputs: list[Op] = []
+    picks: list[Sequence[int]] = []
     for x, p in slots:
-        p = range(x.dim) if p is None else p
+        taken = range(x.dim) if p is None else p
         if inputs and inputs[-1] is x:
-            picks[-1] = list(picks[-1]) + list(p)
+            picks[-1] = list(picks[-1]) + list(taken)
         else:
             inputs.append(x)
-            picks.append(p)
+            picks.append(taken)
     return inputs, picks
 
 
-def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
+def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) -> frozenset[int]:
     """Components of ``op`` that are ``>= 0`` whenever the components ``inputs_nonnegative`` of its
     inputs are: ReLUs; sums of those with positive weights and a bias ``>= 0``; products of two;
     states that start, stay and are driven so."""
@@ -54,11 +63,11 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
     if op.kind == OpKind.MULTI:
         return frozenset(i for i in range(op.dim) if i in source and op.dim + i in source)
 
-    def positive_sum(weights, row, allowed) -> bool:
+    def positive_sum(weights: Matrix, row: int, allowed: Collection[int]) -> bool:
         return all(w > 0 and j in allowed for j, w in weights.row(row).items())
 
-    def at_least_zero(vector, row) -> bool:
-        return vector.entry(row, 0) >= 0
+    def at_least_zero(vector: Matrix, row: int) -> bool:
+        return bool(vector.entry(row, 0) >= 0)
 
     drive = op.A if op.kind == OpKind.LINEAR else op.B
     candidates = {i for i in range(op.dim) if at_least_zero(op.b, i) and positive_sum(drive, i, source)}
@@ -75,21 +84,24 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
 class Graph:
     """Ops reachable from ``output``, with user lists; rewritten in place by the compiler rules."""
 
-    def __init__(self, backend, name="program"):
+    def __init__(self, backend: Backend, name: str = "program"):
         self.backend = backend
         self.name = name
-        self.input = None
-        self.output = None
-        self.users: dict = {}
-        self.stats: dict = {}  # rule name -> times applied
+        # set by whoever builds the graph (from_program, copy, prune) before any pass reads them
+        self.input: Op = cast(Op, None)
+        self.output: Op = cast(Op, None)
+        self.users: dict[Op, dict[Op, int]] = {}  # op -> {user: edges from op to it}
+        self.stats: dict[str, int] = {}  # rule name -> times applied
         # program nodes whose value no longer flows only through units labelled with them (fused into
         # a reader, sharing units with another node, pruned as always 0): not patchable by labels
-        self.entangled: set = set()
-        self.lineage: dict = {}  # program node name -> (topological index, names of its inputs)
-        self.ancestry: dict = {}  # (node, ancestor) -> whether node is computed from ancestor
+        self.entangled: set[str] = set()
+        # program node name -> (topological index, names of its inputs)
+        self.lineage: dict[str, tuple[int, list[str]]] = {}
+        self.ancestry: dict[tuple[str, str], bool] = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
         self.kinds: Counter[OpKind] = Counter()  # ops of each kind, kept up to date like nnz
-        self.signs: dict = {}  # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
+        # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
+        self.signs: dict[Op, frozenset[int]] = {}
 
     # ---- construction ---------------------------------------------------------------------
     def add(self, op: Op) -> Op:
@@ -102,27 +114,28 @@ class Graph:
         self.kinds[op.kind] += 1
         return op
 
-    def linear(self, x, A, b=None, name=None, labels=None) -> Op:
+    def linear(self, x: Op, A: Matrix, b: Matrix | None = None, name: str | None = None,
+               labels: Labels | None = None) -> Op:
         b = b if b is not None else self.backend.zeros_vector(A.shape2d[0])
         return self.add(Op(OpKind.LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
 
-    def selection(self, x, columns, name=None) -> Op:
+    def selection(self, x: Op, columns: Iterable[int], name: str | None = None) -> Op:
         """Slice of ``x`` picking ``columns``; ``x`` itself when that is the identity."""
         columns = list(columns)
         if columns == list(range(x.dim)):
             return x
         return self.linear(x, self.backend.selection(columns, x.dim), name=name)
 
-    def slice(self, x, start, stop) -> Op:
+    def slice(self, x: Op, start: int, stop: int) -> Op:
         return self.selection(x, range(start, stop))
 
-    def relu(self, x, name=None, labels=None) -> Op:
+    def relu(self, x: Op, name: str | None = None, labels: Labels | None = None) -> Op:
         return self.add(Op(OpKind.RELU, [x], x.dim, name, labels=labels))
 
-    def multi(self, x, name=None, labels=None) -> Op:
+    def multi(self, x: Op, name: str | None = None, labels: Labels | None = None) -> Op:
         return self.add(Op(OpKind.MULTI, [x], x.dim // 2, name, labels=labels))
 
-    def concat(self, slots, name=None) -> Op:
+    def concat(self, slots: Iterable[tuple[Op, Sequence[int] | None]], name: str | None = None) -> Op:
         """A gather of ``slots``: ``(op, picks)`` pairs, ``picks=None`` taking all of ``op``.
 
         Neighbouring slots of one op are joined into one slot, and a gather from a single op is a
@@ -132,11 +145,12 @@ class Graph:
             return self.selection(inputs[0], picks[0], name=name)
         return self.add(Op(OpKind.CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
 
-    def regather(self, concat: Op, old: Op, new: Op, remap) -> Op:
+    def regather(self, concat: Op, old: Op, new: Op, remap: Sequence[int] | Mapping[int, int]) -> Op:
         """The slots of ``concat`` that read ``old`` read ``new`` instead, pick ``p`` becoming
         ``remap[p]``; in place, since a Concat rewritten slot by slot would otherwise be copied once
         per slot. Returns the op that now computes the gather (a Slice if one input is left)."""
-        inputs, picks = _joined((new, [remap[p] for p in p_old]) if x is old else (x, p_old) for x, p_old in concat.slots)
+        slots = ((new, [remap[p] for p in p_old]) if x is old else (x, p_old) for x, p_old in concat.slots)
+        inputs, picks = _joined(slots)
         if len(inputs) == 1:
             gathered = self.selection(inputs[0], picks[0], name=concat.name)
             self.replace(concat, gathered)
@@ -151,23 +165,25 @@ class Graph:
         self.remove(old)
         return concat
 
-    def linstate(self, x, A, B, b, init, name=None, labels=None) -> Op:
+    def linstate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
+                 labels: Labels | None = None) -> Op:
         return self.add(Op(OpKind.LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
-    def relustate(self, x, A, B, b, init, name=None, labels=None) -> Op:
+    def relustate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
+                  labels: Labels | None = None) -> Op:
         return self.add(Op(OpKind.RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
-    def state_like(self, state, x, B, b=None, name=None) -> Op:
+    def state_like(self, state: Op, x: Op, B: Matrix, b: Matrix | None = None, name: str | None = None) -> Op:
         """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
         through ``B`` (and ``b``: ``state.b`` unless given)."""
         build = self.linstate if state.kind == OpKind.LINSTATE else self.relustate
         return build(x, state.A, B, state.b if b is None else b, state.init, name=name)
 
     # ---- rewiring ---------------------------------------------------------------------------
-    def distinct_users(self, op) -> list:
+    def distinct_users(self, op: Op) -> list[Op]:
         return list(self.users[op])
 
-    def only_user(self, op):
+    def only_user(self, op: Op) -> Op | None:
         """The user of ``op`` if ``op`` has exactly one outgoing edge, else None."""
         edges = self.users[op]
         if len(edges) == 1:
@@ -193,10 +209,10 @@ class Graph:
             self.output = new
         self.remove(old, replaced=True)
 
-    def adopt(self, op: Op, labels) -> None:
+    def adopt(self, op: Op, labels: Labels) -> None:
         """``op`` is shown to hold ``labels`` (per component); through Slices they reach the
         components picked, so a merged op learns what its parts hold."""
-        positions = range(op.dim)
+        positions: Sequence[int] = range(op.dim)
         while True:
             for position, label in zip(positions, labels):
                 mine = op.labels[position]
@@ -279,7 +295,7 @@ class Graph:
         self.stats[rule] = self.stats.get(rule, 0) + times
 
     # ---- what ops hold -------------------------------------------------------------------------
-    def nonnegative(self, op: Op) -> frozenset:
+    def nonnegative(self, op: Op) -> frozenset[int]:
         """Components of ``op`` that are ``>= 0`` at every step for every input within the Input's
         declared bounds, as far as signs alone show (``_nonnegative_components``)."""
         stack = [op]
@@ -303,7 +319,7 @@ class Graph:
     def __len__(self) -> int:
         return len(self.users)
 
-    def ops(self) -> list:
+    def ops(self) -> list[Op]:
         """Every op, inputs before users (a topological order from the Input)."""
         order, seen, stack = [], set(), [(self.output, False)]
         while stack:
@@ -319,7 +335,7 @@ class Graph:
     def is_path(self) -> bool:
         return all(sum(edges.values()) <= 1 for edges in self.users.values())
 
-    def path(self) -> list:
+    def path(self) -> list[Op]:
         """The ops from the Input to the output of a graph that is a path."""
         path, current = [self.input], self.input
         while self.users[current]:
@@ -327,12 +343,12 @@ class Graph:
             path.append(current)
         return path
 
-    def copy(self) -> "Graph":
+    def copy(self) -> Graph:
         """A new graph with new ops (sharing the immutable matrices); stats carried over."""
         clone = Graph(self.backend, self.name)
         clone.stats, clone.entangled = dict(self.stats), set(self.entangled)
         clone.lineage, clone.ancestry = self.lineage, self.ancestry
-        new = {}
+        new: dict[Op, Op] = {}
         for op in self.ops():
             twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
                       op.picks, op.bounds, op.integer, op.labels)
@@ -347,13 +363,14 @@ class Graph:
         lines.append(f"    return %{self.output.name}")
         return "\n".join(lines)
 
-    def to_program(self):
+    def to_program(self) -> ForEach:
         """The graph as an LSRL program (a gather becomes a Concat of slices), to run or inspect."""
         from lsrl.lang.program import ForEach
 
-        nodes = {}
+        nodes: dict[Op, N.Node] = {}
         for op in self.ops():
             inputs = [nodes[x] for x in op.inputs]
+            node: N.Node
             if op.kind == OpKind.INPUT:
                 node = N.Input(op.dim, name=op.name, bounds=op.bounds, integer=op.integer)
             elif op.kind == OpKind.LINEAR:
@@ -376,15 +393,15 @@ class Graph:
         return ForEach(nodes[self.output], name=self.name)
 
 
-def from_program(program, backend) -> Graph:
+def from_program(program: ForEach, backend: Backend) -> Graph:
     """Copy a ``ForEach`` into a working graph, converting every matrix to ``backend``."""
     graph = Graph(backend, program.name)
-    ops = {}
+    ops: dict[N.Node, Op] = {}
     convert = backend.convert
     for node in program.nodes:
         kind = _KIND_OF_NODE[type(node)]
         inputs = [ops[x] for x in node.inputs]
-        labels = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
+        labels: list[UnitLabel | None] = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
         if kind == OpKind.LINEAR:
             op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
@@ -400,6 +417,7 @@ def from_program(program, backend) -> Graph:
         op.labels = labels
         ops[node] = graph.add(op)
     graph.input = ops[program.input]
-    graph.entangled.add(program.names[program.input])  # layers read it by weights, not only by copies: run on another input instead
+    # layers read the input by weights, not only by copies: patching it means running on another input
+    graph.entangled.add(program.names[program.input])
     graph.output = ops[program.output]
     return graph

@@ -57,7 +57,8 @@ class Op:
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
         # per component (lsrl.ir.labels)
         self.labels: list[UnitLabel | None] = list(labels) if labels is not None else [None] * dim
-        self.A, self.B, self.b, self.init = cast("Matrix", A), cast("Matrix", B), cast("Matrix", b), cast("Matrix", init)
+        self.A, self.B = cast("Matrix", A), cast("Matrix", B)
+        self.b, self.init = cast("Matrix", b), cast("Matrix", init)
         self.picks: list[Sequence[int]] = cast("list[Sequence[int]]", picks)  # None unless a concat
         self.bounds, self.integer = bounds, integer  # what an input declares about its values
         self.id = next(Op._ids)

@@ -12,27 +12,33 @@ treated as part of that Multi: Cases 1A/1B pull it up to the branching op togeth
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, cast
 
 from lsrl.compiler.fusion import fuse_concat_identical
 from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
-from lsrl.ir.labels import constant_for, copy_of, negation_of, positive_part
-from lsrl.ir.ops import STATE_KINDS, OpKind
+from lsrl.ir.labels import Label, constant_for, copy_of, negation_of, positive_part
+from lsrl.ir.ops import STATE_KINDS, Op, OpKind
+
+if TYPE_CHECKING:
+    from lsrl.numbers import Matrix
 
 
-def is_gate_feed(graph, op) -> bool:
+def is_gate_feed(graph: Graph, op: Op) -> bool:
     user = graph.only_user(op)
     return op.kind == OpKind.LINEAR and user is not None and user.kind == OpKind.MULTI
 
 
-def feeds_one_relu(graph, op) -> bool:
+def feeds_one_relu(graph: Graph, op: Op) -> bool:
     user = graph.only_user(op)
     return user is not None and user.kind == OpKind.RELU
 
 
-def _columns_read(v, user) -> set:
+def _columns_read(v: Op, user: Op) -> AbstractSet[int]:
     """Components of ``v`` that ``user`` reads: a bypass carries only these."""
     if user.kind == OpKind.LINEAR:
         return user.A.nonzero_columns()
@@ -43,14 +49,14 @@ def _columns_read(v, user) -> set:
     return set(range(v.dim))
 
 
-def _copies(v, columns) -> list:
+def _copies(v: Op, columns: Iterable[int]) -> list[Label]:
     """Labels of units that carry the components ``columns`` of ``v``."""
     return [copy_of(v.labels[c]) for c in columns]
 
 
-def _carried(v, users) -> list:
+def _carried(v: Op, users: Iterable[Op]) -> list[int]:
     """Sorted components of ``v`` read by any of ``users`` (at least one, to keep shapes valid)."""
-    columns = set()
+    columns: set[int] = set()
     for user in users:
         columns |= _columns_read(v, user)
     return sorted(columns) or [0]
@@ -61,24 +67,24 @@ class _Carrier:
     """An op that carries the components ``columns`` of a branching op ``v`` past a layer: they
     are ``decode @ op`` (``decode=None``: ``op`` holds them as they are)."""
 
-    graph: object
-    v: object
-    op: object
-    columns: list
-    decode: object = None
+    graph: Graph
+    v: Op
+    op: Op
+    columns: list[int]
+    decode: Matrix | None = None
 
     @cached_property
-    def plain(self):
+    def plain(self) -> Op:
         """An op holding exactly ``v[columns]`` (one, shared by every Concat that needs it)."""
         return self.op if self.decode is None else self.graph.linear(self.op, self.decode,
                                                                        labels=_copies(self.v, self.columns))
 
     @cached_property
-    def position(self) -> dict:
+    def position(self) -> dict[int, int]:
         """Where each carried component of ``v`` sits in the carrier."""
         return {c: k for k, c in enumerate(self.columns)}
 
-    def read_by(self, user) -> None:
+    def read_by(self, user: Op) -> None:
         """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
         graph, v, columns = self.graph, self.v, self.columns
         if user.kind in (OpKind.LINEAR, *STATE_KINDS):
@@ -103,13 +109,13 @@ class _Carrier:
 # ---- the cases -------------------------------------------------------------------------------
 
 
-def case_1a(graph, v, users):
+def case_1a(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Multi: they compute the same thing, one is kept."""
     for duplicate in users[1:]:
         graph.replace(duplicate, users[0])
 
 
-def case_1b(graph, v, users):
+def case_1b(graph: Graph, v: Op, users: list[Op]) -> None:
     """Multi (or gate feeds) and other users: one Lin + one Multi computes every product, and the
     other users read ``v`` passed through the Multi as ``v * 1``."""
     backend = graph.backend
@@ -133,7 +139,7 @@ def case_1b(graph, v, users):
             right_bias.append(user.b.take_rows(range(half, 2 * half)))
             left_labels += user.labels[:half]
             right_labels += user.labels[half:]
-            products.append(graph.only_user(user))
+            products.append(cast(Op, graph.only_user(user)))  # a gate feed's only user: its Multi
     others = [u for u in users if u.kind != OpKind.MULTI and not is_gate_feed(graph, u)]
     carried = _carried(v, others)
     if others:
@@ -160,7 +166,7 @@ def case_1b(graph, v, users):
             carrier.read_by(user)
 
 
-def _merge_states(graph, v, users, build):
+def _merge_states(graph: Graph, v: Op, users: list[Op], build: Callable[..., Op]) -> None:
     """One state op (``build``: ``graph.linstate`` or ``graph.relustate``) with block-diagonal ``A``
     and stacked ``B, b, s_0`` in place of ``users``, each replaced by its Slice of it."""
     backend = graph.backend
@@ -177,18 +183,18 @@ def _merge_states(graph, v, users, build):
         offset += user.dim
 
 
-def case_2(graph, v, users):
+def case_2(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are LinState: one LinState with block-diagonal ``A`` and stacked ``B, b, s_0``."""
     _merge_states(graph, v, users, graph.linstate)
 
 
-def case_3(graph, v, users):
+def case_3(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are ReLU: one is kept."""
     for duplicate in users[1:]:
         graph.replace(duplicate, users[0])
 
 
-def case_4(graph, v, users):
+def case_4(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Concat: those whose inputs are all ``v`` become Lins (one always exists: the
     first Concat in topological order can only read ``v``)."""
     converted = [u for u in users if fuse_concat_identical(graph, u)]
@@ -196,7 +202,7 @@ def case_4(graph, v, users):
         raise InternalError(f"Case 4 at {v.name} found no Concat reading only it")
 
 
-def _push_slice_into(graph, v, piece, user, relu_of_v):
+def _push_slice_into(graph: Graph, v: Op, piece: Op, user: Op, relu_of_v: Callable[[], Op]) -> None:
     """Move the slice ``piece`` of ``v`` past one of its users (the bullets of Case 5A)."""
     columns = piece.A.selected_columns()
     if user.kind == OpKind.LINEAR:
@@ -214,13 +220,13 @@ def _push_slice_into(graph, v, piece, user, relu_of_v):
         raise InternalError(f"Case 5A cannot push a slice of {v.name} into {user}")
 
 
-def case_5a(graph, v, users):
+def case_5a(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Slices (or Slices and Concats): each Slice is fused into the Lin / LinState
     after it, moved behind the ReLU or Concat after it, or (before a Multi) becomes that Multi's
     own gate feed."""
-    shared_relu = []
+    shared_relu: list[Op] = []
 
-    def relu_of_v():
+    def relu_of_v() -> Op:
         if v.kind == OpKind.RELU:
             return v
         if not shared_relu:
@@ -237,11 +243,12 @@ def case_5a(graph, v, users):
         graph.remove(piece)
 
 
-def case_5b(graph, v, users):
+def case_5b(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Lin, not all Slices: one Lin with the distinct rows of all of them, then
     Slices (Case 5A pushes those further)."""
     backend = graph.backend
-    row_index, blocks, bias_blocks, pickers = {}, [], [], []
+    row_index: dict[tuple, int] = {}
+    blocks, bias_blocks, pickers = [], [], []
     for user in users:
         picks = []
         for i, key in enumerate(zip(user.A.row_keys(), user.b.row_keys())):
@@ -256,7 +263,7 @@ def case_5b(graph, v, users):
         graph.replace(user, graph.selection(merged, picks))
 
 
-def case_6(graph, v, users):
+def case_6(graph: Graph, v: Op, users: list[Op]) -> None:
     """LinState and other users: the others read ``v`` through a dummy LinState (``A = 0, B = I``),
     after which Case 2 fuses all LinStates."""
     backend = graph.backend
@@ -272,13 +279,13 @@ def case_6(graph, v, users):
         carrier.read_by(user)
 
 
-def case_2r(graph, v, users):
+def case_2r(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are ReLUState: one ReLUState with block-diagonal ``A`` and stacked ``B, b, h_0``
     (Case 2 for ReLUStates: the ReLU acts component by component, so the blocks stay apart)."""
     _merge_states(graph, v, users, graph.relustate)
 
 
-def case_6r(graph, v, users):
+def case_6r(graph: Graph, v: Op, users: list[Op]) -> None:
     """ReLUState and other users (no LinState, no Multi): the others read ``v`` through a dummy
     ReLUState with ``A = 0`` that holds ``v`` split as in Eq. (11) (``_relu_carried``); then Case 2R
     merges all ReLUStates."""
@@ -296,7 +303,7 @@ def case_6r(graph, v, users):
         carrier.read_by(user)
 
 
-def case_7a(graph, v, users):
+def case_7a(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and ReLU users, every Lin followed by exactly one ReLU: the ReLUs get identity Lins in
     front, so Case 5B and then Case 3 apply."""
     bypass = None
@@ -306,7 +313,7 @@ def case_7a(graph, v, users):
             graph.redirect(user, v, bypass)
 
 
-def _relu_carried(graph, v, carried):
+def _relu_carried(graph: Graph, v: Op, carried: list[int]) -> tuple[Matrix, Matrix | None, list[Label], list[Label]]:
     """What a ReLU keeps exact of ``v[carried]``: the rows that read it, the decode back from the
     units after the ReLU (None: they hold ``v[carried]`` as it is), and the labels before and after
     the ReLU. A component that is never negative is carried alone (``ReLU(v) = v``), any other as
@@ -326,7 +333,7 @@ def _relu_carried(graph, v, carried):
     return select, decode, copies + negations, after + [positive_part(label) for label in negations]
 
 
-def _relu_bypass(graph, v, users, needs_bypass):
+def _relu_bypass(graph: Graph, v: Op, users: list[Op], needs_bypass: Callable[[Op], bool]) -> None:
     """Users selected by ``needs_bypass`` read ``v`` through a ReLU (App. F.6), as ``_relu_carried``
     splits the components they read."""
     bypassed = [u for u in users if needs_bypass(u)]
@@ -337,13 +344,13 @@ def _relu_bypass(graph, v, users, needs_bypass):
         carrier.read_by(user)
 
 
-def case_7b(graph, v, users):
+def case_7b(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and ReLU users, some Lin not followed by a single ReLU: those Lins read ``v`` through a
     ReLU-based bypass ``[I, -I] ReLU([v; -v])``, which puts the graph in Case 7A."""
     _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
 
 
-def case_8(graph, v, users):
+def case_8(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and Concat users: the Concats (and ReLUs that wait for a later ReLU layer) read ``v``
     through a Slice of the components they read; Case 5B merges it with the other Lins."""
     not_lins = [u for u in users if u.kind != OpKind.LINEAR]
@@ -353,12 +360,12 @@ def case_8(graph, v, users):
         carrier.read_by(user)
 
 
-def case_9(graph, v, users):
+def case_9(graph: Graph, v: Op, users: list[Op]) -> None:
     """ReLU and Concat users: the Concats read ``v`` through a ReLU-based bypass."""
     _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.CONCAT)
 
 
-def case_10(graph, v, users):
+def case_10(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin, ReLU and Concat users: ReLU-based bypasses for the Concats and for the Lins not followed
     by a single ReLU; then Cases 7A, 5B and 3 apply."""
     _relu_bypass(

@@ -40,7 +40,7 @@ There is no step budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 from lsrl.compiler.debranch.cases import (
     case_1a, case_1b, case_2, case_2r, case_3, case_4, case_5a, case_5b, case_6, case_6r, case_7a, case_7b, case_8,
@@ -57,7 +57,7 @@ Case = Callable[[Graph, Op, list[Op]], None]  # one of App. A's cases (lsrl.comp
 _LOOK_AHEAD = 256  # ops a search below the branching op visits at most (see the module doc)
 
 
-def _below(graph, starts):
+def _below(graph: Graph, starts: Iterable[Op]) -> Iterator[Op | None]:
     """``starts``, then the ops below them, breadth first; ``None`` last if the look-ahead ran out."""
     queue, seen = list(starts), set(starts)
     for current in queue:
@@ -71,18 +71,19 @@ def _below(graph, starts):
                 queue.append(user)
 
 
-def _goes_straight_to_output(graph, op) -> bool:
+def _goes_straight_to_output(graph: Graph, op: Op) -> bool:
     """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
     delays no layer after it."""
     return all(x is op or (x is not None and x.kind in (OpKind.LINEAR, OpKind.CONCAT)) for x in _below(graph, [op]))
 
 
-def _kind_ahead(graph, starts, kind) -> bool:
+def _kind_ahead(graph: Graph, starts: Iterable[Op], kind: OpKind) -> bool:
     """Whether an op of ``kind`` lies below ``starts`` (within the look-ahead)."""
     return any(x is not None and x.kind == kind for x in _below(graph, starts))
 
 
-def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:
+def _can_wait(graph: Graph, users: list[Op], waiting: list[Op], layer_kind: OpKind,
+              value_of: Callable[[Op], Op | None]) -> bool:
     """Whether the users ``waiting`` (their values ``value_of(u)``) can wait for a later layer of
     ``layer_kind``: each value goes straight to the output, such a layer lies below the other users,
     and one of those is no Concat. The case then applied fuses that user into the next layer, so the
@@ -91,12 +92,12 @@ def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:
     return (
         bool(waiting)
         and any(u.kind != OpKind.CONCAT for u in others)
-        and all(_goes_straight_to_output(graph, value_of(u)) for u in waiting)
+        and all(value is not None and _goes_straight_to_output(graph, value) for value in map(value_of, waiting))
         and _kind_ahead(graph, others, layer_kind)
     )
 
 
-def waiting_users(graph, users) -> list:
+def waiting_users(graph: Graph, users: list[Op]) -> list[Op]:
     """The gate feeds and ReLUs among ``users`` that wait for a later Multi or ReLU layer: all of a
     kind or none (those that cannot wait make the layer now, and the others join it)."""
     feeds = [u for u in users if is_gate_feed(graph, u)]
@@ -112,7 +113,7 @@ def waiting_users(graph, users) -> list:
     return waiting
 
 
-def choose_case(graph, v, users, waiting=()):
+def choose_case(graph: Graph, v: Op, users: list[Op], waiting: Collection[Op] = ()) -> Case:
     """The App. A case for branching op ``v`` with distinct ``users``. Users ``waiting`` (see
     ``waiting_users``) only need ``v`` carried: a gate feed counts as a plain Lin, a ReLU as a Concat."""
     kinds = {OpKind.CONCAT if u in waiting and u.kind == OpKind.RELU else u.kind for u in users}
