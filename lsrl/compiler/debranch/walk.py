@@ -20,22 +20,24 @@ for speed, not for correctness: unbounded, every branching op would search the r
 walk greedy there (one more layer, still exact); the partners that matter sit a few ops below.
 
 **Why it stops.** A *step* is one fusion, one path extension or one case. The walk checks, every
-step, a measure for the kind of step taken, and raises ``InternalError`` naming the rule or case
-when it does not decrease:
+step, the measure of the kind of step taken, and raises ``InternalError`` naming the rule or the
+case when it does not decrease (there is no step budget):
 
-* a path extension: the number of ops *not* on the path decreases by one (the op joins it);
-* a fusion: ``(ops in the graph, Concats in the graph)`` decreases in lexicographic order: every
-  rule removes an op, except ``fuse_concat_identical`` which turns a Concat into a Slice;
-* a case at ``v``: the cases at one end form a chain that leaves ``v`` with one user (10 or 9 ->
-  7B -> 7A -> 5B; 8 -> 5B; 6 -> 2; 6R -> 2R; 4 -> 5A; 1B, 1A, 2, 3, 5B at once), with Case 5A
-  (pushing Slices one op further down, to where the next case applies) before or between them.
-  Its measure is the set of *configurations* not yet met at this end, a configuration being the
-  case with what it is applied to (``_configuration``: every user's kind, width and weights, and
-  the kinds of the users' readers): meeting one again means the walk would go round in a circle,
-  and it stops with ``InternalError`` naming that case. The set is finite because the ops below
-  ``v`` that a case can rewrite are finitely many; it is emptied when the path moves on.
-
-There is no step budget.
+* a path extension: the ops ahead of the path (not on it) lose one, the op the path takes (so by
+  construction: the graph is not touched);
+* a fusion (``_fuse``): ``(ops in the graph, Concats in the graph)`` decreases in lexicographic
+  order: every rule removes an op, except ``fuse_concat_identical``, which turns a Concat into a
+  Slice;
+* a case at ``v``: the configurations not yet met at this end. A *configuration* is the case with
+  what it is applied to (``_configuration``: every user's kind, width, weights and picks, and the
+  kinds of the users' readers); the set of those met is emptied when the path moves on, and
+  meeting one again stops the walk. Why a configuration does not come back: the cases form chains
+  that leave ``v`` with one user (10 or 9 -> 7B -> 7A -> 5B; 8 -> 5B; 6 -> 2; 6R -> 2R; 4 -> 5A;
+  1A, 1B, 2, 3 and 5B at once), and the one case that can start a chain again, 5A, replaces each
+  Slice of ``v`` by the Slice's readers, which lie nearer the output, or (for a ReLU or a Multi)
+  by a ReLU of ``v`` or a gate feed, which no Slice precedes: the users of ``v`` only move down. A
+  configuration met again is a walk going round in a circle: the Lin that beside Concats alone a
+  waiting user would rebuild forever was one (``waiting_users`` now keeps it from waiting).
 """
 
 from __future__ import annotations
