@@ -16,7 +16,7 @@ import pytest
 import lsrl
 from lsrl.errors import InternalError
 from conftest import as_fractions
-from lsrl.compiler import debranch, prepare, prune, to_graph, to_layers
+from lsrl.compiler import PASSES, debranch, prepare, prune, run_passes, to_graph, to_layers
 from lsrl.ir.ops import Op, OpKind
 from lsrl.programs import discrete_approximator
 
@@ -475,6 +475,21 @@ def test_debranch_reports_progress_that_ends_at_the_total():
     assert done == sorted(done) and done[-1] == totals.pop() and done[0] < done[-1]
 
 
+def test_compile_runs_the_passes_in_order_and_reports_each():
+    program = discrete_approximator(2)
+    reports = []
+    graph = run_passes(to_graph(program), lambda stage, done, total: reports.append((stage, done, total)))
+    stages = [stage for stage, _, _ in reports]
+    assert [stage.name for stage in PASSES] == ["prepare", "debranch", "prune"]
+    assert sorted(set(stages), key=stages.index) == ["prepare", "debranch", "prune"]
+    assert reports[0] == ("prepare", 0, 1)  # a stage that reports nothing shows the progress so far
+    (_, done, total), last = reports[-2], reports[-1]
+    assert last == ("prune", total, total) and done == total  # debranch ends at its total
+    model, reference = to_layers(graph), lsrl.compile(program, progress=False)
+    assert [(layer.kind, layer.dim) for layer in model.layers] == [(layer.kind, layer.dim) for layer in reference.layers]
+    assert model.parameter_count == reference.parameter_count
+
+
 def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
     bars = []
 
@@ -506,6 +521,20 @@ def test_the_progress_bar_ends_at_100_percent_and_names_the_stage(monkeypatch):
     assert bar.n == bar.total > 1
     assert bar.stages[0] == "prepare" and "debranch" in bar.stages and bar.stages[-1] == "prune"
     assert bar.shown[-1] == ("prune", bar.total, bar.total)  # the last thing drawn is the full bar
+
+
+@pytest.mark.parametrize("progress,disable,delay", [(None, False, 1.0), (True, False, 0), (False, True, 1.0)])
+def test_the_progress_option_shows_the_bar_late_at_once_or_never(monkeypatch, progress, disable, delay):
+    options = {}
+
+    def recorder(**given):
+        options.update(given)
+        raise RuntimeError("recorded")  # the options are all this test needs
+
+    monkeypatch.setattr("lsrl.compiler.progress.tqdm", recorder)
+    with pytest.raises(RuntimeError, match="recorded"):
+        lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Input(1))), progress=progress)
+    assert options["disable"] is disable and options["delay"] == delay
 
 
 def test_peak_working_graph_stays_near_the_final_size():
