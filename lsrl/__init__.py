@@ -1,5 +1,7 @@
 """lsrl: write programs that run exactly inside recurrent neural networks (LSRL), and study them."""
 
+from types import ModuleType as _ModuleType
+
 from lsrl.errors import (
     AutomatonError, BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError,
 )
@@ -70,7 +72,7 @@ __version__ = "0.1.0"
 _LAZY_MODULES = ("targets", "experiments")  # they import torch / matplotlib: loaded on first use
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> _ModuleType:
     """``lsrl.targets`` and ``lsrl.experiments`` without importing torch on ``import lsrl``."""
     if name in _LAZY_MODULES:
         import importlib

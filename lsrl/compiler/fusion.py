@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from lsrl.ir.graph import Graph
 from lsrl.ir.ops import WEIGHTS, Op, OpKind
+from lsrl.numbers import Entry
 
 
 def fuse_linear_linear(graph: Graph, first: Op, second: Op) -> bool:
@@ -129,7 +130,7 @@ def fuse_linstate_linstate(graph: Graph, first: Op, second: Op) -> bool:
     merged_init = backend.vstack([first.init, second.init.take_rows(runs_alone)])
     # second's output as a function of the merged output: P y + c
     position = {i: first.dim + k for k, i in enumerate(runs_alone)}
-    entries = [(i, position[i], 1) for i in runs_alone]
+    entries: list[tuple[int, int, Entry]] = [(i, position[i], 1) for i in runs_alone]
     entries += [(i, j, w) for i in stateless for j, w in second.B.row(i).items()]
     P = backend.from_entries(entries, (second.dim, width))
     c = backend.from_entries(((i, 0, second.b.entry(i, 0)) for i in stateless if second.b.row(i)),

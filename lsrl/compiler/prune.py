@@ -57,7 +57,7 @@ def _constants(layer: Op, known: dict[int, Any], zero: set[int]) -> dict[int, An
     """Output components of ``layer`` that hold one value at every step (component -> value), given
     those of its input (``known``) and its always-0 ones (``zero``). A state counts only from step 1
     on, which is all a reader sees: one whose update does not read the state (``A`` row 0)."""
-    values = dict.fromkeys(zero, 0)
+    values: dict[int, Any] = dict.fromkeys(zero, 0)
     if layer.kind == OpKind.RELU:
         values.update((i, max(c, 0)) for i, c in known.items())
     elif layer.kind == OpKind.MULTI:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from lsrl.errors import InternalError
 from lsrl.ir.labels import UnitLabel, better
-from lsrl.ir.ops import STATE_KINDS, Op, OpKind
+from lsrl.ir.ops import Op, OpKind
 from lsrl.ir.verify import verify as _verify
 from lsrl.lang import nodes as N
 
@@ -84,7 +85,7 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) ->
 class Graph:
     """Ops reachable from ``output``, with user lists; rewritten in place by the compiler rules."""
 
-    def __init__(self, backend: Backend, name: str = "program"):
+    def __init__(self, backend: Backend, name: str = "program") -> None:
         self.backend = backend
         self.name = name
         # set by whoever builds the graph (from_program, copy, prune) before any pass reads them
@@ -385,12 +386,19 @@ class Graph:
                 node = N.Multi(inputs[0], name=op.name)
             else:
                 parts = [
-                    x if list(p) == list(range(x.dim)) else N.Linear(x, self.backend.selection(p, x.dim))
+                    x if list(p) == list(range(_width(x))) else N.Linear(x, self.backend.selection(p, _width(x)))
                     for x, p in zip(inputs, op.picks)
                 ]
                 node = N.Concat(parts, name=op.name)
             nodes[op] = node
         return ForEach(nodes[self.output], name=self.name)
+
+
+def _width(node: N.Node) -> int:
+    """A program node's width (lsrl.lang types it Optional: unknown while a node is being built)."""
+    if node.dim is None:
+        raise InternalError(f"program node {node.name} has no width")
+    return node.dim
 
 
 def from_program(program: ForEach, backend: Backend) -> Graph:
@@ -399,21 +407,23 @@ def from_program(program: ForEach, backend: Backend) -> Graph:
     ops: dict[N.Node, Op] = {}
     convert = backend.convert
     for node in program.nodes:
-        kind = _KIND_OF_NODE[type(node)]
+        kind, dim = _KIND_OF_NODE[type(node)], _width(node)
         inputs = [ops[x] for x in node.inputs]
-        labels: list[UnitLabel | None] = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
+        labels: list[UnitLabel | None] = [UnitLabel(program.names[node], i, "value") for i in range(dim)]
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
-        if kind == OpKind.LINEAR:
-            op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
-        elif kind in STATE_KINDS:
-            op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), B=convert(node.B),
-                    b=convert(node.b), init=convert(node.init_state))
-        elif kind == OpKind.CONCAT:
-            op = Op(kind, inputs, node.dim, node.name, picks=[range(x.dim) for x in inputs])
-        elif kind == OpKind.INPUT:
-            op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds, integer=node.integer)
+        if isinstance(node, N.Linear):
+            op = Op(kind, inputs, dim, node.name, A=convert(node.A), b=convert(node.b))
+        elif isinstance(node, (N.LinState, N.ReLUState)):
+            state: Any = node  # lsrl.lang sets a state's weights in _set_state_weights, which declares no types
+            op = Op(kind, inputs, dim, node.name, A=convert(state.A), B=convert(state.B),
+                    b=convert(state.b), init=convert(state.init_state))
+        elif isinstance(node, N.Concat):
+            op = Op(kind, inputs, dim, node.name, picks=[range(x.dim) for x in inputs])
+        elif isinstance(node, N.Input):
+            declared: Any = node  # its bounds' type is not inferred in lsrl.lang
+            op = Op(kind, inputs, dim, node.name, bounds=declared.bounds, integer=declared.integer)
         else:
-            op = Op(kind, inputs, node.dim, node.name)
+            op = Op(kind, inputs, dim, node.name)
         op.labels = labels
         ops[node] = graph.add(op)
     graph.input = ops[program.input]

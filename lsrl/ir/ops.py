@@ -53,7 +53,7 @@ class Op:
     def __init__(self, kind: OpKind, inputs: Iterable[Op], dim: int, name: str | None = None,
                  A: Matrix | None = None, B: Matrix | None = None, b: Matrix | None = None,
                  init: Matrix | None = None, picks: list[Sequence[int]] | None = None, bounds: Any = None,
-                 integer: bool = False, labels: Iterable[UnitLabel | None] | None = None):
+                 integer: bool = False, labels: Iterable[UnitLabel | None] | None = None) -> None:
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
         # per component (lsrl.ir.labels)
         self.labels: list[UnitLabel | None] = list(labels) if labels is not None else [None] * dim
