@@ -12,9 +12,10 @@ A float given by the user is read as the shortest decimal it prints as (``0.1`` 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational as _AbstractRational
+from types import MappingProxyType
 from typing import TypeAlias
 
 import gmpy2
@@ -30,6 +31,7 @@ ONE = mpq(1)
 Entry: TypeAlias = "gmpy2.mpq | float"  # a stored number: mpq in the exact backend, float in the float one
 # what users may give as weights: a Matrix, nested lists, a numpy array, a scipy.sparse matrix or a number
 MatrixLike: TypeAlias = object
+_NO_ENTRIES: dict = {}  # what a row without entries holds (shared, never written)
 
 
 def to_rational(value: object, where: str = "value") -> gmpy2.mpq:
@@ -131,6 +133,18 @@ class Matrix:
         for i, row in self.rows.items():
             for j, value in row.items():
                 yield i, j, value
+
+    def row(self, i: int) -> Mapping[int, Entry]:
+        """The non-zero entries of row ``i`` as a read-only ``{column: value}`` (empty: a zero row)."""
+        return MappingProxyType(self.rows.get(i, _NO_ENTRIES))
+
+    def entry(self, i: int, j: int) -> Entry:
+        """The entry at row ``i``, column ``j`` (the backend's zero where none is stored)."""
+        return self.rows.get(i, _NO_ENTRIES).get(j, self.backend.zero)
+
+    def nonzero_rows(self) -> frozenset[int]:
+        """The rows that hold a non-zero entry."""
+        return self._cached("nonzero_rows", lambda: frozenset(i for i, row in self.rows.items() if row))
 
     def to_numpy(self) -> np.ndarray:
         dense = np.zeros(self.shape2d)

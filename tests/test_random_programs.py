@@ -25,6 +25,7 @@ import pytest
 import scipy.sparse
 
 import lsrl
+from lsrl.compiler import run_passes, to_graph, to_layers
 
 N_SEEDS = 300
 FLOAT_SEEDS = range(60)
@@ -683,6 +684,12 @@ def generate_program(rng: random.Random, mixed_formats: bool = False) -> Program
 
 
 # ---------------------------------------------------------------------- inputs and comparison
+def compile_verified(program, backend):
+    """``lsrl.compile(program, backend)`` with ``Graph.verify()`` after every stage (to_graph and
+    each of ``PASSES``): a broken invariant fails the seed at the stage that broke it."""
+    return to_layers(run_passes(to_graph(program, backend), verify=True))
+
+
 def _random_sequence(rng, T, d, use_ints):
     seq = []
     for _ in range(T):
@@ -748,13 +755,13 @@ def _compiled_exact(seed):
     """(generator, model, reference outputs computed *before* compiling)."""
     gen = _generated(seed)
     ref = _reference_outputs(gen.program, _inputs_for(seed, gen.d_in))
-    return gen, lsrl.compile(gen.program, backend="exact"), ref
+    return gen, compile_verified(gen.program, backend="exact"), ref
 
 
 @functools.lru_cache(maxsize=None)
 def _compiled_float(seed):
     gen = _generated(seed)
-    return gen, lsrl.compile(gen.program, backend="float")
+    return gen, compile_verified(gen.program, backend="float")
 
 
 def _check_path_graph(model, d_in, d_out, seed):
@@ -918,11 +925,11 @@ def test_small_program(label, d_in, build):
     xs = _as_object_array(seq)
     ref = prog(xs, exact=True)
     d_out = np.asarray(ref).shape[-1]
-    model = lsrl.compile(prog, backend="exact")
+    model = compile_verified(prog, backend="exact")
     if model.layers:
         _check_path_graph(model, d_in, d_out, label)
     _assert_exact_equal(model(xs, exact=True), ref, "exact model", label)
-    fmodel = lsrl.compile(prog, backend="float")
+    fmodel = compile_verified(prog, backend="float")
     xf = np.array(seq, dtype=np.float64)
     got, want = np.asarray(fmodel(xf)), np.asarray(prog(xf))
     assert got.shape == want.shape
@@ -1037,7 +1044,7 @@ def _relu_generated(seed):
 def _relu_compiled(seed):
     gen = _relu_generated(seed)
     ref = _reference_outputs(gen.program, _inputs_for(seed, gen.d_in))
-    return gen, lsrl.compile(gen.program, backend="exact"), ref
+    return gen, compile_verified(gen.program, backend="exact"), ref
 
 
 def test_relustate_generator_uses_relustates_and_its_patterns():

@@ -37,17 +37,21 @@ with ``V`` rounded, so each step's state carries a relative error of about ``con
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from lsrl.ir.labels import UnitLabel
-from lsrl.errors import LsrlError
+from lsrl.ir.labels import Label, UnitLabel
+from lsrl.errors import InternalError, LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import OTHER, components, state_blocks
-from lsrl.numbers import EXACT, FLOAT, mpq
+from lsrl.numbers import EXACT, FLOAT, Backend, ExactBackend, FloatBackend, Matrix, mpq
 
+Layer = Any  # a compiled layer, an lsrl node (Linear, LinState, ...): lsrl.lang has no type hints
+Slot = tuple[str, int]  # ("z", j): mode j of a rewritten state; ("w", j): its drive j
 MAX_CONDITION = 1e6  # float backend: the eigenbasis V of a block with irrational eigenvalues
 
 
@@ -59,12 +63,12 @@ class Chain:
     """Coordinates ``z[columns]`` of one Jordan block: ``eigenvalue`` on the diagonal, unit coupling
     ``z_i <- z_{i+1}`` (the last one is the tail), or a 2x2 ``pair`` block (``rotation``)."""
 
-    columns: list
-    eigenvalue: object = None
-    rotation: object = None  # 2x2 sympy Matrix for a complex pair
+    columns: list[int]
+    eigenvalue: Any = None
+    rotation: Any = None  # 2x2 sympy Matrix (or nested list) for a complex pair
 
 
-def _jordan_of_component(block, where, numeric: bool):
+def _jordan_of_component(block: Any, where: str, numeric: bool) -> tuple[Any, list[Chain]]:
     """``(V, chains)`` with ``block = V J V^-1``: a sympy matrix over the rationals, or (``numeric``:
     the float backend, when some eigenvalues are irrational) a float64 numpy array."""
     import sympy
@@ -72,7 +76,8 @@ def _jordan_of_component(block, where, numeric: bool):
     size = block.shape[0]
     x = sympy.Symbol("x")
     _, factors = sympy.factor_list(block.charpoly(x).as_expr(), x)
-    bases, chains = [], []
+    bases: list[Any] = []  # sympy matrices, or numpy arrays for a numeric block
+    chains: list[Chain] = []
     for factor, multiplicity in factors:
         poly = sympy.Poly(factor, x)
         kernel = _evaluate(poly, block) ** multiplicity
@@ -92,7 +97,8 @@ def _jordan_of_component(block, where, numeric: bool):
             chains.extend(local)
         else:
             kind = "a repeated complex pair" if poly.degree() == 2 and sympy.discriminant(poly) < 0 else (
-                "irrational real eigenvalues" if poly.degree() == 2 else f"an irreducible factor of degree {poly.degree()}")
+                "irrational real eigenvalues" if poly.degree() == 2
+                else f"an irreducible factor of degree {poly.degree()}")
             raise LsrlError(
                 f"{where}: A has {kind} (factor {factor} of its characteristic polynomial); it has no "
                 f"exact diagonal (or 2x2 complex-pair) form over the rationals; compile with backend='float' "
@@ -101,15 +107,17 @@ def _jordan_of_component(block, where, numeric: bool):
     if any(isinstance(b, np.ndarray) for b in bases):
         return np.hstack([np.array(b.tolist(), dtype=float) for b in bases]), chains
     V = sympy.Matrix.hstack(*bases)
-    assert V.shape == (size, size)
+    if V.shape != (size, size):
+        raise InternalError(f"{where}: the eigenbases span {V.shape[1]} of {size} dimensions")
     return V, chains
 
 
-def _real_eigenbasis(R: np.ndarray, offset: int):
+def _real_eigenbasis(R: np.ndarray, offset: int) -> tuple[np.ndarray, list[Chain]]:
     """Columns ``Q`` with ``R Q = Q D``: ``D`` diagonal for real eigenvalues and ``[[a, b], [-b, a]]``
     for each complex pair ``a +- ib`` (columns ``Re v, Im v``), as LRU's complex diagonal in real form."""
     values, vectors = np.linalg.eig(R)
-    columns, chains = [], []
+    columns: list[np.ndarray] = []
+    chains: list[Chain] = []
     for value, vector in zip(values, vectors.T):
         if value.imag == 0:
             chains.append(Chain([offset + len(columns)], eigenvalue=float(value.real)))
@@ -121,7 +129,7 @@ def _real_eigenbasis(R: np.ndarray, offset: int):
     return np.column_stack(columns), chains
 
 
-def _evaluate(poly, M):
+def _evaluate(poly: Any, M: Any) -> Any:
     import sympy
 
     result = sympy.zeros(*M.shape)
@@ -130,7 +138,7 @@ def _evaluate(poly, M):
     return result
 
 
-def _chains_of(J, offset) -> list:
+def _chains_of(J: Any, offset: int) -> list[Chain]:
     chains, start = [], 0
     for i in range(J.shape[0]):
         if i == J.shape[0] - 1 or J[i, i + 1] == 0:
@@ -142,14 +150,14 @@ def _chains_of(J, offset) -> list:
 # ---- rewriting one LinState ---------------------------------------------------------------------
 
 
-def _to_sympy(value):
+def _to_sympy(value: Any) -> Any:
     import sympy
 
     q = mpq(value)
     return sympy.Rational(int(q.numerator), int(q.denominator))
 
 
-def _from_sympy(value, backend):
+def _from_sympy(value: Any, backend: Backend) -> Any:
     if isinstance(value, (float, np.floating)):  # a float backend's numeric eigenvalue
         return float(value)
     q = mpq(int(value.p), int(value.q))
@@ -160,27 +168,26 @@ def _from_sympy(value, backend):
 class Decomposition:
     """``A = V J V^-1`` for a whole state: ``V`` and ``V^-1`` as lsrl matrices and ``J``'s chains."""
 
-    V: object
-    V_inv: object
-    chains: list
+    V: Matrix
+    V_inv: Matrix
+    chains: list[Chain]
 
 
-def decompose(layer) -> Decomposition:
+def decompose(layer: Layer) -> Decomposition:
     """The exact Jordan decomposition of ``layer.A``, component by component."""
     import sympy
 
     A, backend, d = layer.A, layer.A.backend, layer.dim
     where = f"LinState '{layer.name}'"
-    rows = A.rows
     V_entries, V_inv_entries, chains = [], [], []
     for indices in components(A):
         if len(indices) == 1:
             i = indices[0]
             V_entries.append((i, i, 1))
             V_inv_entries.append((i, i, 1))
-            chains.append(Chain([i], eigenvalue=rows.get(i, {}).get(i, backend.zero)))
+            chains.append(Chain([i], eigenvalue=A.entry(i, i)))
             continue
-        block = sympy.Matrix(len(indices), len(indices), lambda r, c: _to_sympy(rows.get(indices[r], {}).get(indices[c], 0)))
+        block = sympy.Matrix([[_to_sympy(A.entry(r, c)) for c in indices] for r in indices])
         V, local = _jordan_of_component(block, where, numeric=backend is not EXACT)
         V_inv = _inverse(V, where)
         for r in range(len(indices)):
@@ -199,7 +206,7 @@ def decompose(layer) -> Decomposition:
     return Decomposition(backend.from_entries(V_entries, (d, d)), backend.from_entries(V_inv_entries, (d, d)), chains)
 
 
-def _inverse(V, where):
+def _inverse(V: Any, where: str) -> Any:
     if not isinstance(V, np.ndarray):
         return V.inv()
     condition = np.linalg.cond(V)
@@ -211,11 +218,11 @@ def _inverse(V, where):
     return np.linalg.inv(V)
 
 
-def _is_cascade(chain) -> bool:
+def _is_cascade(chain: Chain) -> bool:
     return chain.rotation is None and len(chain.columns) > 1 and chain.eigenvalue != 0
 
 
-def _previous_value(chain, position, backend):
+def _previous_value(chain: Chain, position: int, backend: ExactBackend | FloatBackend) -> dict[Slot, Any]:
     """``z_j,t-1`` for ``j = chain.columns[position]`` as ``{("z"|"w", index): coefficient}`` of step-t values."""
     inverse = 1 / backend.scalar(chain.eigenvalue)
     terms = {}
@@ -227,21 +234,26 @@ def _previous_value(chain, position, backend):
     return terms
 
 
-def _cascade_layers(layer, decomposition, previous):
+def _cascade_layers(layer: Layer, decomposition: Decomposition,
+                    previous: Layer) -> tuple[list[Layer], dict[Slot, int], list[list[Label] | None]]:
     """The LinState(s) computing ``z``; returns (layers, slots of the last one)."""
     backend = layer.A.backend
     zero = backend.zero
     drive, bias = decomposition.V_inv @ layer.B, decomposition.V_inv @ layer.b
     init = decomposition.V_inv @ layer.init_state
-    drive_rows, bias_values, init_values = drive.rows, bias.values(), init.values()
+    bias_values, init_values = bias.values(), init.values()
     cascades = [chain for chain in decomposition.chains if _is_cascade(chain)]
     depth = max((len(chain.columns) for chain in cascades), default=1)
 
     # layer 0: every chain's coordinates except the non-tail coordinates of cascades, plus copies of w
-    slots, A_entries, B_rows, b_entries, s0 = [], [], {}, [], []
+    slots: list[Slot] = []
+    A_entries: list[tuple[int, int, Any]] = []
+    B_rows: dict[int, Mapping[int, Any]] = {}
+    b_entries: list[Any] = []
+    s0: list[Any] = []
     position = {}
 
-    def add(slot, b_value, s_value):
+    def add(slot: Slot, b_value: Any, s_value: Any) -> None:
         position[slot] = len(slots)
         slots.append(slot)
         b_entries.append(b_value)
@@ -251,7 +263,7 @@ def _cascade_layers(layer, decomposition, previous):
         members = chain.columns[-1:] if _is_cascade(chain) else chain.columns
         for j in members:
             add(("z", j), bias_values[j], init_values[j])
-            B_rows[position[("z", j)]] = drive_rows.get(j, {})
+            B_rows[position[("z", j)]] = drive.row(j)
         if chain.rotation is not None:
             for r, i in enumerate(chain.columns):
                 for c, j in enumerate(chain.columns):
@@ -264,9 +276,9 @@ def _cascade_layers(layer, decomposition, previous):
     for chain in cascades:
         for j in chain.columns:
             add(("w", j), zero, zero)
-            B_rows[position[("w", j)]] = drive_rows.get(j, {})
+            B_rows[position[("w", j)]] = drive.row(j)
     width = len(slots)
-    labels = [_slot_labels(layer.name, slots)]
+    labels: list[list[Label] | None] = [_slot_labels(layer.name, slots)]
     built = LinState(
         previous,
         backend.from_entries(A_entries, (width, width)),
@@ -280,7 +292,8 @@ def _cascade_layers(layer, decomposition, previous):
     # layer l: the coordinates at distance l from their chain's tail; the rest is carried as copies
     for level in range(1, depth):
         old = position
-        slots, A_entries, B_entries, b_entries, s0, position = [], [], [], [], [], {}
+        slots, A_entries, b_entries, s0, position = [], [], [], [], {}
+        B_entries: list[tuple[int, int, Any]] = []
         for chain in cascades:
             if len(chain.columns) <= level:
                 continue
@@ -314,12 +327,14 @@ def _cascade_layers(layer, decomposition, previous):
     return layers, position, labels
 
 
-def _slot_labels(name, slots) -> list:
+def _slot_labels(name: str, slots: Iterable[Slot]) -> list[Label]:
     """The labels of a cascade layer's units: ``("z", j)`` is mode j, ``("w", j)`` drive j of ``name``."""
     return [UnitLabel(name, j, "mode" if kind == "z" else "drive") for kind, j in slots]
 
 
-def _rewrite(layer, previous):
+def _rewrite(layer: Layer, previous: Layer) -> tuple[
+    list[Layer], Matrix | None, list[list[Label] | None] | None, Decomposition | None
+]:
     """``layer`` as diagonal LinState(s) reading ``previous``, the map ``s = M z`` from the last
     one's output (``None`` when the state is unchanged), the new layers' labels (``None``: unchanged)
     and the decomposition (``None``: unchanged)."""
@@ -332,9 +347,9 @@ def _rewrite(layer, previous):
     return layers, readback, labels, decomposition
 
 
-def _copy(layer, previous, backend=None):
+def _copy(layer: Layer, previous: Layer, backend: Backend | None = None) -> Layer:
     """``layer`` reading ``previous``, its weights converted to ``backend`` if one is given."""
-    def weight(matrix):
+    def weight(matrix: Matrix) -> Matrix:
         return matrix if backend is None else backend.convert(matrix)
 
     if layer.kind == "Linear":
@@ -352,7 +367,7 @@ def _copy(layer, previous, backend=None):
     )
 
 
-def float_diagonal(model):
+def float_diagonal(model: CompiledProgram) -> CompiledProgram:
     """``model.diagonal()``, or, where exact rationals cannot express it (irrational eigenvalues), the
     diagonal form of a float64 copy of ``model`` (what the float64 targets need)."""
     try:
@@ -361,7 +376,7 @@ def float_diagonal(model):
         if model.backend != "exact":
             raise
     start = model.input.fresh()
-    layers = []
+    layers: list[Layer] = []
     for layer in model.layers:
         layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
     floats = CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name, model.labels)
@@ -369,14 +384,14 @@ def float_diagonal(model):
     return diagonalise(floats)
 
 
-def _absorbing(layer, readback, previous):
+def _absorbing(layer: Layer, readback: Matrix, previous: Layer) -> Layer:
     """``layer`` (a Linear or LinState) reading ``previous`` through ``s = readback z``."""
     if layer.kind == "Linear":
         return Linear(previous, layer.A @ readback, layer.b, name=layer.name)
     return LinState(previous, layer.A, layer.B @ readback, layer.b, layer.init_state, name=layer.name)
 
 
-def diagonalise(model):
+def diagonalise(model: CompiledProgram) -> CompiledProgram:
     """A new ``CompiledProgram`` computing the same outputs as ``model`` whose every ``LinState`` has
     a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc).
 
@@ -387,7 +402,10 @@ def diagonalise(model):
     """
     start = model.input.fresh()
     old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
-    layers, labels, previous, readback, state_labels, eigenbases = [], [], start, None, None, {}
+    layers: list[Layer] = []
+    labels: list[list[Label] | None] = []
+    previous, readback, eigenbases = start, None, {}
+    state_labels: list[Label] | None = None
     entangled = set(model.entangled)
     for index, (layer, layer_labels) in enumerate(zip(model.layers, old_labels)):
         if readback is not None and layer.kind in ("ReLU", "Multi", "ReLUState"):  # nothing to fold s = V z into
@@ -414,11 +432,12 @@ def diagonalise(model):
         labels.append(state_labels)
     diagonal = CompiledProgram(start, layers, model.backend, dict(model.stats), model.name,
                                labels if model.labels is not None else None)
-    diagonal.eigenbases, diagonal.entangled = eigenbases, frozenset(entangled)
+    diagonal.eigenbases = eigenbases  # type: ignore[attr-defined]  # only a diagonal model has them (eigen_trace)
+    diagonal.entangled = frozenset(entangled)
     return diagonal
 
 
-def eigen_trace(diagonal, inputs, layer_values) -> dict:
+def eigen_trace(diagonal: CompiledProgram, inputs: np.ndarray, layer_values: Sequence[np.ndarray]) -> dict:
     """The values that ``mode`` and ``drive`` labels of ``diagonal`` (``model.diagonal()``) claim,
     from the original model's input ``inputs`` and per-layer outputs ``layer_values`` (each
     ``(..., T, dim)``, exact or float): ``{(name, "mode"): V^-1 s, (name, "drive"): V^-1 B x}`` per
@@ -432,12 +451,11 @@ def eigen_trace(diagonal, inputs, layer_values) -> dict:
     return trace
 
 
-def _times(matrix, values):
+def _times(matrix: Matrix, values: np.ndarray) -> np.ndarray:
     """``values @ matrix.T`` for an lsrl matrix and exact (object) or float values ``(..., d)``."""
     out = np.zeros(values.shape[:-1] + (matrix.shape2d[0],), dtype=values.dtype)
     out[...] = 0 * values[..., :1] if values.shape[-1] else 0  # exact zeros on the exact backend
-    for i, row in matrix.rows.items():
-        for j, weight in row.items():
-            out[..., i] = out[..., i] + weight * values[..., j]
+    for i, j, weight in matrix.entries():
+        out[..., i] = out[..., i] + weight * values[..., j]
     return out
 

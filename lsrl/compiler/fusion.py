@@ -7,69 +7,73 @@ new chains.
 
 from __future__ import annotations
 
-from lsrl.ir.graph import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Graph
+from collections.abc import Sequence
+
+from lsrl.ir.graph import Graph
+from lsrl.ir.ops import WEIGHTS, Op, OpKind
+from lsrl.numbers import Entry
 
 
-def fuse_linear_linear(graph, first, second) -> bool:
+def fuse_linear_linear(graph: Graph, first: Op, second: Op) -> bool:
     """``Lin[A2, b2](Lin[A1, b1](x)) = Lin[A2 A1, A2 b1 + b2](x)``."""
-    if first.kind != LINEAR or second.kind != LINEAR:
+    if first.kind != OpKind.LINEAR or second.kind != OpKind.LINEAR:
         return False
     fused = graph.linear(first.inputs[0], second.A @ first.A, second.A @ first.b + second.b, name=second.name)
     graph.replace(second, fused)
     return True
 
 
-def _absorb_linear(graph, linear, state) -> None:
+def _absorb_linear(graph: Graph, linear: Op, state: Op) -> None:
     """``state`` reading ``linear``'s input, the Lin folded into its ``B`` and ``b``."""
     fused = graph.state_like(state, linear.inputs[0], state.B @ linear.A, state.B @ linear.b + state.b, name=state.name)
     graph.replace(state, fused)
 
 
-def fuse_linear_linstate(graph, linear, state) -> bool:
+def fuse_linear_linstate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a LinState is absorbed into its ``B`` and ``b``."""
-    if linear.kind != LINEAR or state.kind != LINSTATE:
+    if linear.kind != OpKind.LINEAR or state.kind != OpKind.LINSTATE:
         return False
     _absorb_linear(graph, linear, state)
     return True
 
 
-def fuse_linear_relustate(graph, linear, state) -> bool:
+def fuse_linear_relustate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
-    if linear.kind != LINEAR or state.kind != RELUSTATE:
+    if linear.kind != OpKind.LINEAR or state.kind != OpKind.RELUSTATE:
         return False
     _absorb_linear(graph, linear, state)
     return True
 
 
-def fuse_relustate_relu(graph, state, relu) -> bool:
+def fuse_relustate_relu(graph: Graph, state: Op, relu: Op) -> bool:
     """A ReLU after a ReLUState is dropped: the state is a ReLU output, non-negative already."""
-    if state.kind != RELUSTATE or relu.kind != RELU:
+    if state.kind != OpKind.RELUSTATE or relu.kind != OpKind.RELU:
         return False
     graph.replace(relu, state)
     return True
 
 
-def fuse_relu_relu(graph, relu) -> bool:
+def fuse_relu_relu(graph: Graph, relu: Op) -> bool:
     """ReLU is idempotent: a ReLU of a ReLU is dropped, whatever else reads the inner one."""
-    if relu.kind != RELU or relu.inputs[0].kind != RELU:
+    if relu.kind != OpKind.RELU or relu.inputs[0].kind != OpKind.RELU:
         return False
     graph.replace(relu, relu.inputs[0])
     return True
 
 
-def fuse_slice_concat(graph, piece, concat) -> bool:
+def fuse_slice_concat(graph: Graph, piece: Op, concat: Op) -> bool:
     """A Slice read only by a Concat becomes part of the Concat's gather."""
-    if not (piece.is_slice and concat.kind == CONCAT):
+    if not (piece.is_slice and concat.kind == OpKind.CONCAT):
         return False
     graph.regather(concat, piece, piece.inputs[0], piece.A.selected_columns())
     return True
 
 
-def fuse_concat_concat(graph, inner, outer) -> bool:
+def fuse_concat_concat(graph: Graph, inner: Op, outer: Op) -> bool:
     """A Concat read only by a Concat is spliced into the outer gather."""
-    if inner.kind != CONCAT or outer.kind != CONCAT:
+    if inner.kind != OpKind.CONCAT or outer.kind != OpKind.CONCAT:
         return False
-    slots = []
+    slots: list[tuple[Op, Sequence[int]]] = []
     for x, picks in outer.slots:
         if x is inner:  # each pick of the inner Concat is one component of one of its inputs
             owners = [(y, c) for y, inner_picks in inner.slots for c in inner_picks]
@@ -80,9 +84,9 @@ def fuse_concat_concat(graph, inner, outer) -> bool:
     return True
 
 
-def fuse_concat_identical(graph, concat) -> bool:
+def fuse_concat_identical(graph: Graph, concat: Op) -> bool:
     """A Concat whose inputs are all one op only gathers its components: a Slice."""
-    if concat.kind != CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
+    if concat.kind != OpKind.CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
         return False
     source = concat.inputs[0]
     columns = [c for picks in concat.picks for c in picks]
@@ -90,34 +94,34 @@ def fuse_concat_identical(graph, concat) -> bool:
     return True
 
 
-def fuse_identity(graph, linear) -> bool:
+def fuse_identity(graph: Graph, linear: Op) -> bool:
     """A Lin that is the identity (left behind by bypasses) is dropped."""
-    if linear.kind != LINEAR or not linear.is_identity():
+    if linear.kind != OpKind.LINEAR or not linear.is_identity():
         return False
     graph.replace(linear, linear.inputs[0])
     return True
 
 
-def fuse_stateless_linstate(graph, state) -> bool:
+def fuse_stateless_linstate(graph: Graph, state: Op) -> bool:
     """A LinState with ``A = 0`` forgets its past (``s_t = B x_t + b``): it is a Lin."""
-    if state.kind != LINSTATE or not state.A.is_zero():
+    if state.kind != OpKind.LINSTATE or not state.A.is_zero():
         return False
     graph.replace(state, graph.linear(state.inputs[0], state.B, state.b, name=state.name))
     return True
 
 
-def fuse_linstate_linstate(graph, first, second) -> bool:
+def fuse_linstate_linstate(graph: Graph, first: Op, second: Op) -> bool:
     """On a path, a LinState whose every unit either runs on its own (reads nothing of the LinState
     before it, nor units that do: it joins that LinState) or keeps no state (``A`` row 0: a function of this step's
     input, folded into the Lin or LinState that reads it) is no layer of its own. Applied where that
     adds no weights; a folded unit's node is then computed only inside its reader."""
-    reader = graph.only_user(second) if second.kind == LINSTATE else None
-    if first.kind != LINSTATE or reader is None or reader.kind not in (LINEAR, LINSTATE):
+    reader = graph.only_user(second) if second.kind == OpKind.LINSTATE else None
+    if first.kind != OpKind.LINSTATE or reader is None or reader.kind not in (OpKind.LINEAR, OpKind.LINSTATE):
         return False
     backend, A2 = graph.backend, second.A
-    runs_alone = [i for i in range(second.dim) if not second.B.rows.get(i)]
-    stateless = [i for i in range(second.dim) if second.B.rows.get(i)]
-    if any(A2.rows.get(i) for i in stateless) or any(not set(A2.rows.get(i, {})) <= set(runs_alone) for i in runs_alone):
+    runs_alone = [i for i in range(second.dim) if not second.B.row(i)]
+    stateless = [i for i in range(second.dim) if second.B.row(i)]
+    if any(A2.row(i) for i in stateless) or any(not A2.row(i).keys() <= set(runs_alone) for i in runs_alone):
         return False
     width = first.dim + len(runs_alone)
     merged_A = backend.block_diag([first.A, A2.take_rows(runs_alone).take_columns(runs_alone)])
@@ -126,24 +130,24 @@ def fuse_linstate_linstate(graph, first, second) -> bool:
     merged_init = backend.vstack([first.init, second.init.take_rows(runs_alone)])
     # second's output as a function of the merged output: P y + c
     position = {i: first.dim + k for k, i in enumerate(runs_alone)}
-    entries = [(i, position[i], 1) for i in runs_alone]
-    entries += [(i, j, w) for i in stateless for j, w in second.B.rows.get(i, {}).items()]
+    entries: list[tuple[int, int, Entry]] = [(i, position[i], 1) for i in runs_alone]
+    entries += [(i, j, w) for i in stateless for j, w in second.B.row(i).items()]
     P = backend.from_entries(entries, (second.dim, width))
-    c = backend.from_entries(((i, 0, second.b.rows[i][0]) for i in stateless if second.b.rows.get(i)),
+    c = backend.from_entries(((i, 0, second.b.entry(i, 0)) for i in stateless if second.b.row(i)),
                              (second.dim, 1), is_vector=True)
-    weight = reader.A if reader.kind == LINEAR else reader.B
+    weight = reader.A if reader.kind == OpKind.LINEAR else reader.B
     read_weight, read_bias = weight @ P, weight @ c + reader.b
-    kept = reader.A.nnz + reader.init.nnz if reader.kind == LINSTATE else 0
+    kept = reader.A.nnz + reader.init.nnz if reader.kind == OpKind.LINSTATE else 0
     added = merged_A.nnz + merged_B.nnz + merged_b.nnz + merged_init.nnz + read_weight.nnz + read_bias.nnz + kept
     if added > first.nnz + second.nnz + reader.nnz:
         return False
     labels = first.labels + [second.labels[i] for i in runs_alone]
     merged = graph.linstate(first.inputs[0], merged_A, merged_B, merged_b, merged_init, name=first.name, labels=labels)
-    if reader.kind == LINEAR:
+    if reader.kind == OpKind.LINEAR:
         rebuilt = graph.linear(merged, read_weight, read_bias, name=reader.name)
     else:
         rebuilt = graph.linstate(merged, reader.A, read_weight, read_bias, reader.init, name=reader.name)
-    entangled = graph.entangled | {second.labels[i].node for i in stateless if second.labels[i]}
+    entangled = graph.entangled | {label.node for label in (second.labels[i] for i in stateless) if label}
     graph.replace(reader, rebuilt)
     graph.entangled = entangled  # the merged LinState still holds ``first``'s units
     return True
@@ -154,37 +158,38 @@ PAIR_RULES = (fuse_linear_linear, fuse_linear_linstate, fuse_slice_concat, fuse_
 SINGLE_RULES = (fuse_concat_identical, fuse_identity, fuse_relu_relu)
 
 
-def fuse_at(graph, op) -> bool:
-    """Apply the first preparation rule that fits ``op`` (alone, or with its only user)."""
+def fuse_at(graph: Graph, op: Op) -> str | None:
+    """Apply the first preparation rule that fits ``op`` (alone, or with its only user); the name
+    of the rule applied, None if none fits."""
     for rule in SINGLE_RULES:
         if rule(graph, op):
             graph.count(rule.__name__)
-            return True
+            return rule.__name__
     user = graph.only_user(op)
-    if user is None or op.kind == INPUT:
-        return False
-    for rule in PAIR_RULES:
-        if rule(graph, op, user):
-            graph.count(rule.__name__)
-            return True
-    return False
+    if user is None or op.kind == OpKind.INPUT:
+        return None
+    for pair_rule in PAIR_RULES:
+        if pair_rule(graph, op, user):
+            graph.count(pair_rule.__name__)
+            return pair_rule.__name__
+    return None
 
 
-def _computation(op) -> tuple:
+def computation(op: Op) -> tuple:
     """What ``op`` computes, as a key: equal keys mean equal values at every step."""
     weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
-    picks = tuple(tuple(p) for p in op.picks) if op.kind == CONCAT else None
+    picks = tuple(tuple(p) for p in op.picks) if op.kind == OpKind.CONCAT else None
     return op.kind, tuple(x.id for x in op.inputs), weights, picks
 
 
-def merge_duplicates(graph) -> None:
+def merge_duplicates(graph: Graph) -> None:
     """Ops computing the same thing from the same inputs are one op (common subexpressions), so
     debranching never carries two copies of a value."""
-    seen = {}
+    seen: dict[tuple, Op] = {}
     for op in graph.ops():
-        if op.kind == INPUT or op not in graph.users:
+        if op.kind == OpKind.INPUT or op not in graph.users:
             continue
-        twin = seen.setdefault(_computation(op), op)
+        twin = seen.setdefault(computation(op), op)
         if twin is not op:
             graph.replace(op, twin)
             graph.count("merge_duplicates")
@@ -195,7 +200,7 @@ def prepare(graph: Graph) -> Graph:
     subexpressions merged."""
     graph = graph.copy()
     for op in graph.ops():
-        while op in graph.users and fuse_at(graph, op):
+        while op in graph.users and fuse_at(graph, op) is not None:
             pass
     merge_duplicates(graph)
     return graph

@@ -1,4 +1,4 @@
-"""``lsrl.compile``: program -> working graph -> prepare -> debranch -> prune -> layers.
+"""``lsrl.compile``: program -> working graph -> the ``PASSES`` -> layers.
 
 Each stage is a public function from a ``Graph`` to a new ``Graph`` and can be run, printed
 (``print(graph)``) and run as a program (``graph.to_program()``) on its own::
@@ -12,24 +12,66 @@ Each stage is a public function from a ``Graph`` to a new ``Graph`` and can be r
 
 from __future__ import annotations
 
-from tqdm.auto import tqdm
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
-from lsrl.model.compiled import CompiledProgram
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
-from lsrl.ir.graph import Graph, from_program
-from lsrl.ir.labels import path_labels
+from lsrl.compiler.progress import OnProgress, progress_bar
 from lsrl.compiler.prune import prune
 from lsrl.errors import GraphError
+from lsrl.ir.graph import Graph, from_program
+from lsrl.ir.labels import path_labels
 from lsrl.lang.program import ForEach
-from lsrl.numbers import get_backend
+from lsrl.model.compiled import CompiledProgram
+from lsrl.numbers import Backend, get_backend
 
 
-def to_graph(program: ForEach, backend="exact") -> Graph:
+@dataclass(frozen=True)
+class Stage:
+    """One pass of the pipeline: ``run(graph, on_progress(done, total))`` returns a new graph.
+    A stage that does not ``report`` its own progress is shown with the progress made so far."""
+
+    name: str
+    run: Callable[[Graph, Callable[[int, int], None]], Graph]
+    reports: bool = False
+
+
+PASSES = (
+    Stage("prepare", lambda graph, on_progress: prepare(graph)),
+    Stage("debranch", debranch, reports=True),
+    Stage("prune", lambda graph, on_progress: prune(graph)),
+)
+
+
+def to_graph(program: ForEach, backend: str | Backend = "exact") -> Graph:
     """Stage 0: the program as a working graph, its matrices in ``backend``."""
     if not isinstance(program, ForEach):
         raise GraphError(f"lsrl.compile expects a ForEach program, got {type(program).__name__}")
     return from_program(program, get_backend(backend))
+
+
+def run_passes(graph: Graph, on_progress: OnProgress | None = None, verify: bool = False) -> Graph:
+    """The ``PASSES`` in order, each reporting ``on_progress(stage, done, total)``; ``verify``:
+    check the graph's invariants (``Graph.verify``) after every stage."""
+    so_far = (0, 1)  # the progress shown while a stage that reports none runs
+
+    def report(stage: str, done: int, total: int) -> None:
+        nonlocal so_far
+        so_far = (done, total)
+        if on_progress is not None:
+            on_progress(stage, done, total)
+
+    if verify:
+        graph.verify()
+    for stage in PASSES:
+        if not stage.reports:
+            report(stage.name, *so_far)
+        graph = stage.run(graph, partial(report, stage.name))
+        if verify:
+            graph.verify()
+    return graph
 
 
 def to_layers(graph: Graph) -> CompiledProgram:
@@ -44,7 +86,7 @@ def to_layers(graph: Graph) -> CompiledProgram:
     return model
 
 
-def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram:
+def compile(program: ForEach, backend: str | Backend = "exact", progress: bool | None = None) -> CompiledProgram:
     """Compile a ``ForEach`` to a path graph (a stack of (Gated) Linear RNN layers).
 
     ``backend="exact"`` keeps rational weights (bit-exact); ``"float"`` computes in float64.
@@ -52,25 +94,6 @@ def compile(program: ForEach, backend="exact", progress=None) -> CompiledProgram
     The user's program is never modified: the compiler works on a copy.
     """
     graph = to_graph(program, backend)
-    with tqdm(
-        total=len(graph), desc=f"compiling {program.name}", unit="op", leave=False,
-        disable=progress is False, delay=0 if progress else 1.0,
-    ) as bar:
-
-        shown = []  # the stages shown so far
-
-        def show(stage, done=0, total=1):
-            bar.set_postfix_str(stage, refresh=False)
-            bar.total = total
-            bar.update(done - bar.n)
-            if stage not in shown:
-                shown.append(stage)
-                if not bar.disable and bar.format_dict["elapsed"] >= bar.delay:  # never before the bar's delay
-                    bar.refresh()
-
-        show("prepare")
-        graph = prepare(graph)
-        graph = debranch(graph, lambda done, total: show("debranch", done, total))
-        show("prune", bar.total, bar.total)
-        graph = prune(graph)
+    with progress_bar(f"compiling {program.name}", len(graph), progress) as on_progress:
+        graph = run_passes(graph, on_progress)
     return to_layers(graph)

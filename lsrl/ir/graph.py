@@ -13,103 +13,66 @@ new one (``Graph.copy``); ``str(graph)`` prints it one op a line.
 
 from __future__ import annotations
 
-import itertools
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
+from lsrl.errors import InternalError
 from lsrl.ir.labels import UnitLabel, better
+from lsrl.ir.ops import Op, OpKind
+from lsrl.ir.verify import verify as _verify
 from lsrl.lang import nodes as N
 
-LINEAR, RELU, LINSTATE, CONCAT, MULTI, INPUT = "linear", "relu", "linstate", "concat", "multi", "input"
-RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
+if TYPE_CHECKING:
+    from lsrl.lang.program import ForEach
+    from lsrl.numbers import Backend, Matrix
+
+Labels = Sequence[UnitLabel | None]  # one label per component (lsrl.ir.labels), None where unknown
+
 _KIND_OF_NODE = {
-    N.Input: INPUT, N.Linear: LINEAR, N.ReLU: RELU, N.LinState: LINSTATE, N.Concat: CONCAT, N.Multi: MULTI,
-    N.ReLUState: RELUSTATE,
+    N.Input: OpKind.INPUT, N.Linear: OpKind.LINEAR, N.ReLU: OpKind.RELU, N.LinState: OpKind.LINSTATE,
+    N.Concat: OpKind.CONCAT, N.Multi: OpKind.MULTI, N.ReLUState: OpKind.RELUSTATE,
 }
-WEIGHTS = {LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init")}
-STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
 
 
-class Op:
-    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for linstate; ``picks``
-    (one sequence of components per input) for concat."""
-
-    _ids = itertools.count()
-
-    def __init__(self, kind, inputs, dim, name=None, A=None, B=None, b=None, init=None, picks=None, bounds=None,
-                 integer=False, labels=None):
-        self.kind, self.inputs, self.dim = kind, list(inputs), dim
-        self.labels = list(labels) if labels is not None else [None] * dim  # per component (lsrl.ir.labels)
-        self.A, self.B, self.b, self.init = A, B, b, init
-        self.picks = picks
-        self.bounds, self.integer = bounds, integer  # what an input declares about its values
-        self.id = next(Op._ids)
-        self.name = name or f"{kind}_{self.id}"
-        self.nnz = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
-
-    def __repr__(self):
-        return f"Op({self.name}, dim={self.dim}, in={[x.name for x in self.inputs]})"
-
-    @property
-    def slots(self):
-        """A concat's ``(input, picks)`` pairs."""
-        return zip(self.inputs, self.picks)
-
-    @property
-    def is_slice(self) -> bool:
-        """A Linear that only selects (and possibly repeats) input components."""
-        return self.kind == LINEAR and self.b.is_zero() and self.A.is_selection()
-
-    def is_identity(self) -> bool:
-        return self.is_slice and self.dim == self.inputs[0].dim and self.A.selected_columns() == list(range(self.dim))
-
-    def describe(self) -> str:
-        """One line: ``%name = kind[dim](%input, ...)`` and the weights' sizes."""
-        if self.kind == CONCAT:
-            args = ", ".join(f"%{x.name}{_picks_text(p, x.dim)}" for x, p in self.slots)
-        else:
-            args = ", ".join(f"%{x.name}" for x in self.inputs)
-        weights = "  ".join(
-            f"{w}{'x'.join(map(str, getattr(self, w).shape))} nnz={getattr(self, w).nnz}" for w in WEIGHTS.get(self.kind, ())
-        )
-        return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
-
-
-def _joined(slots) -> tuple:
+def _joined(slots: Iterable[tuple[Op, Sequence[int] | None]]) -> tuple[list[Op], list[Sequence[int]]]:
     """Inputs and picks of ``slots``, neighbouring slots of one op joined (``picks=None``: all)."""
-    inputs, picks = [], []
+    inputs: list[Op] = []
+    picks: list[Sequence[int]] = []
     for x, p in slots:
-        p = range(x.dim) if p is None else p
+        taken = range(x.dim) if p is None else p
         if inputs and inputs[-1] is x:
-            picks[-1] = list(picks[-1]) + list(p)
+            picks[-1] = list(picks[-1]) + list(taken)
         else:
             inputs.append(x)
-            picks.append(p)
+            picks.append(taken)
     return inputs, picks
 
 
-def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
+def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) -> frozenset[int]:
     """Components of ``op`` that are ``>= 0`` whenever the components ``inputs_nonnegative`` of its
     inputs are: ReLUs; sums of those with positive weights and a bias ``>= 0``; products of two;
     states that start, stay and are driven so."""
-    if op.kind in (RELU, RELUSTATE):
+    if op.kind in (OpKind.RELU, OpKind.RELUSTATE):
         return frozenset(range(op.dim))
-    if op.kind == INPUT:
+    if op.kind == OpKind.INPUT:
         return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0)
-    if op.kind == CONCAT:
+    if op.kind == OpKind.CONCAT:
         picked = [p in nonnegative for nonnegative, picks in zip(inputs_nonnegative, op.picks) for p in picks]
         return frozenset(i for i, holds in enumerate(picked) if holds)
     (source,) = inputs_nonnegative
-    if op.kind == MULTI:
+    if op.kind == OpKind.MULTI:
         return frozenset(i for i in range(op.dim) if i in source and op.dim + i in source)
 
-    def positive_sum(weights, row, allowed) -> bool:
-        return all(w > 0 and j in allowed for j, w in weights.rows.get(row, {}).items())
+    def positive_sum(weights: Matrix, row: int, allowed: Collection[int]) -> bool:
+        return all(w > 0 and j in allowed for j, w in weights.row(row).items())
 
-    def at_least_zero(vector, row) -> bool:
-        return vector.rows.get(row, {}).get(0, 0) >= 0
+    def at_least_zero(vector: Matrix, row: int) -> bool:
+        return bool(vector.entry(row, 0) >= 0)
 
-    drive = op.A if op.kind == LINEAR else op.B
+    drive = op.A if op.kind == OpKind.LINEAR else op.B
     candidates = {i for i in range(op.dim) if at_least_zero(op.b, i) and positive_sum(drive, i, source)}
-    if op.kind == LINEAR:
+    if op.kind == OpKind.LINEAR:
         return frozenset(candidates)
     candidates = {i for i in candidates if at_least_zero(op.init, i)}
     while True:  # a state stays >= 0 if it reads only such states, with positive weights
@@ -119,32 +82,27 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list) -> frozenset:
         candidates = kept
 
 
-def _picks_text(picks, width) -> str:
-    picks = list(picks)
-    if picks == list(range(width)):
-        return ""
-    if picks and picks == list(range(picks[0], picks[-1] + 1)):
-        return f"[{picks[0]}:{picks[-1] + 1}]"
-    return f"[{','.join(map(str, picks))}]"
-
-
 class Graph:
     """Ops reachable from ``output``, with user lists; rewritten in place by the compiler rules."""
 
-    def __init__(self, backend, name="program"):
+    def __init__(self, backend: Backend, name: str = "program") -> None:
         self.backend = backend
         self.name = name
-        self.input = None
-        self.output = None
-        self.users: dict = {}
-        self.stats: dict = {}  # rule name -> times applied
+        # set by whoever builds the graph (from_program, copy, prune) before any pass reads them
+        self.input: Op = cast(Op, None)
+        self.output: Op = cast(Op, None)
+        self.users: dict[Op, dict[Op, int]] = {}  # op -> {user: edges from op to it}
+        self.stats: dict[str, int] = {}  # rule name -> times applied
         # program nodes whose value no longer flows only through units labelled with them (fused into
         # a reader, sharing units with another node, pruned as always 0): not patchable by labels
-        self.entangled: set = set()
-        self.lineage: dict = {}  # program node name -> (topological index, names of its inputs)
-        self.ancestry: dict = {}  # (node, ancestor) -> whether node is computed from ancestor
+        self.entangled: set[str] = set()
+        # program node name -> (topological index, names of its inputs)
+        self.lineage: dict[str, tuple[int, list[str]]] = {}
+        self.ancestry: dict[tuple[str, str], bool] = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
-        self.signs: dict = {}  # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
+        self.kinds: Counter[OpKind] = Counter()  # ops of each kind, kept up to date like nnz
+        # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
+        self.signs: dict[Op, frozenset[int]] = {}
 
     # ---- construction ---------------------------------------------------------------------
     def add(self, op: Op) -> Op:
@@ -154,29 +112,31 @@ class Graph:
             edges[op] = edges.get(op, 0) + 1
         self.nnz += op.nnz
         self.peak_nnz = max(self.peak_nnz, self.nnz)
+        self.kinds[op.kind] += 1
         return op
 
-    def linear(self, x, A, b=None, name=None, labels=None) -> Op:
+    def linear(self, x: Op, A: Matrix, b: Matrix | None = None, name: str | None = None,
+               labels: Labels | None = None) -> Op:
         b = b if b is not None else self.backend.zeros_vector(A.shape2d[0])
-        return self.add(Op(LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
+        return self.add(Op(OpKind.LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
 
-    def selection(self, x, columns, name=None) -> Op:
+    def selection(self, x: Op, columns: Iterable[int], name: str | None = None) -> Op:
         """Slice of ``x`` picking ``columns``; ``x`` itself when that is the identity."""
         columns = list(columns)
         if columns == list(range(x.dim)):
             return x
         return self.linear(x, self.backend.selection(columns, x.dim), name=name)
 
-    def slice(self, x, start, stop) -> Op:
+    def slice(self, x: Op, start: int, stop: int) -> Op:
         return self.selection(x, range(start, stop))
 
-    def relu(self, x, name=None, labels=None) -> Op:
-        return self.add(Op(RELU, [x], x.dim, name, labels=labels))
+    def relu(self, x: Op, name: str | None = None, labels: Labels | None = None) -> Op:
+        return self.add(Op(OpKind.RELU, [x], x.dim, name, labels=labels))
 
-    def multi(self, x, name=None, labels=None) -> Op:
-        return self.add(Op(MULTI, [x], x.dim // 2, name, labels=labels))
+    def multi(self, x: Op, name: str | None = None, labels: Labels | None = None) -> Op:
+        return self.add(Op(OpKind.MULTI, [x], x.dim // 2, name, labels=labels))
 
-    def concat(self, slots, name=None) -> Op:
+    def concat(self, slots: Iterable[tuple[Op, Sequence[int] | None]], name: str | None = None) -> Op:
         """A gather of ``slots``: ``(op, picks)`` pairs, ``picks=None`` taking all of ``op``.
 
         Neighbouring slots of one op are joined into one slot, and a gather from a single op is a
@@ -184,40 +144,47 @@ class Graph:
         inputs, picks = _joined(slots)
         if len(inputs) == 1:
             return self.selection(inputs[0], picks[0], name=name)
-        return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
+        return self.add(Op(OpKind.CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
 
-    def regather(self, concat: Op, old: Op, new: Op, remap) -> Op:
+    def regather(self, concat: Op, old: Op, new: Op, remap: Sequence[int] | Mapping[int, int]) -> Op:
         """The slots of ``concat`` that read ``old`` read ``new`` instead, pick ``p`` becoming
         ``remap[p]``; in place, since a Concat rewritten slot by slot would otherwise be copied once
         per slot. Returns the op that now computes the gather (a Slice if one input is left)."""
-        inputs, picks = _joined((new, [remap[p] for p in p_old]) if x is old else (x, p_old) for x, p_old in concat.slots)
+        slots = ((new, [remap[p] for p in p_old]) if x is old else (x, p_old) for x, p_old in concat.slots)
+        inputs, picks = _joined(slots)
         if len(inputs) == 1:
             gathered = self.selection(inputs[0], picks[0], name=concat.name)
             self.replace(concat, gathered)
             return gathered
-        concat.inputs, concat.picks = inputs, picks
-        del self.users[old][concat]
-        self.users[new][concat] = sum(1 for x in inputs if x is new)
+        before, concat.inputs, concat.picks = concat.inputs, inputs, picks
+        for x in set(before) | set(inputs):  # joining neighbouring slots changes other inputs' edge counts too
+            edges = sum(1 for y in inputs if y is x)
+            if edges:
+                self.users[x][concat] = edges
+            else:
+                del self.users[x][concat]
         self.remove(old)
         return concat
 
-    def linstate(self, x, A, B, b, init, name=None, labels=None) -> Op:
-        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+    def linstate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
+                 labels: Labels | None = None) -> Op:
+        return self.add(Op(OpKind.LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
-    def relustate(self, x, A, B, b, init, name=None, labels=None) -> Op:
-        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+    def relustate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
+                  labels: Labels | None = None) -> Op:
+        return self.add(Op(OpKind.RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
-    def state_like(self, state, x, B, b=None, name=None) -> Op:
+    def state_like(self, state: Op, x: Op, B: Matrix, b: Matrix | None = None, name: str | None = None) -> Op:
         """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
         through ``B`` (and ``b``: ``state.b`` unless given)."""
-        build = self.linstate if state.kind == LINSTATE else self.relustate
+        build = self.linstate if state.kind == OpKind.LINSTATE else self.relustate
         return build(x, state.A, B, state.b if b is None else b, state.init, name=name)
 
     # ---- rewiring ---------------------------------------------------------------------------
-    def distinct_users(self, op) -> list:
+    def distinct_users(self, op: Op) -> list[Op]:
         return list(self.users[op])
 
-    def only_user(self, op):
+    def only_user(self, op: Op) -> Op | None:
         """The user of ``op`` if ``op`` has exactly one outgoing edge, else None."""
         edges = self.users[op]
         if len(edges) == 1:
@@ -243,10 +210,10 @@ class Graph:
             self.output = new
         self.remove(old, replaced=True)
 
-    def adopt(self, op: Op, labels) -> None:
+    def adopt(self, op: Op, labels: Labels) -> None:
         """``op`` is shown to hold ``labels`` (per component); through Slices they reach the
         components picked, so a merged op learns what its parts hold."""
-        positions = range(op.dim)
+        positions: Sequence[int] = range(op.dim)
         while True:
             for position, label in zip(positions, labels):
                 mine = op.labels[position]
@@ -315,16 +282,21 @@ class Graph:
                 self.entangled |= {label.node for label in current.labels if label and label.role == "value"}
             del self.users[current]
             self.nnz -= current.nnz
+            self.kinds[current.kind] -= 1
             for x in set(current.inputs):
                 if x in self.users:
                     self.users[x].pop(current, None)
                     pending.append(x)
 
+    def count_of(self, kind: OpKind) -> int:
+        """The number of ops of ``kind`` in the graph."""
+        return self.kinds[kind]
+
     def count(self, rule: str, times: int = 1) -> None:
         self.stats[rule] = self.stats.get(rule, 0) + times
 
     # ---- what ops hold -------------------------------------------------------------------------
-    def nonnegative(self, op: Op) -> frozenset:
+    def nonnegative(self, op: Op) -> frozenset[int]:
         """Components of ``op`` that are ``>= 0`` at every step for every input within the Input's
         declared bounds, as far as signs alone show (``_nonnegative_components``)."""
         stack = [op]
@@ -340,10 +312,15 @@ class Graph:
         return self.signs[op]
 
     # ---- whole-graph views ------------------------------------------------------------------
+    def verify(self) -> None:
+        """Check the invariants every stage keeps (shapes, users, labels, no dangling ops, running
+        totals; ``lsrl.ir.verify``); ``InternalError`` naming the op and the invariant if one breaks."""
+        _verify(self)
+
     def __len__(self) -> int:
         return len(self.users)
 
-    def ops(self) -> list:
+    def ops(self) -> list[Op]:
         """Every op, inputs before users (a topological order from the Input)."""
         order, seen, stack = [], set(), [(self.output, False)]
         while stack:
@@ -359,7 +336,7 @@ class Graph:
     def is_path(self) -> bool:
         return all(sum(edges.values()) <= 1 for edges in self.users.values())
 
-    def path(self) -> list:
+    def path(self) -> list[Op]:
         """The ops from the Input to the output of a graph that is a path."""
         path, current = [self.input], self.input
         while self.users[current]:
@@ -367,12 +344,12 @@ class Graph:
             path.append(current)
         return path
 
-    def copy(self) -> "Graph":
+    def copy(self) -> Graph:
         """A new graph with new ops (sharing the immutable matrices); stats carried over."""
         clone = Graph(self.backend, self.name)
         clone.stats, clone.entangled = dict(self.stats), set(self.entangled)
         clone.lineage, clone.ancestry = self.lineage, self.ancestry
-        new = {}
+        new: dict[Op, Op] = {}
         for op in self.ops():
             twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
                       op.picks, op.bounds, op.integer, op.labels)
@@ -387,28 +364,29 @@ class Graph:
         lines.append(f"    return %{self.output.name}")
         return "\n".join(lines)
 
-    def to_program(self):
+    def to_program(self) -> ForEach:
         """The graph as an LSRL program (a gather becomes a Concat of slices), to run or inspect."""
         from lsrl.lang.program import ForEach
 
-        nodes = {}
+        nodes: dict[Op, N.Node] = {}
         for op in self.ops():
             inputs = [nodes[x] for x in op.inputs]
-            if op.kind == INPUT:
+            node: N.Node
+            if op.kind == OpKind.INPUT:
                 node = N.Input(op.dim, name=op.name, bounds=op.bounds, integer=op.integer)
-            elif op.kind == LINEAR:
+            elif op.kind == OpKind.LINEAR:
                 node = N.Linear(inputs[0], op.A, op.b, name=op.name)
-            elif op.kind == LINSTATE:
+            elif op.kind == OpKind.LINSTATE:
                 node = N.LinState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
-            elif op.kind == RELUSTATE:
+            elif op.kind == OpKind.RELUSTATE:
                 node = N.ReLUState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
-            elif op.kind == RELU:
+            elif op.kind == OpKind.RELU:
                 node = N.ReLU(inputs[0], name=op.name)
-            elif op.kind == MULTI:
+            elif op.kind == OpKind.MULTI:
                 node = N.Multi(inputs[0], name=op.name)
             else:
                 parts = [
-                    x if list(p) == list(range(x.dim)) else N.Linear(x, self.backend.selection(p, x.dim))
+                    x if list(p) == list(range(_width(x))) else N.Linear(x, self.backend.selection(p, _width(x)))
                     for x, p in zip(inputs, op.picks)
                 ]
                 node = N.Concat(parts, name=op.name)
@@ -416,30 +394,40 @@ class Graph:
         return ForEach(nodes[self.output], name=self.name)
 
 
-def from_program(program, backend) -> Graph:
+def _width(node: N.Node) -> int:
+    """A program node's width (lsrl.lang types it Optional: unknown while a node is being built)."""
+    if node.dim is None:
+        raise InternalError(f"program node {node.name} has no width")
+    return node.dim
+
+
+def from_program(program: ForEach, backend: Backend) -> Graph:
     """Copy a ``ForEach`` into a working graph, converting every matrix to ``backend``."""
     graph = Graph(backend, program.name)
-    ops = {}
+    ops: dict[N.Node, Op] = {}
     convert = backend.convert
     for node in program.nodes:
-        kind = _KIND_OF_NODE[type(node)]
+        kind, dim = _KIND_OF_NODE[type(node)], _width(node)
         inputs = [ops[x] for x in node.inputs]
-        labels = [UnitLabel(program.names[node], i, "value") for i in range(node.dim)]
+        labels: list[UnitLabel | None] = [UnitLabel(program.names[node], i, "value") for i in range(dim)]
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
-        if kind == LINEAR:
-            op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), b=convert(node.b))
-        elif kind in STATE_KINDS:
-            op = Op(kind, inputs, node.dim, node.name, A=convert(node.A), B=convert(node.B),
-                    b=convert(node.b), init=convert(node.init_state))
-        elif kind == CONCAT:
-            op = Op(kind, inputs, node.dim, node.name, picks=[range(x.dim) for x in inputs])
-        elif kind == INPUT:
-            op = Op(kind, inputs, node.dim, node.name, bounds=node.bounds, integer=node.integer)
+        if isinstance(node, N.Linear):
+            op = Op(kind, inputs, dim, node.name, A=convert(node.A), b=convert(node.b))
+        elif isinstance(node, (N.LinState, N.ReLUState)):
+            state: Any = node  # lsrl.lang sets a state's weights in _set_state_weights, which declares no types
+            op = Op(kind, inputs, dim, node.name, A=convert(state.A), B=convert(state.B),
+                    b=convert(state.b), init=convert(state.init_state))
+        elif isinstance(node, N.Concat):
+            op = Op(kind, inputs, dim, node.name, picks=[range(x.dim) for x in inputs])
+        elif isinstance(node, N.Input):
+            declared: Any = node  # its bounds' type is not inferred in lsrl.lang
+            op = Op(kind, inputs, dim, node.name, bounds=declared.bounds, integer=declared.integer)
         else:
-            op = Op(kind, inputs, node.dim, node.name)
+            op = Op(kind, inputs, dim, node.name)
         op.labels = labels
         ops[node] = graph.add(op)
     graph.input = ops[program.input]
-    graph.entangled.add(program.names[program.input])  # layers read it by weights, not only by copies: run on another input instead
+    # layers read the input by weights, not only by copies: patching it means running on another input
+    graph.entangled.add(program.names[program.input])
     graph.output = ops[program.output]
     return graph

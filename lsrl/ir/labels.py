@@ -31,11 +31,16 @@ carries. ``label_violations`` (``model.label_violations``) tests the claims agai
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import numpy as np
 
 from lsrl.errors import DimensionError
+from lsrl.ir.ops import OpKind
+
+if TYPE_CHECKING:
+    from lsrl.ir.ops import Op
 
 ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg", "constant", "helper", "mode", "drive")
 
@@ -44,14 +49,17 @@ class UnitLabel(NamedTuple):
     """What one unit holds: component ``index`` of program node ``node``, as ``role`` says."""
 
     node: str
-    index: int
+    index: int  # type: ignore[assignment]  # a field named as tuple's method; public since labels exist
     role: str
 
     def __str__(self) -> str:
         return f"{self.node}[{self.index}]" + ("" if self.role == "value" else f":{self.role}")
 
 
-def copy_of(label):
+Label = Optional[UnitLabel]  # a component's label, None where the compiler knows nothing simple
+
+
+def copy_of(label: Label) -> Label:
     """The label of a unit carrying ``label``'s unit unchanged."""
     return label if label is None or label.role != "value" else label._replace(role="copy")
 
@@ -59,7 +67,7 @@ def copy_of(label):
 _UNCHECKED = ("helper", "mode", "drive")  # no function of the node's own trace: what they feed is checked
 
 
-def positive_part(label):
+def positive_part(label: Label) -> Label:
     """The label of ``ReLU`` of a unit labelled ``label`` (None where that is not a label's claim)."""
     if label is not None and label.role in _UNCHECKED:
         return helper_for(label)
@@ -70,7 +78,7 @@ def positive_part(label):
     return label._replace(role="neg" if label.role == "negated" else "pos")
 
 
-def negation_of(label):
+def negation_of(label: Label) -> Label:
     """The label of ``-1`` times a unit labelled ``label``."""
     if label is not None and label.role in _UNCHECKED:
         return helper_for(label)
@@ -83,24 +91,24 @@ def negation_of(label):
     return label._replace(role={"pos": "-pos", "neg": "-neg", "-pos": "pos", "-neg": "neg"}[label.role])
 
 
-def negative_part(label):
+def negative_part(label: Label) -> Label:
     """The label of ``ReLU(-u)`` for a unit ``u`` labelled ``label`` (the ``s-`` half of Eq. (11))."""
     if label is None or label.role in ("pos", "neg", "constant"):
         return None if label is None else label._replace(role="constant")  # ReLU(-ReLU(v)) = 0
     return positive_part(negation_of(label))
 
 
-def helper_for(label):
+def helper_for(label: Label) -> Label:
     """The label of a helper unit serving ``label``'s component (see the table above)."""
     return None if label is None else label._replace(role="helper")
 
 
-def constant_for(label, index=0):
+def constant_for(label: Label, index: int = 0) -> UnitLabel:
     """The label of a constant helper unit serving ``label``'s node."""
     return UnitLabel(label.node if label else "", label.index if label else index, "constant")
 
 
-def better(current, incoming):
+def better(current: Label, incoming: Label) -> Label:
     """The label to keep when a unit already has ``current`` and is shown to hold ``incoming`` too:
     a node's own ``value`` is the most telling."""
     if incoming is None:
@@ -113,7 +121,7 @@ def better(current, incoming):
 PATCHABLE_ROLES = ("value", "copy", "pos", "neg", "negated", "-pos", "-neg")  # the roles that are functions of v
 
 
-def _held(role, v):
+def _held(role: str, v: Any) -> Any:
     """What a unit of ``role`` holds when its component's value is ``v`` (a number or an array)."""
     if role in ("value", "copy", "mode", "drive"):  # mode, drive: v is from lsrl.compiler.diagonal.eigen_trace
         return v
@@ -126,7 +134,7 @@ def _held(role, v):
     return np.where(v < 0, -v, 0 * v) if isinstance(v, np.ndarray) else max(-v, 0 * v)
 
 
-def unit_values(label, values):
+def unit_values(label: UnitLabel, values: Any) -> Any:
     """What a unit with ``label`` holds, given its node's ``values``: a ``(B, T, dim)`` float array
     (gives ``(B, T)``) or, exactly, a list (batch) of lists (time) of lists of numbers."""
     if isinstance(values, np.ndarray):
@@ -134,7 +142,7 @@ def unit_values(label, values):
     return [[_held(label.role, vector[label.index]) for vector in sequence] for sequence in values]
 
 
-def units_holding(labelled_units, patched: dict, where: str) -> list:
+def units_holding(labelled_units: Iterable[tuple[int, Label]], patched: dict, where: str) -> list[tuple[int, Any]]:
     """``[(unit, what it holds)]`` for the ``(unit, label)`` pairs whose label names a node of
     ``patched`` (name -> ``(width, values)``, values as ``unit_values`` takes them) in a patchable role."""
     found = []
@@ -151,7 +159,8 @@ def units_holding(labelled_units, patched: dict, where: str) -> list:
 # ---- checking the claims ---------------------------------------------------------------------
 
 
-def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
+def label_violations(labels: Sequence[Sequence[UnitLabel]], layer_values: Sequence[np.ndarray], trace: Mapping,
+                     tolerance: float = 0.0) -> list[tuple[int, int, UnitLabel, str]]:
     """Units whose values (``layer_values``: per layer, ``(..., T, width)``) break their label;
     each as ``(layer, unit, label, reason)``. ``tolerance``: for float values (0 means equal)."""
     broken = []
@@ -173,11 +182,11 @@ def label_violations(labels, layer_values, trace, tolerance=0.0) -> list:
     return broken
 
 
-def _trace_key(label):
+def _trace_key(label: UnitLabel) -> str | tuple[str, str]:
     return (label.node, label.role) if label.role in ("mode", "drive") else label.node
 
 
-def _close(a, b, tolerance) -> bool:
+def _close(a: Any, b: Any, tolerance: float) -> bool:
     if tolerance == 0:
         return bool(np.all(a == b))
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -187,14 +196,14 @@ def _close(a, b, tolerance) -> bool:
 # ---- the finished path -----------------------------------------------------------------------
 
 
-def _derived(layer, i, below):
+def _derived(layer: Op, i: int, below: Sequence[Label]) -> Label:
     """The label of unit ``i`` of a path ``layer`` read off its weights, given the labels ``below``
     of the layer it reads (None where the weights say nothing simple)."""
-    if layer.kind == "relu":
+    if layer.kind == OpKind.RELU:
         return positive_part(below[i])
-    if layer.kind != "linear":
+    if layer.kind != OpKind.LINEAR:
         return None
-    row, bias = layer.A.rows.get(i, {}), layer.b.rows.get(i)
+    row, bias = layer.A.row(i), layer.b.row(i)
     if not row:
         return UnitLabel(layer.name, i, "constant")
     if bias or len(row) != 1:
@@ -207,7 +216,7 @@ def _derived(layer, i, below):
     return None
 
 
-def path_labels(path) -> list:
+def path_labels(path: Sequence[Op]) -> list[list[Label]]:
     """Per layer of a finished ``path`` (its ops after the Input), the label of every unit: the
     ones the compiler handed on, the rest read off the weights."""
     below, labels = path[0].labels, []
@@ -218,7 +227,7 @@ def path_labels(path) -> list:
     return labels
 
 
-def label_table(layers, labels, shown=12) -> str:
+def label_table(layers: Sequence[Any], labels: Sequence[Sequence[Label]], shown: int = 12) -> str:
     """Each layer's units and their labels, ``shown`` per layer at most."""
     lines = ["units (node[index]:role):"]
     for index, (layer, layer_labels) in enumerate(zip(layers, labels)):

@@ -1,10 +1,10 @@
-"""The debranching cases of App. A, each a named rule, and the walk that applies them.
+"""The debranching cases of App. A, each a named rule ``case(graph, v, users)`` applied at a
+branching op ``v`` with distinct ``users``.
 
-The walk follows the path from the Input. At the first op with more than one outgoing edge (the
-branching op ``v``) it applies the case that matches the kinds of ``v``'s users; every case either
-removes a branch or rewrites the users into the form a later case removes. All rewrites are exact
+Every case either removes a branch or rewrites the users into the form a later case removes (which
+case applies where is the walk's choice: ``lsrl.compiler.debranch.walk``). All rewrites are exact
 identities (slices commute with ReLU, ``x * 1 = x``, ``ReLU(x) - ReLU(-x) = x``, a LinState with
-``A = 0, B = I`` copies its input), so the path computes what the program computes.
+``A = 0, B = I`` copies its input), so the graph computes what it computed.
 
 A Lin whose only user is a Multi (a *gate feed*, what the Multi bullet of Case 5A produces) is
 treated as part of that Multi: Cases 1A/1B pull it up to the branching op together with the Multi.
@@ -12,44 +12,51 @@ treated as part of that Multi: Cases 1A/1B pull it up to the branching op togeth
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, cast
 
-from lsrl.compiler.fusion import fuse_at, fuse_concat_identical
-from lsrl.ir.graph import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Graph
-from lsrl.ir.labels import constant_for, copy_of, negation_of, positive_part
-from lsrl.errors import LsrlError
+from lsrl.compiler.fusion import fuse_concat_identical
+from lsrl.errors import InternalError
+from lsrl.ir.graph import Graph
+from lsrl.ir.labels import Label, constant_for, copy_of, negation_of, positive_part
+from lsrl.ir.ops import STATE_KINDS, Op, OpKind
+
+if TYPE_CHECKING:
+    from lsrl.numbers import Matrix
 
 
-def _is_gate_feed(graph, op) -> bool:
+def is_gate_feed(graph: Graph, op: Op) -> bool:
     user = graph.only_user(op)
-    return op.kind == LINEAR and user is not None and user.kind == MULTI
+    return op.kind == OpKind.LINEAR and user is not None and user.kind == OpKind.MULTI
 
 
-def _feeds_one_relu(graph, op) -> bool:
+def feeds_one_relu(graph: Graph, op: Op) -> bool:
     user = graph.only_user(op)
-    return user is not None and user.kind == RELU
+    return user is not None and user.kind == OpKind.RELU
 
 
-def _columns_read(v, user) -> set:
+def _columns_read(v: Op, user: Op) -> AbstractSet[int]:
     """Components of ``v`` that ``user`` reads: a bypass carries only these."""
-    if user.kind == LINEAR:
+    if user.kind == OpKind.LINEAR:
         return user.A.nonzero_columns()
     if user.kind in STATE_KINDS:
         return user.B.nonzero_columns()
-    if user.kind == CONCAT:
+    if user.kind == OpKind.CONCAT:
         return {c for x, picks in user.slots if x is v for c in picks}
     return set(range(v.dim))
 
 
-def _copies(v, columns) -> list:
+def _copies(v: Op, columns: Iterable[int]) -> list[Label]:
     """Labels of units that carry the components ``columns`` of ``v``."""
     return [copy_of(v.labels[c]) for c in columns]
 
 
-def _carried(v, users) -> list:
+def _carried(v: Op, users: Iterable[Op]) -> list[int]:
     """Sorted components of ``v`` read by any of ``users`` (at least one, to keep shapes valid)."""
-    columns = set()
+    columns: set[int] = set()
     for user in users:
         columns |= _columns_read(v, user)
     return sorted(columns) or [0]
@@ -60,36 +67,36 @@ class _Carrier:
     """An op that carries the components ``columns`` of a branching op ``v`` past a layer: they
     are ``decode @ op`` (``decode=None``: ``op`` holds them as they are)."""
 
-    graph: object
-    v: object
-    op: object
-    columns: list
-    decode: object = None
+    graph: Graph
+    v: Op
+    op: Op
+    columns: list[int]
+    decode: Matrix | None = None
 
     @cached_property
-    def plain(self):
+    def plain(self) -> Op:
         """An op holding exactly ``v[columns]`` (one, shared by every Concat that needs it)."""
         return self.op if self.decode is None else self.graph.linear(self.op, self.decode,
                                                                        labels=_copies(self.v, self.columns))
 
     @cached_property
-    def position(self) -> dict:
+    def position(self) -> dict[int, int]:
         """Where each carried component of ``v`` sits in the carrier."""
         return {c: k for k, c in enumerate(self.columns)}
 
-    def read_by(self, user) -> None:
+    def read_by(self, user: Op) -> None:
         """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
         graph, v, columns = self.graph, self.v, self.columns
-        if user.kind in (LINEAR, *STATE_KINDS):
-            weight = (user.A if user.kind == LINEAR else user.B).take_columns(columns)
+        if user.kind in (OpKind.LINEAR, *STATE_KINDS):
+            weight = (user.A if user.kind == OpKind.LINEAR else user.B).take_columns(columns)
             if self.decode is not None:
                 weight = weight @ self.decode
-            if user.kind == LINEAR:
+            if user.kind == OpKind.LINEAR:
                 rebuilt = graph.linear(self.op, weight, user.b, name=user.name)
             else:
                 rebuilt = graph.state_like(user, self.op, weight, name=user.name)
             graph.replace(user, rebuilt)
-        elif user.kind == CONCAT:
+        elif user.kind == OpKind.CONCAT:
             graph.regather(user, v, self.plain, self.position)
         else:  # reads every component of v
             full = self.plain
@@ -102,20 +109,20 @@ class _Carrier:
 # ---- the cases -------------------------------------------------------------------------------
 
 
-def case_1a(graph, v, users):
+def case_1a(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Multi: they compute the same thing, one is kept."""
     for duplicate in users[1:]:
         graph.replace(duplicate, users[0])
 
 
-def case_1b(graph, v, users):
+def case_1b(graph: Graph, v: Op, users: list[Op]) -> None:
     """Multi (or gate feeds) and other users: one Lin + one Multi computes every product, and the
     other users read ``v`` passed through the Multi as ``v * 1``."""
     backend = graph.backend
     left, right, left_bias, right_bias, products = [], [], [], [], []
     left_labels, right_labels = [], []
     for user in users:
-        if user.kind == MULTI:
+        if user.kind == OpKind.MULTI:
             half = user.dim
             left.append(backend.selection(range(half), v.dim))
             right.append(backend.selection(range(half, 2 * half), v.dim))
@@ -124,7 +131,7 @@ def case_1b(graph, v, users):
             left_labels += v.labels[:half]
             right_labels += v.labels[half:]
             products.append(user)
-        elif _is_gate_feed(graph, user):
+        elif is_gate_feed(graph, user):
             half = user.dim // 2
             left.append(user.A.take_rows(range(half)))
             right.append(user.A.take_rows(range(half, 2 * half)))
@@ -132,8 +139,8 @@ def case_1b(graph, v, users):
             right_bias.append(user.b.take_rows(range(half, 2 * half)))
             left_labels += user.labels[:half]
             right_labels += user.labels[half:]
-            products.append(graph.only_user(user))
-    others = [u for u in users if u.kind != MULTI and not _is_gate_feed(graph, u)]
+            products.append(cast(Op, graph.only_user(user)))  # a gate feed's only user: its Multi
+    others = [u for u in users if u.kind != OpKind.MULTI and not is_gate_feed(graph, u)]
     carried = _carried(v, others)
     if others:
         left.append(backend.selection(carried, v.dim))
@@ -159,7 +166,7 @@ def case_1b(graph, v, users):
             carrier.read_by(user)
 
 
-def _merge_states(graph, v, users, build):
+def _merge_states(graph: Graph, v: Op, users: list[Op], build: Callable[..., Op]) -> None:
     """One state op (``build``: ``graph.linstate`` or ``graph.relustate``) with block-diagonal ``A``
     and stacked ``B, b, s_0`` in place of ``users``, each replaced by its Slice of it."""
     backend = graph.backend
@@ -176,58 +183,58 @@ def _merge_states(graph, v, users, build):
         offset += user.dim
 
 
-def case_2(graph, v, users):
+def case_2(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are LinState: one LinState with block-diagonal ``A`` and stacked ``B, b, s_0``."""
     _merge_states(graph, v, users, graph.linstate)
 
 
-def case_3(graph, v, users):
+def case_3(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are ReLU: one is kept."""
     for duplicate in users[1:]:
         graph.replace(duplicate, users[0])
 
 
-def case_4(graph, v, users):
+def case_4(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Concat: those whose inputs are all ``v`` become Lins (one always exists: the
     first Concat in topological order can only read ``v``)."""
     converted = [u for u in users if fuse_concat_identical(graph, u)]
     if not converted:
-        raise LsrlError(f"internal compiler error: Case 4 at {v.name} found no Concat reading only it")
+        raise InternalError(f"Case 4 at {v.name} found no Concat reading only it")
 
 
-def _push_slice_into(graph, v, piece, user, relu_of_v):
+def _push_slice_into(graph: Graph, v: Op, piece: Op, user: Op, relu_of_v: Callable[[], Op]) -> None:
     """Move the slice ``piece`` of ``v`` past one of its users (the bullets of Case 5A)."""
     columns = piece.A.selected_columns()
-    if user.kind == LINEAR:
+    if user.kind == OpKind.LINEAR:
         graph.replace(user, graph.linear(v, user.A.times_selection(columns, v.dim), user.b, name=user.name))
     elif user.kind in STATE_KINDS:
         B = user.B.times_selection(columns, v.dim)
         graph.replace(user, graph.state_like(user, v, B, name=user.name))
-    elif user.kind == RELU:
+    elif user.kind == OpKind.RELU:
         graph.replace(user, graph.selection(relu_of_v(), columns))
-    elif user.kind == MULTI:
+    elif user.kind == OpKind.MULTI:
         graph.redirect(user, piece, graph.linear(v, piece.A, labels=piece.labels))
-    elif user.kind == CONCAT:  # the Concat gathers the components from v itself
+    elif user.kind == OpKind.CONCAT:  # the Concat gathers the components from v itself
         graph.regather(user, piece, v, columns)
     else:
-        raise LsrlError(f"internal compiler error: cannot push a slice into {user}")
+        raise InternalError(f"Case 5A cannot push a slice of {v.name} into {user}")
 
 
-def case_5a(graph, v, users):
+def case_5a(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Slices (or Slices and Concats): each Slice is fused into the Lin / LinState
     after it, moved behind the ReLU or Concat after it, or (before a Multi) becomes that Multi's
     own gate feed."""
-    shared_relu = []
+    shared_relu: list[Op] = []
 
-    def relu_of_v():
-        if v.kind == RELU:
+    def relu_of_v() -> Op:
+        if v.kind == OpKind.RELU:
             return v
         if not shared_relu:
             shared_relu.append(graph.relu(v, labels=[positive_part(label) for label in v.labels]))
         return shared_relu[0]
 
     for piece in users:
-        if piece.kind != LINEAR:  # Concat users wait (see choose_case)
+        if piece.kind != OpKind.LINEAR:  # Concat users wait (see choose_case)
             continue
         if piece not in graph.users:  # its last user was a Concat already rewritten for another piece
             continue
@@ -236,11 +243,12 @@ def case_5a(graph, v, users):
         graph.remove(piece)
 
 
-def case_5b(graph, v, users):
+def case_5b(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are Lin, not all Slices: one Lin with the distinct rows of all of them, then
     Slices (Case 5A pushes those further)."""
     backend = graph.backend
-    row_index, blocks, bias_blocks, pickers = {}, [], [], []
+    row_index: dict[tuple, int] = {}
+    blocks, bias_blocks, pickers = [], [], []
     for user in users:
         picks = []
         for i, key in enumerate(zip(user.A.row_keys(), user.b.row_keys())):
@@ -255,11 +263,11 @@ def case_5b(graph, v, users):
         graph.replace(user, graph.selection(merged, picks))
 
 
-def case_6(graph, v, users):
+def case_6(graph: Graph, v: Op, users: list[Op]) -> None:
     """LinState and other users: the others read ``v`` through a dummy LinState (``A = 0, B = I``),
     after which Case 2 fuses all LinStates."""
     backend = graph.backend
-    others = [u for u in users if u.kind != LINSTATE]
+    others = [u for u in users if u.kind != OpKind.LINSTATE]
     carried = _carried(v, others)
     width = len(carried)
     dummy = graph.linstate(
@@ -271,18 +279,18 @@ def case_6(graph, v, users):
         carrier.read_by(user)
 
 
-def case_2r(graph, v, users):
+def case_2r(graph: Graph, v: Op, users: list[Op]) -> None:
     """All users are ReLUState: one ReLUState with block-diagonal ``A`` and stacked ``B, b, h_0``
     (Case 2 for ReLUStates: the ReLU acts component by component, so the blocks stay apart)."""
     _merge_states(graph, v, users, graph.relustate)
 
 
-def case_6r(graph, v, users):
+def case_6r(graph: Graph, v: Op, users: list[Op]) -> None:
     """ReLUState and other users (no LinState, no Multi): the others read ``v`` through a dummy
     ReLUState with ``A = 0`` that holds ``v`` split as in Eq. (11) (``_relu_carried``); then Case 2R
     merges all ReLUStates."""
     backend = graph.backend
-    others = [u for u in users if u.kind != RELUSTATE]
+    others = [u for u in users if u.kind != OpKind.RELUSTATE]
     carried = _carried(v, others)
     select, decode, _, labels = _relu_carried(graph, v, carried)
     width = select.shape2d[0]
@@ -295,17 +303,17 @@ def case_6r(graph, v, users):
         carrier.read_by(user)
 
 
-def case_7a(graph, v, users):
+def case_7a(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and ReLU users, every Lin followed by exactly one ReLU: the ReLUs get identity Lins in
     front, so Case 5B and then Case 3 apply."""
     bypass = None
     for user in users:
-        if user.kind == RELU:
+        if user.kind == OpKind.RELU:
             bypass = bypass or graph.linear(v, graph.backend.eye(v.dim), labels=_copies(v, range(v.dim)))
             graph.redirect(user, v, bypass)
 
 
-def _relu_carried(graph, v, carried):
+def _relu_carried(graph: Graph, v: Op, carried: list[int]) -> tuple[Matrix, Matrix | None, list[Label], list[Label]]:
     """What a ReLU keeps exact of ``v[carried]``: the rows that read it, the decode back from the
     units after the ReLU (None: they hold ``v[carried]`` as it is), and the labels before and after
     the ReLU. A component that is never negative is carried alone (``ReLU(v) = v``), any other as
@@ -325,7 +333,7 @@ def _relu_carried(graph, v, carried):
     return select, decode, copies + negations, after + [positive_part(label) for label in negations]
 
 
-def _relu_bypass(graph, v, users, needs_bypass):
+def _relu_bypass(graph: Graph, v: Op, users: list[Op], needs_bypass: Callable[[Op], bool]) -> None:
     """Users selected by ``needs_bypass`` read ``v`` through a ReLU (App. F.6), as ``_relu_carried``
     splits the components they read."""
     bypassed = [u for u in users if needs_bypass(u)]
@@ -336,186 +344,30 @@ def _relu_bypass(graph, v, users, needs_bypass):
         carrier.read_by(user)
 
 
-def case_7b(graph, v, users):
+def case_7b(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and ReLU users, some Lin not followed by a single ReLU: those Lins read ``v`` through a
     ReLU-based bypass ``[I, -I] ReLU([v; -v])``, which puts the graph in Case 7A."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == LINEAR and not _feeds_one_relu(graph, u))
+    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
 
 
-def case_8(graph, v, users):
+def case_8(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and Concat users: the Concats (and ReLUs that wait for a later ReLU layer) read ``v``
     through a Slice of the components they read; Case 5B merges it with the other Lins."""
-    not_lins = [u for u in users if u.kind != LINEAR]
+    not_lins = [u for u in users if u.kind != OpKind.LINEAR]
     carried = _carried(v, not_lins)
     carrier = _Carrier(graph, v, v, carried, decode=graph.backend.selection(carried, v.dim))
     for user in not_lins:
         carrier.read_by(user)
 
 
-def case_9(graph, v, users):
+def case_9(graph: Graph, v: Op, users: list[Op]) -> None:
     """ReLU and Concat users: the Concats read ``v`` through a ReLU-based bypass."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == CONCAT)
+    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.CONCAT)
 
 
-def case_10(graph, v, users):
+def case_10(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin, ReLU and Concat users: ReLU-based bypasses for the Concats and for the Lins not followed
     by a single ReLU; then Cases 7A, 5B and 3 apply."""
     _relu_bypass(
-        graph, v, users, lambda u: u.kind == CONCAT or (u.kind == LINEAR and not _feeds_one_relu(graph, u))
+        graph, v, users, lambda u: u.kind == OpKind.CONCAT or (u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
     )
-
-
-# ---- layers that can wait ---------------------------------------------------------------------
-# The walk is greedy: a Multi or ReLU user makes the next layer a Multi or ReLU layer. When its value
-# only goes on to the output and a layer of its kind lies further down anyway, it waits for that
-# layer (its input carried along like a Concat's), and one layer computes both.
-
-_LOOK_AHEAD = 256  # ops a search below the branching op visits at most: a partner layer is near
-
-
-def _below(graph, starts):
-    """``starts``, then the ops below them, breadth first; ``None`` last if the look-ahead ran out."""
-    queue, seen = list(starts), set(starts)
-    for current in queue:
-        if len(seen) > _LOOK_AHEAD:
-            yield None
-            return
-        yield current
-        for user in graph.users[current]:
-            if user not in seen:
-                seen.add(user)
-                queue.append(user)
-
-
-def _goes_straight_to_output(graph, op) -> bool:
-    """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
-    delays no layer after it."""
-    return all(x is op or (x is not None and x.kind in (LINEAR, CONCAT)) for x in _below(graph, [op]))
-
-
-def _kind_ahead(graph, starts, kind) -> bool:
-    """Whether an op of ``kind`` lies below ``starts`` (within the look-ahead)."""
-    return any(x is not None and x.kind == kind for x in _below(graph, starts))
-
-
-def _can_wait(graph, users, waiting, layer_kind, value_of) -> bool:
-    """Whether the users ``waiting`` (their values ``value_of(u)``) can wait for a later layer of
-    ``layer_kind``: each value goes straight to the output, such a layer lies below the other users,
-    and one of those is no Concat. The case then applied fuses that user into the next layer, so the
-    walk moves on (beside Concats alone it would rebuild the same Lin forever)."""
-    others = [u for u in users if u not in waiting]
-    return (
-        bool(waiting)
-        and any(u.kind != CONCAT for u in others)
-        and all(_goes_straight_to_output(graph, value_of(u)) for u in waiting)
-        and _kind_ahead(graph, others, layer_kind)
-    )
-
-
-def waiting_users(graph, users) -> list:
-    """The gate feeds and ReLUs among ``users`` that wait for a later Multi or ReLU layer: all of a
-    kind or none (those that cannot wait make the layer now, and the others join it)."""
-    feeds = [u for u in users if _is_gate_feed(graph, u)]
-    relus = [u for u in users if u.kind == RELU]
-    waiting = []
-    if all(u.kind != MULTI for u in users) and _can_wait(graph, users, feeds, MULTI, graph.only_user):
-        waiting += feeds
-    if not any(u.kind == LINEAR and _feeds_one_relu(graph, u) for u in users) and \
-            _can_wait(graph, users, relus, RELU, lambda u: u):
-        waiting += relus
-    if all(u.kind == CONCAT for u in users if u not in waiting):  # each kind counted on the other to move on
-        return []
-    return waiting
-
-
-def choose_case(graph, v, users, waiting=()):
-    """The App. A case for branching op ``v`` with distinct ``users``. Users ``waiting`` (see
-    ``waiting_users``) only need ``v`` carried: a gate feed counts as a plain Lin, a ReLU as a Concat."""
-    kinds = {CONCAT if u in waiting and u.kind == RELU else u.kind for u in users}
-    if MULTI in kinds or any(_is_gate_feed(graph, u) and u not in waiting for u in users):
-        return case_1a if kinds == {MULTI} else case_1b
-    if kinds == {LINSTATE}:
-        return case_2
-    if LINSTATE in kinds:
-        return case_6
-    if kinds == {RELUSTATE}:
-        return case_2r
-    if RELUSTATE in kinds:
-        return case_6r
-    if kinds == {RELU}:
-        return case_3
-    if kinds == {CONCAT}:
-        return case_4
-    if kinds == {LINEAR}:
-        return case_5a if all(u.is_slice for u in users) else case_5b
-    if kinds == {LINEAR, RELU}:
-        lins = [u for u in users if u.kind == LINEAR]
-        return case_7a if all(_feeds_one_relu(graph, u) for u in lins) else case_7b
-    if kinds == {LINEAR, CONCAT}:
-        # with only Slices beside the Concats, a bypass would be pushed straight back into the
-        # Concats; pushing the Slices alone (Case 5A's bullets) makes the progress
-        return case_5a if all(u.is_slice for u in users if u.kind == LINEAR) else case_8
-    if kinds == {RELU, CONCAT}:
-        return case_9
-    return case_10
-
-
-def debranch_at(graph, v) -> None:
-    """Apply one case at the branching op ``v``."""
-    users = graph.distinct_users(v)
-    if v.kind == RELU:  # ReLU users of a ReLU are the ReLU itself (preparation rule)
-        relus = [u for u in users if u.kind == RELU]
-        for user in relus:
-            graph.replace(user, v)
-        if relus:
-            graph.count("fuse_relu_relu", len(relus))
-            return
-    waiting = waiting_users(graph, users)
-    if waiting:
-        graph.count("wait_for_later_layer")
-    case = choose_case(graph, v, users, waiting)
-    graph.count(case.__name__)
-    case(graph, v, users)
-
-
-def walk(graph, on_progress=lambda done, total: None, max_rewrites=None) -> None:
-    """Debranch ``graph`` in place until it is a path.
-
-    The walk extends a path from the Input; progress is the share of ops behind it (never
-    decreasing, although bypasses add ops), reported as ``on_progress(done, total)``.
-    """
-    limit = max_rewrites or 200 * len(graph) + 1000
-    total, done = len(graph), 1
-    path, rewrites = [graph.input], 0
-    on_progress(done, total)
-    while True:
-        current = path[-1]
-        if not graph.users[current]:
-            if current is not graph.output:
-                raise LsrlError(f"internal compiler error: {current.name} has no users but is not the output")
-            on_progress(total, total)
-            return
-        rewrites += 1
-        if rewrites > limit:
-            raise LsrlError(f"internal compiler error: debranching did not terminate (at {current.name})")
-        user = graph.only_user(current)
-        if user is not None:
-            if fuse_at(graph, user):
-                continue
-            if fuse_at(graph, current):
-                if current not in graph.users:
-                    path.pop()
-                continue
-            path.append(user)
-            done = max(done, total - (len(graph) - len(path)))
-            on_progress(done, total)
-            continue
-        debranch_at(graph, current)
-
-
-def debranch(graph: Graph, on_progress=lambda done, total: None) -> Graph:
-    """Stage 2: App. A's cases, applied where the path from the Input branches, until the graph is
-    a path."""
-    graph = graph.copy()
-    walk(graph, on_progress)
-    return graph

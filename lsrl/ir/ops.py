@@ -1,0 +1,104 @@
+"""The ops of the working graph: ``OpKind`` (what an op computes) and ``Op`` (one node).
+
+Ops mirror the program's node types, with one difference: a Concat holds a *gather*, a list of
+slots ``(op, picks)`` that each take the components ``picks`` of ``op`` (see ``lsrl.ir.graph``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from lsrl.ir.labels import UnitLabel
+    from lsrl.numbers import Matrix
+
+
+class OpKind(Enum):
+    """What an op computes; the value is the name ``print(graph)`` shows."""
+
+    INPUT = "input"
+    LINEAR = "linear"  # A x + b
+    RELU = "relu"
+    LINSTATE = "linstate"  # s_t = A s_{t-1} + B x_t + b, s_0 = init
+    RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
+    CONCAT = "concat"  # a gather of slots (op, picks)
+    MULTI = "multi"  # x[:d] * x[d:]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+WEIGHTS: dict[OpKind, tuple[str, ...]] = {
+    OpKind.LINEAR: ("A", "b"), OpKind.LINSTATE: ("A", "B", "b", "init"), OpKind.RELUSTATE: ("A", "B", "b", "init"),
+}
+STATE_KINDS = (OpKind.LINSTATE, OpKind.RELUSTATE)  # ops with A, B, b, init
+
+
+
+class Op:
+    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for the state kinds;
+    ``picks`` (one sequence of components per input) for concat. A weight an op's kind does not
+    have is None (typed as ``Matrix``: passes read a weight only after checking the kind, and
+    ``Graph.verify`` checks that every kind holds its weights)."""
+
+    _ids = itertools.count()
+    A: Matrix
+    B: Matrix
+    b: Matrix
+    init: Matrix
+
+    def __init__(self, kind: OpKind, inputs: Iterable[Op], dim: int, name: str | None = None,
+                 A: Matrix | None = None, B: Matrix | None = None, b: Matrix | None = None,
+                 init: Matrix | None = None, picks: list[Sequence[int]] | None = None, bounds: Any = None,
+                 integer: bool = False, labels: Iterable[UnitLabel | None] | None = None) -> None:
+        self.kind, self.inputs, self.dim = kind, list(inputs), dim
+        # per component (lsrl.ir.labels)
+        self.labels: list[UnitLabel | None] = list(labels) if labels is not None else [None] * dim
+        self.A, self.B = cast("Matrix", A), cast("Matrix", B)
+        self.b, self.init = cast("Matrix", b), cast("Matrix", init)
+        self.picks: list[Sequence[int]] = cast("list[Sequence[int]]", picks)  # None unless a concat
+        self.bounds, self.integer = bounds, integer  # what an input declares about its values
+        self.id = next(Op._ids)
+        self.name = name or f"{kind}_{self.id}"
+        self.nnz: int = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
+
+    def __repr__(self) -> str:
+        return f"Op({self.name}, dim={self.dim}, in={[x.name for x in self.inputs]})"
+
+    @property
+    def slots(self) -> Iterator[tuple[Op, Sequence[int]]]:
+        """A concat's ``(input, picks)`` pairs."""
+        return zip(self.inputs, self.picks)
+
+    @property
+    def is_slice(self) -> bool:
+        """A Linear that only selects (and possibly repeats) input components."""
+        return self.kind == OpKind.LINEAR and self.b.is_zero() and self.A.is_selection()
+
+    def is_identity(self) -> bool:
+        """A Slice that picks every component of its input in order."""
+        return self.is_slice and self.dim == self.inputs[0].dim and self.A.selected_columns() == list(range(self.dim))
+
+    def describe(self) -> str:
+        """One line: ``%name = kind[dim](%input, ...)`` and the weights' sizes."""
+        if self.kind == OpKind.CONCAT:
+            args = ", ".join(f"%{x.name}{_picks_text(p, x.dim)}" for x, p in self.slots)
+        else:
+            args = ", ".join(f"%{x.name}" for x in self.inputs)
+        weights = "  ".join(
+            f"{w}{'x'.join(map(str, getattr(self, w).shape))} nnz={getattr(self, w).nnz}"
+            for w in WEIGHTS.get(self.kind, ())
+        )
+        return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
+
+
+def _picks_text(picks: Iterable[int], width: int) -> str:
+    picks = list(picks)
+    if picks == list(range(width)):
+        return ""
+    if picks and picks == list(range(picks[0], picks[-1] + 1)):
+        return f"[{picks[0]}:{picks[-1] + 1}]"
+    return f"[{','.join(map(str, picks))}]"
