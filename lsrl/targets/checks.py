@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.lang.evaluate import _not_integer, float_bounds
+from lsrl.lang.evaluate import not_integer, float_bounds
 
 
 def module_placement(module: torch.nn.Module) -> tuple:
@@ -88,7 +88,7 @@ def _check_bounds(declared, x: torch.Tensor) -> None:
     fractional = x != torch.round(x)
     if declared.integer and fractional.any():
         sequence, step, component = (int(i) for i in torch.nonzero(fractional)[0])
-        raise _not_integer(declared, (sequence, step), x[sequence, step, component].item(), component)
+        raise not_integer(declared, (sequence, step), x[sequence, step, component].item(), component)
 
 
 def _warn_if_inexact(module, dtype) -> None:
@@ -119,13 +119,4 @@ def check_hawk_size(stack, arch: str, max_len) -> None:
         raise LsrlError(
             f"{arch} with max_len={max_len} needs at least {needed / 2**30:.1f} GiB for its convolution kernels "
             f"(limit {MAX_HAWK_BYTES / 2**30:.0f} GiB); use a smaller max_len"
-        )
-
-
-def check_options(arch: str, options: dict, accepted) -> None:
-    """Refuse keyword options that ``arch`` does not take (instead of ignoring them)."""
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise LsrlError(
-            f"{arch!r} takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(accepted) or 'none'}"
         )
