@@ -5,6 +5,7 @@ public and can be run on its own (see ``lsrl.compiler.pipeline``). ``lsrl.compil
 pass behind ``model.diagonal()``.
 """
 
+from lsrl.compiler import diagonal  # noqa: F401  (registers model.diagonal(), see lsrl.model.extensions)
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
 from lsrl.compiler.pipeline import compile, to_graph, to_layers

@@ -45,6 +45,7 @@ from lsrl.ir.labels import UnitLabel
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
+from lsrl.model.extensions import register_model_pass
 from lsrl.model.structure import OTHER, components, state_blocks
 from lsrl.numbers import EXACT, FLOAT, mpq
 
@@ -441,3 +442,5 @@ def _times(matrix, values):
             out[..., i] = out[..., i] + weight * values[..., j]
     return out
 
+
+register_model_pass("diagonal", diagonalise)  # model.diagonal() runs this pass (lsrl.model.extensions)

@@ -4,6 +4,7 @@ float64 (``lsrl.model.runner``); saved and loaded by ``lsrl.model.fileformat``."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,8 +13,12 @@ from lsrl.ir.labels import PATCHABLE_ROLES, label_violations, units_holding
 from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
 from lsrl.lang.nodes import Input
 from lsrl.model import exact as exact_runner
+from lsrl.model import extensions
 from lsrl.model.structure import structured_blocks_note
 from lsrl.numbers import get_backend
+
+if TYPE_CHECKING:
+    import torch
 
 WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
                 "ReLUState": ("A", "B", "b", "init_state")}
@@ -150,20 +155,19 @@ class CompiledProgram:
                 units[index] = found
         return units
 
-    def diagonal(self) -> "CompiledProgram":
+    def diagonal(self) -> CompiledProgram:
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``).
 
-        A front door to a compiler pass: the pass is imported here, at call time, since the compiler
-        builds models and so sits above this package."""
-        from lsrl.compiler.diagonal import diagonalise
+        A front door to a compiler pass, which registers itself in ``lsrl.model.extensions``: the
+        compiler builds models and so sits above this package."""
+        return extensions.find_model_pass("diagonal")(self)
 
-        return diagonalise(self)
+    def to_torch(self, arch: str, **options: Any) -> torch.nn.Module:
+        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``).
 
-    def to_torch(self, arch: str, **options):
-        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
-        from lsrl.targets import to_torch  # torch is imported only when a target is asked for
-
-        return to_torch(self, arch, **options)
+        The targets register themselves in ``lsrl.model.extensions`` (see ``lsrl.targets.to_torch``);
+        torch is imported only when one is built."""
+        return extensions.find_target(arch).to_torch(self, **options)
 
     def save(self, path) -> Path:
         """Write ``path/model.json`` and ``path/weights.safetensors`` (``lsrl.model.fileformat``); returns

@@ -119,6 +119,11 @@ class DiagonalRNNBlock(nn.Module):
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
+    @property
+    def hidden_size(self) -> int:
+        """The width of the state."""
+        return self.B.shape[0]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.phi(self.recurrence(x @ self.B.T + self.b))
         return y if self.gamma is None else self.gamma(x) * y
@@ -145,18 +150,3 @@ class DiagonalRNNModel(CachedRun, nn.Module):
 def build_diagonal_linear_rnn(stack) -> DiagonalRNNModel:
     """The ``"diagonal_linear_rnn"`` module for a block stack whose states are in diagonal form."""
     return DiagonalRNNModel(stack)
-
-
-def layer_report(module: DiagonalRNNModel) -> list:
-    """Per block: the state's size, the MLP widths and the non-zero parameters."""
-    rows = []
-    for index, block in enumerate(module.blocks):
-        mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
-        rows.append({
-            "layer": index,
-            "kind": module.architecture + (" (gated)" if block.gamma is not None else ""),
-            "hidden": block.B.shape[0],
-            "mlp": [[linear.out_features for linear in mlp.layers] for mlp in mlps],
-            "nonzeros": sum(int(torch.count_nonzero(p)) for p in block.parameters()),
-        })
-    return rows

@@ -98,9 +98,9 @@ from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negation_of
-from lsrl.targets.blocks import BlockStack
+from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.cache import CachedRun
-from lsrl.targets.checks import checked_input
+from lsrl.targets.checks import check_hawk_size, checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
 from lsrl.targets.recurrent import float64_tensor
 
@@ -616,15 +616,18 @@ CONSTRUCTIONS = ("diagonal", "app_e")
 DEFAULT_WINDOW = 1024  # Griffin's local attention window (De et al., 2024)
 
 
-def _as_stack(stack, construction) -> BlockStack:
-    if isinstance(stack, BlockStack):
-        return stack
-    if hasattr(stack, "layers"):  # a CompiledProgram
+def _as_stack(stack, construction, max_len, architecture) -> BlockStack:
+    """``stack`` as a BlockStack (a CompiledProgram's blocks, of ``model.diagonal()`` for the diagonal
+    construction) whose App. E kernels, if any, fit in memory (``check_hawk_size``)."""
+    if not isinstance(stack, BlockStack) and hasattr(stack, "layers"):  # a CompiledProgram
         from lsrl.compiler.diagonal import float_diagonal
-        from lsrl.targets.blocks import to_blocks
 
-        return to_blocks(float_diagonal(stack) if construction == "diagonal" else stack)
-    raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
+        stack = to_blocks(float_diagonal(stack) if construction == "diagonal" else stack)
+    if not isinstance(stack, BlockStack):
+        raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
+    if max_len is not None:
+        check_hawk_size(stack, architecture, max_len)
+    return stack
 
 
 def _check_max_len(max_len, architecture, construction):
@@ -748,19 +751,20 @@ def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:
     construction, whose convolution spans ``max_len`` steps (the longest input it accepts).
     """
     max_len = _check_max_len(max_len, "hawk", construction)
-    return _build(_as_stack(stack, construction), max_len, "hawk")
+    return _build(_as_stack(stack, construction, max_len, "hawk"), max_len, "hawk")
 
 
 def build_griffin(stack, max_len=None, window=None, heads: int = 2, construction="diagonal") -> HawkModel:
     """A Griffin model: as Hawk, with local MQA (``heads`` query heads, ``window`` steps, default
     ``max_len`` for App. E and 1024 otherwise) as the temporal block of every third residual block."""
     max_len = _check_max_len(max_len, "griffin", construction)
+    stack = _as_stack(stack, construction, max_len, "griffin")
     window = (max_len or DEFAULT_WINDOW) if window is None else window
     if isinstance(window, bool) or int(window) != window or window < 1:
         raise LsrlError(f"griffin: the attention window must be a positive integer, got {window!r}")
     if isinstance(heads, bool) or int(heads) != heads or heads < 1:
         raise LsrlError(f"griffin: heads must be a positive integer, got {heads!r}")
-    return _build(_as_stack(stack, construction), max_len, "griffin", window=int(window), heads=int(heads))
+    return _build(stack, max_len, "griffin", window=int(window), heads=int(heads))
 
 
 def _nonzeros(module: nn.Module) -> int:

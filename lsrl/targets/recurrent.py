@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from lsrl.ir.labels import negative_part, positive_part
+from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
@@ -70,6 +71,11 @@ class LinearRNNBlock(nn.Module):
             states.append(state)
         return torch.stack(states, dim=1)
 
+    @property
+    def hidden_size(self) -> int:
+        """The width of the state."""
+        return self.A.shape[0]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.phi(self.states(x))
         return y if self.gamma is None else self.gamma(x) * y
@@ -109,6 +115,11 @@ class ClassicRNNBlock(LinearRNNBlock):
         self.register_buffer("merge", float64_tensor(np.eye(d)))
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
+    @property
+    def hidden_size(self) -> int:
+        """The width of the stock RNN's state (``[s+; s-]``: twice the program's)."""
+        return self.rnn.hidden_size
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
@@ -172,17 +183,37 @@ def block_labels(stack, blocks, state="state") -> dict | None:
     return labels
 
 
-def block_report(module: BlockModel) -> list:
-    """Per block: the state's hidden size, the MLP widths and the non-zero parameters."""
+def block_report(module: nn.Module) -> list[dict]:
+    """Per block of a model of blocks (``BlockModel``, ``DiagonalRNNModel``): the state's hidden size,
+    the MLP widths and the non-zero parameters."""
     rows = []
     for index, block in enumerate(module.blocks):
-        hidden = block.rnn.hidden_size if isinstance(block, ClassicRNNBlock) else block.A.shape[0]
         mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
         rows.append({
             "layer": index,
             "kind": module.architecture + (" (gated)" if block.gamma is not None else ""),
-            "hidden": hidden,
+            "hidden": block.hidden_size,
             "mlp": [[linear.out_features for linear in mlp.layers] for mlp in mlps],
             "nonzeros": sum(int(torch.count_nonzero(p)) for p in block.parameters()),
         })
     return rows
+
+
+def build_linear_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"linear_rnn"`` module (Eq. (3)): linear recurrences and MLPs; ``stack`` has no gate."""
+    return BlockModel(stack, LinearRNNBlock, "linear_rnn")
+
+
+def build_gated_linear_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"gated_linear_rnn"`` module (Eq. (4)): as ``linear_rnn``, an MLP's output times a gate MLP's."""
+    return BlockModel(stack, LinearRNNBlock, "gated_linear_rnn")
+
+
+def build_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"rnn"`` module (Eq. (2), (11)): each recurrence a stock ReLU ``torch.nn.RNN``; ``stack`` has no gate."""
+    return BlockModel(stack, ClassicRNNBlock, "rnn")
+
+
+def build_gated_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"gated_rnn"`` module (Eq. (5)): as ``rnn``, an MLP's output times a gate MLP's."""
+    return BlockModel(stack, ClassicRNNBlock, "gated_rnn")
