@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 class Target(Protocol):
     """What the model needs of a target (``lsrl.targets.registry.Target`` is the record that has it)."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The architecture's name, as ``model.to_torch`` takes it."""
 
     def to_torch(self, model: CompiledProgram, **options: Any) -> Any:
         """``model`` as a ``torch.nn.Module`` of this architecture."""

@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -97,12 +98,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negation_of
-from lsrl.targets.blocks import BlockStack, to_blocks
+from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, constant_for, copy_of, helper_for, negation_of
+from lsrl.targets.blocks import Block, BlockStack, to_blocks
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import check_hawk_size, checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
 from lsrl.targets.recurrent import float64_tensor
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 DTYPE = torch.float64
 RGLRU_C = 8.0  # the fixed scalar c of Eq. (42)
@@ -124,7 +128,7 @@ def _linear(W, c=None) -> nn.Linear:
 class TemporalConv1d(nn.Module):
     """Causal ``z_t = sum_i W_M[i] a'_{t-i} + b_conv`` over a window of ``d_conv`` steps (Eq. 38)."""
 
-    def __init__(self, taps, bias, d_conv: int):
+    def __init__(self, taps: dict[int, np.ndarray], bias: np.ndarray, d_conv: int):
         """``taps``: dict lag -> (H, H) matrix ``W_M[lag]``; missing lags are zero."""
         super().__init__()
         width = len(bias)
@@ -145,7 +149,8 @@ class TemporalConv1d(nn.Module):
 class RGLRU(nn.Module):
     """Real-gated linear recurrent unit, Eqs. (39)-(43), with ReLU as the gates' non-linearity."""
 
-    def __init__(self, W_r, b_r, W_i, b_i, Lambda, c: float = RGLRU_C):
+    def __init__(self, W_r: np.ndarray, b_r: np.ndarray, W_i: np.ndarray, b_i: np.ndarray, Lambda: np.ndarray,
+                 c: float = RGLRU_C):
         super().__init__()
         self.recurrence_gate = _linear(W_r, b_r)
         self.input_gate = _linear(W_i, b_i)
@@ -227,7 +232,8 @@ class LocalMQA(nn.Module):
 
     kind = "attention"
 
-    def __init__(self, W_q, W_k, W_v, W_o, b_o, heads: int, window: int, residual: bool = True):
+    def __init__(self, W_q: np.ndarray, W_k: np.ndarray, W_v: np.ndarray, W_o: np.ndarray, b_o: np.ndarray, heads: int,
+                 window: int, residual: bool = True):
         super().__init__()
         self.heads, self.window, self.residual = heads, window, residual
         self.head_dim = W_k.shape[0]
@@ -291,7 +297,7 @@ class ResidualBlock(nn.Module):
 class HawkModel(CachedRun, nn.Module):
     """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
 
-    def __init__(self, architecture, d_in, d_out, max_len, blocks):
+    def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None, blocks: list[nn.Module]):
         super().__init__()
         self.architecture = architecture
         self.d_in, self.d_out, self.max_len = d_in, d_out, max_len
@@ -508,7 +514,8 @@ def _mlp_residuals(block, x_labels=None, one=None) -> list:
     return specs
 
 
-def block_to_residuals(block, max_len: int, x_labels=None, one=None) -> list:
+def block_to_residuals(block: Block, max_len: int, x_labels: list | None = None,
+                       one: UnitLabel | None = None) -> list[ResidualSpec]:
     """App. E: one Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
     state = _state_residual(block, max_len, carry_x=block.gamma is not None)
     if x_labels is not None:
@@ -517,7 +524,8 @@ def block_to_residuals(block, max_len: int, x_labels=None, one=None) -> list:
     return [state] + _mlp_residuals(block, x_labels, one)
 
 
-def diagonal_block_to_residuals(block, where: str, x_labels=None, one=None) -> list:
+def diagonal_block_to_residuals(block: Block, where: str, x_labels: list | None = None,
+                                one: UnitLabel | None = None) -> list[ResidualSpec]:
     """One block whose ``A`` is in diagonal form as ``k + 1`` residual-block specs (``k`` without a
     gate): the state block computes the state with the RG-LRU and the first MLP layer in its gated MLP."""
     gated = block.gamma is not None
@@ -743,7 +751,8 @@ def _residual_labels(index, temporal_labels, mlp_labels) -> dict:
     return labels
 
 
-def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:
+def build_hawk(stack: BlockStack | CompiledProgram, max_len: int | None = None,
+               construction: str = "diagonal") -> HawkModel:
     """A Hawk model (recurrent blocks only) computing ``stack`` (a BlockStack or CompiledProgram).
 
     ``construction="diagonal"`` (default): states in diagonal form (``model.diagonal()``), RG-LRU
@@ -754,7 +763,8 @@ def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:
     return _build(_as_stack(stack, construction, max_len, "hawk"), max_len, "hawk")
 
 
-def build_griffin(stack, max_len=None, window=None, heads: int = 2, construction="diagonal") -> HawkModel:
+def build_griffin(stack: BlockStack | CompiledProgram, max_len: int | None = None, window: int | None = None,
+                  heads: int = 2, construction: str = "diagonal") -> HawkModel:
     """A Griffin model: as Hawk, with local MQA (``heads`` query heads, ``window`` steps, default
     ``max_len`` for App. E and 1024 otherwise) as the temporal block of every third residual block."""
     max_len = _check_max_len(max_len, "griffin", construction)

@@ -33,10 +33,16 @@ pass-through. These run in onnxruntime in float64 as well as float32.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from lsrl.errors import LsrlError
 from lsrl.targets.onnx_graph import DTYPES, OnnxGraph, reorder_gates, to_numpy
+
+if TYPE_CHECKING:
+    from torch import nn
 
 ARCHS = ("rnn", "gated_rnn", "gru", "lstm", "diagonal_linear_rnn", "hawk", "griffin")
 DIAGONAL_ARCHS = ("diagonal_linear_rnn", "hawk", "griffin")
@@ -103,7 +109,7 @@ def _cell_layers(g, module, seq, batch_prefix):
     return out
 
 
-def check_precision(module, arch, dtype, allow_inexact=False) -> None:
+def check_precision(module: nn.Module, arch: str, dtype: str, allow_inexact: bool = False) -> None:
     """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``."""
     precision = getattr(module, "precision", None)
     problem = precision.problem(dtype) if precision is not None else None
@@ -214,7 +220,8 @@ def _hawk_blocks(g, module, seq, batch):
     return g.linear(seq, to_numpy(module.readout.weight), hint="readout")
 
 
-def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
+def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dtype: str = "float32",
+                allow_inexact: bool = False) -> Path:
     """Write ``module`` (architecture ``arch``: one of ``ARCHS``) as an ONNX model to ``path`` in
     ``dtype`` ("float32" or "float64").
 

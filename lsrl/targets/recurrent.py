@@ -9,24 +9,27 @@ step (Eq. 2), with ``h_0 = s_0 >= 0``.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch import nn
 
 from lsrl.ir.labels import negative_part, positive_part
-from lsrl.targets.blocks import BlockStack
+from lsrl.targets.blocks import Block, BlockStack, Dense
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
 
-def float64_tensor(array) -> torch.Tensor:
+def float64_tensor(array: ArrayLike) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array, dtype=np.float64))
 
 
 class DenseStack(nn.Module):
     """An MLP given as ``Dense`` layers (``torch.nn.Linear`` + optional ReLU)."""
 
-    def __init__(self, layers):
+    def __init__(self, layers: list[Dense]):
         super().__init__()
         self.layers = nn.ModuleList()
         self.relu = []
@@ -51,7 +54,7 @@ class LinearRNNBlock(nn.Module):
 
     state_patch = None  # set while a patched call runs (lsrl.targets.patch): overwrites s_t before it is carried
 
-    def __init__(self, block):
+    def __init__(self, block: Block):
         super().__init__()
         self.A = nn.Parameter(float64_tensor(block.A))
         self.B = nn.Parameter(float64_tensor(block.B))
@@ -84,7 +87,7 @@ class LinearRNNBlock(nn.Module):
 class ClassicRNNBlock(LinearRNNBlock):
     """The same layer with its recurrence in ``torch.nn.RNN(nonlinearity="relu")`` (Eq. (11))."""
 
-    def __init__(self, block):
+    def __init__(self, block: Block):
         nn.Module.__init__(self)
         if block.relu_state is not None:
             self._init_relu_state(block)
@@ -138,7 +141,7 @@ class ClassicRNNBlock(LinearRNNBlock):
 class BlockModel(CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
-    def __init__(self, stack, block_type, architecture):
+    def __init__(self, stack: BlockStack, block_type: type[LinearRNNBlock], architecture: str):
         super().__init__()
         self.architecture = architecture
         self.d_in = stack.d_in
@@ -152,7 +155,7 @@ class BlockModel(CachedRun, nn.Module):
         return x
 
 
-def dense_labels(name: str, layers) -> dict:
+def dense_labels(name: str, layers: list[Dense]) -> dict:
     """Labels of a ``DenseStack`` named ``name`` built from Dense ``layers``: each
     ``name.layers.i`` (the ``nn.Linear``, before its ReLU) and ``name`` itself (its output)."""
     labels = {f"{name}.layers.{i}": dense.labels for i, dense in enumerate(layers)}
@@ -161,7 +164,7 @@ def dense_labels(name: str, layers) -> dict:
     return labels
 
 
-def block_labels(stack, blocks, state="state") -> dict | None:
+def block_labels(stack: BlockStack, blocks: Iterable[nn.Module], state: str = "state") -> dict | None:
     """``net.labels`` of a model of ``blocks`` built from ``stack`` (see ``lsrl.targets.to_torch``),
     the state of block ``i`` under ``blocks.i.{state}``; None without labels."""
     if stack.input_labels is None:
