@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
+from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import LsrlError
 from lsrl.model import extensions
 from lsrl.targets.blocks import BlockStack, to_blocks
+from lsrl.targets.precision import precision_of
 
 if TYPE_CHECKING:
     from torch import nn
@@ -54,9 +56,7 @@ class Target:
 
     def to_torch(self, model: CompiledProgram, **options: Any) -> nn.Module:
         """``model`` as a module of this architecture (see ``lsrl.targets.to_torch``)."""
-        from lsrl.compiler.diagonal import float_diagonal
-        from lsrl.targets.patch import held_nodes
-        from lsrl.targets.precision import precision_of
+        from lsrl.targets.patch import held_nodes  # imports torch
 
         check_options(self.name, options, self.options)
         self._require_linear_states(model)
