@@ -1,5 +1,7 @@
 """lsrl: write programs that run exactly inside recurrent neural networks (LSRL), and study them."""
 
+from types import ModuleType as _ModuleType
+
 from lsrl.errors import (
     AutomatonError, BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError,
 )
@@ -70,7 +72,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> _ModuleType:
     """``lsrl.experiments`` (it imports torch and matplotlib) loaded on first use, not on ``import lsrl``."""
     if name == "experiments":
         import importlib

@@ -1,23 +1,62 @@
 """The ``lsrl`` command: demo, compile, run, inspect, experiment noise, and the LLRNN group ``llrnn``.
 
-Errors an LSRL user can cause are printed as one line (``Error: ...``), not as a traceback.
+Errors an LSRL user can cause are printed as one line (``Error: ...``), bugs with their traceback
+(``lsrl.cli_errors``). Modules that import torch are imported by the commands that use them, so that
+``lsrl --help`` and the commands that need no torch start without it.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import sys
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
 
 import lsrl
-from lsrl.cli_errors import one_line_errors
+from lsrl.cli_errors import ReportingGroup
 from lsrl.errors import LsrlError
-from lsrl.llrnn.cli import llrnn
 from lsrl.targets import ARCHITECTURES
+
+
+class LazyGroup(ReportingGroup):
+    """The commands of the group at ``source`` (``"module:attribute"``), imported when one is looked up.
+
+    Its ``--help`` lists them from ``summaries`` (each command's first sentence) without importing the
+    module: ``lsrl llrnn --help`` needs no torch.
+    """
+
+    def __init__(self, name: str, source: str, summaries: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+        self.source = source
+        self.summaries = summaries
+
+    @functools.cached_property
+    def imported(self) -> click.Group:
+        """The group at ``source``, imported."""
+        module, _, attribute = self.source.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    @property  # type: ignore[override]  # click.Group declares a plain attribute
+    def commands(self) -> MutableMapping[str, click.Command]:
+        return self.imported.commands
+
+    @commands.setter
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
+        """click.Group.__init__ assigns an empty dict here: the commands are the imported group's."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.summaries)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listing = click.Group(commands=[click.Command(name, help=text) for name, text in self.summaries.items()])
+        listing.format_commands(ctx, formatter)
 
 
 def _load_program(spec: str) -> lsrl.ForEach:
@@ -35,12 +74,13 @@ def _load_program(spec: str) -> lsrl.ForEach:
             raise LsrlError(f"{path}: no module-level ForEach named {name!r} (found: {sorted(programs) or 'none'})")
         return programs[name]
     if len(programs) != 1:
-        raise LsrlError(f"{path}: expected one module-level ForEach, found {sorted(programs) or 'none'}; use FILE.py:name")
+        raise LsrlError(f"{path}: expected one module-level ForEach, found {sorted(programs) or 'none'}; "
+                        "use FILE.py:name")
     return next(iter(programs.values()))
 
 
 @contextmanager
-def _importable(folder: Path):
+def _importable(folder: Path) -> Iterator[None]:
     sys.path.insert(0, str(folder))
     try:
         yield
@@ -48,7 +88,8 @@ def _importable(folder: Path):
         sys.path.remove(str(folder))
 
 
-def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
+def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
+                    allow_inexact: bool) -> tuple[str, Callable[[Path], None]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
     from lsrl.targets.onnx_export import ARCHS, check_precision, export_onnx
 
@@ -65,17 +106,17 @@ def _prepare_export(model, target, max_len, onnx_dtype, allow_inexact):
     return f"{target}.safetensors", lambda path: save_file(weights, str(path), metadata=metadata)
 
 
-@click.group()
+@click.group(cls=ReportingGroup)
 @click.version_option(lsrl.__version__, prog_name="lsrl")
-def main():
+@click.option("--debug", is_flag=True, help="print the traceback of every error, a mistake's too")
+def main(debug: bool) -> None:
     """LSRL: programs that run exactly inside recurrent neural networks."""
 
 
 @main.command()
 @click.option("--plots", default="lsrl-demo", show_default=True, type=click.Path(file_okay=False),
               help="folder for the plots (heat maps, error against grid size, streaming)")
-@one_line_errors
-def demo(plots):
+def demo(plots: str) -> None:
     """Compile and run the more-ones-than-zeros program and both universal approximators."""
     from lsrl.demo import main as run_demo
 
@@ -95,8 +136,8 @@ def demo(plots):
 @click.option("--allow-inexact", is_flag=True,
               help="export ONNX even where the weights are too large for --onnx-dtype (e.g. lambda=1e10 in float32)")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
-@one_line_errors
-def compile_command(source, backend, target, max_len, onnx_dtype, allow_inexact, out_dir):
+def compile_command(source: str, backend: str, target: str, max_len: int | None, onnx_dtype: str,
+                    allow_inexact: bool, out_dir: str) -> None:
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR."""
     program = _load_program(source)
     model = lsrl.compile(program, backend=backend)
@@ -116,8 +157,7 @@ def compile_command(source, backend, target, max_len, onnx_dtype, allow_inexact,
               help=".npy array or text file (one token per line, values separated by spaces)")
 @click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
 @click.option("--no-check-bounds", is_flag=True, help="run on inputs outside the Input's declared bounds")
-@one_line_errors
-def run(model_dir, input_file, exact, no_check_bounds):
+def run(model_dir: str, input_file: str, exact: bool, no_check_bounds: bool) -> None:
     """Run a compiled model on an input sequence and print its outputs."""
     model = lsrl.load(model_dir)
     xs = np.load(input_file) if input_file.endswith(".npy") else np.loadtxt(input_file, ndmin=2)
@@ -132,8 +172,7 @@ def run(model_dir, input_file, exact, no_check_bounds):
               help="hawk / griffin rows: the literal App. E construction for inputs up to this length")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
               help="also draw the model's layers, units and weights to this PNG file")
-@one_line_errors
-def inspect(model_dir, max_len, plot_file):
+def inspect(model_dir: str, max_len: int | None, plot_file: str | None) -> None:
     """Per architecture: layers, hidden sizes, non-zero parameters."""
     from lsrl.targets import inspect as describe
 
@@ -147,7 +186,7 @@ def inspect(model_dir, max_len, plot_file):
 
 
 @main.group()
-def experiment():
+def experiment() -> None:
     """Reproducible studies."""
 
 
@@ -155,8 +194,7 @@ def experiment():
 @click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
-@one_line_errors
-def noise_command(out_dir, workers, quick):
+def noise_command(out_dir: str, workers: int, quick: bool) -> None:
     """Parameter noise (Fig 4) on both approximators: all ifelse variants, the paper's constants and
     the robust construction (CSV, survival table, strip plots)."""
     from lsrl.experiments import noise
@@ -168,15 +206,14 @@ def noise_command(out_dir, workers, quick):
 
 
 @main.group()
-def bench():
+def bench() -> None:
     """The benchmark suite of compiled models with known circuits."""
 
 
 @bench.command(name="build")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: all)")
-@one_line_errors
-def bench_build(out_dir, tasks):
+def bench_build(out_dir: str, tasks: tuple[str, ...]) -> None:
     """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
     from lsrl.bench import build_suite
 
@@ -184,7 +221,20 @@ def bench_build(out_dir, tasks):
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 
-main.add_command(llrnn)
+# lsrl.llrnn imports torch: its group is listed from these texts (tests/test_habits.py keeps them equal to the
+# commands' own) and imported when one of its commands runs
+LLRNN = LazyGroup(
+    "llrnn", "lsrl.llrnn.cli:llrnn",
+    help='LLRNN: the NTM family of "Linear logic and recurrent neural networks" and its tasks.',
+    summaries={
+        "sample": "Print random examples of a task: input, then the expected output.",
+        "train": "Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT.",
+        "experiment": "Every model on every task and seed (one CPU thread each): test errors and costs as CSV "
+                      "and Markdown.",
+        "reproduce": "Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.",
+    },
+)
+main.add_command(LLRNN)
 
 if __name__ == "__main__":
     main()

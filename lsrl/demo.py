@@ -5,6 +5,7 @@
 
 import random
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +28,7 @@ def _word(tokens):
     return "".join(chr(int(round(t)) + ord("A") - 1) if round(t) > 0 else "?" for t in tokens)
 
 
-def demo_more_ones():
+def demo_more_ones() -> bool:
     program = more_ones_than_zeros()
     model = lsrl.compile(program)
     bits = [1, 0, 0, 1, 1, 1, 0, 0, 0, 1]
@@ -39,7 +40,7 @@ def demo_more_ones():
     return got == expected
 
 
-def demo_discrete():
+def demo_discrete() -> bool:
     print("Listing 2  token map in context (country -> capital, Fig. 3)")
     mapping = {_tokens(k): _tokens(v) for k, v in CAPITALS.items()}
     all_right = True
@@ -57,7 +58,7 @@ def demo_discrete():
     return all_right
 
 
-def demo_continuous():
+def demo_continuous() -> bool:
     print("Listing 1  continuous function in context: f(x, y) = (sin 3x + y^2, cos 2xy), 8 x 8 cells")
 
     def f(c):
@@ -97,13 +98,12 @@ def _answers(model, prompt, queries):
     return model(batch)[:, -1, 0]
 
 
-def write_plots(out_dir="lsrl-demo", side=48):
+def write_plots(out_dir: str | Path = "lsrl-demo", side: int = 48) -> tuple[list[float], list[float]]:
     """Heat maps of target and in-context approximation, error against grid size, and streaming."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from pathlib import Path
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,7 +157,7 @@ def write_plots(out_dir="lsrl-demo", side=48):
     return errors, stages
 
 
-def main(plots="lsrl-demo"):
+def main(plots: str | None = "lsrl-demo") -> int:
     results = [demo_more_ones(), demo_discrete(), demo_continuous()]
     if plots:
         write_plots(plots)

@@ -1,5 +1,10 @@
 """Errors raised for bad programs and bad inputs. Every message names the node involved."""
 
+from __future__ import annotations
+
+REPORT_REQUEST = ("This is a bug in lsrl, not in your program: please report it with the traceback and the program "
+                  "that triggered it.")
+
 
 class LsrlError(Exception):
     """Base class of every error lsrl raises on purpose."""
@@ -37,6 +42,5 @@ class InternalError(Exception):
     message says what broke and asks for a report; the CLI prints its traceback.
     """
 
-    def __init__(self, message: str):
-        super().__init__(f"{message}\nThis is a bug in lsrl, not in your program: please report it with the "
-                         "traceback and the program that triggered it.")
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}\n{REPORT_REQUEST}")

@@ -3,8 +3,8 @@
 Both backends store a matrix as a dict of sparse rows (cheap to build, slice and stack while
 compiling); ``exact`` holds ``gmpy2.mpq`` rationals, ``float`` holds Python floats (float64) and
 runs batches through a cached ``scipy.sparse`` CSR copy. gmpy2 was chosen by measurement
-(``benchmarks/rationals.py``): its arithmetic is about 19x faster than ``fractions.Fraction`` and 2x faster than python-flint's
-``fmpq`` on the small rationals programs are made of.
+(``benchmarks/rationals.py``): its arithmetic is about 19x faster than ``fractions.Fraction`` and 2x
+faster than python-flint's ``fmpq`` on the small rationals programs are made of.
 
 A float given by the user is read as the shortest decimal it prints as (``0.1`` is ``1/10``).
 """
@@ -12,8 +12,10 @@ A float given by the user is read as the shortest decimal it prints as (``0.1`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from numbers import Rational as _AbstractRational
+from typing import TypeAlias
 
 import gmpy2
 import numpy as np
@@ -25,9 +27,12 @@ mpq = gmpy2.mpq
 MPQ_TYPE = type(mpq(0))
 ZERO = mpq(0)
 ONE = mpq(1)
+Entry: TypeAlias = "gmpy2.mpq | float"  # a stored number: mpq in the exact backend, float in the float one
+# what users may give as weights: a Matrix, nested lists, a numpy array, a scipy.sparse matrix or a number
+MatrixLike: TypeAlias = object
 
 
-def to_rational(value, where: str = "value") -> "gmpy2.mpq":
+def to_rational(value: object, where: str = "value") -> gmpy2.mpq:
     """One number as an exact rational; floats are read as the shortest decimal they print as."""
     if isinstance(value, MPQ_TYPE):
         return value
@@ -45,7 +50,7 @@ def to_rational(value, where: str = "value") -> "gmpy2.mpq":
     raise DimensionError(f"{where}: expected a number, got {type(value).__name__} {value!r}")
 
 
-def to_fraction(value) -> Fraction:
+def to_fraction(value: gmpy2.mpq | Fraction) -> Fraction:
     return Fraction(int(value.numerator), int(value.denominator))
 
 
@@ -91,7 +96,8 @@ class Matrix:
     Vectors (biases, initial states) are one-column matrices whose ``shape`` reads ``(n,)``.
     """
 
-    def __init__(self, rows: dict, shape2d: tuple, backend: "Backend", is_vector: bool = False):
+    def __init__(self, rows: dict[int, dict[int, Entry]], shape2d: tuple[int, int], backend: Backend,
+                 is_vector: bool = False) -> None:
         self.rows = rows
         self.shape2d = shape2d
         self.backend = backend
@@ -121,7 +127,7 @@ class Matrix:
     def nnz(self) -> int:
         return self._cached("nnz", lambda: sum(len(row) for row in self.rows.values()))
 
-    def entries(self):
+    def entries(self) -> Iterator[tuple[int, int, Entry]]:
         for i, row in self.rows.items():
             for j, value in row.items():
                 yield i, j, value
@@ -176,7 +182,7 @@ class Matrix:
     def __neg__(self) -> "Matrix":
         return self.scale(-1)
 
-    def scale(self, factor) -> "Matrix":
+    def scale(self, factor: object) -> Matrix:
         factor = self.backend.scalar(factor)
         if not factor:
             return self._like({})
@@ -185,12 +191,12 @@ class Matrix:
     def transpose(self) -> "Matrix":
         return self.backend._assemble(((j, i, v) for i, j, v in self.entries()), self.shape2d[::-1])
 
-    def take_rows(self, indices) -> "Matrix":
+    def take_rows(self, indices: Iterable[int]) -> Matrix:
         indices = list(indices)
         rows = {new: self.rows[old] for new, old in enumerate(indices) if old in self.rows}
         return self._like(rows, (len(indices), self.shape2d[1]))
 
-    def times_selection(self, columns, width) -> "Matrix":
+    def times_selection(self, columns: Sequence[int], width: int) -> Matrix:
         """``self @ S`` for the selection ``S`` whose row r picks column ``columns[r]`` of ``width``."""
         zero, rows = self.backend.zero, {}
         for i, row in self.rows.items():
@@ -203,7 +209,7 @@ class Matrix:
                 rows[i] = combined
         return self._like(rows, (self.shape2d[0], width))
 
-    def take_columns(self, columns) -> "Matrix":
+    def take_columns(self, columns: Iterable[int]) -> Matrix:
         """The given columns, in order (entries in other columns are dropped)."""
         position = {c: k for k, c in enumerate(columns)}
         rows = {}
@@ -284,8 +290,10 @@ class Backend:
     """Constructors for matrices of one number type (``scalar`` converts one number)."""
 
     name: str
+    zero: Entry
 
-    def from_entries(self, entries, shape2d, is_vector=False, where="matrix") -> Matrix:
+    def from_entries(self, entries: Iterable[tuple[int, int, object]], shape2d: Sequence[int], is_vector: bool = False,
+                     where: str = "matrix") -> Matrix:
         rows: dict = {}
         for i, j, value in entries:
             try:
@@ -308,7 +316,7 @@ class Backend:
             rows.setdefault(i, {})[j] = value
         return Matrix(rows, tuple(shape2d), self, is_vector)
 
-    def matrix(self, value, where: str = "matrix", shape=None) -> Matrix:
+    def matrix(self, value: MatrixLike, where: str = "matrix", shape: Sequence[int] | None = None) -> Matrix:
         """A user-given matrix (nested lists, numpy, scipy.sparse, scalar) in this backend."""
         if isinstance(value, Matrix):
             matrix = self.convert(value)
@@ -326,7 +334,7 @@ class Backend:
             raise DimensionError(f"{where}: expected shape {tuple(shape)}, got {matrix.shape2d}")
         return matrix
 
-    def vector(self, value, dim: int, where: str = "vector") -> Matrix:
+    def vector(self, value: MatrixLike | None, dim: int, where: str = "vector") -> Matrix:
         """A user-given vector; ``None`` is zeros and a scalar is broadcast."""
         if value is None:
             return self.zeros_vector(dim)
@@ -352,18 +360,18 @@ class Backend:
     def zeros_vector(self, dim: int) -> Matrix:
         return self.from_entries((), (dim, 1), is_vector=True)
 
-    def constant_vector(self, dim: int, value) -> Matrix:
+    def constant_vector(self, dim: int, value: object) -> Matrix:
         return self.from_entries(((i, 0, value) for i in range(dim)), (dim, 1), is_vector=True)
 
-    def eye(self, dim: int, value=1) -> Matrix:
+    def eye(self, dim: int, value: object = 1) -> Matrix:
         return self.from_entries(((i, i, value) for i in range(dim)), (dim, dim))
 
-    def selection(self, columns, width: int) -> Matrix:
+    def selection(self, columns: Sequence[int], width: int) -> Matrix:
         """Rows ``e_{columns[0]}, e_{columns[1]}, ...`` of the identity of size ``width``."""
         one = self.scalar(1)
         return self._assemble(((i, c, one) for i, c in enumerate(columns)), (len(columns), width))
 
-    def vstack(self, matrices) -> Matrix:
+    def vstack(self, matrices: Iterable[Matrix]) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
         offset, entries = 0, []
         for m in matrices:
@@ -372,7 +380,7 @@ class Backend:
         width = matrices[0].shape2d[1] if matrices else 0
         return self._assemble(entries, (offset, width), is_vector=bool(matrices) and matrices[0].is_vector)
 
-    def hstack(self, matrices) -> Matrix:
+    def hstack(self, matrices: Iterable[Matrix]) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
         offset, entries = 0, []
         for m in matrices:
@@ -380,7 +388,7 @@ class Backend:
             offset += m.shape2d[1]
         return self._assemble(entries, (matrices[0].shape2d[0], offset))
 
-    def block_diag(self, matrices) -> Matrix:
+    def block_diag(self, matrices: Iterable[Matrix]) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
         row_offset = col_offset = 0
         entries = []
@@ -395,7 +403,7 @@ class ExactBackend(Backend):
     name = "exact"
     zero = ZERO
 
-    def scalar(self, value):
+    def scalar(self, value: object) -> gmpy2.mpq:
         return to_rational(value)
 
 
@@ -403,7 +411,7 @@ class FloatBackend(Backend):
     name = "float"
     zero = 0.0
 
-    def scalar(self, value):
+    def scalar(self, value: object) -> float:
         number = float(value) if isinstance(value, (float, int, np.number, MPQ_TYPE)) else float(to_rational(value))
         if not math.isfinite(number):
             raise DimensionError(f"{number} is not a finite number")
@@ -415,7 +423,7 @@ FLOAT = FloatBackend()
 BACKENDS = {"exact": EXACT, "float": FLOAT}
 
 
-def get_backend(name) -> Backend:
+def get_backend(name: str | Backend) -> Backend:
     if isinstance(name, Backend):
         return name
     try:

@@ -3,14 +3,22 @@ weight from the unit it reads to the unit it feeds (``lsrl inspect --plot``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from lsrl.model import CompiledProgram
 
 KIND_COLOURS = {"Input": "#555555", "Linear": "#1f77b4", "ReLU": "#2ca02c", "LinState": "#d62728", "Multi": "#9467bd"}
 MAX_EDGES = 3000
 MAX_NAMED_UNITS = 40  # unit names are written only where every layer is at most this wide
 
 
-def plot_model(model, path=None, max_edges: int = MAX_EDGES):
+def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges: int = MAX_EDGES) -> Figure:
     """Draw ``model`` (a ``CompiledProgram``); save to ``path`` if given; returns the matplotlib figure.
 
     Units are coloured by role where the model carries unit labels (``model.labels``), else by layer

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TypeAlias
 
 from lsrl.errors import DimensionError, LsrlError
 from lsrl.lang.bounds import is_nonnegative, is_nonpositive, is_zero, max_abs
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
-from lsrl.numbers import EXACT, to_rational
+from lsrl.numbers import EXACT, MatrixLike, to_rational
+
+Operand: TypeAlias = "Node | MatrixLike"  # a node, or a constant (scalar or vector) turned into f_constant
 
 DEFAULT_MU = 1000
 DEFAULT_LAMBDA = 10**10
@@ -27,7 +30,7 @@ IFELSE_VARIANTS = (
 )
 
 
-def _operand(value, like: Node, owner: str):
+def _operand(value: Operand, like: Node, owner: str) -> Node:
     """A node, or a constant (scalar or vector) turned into ``f_constant(like, value)``."""
     if isinstance(value, Node):
         return value
@@ -36,14 +39,14 @@ def _operand(value, like: Node, owner: str):
     raise LsrlError(f"{owner}: expected a node or a number, got {type(value).__name__}")
 
 
-def f_constant(x: Node, value, name=None) -> Linear:
+def f_constant(x: Node, value: MatrixLike, name: str | None = None) -> Linear:
     """A constant vector (or scalar) that ignores the value of ``x``."""
     x = as_node(x, "f_constant")
     vector = EXACT.vector(value, len(value) if hasattr(value, "__len__") else 1, "f_constant: value")
     return Linear(x, EXACT.zeros(vector.shape2d[0], x.dim), vector, name=name)
 
 
-def f_step(x: Node, mu=DEFAULT_MU, name=None, saturating=False) -> Node:
+def f_step(x: Node, mu: float = DEFAULT_MU, name: str | None = None, saturating: bool = False) -> Node:
     """``ReLU(mu x) - ReLU(mu x - 1)``: 0 for x <= 0, 1 for x >= 1/mu, linear in between.
 
     ``saturating=True`` builds the same function as ``ReLU(1 - ReLU(1 - mu x))``, one ReLU layer
@@ -63,7 +66,8 @@ def f_step(x: Node, mu=DEFAULT_MU, name=None, saturating=False) -> Node:
     return Linear(both, EXACT.hstack([EXACT.eye(d), EXACT.eye(d, -1)]), name=name)
 
 
-def f_bump(x: Node, lb, ub, mu=DEFAULT_MU, name=None, saturating=False) -> Linear:
+def f_bump(x: Node, lb: Operand, ub: Operand, mu: float = DEFAULT_MU, name: str | None = None,
+           saturating: bool = False) -> Linear:
     """``f_step(x - lb) - f_step(x - ub)``: about 1 for lb < x <= ub, else 0 (edges of width 1/mu)."""
     x = as_node(x, "f_bump")
     lower = _operand(lb, x, f"f_bump on {x.describe()}")
@@ -75,13 +79,13 @@ def f_bump(x: Node, lb, ub, mu=DEFAULT_MU, name=None, saturating=False) -> Linea
     )
 
 
-def f_not(x: Node, name=None) -> Linear:
+def f_not(x: Node, name: str | None = None) -> Linear:
     """``1 - x`` for x in {0, 1}."""
     x = as_node(x, "f_not")
     return Linear(x, EXACT.eye(x.dim, -1), [1] * x.dim, name=name)
 
 
-def f_and(x: Node, y: Node, *more: Node, mu=DEFAULT_MU, name=None) -> ReLU:
+def f_and(x: Node, y: Node, *more: Node, mu: float = DEFAULT_MU, name: str | None = None) -> ReLU:
     """``ReLU(f_step(x) + f_step(y) + ... - (k - 1))`` for k operands in {0, 1}."""
     operands = [as_node(v, "f_and") for v in (x, y, *more)]
     dims = {v.dim for v in operands}
@@ -93,28 +97,28 @@ def f_and(x: Node, y: Node, *more: Node, mu=DEFAULT_MU, name=None) -> ReLU:
     return ReLU(summed, name=name)
 
 
-def f_or(x: Node, y: Node, mu=DEFAULT_MU, name=None) -> Linear:
+def f_or(x: Node, y: Node, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
     """``f_step(x + y)`` for x, y in {0, 1}."""
     return f_step(as_node(x, "f_or") + as_node(y, "f_or"), mu, name=name)
 
 
-def f_larger(x: Node, y, mu=DEFAULT_MU, name=None) -> Linear:
+def f_larger(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
     """``f_step(x - y)``: 1 where x > y (by at least 1/mu), else 0."""
     return f_step(as_node(x, "f_larger") - y, mu, name=name)
 
 
-def f_smaller(x: Node, y, mu=DEFAULT_MU, name=None) -> Linear:
+def f_smaller(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
     """``f_step(y - x)``: 1 where x < y (by at least 1/mu), else 0."""
     return f_step(-as_node(x, "f_smaller") + y, mu, name=name)
 
 
-def f_eq(x: Node, y, tolerance=0.5, mu=DEFAULT_MU, name=None) -> ReLU:
+def f_eq(x: Node, y: Node | float, tolerance: float = 0.5, mu: float = DEFAULT_MU, name: str | None = None) -> ReLU:
     """1 where ``|x - y| < tolerance`` (for integer-valued x, y the default tolerance 1/2 is exact)."""
     x = as_node(x, "f_eq")
     return f_and(f_larger(x, y - tolerance, mu), f_smaller(x, y + tolerance, mu), mu=mu, name=name)
 
 
-def f_relu_identity(x: Node, name=None) -> Linear:
+def f_relu_identity(x: Node, name: str | None = None) -> Linear:
     """``ReLU(x) - ReLU(-x)``, the identity through a ReLU (App. F.6)."""
     x = as_node(x, "f_relu_identity")
     d = x.dim
@@ -122,7 +126,8 @@ def f_relu_identity(x: Node, name=None) -> Linear:
     return Linear(both, EXACT.hstack([EXACT.eye(d), EXACT.eye(d, -1)]), name=name)
 
 
-def f_modulo_counter(x: Node, divisor: int, method="permutation", mu=DEFAULT_MU, name=None) -> Linear:
+def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: float = DEFAULT_MU,
+                     name: str | None = None) -> Linear:
     """``t mod divisor`` at step t = 0, 1, 2, ... (``x`` only anchors the node in the graph).
 
     ``method="permutation"``: a one-hot state cycled by a permutation matrix; rational weights,
@@ -247,7 +252,8 @@ def _ifelse_multiplicative(cond, t, f, optimized, name):
     return Linear(products, EXACT.hstack([EXACT.eye(d), EXACT.eye(d)]), name=name)
 
 
-def f_ifelse(cond: Node, t: Node, f: Node, variant="original", lambda_=DEFAULT_LAMBDA, mu=DEFAULT_MU, name=None):
+def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: float | str = DEFAULT_LAMBDA,
+             mu: float = DEFAULT_MU, name: str | None = None) -> Node:
     """``t`` where ``cond`` is 1 and ``f`` where it is 0 (Sec. 5's six constructions).
 
     ``cond`` has the dim of ``t`` and ``f`` or dim 1 (broadcast). ``lambda_`` must exceed every
@@ -261,7 +267,8 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant="original", lambda_=DEFAULT_L
             f"the condition {cond.describe()} (dim {cond.dim}) that dim or 1"
         )
     if variant not in IFELSE_VARIANTS:
-        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; expected one of {IFELSE_VARIANTS}")
+        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
+                        f"expected one of {IFELSE_VARIANTS}")
     optimized = variant.endswith("_optimized") or variant == "optimized"
     if variant.startswith("multiplicative"):
         return _ifelse_multiplicative(cond, t, f, optimized, name)

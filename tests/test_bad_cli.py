@@ -10,6 +10,7 @@ from safetensors import safe_open
 
 import lsrl
 from lsrl.cli import main
+from lsrl.errors import InternalError
 
 PROGRAM = '''
 import lsrl
@@ -150,3 +151,40 @@ def test_the_fig1_summary_in_the_readme_is_what_the_code_prints(tmp_path, monkey
     monkeypatch.chdir(tmp_path)  # the block saves a model folder
     exec(compile(block, "README.md", "exec"), {})
     assert capsys.readouterr().out.splitlines() == promised
+
+
+def test_a_user_error_is_one_line_and_debug_shows_its_traceback(source, tmp_path):
+    _fails_in_one_line(["compile", f"{source}:nothing", "-o", str(tmp_path / "m")], "nothing")
+    result = CliRunner().invoke(main, ["--debug", "compile", f"{source}:nothing", "-o", str(tmp_path / "m")])
+    assert result.exit_code == 1 and "Traceback" in result.output and "_load_program" in result.output
+    assert result.output.strip().splitlines()[-1].startswith("Error: ") and "report" not in result.output
+
+
+def test_debug_reaches_the_llrnn_commands(tmp_path):
+    from lsrl.llrnn.train import SIDECAR, WEIGHTS
+
+    (tmp_path / WEIGHTS).write_bytes(b"not safetensors")
+    (tmp_path / SIDECAR).write_bytes(b"not a torch file")
+    result = CliRunner().invoke(main, ["--debug", "llrnn", "train", "-o", str(tmp_path), "--resume"])
+    assert result.exit_code == 1 and "Traceback" in result.output and "corrupt checkpoint" in result.output
+
+
+def _bug(*args, **kwargs):
+    raise InternalError("the walk repeated a case")
+
+
+@pytest.mark.parametrize("bug", [_bug, lambda *args, **kwargs: {}["missing"]], ids=["InternalError", "KeyError"])
+def test_a_bug_inside_a_command_shows_its_traceback_and_asks_for_a_report(source, tmp_path, monkeypatch, bug):
+    monkeypatch.setattr(lsrl, "compile", bug)
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    assert result.exit_code == 1 and "Traceback" in result.output and "please report it" in result.output
+    assert result.output.count("please report it") == 1 and "\nError: " not in result.output  # not a mistake
+    assert ("the walk repeated a case" if bug is _bug else "KeyError: 'missing'") in result.output
+
+
+def test_a_bug_inside_an_llrnn_command_shows_its_traceback(monkeypatch):
+    import lsrl.llrnn.cli
+
+    monkeypatch.setattr(lsrl.llrnn.cli, "TASKS", {"copy": _bug})
+    result = CliRunner().invoke(main, ["llrnn", "sample", "copy"])
+    assert result.exit_code == 1 and "Traceback" in result.output and "please report it" in result.output

@@ -52,7 +52,7 @@ def test_loader_needs_only_torch_and_safetensors(suite):
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported == {"json", "pathlib", "torch", "safetensors"}
+    assert imported == {"__future__", "json", "pathlib", "typing", "torch", "safetensors"}
 
 
 def test_every_suite_model_reproduces_its_data(suite):

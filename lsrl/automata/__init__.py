@@ -7,7 +7,10 @@
 The names that need PyTorch load on first use, so that ``import lsrl`` stays quick.
 """
 
+from __future__ import annotations
+
 from importlib import import_module
+from typing import Any
 
 from lsrl.automata.machines import DFA, Mealy, from_regex, random_dfa
 from lsrl.automata.tomita import tomita
@@ -20,7 +23,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'lsrl.automata' has no attribute {name!r}")

@@ -17,13 +17,18 @@ at each step (``machine.reference``, numpy).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from lsrl.automata.compile import ARCHITECTURES, to_torch
-from lsrl.automata.machines import DFA
+from lsrl.automata.machines import DFA, Mealy
+
+if TYPE_CHECKING:
+    from lsrl.automata.networks import AutomatonNetwork
 
 
 @dataclass
@@ -39,13 +44,14 @@ class CheckResult:
     cpu_seconds: float
 
 
-def random_strings(rng: np.random.Generator, n_symbols: int, count: int, max_length: int):
+def random_strings(rng: np.random.Generator, n_symbols: int, count: int, max_length: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """``count`` random strings as ``(indices (count, max_length), lengths (count,))``: string i is
     ``indices[i, :lengths[i]]``, its length uniform in 1..max_length, its symbols uniform."""
     return rng.integers(0, n_symbols, size=(count, max_length)), rng.integers(1, max_length + 1, size=count)
 
 
-def network_outputs(network, indices: np.ndarray, chunk: int = 100_000) -> np.ndarray:
+def network_outputs(network: AutomatonNetwork, indices: np.ndarray, chunk: int = 100_000) -> np.ndarray:
     """``network``'s outputs ``(B, T, C)`` on symbol indices ``(B, T)``, run ``chunk`` steps at a time
     (the state carried from chunk to chunk), so that strings of 10^6 symbols fit in memory."""
     k, state, pieces = network._input_size(), None, []
@@ -57,8 +63,8 @@ def network_outputs(network, indices: np.ndarray, chunk: int = 100_000) -> np.nd
     return np.concatenate(pieces, axis=1)
 
 
-def count_errors(network, machine, indices: np.ndarray, lengths: np.ndarray | None = None, *, batch: int = 1000,
-                 chunk: int = 100_000) -> tuple[int, int]:
+def count_errors(network: AutomatonNetwork, machine: DFA | Mealy, indices: np.ndarray,
+                 lengths: np.ndarray | None = None, *, batch: int = 1000, chunk: int = 100_000) -> tuple[int, int]:
     """``(errors, checked)``: the prefixes of the strings ``indices[i, :lengths[i]]`` (default: whole rows)
     on which ``network``'s output differs from ``machine.reference``; batches of similar lengths."""
     if lengths is None:
@@ -84,8 +90,9 @@ def _empty_word(network, machine) -> tuple[int, int]:
     return int(bool(network.initial_output()[0]) != bool(machine.accepting[machine.start])), 1
 
 
-def check(machines, architectures=ARCHITECTURES, *, strings: int = 10_000, max_length: int = 1000,
-          batch: int = 1000, seed: int = 0, first: int = 0, progress=None) -> list[CheckResult]:
+def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHITECTURES, *, strings: int = 10_000,
+          max_length: int = 1000, batch: int = 1000, seed: int = 0, first: int = 0,
+          progress: Callable[[int, list[CheckResult]], object] | None = None) -> list[CheckResult]:
     """Per architecture, the errors of the compiled networks of ``machines`` (DFAs or Mealy machines) on
     ``strings`` random strings per machine of lengths 1..``max_length`` (module docstring), float32.
 

@@ -6,13 +6,15 @@ import torch
 
 from lsrl.automata import exact, gated
 from lsrl.automata.networks import AutomatonNetwork
+from lsrl.automata.machines import DFA, Mealy
 from lsrl.automata.units import transition_units
 from lsrl.errors import LsrlError
 
 ARCHITECTURES = ("rnn", "second_order", "lstm", "gru")
 
 
-def to_torch(machine, architecture: str, *, gain: float | None = None, dtype=torch.float32) -> AutomatonNetwork:
+def to_torch(machine: DFA | Mealy, architecture: str, *, gain: float | None = None,
+             dtype: torch.dtype = torch.float32) -> AutomatonNetwork:
     """The network of ``architecture`` that runs ``machine`` (a ``DFA`` or ``Mealy``) exactly for every length.
 
     ``gain`` (LSTM and GRU only) defaults to the smallest gain the stability bound certifies

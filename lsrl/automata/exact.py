@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.automata.machines import DFA, Mealy
 from lsrl.automata.networks import AutomatonNetwork, half_threshold_readout, linear_layer, set_weights
 from lsrl.automata.units import TransitionUnits
 from lsrl.llrnn.cell import LLRNN, Space, StateSpace
@@ -21,7 +22,7 @@ from lsrl.llrnn.logic.library import second_order_master
 from lsrl.llrnn.logic.types import Atom, endo
 
 
-def relu_rnn(units: TransitionUnits, dtype) -> AutomatonNetwork:
+def relu_rnn(units: TransitionUnits, dtype: torch.dtype) -> AutomatonNetwork:
     """The stock ReLU RNN of the transition units: one hidden unit per transition (plus the start unit)."""
     core = set_weights(nn.RNN(units.n_symbols, units.size, nonlinearity="relu", batch_first=True, dtype=dtype),
                        weight_ih=units.input(), weight_hh=units.recurrent(),
@@ -30,7 +31,7 @@ def relu_rnn(units: TransitionUnits, dtype) -> AutomatonNetwork:
     return AutomatonNetwork("rnn", core, half_threshold_readout(units, 1.0, 0.0, dtype), h0)
 
 
-def second_order(machine, dtype) -> AutomatonNetwork:
+def second_order(machine: DFA | Mealy, dtype: torch.dtype) -> AutomatonNetwork:
     """The second-order RNN (the LLRNN cell) of ``machine``'s Moore form: one hidden unit per state."""
     table, start, state_outputs = machine.moore()
     n, k = table.shape

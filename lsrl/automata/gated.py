@@ -77,7 +77,8 @@ def rounding_slack(architecture: str, in_degree: int, readout_size: int) -> floa
     return 2.0 * (widest + 5) * magnitude * UNIT_ROUNDOFF
 
 
-def leak(architecture: str, gain: float, deviation, in_degree: int, readout_size: int):
+def leak(architecture: str, gain: float, deviation: float | np.ndarray, in_degree: int,
+         readout_size: int) -> float | np.ndarray:
     """``L(G, ε)``: a bound on the next step's deviation of the units from 0/1, given this step's."""
     margin = 0.5 - rounding_slack(architecture, in_degree, readout_size) - in_degree * np.asarray(deviation)
     if architecture == "lstm":
@@ -120,7 +121,7 @@ def _check_architecture(architecture: str) -> None:
         raise LsrlError(f"the gain bound is for 'lstm' and 'gru', got {architecture!r}")
 
 
-def build(architecture: str, units: TransitionUnits, gain: float | None, dtype) -> AutomatonNetwork:
+def build(architecture: str, units: TransitionUnits, gain: float | None, dtype: torch.dtype) -> AutomatonNetwork:
     """The saturated LSTM or GRU of ``units``; ``gain`` defaults to ``gain_bound``."""
     if gain is None:
         gain = gain_bound(architecture, units.in_degree, units.readout_size)

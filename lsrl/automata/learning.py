@@ -12,11 +12,17 @@ whose answer is known: the learned machine must be equivalent to the compiled on
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import LsrlError
+
+if TYPE_CHECKING:
+    from lsrl.automata.networks import AutomatonNetwork
 
 
 def _decoder(outputs):
@@ -80,7 +86,8 @@ def _sampling_oracle(network, alphabet, answer, words: int, length: int, rng: np
     return SamplingOracle(alphabet, sul)
 
 
-def learn_back(network, alphabet, *, outputs=None, words: int = 1000, length: int = 50, seed: int = 0):
+def learn_back(network: AutomatonNetwork, alphabet: Iterable[Hashable], *, outputs: Sequence[Hashable] | None = None,
+               words: int = 1000, length: int = 50, seed: int = 0) -> DFA | Mealy:
     """The machine that AALpy's L* learns from ``network`` over ``alphabet``: a ``DFA`` from a DFA's network,
     or, given the output symbols ``outputs`` (in the order of the network's channels, ``Mealy.outputs``),
     a ``Mealy`` machine from a Mealy machine's network. Each equivalence query samples ``words`` random

@@ -14,10 +14,16 @@ networks: ``table[p, a]`` is the index of the state reached from state ``p`` on 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from lsrl.errors import AutomatonError
+
+if TYPE_CHECKING:
+    from automata.fa.dfa import DFA as LibDFA
 
 _MANY = (set, frozenset, list)  # a target given as one of these may hold several states
 
@@ -49,7 +55,8 @@ def _read_table(states, alphabet, transitions, read_entry) -> dict:
     """``{(state, symbol): read_entry(state, symbol, value)}`` for every pair, or a clear error."""
     known_states, known_symbols = set(states), set(alphabet)
     if not isinstance(transitions, dict):
-        raise AutomatonError(f"transitions must be a dict {{state: {{symbol: target}}}}, got {type(transitions).__name__}")
+        raise AutomatonError(f"transitions must be a dict {{state: {{symbol: target}}}}, "
+                             f"got {type(transitions).__name__}")
     entries = {}
     for state, row in transitions.items():
         if state not in known_states:
@@ -109,7 +116,8 @@ def _run_table(table: np.ndarray, start, indices) -> np.ndarray:
     if indices.ndim != 2:
         raise AutomatonError(f"symbol indices must be a (batch, time) array, got shape {indices.shape}")
     if indices.size and (indices.min() < 0 or indices.max() >= table.shape[1]):
-        raise AutomatonError(f"symbol indices must lie in 0..{table.shape[1] - 1}, got {indices.min()}..{indices.max()}")
+        raise AutomatonError(f"symbol indices must lie in 0..{table.shape[1] - 1}, "
+                             f"got {indices.min()}..{indices.max()}")
     state = np.broadcast_to(np.asarray(start, dtype=np.int64), indices.shape[:1]).copy()
     visited = np.empty(indices.shape, dtype=np.int64)
     for t in range(indices.shape[1]):
@@ -126,7 +134,9 @@ class DFA:
     anything else raises ``AutomatonError`` naming the state and symbol.
     """
 
-    def __init__(self, states, alphabet, transitions, start, accepting, *, check_reachable: bool = True):
+    def __init__(self, states: Iterable[Hashable], alphabet: Iterable[Hashable],
+                 transitions: dict[Any, dict[Any, Any]], start: Hashable,
+                 accepting: Iterable[Hashable], *, check_reachable: bool = True) -> None:
         self.states = _distinct(states, "state")
         self.alphabet = _distinct(alphabet, "symbol")
         index = {state: i for i, state in enumerate(self.states)}
@@ -148,41 +158,41 @@ class DFA:
         return f"DFA({len(self.states)} states, alphabet {list(self.alphabet)})"
 
     @property
-    def transitions(self) -> dict:
+    def transitions(self) -> dict[Hashable, dict[Hashable, Hashable]]:
         return {p: {a: self.states[self.table[i, j]] for j, a in enumerate(self.alphabet)}
                 for i, p in enumerate(self.states)}
 
     # ---- running ----------------------------------------------------------------------------------------
-    def indices(self, words) -> np.ndarray:
+    def indices(self, words: Iterable[Sequence[Hashable]]) -> np.ndarray:
         """Equal-length words as a ``(B, T)`` array of symbol indices (unknown symbols are an error)."""
         return _symbol_indices(words, self.alphabet)
 
-    def accepts(self, word) -> bool:
+    def accepts(self, word: Sequence[Hashable]) -> bool:
         """Whether the whole word is accepted."""
         visited = self.states_after(self.indices([word]))[0]
         return bool(self.accepting[visited[-1] if len(visited) else self.start])
 
-    def states_after(self, indices, start=None) -> np.ndarray:
+    def states_after(self, indices: ArrayLike, start: int | np.ndarray | None = None) -> np.ndarray:
         """The index of the state after each prefix, ``(B, T)``, from symbol indices ``(B, T)``; from the start
         state, or from ``start`` (state indices, one per string: to continue a run)."""
         return _run_table(self.table, self.start if start is None else start, indices)
 
-    def reference(self, indices) -> np.ndarray:
+    def reference(self, indices: ArrayLike) -> np.ndarray:
         """``(B, T, 1)`` float32: 1.0 where the prefix up to t is accepted; what the networks must output."""
         return self.accepting[self.states_after(indices)][..., None].astype(np.float32)
 
     # ---- the forms the networks are built from ------------------------------------------------------
-    def transition_outputs(self):
+    def transition_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """Per transition ``(p, a)`` the output channels of the state it enters: ``(1, n, k)`` 0/1, and the
         channels before any input (acceptance of the empty word): ``(1,)``."""
         return self.accepting[self.table][None].astype(np.int64), self.accepting[[self.start]].astype(np.int64)
 
-    def moore(self):
+    def moore(self) -> tuple[np.ndarray, int, np.ndarray]:
         """``(table, start, state_outputs)`` with ``state_outputs`` ``(1, n)``: the DFA is its own Moore form."""
         return self.table, self.start, self.accepting[None].astype(np.int64)
 
     # ---- automata-lib -----------------------------------------------------------------------------------
-    def to_automata_lib(self):
+    def to_automata_lib(self) -> LibDFA:
         """This DFA as an ``automata.fa.dfa.DFA`` over the symbols ``"0".."k-1"`` (symbol indices)."""
         from automata.fa.dfa import DFA as LibDFA
 
@@ -193,15 +203,17 @@ class DFA:
 
     def minimal(self) -> "DFA":
         """The minimal equivalent DFA (automata-lib's Hopcroft minimisation), states numbered 0.. breadth first."""
-        return _from_library(self.to_automata_lib().minify(), self.alphabet, [str(a) for a in range(len(self.alphabet))])
+        lib_symbols = [str(a) for a in range(len(self.alphabet))]
+        return _from_library(self.to_automata_lib().minify(), self.alphabet, lib_symbols)
 
     def equivalent(self, other: "DFA") -> bool:
         """Whether both accept the same language (automata-lib decides it on the product automaton)."""
         if set(self.alphabet) != set(other.alphabet):
             return False
         order = [other.alphabet.index(a) for a in self.alphabet]
-        renamed = DFA(range(len(other.states)), range(len(self.alphabet)),
-                      {p: {a: int(other.table[p, order[a]]) for a in range(len(order))} for p in range(len(other.states))},
+        transitions = {p: {a: int(other.table[p, order[a]]) for a in range(len(order))}
+                       for p in range(len(other.states))}
+        renamed = DFA(range(len(other.states)), range(len(self.alphabet)), transitions,
                       other.start, np.flatnonzero(other.accepting).tolist(), check_reachable=False)
         return self.to_automata_lib() == renamed.to_automata_lib()
 
@@ -219,11 +231,12 @@ def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
             if target not in order:
                 order[target] = len(order)
                 queue.append(target)
-    transitions = {order[p]: {a: order[lib_dfa.transitions[p][s]] for a, s in zip(alphabet, lib_symbols)} for p in order}
+    transitions = {order[p]: {a: order[lib_dfa.transitions[p][s]] for a, s in zip(alphabet, lib_symbols)}
+                   for p in order}
     return DFA(range(len(order)), alphabet, transitions, 0, [order[p] for p in lib_dfa.final_states if p in order])
 
 
-def from_regex(pattern: str, alphabet) -> DFA:
+def from_regex(pattern: str, alphabet: Iterable[str]) -> DFA:
     """The minimal complete DFA of a regular expression over ``alphabet`` (single-character symbols).
 
     Syntax is automata-lib's: concatenation, ``|``, ``*``, ``+``, ``?``, parentheses, ``&`` (intersection)
@@ -279,7 +292,8 @@ class Mealy:
     an output outside ``outputs`` is an error too.
     """
 
-    def __init__(self, states, alphabet, outputs, transitions, start):
+    def __init__(self, states: Iterable[Hashable], alphabet: Iterable[Hashable], outputs: Iterable[Hashable],
+                 transitions: dict[Any, dict[Any, Any]], start: Hashable) -> None:
         self.states = _distinct(states, "state")
         self.alphabet = _distinct(alphabet, "symbol")
         self.outputs = _distinct(outputs, "output")
@@ -291,7 +305,8 @@ class Mealy:
         def read_entry(p, a, value):
             value = _single_target(p, a, value)
             if not (isinstance(value, tuple) and len(value) == 2):
-                raise AutomatonError(f"state {p!r} on symbol {a!r}: a Mealy entry is a pair (target, output), got {value!r}")
+                raise AutomatonError(f"state {p!r} on symbol {a!r}: a Mealy entry is a pair (target, output), "
+                                     f"got {value!r}")
             target, output = value
             if output not in output_index:
                 raise AutomatonError(f"state {p!r} on symbol {a!r} outputs {output!r}, which is not one of the "
@@ -307,10 +322,11 @@ class Mealy:
     def __repr__(self) -> str:
         return f"Mealy({len(self.states)} states, alphabet {list(self.alphabet)}, outputs {list(self.outputs)})"
 
-    def indices(self, words) -> np.ndarray:
+    def indices(self, words: Iterable[Sequence[Hashable]]) -> np.ndarray:
+        """Equal-length words as a ``(B, T)`` array of symbol indices (unknown symbols are an error)."""
         return _symbol_indices(words, self.alphabet)
 
-    def translate(self, word) -> list:
+    def translate(self, word: Sequence[Hashable]) -> list[Hashable]:
         """The output symbols of ``word``."""
         indices = self.indices([word])
         if not indices.shape[1]:
@@ -318,7 +334,7 @@ class Mealy:
         previous = np.concatenate([[self.start], _run_table(self.table, self.start, indices)[0, :-1]])
         return [self.outputs[o] for o in self.output_table[previous, indices[0]]]
 
-    def reference(self, indices) -> np.ndarray:
+    def reference(self, indices: ArrayLike) -> np.ndarray:
         """``(B, T, |outputs|)`` float32 one-hot output symbols."""
         indices = np.asarray(indices, dtype=np.int64)
         visited = _run_table(self.table, self.start, indices)
@@ -343,12 +359,12 @@ class Mealy:
                     queue.append(pair)
         return True
 
-    def transition_outputs(self):
+    def transition_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """``(|outputs|, n, k)`` one-hot output per transition; no output before any input."""
         return np.moveaxis(np.eye(len(self.outputs), dtype=np.int64)[self.output_table], -1, 0), \
             np.zeros(len(self.outputs), dtype=np.int64)
 
-    def moore(self):
+    def moore(self) -> tuple[np.ndarray, int, np.ndarray]:
         """The equivalent Moore machine on pairs (state, last output), reachable ones only, numbered
         breadth first from (start, none): ``(table, start, state_outputs (|outputs|, n'))``."""
         k = len(self.alphabet)

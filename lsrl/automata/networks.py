@@ -21,7 +21,7 @@ class AutomatonNetwork(CachedRun, nn.Module):
     ``readout``: a channel is 1.0 where its linear score is positive."""
 
     def __init__(self, architecture: str, core: nn.Module, readout: nn.Linear, h0: torch.Tensor,
-                 c0: torch.Tensor | None = None, gain: float | None = None):
+                 c0: torch.Tensor | None = None, gain: float | None = None) -> None:
         super().__init__()
         self.architecture, self.core, self.readout, self.gain = architecture, core, readout, gain
         self.register_buffer("h0", h0)

@@ -17,7 +17,8 @@ _REGEXES = {1: "1*", 2: "(10)*", 7: "0*1*0*1*"}
 
 
 def _table(rows: dict, start, accepting) -> DFA:
-    return DFA(rows, ALPHABET, {state: dict(zip(ALPHABET, targets)) for state, targets in rows.items()}, start, accepting)
+    transitions = {state: dict(zip(ALPHABET, targets)) for state, targets in rows.items()}
+    return DFA(rows, ALPHABET, transitions, start, accepting)
 
 
 def _grammar_3() -> DFA:

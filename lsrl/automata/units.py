@@ -15,8 +15,12 @@ start state, one extra *start unit* (no weights, so off from step 1 on) plays th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from lsrl.automata.machines import DFA, Mealy
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class TransitionUnits:
         return int(self.readout.sum(axis=1).max())
 
 
-def transition_units(machine) -> TransitionUnits:
+def transition_units(machine: DFA | Mealy) -> TransitionUnits:
     """The units of a ``DFA`` or ``Mealy`` machine (``machine.transition_outputs()`` gives the readout)."""
     n, k = machine.table.shape
     source, symbol = np.repeat(np.arange(n), k), np.tile(np.arange(k), n)

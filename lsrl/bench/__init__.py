@@ -10,6 +10,8 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,10 +19,14 @@ from lsrl.bench.build import build_suite
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 
+if TYPE_CHECKING:
+    from torch import nn
+
 DEFAULT_ROOT = Path(os.environ.get("LSRL_BENCH", Path.home() / ".cache" / "lsrl" / "bench"))
 
 
-def load(name: str, root=None):
+def load(name: str, root: str | Path | None = None
+         ) -> tuple[nn.Module, list[list[tuple[str, int, str]]] | None, dict[str, np.ndarray]]:
     """``(model, labels, data)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
     ``path`` model, or its first architecture) under ``root`` (default ``$LSRL_BENCH`` or
     ``~/.cache/lsrl/bench``; a task missing there is built first).
@@ -48,7 +54,7 @@ def load(name: str, root=None):
     return model, labels, data
 
 
-def _standalone(root: Path):
+def _standalone(root: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location("lsrl_bench_load_model", root / "load_model.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

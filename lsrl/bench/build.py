@@ -13,7 +13,9 @@ import json
 import re
 import shutil
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from safetensors.torch import save_file
@@ -21,9 +23,15 @@ from tqdm import tqdm
 
 import lsrl
 from lsrl.bench.export import export
-from lsrl.bench.labels import automaton_labels, unit_labels
-from lsrl.bench.tasks import TASKS
+from lsrl.bench.labels import LayerLabels, automaton_labels, unit_labels
+from lsrl.bench.tasks import TASKS, Task
 from lsrl.errors import LsrlError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from lsrl.model import CompiledProgram
 
 FORMAT = "lsrl.bench"
 FORMAT_VERSION = 1
@@ -34,7 +42,7 @@ _GENERATED_NAME = re.compile(r"^(input|linear|relu|linstate|concat|multi)_\d+(#\
 # ---- data --------------------------------------------------------------------------------------------
 
 
-def task_data(task) -> dict:
+def task_data(task: Task) -> dict[str, np.ndarray]:
     """Inputs and expected outputs of both splits, padded to the split's longest sequence: arrays
     ``{split}_inputs (N, T, d_in)``, ``{split}_outputs (N, T, d_out)`` (NaN past a sequence's end) and
     ``{split}_lengths (N,)``. Expected outputs come from the program's interpreter (exact) or the
@@ -71,7 +79,7 @@ def _padded(split, inputs, outputs) -> dict:
 # ---- models ------------------------------------------------------------------------------------------
 
 
-def task_models(task) -> dict:
+def task_models(task: Task) -> dict[str, CompiledProgram | nn.Module]:
     """``{arch: model}``: the exact path model (``"path"``), the torch targets or the automaton networks."""
     if task.automaton is not None:
         machine = task.automaton()
@@ -83,7 +91,8 @@ def task_models(task) -> dict:
 # ---- folders -----------------------------------------------------------------------------------------
 
 
-def write_model(folder: Path, task, arch, model, data) -> Path:
+def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn.Module,
+                data: dict[str, np.ndarray]) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``)."""
     folder.mkdir(parents=True, exist_ok=True)
     layers, tensors = export(model)
@@ -105,7 +114,7 @@ def write_model(folder: Path, task, arch, model, data) -> Path:
     return folder
 
 
-def circuit_nodes(task) -> list:
+def circuit_nodes(task: Task) -> list[tuple[str, int]]:
     """``(name, dim)`` of the program's nodes the task names as its circuit (user-named nodes)."""
     if task.build is None:
         return []
@@ -114,7 +123,8 @@ def circuit_nodes(task) -> list:
     return [(name, named[name]) for name in task.circuit if name in named]
 
 
-def model_card(task, arch, layers, tensors, labels, data) -> str:
+def model_card(task: Task, arch: str, layers: list[dict[str, Any]], tensors: dict[str, torch.Tensor],
+               labels: list[LayerLabels] | dict[str, LayerLabels] | None, data: dict[str, np.ndarray]) -> str:
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
     lines = [
         f"# {task.name} · {arch}", "",
@@ -133,7 +143,8 @@ def model_card(task, arch, layers, tensors, labels, data) -> str:
         if labels is not None:
             names = {name for name, _ in circuit}
             # per layer of a compiled model, per sub-module of a torch target (net.labels)
-            layers = labels.items() if isinstance(labels, dict) else ((f"layer {k}", layer) for k, layer in enumerate(labels))
+            layers = (labels.items() if isinstance(labels, dict)
+                      else ((f"layer {k}", layer) for k, layer in enumerate(labels)))
             for where, layer in layers:
                 units = [f"{i}: {node}[{index}] {role}" for i, (node, index, role) in enumerate(layer) if node in names]
                 if units:
@@ -151,7 +162,7 @@ def model_card(task, arch, layers, tensors, labels, data) -> str:
     return "\n".join(lines)
 
 
-def describe_layer(spec, tensors) -> str:
+def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> str:
     """A config layer in a few words: its op and width, or its sub-layers."""
     if spec["op"] == "block":
         parts = [f"{part}: " + ", ".join(describe_layer(s, tensors) for s in spec[part])
@@ -163,7 +174,7 @@ def describe_layer(spec, tensors) -> str:
     return f"{spec['op']}({width})" if width else spec["op"]
 
 
-def build_suite(root, tasks=None, progress: bool = True) -> list:
+def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True) -> list[Path]:
     """Write every (task, architecture) folder under ``root``; returns the folders."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

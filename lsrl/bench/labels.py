@@ -3,10 +3,21 @@ automaton network's transition units. Checking them: ``model.label_violations(pr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsrl.errors import LsrlError
 
+if TYPE_CHECKING:
+    from torch import nn
 
-def unit_labels(model):
+    from lsrl.automata.machines import DFA
+    from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.model import CompiledProgram
+
+LayerLabels = list[list[str | int]]  # one [node, index, role] per unit of a layer
+
+
+def unit_labels(model: CompiledProgram | nn.Module) -> list[LayerLabels] | dict[str, LayerLabels] | None:
     """``[node, index, role]`` per unit: per layer for a compiled model (``model.labels``), per torch
     sub-module name for a torch target (``net.labels``); ``None`` where the model carries none."""
     labels = getattr(model, "labels", None)
@@ -21,7 +32,7 @@ def unit_labels(model):
     return [listed(layer) for layer in labels]
 
 
-def automaton_labels(machine, network) -> list:
+def automaton_labels(machine: DFA, network: AutomatonNetwork) -> list[LayerLabels]:
     """The automaton networks' units: the core's transition units ``(state, symbol index, "transition")``
     (the start unit: ``("start", -1, "start")``), then the readout's ``("accept", 0, "value")``."""
     from lsrl.automata.units import transition_units

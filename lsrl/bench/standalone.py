@@ -20,15 +20,18 @@
 - ``positive``: 1.0 where the input is > 0, else 0.0 (an automaton's accept readout).
 """
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
 
-def load_folder(folder) -> nn.Module:
+def load_folder(folder: str | Path) -> nn.Module:
     """The model of a suite folder (``config.json`` + ``model.safetensors``), in eval mode."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text())
@@ -39,17 +42,17 @@ def load_folder(folder) -> nn.Module:
 class Layers(nn.Module):
     """The layers of a config list, applied one after the other."""
 
-    def __init__(self, specs, tensors):
+    def __init__(self, specs: list[dict[str, Any]], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
         self.layers = nn.ModuleList(build_layer(spec, tensors) for spec in specs)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x)
         return x
 
 
-def build_layer(spec, tensors) -> nn.Module:
+def build_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> nn.Module:
     kind = spec["op"]
     if kind == "linear":
         weight = tensors[spec["weight"]]
@@ -78,32 +81,32 @@ def build_layer(spec, tensors) -> nn.Module:
 
 
 class Block(nn.Module):
-    def __init__(self, state, phi, gamma):
+    def __init__(self, state: Layers, phi: Layers, gamma: Layers | None) -> None:
         super().__init__()
         self.state, self.phi, self.gamma = state, phi, gamma
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.phi(self.state(x))
         return y if self.gamma is None else self.gamma(x) * y
 
 
 class MultiplyHalves(nn.Module):
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         half = x.shape[-1] // 2
         return x[..., :half] * x[..., half:]
 
 
 class Positive(nn.Module):
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x > 0).to(x.dtype)
 
 
 class LinearRecurrence(nn.Module):
-    def __init__(self, A, B, b, s0):
+    def __init__(self, A: torch.Tensor, B: torch.Tensor, b: torch.Tensor, s0: torch.Tensor) -> None:
         super().__init__()
         self.A, self.B, self.b, self.s0 = (nn.Parameter(t.clone()) for t in (A, B, b, s0))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         drive = x @ self.B.T + self.b
         state, states = self.s0.expand(x.shape[0], -1), []
         for t in range(x.shape[1]):
@@ -115,7 +118,7 @@ class LinearRecurrence(nn.Module):
 class Stock(nn.Module):
     """A stock one-layer recurrent module run from stored initial states."""
 
-    def __init__(self, kind, spec, tensors):
+    def __init__(self, kind: str, spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
         parameters = {name: tensors[key] for name, key in spec["parameters"].items()}
         dtype = parameters["weight_ih_l0"].dtype
@@ -126,7 +129,7 @@ class Stock(nn.Module):
         self.register_buffer("h0", tensors[spec["h0"]].clone())
         self.register_buffer("c0", tensors[spec["c0"]].clone() if spec.get("c0") else None)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
         state = (h0, self.c0.expand(1, x.shape[0], -1).contiguous()) if self.c0 is not None else h0
         return self.core(x.to(self.h0.dtype), state)[0]
@@ -135,7 +138,7 @@ class Stock(nn.Module):
 class ReluCell(nn.Module):
     """One GRU or LSTM layer in PyTorch's layout with ReLU for sigmoid and tanh."""
 
-    def __init__(self, kind, spec, tensors):
+    def __init__(self, kind: str, spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
         self.kind = kind
         for name, key in spec["parameters"].items():
@@ -143,7 +146,7 @@ class ReluCell(nn.Module):
         self.register_buffer("h0", tensors[spec["h0"]].clone())
         self.register_buffer("c0", tensors[spec["c0"]].clone() if spec.get("c0") else None)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.h0.shape[0]
         inputs = x @ self.weight_ih.T + self.bias_ih
         h, c, outputs = self.h0.expand(x.shape[0], -1), None, []

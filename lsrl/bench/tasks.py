@@ -9,14 +9,15 @@ a running maximum over positions) is exact up to ``max_len`` steps, the longest 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from lsrl import programs
 from lsrl.automata import from_regex, tomita
-from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
+from lsrl.automata.machines import DFA
+from lsrl.lang.nodes import Concat, Input, Linear, LinState, Node, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import f_and, f_bump, f_larger, f_modulo_counter, f_smaller, f_step
@@ -25,6 +26,9 @@ PROGRAM_ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
 GATED_PROGRAM_ARCHS = ("path", "gated_linear_rnn", "gated_rnn", "lstm", "gru")
 AUTOMATON_ARCHS = ("rnn", "lstm", "gru")
 
+Builder = Callable[[], ForEach]  # a task's program
+Sampler = Callable[[np.random.Generator, int], np.ndarray]  # (rng, length) -> one input sequence (length, d_in)
+
 
 @dataclass(frozen=True)
 class Task:
@@ -32,13 +36,13 @@ class Task:
     ``automaton()`` gives the DFA); ``sample(rng, length)`` one input sequence ``(length, d_in)``."""
 
     name: str
-    build: Callable | None
-    sample: Callable
-    train_lengths: tuple
-    test_lengths: tuple
-    circuit: tuple = ()
-    archs: tuple = PROGRAM_ARCHS
-    automaton: Callable | None = None
+    build: Builder | None
+    sample: Sampler
+    train_lengths: tuple[int, int]
+    test_lengths: tuple[int, int]
+    circuit: tuple[str, ...] = ()
+    archs: tuple[str, ...] = PROGRAM_ARCHS
+    automaton: Callable[[], DFA] | None = None
     summary: str = ""
 
     @property
@@ -47,7 +51,7 @@ class Task:
         return " ".join((self.build.__doc__ or "").split()) if self.build else self.summary
 
 
-TASKS: dict = {}
+TASKS: dict[str, Task] = {}
 
 
 def _tokens(largest):
@@ -58,7 +62,9 @@ def _tokens(largest):
     return sample
 
 
-def register(name, sample, train_lengths=(1, 8), test_lengths=(9, 12), circuit=(), archs=PROGRAM_ARCHS):
+def register(name: str, sample: Sampler, train_lengths: tuple[int, int] = (1, 8),
+             test_lengths: tuple[int, int] = (9, 12), circuit: Iterable[str] = (),
+             archs: tuple[str, ...] = PROGRAM_ARCHS) -> Callable[[Builder], Builder]:
     """Decorator: add the decorated program builder to ``TASKS`` under ``name``."""
 
     def add(build):
@@ -74,28 +80,28 @@ MAX_LEN = 12  # the longest sequence of a bounded task (its test lengths end her
 # ---- building blocks ------------------------------------------------------------------------------
 
 
-def tokens(largest, name="token") -> Input:
+def tokens(largest: int, name: str = "token") -> Input:
     return Input(1, name=name, bounds=(0, largest), integer=True)
 
 
-def one_hot(x, values, name=None):
+def one_hot(x: Node, values: Sequence[int], name: str | None = None) -> Linear:
     """``[x == v]`` for each ``v`` of ``values`` (``x`` a scalar integer node): a bump of slope 1."""
     copies = Linear(x, [[1]] * len(values))
     return f_bump(copies, [v - 1 for v in values], list(values), mu=1, name=name)
 
 
-def running_sum(x, name=None) -> LinState:
+def running_sum(x: Node, name: str | None = None) -> LinState:
     """``sum_{tau <= t} x_tau`` per component."""
     d = x.dim
     return LinState(x, A=EXACT.eye(d), B=EXACT.eye(d), name=name)
 
 
-def at_least_one(x, name=None):
+def at_least_one(x: Node, name: str | None = None) -> Node:
     """``[x >= 1]`` per component of an integer node."""
     return f_step(x, mu=1, name=name)
 
 
-def select(flags, values, bound, name=None):
+def select(flags: Node, values: Node, bound: int, name: str | None = None) -> Linear:
     """``sum_i flags_i * values_i`` for 0/1 ``flags`` and ``0 <= values_i <= bound``, without a product:
     ``ReLU(values_i - bound (1 - flags_i))`` is ``values_i`` where the flag is on and 0 elsewhere."""
     d = flags.dim
@@ -103,17 +109,17 @@ def select(flags, values, bound, name=None):
     return Linear(gated, [[1] * d], name=name)
 
 
-def step_count(x, name=None) -> LinState:
+def step_count(x: Node, name: str | None = None) -> LinState:
     """``t + 1`` at step t = 0, 1, ... (``x`` only anchors it in the graph)."""
     return LinState(x, A=[[1]], B=[[0] * x.dim], b=[1], name=name)
 
 
-def past_first(x):
+def past_first(x: Node) -> Node:
     """1 from the second step on, 0 at the first."""
     return f_step(step_count(x) - 1, mu=1)
 
 
-def delay_line(x, length, name=None) -> LinState:
+def delay_line(x: Node, length: int, name: str | None = None) -> LinState:
     """``[x_t, x_{t-1}, ..., x_{t-length+1}]`` (zeros before the start) for a scalar ``x``."""
     shift = EXACT.from_entries(((i + 1, i, 1) for i in range(length - 1)), (length, length))
     return LinState(x, A=shift, B=[[1]] + [[0]] * (length - 1), name=name)
@@ -140,27 +146,27 @@ count_mod_4 = _residue_task("count_mod_4", 4, 2, 2)
 
 
 @register("majority", _tokens(1), test_lengths=(9, 24), circuit=("ones_minus_zeros", "more_ones"))
-def majority():
+def majority() -> ForEach:
     """Fig. 1: 1 while more 1s than 0s have been read, else 0 (``lsrl.programs.more_ones_than_zeros``)."""
     return programs.more_ones_than_zeros()
 
 
 @register("count_ones", _tokens(1), test_lengths=(9, 24), circuit=("count",))
-def count_ones():
+def count_ones() -> ForEach:
     """The number of 1s so far: one LinState with A = B = 1."""
     bits = tokens(1)
     return ForEach(running_sum(bits, name="count"), name="count_ones")
 
 
 @register("count_token_2", _tokens(3), test_lengths=(9, 24), circuit=("is_2", "count"))
-def count_token_2():
+def count_token_2() -> ForEach:
     """The number of 2s so far among tokens 0..3: a one-hot of the token feeds a counter."""
     token = tokens(3)
     return ForEach(running_sum(one_hot(token, [2], name="is_2"), name="count"), name="count_token_2")
 
 
 @register("histogram", _tokens(3), circuit=("counts", "histogram"))
-def histogram():
+def histogram() -> ForEach:
     """How often the current token has occurred so far, itself included (RASP's histogram, causal):
     one counter per token value, and the current token's counter selected by a ReLU gate."""
     token = tokens(3)
@@ -170,7 +176,7 @@ def histogram():
 
 
 @register("at_least_3_ones", _tokens(1), test_lengths=(9, 24), circuit=("count", "threshold"))
-def at_least_3_ones():
+def at_least_3_ones() -> ForEach:
     """1 once at least three 1s have been read: a counter and a step at 2.5."""
     bits = tokens(1)
     count = running_sum(bits, name="count")
@@ -178,7 +184,7 @@ def at_least_3_ones():
 
 
 @register("equal_counts", _tokens(1), test_lengths=(9, 24), circuit=("ones_minus_zeros", "equal"))
-def equal_counts():
+def equal_counts() -> ForEach:
     """1 where as many 1s as 0s have been read: a counter of 1s minus 0s, compared with 0."""
     bits = tokens(1)
     lead = LinState(2 * bits - 1, A=[[1]], B=[[1]], name="ones_minus_zeros")
@@ -186,7 +192,7 @@ def equal_counts():
 
 
 @register("seen_token_3", _tokens(3), test_lengths=(9, 24), circuit=("count", "seen"))
-def seen_token_3():
+def seen_token_3() -> ForEach:
     """1 once a 3 has appeared (existential quantifier): a counter and a step at 1/2."""
     token = tokens(3)
     count = running_sum(one_hot(token, [3]), name="count")
@@ -194,7 +200,7 @@ def seen_token_3():
 
 
 @register("all_ones", _tokens(1), test_lengths=(9, 24), circuit=("zeros", "all_ones"))
-def all_ones():
+def all_ones() -> ForEach:
     """1 while every token so far is a 1 (universal quantifier): no 0 counted yet."""
     bits = tokens(1)
     zeros = running_sum(1 - bits, name="zeros")
@@ -202,7 +208,7 @@ def all_ones():
 
 
 @register("mode", _tokens(2), circuit=("counts", "mode"))
-def mode():
+def mode() -> ForEach:
     """The most frequent token so far among 0, 1, 2 (ties to the smaller token): three counters and
     their pairwise comparisons."""
     token = tokens(2)
@@ -219,7 +225,7 @@ def mode():
 
 
 @register("balanced_parens", _tokens(1), circuit=("depth", "dips", "balanced"))
-def balanced_parens():
+def balanced_parens() -> ForEach:
     """Token 0 is "(", 1 is ")": 1 where the prefix is a balanced string. The depth is a counter; a
     second counter records the steps at which it went below zero; balanced = depth 0 and no dip."""
     paren = tokens(1)
@@ -229,14 +235,14 @@ def balanced_parens():
 
 
 @register("paren_depth", _tokens(1), test_lengths=(9, 24), circuit=("depth",))
-def paren_depth():
+def paren_depth() -> ForEach:
     """Token 0 is "(", 1 is ")": the nesting depth so far (opened minus closed)."""
     paren = tokens(1)
     return ForEach(LinState(1 - 2 * paren, A=[[1]], B=[[1]], name="depth"), name="paren_depth")
 
 
 @register("max_depth", _tokens(1), circuit=("depth", "reached", "max_depth"))
-def max_depth():
+def max_depth() -> ForEach:
     """Token 0 is "(", 1 is ")": the largest nesting depth so far; a flag per depth d records that
     the depth reached d at some step, and the maximum is the number of flags set."""
     paren = tokens(1)
@@ -276,7 +282,7 @@ third_smallest = _kth_smallest(3, "third_smallest")
 
 
 @register("running_max", _tokens(LARGEST), test_lengths=(9, 24), circuit=("seen_at_least", "running_max"))
-def running_max():
+def running_max() -> ForEach:
     """The largest token so far: per value v, whether a token >= v has been seen; their sum is the max."""
     token = tokens(LARGEST)
     at_least = f_step(Linear(token, [[1]] * LARGEST, [-v for v in range(LARGEST)]), mu=1)  # token >= v + 1
@@ -285,7 +291,7 @@ def running_max():
 
 
 @register("running_median", _tokens(LARGEST), circuit=("count_at_most", "steps", "running_median"))
-def running_median():
+def running_median() -> ForEach:
     """The lower median of the tokens so far: the number of values v with 2 #(tokens <= v) < t."""
     token = tokens(LARGEST)
     counts = _count_at_most(token)
@@ -296,7 +302,7 @@ def running_median():
 
 
 @register("rank_of_token", _tokens(LARGEST), circuit=("count_below", "rank_of_token"))
-def rank_of_token():
+def rank_of_token() -> ForEach:
     """How many earlier-or-current tokens are smaller than the current one: counters of tokens < v
     for every v, and the current token's counter selected by a ReLU gate."""
     token = tokens(LARGEST)
@@ -310,7 +316,7 @@ def rank_of_token():
 
 
 @register("first_one_position", _tokens(1), circuit=("before_first", "seen", "first_one_position"))
-def first_one_position():
+def first_one_position() -> ForEach:
     """The step (1-based) of the first 1, 0 before it: the steps without a 1 counted, gated by "seen"."""
     bits = tokens(1)
     seen = at_least_one(running_sum(bits), name="seen")
@@ -319,7 +325,7 @@ def first_one_position():
 
 
 @register("last_one_position", _tokens(1), circuit=("steps", "latest", "last_one_position"))
-def last_one_position():
+def last_one_position() -> ForEach:
     """The step (1-based) of the latest 1, 0 before any: the running maximum of ``t * [x_t = 1]``."""
     bits = tokens(1)
     steps = step_count(bits, name="steps")
@@ -330,7 +336,7 @@ def last_one_position():
 
 
 @register("first_token_1", _tokens(1), circuit=("count", "first"))
-def first_token_1():
+def first_token_1() -> ForEach:
     """1 exactly at the first 1 of the sequence: the count of 1s equals 1 and the token is 1."""
     bits = tokens(1)
     count = running_sum(bits, name="count")
@@ -338,7 +344,7 @@ def first_token_1():
 
 
 @register("position_mod_3", _tokens(1), test_lengths=(9, 24), circuit=("position",))
-def position_mod_3():
+def position_mod_3() -> ForEach:
     """``t mod 3`` at step t = 0, 1, 2, ...: ``f_modulo_counter``, a permutation-matrix state."""
     bits = tokens(1)
     return ForEach(f_modulo_counter(bits, 3, name="position"), name="position_mod_3")
@@ -363,7 +369,7 @@ copy_delay_3 = _copy_task("copy_delay_3", 3)
 
 
 @register("reverse_blocks_3", _tokens(4), test_lengths=(9, 24), circuit=("line", "place", "reversed"))
-def reverse_blocks_3():
+def reverse_blocks_3() -> ForEach:
     """The previous block of 3 tokens reversed: at place i (0, 1, 2) of a block, the token at place
     2 - i of the block before, 2i + 1 steps back; a shift register of 6 and the place (``t mod 3``,
     one-hot) select it."""
@@ -375,7 +381,7 @@ def reverse_blocks_3():
 
 
 @register("previous_equals_current", _tokens(2), test_lengths=(9, 24), circuit=("line", "repeat"))
-def previous_equals_current():
+def previous_equals_current() -> ForEach:
     """1 where the token equals the previous one (a repeated token): a register of 2 and an equality."""
     token = tokens(2)
     line = delay_line(token, 2, name="line")
@@ -384,7 +390,7 @@ def previous_equals_current():
 
 
 @register("bigram_01", _tokens(1), test_lengths=(9, 24), circuit=("line", "bigram"))
-def bigram_01():
+def bigram_01() -> ForEach:
     """1 where the last two tokens are 0 then 1 (a bigram detector)."""
     bits = tokens(1)
     line = delay_line(bits, 2, name="line")
@@ -392,7 +398,7 @@ def bigram_01():
 
 
 @register("running_sum_window_3", _tokens(4), test_lengths=(9, 24), circuit=("line", "window"))
-def running_sum_window_3():
+def running_sum_window_3() -> ForEach:
     """The sum of the last three tokens: a register of 3 and a sum."""
     token = tokens(4)
     return ForEach(Linear(delay_line(token, 3, name="line"), [[1, 1, 1]], name="window"), name="running_sum_window_3")

@@ -47,18 +47,24 @@ from __future__ import annotations
 import csv
 import itertools
 from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from lsrl.compiler import compile as compile_program
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
 from lsrl.sugar import IFELSE_VARIANTS
+
+if TYPE_CHECKING:
+    from lsrl.lang.program import ForEach
+    from lsrl.model import CompiledProgram
 
 SIGMAS = (0.0, 1e-9, 1e-7, 1e-5, 1e-3)
 PROGRAMS = ("discrete", "continuous")  # the slow one first, so that the workers finish together
@@ -127,7 +133,7 @@ def _noisy_bias(vector, sigma, rng):
     return column, noisy
 
 
-def forced_outputs(model, xs, sigma, rng):
+def forced_outputs(model: CompiledProgram, xs: ArrayLike, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """Outputs ``(B, T, d_out)`` of ``model`` with noisy weights, each LinState fed its clean previous
     state. Activations are feature-major ``(d, B * T)`` so that the sparse weights apply in one product."""
     xs = np.asarray(xs, dtype=np.float64)
@@ -181,7 +187,7 @@ def _smooth_target(rng):
     return f
 
 
-def continuous_inputs(protocol: Protocol):
+def continuous_inputs(protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
     """``(xs, targets)``: query-then-prompt sequences and f(query), target by target, query by query."""
     rng = np.random.default_rng(protocol.seed)
     sequences, values = [], []
@@ -195,7 +201,7 @@ def continuous_inputs(protocol: Protocol):
     return np.stack(sequences), np.array(values)
 
 
-def discrete_inputs(protocol: Protocol):
+def discrete_inputs(protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
     """``(xs, values)``: queries followed by their map, and the expected last n tokens, map by map."""
     rng = np.random.default_rng(protocol.seed)
     sequences, values = [], []
@@ -211,12 +217,12 @@ def discrete_inputs(protocol: Protocol):
     return np.stack(sequences), np.array(values, dtype=np.float64)
 
 
-def task(program_kind, protocol: Protocol):
+def task(program_kind: str, protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
     """``(xs, expected)`` of one program's protocol."""
     return (continuous_inputs if program_kind == "continuous" else discrete_inputs)(protocol)
 
 
-def build_program(program_kind, construction, variant, protocol: Protocol):
+def build_program(program_kind: str, construction: str, variant: str, protocol: Protocol) -> ForEach:
     """The approximator of the protocol, with the paper's constants or ``robust=True``."""
     robust = construction == "robust"
     if program_kind == "continuous":
@@ -224,7 +230,7 @@ def build_program(program_kind, construction, variant, protocol: Protocol):
     return discrete_approximator(protocol.n, ifelse=variant, robust=robust, vocabulary=protocol.vocabulary)
 
 
-def sample_errors(program_kind, outputs, expected, protocol: Protocol):
+def sample_errors(program_kind: str, outputs: np.ndarray, expected: np.ndarray, protocol: Protocol) -> np.ndarray:
     """Each target's (map's) mean error over its queries: Euclidean distance or % of wrong tokens."""
     if program_kind == "continuous":
         errors = np.linalg.norm(outputs[:, -1] - expected, axis=1)
@@ -247,7 +253,7 @@ def _run_job(job):
     return rows
 
 
-def paper_rows(sigmas, variants):
+def paper_rows(sigmas: Collection[float], variants: Collection[str]) -> list[Row]:
     """The paper's Fig. 4 figures for the variants and noise levels of this sweep."""
     return [Row("discrete", PAPER_FIG4, variant, sigma, statistic, "", value)
             for variant, sigma, statistic, value in PAPER_DISCRETE_MEANS if variant in variants and sigma in sigmas]
@@ -256,7 +262,8 @@ def paper_rows(sigmas, variants):
 # ---- the sweep ----------------------------------------------------------------------------------
 
 
-def run(out_dir="noise", sigmas=SIGMAS, variants=IFELSE_VARIANTS, protocol=Protocol(), workers=2, progress=True):
+def run(out_dir: str | Path = "noise", sigmas: Sequence[float] = SIGMAS, variants: Sequence[str] = IFELSE_VARIANTS,
+        protocol: Protocol = Protocol(), workers: int = 2, progress: bool = True) -> list[Row]:
     """Run the sweep; write ``noise.csv``, ``survival.csv``, ``summary.md`` and one strip plot per
     program (``noise_continuous.png``, ``noise_discrete.png``). Returns the rows of ``noise.csv``."""
     out = Path(out_dir)
@@ -286,7 +293,7 @@ def _write_csv(path, header, rows):
         writer.writerows(rows)
 
 
-def means(rows):
+def means(rows: Iterable[Row]) -> dict[tuple[str, str, str], dict[float, tuple[str, float]]]:
     """``{(program, source, variant): {sigma: (statistic, mean error)}}``; the paper's rows as stated."""
     grouped = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -301,7 +308,7 @@ def _meets_goal(program_kind, error, noiseless):
     return noiseless is not None and error <= NOISELESS_FACTOR_GOAL * noiseless
 
 
-def survival(rows):
+def survival(rows: Iterable[Row]) -> dict[tuple[str, str, str], str]:
     """``{(program, source, variant): text}``: the largest σ up to which the goal holds ("none": not
     even σ = 0). The paper's figures give only some σ: "< s" when the first stated one fails at s."""
     table = {}
@@ -331,7 +338,7 @@ def _format_mean(statistic, error, program_kind):
     return ("≥ " if statistic == "mean_at_least" else "") + text
 
 
-def summary_markdown(rows):
+def summary_markdown(rows: Sequence[Row]) -> str:
     """The mean error per program, variant, source and σ, and the survival table, as Markdown."""
     sigmas = sorted({row.sigma for row in rows})
     mean_lines = []
@@ -358,7 +365,7 @@ def _table_order(program_kind, source, variant):
 # ---- the figure ---------------------------------------------------------------------------------
 
 
-def strip_plot(rows, path, program_kind):
+def strip_plot(rows: Sequence[Row], path: str | Path, program_kind: str) -> None:
     """One dot per target (map) for every variant and construction (x) and noise level (colour), as
     in Fig. 4; the paper's Fig. 4 means are hollow black markers (a triangle: a lower bound)."""
     import matplotlib

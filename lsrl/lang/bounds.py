@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from lsrl.lang import nodes as N
 from lsrl.numbers import ONE, ZERO, to_rational
 
+if TYPE_CHECKING:
+    import gmpy2
+
 INF = math.inf
+Bound: TypeAlias = "gmpy2.mpq | float"  # a rational, or plus / minus infinity
 _SOLVED_BLOCK = 64  # larger strongly connected blocks are not inverted (cubic cost)
 
 
@@ -291,7 +295,7 @@ def _node_bounds(node, inputs, max_length):
 _known = weakref.WeakKeyDictionary()  # node -> {(rewirings, max_length): its bounds}: nodes are immutable
 
 
-def value_bounds(node, max_length=None) -> ValueRange:
+def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     """``(low, high)``: lists of rational or infinite bounds on every component of ``node``, sound at
     every step of every sequence whose inputs lie within the declared ``Input`` bounds (and, with
     ``max_length``, that has at most ``max_length`` steps). ``.finite`` says whether all are finite,
@@ -317,18 +321,18 @@ def value_bounds(node, max_length=None) -> ValueRange:
     return known(node)
 
 
-def is_nonnegative(node) -> bool:
+def is_nonnegative(node: N.Node) -> bool:
     return all(v >= 0 for v in value_bounds(node).low)
 
 
-def is_nonpositive(node) -> bool:
+def is_nonpositive(node: N.Node) -> bool:
     return all(v <= 0 for v in value_bounds(node).high)
 
 
-def is_zero(node) -> bool:
+def is_zero(node: N.Node) -> bool:
     return is_nonnegative(node) and is_nonpositive(node)
 
 
-def max_abs(node):
+def max_abs(node: N.Node) -> Bound:
     low, high = value_bounds(node)
     return max(max(abs(v) for v in low), max(abs(v) for v in high))

@@ -7,11 +7,22 @@ A batch of vectors is a ``(N, d)`` float64 array in float mode and a list of ``N
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from lsrl.errors import DimensionError, SequenceError
-from lsrl.numbers import ZERO, to_rational
+from lsrl.numbers import ZERO, Matrix, to_rational
+
+if TYPE_CHECKING:
+    import gmpy2
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from lsrl.lang.nodes import Input, LinState, Node, ReLUState
+
+Vectors: TypeAlias = "list[list[gmpy2.mpq]]"  # exact mode's batch of N vectors
+Sequences: TypeAlias = "list[list[list[gmpy2.mpq]]]"  # exact mode's batch of N sequences of vectors
 
 
 def _shape_error(input_node, shape, reason):
@@ -37,7 +48,7 @@ def _outside_bounds(input_node, where, value, component):
     )
 
 
-def not_integer(input_node, where, value, component):
+def not_integer(input_node: Input, where: tuple[int, int], value: object, component: int) -> SequenceError:
     """The error for a ``value`` that is not an integer although ``input_node`` declares integer tokens."""
     sequence, step = where
     return SequenceError(
@@ -46,7 +57,7 @@ def not_integer(input_node, where, value, component):
     )
 
 
-def float_bounds(bounds, below: bool):
+def float_bounds(bounds: Sequence[gmpy2.mpq | float], below: bool) -> tuple[list[float], list[bool]]:
     """Rational ``bounds`` (lower ones if ``below``) as floats, and per bound whether its float lies
     outside it; no other float lies between a bound and its rounding, so comparing with the float and
     excluding it where it is outside is an exact test."""
@@ -64,7 +75,7 @@ def _float_bound_violation(values, bounds, below):
 class FloatMode:
     name = "float"
 
-    def read(self, xs, input_node, check_bounds=True):
+    def read(self, xs: ArrayLike, input_node: Input, check_bounds: bool = True) -> tuple[np.ndarray, bool, int]:
         """``(B, T, d)`` float64 array, whether the batch axis was added, and the number of steps."""
         try:
             with warnings.catch_warnings():
@@ -73,7 +84,8 @@ class FloatMode:
         except np.exceptions.ComplexWarning:
             raise SequenceError(f"{input_node.describe()}: the input sequence holds complex numbers") from None
         except (TypeError, ValueError) as error:
-            raise _shape_error(input_node, np.shape(xs) if not isinstance(xs, list) else "ragged", f" ({error})")
+            raise _shape_error(input_node, np.shape(xs) if not isinstance(xs, list) else "ragged",
+                               f" ({error})") from error
         squeeze = _checked_shape(array, input_node)
         if not np.all(np.isfinite(array)):
             raise SequenceError(f"{input_node.describe()}: the input sequence holds NaN or infinite values")
@@ -90,40 +102,40 @@ class FloatMode:
                 raise not_integer(input_node, (sequence, step), batch[sequence, step, component], component)
         return batch, squeeze, batch.shape[1]
 
-    def at(self, batch, t):
+    def at(self, batch: np.ndarray, t: int) -> np.ndarray:
         return batch[:, t, :]
 
-    def linear(self, A, b, x):
+    def linear(self, A: Matrix, b: Matrix, x: np.ndarray) -> np.ndarray:
         return A.apply_float(x) + b.float_values()
 
-    def relu(self, x):
+    def relu(self, x: np.ndarray) -> np.ndarray:
         return np.maximum(x, 0.0)
 
-    def multi(self, x):
+    def multi(self, x: np.ndarray) -> np.ndarray:
         half = x.shape[1] // 2
         return x[:, :half] * x[:, half:]
 
-    def concat(self, xs):
+    def concat(self, xs: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(xs, axis=1)
 
-    def initial_state(self, node, count):
+    def initial_state(self, node: LinState | ReLUState, count: int) -> np.ndarray:
         return np.tile(node.init_state.float_values(), (count, 1))
 
-    def linstate(self, node, state, x):
+    def linstate(self, node: LinState | ReLUState, state: np.ndarray, x: np.ndarray) -> np.ndarray:
         return node.A.apply_float(state) + node.B.apply_float(x) + node.b.float_values()
 
-    def stack(self, outputs):
+    def stack(self, outputs: list[np.ndarray]) -> np.ndarray:
         """Per-step ``(B, d)`` outputs as a ``(B, T, d)`` array."""
         return np.stack(outputs, axis=1)
 
-    def empty(self, count, steps, dim):
+    def empty(self, count: int, steps: int, dim: int) -> np.ndarray:
         return np.zeros((count, steps, dim))
 
 
 class ExactMode:
     name = "exact"
 
-    def read(self, xs, input_node, check_bounds=True):
+    def read(self, xs: ArrayLike, input_node: Input, check_bounds: bool = True) -> tuple[Sequences, bool, int]:
         """Lists (batch) of lists (time) of lists of mpq, whether the batch axis was added, the steps."""
         try:
             array = np.array(xs, dtype=object)
@@ -147,33 +159,33 @@ class ExactMode:
                     raise not_integer(input_node, (sequence, step), value, component)
         return [[list(step) for step in sequence] for sequence in batch.tolist()], squeeze, batch.shape[1]
 
-    def at(self, batch, t):
+    def at(self, batch: Sequences, t: int) -> Vectors:
         return [sequence[t] for sequence in batch]
 
-    def linear(self, A, b, x):
+    def linear(self, A: Matrix, b: Matrix, x: Vectors) -> Vectors:
         bias = b.values()
         return [[y + c for y, c in zip(row, bias)] for row in A.apply_exact(x)]
 
-    def relu(self, x):
+    def relu(self, x: Vectors) -> Vectors:
         return [[v if v > 0 else ZERO for v in row] for row in x]
 
-    def multi(self, x):
+    def multi(self, x: Vectors) -> Vectors:
         half = len(x[0]) // 2 if x else 0
         return [[row[i] * row[half + i] for i in range(half)] for row in x]
 
-    def concat(self, xs):
+    def concat(self, xs: list[Vectors]) -> Vectors:
         return [[v for part in parts for v in part] for parts in zip(*xs)]
 
-    def initial_state(self, node, count):
+    def initial_state(self, node: LinState | ReLUState, count: int) -> Vectors:
         return [node.init_state.values() for _ in range(count)]
 
-    def linstate(self, node, state, x):
+    def linstate(self, node: LinState | ReLUState, state: Vectors, x: Vectors) -> Vectors:
         from_state = node.A.apply_exact(state)
         from_input = node.B.apply_exact(x)
         bias = node.b.values()
         return [[p + q + c for p, q, c in zip(a, b, bias)] for a, b in zip(from_state, from_input)]
 
-    def stack(self, outputs):
+    def stack(self, outputs: list[Vectors]) -> np.ndarray:
         count = len(outputs[0])
         dim = len(outputs[0][0]) if count else 0
         result = np.empty((count, len(outputs), dim), dtype=object)
@@ -182,15 +194,17 @@ class ExactMode:
                 result[i, t, :] = row
         return result
 
-    def empty(self, count, steps, dim):
+    def empty(self, count: int, steps: int, dim: int) -> np.ndarray:
         return np.empty((count, steps, dim), dtype=object)
 
 
 FLOAT_MODE = FloatMode()
 EXACT_MODE = ExactMode()
+Mode: TypeAlias = FloatMode | ExactMode
 
 
-def patch_array(values, count: int, steps: int, where: str, dim=None, dtype=object) -> np.ndarray:
+def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int | None = None,
+                dtype: DTypeLike = object) -> np.ndarray:
     """One node's patch ``values`` as a ``(count, steps, dim)`` array: ``(steps, dim)`` values apply to
     every sequence of the batch; ``dim=None`` takes the values' own width. A wrong shape raises
     ``DimensionError`` starting with ``where``."""
@@ -204,11 +218,11 @@ def patch_array(values, count: int, steps: int, where: str, dim=None, dtype=obje
     return np.broadcast_to(array, (count, steps, width))
 
 
-def mode_for(exact: bool):
+def mode_for(exact: bool) -> Mode:
     return EXACT_MODE if exact else FLOAT_MODE
 
 
-def step_node(mode, node, inputs, states):
+def step_node(mode: Mode, node: Node, inputs: list[Any], states: dict[Node, Any]) -> Any:
     """Value of ``node`` at one time step given its inputs' values (updates ``states``)."""
     kind = node.kind
     if kind == "Linear":

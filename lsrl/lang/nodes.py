@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+from collections.abc import Iterable
 
 from lsrl.errors import DimensionError, GraphError
-from lsrl.numbers import EXACT, Matrix, to_rational
+from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
 
 _name_counters: dict = {}
 rewirings = 0  # how many edges ``replace_input`` has changed, program-wide
@@ -49,7 +50,7 @@ class Node:
 
     kind = "Node"
 
-    def __init__(self, inputs, dim: int, name):
+    def __init__(self, inputs: Iterable[Node], dim: int | None, name: str | None) -> None:
         self.name = name if name is not None else _auto_name(self.kind)
         self.named = name is not None  # given by the user (auto names depend on what was built before)
         self.inputs = tuple(_check_node(x, self.describe()) for x in inputs)
@@ -78,7 +79,7 @@ class Node:
             )
 
     # ---- operator sugar: every operation below builds a Linear node --------------------------
-    def __add__(self, other):
+    def __add__(self, other: Node | float | numbers.Number) -> Linear:
         if isinstance(other, Node):
             if other.dim != self.dim:
                 raise DimensionError(
@@ -94,25 +95,25 @@ class Node:
 
     __radd__ = __add__
 
-    def __neg__(self):
+    def __neg__(self) -> Linear:
         return self * -1
 
-    def __sub__(self, other):
+    def __sub__(self, other: Node | float | numbers.Number) -> Linear:
         if isinstance(other, (Node, numbers.Number)):
             return self + (-other)
         return NotImplemented
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: float | numbers.Number) -> Linear:
         return (-self) + other
 
-    def __mul__(self, factor):
+    def __mul__(self, factor: float | numbers.Number) -> Linear:
         if not isinstance(factor, numbers.Number):
             return NotImplemented
         return Linear(self, EXACT.eye(self.dim, to_rational(factor, f"{self.describe()} * factor")))
 
     __rmul__ = __mul__
 
-    def __truediv__(self, divisor):
+    def __truediv__(self, divisor: float | numbers.Number) -> Linear:
         if not isinstance(divisor, numbers.Number):
             return NotImplemented
         divisor = to_rational(divisor, f"{self.describe()} / divisor")
@@ -120,7 +121,7 @@ class Node:
             raise DimensionError(f"{self.describe()}: division by zero")
         return self * (1 / divisor)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice | Iterable[int]) -> Linear:
         if isinstance(index, slice):
             columns = list(range(self.dim))[index]
         elif isinstance(index, numbers.Integral):
@@ -147,7 +148,8 @@ class Input(Node):
 
     kind = "Input"
 
-    def __init__(self, dim: int, name=None, bounds=None, integer: bool = False):
+    def __init__(self, dim: int, name: str | None = None, bounds: tuple[object, object] | None = None,
+                 integer: bool = False) -> None:
         super().__init__((), dim, name)
         if not isinstance(dim, numbers.Integral) or dim < 1:
             raise DimensionError(f"{self.describe()}: dim must be a positive integer, got {dim!r}")
@@ -188,14 +190,14 @@ class Linear(Node):
 
     kind = "Linear"
 
-    def __init__(self, x, A, b=None, name=None):
+    def __init__(self, x: Node, A: MatrixLike, b: MatrixLike | None = None, name: str | None = None) -> None:
         super().__init__((x,), None, name)
         self.A = _weights(A, self.describe(), "A", None)
         self.check()
         self.dim = self.A.shape2d[0]
         self.b = _vector(b, self.A.backend, self.dim, self.describe(), "b")
 
-    def check(self):
+    def check(self) -> None:
         self._check_reads_input(self.A, "A")
 
 
@@ -204,11 +206,11 @@ class ReLU(Node):
 
     kind = "ReLU"
 
-    def __init__(self, x, name=None):
+    def __init__(self, x: Node, name: str | None = None) -> None:
         super().__init__((x,), None, name)
         self.dim = self.inputs[0].dim
 
-    def check(self):
+    def check(self) -> None:
         self.dim = self.inputs[0].dim
 
 
@@ -217,11 +219,12 @@ class LinState(Node):
 
     kind = "LinState"
 
-    def __init__(self, x, A, B, b=None, init_state=None, name=None):
+    def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
+                 init_state: MatrixLike | None = None, name: str | None = None) -> None:
         super().__init__((x,), None, name)
         _set_state_weights(self, A, B, b, init_state)
 
-    def check(self):
+    def check(self) -> None:
         self._check_reads_input(self.B, "B")
 
 
@@ -247,7 +250,8 @@ class ReLUState(Node):
 
     kind = "ReLUState"
 
-    def __init__(self, x, A, B, b=None, init_state=None, name=None):
+    def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
+                 init_state: MatrixLike | None = None, name: str | None = None) -> None:
         super().__init__((x,), None, name)
         _set_state_weights(self, A, B, b, init_state)
         negative = [(i, v) for i, _, v in self.init_state.entries() if v < 0]
@@ -257,7 +261,7 @@ class ReLUState(Node):
                 f"but component {negative[0][0]} is {negative[0][1]}"
             )
 
-    def check(self):
+    def check(self) -> None:
         self._check_reads_input(self.B, "B")
 
 
@@ -266,7 +270,7 @@ class Concat(Node):
 
     kind = "Concat"
 
-    def __init__(self, xs, name=None):
+    def __init__(self, xs: Iterable[Node], name: str | None = None) -> None:
         if isinstance(xs, Node) or not hasattr(xs, "__iter__"):
             raise GraphError(f"Concat '{name or '?'}': expects a list of nodes, got {type(xs).__name__}")
         xs = list(xs)
@@ -275,7 +279,7 @@ class Concat(Node):
             raise DimensionError(f"{self.describe()}: needs at least one input, got an empty list")
         self.check()
 
-    def check(self):
+    def check(self) -> None:
         self.dim = sum(x.dim for x in self.inputs)
 
 
@@ -284,11 +288,11 @@ class Multi(Node):
 
     kind = "Multi"
 
-    def __init__(self, x, name=None):
+    def __init__(self, x: Node, name: str | None = None) -> None:
         super().__init__((x,), None, name)
         self.check()
 
-    def check(self):
+    def check(self) -> None:
         width = self.inputs[0].dim
         if width % 2:
             raise DimensionError(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeAlias
+
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
@@ -9,8 +12,15 @@ from lsrl.lang.evaluate import mode_for, patch_array, step_node
 from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def topological_order(output: Node) -> list:
+    from lsrl.lang.evaluate import Mode
+
+Patch: TypeAlias = "dict[Node | str, ArrayLike]"  # node (or its stable name) -> its values at every step
+
+
+def topological_order(output: Node) -> list[Node]:
     """Ancestors of ``output`` (itself included), inputs first; raises GraphError on a cycle."""
     order, state = [], {}  # state: 1 = on the current path, 2 = done
     stack = [(output, iter(output.inputs))]
@@ -37,7 +47,7 @@ def topological_order(output: Node) -> list:
     return order
 
 
-def stable_names(nodes) -> dict:
+def stable_names(nodes: Iterable[Node]) -> dict[Node, str]:
     """A unique name per node: the user's where given, else ``kind_k`` counting that kind in
     topological order, so that it does not depend on what else was built in the session; a
     repeated name gets ``#2``, ``#3``, ..."""
@@ -60,7 +70,7 @@ def stable_names(nodes) -> dict:
 class ForEach:
     """Wraps a program's output node: validates the DAG and runs it over sequences."""
 
-    def __init__(self, output: Node, name: str = "program"):
+    def __init__(self, output: Node, name: str = "program") -> None:
         if not isinstance(output, Node):
             raise GraphError(f"ForEach '{name}': expects the output node, got {type(output).__name__}")
         self.name = name
@@ -80,11 +90,11 @@ class ForEach:
                 raise DimensionError(f"{node.describe()}: has no components (dim 0); a node needs at least one")
 
     @property
-    def linstates(self) -> list:
+    def linstates(self) -> list[Node]:
         return [node for node in self.nodes if isinstance(node, LinState)]
 
     @property
-    def states(self) -> list:
+    def states(self) -> list[Node]:
         """The nodes that carry a value between steps: LinStates and ReLUStates."""
         return [node for node in self.nodes if isinstance(node, (LinState, ReLUState))]
 
@@ -100,7 +110,8 @@ class ForEach:
                         f"{node.describe()}: exact evaluation needs exact weights, but its {weight} holds float64"
                     )
 
-    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
+    def __call__(self, xs: ArrayLike, exact: bool = False, check_bounds: bool = True,
+                 patch: Patch | None = None) -> np.ndarray:
         """Run over ``(T, d_in)`` or ``(B, T, d_in)``; returns ``(T, d_out)`` or ``(B, T, d_out)``.
 
         Inputs outside the ``Input``'s declared bounds raise ``SequenceError`` unless
@@ -109,7 +120,8 @@ class ForEach:
         """
         return self._run(xs, exact, check_bounds, patch, record=[self.output])[self.output]
 
-    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> dict:
+    def trace(self, xs: ArrayLike, exact: bool = False, check_bounds: bool = True,
+              patch: Patch | None = None) -> dict[str, np.ndarray]:
         """Every node's values per step: ``{key: (T, dim)}`` (``(B, T, dim)`` for a batch), exact or
         float like ``prog(xs)``. Keys are the nodes' stable names (``prog.names``), the names unit
         labels use.
@@ -121,7 +133,8 @@ class ForEach:
         values = self._run(xs, exact, check_bounds, patch, record=self.nodes)
         return {self.names[node]: values[node] for node in self.nodes}
 
-    def _run(self, xs, exact, check_bounds, patch, record) -> dict:
+    def _run(self, xs: ArrayLike, exact: bool, check_bounds: bool, patch: Patch | None,
+             record: list[Node]) -> dict[Node, np.ndarray]:
         """The interpreter's one loop: the values of the nodes in ``record``, stacked over time."""
         if exact:
             self._check_exact_weights()
@@ -149,7 +162,7 @@ class ForEach:
             for node, rows in history.items()
         }
 
-    def _read_patch(self, patch: dict, mode, count: int, steps: int) -> dict:
+    def _read_patch(self, patch: Patch, mode: Mode, count: int, steps: int) -> dict[Node, object]:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
         if not patch:
             return {}
@@ -168,5 +181,5 @@ class ForEach:
         return patched
 
 
-def _squeezed(result, squeeze: bool):
+def _squeezed(result: np.ndarray, squeeze: bool) -> np.ndarray:
     return result[0] if squeeze else result

@@ -5,6 +5,8 @@ types, terms, type checker and denotations; ``lsrl.llrnn.explicit`` the models w
 paper's explicit equations; ``lsrl.llrnn.cell`` the generic LLRNN cell that runs a master term.
 """
 
+from __future__ import annotations
+
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.explicit import (
     NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM, MultiplicativeRNN, PatternNTM,

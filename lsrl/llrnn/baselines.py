@@ -3,6 +3,8 @@ a given parameter count so that they compete with an NTM on equal terms."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import torch
 from torch import nn
 
@@ -15,7 +17,8 @@ RECURRENT = {"lstm": nn.LSTM, "gru": nn.GRU}
 class Baseline(nn.Module):
     """``torch.nn.LSTM`` or ``GRU`` (one layer, batch first); its hidden state is the state part ``h0``."""
 
-    def __init__(self, kind: str, input_dim: int, hidden_dim: int, *, dtype=torch.float64, device=None):
+    def __init__(self, kind: str, input_dim: int, hidden_dim: int, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         super().__init__()
         self.kind, self.input_dim, self.controller_dim = kind, input_dim, hidden_dim
         self.rnn = RECURRENT[kind](input_dim, hidden_dim, batch_first=True, dtype=dtype, device=device)
@@ -25,13 +28,14 @@ class Baseline(nn.Module):
     def name(self) -> str:
         return self.kind.upper()
 
-    def forward(self, xs: torch.Tensor, h=None) -> torch.Tensor:
+    def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
         """The hidden states (B, T, hidden) after reading ``xs`` (B, T, input_dim) from zero."""
         if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
             raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
         return self.rnn(xs)[0]
 
-    def trajectory(self, xs: torch.Tensor, h=None, keep=None) -> dict[str, torch.Tensor]:
+    def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep: Iterable[str] | None = None
+                   ) -> dict[str, torch.Tensor]:
         return {"h0": self(xs, h)}
 
     def parts(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -43,7 +47,7 @@ def recurrent_parameters(kind: str, input_dim: int, hidden_dim: int) -> int:
     return GATES[kind] * hidden_dim * (input_dim + hidden_dim + 2)
 
 
-def matched_hidden(kind: str, input_dim: int, target: int, readout) -> int:
+def matched_hidden(kind: str, input_dim: int, target: int, readout: Callable[[int], int]) -> int:
     """The hidden size whose ``recurrent_parameters + readout(hidden)`` comes closest to ``target``."""
     def total(hidden):
         return recurrent_parameters(kind, input_dim, hidden) + readout(hidden)

@@ -32,6 +32,7 @@ Eq. (3.1) as it stands. ``activation="tanh"`` replaces the ReLU of the controlle
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +41,7 @@ from torch.nn import functional as F
 
 from lsrl.errors import DimensionError
 from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
-from lsrl.llrnn.logic.semantics import Function, Matrix, as_value, combine, denote, dirac, split, to_matrix
+from lsrl.llrnn.logic.semantics import Function, Given, Matrix, as_value, combine, denote, dirac, split, to_matrix
 from lsrl.llrnn.logic.terms import Const, Term, children
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, Type, endo, is_first_order, lolli
 
@@ -51,10 +52,10 @@ class Space:
     (d_T, d_S)``), optionally restricted to diagonal maps (the multiplicative RNN's V)."""
 
     type: Type
-    shape: tuple
+    shape: tuple[int, ...]
     diagonal: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not is_first_order(self.type):
             raise LogicError(f"a space of coordinates needs an atom or a map between atoms, not {self.type}")
         if self.diagonal and (len(self.shape) != 2 or self.shape[0] != self.shape[1]):
@@ -64,7 +65,7 @@ class Space:
     def dim(self) -> int:
         return self.shape[0] if self.diagonal else math.prod(self.shape)
 
-    def value(self, coordinates: torch.Tensor):
+    def value(self, coordinates: torch.Tensor) -> torch.Tensor | Matrix:
         if len(self.shape) == 1:
             return coordinates
         if self.diagonal:
@@ -78,7 +79,7 @@ class Commands:
 
     name: str
     type: Type
-    basis: tuple
+    basis: tuple[Term, ...]
     dirac_of_sum: bool = False
 
 
@@ -93,18 +94,21 @@ class Data:
     name: str
     type: Type
     space: Space | None = None
-    fixed: object = None
+    fixed: Given | None = None
     activation: str = "relu"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.activation not in ACTIVATIONS:
             raise LogicError(f"data {self.name}: unknown activation {self.activation!r}; known: {sorted(ACTIVATIONS)}")
+
+
+_STATE_ATOM = Atom("A")
 
 
 class StateSpace:
     """``⟦A⟧`` as the direct sum of named components, each a ``Space`` stored flat, in order."""
 
-    def __init__(self, components: dict, atom: Atom = Atom("A")):
+    def __init__(self, components: Mapping[str, Space], atom: Atom = _STATE_ATOM) -> None:
         self.atom = atom
         self.components = dict(components)
         self.layout, offset = {}, 0
@@ -126,10 +130,10 @@ class StateSpace:
     def injection(self, name: str) -> Const:
         return Const(f"inj_{name}", Lolli(self.components[name].type, self.atom))
 
-    def constant_types(self) -> dict:
+    def constant_types(self) -> dict[str, Type]:
         return {c.name: c.type for name in self.components for c in (self.projection(name), self.injection(name))}
 
-    def constants(self, dtype, device) -> dict:
+    def constants(self, dtype: torch.dtype, device: torch.device | str | None) -> dict[str, Function]:
         """The denotations of every ``proj_c`` and ``inj_c``."""
         constants = {}
         for name, space in self.components.items():
@@ -152,7 +156,7 @@ class StateSpace:
         return self.place(name, value if len(shape) == 1 else to_matrix(value, shape[1], dtype, device).flatten(-2))
 
 
-def constants_of(term: Term) -> set:
+def constants_of(term: Term) -> set[Const]:
     """Every constant occurring in ``term``."""
     if isinstance(term, Const):
         return {term}
@@ -164,10 +168,12 @@ class LLRNN(nn.Module):
     ``parts``, ``layout``) so that the two can be run and trained alike."""
 
     def __init__(self, state: StateSpace, input_dim: int, *, master_in: Term | None = None,
-                 master_out: Term | None = None, commands=(), data=(), input_space: Space | None = None,
-                 reads_state: bool = False, controller: str | None = None, learned=None, constants=None,
-                 master_addr: Term | None = None, scratch=(), before=(), between=(), activation: str = "relu",
-                 dtype=torch.float64, device=None):
+                 master_out: Term | None = None, commands: Iterable[Commands] = (), data: Iterable[Data] = (),
+                 input_space: Space | None = None, reads_state: bool = False, controller: str | None = None,
+                 learned: Mapping[str, Space] | None = None, constants: Mapping[str, Given] | None = None,
+                 master_addr: Term | None = None, scratch: Iterable[str] = (), before: Iterable[nn.Module] = (),
+                 between: Iterable[nn.Module] = (), activation: str = "relu", dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise LogicError(f"unknown controller activation {activation!r}; known: {sorted(ACTIVATIONS)}")
@@ -234,7 +240,7 @@ class LLRNN(nn.Module):
     def initial_state(self, batch: int) -> torch.Tensor:
         return self.init_state.expand(batch, -1).clone()
 
-    def parts(self, h: torch.Tensor) -> dict:
+    def parts(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
         return {name: self.state.view(h, name) for name in self.layout}
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:

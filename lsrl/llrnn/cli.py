@@ -1,25 +1,31 @@
 """``lsrl llrnn``: show the tasks, train one model, run the experiment grid.
 
-Errors a user can cause are printed as one line (``Error: ...``), not as a traceback.
+Errors a user can cause are printed as one line (``Error: ...``), bugs with their traceback
+(``lsrl.cli_errors``). ``lsrl llrnn`` reaches these commands through ``lsrl.cli.LLRNN``, which lists
+them without importing this module (and torch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 import torch
 from click.core import ParameterSource
 
-from lsrl.cli_errors import one_line_errors
+from lsrl.cli_errors import ReportingGroup
 from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
 from lsrl.llrnn.explicit import CONTROLLERS, ERASES
 from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
 from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, SCHEDULES, TrainConfig, preset, train
 
+Command = TypeVar("Command", bound=Callable[..., Any])  # a command function, or a click command
 
-def _names(text: str, known) -> tuple[str, ...]:
+
+def _names(text: str, known: Collection[str]) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in known]
     if unknown or not names:
@@ -27,7 +33,7 @@ def _names(text: str, known) -> tuple[str, ...]:
     return names
 
 
-def _shifts(context, parameter, text):
+def _shifts(context: click.Context, parameter: click.Parameter, text: str) -> tuple[int, ...] | None:
     """``--shifts 0,1`` -> (0, 1); ``all`` -> None (any rotation)."""
     if text == "all":
         return None
@@ -37,7 +43,7 @@ def _shifts(context, parameter, text):
         raise click.BadParameter(f"expected comma-separated integers or 'all', got {text!r}") from None
 
 
-def _device(context, parameter, text):
+def _device(context: click.Context, parameter: click.Parameter, text: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N``."""
     kind, _, index = text.partition(":")
     if kind == "cpu" and not index or kind == "cuda" and (not index or index.isdigit()):
@@ -45,7 +51,7 @@ def _device(context, parameter, text):
     raise click.BadParameter(f"expected cpu, cuda or cuda:N, got {text!r}")
 
 
-def _lengths(context, parameter, text):
+def _lengths(context: click.Context, parameter: click.Parameter, text: str) -> tuple[int, ...]:
     """``--test-lengths 33,58,98`` -> (33, 58, 98); empty -> () (twice the longest training length)."""
     try:
         return tuple(int(length) for length in text.split(",") if length.strip())
@@ -53,7 +59,7 @@ def _lengths(context, parameter, text):
         raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
 
 
-def training_options(defaults: TrainConfig):
+def training_options(defaults: TrainConfig) -> Callable[[Command], Command]:
     """Options for the TrainConfig fields shared by ``train`` and ``experiment``, with ``defaults``."""
     options = [
         click.option("--steps", type=click.IntRange(min=0), default=defaults.steps, show_default=True),
@@ -109,7 +115,7 @@ def training_options(defaults: TrainConfig):
                      help="torch.compile each step (one-off 20-30 s, then about 2x faster)"),
     ]
 
-    def decorate(command):
+    def decorate(command: Command) -> Command:
         for option in reversed(options):
             command = option(command)
         return command
@@ -117,8 +123,8 @@ def training_options(defaults: TrainConfig):
     return decorate
 
 
-@click.group()
-def llrnn():
+@click.group(cls=ReportingGroup)
+def llrnn() -> None:
     """LLRNN: the NTM family of "Linear logic and recurrent neural networks" and its tasks."""
 
 
@@ -127,8 +133,7 @@ def llrnn():
 @click.option("--length", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--count", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@one_line_errors
-def sample(task_name, length, count, seed):
+def sample(task_name: str, length: int, count: int, seed: int) -> None:
     """Print random examples of a task: input, then the expected output."""
     task = TASKS[task_name]()
     batch = task.batch(count, length, torch.Generator().manual_seed(seed))
@@ -149,9 +154,8 @@ def sample(task_name, length, count, seed):
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads (small recurrent models run fastest on one)")
 @click.pass_context
-@one_line_errors
-def train_command(context, model_name, task_name, preset_name, seed, out_dir, resume, checkpoint_every, threads,
-                  **settings):
+def train_command(context: click.Context, model_name: str, task_name: str, preset_name: str | None, seed: int,
+                  out_dir: str, resume: bool, checkpoint_every: int, threads: int, **settings: Any) -> None:
     """Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT."""
     torch.set_num_threads(threads)
     if preset_name:
@@ -175,8 +179,7 @@ def train_command(context, model_name, task_name, preset_name, seed, out_dir, re
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("-o", "--output", "out_dir", default="llrnn-experiment", show_default=True,
               type=click.Path(file_okay=False))
-@one_line_errors
-def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
+def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_dir: str, **settings: Any) -> None:
     """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
     torch.set_num_threads(1)
     rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS), _names(tasks, TASKS),
@@ -202,9 +205,9 @@ def experiment_command(models, tasks, seeds, workers, out_dir, **settings):
               help="train nothing: the table and plot of the runs finished so far in the output folder")
 @click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
               type=click.Path(file_okay=False))
-@one_line_errors
-def reproduce_command(preset_name, models, tasks, seeds, steps, schedule, learning_rate, device, workers,
-                      finished_only, out_dir):
+def reproduce_command(preset_name: str, models: str, tasks: str, seeds: int, steps: int | None, schedule: str | None,
+                      learning_rate: float | None, device: str, workers: int, finished_only: bool,
+                      out_dir: str) -> None:
     """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.
     Run again on the same folder, it picks up where it was stopped."""
     torch.set_num_threads(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -19,7 +20,8 @@ EXPERIMENT_DEFAULTS = TrainConfig(max_length=5)  # ~30 min for the full grid on 
 EXPERIMENT_MODELS = ("ntm", "pattern_ntm", "multiple_pattern_ntm")
 EXPERIMENT_TASKS = ("copy", "repeat_copy", "pattern", "multiple_pattern")
 RESULT_FIELDS = ("model", "task", "seed", "steps", "parameters", "wall_seconds", "curriculum_length",
-                 "train_symbol_error", "train_sequence_error", "test_length", "test_symbol_error", "test_sequence_error")
+                 "train_symbol_error", "train_sequence_error", "test_length", "test_symbol_error",
+                 "test_sequence_error")
 
 
 CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much of each run
@@ -77,8 +79,9 @@ def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, prog
         return [future.result() for future in tqdm(futures, desc="runs", disable=not progress)]
 
 
-def run_experiment(folder, base: TrainConfig, models=EXPERIMENT_MODELS, tasks=EXPERIMENT_TASKS, seeds=(0, 1, 2),
-                   workers: int = 2, progress: bool = True) -> list[dict]:
+def run_experiment(folder: str | Path, base: TrainConfig, models: Sequence[str] = EXPERIMENT_MODELS,
+                   tasks: Sequence[str] = EXPERIMENT_TASKS, seeds: Sequence[int] = (0, 1, 2), workers: int = 2,
+                   progress: bool = True) -> list[dict]:
     """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md``."""
     folder = Path(folder)
     configs = [dataclasses.replace(base, model=model, task=task, seed=seed)
@@ -101,7 +104,7 @@ def markdown_table(rows: list[dict]) -> str:
     for row in rows:
         groups.setdefault((row["model"], row["task"]), []).append(row)
     for (model, task), group in groups.items():
-        def mean(key):
+        def mean(key: str, group: list[dict] = group) -> float:
             return sum(row[key] for row in group) / len(group)
 
         best = min(row["test_symbol_error"] for row in group)

@@ -27,8 +27,10 @@ Conventions of the NTM family (binding for the LLRNN forms):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import product
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -38,13 +40,17 @@ from lsrl.llrnn.ring import (
     content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index, word_transform,
 )
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
 
 class RecurrentModel(nn.Module):
     """A flat state split into named parts, run by ``step``; subclasses give the layout and ``step``."""
 
-    def __init__(self, input_dim: int, controller_dim: int, dtype=torch.float64, device=None):
+    def __init__(self, input_dim: int, controller_dim: int, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         super().__init__()
         self.input_dim, self.controller_dim = input_dim, controller_dim
         self.factory = {"dtype": dtype, "device": device}
@@ -106,7 +112,7 @@ class RecurrentModel(nn.Module):
         lead = torch.broadcast_shapes(*(v.shape[: v.dim() - len(shape)] for v, shape in zip(values, shapes)))
         return torch.cat([v.expand(*lead, *shape).reshape(*lead, -1) for v, shape in zip(values, shapes)], dim=-1)
 
-    def checked_part(self, name: str, value) -> torch.Tensor:
+    def checked_part(self, name: str, value: torch.Tensor | ArrayLike) -> torch.Tensor:
         """``value`` as a tensor of the state's dtype and device, its trailing shape that of part ``name``."""
         value = torch.as_tensor(value, dtype=self.default_state.dtype, device=self.default_state.device)
         shape = self.layout[name][1]
@@ -125,7 +131,8 @@ class RecurrentModel(nn.Module):
         trajectory = self.trajectory(xs, h)
         return self.pack(**trajectory)
 
-    def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep=None) -> dict[str, torch.Tensor]:
+    def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep: Iterable[str] | None = None
+                   ) -> dict[str, torch.Tensor]:
         """The parts named in ``keep`` (default all) of ``h^(1..T)``, each (B, T, *shape). The parts are
         carried from step to step as they are (no flat state): training keeps only ``h0``."""
         if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
@@ -158,13 +165,14 @@ class RecurrentModel(nn.Module):
 class SecondOrderRNN(RecurrentModel):
     """Sec. 2.2, second-order RNN: ``h' = ReLU(V(x) h + H h + U x + B)``, ``V(x)_ij = sum_k V[i,j,k] x_k``."""
 
-    def __init__(self, input_dim: int, hidden_dim: int, *, dtype=torch.float64, device=None):
+    def __init__(self, input_dim: int, hidden_dim: int, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
         self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step_parts(self, parts, x):
+    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
         h = parts["h0"]
         return {"h0": torch.relu(torch.einsum("ijk,bj,bk->bi", self.V, h, x) + self.elman(h, x))}
 
@@ -172,7 +180,8 @@ class SecondOrderRNN(RecurrentModel):
 class MultiplicativeRNN(RecurrentModel):
     """Sec. 2.2, the Remark on Sutskever et al.: ``h' = ReLU(I diag(V x) J h + H h + U x + B)``."""
 
-    def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype=torch.float64, device=None):
+    def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
         self.aux_dim = aux_dim
         self.add_weight("V", (aux_dim, input_dim), input_dim)
@@ -181,7 +190,7 @@ class MultiplicativeRNN(RecurrentModel):
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step_parts(self, parts, x):
+    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
         h = parts["h0"]
         diagonal = x @ self.V.T  # diag(V x) acts on K coordinate-wise
         return {"h0": torch.relu((diagonal * (h @ self.J.T)) @ self.I.T + self.elman(h, x))}
@@ -196,7 +205,8 @@ class HigherOrderRNN(RecurrentModel):
     starts at 0, so that a growing ``h`` cannot push ``p`` onto the identity and feed its own growth.
     Drawn as the other models are, 2.5 % of untrained models overflowed within 1,000 steps."""
 
-    def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype=torch.float64, device=None):
+    def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
         self.max_power = max_power
         self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
@@ -208,7 +218,7 @@ class HigherOrderRNN(RecurrentModel):
             self.H.mul_(1 - 1 / (max_power + 1))
         self.set_layout({"h0": (hidden_dim,)})
 
-    def step_parts(self, parts, x):
+    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
         h = parts["h0"]
         p = torch.softmax(h @ self.W_p.T + self.B_p, dim=-1)
         operator = torch.einsum("ijk,bk->bij", self.V, x)
@@ -241,17 +251,17 @@ class Ring:
         return self.write_moves.shape[1]
 
 
-def read(parts: dict, label: str) -> torch.Tensor:
+def read(parts: dict[str, torch.Tensor], label: str) -> torch.Tensor:
     """``M(r)``: ring ``label``'s memory at its read address, (..., d)."""
     return (parts["M" + label] @ parts["r" + label][..., None])[..., 0]
 
 
-def rotation_moves(N: int, powers) -> torch.Tensor:
+def rotation_moves(N: int, powers: Iterable[int]) -> torch.Tensor:
     """Gather indices (K, N) of ``R^n`` for ``n`` in ``powers``."""
     return torch.stack([power_index(N, n) for n in powers])
 
 
-def word_moves(N: int, words) -> torch.Tensor:
+def word_moves(N: int, words: Iterable[str]) -> torch.Tensor:
     """Gather indices (K, N) of ``[[S]](R, R')`` for ``S`` in ``words``."""
     return torch.stack([word_index(N, word) for word in words])
 
@@ -261,8 +271,10 @@ CONTROLLERS = {"relu": torch.relu, "tanh": torch.tanh}
 
 # The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).
-PAPER_LITERAL = {"erase": "matrix", "content_softmax": False}
-ALL_STABILISERS = {"gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh"}  # TF's NTMs
+PAPER_LITERAL: dict[str, str | bool] = {"erase": "matrix", "content_softmax": False}
+ALL_STABILISERS: dict[str, str | bool] = {  # TF's NTMs
+    "gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh",
+}
 
 
 @dataclass(frozen=True)
@@ -296,7 +308,7 @@ class Stabilisers:
     content_addressing: bool = False
     controller: str = "relu"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.erase not in ERASES:
             raise DimensionError(f"erase must be one of {ERASES}, got {self.erase!r}")
         if self.controller not in CONTROLLERS:
@@ -324,8 +336,9 @@ class RingMachine(RecurrentModel):
     gives the paper's own equations.
     """
 
-    def __init__(self, input_dim, controller_dim, rings: list[Ring], symbol_dim=None, drivers=(), pattern_moves=None,
-                 *, dtype, device, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, rings: list[Ring], symbol_dim: int | None = None,
+                 drivers: Iterable[str] = (), pattern_moves: torch.Tensor | None = None, *, dtype: torch.dtype,
+                 device: torch.device | str | None, **stabilisers: str | bool) -> None:
         super().__init__(input_dim, controller_dim, dtype, device)
         self.rings, self.drivers = rings, tuple(drivers)
         self.stabilisers = Stabilisers(**stabilisers)
@@ -391,7 +404,8 @@ class RingMachine(RecurrentModel):
         moved = mix(torch.softmax(self.command(head, h0), dim=-1), address, getattr(self, "moves_" + head))
         return self.sharpened(head, moved, h0) if sharpen else moved
 
-    def content_addressed(self, head: str, address: torch.Tensor, memory: torch.Tensor, h0: torch.Tensor):
+    def content_addressed(self, head: str, address: torch.Tensor, memory: torch.Tensor, h0: torch.Tensor
+                          ) -> torch.Tensor:
         """``i c + (1 - i) a``: the address interpolated with the content weighting ``c`` of the head's key."""
         content = content_weighting(self.command("k" + head, h0), self.command("beta" + head, h0), memory)
         interpolation = torch.sigmoid(self.command("i" + head, h0))
@@ -402,7 +416,7 @@ class RingMachine(RecurrentModel):
             return address
         return sharpen(address, 1 + torch.relu(self.command("gamma" + head, h0)))
 
-    def ring_step(self, ring: Ring, parts: dict, h0: torch.Tensor) -> dict[str, torch.Tensor]:
+    def ring_step(self, ring: Ring, parts: dict[str, torch.Tensor], h0: torch.Tensor) -> dict[str, torch.Tensor]:
         """The new ``r``, ``w`` and ``M`` of one ring, from the parts of ``h^(t)``."""
         label, d = ring.label, ring.width
         w, M, r = parts["w" + label], parts["M" + label], parts["r" + label]
@@ -430,14 +444,14 @@ class RingMachine(RecurrentModel):
             new["r" + label] = self.sharpened("q" + label, driven, h0)
         return new
 
-    def content(self, parts: dict, label: str) -> torch.Tensor:
+    def content(self, parts: dict[str, torch.Tensor], label: str) -> torch.Tensor:
         """What a driver ring hands ring 1: ``M(r)``, or ``sum_i r_i softmax(M_{.,i})`` (``content_softmax``)."""
         memory = parts["M" + label]
         if self.stabilisers.content_softmax:
             memory = torch.softmax(memory, dim=-2)
         return (memory @ parts["r" + label][..., None])[..., 0]
 
-    def pattern_coefficients(self, parts: dict) -> torch.Tensor:
+    def pattern_coefficients(self, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         """Outer product (..., K) of the driver rings' contents, flattened row-major."""
         coefficients = None
         for label in self.drivers:
@@ -447,7 +461,7 @@ class RingMachine(RecurrentModel):
             coefficients = content
         return coefficients
 
-    def step_parts(self, parts, x):
+    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
         h0, first = parts["h0"], self.rings[0].label
         symbol = read(parts, first) if self.Q is None else read(parts, first) @ self.Q.T
         new = {"h0": CONTROLLERS[self.stabilisers.controller](symbol + self.elman(h0, x))}
@@ -468,8 +482,9 @@ class NTM(RingMachine):
     Parameters: ``H, U, B, W_q, B_q, W_s, B_s, W_e, B_e, W_a, B_a``.
     """
 
-    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers=None, memory_width=None,
-                 *, dtype=torch.float64, device=None, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, powers: Iterable[int] | None = None,
+                 memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         powers = ring_powers(slots, powers)
         moves = rotation_moves(slots, powers)
         ring = Ring("", memory_width or controller_dim, moves, moves)
@@ -483,8 +498,9 @@ class DihedralNTM(RingMachine):
     Default words: every word of length at most 2. Parameters are named as in ``NTM``.
     """
 
-    def __init__(self, input_dim: int, controller_dim: int, slots: int, words=None, memory_width=None,
-                 *, dtype=torch.float64, device=None, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, words: Iterable[str] | None = None,
+                 memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         words = DIHEDRAL_WORDS if words is None else tuple(words)
         moves = word_moves(slots, words)
         ring = Ring("", memory_width or controller_dim, moves, moves)
@@ -507,8 +523,10 @@ class PatternNTM(RingMachine):
     ``W_q2, B_q2``. State ``(h0, r1, w1, r2, w2, M1, M2)``.
     """
 
-    def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2), head_powers=None,
-                 pattern_slots=None, *, dtype=torch.float64, device=None, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, symbol_dim: int,
+                 pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
+                 pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         pattern_powers = tuple(pattern_powers)
         heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
@@ -535,8 +553,10 @@ class MultiplePatternNTM(RingMachine):
     State ``(h0, r1, w1, r2, w2, r3, w3, r4, w4, M1, M2, M3, M4)``.
     """
 
-    def __init__(self, input_dim, controller_dim, symbol_dim, slots=(20, 2, 2, 2), pattern_powers=(0, 1),
-                 switch_words=("0", "1"), head_powers=None, *, dtype=torch.float64, device=None, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, symbol_dim: int, slots: Sequence[int] = (20, 2, 2, 2),
+                 pattern_powers: Iterable[int] = (0, 1), switch_words: Iterable[str] = ("0", "1"),
+                 head_powers: Sequence[int] | None = None, *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
         slots, pattern_powers, switch_words = tuple(slots), tuple(pattern_powers), tuple(switch_words)
@@ -555,12 +575,13 @@ class MultiplePatternNTM(RingMachine):
         self.pattern_powers, self.switch_words = pattern_powers, switch_words
 
 
-def evaluate_polynomial(coefficients, n: int) -> int:
+def evaluate_polynomial(coefficients: Iterable[int], n: int) -> int:
     """``a(n)`` for ``a = c_0 + c_1 x + c_2 x^2 + ...`` given as ``(c_0, c_1, ...)``."""
     return sum(c * n**k for k, c in enumerate(coefficients))
 
 
-def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers, pattern_slots=None) -> list[Ring]:
+def three_rings(slots: int, symbol_dim: int, width2: int, width3: int, head_powers: Sequence[int] | None,
+                pattern_slots: int | None = None) -> list[Ring]:
     """Rings of the polynomial step NTMs: symbols (``slots`` positions), a pattern ring and a ring that
     transforms the pattern (``pattern_slots`` positions each, default ``slots``)."""
     heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
@@ -583,9 +604,11 @@ class PolynomialStepNTM(RingMachine):
     State ``(h0, r1, w1, r2, w2, r3, w3, M1, M2, M3)``.
     """
 
-    def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_powers=(0, 1, 2),
-                 polynomials=((0, 1), (0, 0, 1)), head_powers=None, pattern_slots=None,
-                 *, dtype=torch.float64, device=None, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, symbol_dim: int,
+                 pattern_powers: Iterable[int] = (0, 1, 2), polynomials: Iterable[Iterable[int]] = ((0, 1), (0, 0, 1)),
+                 head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
+                 *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         pattern_powers = tuple(pattern_powers)
         polynomials = tuple(tuple(a) for a in polynomials)
         rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers, pattern_slots)
@@ -609,9 +632,11 @@ class DihedralPolynomialStepNTM(RingMachine):
     as in ``PolynomialStepNTM``.
     """
 
-    def __init__(self, input_dim, controller_dim, slots, symbol_dim, pattern_words=("0", "1", "01"),
-                 transforms=("id", "repeat"), head_powers=None, pattern_slots=None,
-                 *, dtype=torch.float64, device=None, **stabilisers):
+    def __init__(self, input_dim: int, controller_dim: int, slots: int, symbol_dim: int,
+                 pattern_words: Iterable[str] = ("0", "1", "01"), transforms: Iterable[str] = ("id", "repeat"),
+                 head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
+                 *, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         pattern_words, transforms = tuple(pattern_words), tuple(transforms)
         rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers, pattern_slots)
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size

@@ -52,6 +52,8 @@ The TF code's other stabilisers:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import nn
 
@@ -72,7 +74,7 @@ CONTROLLER = Atom("H0")
 WORD_TRANSFORM_TERMS = {"id": binary_identity, "repeat": repeat}
 
 
-def llrnn_form(model) -> LLRNN:
+def llrnn_form(model: explicit.RecurrentModel) -> LLRNN:
     """The LLRNN form of an explicit model, with the model's weights and initial state."""
     builders = {
         explicit.SecondOrderRNN: _second_order,
@@ -151,7 +153,7 @@ def contragredient(matrix: torch.Tensor) -> Function:
 class _Ring:
     """The types and state components of one memory ring."""
 
-    def __init__(self, label: str, slots: int, width: int, coefficients):
+    def __init__(self, label: str, slots: int, width: int, coefficients: Atom) -> None:
         self.label = label
         self.address = Atom(f"W{label}")
         self.coefficients = coefficients
@@ -274,7 +276,7 @@ def column_softmax(state: StateSpace, name: str) -> Function:
 class _ControllerMaps(nn.Module):
     """Affine maps of the previous controller state ``W_name h0 + B_name``, copied from the model's."""
 
-    def __init__(self, model, names):
+    def __init__(self, model: explicit.RingMachine, names: Iterable[str]) -> None:
         super().__init__()
         self.W = nn.ParameterDict({n: nn.Parameter(getattr(model, "W_" + n).detach().clone()) for n in names})
         self.B = nn.ParameterDict({n: nn.Parameter(getattr(model, "B_" + n).detach().clone()) for n in names})
@@ -288,7 +290,7 @@ class ContentAddressing(_ControllerMaps):
     component ``source^`` (``a`` read from ``source``), ``c`` the content weighting of the head's key against
     the memory (``ring.content_weighting``: cosines and a softmax), ``i = sigmoid(W_i h0 + B_i)``."""
 
-    def __init__(self, model, head: str, source: str, memory: str):
+    def __init__(self, model: explicit.RingMachine, head: str, source: str, memory: str) -> None:
         super().__init__(model, [f"{kind}{head}" for kind in ("k", "beta", "i")])
         self.head, self.source, self.memory = head, source, memory
 
@@ -304,7 +306,7 @@ class Sharpening(_ControllerMaps):
     """Outside linear logic, between the address master and the others: the moved address in scratch
     component ``target`` becomes ``(a + 1e-6)^γ / Σ``, ``γ = 1 + ReLU(W_γ h0 + B_γ)`` (``ring.sharpen``)."""
 
-    def __init__(self, model, head: str, target: str):
+    def __init__(self, model: explicit.RingMachine, head: str, target: str) -> None:
         super().__init__(model, ["gamma" + head])
         self.head, self.target = head, target
 
@@ -346,7 +348,10 @@ def _head_commands(model, name: str, address, slots: int) -> Commands:
     """A head's command slot: a distribution over the programs that may move it, at ``address``."""
     if isinstance(model, explicit.DihedralNTM):
         return Commands(name, bint_type(address), tuple(binary(word, address) for word in model.words))
-    powers = model.powers if isinstance(model, explicit.NTM) else ring_powers(slots, getattr(model, "head_powers", None))
+    if isinstance(model, explicit.NTM):
+        powers = model.powers
+    else:
+        powers = ring_powers(slots, getattr(model, "head_powers", None))
     return Commands(name, int_type(address), tuple(numeral(n, address) for n in powers))
 
 
@@ -440,7 +445,8 @@ def _ring_one_read(model, rings: dict, state, constants):
         decode = Const(decoder, Lolli(ring.coefficients, Bang(decoded_type) if bang else decoded_type))
         if model.stabilisers.content_softmax:
             constants[f"softmax_M{label}"] = column_softmax(state, f"M{label}")
-            memory = Const(f"softmax_M{label}", Lolli(Bang(STATE), Lolli(ring.address, ring.coefficients)))(Var(names[0]))
+            softmax_type = Lolli(Bang(STATE), Lolli(ring.address, ring.coefficients))
+            memory = Const(f"softmax_M{label}", softmax_type)(Var(names[0]))
         else:
             memory = state.projection(f"M{label}")(Derelict(Var(names[0])))
         return decode(memory(state.projection(f"r{label}")(Derelict(Var(names[1])))))

@@ -36,7 +36,7 @@ BIG = 1000.0  # larger than every counter: a gate that switches a unit off
 class _Controller:
     """Named blocks of h0 and their weights ``H`` (from h0), ``U`` (from x) and ``B``."""
 
-    def __init__(self, blocks: dict, input_dim: int, dtype):
+    def __init__(self, blocks: dict[str, int], input_dim: int, dtype: torch.dtype) -> None:
         self.index, size = {}, 0
         for name, width in blocks.items():
             self.index[name] = list(range(size, size + width))
@@ -51,7 +51,7 @@ class _Controller:
 
 
 def swap_solution(task: MultiplePattern, max_length: int = 20, sharpness: float = 100.0, margin: float = 50.0,
-                  dtype=torch.float64):
+                  dtype: torch.dtype = torch.float64) -> tuple[MultiplePatternNTM, dict[str, torch.Tensor]]:
     """``(model, readout)``: a ``MultiplePatternNTM`` solving ``task`` for segment lengths up to
     ``max_length``, and the weights of the trainer's read-out ``(W_y, B_y, W_o, B_o)``."""
     if tuple(task.repeats) != (1, 2):
@@ -173,4 +173,5 @@ def _readout(c: _Controller, alphabet, margin: float, dtype) -> dict:
     W_y[range(symbols), c.index["symbol"]] = 1
     W_o = torch.zeros(alphabet.size, symbols, dtype=dtype)
     W_o[range(symbols), range(symbols)] = margin
-    return {"W_y": W_y, "B_y": torch.zeros(symbols, dtype=dtype), "W_o": W_o, "B_o": torch.zeros(alphabet.size, dtype=dtype)}
+    return {"W_y": W_y, "B_y": torch.zeros(symbols, dtype=dtype), "W_o": W_o,
+            "B_o": torch.zeros(alphabet.size, dtype=dtype)}

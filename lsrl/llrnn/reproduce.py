@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import csv
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from lsrl.llrnn.experiment import run_configs
-from lsrl.llrnn.train import TrainingError, preset
+from lsrl.llrnn.train import TrainConfig, TrainingError, preset
 
 REPRODUCTION_TASKS = ("tf_copy", "tf_repeat_copy", "tf_pattern1", "tf_pattern2", "tf_pattern3", "tf_pattern4",
                       "tf_pattern5", "tf_multiple_pattern3", "tf_multiple_pattern4", "tf_variable_pattern1")
@@ -43,14 +45,15 @@ ZERO_AT = {"tf_copy": 2, "tf_repeat_copy": 2}
 MULTIPLE_PATTERN_TARGET = {"tf_multiple_pattern4": 0.014}
 
 
-def reproduction_configs(preset_name: str, models, tasks, seeds, **overrides) -> list:
+def reproduction_configs(preset_name: str, models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int],
+                         **overrides: Any) -> list[TrainConfig]:
     return [preset(preset_name, model, task, seed=seed, **overrides)
             for task in tasks for model in models for seed in seeds]
 
 
-def run_reproduction(folder, preset_name: str = "tf", models=REPRODUCTION_MODELS, tasks=REPRODUCTION_TASKS,
-                     seeds=(0, 1, 2), workers: int = 2, progress: bool = True, finished_only: bool = False,
-                     **overrides) -> list[dict]:
+def run_reproduction(folder: str | Path, preset_name: str = "tf", models: Sequence[str] = REPRODUCTION_MODELS,
+                     tasks: Sequence[str] = REPRODUCTION_TASKS, seeds: Sequence[int] = (0, 1, 2), workers: int = 2,
+                     progress: bool = True, finished_only: bool = False, **overrides: Any) -> list[dict]:
     """Train every model × task × seed with ``preset_name``; write the CSV, the table and the plot.
     ``finished_only``: train nothing; write them for the runs of the grid finished so far."""
     folder = Path(folder)

@@ -23,6 +23,8 @@ of group elements is one gather and one contraction (``mix``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 WORD_TRANSFORMS = {
@@ -31,12 +33,12 @@ WORD_TRANSFORMS = {
 }
 
 
-def rotation(N: int, dtype=torch.float64, device=None) -> torch.Tensor:
+def rotation(N: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> torch.Tensor:
     """``R`` with ``R e_a = e_{a+1 mod N}``: ``R[i, j] = 1`` iff ``i = j + 1 mod N``."""
     return torch.eye(N, dtype=dtype, device=device).roll(1, dims=0)
 
 
-def reflection(N: int, dtype=torch.float64, device=None) -> torch.Tensor:
+def reflection(N: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> torch.Tensor:
     """``R'`` with ``R' e_a = e_{-a mod N}``."""
     matrix = torch.zeros(N, N, dtype=dtype, device=device)
     positions = torch.arange(N, device=device)
@@ -70,7 +72,7 @@ def word_transform(name: str, word: str) -> str:
     return WORD_TRANSFORMS[name](check_word(word))
 
 
-def ring_powers(N: int, powers=None) -> tuple:
+def ring_powers(N: int, powers: Iterable[int] | None = None) -> tuple[int, ...]:
     """The rotations ``R^n`` a head of an N-position ring may choose: ``powers`` modulo N (so -1 is
     a step back), without repeats; all N when ``powers`` is None."""
     return tuple(range(N)) if powers is None else tuple(dict.fromkeys(p % N for p in powers))
@@ -99,7 +101,7 @@ def mix(coefficients: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> tor
     return torch.einsum("...k,...kn->...n", coefficients, v[..., index])
 
 
-def apply_powers(p: torch.Tensor, v: torch.Tensor, powers) -> torch.Tensor:
+def apply_powers(p: torch.Tensor, v: torch.Tensor, powers: Iterable[int]) -> torch.Tensor:
     """``sum_k p_k R^{powers[k]} v`` for a batch: ``p`` (..., K), ``v`` (..., N)."""
     N = v.shape[-1]
     index = torch.stack([power_index(N, n) for n in powers]).to(v.device)

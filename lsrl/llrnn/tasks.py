@@ -15,7 +15,9 @@ wraps modulo the string length k. With steps 1, 0, 0, 2, 0 and abcde that reads 
 from __future__ import annotations
 
 import string
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import SupportsInt
 
 import torch
 
@@ -30,6 +32,8 @@ class TaskError(LsrlError):
 
 MARKERS = START + END + SWAP + SEPARATOR + BLANK
 
+Sample = tuple[list[int], list[int]]  # (prompt, output) as symbol indices
+
 
 @dataclass(frozen=True)
 class Alphabet:
@@ -40,7 +44,7 @@ class Alphabet:
     digits: int = 0
     markers: str = MARKERS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.data <= 26 or not 0 <= self.digits <= 10:
             raise TaskError(f"alphabet: need 1..26 data symbols and 0..10 digits, got {self.data}, {self.digits}")
 
@@ -62,7 +66,7 @@ class Alphabet:
         """Symbol indices of ``text``; spaces are ignored (``"∘ abc •"``)."""
         return [self.index(symbol) for symbol in text if symbol != " "]
 
-    def decode(self, indices) -> str:
+    def decode(self, indices: Iterable[SupportsInt]) -> str:
         return "".join(self.symbols[int(i)] for i in indices)
 
     def digit(self, value: int) -> int:
@@ -80,8 +84,9 @@ class Batch:
     targets: torch.Tensor
     mask: torch.Tensor
 
-    def to(self, device=None, dtype=None) -> Batch:
-        return Batch(self.tokens.to(device), self.inputs.to(device, dtype), self.targets.to(device), self.mask.to(device))
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> Batch:
+        return Batch(self.tokens.to(device), self.inputs.to(device, dtype), self.targets.to(device),
+                     self.mask.to(device))
 
 
 def read_with_pattern(symbols: list[int], steps: tuple[int, ...], count: int) -> list[int]:
@@ -99,13 +104,13 @@ class Task:
     name = ""
     min_length = 1  # the shortest length a sample can have
 
-    def __init__(self, alphabet: Alphabet | None = None):
+    def __init__(self, alphabet: Alphabet | None = None) -> None:
         self.alphabet = alphabet or Alphabet()
 
-    def sample(self, length: int, generator) -> tuple[list[int], list[int]]:
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         raise NotImplementedError
 
-    def random_string(self, length: int, generator) -> list[int]:
+    def random_string(self, length: int, generator: torch.Generator | None) -> list[int]:
         return torch.randint(self.alphabet.data, (length,), generator=generator).tolist()
 
     def wrap(self, *parts: list[int]) -> list[int]:
@@ -115,13 +120,13 @@ class Task:
             prompt += ([self.alphabet.index(SWAP)] if number else []) + list(part)
         return prompt + [self.alphabet.index(END)]
 
-    def batch(self, batch_size: int, length: int | tuple[int, int], generator=None) -> Batch:
+    def batch(self, batch_size: int, length: int | tuple[int, int], generator: torch.Generator | None = None) -> Batch:
         """``batch_size`` samples of one length: ``length`` or drawn from the inclusive range ``(lo, hi)``."""
         length = self._draw_length(length, generator)
         samples = [self.sample(length, generator) for _ in range(batch_size)]
         return self.collate(samples)
 
-    def test_set(self, lengths, batch_size: int = 64, seed: int = 0) -> list[Batch]:
+    def test_set(self, lengths: Iterable[int | tuple[int, int]], batch_size: int = 64, seed: int = 0) -> list[Batch]:
         """One reproducible batch per length in ``lengths``."""
         generator = torch.Generator().manual_seed(seed)
         return [self.batch(batch_size, length, generator) for length in lengths]
@@ -132,7 +137,7 @@ class Task:
             raise TaskError(f"{self.name}: lengths must satisfy 1 <= low <= high, got {length}")
         return int(torch.randint(low, high + 1, (), generator=generator))
 
-    def collate(self, samples) -> Batch:
+    def collate(self, samples: Sequence[Sample]) -> Batch:
         """One batch of ``(prompt, output)`` samples of one length (e.g. from ``example``)."""
         blank = self.alphabet.index(BLANK)
         tokens = torch.tensor([prompt + [blank] * len(output) for prompt, output in samples])
@@ -147,10 +152,10 @@ class Copy(Task):
 
     name = "copy"
 
-    def example(self, symbols: list[int]):
+    def example(self, symbols: list[int]) -> Sample:
         return self.wrap(symbols), list(symbols)
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         return self.example(self.random_string(length, generator))
 
 
@@ -159,14 +164,14 @@ class RepeatCopy(Task):
 
     name = "repeat_copy"
 
-    def __init__(self, alphabet: Alphabet | None = None, repeats: int = 2):
+    def __init__(self, alphabet: Alphabet | None = None, repeats: int = 2) -> None:
         super().__init__(alphabet)
         self.repeats = repeats
 
-    def example(self, symbols: list[int]):
+    def example(self, symbols: list[int]) -> Sample:
         return self.wrap(symbols), [symbol for symbol in symbols for _ in range(self.repeats)]
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         return self.example(self.random_string(length, generator))
 
 
@@ -178,16 +183,17 @@ class Pattern(Task):
 
     name = "pattern"
 
-    def __init__(self, alphabet: Alphabet | None = None, steps: tuple[int, ...] = (1, 0, 0, 2, 0), output_factor: int = 1):
+    def __init__(self, alphabet: Alphabet | None = None, steps: tuple[int, ...] = (1, 0, 0, 2, 0),
+                 output_factor: int = 1) -> None:
         super().__init__(alphabet)
         if not steps or min(steps) < 0:
             raise TaskError(f"pattern: steps must be a non-empty tuple of non-negative integers, got {steps}")
         self.steps, self.output_factor = tuple(steps), output_factor
 
-    def example(self, symbols: list[int]):
+    def example(self, symbols: list[int]) -> Sample:
         return self.wrap(symbols), read_with_pattern(symbols, self.steps, self.output_factor * len(symbols))
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         return self.example(self.random_string(length, generator))
 
 
@@ -197,17 +203,18 @@ class MultiplePattern(Task):
 
     name = "multiple_pattern"
 
-    def __init__(self, alphabet: Alphabet | None = None, segments: int = 3, repeats: tuple[int, int] = (1, 2)):
+    def __init__(self, alphabet: Alphabet | None = None, segments: int = 3, repeats: tuple[int, int] = (1, 2)
+                 ) -> None:
         super().__init__(alphabet)
         self.segments, self.repeats = segments, tuple(repeats)
 
-    def example(self, segments: list[list[int]]):
+    def example(self, segments: list[list[int]]) -> Sample:
         output = []
         for number, segment in enumerate(segments):
             output += [symbol for symbol in segment for _ in range(self.repeats[number % len(self.repeats)])]
         return self.wrap(*segments), output
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         return self.example([self.random_string(length, generator) for _ in range(self.segments)])
 
 
@@ -216,18 +223,18 @@ class VariablePattern(Task):
 
     name = "variable_pattern"
 
-    def __init__(self, alphabet: Alphabet | None = None, pattern_length: int = 3, max_step: int = 2):
+    def __init__(self, alphabet: Alphabet | None = None, pattern_length: int = 3, max_step: int = 2) -> None:
         super().__init__(alphabet or Alphabet(digits=max_step + 1))
         if self.alphabet.digits <= max_step:
             raise TaskError(f"variable_pattern: the alphabet needs digits 0..{max_step}")
         self.pattern_length, self.max_step = pattern_length, max_step
 
-    def example(self, steps: list[int], symbols: list[int]):
+    def example(self, steps: list[int], symbols: list[int]) -> Sample:
         encoded = [self.alphabet.digit(step) for step in steps]
         prompt = self.wrap(encoded + [self.alphabet.index(SEPARATOR)] + list(symbols))
         return prompt, read_with_pattern(symbols, tuple(steps), len(symbols))
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         steps = torch.randint(self.max_step + 1, (self.pattern_length,), generator=generator).tolist()
         return self.example(steps, self.random_string(length, generator))
 
@@ -240,20 +247,21 @@ class AssociativeRecall(Task):
     name = "associative_recall"
     min_length = 2
 
-    def __init__(self, alphabet: Alphabet | None = None, item_length: int = 3):
+    def __init__(self, alphabet: Alphabet | None = None, item_length: int = 3) -> None:
         super().__init__(alphabet)
         self.item_length = item_length
 
-    def example(self, items: list[list[int]], query: int):
+    def example(self, items: list[list[int]], query: int) -> Sample:
         if not 0 <= query < len(items) - 1:
             raise TaskError(f"associative_recall: the query must be one of items 1..{len(items) - 1}, got {query + 1}")
         separator = [self.alphabet.index(SEPARATOR)]
         prompt = self.wrap(*items)
         return prompt[:-1] + separator + list(items[query]) + prompt[-1:], list(items[query + 1])
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         if length < 2 or length > self.alphabet.data**self.item_length:
-            raise TaskError(f"associative_recall: needs 2 .. {self.alphabet.data ** self.item_length} items, got {length}")
+            raise TaskError(f"associative_recall: needs 2 .. {self.alphabet.data ** self.item_length} items, "
+                            f"got {length}")
         items: list[list[int]] = []
         while len(items) < length:
             item = self.random_string(self.item_length, generator)
@@ -268,18 +276,18 @@ class PrioritySort(Task):
 
     name = "priority_sort"
 
-    def __init__(self, alphabet: Alphabet | None = None, kept: float = 0.8):
+    def __init__(self, alphabet: Alphabet | None = None, kept: float = 0.8) -> None:
         super().__init__(alphabet or Alphabet(digits=10))
         if not self.alphabet.digits or not 0 < kept <= 1:
             raise TaskError("priority_sort: needs priority digits and 0 < kept <= 1")
         self.kept = kept
 
-    def example(self, symbols: list[int], priorities: list[int]):
+    def example(self, symbols: list[int], priorities: list[int]) -> Sample:
         prompt = self.wrap([code for pair in zip(symbols, map(self.alphabet.digit, priorities)) for code in pair])
         order = sorted(range(len(symbols)), key=lambda i: -priorities[i])  # stable: ties keep input order
         return prompt, [symbols[i] for i in order[: max(1, round(self.kept * len(symbols)))]]
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         priorities = torch.randint(self.alphabet.digits, (length,), generator=generator).tolist()
         return self.example(self.random_string(length, generator), priorities)
 
@@ -297,7 +305,7 @@ class PrioritySort(Task):
 TF_DIVIDER = 7  # the multiple pattern tasks' divider: an ordinary content symbol elsewhere
 
 
-def repetition_pattern(symbols: list[int], steps, limit: int, wrap: bool = False) -> list[int]:
+def repetition_pattern(symbols: list[int], steps: Iterable[int], limit: int, wrap: bool = False) -> list[int]:
     """TF's ``f_repetitionpattern``: read ``symbols[j]``, move ``j`` by the next step, until ``j`` runs
     off the end (a negative ``j`` reads from the end, as Python indexing does) or ``limit`` reads.
     ``wrap=True``: the paper's semantics instead, exactly ``limit`` reads with ``j`` modulo the length."""
@@ -319,7 +327,7 @@ class TapeTask(Task):
 
     min_length = 5
 
-    def __init__(self, tape_content: int = 28):
+    def __init__(self, tape_content: int = 28) -> None:
         super().__init__(Alphabet(data=8, markers=START + END))
         self.tape_content = tape_content
 
@@ -327,7 +335,7 @@ class TapeTask(Task):
         """TF's N_out for content length ``length``."""
         raise NotImplementedError
 
-    def content(self, length: int, generator) -> tuple[list[int], list[int]]:
+    def content(self, length: int, generator: torch.Generator | None) -> Sample:
         """``(tape content, f(content))`` of content length ``length``."""
         raise NotImplementedError
 
@@ -335,12 +343,12 @@ class TapeTask(Task):
         n = max(length, self.tape_content)
         return n + 2 + self.output_length(n)
 
-    def sample(self, length, generator):
+    def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         content, output = self.content(length, generator)
         prompt = [self.alphabet.index(START)] + content + [self.alphabet.index(END)]
         return prompt, output[: self.tape_length(length) - len(prompt)]
 
-    def collate(self, samples) -> Batch:
+    def collate(self, samples: Sequence[Sample]) -> Batch:
         terminal = self.alphabet.index(END)
         if len({len(prompt) for prompt, _ in samples}) != 1:
             raise TaskError(f"{self.name}: the sequences of a batch share one content length (TF)")
@@ -360,14 +368,15 @@ class TapePattern(TapeTask):
     """TF's copy, repeat copy and pattern 1–5: ``repetition_pattern(content, steps)``; ``wrap=True``
     gives the paper's wrap-around reading (``output_length`` reads) instead of TF's truncation."""
 
-    def __init__(self, steps=(1,), out=lambda n: n, tape_content: int = 28, wrap: bool = False):
+    def __init__(self, steps: Iterable[int] = (1,), out: Callable[[int], int] | None = lambda n: n,
+                 tape_content: int = 28, wrap: bool = False) -> None:
         super().__init__(tape_content)
         self.steps, self.out, self.wrap = tuple(steps), out, wrap
 
-    def output_length(self, length):
+    def output_length(self, length: int) -> int:
         return self.out(length)
 
-    def content(self, length, generator):
+    def content(self, length: int, generator: torch.Generator | None) -> Sample:
         symbols = self.random_string(length, generator)
         limit = self.output_length(length) if self.wrap else self.tape_length(length)
         return symbols, repetition_pattern(symbols, self.steps, limit, self.wrap)
@@ -396,7 +405,7 @@ TAPE_PATTERNS = [
 ]
 
 
-def multiple_pattern(symbols: list[int], patterns, limit: int) -> list[int]:
+def multiple_pattern(symbols: list[int], patterns: Sequence[Sequence[int]], limit: int) -> list[int]:
     """TF's ``f_multpattern``: the runs between dividers, run ``i`` (i dividers before it) read with
     ``patterns[i mod len]``; empty runs are dropped, dividers are not output."""
     output, run, index = [], [], 0
@@ -414,14 +423,14 @@ class TapeMultiplePattern(TapeTask):
     """TF's multiple pattern 1–4 (divider 7, N_out = 2n); ``force_divider``: mult 2's one 7 at a
     uniform position."""
 
-    def __init__(self, patterns, tape_content: int = 28, force_divider: bool = False):
+    def __init__(self, patterns: Iterable[Iterable[int]], tape_content: int = 28, force_divider: bool = False) -> None:
         super().__init__(tape_content)
         self.patterns, self.force_divider = tuple(tuple(p) for p in patterns), force_divider
 
-    def output_length(self, length):
+    def output_length(self, length: int) -> int:
         return 2 * length
 
-    def content(self, length, generator):
+    def content(self, length: int, generator: torch.Generator | None) -> Sample:
         symbols = self.random_string(length, generator)
         if self.force_divider:
             symbols[int(torch.randint(length, (), generator=generator))] = TF_DIVIDER
@@ -444,16 +453,16 @@ class TapeVariablePattern(TapeTask):
 
     min_length = 8
 
-    def __init__(self, patterns=None, entries=(0, 1, 2), positive_sum=False, max_pattern_length=8,
-                 tape_content: int = 28):
+    def __init__(self, patterns: Sequence[Sequence[int]] | None = None, entries: Iterable[int] = (0, 1, 2),
+                 positive_sum: bool = False, max_pattern_length: int = 8, tape_content: int = 28) -> None:
         super().__init__(tape_content)
         self.patterns, self.entries, self.positive_sum = patterns, tuple(entries), positive_sum
         self.max_pattern_length = max_pattern_length
 
-    def output_length(self, length):
+    def output_length(self, length: int) -> int:
         return 2 * length
 
-    def draw_pattern(self, generator) -> list[int]:
+    def draw_pattern(self, generator: torch.Generator | None) -> list[int]:
         if self.patterns is not None:
             return list(self.patterns[int(torch.randint(len(self.patterns), (), generator=generator))])
         while True:
@@ -462,13 +471,14 @@ class TapeVariablePattern(TapeTask):
             if (sum(pattern) > 0) if self.positive_sum else any(pattern):
                 return pattern
 
-    def content(self, length, generator):
+    def content(self, length: int, generator: torch.Generator | None) -> Sample:
         pattern = self.draw_pattern(generator)
         if length < len(pattern) + 2:
             raise TaskError(f"{self.name}: content length {length} leaves no room after a pattern of {len(pattern)}")
         symbols = self.random_string(length - len(pattern) - 1, generator)
         coded = [step % self.alphabet.size for step in pattern]  # -1 -> •, -2 -> ∘
-        return coded + [self.alphabet.index(START)] + symbols, repetition_pattern(symbols, pattern, self.tape_length(length))
+        output = repetition_pattern(symbols, pattern, self.tape_length(length))
+        return coded + [self.alphabet.index(START)] + symbols, output
 
 
 def _named(name: str, base, doc: str, min_length: int = 5, **fixed):
@@ -494,5 +504,7 @@ TAPE_TASKS = TAPE_PATTERNS + [
            18, entries=(-2, -1, 0, 1, 2), positive_sum=True),
 ]
 
-TASKS = {task.name: task for task in (Copy, RepeatCopy, Pattern, MultiplePattern, VariablePattern, AssociativeRecall,
-                                      PrioritySort, *TAPE_TASKS)}
+TASKS: dict[str, type[Task]] = {
+    task.name: task for task in (Copy, RepeatCopy, Pattern, MultiplePattern, VariablePattern, AssociativeRecall,
+                                 PrioritySort, *TAPE_TASKS)
+}

@@ -28,8 +28,10 @@ import pickle
 import re
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -106,7 +108,7 @@ class TrainConfig:
 # ---- models -----------------------------------------------------------------------------------
 
 
-def stabilisers(config: TrainConfig) -> dict:
+def stabilisers(config: TrainConfig) -> dict[str, str | bool]:
     """The ``Stabilisers`` options of ``lsrl.llrnn.explicit`` set in ``config``."""
     return {field.name: getattr(config, field.name) for field in dataclasses.fields(Stabilisers)}
 
@@ -164,7 +166,7 @@ def _higher_order(config, input_dim, slots, **placement):
     return HigherOrderRNN(input_dim, config.controller_dim, config.max_power, **placement)
 
 
-def readout_parameters(config: TrainConfig, vocabulary: int):
+def readout_parameters(config: TrainConfig, vocabulary: int) -> Callable[[int], int]:
     """Parameters of ``TaskModel``'s read-out as a function of the controller size."""
     if config.readout_dim:
         return lambda hidden: (hidden + 1) * config.readout_dim + (config.readout_dim + 1) * vocabulary
@@ -174,7 +176,8 @@ def readout_parameters(config: TrainConfig, vocabulary: int):
 def _baseline(kind):
     def build(config, input_dim, slots, **placement):
         if config.baseline_match not in RING_MODELS:
-            raise TrainingError(f"baseline_match must name one of {', '.join(RING_MODELS)}, got {config.baseline_match!r}")
+            raise TrainingError(f"baseline_match must name one of {', '.join(RING_MODELS)}, "
+                                f"got {config.baseline_match!r}")
         readout = readout_parameters(config, input_dim)
         reference = MODELS[config.baseline_match](config, input_dim, slots, dtype=torch.float32, device="meta")
         target = sum(p.numel() for p in reference.parameters()) + readout(config.controller_dim)
@@ -229,7 +232,7 @@ PRESET_EXCEPTIONS = {
 }
 
 
-def preset(name: str, model: str = "ntm", task: str = "copy", **overrides) -> TrainConfig:
+def preset(name: str, model: str = "ntm", task: str = "copy", **overrides: Any) -> TrainConfig:
     """``TrainConfig`` of preset ``name`` for ``model`` on ``task``: the shortest training length is
     the task's own (TF's min ℓ - 2 for the ``tf_*`` tasks); ``overrides`` replace any field."""
     if name not in PRESETS:
@@ -271,7 +274,7 @@ class TaskModel(torch.nn.Module):
     """A model plus a read-out: ``logits = W_o ReLU(W_y h0 + B_y) + B_o`` (Sec. 2.1), or with
     ``readout_dim = 0`` the TF code's linear ``logits = W h0 + B``."""
 
-    def __init__(self, model: torch.nn.Module, vocabulary: int, readout_dim: int):
+    def __init__(self, model: torch.nn.Module, vocabulary: int, readout_dim: int) -> None:
         super().__init__()
         self.model = model
         parameter = next(model.parameters())
@@ -331,7 +334,7 @@ class Trainer:
     a model passed in is trained as it is.
     """
 
-    def __init__(self, config: TrainConfig, model: torch.nn.Module | None = None):
+    def __init__(self, config: TrainConfig, model: torch.nn.Module | None = None) -> None:
         self.config = config
         if config.task not in TASKS:
             raise TrainingError(f"unknown task {config.task!r}; known: {', '.join(TASKS)}")
@@ -465,7 +468,7 @@ class Trainer:
         return now
 
     @torch.no_grad()
-    def score(self, lengths) -> Score:
+    def score(self, lengths: Iterable[int | tuple[int, int]]) -> Score:
         """Summed score on the fixed test batches of ``lengths``."""
         self.net.eval()
         total = Score()
@@ -488,7 +491,7 @@ class Trainer:
 
     # ---- checkpoints ----
 
-    def save(self, folder) -> Path:
+    def save(self, folder: str | Path) -> Path:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         weights = {name: tensor.detach().contiguous() for name, tensor in self.net.state_dict().items()}
@@ -501,7 +504,7 @@ class Trainer:
         return folder
 
     @classmethod
-    def resume(cls, folder, model: torch.nn.Module | None = None, **overrides) -> Trainer:
+    def resume(cls, folder: str | Path, model: torch.nn.Module | None = None, **overrides: Any) -> Trainer:
         """The trainer saved in ``folder``; ``overrides`` replace config fields (e.g. ``steps``)."""
         folder = Path(folder)
         if not (folder / WEIGHTS).is_file() or not (folder / SIDECAR).is_file():
@@ -621,7 +624,7 @@ def plot_memories(trainer: Trainer, path: Path) -> bool:
     return True
 
 
-def write_reports(trainer: Trainer, folder: Path, **extra) -> dict:
+def write_reports(trainer: Trainer, folder: Path, **extra: object) -> dict:
     """``evaluation.json`` (with ``extra``), ``history.csv``, ``error_curve.png``, ``addresses.png`` and,
     for models with memory rings, ``memories.png``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -634,8 +637,8 @@ def write_reports(trainer: Trainer, folder: Path, **extra) -> dict:
     return evaluation
 
 
-def train(config: TrainConfig, folder, resume: bool = False, progress: bool = True, checkpoint_every: int = 500,
-          model: torch.nn.Module | None = None) -> dict:
+def train(config: TrainConfig, folder: str | Path, resume: bool = False, progress: bool = True,
+          checkpoint_every: int = 500, model: torch.nn.Module | None = None) -> dict:
     """Train (or continue the checkpoint in ``folder`` up to ``config.steps``), save, write the reports.
 
     Returns the evaluation, with the wall seconds spent training this run (over every call that

@@ -34,7 +34,7 @@ class CompiledProgram:
     """A program after debranching: ``layers`` form a path from ``input``."""
 
     def __init__(self, input_node: Input, layers: Iterable[Node], backend: str | Backend, stats: dict | None = None,
-                 name: str = "program", labels: Iterable[Iterable[UnitLabel]] | None = None):
+                 name: str = "program", labels: Iterable[Iterable[UnitLabel]] | None = None) -> None:
         self.input = input_node
         self.layers = list(layers)
         # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.ir.labels)

@@ -7,10 +7,15 @@ printed ``ones(d_in, d_in)`` grows exponentially for d_in > 1), and "processing"
 (the printed ``counter > 0.5`` is always true). A cell is ``(l, l + δ]`` with edges of width 1/mu.
 """
 
+from __future__ import annotations
+
 import itertools
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
@@ -24,9 +29,9 @@ FLAG_MU = 2  # steepness for flags in [0, 1] compared at 1/2: a margin of 1/2 sa
 
 
 def continuous_approximator(
-    d_in: int, d_out: int, ifelse="multiplicative", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA, robust=False,
-    value_bound=None,
-):
+    d_in: int, d_out: int, ifelse: str = "multiplicative", mu: float = DEFAULT_MU,
+    lambda_: float | Literal["auto"] = DEFAULT_LAMBDA, robust: bool = False, value_bound: float | None = None,
+) -> ForEach:
     """Listing 1 with the paper's constants, or with ``robust=True`` a construction whose margins
     come from the value ranges (``lsrl.value_bounds``) instead of ``lambda_ = 1e10``.
 
@@ -116,7 +121,8 @@ def _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound):
     return ForEach(estimate, name=f"continuous_approximator({d_in}, {d_out}, {ifelse}, robust)")
 
 
-def continuous_prompt(f, d_in: int, d_out: int, cells_per_dim: int, exact: bool = False) -> np.ndarray:
+def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: int, cells_per_dim: int,
+                      exact: bool = False) -> np.ndarray:
     """One token ``[δ, l_1..l_d_in, f(centre)]`` per cell of the regular grid (Eq. (8)).
 
     The model's input is the query first, then these tokens:
@@ -139,7 +145,7 @@ def continuous_prompt(f, d_in: int, d_out: int, cells_per_dim: int, exact: bool 
     return np.array([[float(v) for v in row] for row in rows])
 
 
-def continuous_query(q, d_out: int) -> np.ndarray:
+def continuous_query(q: ArrayLike, d_out: int) -> np.ndarray:
     """The query token ``[q', 0_{d_out+1}]`` as a ``(1, 1 + d_in + d_out)`` array; it is the model's
     first input token, before ``continuous_prompt``'s."""
     q = list(np.asarray(q, dtype=object).reshape(-1))

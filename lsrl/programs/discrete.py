@@ -10,7 +10,13 @@ counter produces; the printed ``1..n`` never selects position 0), and the modulo
 to a cyclic permutation state with rational weights (``counter="rotation"`` gives App. F.7's).
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Concat, Input, Linear, LinState
@@ -24,9 +30,9 @@ ROBUST_MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates 
 
 
 def discrete_approximator(
-    n: int, ifelse="multiplicative", counter="permutation", mu=DEFAULT_MU, lambda_=DEFAULT_LAMBDA,
-    robust=False, vocabulary=None,
-):
+    n: int, ifelse: str = "multiplicative", counter: str = "permutation", mu: float = DEFAULT_MU,
+    lambda_: float | Literal["auto"] = DEFAULT_LAMBDA, robust: bool = False, vocabulary: int | None = None,
+) -> ForEach:
     """Listing 2 with the paper's constants, or with ``robust=True`` a construction whose margins
     come from the values involved (``vocabulary``, the largest token, must then be given).
 
@@ -103,7 +109,7 @@ def discrete_approximator(
     return ForEach(answer, name=f"discrete_approximator({n}, {ifelse}{', robust' if robust else ''})")
 
 
-def check_discrete_prompt(prompts, n: int, vocabulary=None) -> None:
+def check_discrete_prompt(prompts: ArrayLike, n: int, vocabulary: int | None = None) -> None:
     """Raise ``LsrlError`` unless every prompt (``(T, 1)`` or ``(B, T, 1)``) is n query tokens and
     then key / value pairs of n tokens each, every token a non-negative integer (at most
     ``vocabulary`` when given), and the query one of the keys.
@@ -145,7 +151,7 @@ def _shift_register(flag, length, name=None):
     return LinState(flag, A=shift, B=[[1]] + [[0]] * (length - 1), name=name)
 
 
-def discrete_prompt(mapping: dict, query=None) -> np.ndarray:
+def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Sequence[int] | None = None) -> np.ndarray:
     """Keys and values one after the other as a ``(2 n len(mapping), 1)`` array of tokens.
 
     With ``query``, its n tokens come first (the complete model input); it must be one of the keys.

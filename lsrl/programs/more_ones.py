@@ -1,5 +1,7 @@
 """Fig. 1: output 1 while the 0/1 input has held more 1s than 0s so far, else 0."""
 
+from __future__ import annotations
+
 from lsrl.lang.nodes import Input, LinState
 from lsrl.lang.program import ForEach
 from lsrl.sugar import f_larger

@@ -16,14 +16,16 @@ they stay below 2^53) for every sequence length, as long as its inputs are the d
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 from lsrl.errors import LsrlError
-from lsrl.lang.nodes import Input, Linear, ReLUState
+from lsrl.lang.nodes import Input, Linear, Node, ReLUState
 from lsrl.lang.program import ForEach
 
 
-def feature_state(x, readout, reads_value, B, b, name):
+def feature_state(x: Node, readout: Sequence[int | Fraction], reads_value: Sequence[int],
+                  B: Sequence[Sequence[int | Fraction]], b: Sequence[int | Fraction], name: str) -> Linear:
     """The scalar ``s_t = w . h_t`` of ``h_t = ReLU(c (w . h_{t-1}) + B x_t + b)``, ``h_0 = 0``.
 
     ``readout`` is ``w``, ``reads_value`` is ``c`` (one entry per feature), ``B`` and ``b`` the
@@ -69,7 +71,7 @@ def parity() -> ForEach:
     )
 
 
-def squaring(values=range(26)) -> ForEach:
+def squaring(values: Iterable[int] = range(26)) -> ForEach:
     """``s = (s + 1)^2`` over a declared set of values: ``s_t = (s_{t-1} + 1)^2`` when ``x_t = 1``,
     ``s_t = 0`` when ``x_t = 0`` (a reset, so that sequences of any length stay in range); ``s_0 = 0``.
 

@@ -35,7 +35,7 @@ class DiagonalRecurrence(nn.Module):
 
     state_patch = None  # set while a patched call runs (lsrl.targets.patch): then every unit runs step by step
 
-    def __init__(self, A: np.ndarray, s0: np.ndarray, where: str):
+    def __init__(self, A: np.ndarray, s0: np.ndarray, where: str) -> None:
         super().__init__()
         d = self.width = A.shape[0]
         partner, coupling, delay = np.arange(d), np.zeros(d), []
@@ -113,7 +113,7 @@ class DiagonalRecurrence(nn.Module):
 class DiagonalRNNBlock(nn.Module):
     """Dense input map, diagonal recurrence, MLP output map (and the gate ``gamma`` of Eq. (4))."""
 
-    def __init__(self, block: Block, where: str = "block"):
+    def __init__(self, block: Block, where: str = "block") -> None:
         super().__init__()
         self.B = nn.Parameter(float64_tensor(block.B))
         self.b = nn.Parameter(float64_tensor(block.b))
@@ -136,7 +136,7 @@ class DiagonalRNNModel(CachedRun, nn.Module):
 
     architecture = "diagonal_linear_rnn"
 
-    def __init__(self, stack: BlockStack):
+    def __init__(self, stack: BlockStack) -> None:
         super().__init__()
         self.d_in = stack.d_in
         self.blocks = nn.ModuleList(DiagonalRNNBlock(block, f"block {i}") for i, block in enumerate(stack.blocks))

@@ -87,7 +87,7 @@ class _CellStack(nn.Module):
     kind = ""
     state_patch = None  # {layer: StatePatch} while a patched call runs (lsrl.targets.patch): h overwritten per step
 
-    def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")):
+    def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")) -> None:
         super().__init__()
         self.input_size = int(input_size)
         self.hidden_sizes = [int(h) for h in hidden_sizes]
@@ -207,7 +207,7 @@ class CellModel(CachedRun, nn.Module):
     activation = "relu"  # in place of sigmoid and tanh, as in Apps. C and D
 
     def __init__(self, arch: str, input_size: int, layers: list, readout_weight: np.ndarray, readout_bias: np.ndarray,
-                 gate_bound: float | None = None, output_labels: list | None = None):
+                 gate_bound: float | None = None, output_labels: list | None = None) -> None:
         super().__init__()
         self.architecture = arch
         self.d_in = input_size
@@ -312,7 +312,7 @@ class _Layer:
 class _LayerBuilder:
     """Collects units of one layer as sparse entries; outputs refer to units by index."""
 
-    def __init__(self, arch, d_in, block, role, sigma=None, below=None):
+    def __init__(self, arch, d_in, block, role, sigma=None, below=None) -> None:
         self.arch, self.d_in, self.block, self.role, self.sigma = arch, d_in, block, role, sigma
         self.count = 0
         self.below = below  # labels of the layer's input units (None: unlabelled)

@@ -128,7 +128,7 @@ def _linear(W, c=None) -> nn.Linear:
 class TemporalConv1d(nn.Module):
     """Causal ``z_t = sum_i W_M[i] a'_{t-i} + b_conv`` over a window of ``d_conv`` steps (Eq. 38)."""
 
-    def __init__(self, taps: dict[int, np.ndarray], bias: np.ndarray, d_conv: int):
+    def __init__(self, taps: dict[int, np.ndarray], bias: np.ndarray, d_conv: int) -> None:
         """``taps``: dict lag -> (H, H) matrix ``W_M[lag]``; missing lags are zero."""
         super().__init__()
         width = len(bias)
@@ -150,7 +150,7 @@ class RGLRU(nn.Module):
     """Real-gated linear recurrent unit, Eqs. (39)-(43), with ReLU as the gates' non-linearity."""
 
     def __init__(self, W_r: np.ndarray, b_r: np.ndarray, W_i: np.ndarray, b_i: np.ndarray, Lambda: np.ndarray,
-                 c: float = RGLRU_C):
+                 c: float = RGLRU_C) -> None:
         super().__init__()
         self.recurrence_gate = _linear(W_r, b_r)
         self.input_gate = _linear(W_i, b_i)
@@ -175,7 +175,7 @@ class RecurrentBlock(nn.Module):
 
     kind = "recurrent"
 
-    def __init__(self, spec: "RecurrentSpec", d_conv: int):
+    def __init__(self, spec: "RecurrentSpec", d_conv: int) -> None:
         super().__init__()
         self.W_a = _linear(spec.W_a)
         self.conv = TemporalConv1d(spec.taps, spec.b_conv, d_conv)
@@ -200,7 +200,7 @@ class DiagonalRecurrentBlock(nn.Module):
 
     kind = "recurrent"
 
-    def __init__(self, spec: "DiagonalStateSpec"):
+    def __init__(self, spec: "DiagonalStateSpec") -> None:
         super().__init__()
         self.W_a = _linear(spec.W_a)
         self.rg_lru = DiagonalRecurrence(spec.A, spec.s0, spec.where)
@@ -233,7 +233,7 @@ class LocalMQA(nn.Module):
     kind = "attention"
 
     def __init__(self, W_q: np.ndarray, W_k: np.ndarray, W_v: np.ndarray, W_o: np.ndarray, b_o: np.ndarray, heads: int,
-                 window: int, residual: bool = True):
+                 window: int, residual: bool = True) -> None:
         super().__init__()
         self.heads, self.window, self.residual = heads, window, residual
         self.head_dim = W_k.shape[0]
@@ -267,7 +267,7 @@ class GatedMLP(nn.Module):
 
     kind = "mlp"
 
-    def __init__(self, spec: "MLPSpec"):
+    def __init__(self, spec: "MLPSpec") -> None:
         super().__init__()
         self.W_e = _linear(spec.W_e, spec.b_e)
         self.W_f = _linear(spec.W_f, spec.b_f)
@@ -284,7 +284,7 @@ class GatedMLP(nn.Module):
 class ResidualBlock(nn.Module):
     """A temporal block (recurrent or attention) followed by a gated MLP block."""
 
-    def __init__(self, temporal: nn.Module, mlp: GatedMLP, role: str):
+    def __init__(self, temporal: nn.Module, mlp: GatedMLP, role: str) -> None:
         super().__init__()
         self.temporal = temporal
         self.mlp = mlp
@@ -297,7 +297,7 @@ class ResidualBlock(nn.Module):
 class HawkModel(CachedRun, nn.Module):
     """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
 
-    def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None, blocks: list[nn.Module]):
+    def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None, blocks: list[nn.Module]) -> None:
         super().__init__()
         self.architecture = architecture
         self.d_in, self.d_out, self.max_len = d_in, d_out, max_len

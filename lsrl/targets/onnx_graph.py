@@ -37,7 +37,7 @@ def reorder_gates(matrix: np.ndarray, hidden: int, order: Sequence[int]) -> np.n
 class OnnxGraph:
     """Nodes and initializers of one ONNX graph in ``dtype`` ("float32" or "float64"), with fresh names."""
 
-    def __init__(self, dtype: str):
+    def __init__(self, dtype: str) -> None:
         import onnx
         from onnx import helper, numpy_helper
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 class StatePatch:
     """``units`` of a recurrence's state set to ``values[:, t]`` at step ``t`` (``values``: ``(B, T, k)``)."""
 
-    def __init__(self, units: torch.Tensor, values: torch.Tensor):
+    def __init__(self, units: torch.Tensor, values: torch.Tensor) -> None:
         self.units, self.values = units, values
 
     def __call__(self, state: torch.Tensor, t: int) -> torch.Tensor:

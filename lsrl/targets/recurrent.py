@@ -29,7 +29,7 @@ def float64_tensor(array: ArrayLike) -> torch.Tensor:
 class DenseStack(nn.Module):
     """An MLP given as ``Dense`` layers (``torch.nn.Linear`` + optional ReLU)."""
 
-    def __init__(self, layers: list[Dense]):
+    def __init__(self, layers: list[Dense]) -> None:
         super().__init__()
         self.layers = nn.ModuleList()
         self.relu = []
@@ -54,7 +54,7 @@ class LinearRNNBlock(nn.Module):
 
     state_patch = None  # set while a patched call runs (lsrl.targets.patch): overwrites s_t before it is carried
 
-    def __init__(self, block: Block):
+    def __init__(self, block: Block) -> None:
         super().__init__()
         self.A = nn.Parameter(float64_tensor(block.A))
         self.B = nn.Parameter(float64_tensor(block.B))
@@ -87,7 +87,7 @@ class LinearRNNBlock(nn.Module):
 class ClassicRNNBlock(LinearRNNBlock):
     """The same layer with its recurrence in ``torch.nn.RNN(nonlinearity="relu")`` (Eq. (11))."""
 
-    def __init__(self, block: Block):
+    def __init__(self, block: Block) -> None:
         nn.Module.__init__(self)
         if block.relu_state is not None:
             self._init_relu_state(block)
@@ -141,7 +141,7 @@ class ClassicRNNBlock(LinearRNNBlock):
 class BlockModel(CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
-    def __init__(self, stack: BlockStack, block_type: type[LinearRNNBlock], architecture: str):
+    def __init__(self, stack: BlockStack, block_type: type[LinearRNNBlock], architecture: str) -> None:
         super().__init__()
         self.architecture = architecture
         self.d_in = stack.d_in

@@ -1,6 +1,8 @@
 """Linear logic (Sec. 2.4): types, linear lambda terms, the type checker, denotations on tensors
 and as operator polynomials, and the paper's library of terms."""
 
+from __future__ import annotations
+
 from lsrl.llrnn.logic.check import IllTypedTerm, LinearityError, LogicError, type_of
 from lsrl.llrnn.logic.library import (
     binary, binary_identity, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed, numeral,

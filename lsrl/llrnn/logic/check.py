@@ -8,6 +8,7 @@ derelicted or promoted. Errors name the offending sub-term in the paper's notati
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn.logic.terms import (
@@ -29,7 +30,7 @@ class LinearityError(LogicError):
     """A linear variable used more or less than exactly once."""
 
 
-def type_of(term: Term, context: dict | None = None) -> Type:
+def type_of(term: Term, context: Mapping[str, Type] | None = None) -> Type:
     """The type of ``term`` whose free variables have the types in ``context`` (each used once)."""
     context = dict(context or {})
     term_type, uses = _infer(term, context, frozenset(context))

@@ -12,6 +12,7 @@ Both take their pattern arguments as ``!int_W`` instead; with a ring's coefficie
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Sequence
 
 from lsrl.llrnn.logic.terms import (
     Copy, Derelict, Discard, Lam, LetPair, LetUnit, Promote, Term, Var, free_variables, lam,
@@ -27,7 +28,7 @@ def fresh(stem: str) -> str:
     return f"{stem}_{next(_fresh)}"  # the separator: stems "a" and "a1" must not both give "a18"
 
 
-def share(variable: str, count: int, body) -> Term:
+def share(variable: str, count: int, body: Callable[[list[str]], Term]) -> Term:
     """``body(names)`` with ``count`` copies ``v', v'', …`` of the !-typed ``variable`` (discarded
     when 0, the variable itself when 1); the intermediate copies are ``v~1, v~2, …``."""
     copies = [variable + "'" * (i + 1) for i in range(count)]
@@ -43,7 +44,7 @@ def share(variable: str, count: int, body) -> Term:
     return body([variable]) if count == 1 else split(variable, 0)
 
 
-def discarding(variables, body: Term) -> Term:
+def discarding(variables: Iterable[str], body: Term) -> Term:
     """``body`` with every variable of ``variables`` that it does not use discarded in front."""
     used = free_variables(body)
     for name in reversed([v for v in variables if v not in used]):
@@ -51,7 +52,7 @@ def discarding(variables, body: Term) -> Term:
     return body
 
 
-def compose_all(functions, argument: Term) -> Term:
+def compose_all(functions: Iterable[Callable[[Term], Term]], argument: Term) -> Term:
     """``f_k (… (f_1 argument))``: ``functions`` listed in the order they are applied."""
     for function in functions:
         argument = function(argument)
@@ -122,7 +123,7 @@ def newfeed(w: Type) -> Term:
                Var(q)(Var(p))(Var(x)))
 
 
-def polynomial(coefficients, w: Type) -> Term:
+def polynomial(coefficients: Sequence[int], w: Type) -> Term:
     """``a̲ : !int_W ⊸ int_W`` for ``a(x) = Σ_k c_k x^k`` with natural coefficients: ``n̲ ↦ a(n)̲``.
 
     ``f^{a(n)}`` is the composite of ``c_k`` copies of ``f^{n^k}`` for every k, and ``f^{n^k}`` is

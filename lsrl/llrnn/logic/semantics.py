@@ -18,34 +18,45 @@ Coefficients are numbers or tensors ``(..., 1)`` that broadcast against the valu
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 import torch
 
 from lsrl.llrnn.logic.check import LogicError, type_of
 from lsrl.llrnn.logic.terms import (
-    App, Const, Copy, Derelict, Discard, Lam, LetPair, LetUnit, Pair, Promote, Scale, Star, Sum, Term, Var, show,
+    App, Const, Copy, Derelict, Discard, Lam, LetPair, LetUnit, Pair, Promote, Scale, Scalar, Star, Sum, Term, Var,
+    show,
 )
 from lsrl.llrnn.logic.types import Bang, Lolli, Type, is_first_order
+
+if TYPE_CHECKING:
+    from lsrl.llrnn.logic.symbolic import OperatorPolynomial
+
+# a denotation (module docstring); a scalar is the value of * and of a sum of coefficients
+Value: TypeAlias = "torch.Tensor | OperatorPolynomial | Matrix | Function | Tensors | Distribution | Scalar"
+Coefficient: TypeAlias = "Scalar | torch.Tensor"  # a number, or a tensor (..., 1) batched over the leading axes
+Given: TypeAlias = "Value | Combination"  # what a term's argument or constant may be given as
 
 
 class Function:
     """A linear map given by a Python function (the denotation of a λ-abstraction)."""
 
-    def __init__(self, apply):
+    def __init__(self, apply: Callable[[Value], Value]) -> None:
         self.apply = apply
 
-    def __call__(self, value):
+    def __call__(self, value: Value) -> Value:
         return self.apply(value)
 
 
 class Matrix:
     """A linear map between first-order spaces given by a matrix ``(..., d_out, d_in)``."""
 
-    def __init__(self, matrix: torch.Tensor):
+    def __init__(self, matrix: torch.Tensor) -> None:
         self.matrix = matrix
 
-    def __call__(self, value):
+    def __call__(self, value: Value) -> torch.Tensor:
         if isinstance(value, torch.Tensor):
             return (self.matrix @ value.unsqueeze(-1)).squeeze(-1)
         raise LogicError(f"a matrix of shape {tuple(self.matrix.shape)} cannot act on {type(value).__name__}")
@@ -55,22 +66,22 @@ class Matrix:
 class Tensors:
     """``Σ_k left_k ⊗ right_k``."""
 
-    pairs: list
+    pairs: list[tuple[Value, Value]]
 
 
 @dataclass
 class Distribution:
     """``Σ_k c_k |∅⟩_{u_k}``: ``items`` is a list of ``(c_k, u_k)``."""
 
-    items: list
+    items: list[tuple[Coefficient, Value]]
 
 
-def dirac(point) -> Distribution:
+def dirac(point: Value) -> Distribution:
     """``|∅⟩_u``."""
     return Distribution([(1, point)])
 
 
-def add(first, second):
+def add(first: Value, second: Value) -> Value:
     """The sum of two values of the same type."""
     if isinstance(first, Matrix) and isinstance(second, Matrix):
         return Matrix(first.matrix + second.matrix)
@@ -83,7 +94,7 @@ def add(first, second):
     return first + second
 
 
-def scale(value, coefficient):
+def scale(value: Value, coefficient: Coefficient) -> Value:
     """``coefficient · value``; a tensor coefficient ``(..., 1)`` scales batch element by element."""
     if isinstance(coefficient, (int, float)) and coefficient == 1:
         return value
@@ -99,7 +110,7 @@ def scale(value, coefficient):
     return value * coefficient
 
 
-def total(values):
+def total(values: Iterable[Value]) -> Value:
     """The sum of a non-empty iterable of values."""
     values = iter(values)
     result = next(values)
@@ -108,14 +119,15 @@ def total(values):
     return result
 
 
-def split(coefficients) -> list:
+def split(coefficients: torch.Tensor | Iterable[Coefficient]) -> list[Coefficient]:
     """One coefficient per term: a tensor ``(..., k)`` becomes k tensors ``(..., 1)``."""
     if isinstance(coefficients, torch.Tensor):
         return [coefficients[..., i : i + 1] for i in range(coefficients.shape[-1])]
     return list(coefficients)
 
 
-def combine(coefficients: list, denotations: list, bang: bool, dirac_of_sum: bool = False):
+def combine(coefficients: list[Coefficient], denotations: list[Value], bang: bool, dirac_of_sum: bool = False
+            ) -> Value:
     """``Σ c_i ⟦t_i⟧``, or for a ``!``-typed argument ``Σ c_i |∅⟩_{⟦t_i⟧}`` (the paper's multilinear
     reading; ``dirac_of_sum`` gives ``|∅⟩_{Σ c_i ⟦t_i⟧}``)."""
     pairs = list(zip(coefficients, denotations))
@@ -125,7 +137,7 @@ def combine(coefficients: list, denotations: list, bang: bool, dirac_of_sum: boo
     return dirac(summed) if bang else summed
 
 
-def coordinates(terms, bang: bool = False) -> Function:
+def coordinates(terms: Iterable[Term], bang: bool = False) -> Function:
     """The linear map ``R^k → ⟦X⟧`` (``→ !⟦X⟧`` with ``bang``), ``e_i ↦ ⟦t_i⟧`` (``|∅⟩_{⟦t_i⟧}``):
     how a memory ring whose coefficients live in ``span(⟦t_1⟧, …)`` hands its content to a term."""
     denotations = [denote(term) for term in terms]
@@ -136,14 +148,15 @@ class Combination:
     """``Σ λ_i ⟦t_i⟧`` for closed terms ``t_i``; ``coefficients`` is a sequence of numbers or a
     tensor ``(..., k)`` (one coefficient per term, batched over the leading axes)."""
 
-    def __init__(self, coefficients, terms, constants=None):
+    def __init__(self, coefficients: torch.Tensor | Iterable[Coefficient], terms: Iterable[Term],
+                 constants: Mapping[str, Given] | None = None) -> None:
         self.terms = list(terms)
         self.coefficients = split(coefficients)
         if len(self.coefficients) != len(self.terms):
             raise LogicError(f"{len(self.coefficients)} coefficients for {len(self.terms)} terms")
         self.denotations = [denote(term, constants) for term in self.terms]
 
-    def value(self, expected: Type, dirac_of_sum: bool = False):
+    def value(self, expected: Type, dirac_of_sum: bool = False) -> Value:
         """This combination as a value of ``expected`` (a term type, or ``!`` of one)."""
         body = expected.body if isinstance(expected, Bang) else expected
         for term in self.terms:
@@ -152,7 +165,7 @@ class Combination:
         return combine(self.coefficients, self.denotations, isinstance(expected, Bang), dirac_of_sum)
 
 
-def as_value(expected: Type, given, dirac_of_sum: bool = False):
+def as_value(expected: Type, given: Given, dirac_of_sum: bool = False) -> Value:
     """Read ``given`` (a value, a ``Combination``, or a tensor of a first-order type) as a value of
     ``expected``; a plain value for a ``!``-typed argument becomes ``|∅⟩_given``."""
     if isinstance(given, Combination):
@@ -166,7 +179,8 @@ def as_value(expected: Type, given, dirac_of_sum: bool = False):
     return given
 
 
-def nl(term: Term, *arguments, constants=None, dirac_of_sum: bool = False):
+def nl(term: Term, *arguments: Given, constants: Mapping[str, Given] | None = None, dirac_of_sum: bool = False
+       ) -> Value:
     """``⟦term⟧_nl(arguments…)``: the closed term applied to its arguments in order."""
     term_type = type_of(term)
     value = denote(term, constants)
@@ -178,7 +192,8 @@ def nl(term: Term, *arguments, constants=None, dirac_of_sum: bool = False):
     return value
 
 
-def to_matrix(value, dim: int, dtype=torch.float64, device=None) -> torch.Tensor:
+def to_matrix(value: Matrix | Function, dim: int, dtype: torch.dtype = torch.float64,
+              device: torch.device | str | None = None) -> torch.Tensor:
     """The matrix ``(..., d_out, dim)`` of a linear map on ``R^dim`` (applied to the unit vectors)."""
     if isinstance(value, Matrix):
         return value.matrix
@@ -186,16 +201,16 @@ def to_matrix(value, dim: int, dtype=torch.float64, device=None) -> torch.Tensor
     return torch.stack([value(basis[j]) for j in range(dim)], dim=-1)
 
 
-def denote(term: Term, constants=None):
+def denote(term: Term, constants: Mapping[str, Given] | None = None) -> Value:
     """⟦term⟧ for a closed term; ``constants`` maps each constant's name to its denotation."""
     return _Evaluator(constants or {}).run(term, {})
 
 
 class _Evaluator:
-    def __init__(self, constants: dict):
+    def __init__(self, constants: Mapping[str, Given]) -> None:
         self.constants = constants
 
-    def run(self, term: Term, env: dict):
+    def run(self, term: Term, env: dict[str, Value]) -> Value:
         run = self.run
         if isinstance(term, Var):
             return env[term.name]

@@ -6,17 +6,19 @@ right and acts right to left, as a product of matrices does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import torch
 
-from lsrl.llrnn.logic.semantics import Function, nl
+from lsrl.llrnn.logic.semantics import Function, Given, nl
+from lsrl.llrnn.logic.terms import Scalar, Term
 
 
 class OperatorPolynomial:
     """``Σ_w c_w w`` over words ``w`` (tuples of operator names) with exact coefficients."""
 
-    def __init__(self, terms=None):
+    def __init__(self, terms: Mapping[tuple[str, ...], Scalar] | None = None) -> None:
         self.terms = {tuple(word): Fraction(c) for word, c in dict(terms or {}).items() if c != 0}
 
     @classmethod
@@ -29,7 +31,7 @@ class OperatorPolynomial:
             terms[word] = terms.get(word, 0) + c
         return OperatorPolynomial(terms)
 
-    def __mul__(self, coefficient) -> "OperatorPolynomial":
+    def __mul__(self, coefficient: Scalar) -> "OperatorPolynomial":
         coefficient = Fraction(coefficient)
         return OperatorPolynomial({word: c * coefficient for word, c in self.terms.items()})
 
@@ -39,10 +41,10 @@ class OperatorPolynomial:
         """``name ∘ self``."""
         return OperatorPolynomial({(name, *word): c for word, c in self.terms.items()})
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, OperatorPolynomial) and self.terms == other.terms
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(frozenset(self.terms.items()))
 
     def __repr__(self) -> str:
@@ -54,7 +56,7 @@ class OperatorPolynomial:
             parts.append(monomial if c == 1 else f"{c}·{monomial}")
         return " + ".join(parts)
 
-    def matrix(self, operators: dict) -> torch.Tensor:
+    def matrix(self, operators: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The polynomial evaluated on square matrices ``operators[name]``."""
         some = next(iter(operators.values()))
         identity = torch.eye(some.shape[-1], dtype=some.dtype, device=some.device)
@@ -72,7 +74,7 @@ def symbol(name: str) -> Function:
     return Function(lambda polynomial: polynomial.after(name))
 
 
-def operator_polynomial(term, *operator_names: str, arguments=()) -> OperatorPolynomial:
+def operator_polynomial(term: Term, *operator_names: str, arguments: Sequence[Given] = ()) -> OperatorPolynomial:
     """``⟦term⟧_nl(arguments…, α, β, …)`` as a polynomial in the named operators.
 
     ``term`` must end in the type ``!(A ⊸ A) ⊸ … ⊸ (A ⊸ A)`` after its ``arguments``.

@@ -7,6 +7,7 @@ Printing follows the paper: ``(λq.(copy q as q', q'' in (λz.(derelict(q'') (de
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Union
@@ -38,7 +39,7 @@ class Term:
         return show(self)
 
 
-def _summands(term: Term) -> tuple:
+def _summands(term: Term) -> tuple[Term, ...]:
     return term.terms if isinstance(term, Sum) else (term,)
 
 
@@ -120,8 +121,8 @@ class Discard(Term):
 class Promote(Term):
     """``promote sources for names in body``: ``!B`` from ``body : B`` that uses only ``names``."""
 
-    sources: tuple
-    names: tuple
+    sources: tuple[Term, ...]
+    names: tuple[str, ...]
     body: Term
 
 
@@ -137,7 +138,7 @@ class Const(Term):
 class Sum(Term):
     """``t_1 + ... + t_k``: every summand uses the same linear variables."""
 
-    terms: tuple
+    terms: tuple[Term, ...]
 
 
 @dataclass(frozen=True, eq=True)
@@ -158,11 +159,11 @@ def discard(term: Term, body: Term) -> Discard:
     return Discard(term, body)
 
 
-def promote(sources, names, body: Term) -> Promote:
+def promote(sources: Iterable[Term], names: Iterable[str], body: Term) -> Promote:
     return Promote(tuple(sources), tuple(names), body)
 
 
-def lam(*binders_and_body) -> Term:
+def lam(*binders_and_body: tuple[str, Type] | Term) -> Term:
     """``lam(("x", A), ("y", B), body)`` is ``λx:A.(λy:B.body)``."""
     *binders, body = binders_and_body
     for name, type_ in reversed(binders):
@@ -170,7 +171,7 @@ def lam(*binders_and_body) -> Term:
     return body
 
 
-def free_variables(term: Term) -> frozenset:
+def free_variables(term: Term) -> frozenset[str]:
     """The variables occurring free in ``term`` (as a set)."""
     if isinstance(term, Var):
         return frozenset([term.name])
@@ -186,7 +187,7 @@ def free_variables(term: Term) -> frozenset:
     return frozenset().union(*(free_variables(child) for child in children(term)))
 
 
-def children(term: Term) -> tuple:
+def children(term: Term) -> tuple[Term, ...]:
     """The immediate sub-terms."""
     if isinstance(term, (Var, Star, Const)):
         return ()

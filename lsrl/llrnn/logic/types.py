@@ -20,7 +20,7 @@ class Type:
 class Atom(Type):
     name: str
 
-    def show(self, top=False) -> str:
+    def show(self, top: bool = False) -> str:
         return self.name
 
 
@@ -28,7 +28,7 @@ class Atom(Type):
 class One(Type):
     """The unit type 1, with ⟦1⟧ = the scalars."""
 
-    def show(self, top=False) -> str:
+    def show(self, top: bool = False) -> str:
         return "1"
 
 
@@ -39,7 +39,7 @@ class Lolli(Type):
     source: Type
     target: Type
 
-    def show(self, top=False) -> str:
+    def show(self, top: bool = False) -> str:
         text = f"{self.source.show()} ⊸ {self.target.show(top=True)}"  # ⊸ associates to the right
         return text if top else f"({text})"
 
@@ -49,7 +49,7 @@ class Tensor(Type):
     left: Type
     right: Type
 
-    def show(self, top=False) -> str:
+    def show(self, top: bool = False) -> str:
         text = f"{self.left.show()} ⊗ {self.right.show()}"
         return text if top else f"({text})"
 
@@ -60,7 +60,7 @@ class Bang(Type):
 
     body: Type
 
-    def show(self, top=False) -> str:
+    def show(self, top: bool = False) -> str:
         return f"!{self.body.show()}"
 
 
