@@ -26,6 +26,7 @@ from lsrl.compiler import CompiledProgram, compile, load
 from lsrl.ir.labels import UnitLabel
 from lsrl import programs
 from lsrl import automata
+from lsrl import targets  # registers the targets that model.to_torch builds (torch is imported only then)
 
 __all__ = [
     "automata",
@@ -63,19 +64,18 @@ __all__ = [
     "ReLU",
     "ReLUState",
     "SequenceError",
+    "targets",
     "UnitLabel",
     "value_bounds",
 ]
 
 __version__ = "0.1.0"
 
-_LAZY_MODULES = ("targets", "experiments")  # they import torch / matplotlib: loaded on first use
-
 
 def __getattr__(name: str) -> _ModuleType:
-    """``lsrl.targets`` and ``lsrl.experiments`` without importing torch on ``import lsrl``."""
-    if name in _LAZY_MODULES:
+    """``lsrl.experiments`` (it imports torch and matplotlib) loaded on first use, not on ``import lsrl``."""
+    if name == "experiments":
         import importlib
 
-        return importlib.import_module(f"lsrl.{name}")
+        return importlib.import_module("lsrl.experiments")
     raise AttributeError(f"module 'lsrl' has no attribute {name!r}")

@@ -160,6 +160,17 @@ def test_model_trace_follows_each_layers_weights_exactly(kind):
     assert as_fractions(trace[-1]) == as_fractions(model(xs, exact=True))
 
 
+def test_trace_of_a_model_without_labels():
+    """A model without unit labels (a file from before labels) traces; only patching by node needs labels."""
+    model = lsrl.compile(library_program("more_ones"))
+    unlabelled = CompiledProgram(model.input, model.layers, model.backend)
+    assert unlabelled.labels is None
+    assert [as_fractions(t) for t in unlabelled.trace(BITS, exact=True)] == [
+        as_fractions(t) for t in model.trace(BITS, exact=True)]
+    with pytest.raises(lsrl.LsrlError, match="no unit labels"):
+        unlabelled.trace(BITS, patch={"count": [[0]] * len(BITS)})
+
+
 def test_model_float_trace_equals_prefix_models_bit_for_bit():
     model = lsrl.compile(library_program("discrete"), backend="float")
     xs = np.stack([lsrl.programs.discrete_prompt({(1, 2, 0): (2, 0, 1), (0, 0, 0): (1, 1, 1)}, query=q)

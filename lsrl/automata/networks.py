@@ -21,7 +21,7 @@ class AutomatonNetwork(CachedRun, nn.Module):
     ``readout``: a channel is 1.0 where its linear score is positive."""
 
     def __init__(self, architecture: str, core: nn.Module, readout: nn.Linear, h0: torch.Tensor,
-                 c0: torch.Tensor | None = None, gain: float | None = None):
+                 c0: torch.Tensor | None = None, gain: float | None = None) -> None:
         super().__init__()
         self.architecture, self.core, self.readout, self.gain = architecture, core, readout, gain
         self.register_buffer("h0", h0)
@@ -30,7 +30,7 @@ class AutomatonNetwork(CachedRun, nn.Module):
     def _input_size(self) -> int:
         return self.core.input_size if hasattr(self.core, "input_size") else self.core.input_dim
 
-    def initial_state(self, batch: int):
+    def initial_state(self, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The core's state before any symbol, for a batch: what ``hidden`` starts from."""
         h0 = self.h0.expand(batch, -1)
         if not isinstance(self.core, nn.RNNBase):
@@ -39,7 +39,8 @@ class AutomatonNetwork(CachedRun, nn.Module):
             return h0[None].contiguous(), self.c0.expand(1, batch, -1).contiguous()
         return h0[None].contiguous()
 
-    def hidden(self, x: torch.Tensor, state=None):
+    def hidden(self, x: torch.Tensor, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
         """The hidden states ``(B, T, H)`` of the core on ``x`` from ``state`` (default: the initial state),
         and the state after the last step (to continue from)."""
         if x.dim() != 3 or x.shape[-1] != self._input_size():
@@ -74,7 +75,7 @@ def _check_one_hot(x: torch.Tensor, architecture: str) -> None:
                             f"one-hot symbol (a single 1 among zeros)")
 
 
-def linear_layer(weight, bias, dtype) -> nn.Linear:
+def linear_layer(weight: np.ndarray, bias: np.ndarray, dtype: torch.dtype) -> nn.Linear:
     layer = nn.Linear(weight.shape[1], weight.shape[0], dtype=dtype)
     with torch.no_grad():
         layer.weight.copy_(torch.as_tensor(np.asarray(weight, dtype=np.float64)))
@@ -82,7 +83,7 @@ def linear_layer(weight, bias, dtype) -> nn.Linear:
     return layer.requires_grad_(False)
 
 
-def set_weights(core: nn.RNNBase, **weights) -> nn.RNNBase:
+def set_weights(core: nn.RNNBase, **weights: np.ndarray) -> nn.RNNBase:
     """Copy numpy arrays into ``core``'s layer-0 parameters (``weight_ih=..`` sets ``weight_ih_l0``)."""
     with torch.no_grad():
         for name, value in weights.items():
@@ -90,7 +91,8 @@ def set_weights(core: nn.RNNBase, **weights) -> nn.RNNBase:
     return core.requires_grad_(False)
 
 
-def half_threshold_readout(units: TransitionUnits, scale: float, offset, dtype) -> nn.Linear:
+def half_threshold_readout(units: TransitionUnits, scale: float, offset: float | np.ndarray,
+                           dtype: torch.dtype) -> nn.Linear:
     """Channel c is on when ``Σ_{readout[c]} on(u) > 1/2``, with ``on = scale * h + offset`` read off the units."""
     readout = units.readout.astype(np.float64)
     return linear_layer(readout * scale, readout @ np.broadcast_to(offset, units.size) - 0.5, dtype)

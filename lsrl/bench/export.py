@@ -11,11 +11,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.model.compiled import CompiledProgram
 
-def export(model) -> tuple:
+
+def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``(layers, tensors)`` of a ``CompiledProgram``, a compiled torch target or an automaton network."""
     from lsrl.automata.networks import AutomatonNetwork
-    from lsrl.model.compiled import CompiledProgram
     from lsrl.targets.gru_lstm import CellModel
     from lsrl.targets.recurrent import BlockModel
 

@@ -5,6 +5,7 @@
 ``lsrl.compiler.diagonal`` is the pass behind ``model.diagonal()``.
 """
 
+from lsrl.compiler import diagonal  # noqa: F401  (registers model.diagonal(), see lsrl.model.extensions)
 from lsrl.compiler.debranch import debranch
 from lsrl.compiler.fusion import prepare
 from lsrl.compiler.pipeline import PASSES, Stage, compile, run_passes, to_graph, to_layers

@@ -47,6 +47,7 @@ from lsrl.ir.labels import Label, UnitLabel
 from lsrl.errors import InternalError, LsrlError
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
+from lsrl.model.extensions import register_model_pass
 from lsrl.model.structure import OTHER, components, state_blocks
 from lsrl.numbers import EXACT, FLOAT, Backend, ExactBackend, FloatBackend, Matrix, mpq
 
@@ -459,3 +460,5 @@ def _times(matrix: Matrix, values: np.ndarray) -> np.ndarray:
         out[..., i] = out[..., i] + weight * values[..., j]
     return out
 
+
+register_model_pass("diagonal", diagonalise)  # model.diagonal() runs this pass (lsrl.model.extensions)

@@ -48,7 +48,8 @@ def _outside_bounds(input_node, where, value, component):
     )
 
 
-def _not_integer(input_node, where, value, component):
+def not_integer(input_node: Input, where: tuple[int, int], value: object, component: int) -> SequenceError:
+    """The error for a ``value`` that is not an integer although ``input_node`` declares integer tokens."""
     sequence, step = where
     return SequenceError(
         f"{input_node.describe()}: component {component} is {value} at step {step} of sequence {sequence}, "
@@ -98,7 +99,7 @@ class FloatMode:
             fractional = batch != np.round(batch)
             if input_node.integer and np.any(fractional):
                 sequence, step, component = (int(i) for i in np.argwhere(fractional)[0])
-                raise _not_integer(input_node, (sequence, step), batch[sequence, step, component], component)
+                raise not_integer(input_node, (sequence, step), batch[sequence, step, component], component)
         return batch, squeeze, batch.shape[1]
 
     def at(self, batch: np.ndarray, t: int) -> np.ndarray:
@@ -155,7 +156,7 @@ class ExactMode:
                 if not low[component] <= value <= high[component]:
                     raise _outside_bounds(input_node, (sequence, step), value, component)
                 if input_node.integer and value.denominator != 1:
-                    raise _not_integer(input_node, (sequence, step), value, component)
+                    raise not_integer(input_node, (sequence, step), value, component)
         return [[list(step) for step in sequence] for sequence in batch.tolist()], squeeze, batch.shape[1]
 
     def at(self, batch: Sequences, t: int) -> Vectors:

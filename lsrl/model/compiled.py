@@ -4,16 +4,26 @@ float64 (``lsrl.model.runner``); saved and loaded by ``lsrl.model.fileformat``."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, label_violations, units_holding
 from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
-from lsrl.lang.nodes import Input
+from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
+from lsrl.model import extensions
 from lsrl.model.structure import structured_blocks_note
 from lsrl.numbers import get_backend
+
+if TYPE_CHECKING:
+    import torch
+
+    from lsrl.ir.labels import UnitLabel
+    from lsrl.lang.program import ForEach
+    from lsrl.model.runner import Plan
+    from lsrl.numbers import Backend
 
 WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
                 "ReLUState": ("A", "B", "b", "init_state")}
@@ -23,16 +33,18 @@ _STATE_LAYERS = ("LinState", "ReLUState")
 class CompiledProgram:
     """A program after debranching: ``layers`` form a path from ``input``."""
 
-    def __init__(self, input_node, layers, backend, stats=None, name="program", labels=None):
+    def __init__(self, input_node: Input, layers: Iterable[Node], backend: str | Backend, stats: dict | None = None,
+                 name: str = "program", labels: Iterable[Iterable[UnitLabel]] | None = None) -> None:
         self.input = input_node
         self.layers = list(layers)
         # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.ir.labels)
         self.labels = [list(layer) for layer in labels] if labels is not None else None
-        self.entangled = frozenset()  # program nodes that cannot be patched by label (see ``patchable``)
+        # program nodes that cannot be patched by label (see ``patchable``)
+        self.entangled: frozenset[str] = frozenset()
         self.backend = get_backend(backend).name
         self.stats = dict(stats or {})
         self.name = name
-        self._plan = None  # the float runner's plan (lsrl.model.runner), built on first use
+        self._plan: Plan | None = None  # the float runner's plan (lsrl.model.runner), built on first use
 
     @property
     def output_dim(self) -> int:
@@ -61,7 +73,8 @@ class CompiledProgram:
     def __repr__(self) -> str:
         return f"CompiledProgram({self.name!r}, layers={len(self.layers)}, backend={self.backend!r})"
 
-    def __call__(self, xs, exact: bool = False, check_bounds: bool = True, patch=None):
+    def __call__(self, xs: Any, exact: bool = False, check_bounds: bool = True,
+                 patch: Mapping[str | Node, Any] | None = None) -> np.ndarray:
         """Same contract as ``ForEach.__call__``; ``exact=True`` needs the exact backend.
 
         ``patch={name: values}`` patches a program node (``values`` as for ``ForEach.trace``): every
@@ -86,7 +99,8 @@ class CompiledProgram:
             result = runner.run_plan(self._plan, batch)
         return result[0] if squeeze else result
 
-    def trace(self, xs, exact: bool = False, check_bounds: bool = True, patch=None) -> list:
+    def trace(self, xs: Any, exact: bool = False, check_bounds: bool = True,
+              patch: Mapping[str | Node, Any] | None = None) -> list[np.ndarray]:
         """Every layer's output per step: one array per layer of ``layers``, ``(T, width)`` (``(B, T,
         width)`` for a batch), exact (needs the exact backend) or float64 as ``model(xs)`` computes it.
         ``patch``: as for ``__call__``."""
@@ -115,14 +129,16 @@ class CompiledProgram:
         held = {label.node for layer in self.labels or [] for label in layer if label.role in PATCHABLE_ROLES}
         return sorted(held - self.entangled)
 
-    def label_violations(self, program, xs, exact: bool = True, tolerance: float = 0.0) -> list:
+    def label_violations(self, program: ForEach, xs: Any, exact: bool = True, tolerance: float = 0.0) -> list:
         """Units whose values on ``xs`` break their label, checked against ``program.trace``: a list
         of ``(layer, unit, label, reason)``, empty when every label holds."""
         return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
 
-    def _patched_units(self, patch: dict, mode, count: int, steps: int) -> dict:
+    def _patched_units(self, patch: Mapping[str | Node, Any], mode, count: int, steps: int) -> dict:
         """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
-        if patch and self.labels is None:
+        if not patch:
+            return {}
+        if self.labels is None:
             raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
                             "cannot be patched by program node")
         patched = {}  # node name -> (width, values in the mode's batch form)
@@ -150,22 +166,21 @@ class CompiledProgram:
                 units[index] = found
         return units
 
-    def diagonal(self) -> "CompiledProgram":
+    def diagonal(self) -> CompiledProgram:
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``).
 
-        A front door to a compiler pass: the pass is imported here, at call time, since the compiler
-        builds models and so sits above this package."""
-        from lsrl.compiler.diagonal import diagonalise
+        A front door to a compiler pass, which registers itself in ``lsrl.model.extensions``: the
+        compiler builds models and so sits above this package."""
+        return extensions.find_model_pass("diagonal")(self)
 
-        return diagonalise(self)
+    def to_torch(self, arch: str, **options: Any) -> torch.nn.Module:
+        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``).
 
-    def to_torch(self, arch: str, **options):
-        """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``)."""
-        from lsrl.targets import to_torch  # torch is imported only when a target is asked for
+        The targets register themselves in ``lsrl.model.extensions`` (see ``lsrl.targets.to_torch``);
+        torch is imported only when one is built."""
+        return extensions.find_target(arch).to_torch(self, **options)
 
-        return to_torch(self, arch, **options)
-
-    def save(self, path) -> Path:
+    def save(self, path: str | Path) -> Path:
         """Write ``path/model.json`` and ``path/weights.safetensors`` (``lsrl.model.fileformat``); returns
         the folder."""
         from lsrl.model.fileformat import save

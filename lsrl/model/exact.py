@@ -6,15 +6,22 @@ it, ``as_object_array`` turns the result into the ``(B, T, width)`` object array
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterable
+
 import numpy as np
 
 from lsrl.lang.evaluate import EXACT_MODE
 from lsrl.numbers import EXACT
 
+if TYPE_CHECKING:
+    from lsrl.lang.nodes import Node
+
+ExactBatch = list  # a list (batch) of lists (time) of lists of mpq
+
 _STATE_LAYERS = ("LinState", "ReLUState")
 
 
-def run_layer(layer, x, patched=()):
+def run_layer(layer: Node, x: ExactBatch, patched: Iterable[tuple[int, list]] = ()) -> ExactBatch:
     """One layer over a batch given as a list (batch) of lists (time) of lists of mpq; ``patched``:
     ``(unit, values)`` pairs that overwrite units (``values[b][t]``), a state's before it is carried."""
     if layer.kind in _STATE_LAYERS:
@@ -52,7 +59,7 @@ def _run_state(layer, x, patched):
     return out
 
 
-def as_object_array(batch, steps, width):
+def as_object_array(batch: ExactBatch, steps: int, width: int) -> np.ndarray:
     """An exact batch (lists of lists of lists of mpq) as a ``(B, steps, width)`` object array."""
     result = np.empty((len(batch), steps, width), dtype=object)
     for i, sequence in enumerate(batch):

@@ -27,7 +27,7 @@ FORMAT_VERSION = 1
 _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
-def save(model, path) -> Path:
+def save(model: CompiledProgram, path: str | Path) -> Path:
     """Write ``model`` as ``path/model.json`` and ``path/weights.safetensors``; returns the folder."""
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,7 @@ def save(model, path) -> Path:
     return folder
 
 
-def load(path) -> CompiledProgram:
+def load(path: str | Path) -> CompiledProgram:
     """Read a folder written by ``CompiledProgram.save``.
 
     Every field is checked before use (structure, array dtypes and lengths, index ranges,
@@ -279,7 +279,8 @@ def _array(tensors, key, field, dtype, where) -> np.ndarray:
     array = tensors[name]
     if array.dtype != dtype or array.ndim != 1:
         raise ModelFileError(
-            f"{where}: field {field!r} must be a 1-D {np.dtype(dtype).name} array, got {array.dtype} of shape {array.shape}"
+            f"{where}: field {field!r} must be a 1-D {np.dtype(dtype).name} array, got {array.dtype} of shape "
+            f"{array.shape}"
         )
     return array
 
@@ -314,4 +315,5 @@ def _decode_matrix(key, tensors, backend, where):
             raise ModelFileError(f"{where}: field 'values' disagrees with 'num' / 'den'")
     else:
         values = floats.tolist()
-    return backend.from_entries(zip(row_index.tolist(), col_index.tolist(), values), (rows, cols), is_vector=bool(is_vector))
+    entries = zip(row_index.tolist(), col_index.tolist(), values)
+    return backend.from_entries(entries, (rows, cols), is_vector=bool(is_vector))

@@ -28,9 +28,13 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numba
 import numpy as np
+
+if TYPE_CHECKING:
+    from lsrl.lang.nodes import Node
 
 # op kinds, one per layer kind
 AFFINE, RELU, MULTI, LINSTATE, RELUSTATE = range(5)
@@ -112,7 +116,7 @@ class _PlanBuilder:
         )
 
 
-def build_plan(input_dim: int, layers) -> Plan:
+def build_plan(input_dim: int, layers: Sequence[Node]) -> Plan:
     """The plan of a path of layers reading an input of ``input_dim``."""
     builder = _PlanBuilder()
     for layer in layers:
@@ -331,7 +335,7 @@ def _add_transition(matrices, first, last, source, source_lane, y, lane, count):
             y[i, lane + b] += weight * source[j, source_lane + b]
 
 
-def run_layer(layer, x, patched=()):
+def run_layer(layer: Node, x: np.ndarray, patched: Iterable[tuple[int, np.ndarray]] = ()) -> np.ndarray:
     """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
     bit for bit what ``model(xs)`` returns); ``patched`` as for ``lsrl.model.exact.run_layer``, values ``(B, T)``."""
     if layer.kind in ("LinState", "ReLUState") and patched:  # the patched state is the one carried: step by step

@@ -6,14 +6,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterable
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+if TYPE_CHECKING:
+    from lsrl.lang.nodes import Node
+    from lsrl.numbers import Matrix
+
 DIAGONAL, PAIR, DELAY, OTHER = "diagonal", "pair", "delay", "other"
 
 
-def components(A) -> list:
+def components(A: Matrix) -> list[list[int]]:
     """Index lists of the connected components of ``A``'s off-diagonal sparsity graph."""
     d = A.shape2d[0]
     entries = [(i, j) for i, j, _ in A.entries() if i != j]
@@ -33,7 +39,7 @@ def _is_delay_line(block: np.ndarray) -> bool:
     )
 
 
-def state_blocks(A) -> list:
+def state_blocks(A: Matrix) -> list[tuple[str, list[int]]]:
     """``A``'s independent blocks as ``(kind, indices)``: ``"diagonal"`` (one unit), ``"pair"`` (a 2x2
     block with complex eigenvalues), ``"delay"`` (a nilpotent shift, a short convolution) or
     ``"other"`` (anything else: not a diagonal form)."""
@@ -53,7 +59,7 @@ def state_blocks(A) -> list:
     return blocks
 
 
-def structured_blocks_note(layers) -> str:
+def structured_blocks_note(layers: Iterable[Node]) -> str:
     """One line per LinState that has blocks other than 1x1 (for ``CompiledProgram.summary``)."""
     lines = []
     for layer in layers:

@@ -16,10 +16,14 @@ A ReLUState layer becomes a block whose state update is ``s_t = ReLU(A s_{t-1} +
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lsrl.ir.labels import UnitLabel, copy_of
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 
 @dataclass
@@ -97,7 +101,7 @@ def _mlp(layers, v):
     return v
 
 
-def identity_block(dim: int, input_labels=None) -> Block:
+def identity_block(dim: int, input_labels: list[UnitLabel | None] | None = None) -> Block:
     """A block whose state is a copy of its input (``A = 0, B = I``), labelled ``input_labels``."""
     return Block(np.zeros((dim, dim)), np.eye(dim), np.zeros(dim), np.zeros(dim), state_labels=_copies(input_labels))
 
@@ -134,14 +138,14 @@ def _selection(rows, width) -> np.ndarray:
     return matrix
 
 
-def input_labels(model) -> list | None:
+def input_labels(model: CompiledProgram) -> list[UnitLabel] | None:
     """The labels of the program's input components (None for a model without labels)."""
     if model.labels is None:
         return None
     return [UnitLabel(model.input.name, i, "value") for i in range(model.input.dim)]
 
 
-def to_blocks(model) -> BlockStack:
+def to_blocks(model: CompiledProgram) -> BlockStack:
     """Group a ``CompiledProgram``'s path into blocks (float64 weights), each block's state and
     each Dense layer's units labelled from ``model.labels`` (when the model has labels)."""
     blocks, current, width = [], None, model.input.dim

@@ -17,6 +17,8 @@ node as ``net(xs, patch=...)`` does (``lsrl.targets.patch``), by its labelled un
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import numpy as np
 import torch
 from torch import nn
@@ -24,11 +26,13 @@ from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, LsrlError
 
+Patch = Mapping[Any, Any]  # {sub-layer name or program node (name or node): values}
+
 
 class CachedRun:
     """Mixin for the target modules: ``net.run_with_cache(xs)``, and ``net(xs, patch={node: values})``."""
 
-    def __call__(self, x, *args, patch=None, **kwargs):
+    def __call__(self, x: Any, *args: Any, patch: Patch | None = None, **kwargs: Any) -> Any:
         """``forward``; ``patch={node: values}`` patches program nodes by their labelled units (as
         ``model(xs, patch=...)`` does; see ``lsrl.targets.patch``)."""
         if not patch:
@@ -40,13 +44,13 @@ class CachedRun:
         with node_patches(self, patch, x.shape[0], x.shape[1]):
             return super().__call__(x, *args, **kwargs)
 
-    def run_with_cache(self, xs, patch=None, **forward_options):
+    def run_with_cache(self, xs: Any, patch: Patch | None = None, **forward_options: Any) -> tuple[Any, dict]:
         """``(outputs, cache)``: ``self(xs)`` and ``{sub-layer name: activations (B, T, width)}``;
         ``patch={sub-layer name: values}`` replaces those sub-layers' outputs (``run_with_cache``)."""
         return run_with_cache(self, xs, patch, **forward_options)
 
 
-def run_with_cache(net: nn.Module, xs, patch=None, **forward_options):
+def run_with_cache(net: nn.Module, xs: Any, patch: Patch | None = None, **forward_options: Any) -> tuple[Any, dict]:
     """Run ``net`` on ``xs`` (``(B, T, d)`` or ``(T, d)``, array or tensor) without gradients; returns its
     outputs and the cache (module docstring), both without the batch axis when ``xs`` had none.
 

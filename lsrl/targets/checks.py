@@ -8,12 +8,16 @@ checked like the interpreter checks them, unless ``forward(x, check_bounds=False
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.lang.evaluate import _not_integer, float_bounds
+from lsrl.lang.evaluate import float_bounds, not_integer
+
+if TYPE_CHECKING:
+    from lsrl.targets.blocks import BlockStack
 
 
 def module_placement(module: torch.nn.Module) -> tuple:
@@ -30,10 +34,11 @@ def _as_tensor(x, name: str) -> torch.Tensor:
     try:
         return torch.as_tensor(np.asarray(x))
     except (TypeError, ValueError, RuntimeError) as error:
-        raise SequenceError(f"{name}: expected a tensor of shape (B, T, d_in), got {type(x).__name__} ({error})") from None
+        raise SequenceError(
+            f"{name}: expected a tensor of shape (B, T, d_in), got {type(x).__name__} ({error})") from None
 
 
-def checked_input(module: torch.nn.Module, x, check_bounds: bool = True) -> torch.Tensor:
+def checked_input(module: torch.nn.Module, x: Any, check_bounds: bool = True) -> torch.Tensor:
     """``x`` as a ``(B, T, module.d_in)`` tensor in the module's dtype and on its device, or ``SequenceError``.
 
     Accepted: a tensor or numpy array of that shape, floating in the module's dtype, or integer /
@@ -88,7 +93,7 @@ def _check_bounds(declared, x: torch.Tensor) -> None:
     fractional = x != torch.round(x)
     if declared.integer and fractional.any():
         sequence, step, component = (int(i) for i in torch.nonzero(fractional)[0])
-        raise _not_integer(declared, (sequence, step), x[sequence, step, component].item(), component)
+        raise not_integer(declared, (sequence, step), x[sequence, step, component].item(), component)
 
 
 def _warn_if_inexact(module, dtype) -> None:
@@ -105,27 +110,16 @@ def _warn_if_inexact(module, dtype) -> None:
 MAX_HAWK_BYTES = 2 * 2**30
 
 
-def check_hawk_size(stack, arch: str, max_len) -> None:
+def check_hawk_size(stack: BlockStack, arch: str, max_len: int) -> None:
     """Refuse a Hawk / Griffin build whose convolution kernels alone would exceed ``MAX_HAWK_BYTES``.
 
     The state blocks' kernels span ``max_len`` steps (App. E.1): ``(H, H, max_len)`` float64 with
     ``H = d_state + d_in + 1``, held twice while building (numpy and torch). A lower bound.
     """
-    if not isinstance(max_len, int) or isinstance(max_len, bool):
-        return  # the builder's own check explains what max_len must be
     widths = [block.d_state + block.d_in + 1 for block in stack.blocks]
     needed = 2 * 8 * max_len * sum(width * width for width in widths)
     if needed > MAX_HAWK_BYTES:
         raise LsrlError(
             f"{arch} with max_len={max_len} needs at least {needed / 2**30:.1f} GiB for its convolution kernels "
             f"(limit {MAX_HAWK_BYTES / 2**30:.0f} GiB); use a smaller max_len"
-        )
-
-
-def check_options(arch: str, options: dict, accepted) -> None:
-    """Refuse keyword options that ``arch`` does not take (instead of ignoring them)."""
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise LsrlError(
-            f"{arch!r} takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(accepted) or 'none'}"
         )

@@ -24,6 +24,7 @@ from torch import nn
 from lsrl.model.structure import DELAY, OTHER, PAIR, state_blocks
 from lsrl.errors import LsrlError
 from lsrl.numbers import FLOAT
+from lsrl.targets.blocks import Block, BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 from lsrl.targets.recurrent import DenseStack, block_labels, float64_tensor
@@ -34,7 +35,7 @@ class DiagonalRecurrence(nn.Module):
 
     state_patch = None  # set while a patched call runs (lsrl.targets.patch): then every unit runs step by step
 
-    def __init__(self, A: np.ndarray, s0: np.ndarray, where: str):
+    def __init__(self, A: np.ndarray, s0: np.ndarray, where: str) -> None:
         super().__init__()
         d = self.width = A.shape[0]
         partner, coupling, delay = np.arange(d), np.zeros(d), []
@@ -52,7 +53,8 @@ class DiagonalRecurrence(nn.Module):
                 delay.extend(indices)
         recurrent = [i for i in range(d) if i not in delay and (A[i, i] != 0 or coupling[i] != 0)]
         self.register_buffer("recurrent", torch.tensor(recurrent, dtype=torch.long))
-        self.register_buffer("partner", torch.tensor([recurrent.index(partner[i]) for i in recurrent], dtype=torch.long))
+        partners = [recurrent.index(partner[i]) for i in recurrent]
+        self.register_buffer("partner", torch.tensor(partners, dtype=torch.long))
         self.a = nn.Parameter(float64_tensor(np.diag(A)[recurrent]))
         self.c = nn.Parameter(float64_tensor(coupling[recurrent]))
         self.s0 = nn.Parameter(float64_tensor(s0[recurrent]))
@@ -111,13 +113,18 @@ class DiagonalRecurrence(nn.Module):
 class DiagonalRNNBlock(nn.Module):
     """Dense input map, diagonal recurrence, MLP output map (and the gate ``gamma`` of Eq. (4))."""
 
-    def __init__(self, block, where="block"):
+    def __init__(self, block: Block, where: str = "block") -> None:
         super().__init__()
         self.B = nn.Parameter(float64_tensor(block.B))
         self.b = nn.Parameter(float64_tensor(block.b))
         self.recurrence = DiagonalRecurrence(block.A, block.s0, where)
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
+    @property
+    def hidden_size(self) -> int:
+        """The width of the state."""
+        return self.B.shape[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.phi(self.recurrence(x @ self.B.T + self.b))
@@ -129,7 +136,7 @@ class DiagonalRNNModel(CachedRun, nn.Module):
 
     architecture = "diagonal_linear_rnn"
 
-    def __init__(self, stack):
+    def __init__(self, stack: BlockStack) -> None:
         super().__init__()
         self.d_in = stack.d_in
         self.blocks = nn.ModuleList(DiagonalRNNBlock(block, f"block {i}") for i, block in enumerate(stack.blocks))
@@ -142,21 +149,6 @@ class DiagonalRNNModel(CachedRun, nn.Module):
         return x
 
 
-def build_diagonal_linear_rnn(stack) -> DiagonalRNNModel:
+def build_diagonal_linear_rnn(stack: BlockStack) -> DiagonalRNNModel:
     """The ``"diagonal_linear_rnn"`` module for a block stack whose states are in diagonal form."""
     return DiagonalRNNModel(stack)
-
-
-def layer_report(module: DiagonalRNNModel) -> list:
-    """Per block: the state's size, the MLP widths and the non-zero parameters."""
-    rows = []
-    for index, block in enumerate(module.blocks):
-        mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
-        rows.append({
-            "layer": index,
-            "kind": module.architecture + (" (gated)" if block.gamma is not None else ""),
-            "hidden": block.B.shape[0],
-            "mlp": [[linear.out_features for linear in mlp.layers] for mlp in mlps],
-            "nonzeros": sum(int(torch.count_nonzero(p)) for p in block.parameters()),
-        })
-    return rows

@@ -69,6 +69,7 @@ from torch.nn import functional as F
 
 from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negative_part, positive_part
 from lsrl.errors import LsrlError, SequenceError
+from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
@@ -86,7 +87,7 @@ class _CellStack(nn.Module):
     kind = ""
     state_patch = None  # {layer: StatePatch} while a patched call runs (lsrl.targets.patch): h overwritten per step
 
-    def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")):
+    def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")) -> None:
         super().__init__()
         self.input_size = int(input_size)
         self.hidden_sizes = [int(h) for h in hidden_sizes]
@@ -205,8 +206,8 @@ class CellModel(CachedRun, nn.Module):
 
     activation = "relu"  # in place of sigmoid and tanh, as in Apps. C and D
 
-    def __init__(self, arch: str, input_size: int, layers: list, readout_weight, readout_bias, gate_bound=None,
-                 output_labels=None):
+    def __init__(self, arch: str, input_size: int, layers: list, readout_weight: np.ndarray, readout_bias: np.ndarray,
+                 gate_bound: float | None = None, output_labels: list | None = None) -> None:
         super().__init__()
         self.architecture = arch
         self.d_in = input_size
@@ -311,7 +312,7 @@ class _Layer:
 class _LayerBuilder:
     """Collects units of one layer as sparse entries; outputs refer to units by index."""
 
-    def __init__(self, arch, d_in, block, role, sigma=None, below=None):
+    def __init__(self, arch, d_in, block, role, sigma=None, below=None) -> None:
         self.arch, self.d_in, self.block, self.role, self.sigma = arch, d_in, block, role, sigma
         self.count = 0
         self.below = below  # labels of the layer's input units (None: unlabelled)
@@ -556,7 +557,7 @@ def _build(stack, arch, gate_bound=None):
     return CellModel(arch, stack.d_in, layers, value.R, value.c, gate_bound if arch == "gru" else None, value.labels)
 
 
-def build_gru(stack, gate_bound=None) -> CellModel:
+def build_gru(stack: BlockStack, gate_bound: float | None = None) -> CellModel:
     """A ``BlockStack`` as ReLU-GRU layers (App. C with the exact product layer described above).
 
     ``gate_bound`` (default 1024, rounded up to a power of two) bounds gamma's outputs: every gate
@@ -565,7 +566,7 @@ def build_gru(stack, gate_bound=None) -> CellModel:
     return _build(stack, "gru", gate_bound)
 
 
-def build_lstm(stack) -> CellModel:
+def build_lstm(stack: BlockStack) -> CellModel:
     """A ``BlockStack`` as ReLU-LSTM layers (App. D); exact for every input, no bounds."""
     return _build(stack, "lstm")
 

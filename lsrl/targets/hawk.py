@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -97,12 +98,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negation_of
-from lsrl.targets.blocks import BlockStack
+from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, constant_for, copy_of, helper_for, negation_of
+from lsrl.targets.blocks import Block, BlockStack, to_blocks
 from lsrl.targets.cache import CachedRun
-from lsrl.targets.checks import checked_input
+from lsrl.targets.checks import check_hawk_size, checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
 from lsrl.targets.recurrent import float64_tensor
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 DTYPE = torch.float64
 RGLRU_C = 8.0  # the fixed scalar c of Eq. (42)
@@ -124,7 +128,7 @@ def _linear(W, c=None) -> nn.Linear:
 class TemporalConv1d(nn.Module):
     """Causal ``z_t = sum_i W_M[i] a'_{t-i} + b_conv`` over a window of ``d_conv`` steps (Eq. 38)."""
 
-    def __init__(self, taps, bias, d_conv: int):
+    def __init__(self, taps: dict[int, np.ndarray], bias: np.ndarray, d_conv: int) -> None:
         """``taps``: dict lag -> (H, H) matrix ``W_M[lag]``; missing lags are zero."""
         super().__init__()
         width = len(bias)
@@ -145,7 +149,8 @@ class TemporalConv1d(nn.Module):
 class RGLRU(nn.Module):
     """Real-gated linear recurrent unit, Eqs. (39)-(43), with ReLU as the gates' non-linearity."""
 
-    def __init__(self, W_r, b_r, W_i, b_i, Lambda, c: float = RGLRU_C):
+    def __init__(self, W_r: np.ndarray, b_r: np.ndarray, W_i: np.ndarray, b_i: np.ndarray, Lambda: np.ndarray,
+                 c: float = RGLRU_C) -> None:
         super().__init__()
         self.recurrence_gate = _linear(W_r, b_r)
         self.input_gate = _linear(W_i, b_i)
@@ -170,7 +175,7 @@ class RecurrentBlock(nn.Module):
 
     kind = "recurrent"
 
-    def __init__(self, spec: "RecurrentSpec", d_conv: int):
+    def __init__(self, spec: "RecurrentSpec", d_conv: int) -> None:
         super().__init__()
         self.W_a = _linear(spec.W_a)
         self.conv = TemporalConv1d(spec.taps, spec.b_conv, d_conv)
@@ -195,7 +200,7 @@ class DiagonalRecurrentBlock(nn.Module):
 
     kind = "recurrent"
 
-    def __init__(self, spec: "DiagonalStateSpec"):
+    def __init__(self, spec: "DiagonalStateSpec") -> None:
         super().__init__()
         self.W_a = _linear(spec.W_a)
         self.rg_lru = DiagonalRecurrence(spec.A, spec.s0, spec.where)
@@ -227,7 +232,8 @@ class LocalMQA(nn.Module):
 
     kind = "attention"
 
-    def __init__(self, W_q, W_k, W_v, W_o, b_o, heads: int, window: int, residual: bool = True):
+    def __init__(self, W_q: np.ndarray, W_k: np.ndarray, W_v: np.ndarray, W_o: np.ndarray, b_o: np.ndarray, heads: int,
+                 window: int, residual: bool = True) -> None:
         super().__init__()
         self.heads, self.window, self.residual = heads, window, residual
         self.head_dim = W_k.shape[0]
@@ -261,7 +267,7 @@ class GatedMLP(nn.Module):
 
     kind = "mlp"
 
-    def __init__(self, spec: "MLPSpec"):
+    def __init__(self, spec: "MLPSpec") -> None:
         super().__init__()
         self.W_e = _linear(spec.W_e, spec.b_e)
         self.W_f = _linear(spec.W_f, spec.b_f)
@@ -278,7 +284,7 @@ class GatedMLP(nn.Module):
 class ResidualBlock(nn.Module):
     """A temporal block (recurrent or attention) followed by a gated MLP block."""
 
-    def __init__(self, temporal: nn.Module, mlp: GatedMLP, role: str):
+    def __init__(self, temporal: nn.Module, mlp: GatedMLP, role: str) -> None:
         super().__init__()
         self.temporal = temporal
         self.mlp = mlp
@@ -291,7 +297,7 @@ class ResidualBlock(nn.Module):
 class HawkModel(CachedRun, nn.Module):
     """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
 
-    def __init__(self, architecture, d_in, d_out, max_len, blocks):
+    def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None, blocks: list[nn.Module]) -> None:
         super().__init__()
         self.architecture = architecture
         self.d_in, self.d_out, self.max_len = d_in, d_out, max_len
@@ -508,7 +514,8 @@ def _mlp_residuals(block, x_labels=None, one=None) -> list:
     return specs
 
 
-def block_to_residuals(block, max_len: int, x_labels=None, one=None) -> list:
+def block_to_residuals(block: Block, max_len: int, x_labels: list | None = None,
+                       one: UnitLabel | None = None) -> list[ResidualSpec]:
     """App. E: one Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
     state = _state_residual(block, max_len, carry_x=block.gamma is not None)
     if x_labels is not None:
@@ -517,7 +524,8 @@ def block_to_residuals(block, max_len: int, x_labels=None, one=None) -> list:
     return [state] + _mlp_residuals(block, x_labels, one)
 
 
-def diagonal_block_to_residuals(block, where: str, x_labels=None, one=None) -> list:
+def diagonal_block_to_residuals(block: Block, where: str, x_labels: list | None = None,
+                                one: UnitLabel | None = None) -> list[ResidualSpec]:
     """One block whose ``A`` is in diagonal form as ``k + 1`` residual-block specs (``k`` without a
     gate): the state block computes the state with the RG-LRU and the first MLP layer in its gated MLP."""
     gated = block.gamma is not None
@@ -616,15 +624,18 @@ CONSTRUCTIONS = ("diagonal", "app_e")
 DEFAULT_WINDOW = 1024  # Griffin's local attention window (De et al., 2024)
 
 
-def _as_stack(stack, construction) -> BlockStack:
-    if isinstance(stack, BlockStack):
-        return stack
-    if hasattr(stack, "layers"):  # a CompiledProgram
+def _as_stack(stack, construction, max_len, architecture) -> BlockStack:
+    """``stack`` as a BlockStack (a CompiledProgram's blocks, of ``model.diagonal()`` for the diagonal
+    construction) whose App. E kernels, if any, fit in memory (``check_hawk_size``)."""
+    if not isinstance(stack, BlockStack) and hasattr(stack, "layers"):  # a CompiledProgram
         from lsrl.compiler.diagonal import float_diagonal
-        from lsrl.targets.blocks import to_blocks
 
-        return to_blocks(float_diagonal(stack) if construction == "diagonal" else stack)
-    raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
+        stack = to_blocks(float_diagonal(stack) if construction == "diagonal" else stack)
+    if not isinstance(stack, BlockStack):
+        raise LsrlError(f"expected a BlockStack or a CompiledProgram, got {type(stack).__name__}")
+    if max_len is not None:
+        check_hawk_size(stack, architecture, max_len)
+    return stack
 
 
 def _check_max_len(max_len, architecture, construction):
@@ -740,7 +751,8 @@ def _residual_labels(index, temporal_labels, mlp_labels) -> dict:
     return labels
 
 
-def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:
+def build_hawk(stack: BlockStack | CompiledProgram, max_len: int | None = None,
+               construction: str = "diagonal") -> HawkModel:
     """A Hawk model (recurrent blocks only) computing ``stack`` (a BlockStack or CompiledProgram).
 
     ``construction="diagonal"`` (default): states in diagonal form (``model.diagonal()``), RG-LRU
@@ -748,19 +760,21 @@ def build_hawk(stack, max_len=None, construction="diagonal") -> HawkModel:
     construction, whose convolution spans ``max_len`` steps (the longest input it accepts).
     """
     max_len = _check_max_len(max_len, "hawk", construction)
-    return _build(_as_stack(stack, construction), max_len, "hawk")
+    return _build(_as_stack(stack, construction, max_len, "hawk"), max_len, "hawk")
 
 
-def build_griffin(stack, max_len=None, window=None, heads: int = 2, construction="diagonal") -> HawkModel:
+def build_griffin(stack: BlockStack | CompiledProgram, max_len: int | None = None, window: int | None = None,
+                  heads: int = 2, construction: str = "diagonal") -> HawkModel:
     """A Griffin model: as Hawk, with local MQA (``heads`` query heads, ``window`` steps, default
     ``max_len`` for App. E and 1024 otherwise) as the temporal block of every third residual block."""
     max_len = _check_max_len(max_len, "griffin", construction)
+    stack = _as_stack(stack, construction, max_len, "griffin")
     window = (max_len or DEFAULT_WINDOW) if window is None else window
     if isinstance(window, bool) or int(window) != window or window < 1:
         raise LsrlError(f"griffin: the attention window must be a positive integer, got {window!r}")
     if isinstance(heads, bool) or int(heads) != heads or heads < 1:
         raise LsrlError(f"griffin: heads must be a positive integer, got {heads!r}")
-    return _build(_as_stack(stack, construction), max_len, "griffin", window=int(window), heads=int(heads))
+    return _build(stack, max_len, "griffin", window=int(window), heads=int(heads))
 
 
 def _nonzeros(module: nn.Module) -> int:

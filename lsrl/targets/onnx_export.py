@@ -34,87 +34,23 @@ pass-through. These run in onnxruntime in float64 as well as float32.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lsrl.errors import LsrlError
+from lsrl.targets.onnx_graph import DTYPES, OnnxGraph, reorder_gates, to_numpy
 
-OPSET = 17
-IR_VERSION = 8
+if TYPE_CHECKING:
+    from torch import nn
+
 ARCHS = ("rnn", "gated_rnn", "gru", "lstm", "diagonal_linear_rnn", "hawk", "griffin")
 DIAGONAL_ARCHS = ("diagonal_linear_rnn", "hawk", "griffin")
-_DTYPES = {"float32": np.float32, "float64": np.float64}
-
-
-class _Graph:
-    """Nodes and initializers with fresh names."""
-
-    def __init__(self, dtype):
-        import onnx
-        from onnx import helper, numpy_helper
-
-        self.onnx, self.helper, self.numpy_helper = onnx, helper, numpy_helper
-        self.dtype = dtype
-        self.np_dtype = _DTYPES[dtype]
-        self.elem_type = onnx.TensorProto.FLOAT if dtype == "float32" else onnx.TensorProto.DOUBLE
-        self.nodes, self.initializers, self.count = [], [], 0
-
-    def name(self, hint):
-        self.count += 1
-        return f"{hint}_{self.count}"
-
-    def const(self, array, hint, integer=False):
-        array = np.asarray(array, dtype=np.int64 if integer else self.np_dtype)
-        name = self.name(hint)
-        self.initializers.append(self.numpy_helper.from_array(array, name))
-        return name
-
-    def op(self, op_type, inputs, hint=None, outputs=1, **attrs):
-        names = [self.name(hint or op_type.lower()) for _ in range(outputs)]
-        self.nodes.append(self.helper.make_node(op_type, list(inputs), names, name=self.name(op_type), **attrs))
-        return names[0] if outputs == 1 else names
-
-    def linear(self, v, W, b=None, relu=False, hint="linear"):
-        """``v @ W.T + b`` (then ReLU) on a ``(T, B, d)`` tensor."""
-        out = self.op("MatMul", [v, self.const(np.asarray(W).T, f"{hint}_W")], hint)
-        if b is not None and np.any(b):
-            out = self.op("Add", [out, self.const(b, f"{hint}_b")], hint)
-        return self.op("Relu", [out], hint) if relu else out
-
-    def initial(self, state, batch_shape_prefix, hint):
-        """A ``(1, B, H)`` initial state: the ``(H,)`` vector broadcast over the batch."""
-        state = np.asarray(state)
-        shape = self.op("Concat", [batch_shape_prefix, self.const([state.shape[0]], f"{hint}_H", integer=True)], axis=0)
-        return self.op("Expand", [self.const(state.reshape(1, 1, -1), hint), shape], hint)
-
-
-def _numpy(tensor):
-    return tensor.detach().cpu().double().numpy()
-
-
-def _recurrence(g, op_type, seq, W, R, B, hidden, inits, batch_prefix, activations, hint, **attrs):
-    """One ONNX RNN / GRU / LSTM over ``seq`` ``(T, B, in)``; returns ``(T, B, hidden)``. Empty
-    ``activations``: the operator's defaults (sigmoid and tanh)."""
-    states = [g.initial(state, batch_prefix, f"{hint}_init") for state in inits]
-    outputs = g.op(
-        op_type,
-        [seq, g.const(W[None], f"{hint}_W"), g.const(R[None], f"{hint}_R"), g.const(B[None], f"{hint}_B"), ""] + states,
-        hint, outputs=2 if op_type != "LSTM" else 3,
-        hidden_size=int(hidden), direction="forward", **({"activations": list(activations)} if activations else {}),
-        **attrs,
-    )
-    return g.op("Squeeze", [outputs[0], g.const([1], f"{hint}_axis", integer=True)], hint)
-
-
-def _reorder(matrix, hidden, order):
-    """Rows in PyTorch gate blocks -> rows in ONNX gate blocks (``order`` lists PyTorch block indices)."""
-    blocks = [matrix[i * hidden:(i + 1) * hidden] for i in range(len(order))]
-    return np.concatenate([blocks[i] for i in order], axis=0)
 
 
 def _dense_stack(g, stack, v, hint):
     for linear, relu in zip(stack.layers, stack.relu):
-        v = g.linear(v, _numpy(linear.weight), _numpy(linear.bias), relu=relu, hint=hint)
+        v = g.linear(v, to_numpy(linear.weight), to_numpy(linear.bias), relu=relu, hint=hint)
     return v
 
 
@@ -124,12 +60,12 @@ def _rnn_blocks(g, module, seq, batch_prefix):
         rnn = block.rnn
         if rnn.num_layers != 1 or rnn.bidirectional or rnn.nonlinearity != "relu":
             raise LsrlError(f"export_onnx: block {index} must hold a one-layer forward ReLU torch.nn.RNN")
-        W, R = _numpy(rnn.weight_ih_l0), _numpy(rnn.weight_hh_l0)
-        B = np.concatenate([_numpy(rnn.bias_ih_l0), _numpy(rnn.bias_hh_l0)])
-        split = _recurrence(
-            g, "RNN", seq, W, R, B, rnn.hidden_size, [_numpy(block.h0)], batch_prefix, ["Relu"], f"block{index}_rnn"
+        W, R = to_numpy(rnn.weight_ih_l0), to_numpy(rnn.weight_hh_l0)
+        B = np.concatenate([to_numpy(rnn.bias_ih_l0), to_numpy(rnn.bias_hh_l0)])
+        split = g.recurrence(
+            "RNN", seq, W, R, B, rnn.hidden_size, [to_numpy(block.h0)], batch_prefix, ["Relu"], f"block{index}_rnn"
         )
-        states = g.linear(split, _numpy(block.merge), hint=f"block{index}_merge")
+        states = g.linear(split, to_numpy(block.merge), hint=f"block{index}_merge")
         out = _dense_stack(g, block.phi, states, f"block{index}_phi")
         if block.gamma is not None:
             out = g.op("Mul", [_dense_stack(g, block.gamma, seq, f"block{index}_gamma"), out], f"block{index}_gate")
@@ -154,26 +90,26 @@ def _cell_layers(g, module, seq, batch_prefix):
     for k, hidden in enumerate(cells.hidden_sizes):
         if k in getattr(module, "gate_columns", {}):
             sentinels.append(_gate_bound_sentinel(g, module, k, seq))
-        t = {name: _numpy(value) for name, value in cells.layer_tensors(k).items()}
+        t = {name: to_numpy(value) for name, value in cells.layer_tensors(k).items()}
         order = (1, 0, 2) if gru else (0, 3, 1, 2)  # ONNX gates: GRU z r h, LSTM i o f c
-        W, R = _reorder(t["weight_ih"], hidden, order), _reorder(t["weight_hh"], hidden, order)
-        B = np.concatenate([_reorder(t["bias_ih"], hidden, order), _reorder(t["bias_hh"], hidden, order)])
+        W, R = reorder_gates(t["weight_ih"], hidden, order), reorder_gates(t["weight_hh"], hidden, order)
+        B = np.concatenate([reorder_gates(t["bias_ih"], hidden, order), reorder_gates(t["bias_hh"], hidden, order)])
         if gru:
-            seq = _recurrence(
-                g, "GRU", seq, W, R, B, hidden, [t["h0"]], batch_prefix, ["Relu", "Relu"], f"gru{k}",
+            seq = g.recurrence(
+                "GRU", seq, W, R, B, hidden, [t["h0"]], batch_prefix, ["Relu", "Relu"], f"gru{k}",
                 linear_before_reset=1,
             )
         else:
-            seq = _recurrence(
-                g, "LSTM", seq, W, R, B, hidden, [t["h0"], t["c0"]], batch_prefix, ["Relu", "Relu", "Relu"], f"lstm{k}"
+            seq = g.recurrence(
+                "LSTM", seq, W, R, B, hidden, [t["h0"], t["c0"]], batch_prefix, ["Relu", "Relu", "Relu"], f"lstm{k}"
             )
-    out = g.linear(seq, _numpy(module.readout.weight), _numpy(module.readout.bias), hint="readout")
+    out = g.linear(seq, to_numpy(module.readout.weight), to_numpy(module.readout.bias), hint="readout")
     for sentinel in sentinels:
         out = g.op("Add", [out, sentinel], "checked")
     return out
 
 
-def check_precision(module, arch, dtype, allow_inexact=False) -> None:
+def check_precision(module: nn.Module, arch: str, dtype: str, allow_inexact: bool = False) -> None:
     """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``."""
     precision = getattr(module, "precision", None)
     problem = precision.problem(dtype) if precision is not None else None
@@ -192,10 +128,10 @@ def _gather(g, seq, indices, hint):
 def _scan_recurrence(g, drive, rec, batch, hint):
     """``h_t = a * h_{t-1} + c * h_{t-1}[partner] + drive_t`` (``drive``: ``(T, B, r)``) as a Scan."""
     helper, width = g.helper, int(rec.a.shape[0])
-    body = _Graph(g.dtype)
-    decay = body.op("Mul", ["h_in", body.const(_numpy(rec.a), "a")], "decay")
+    body = OnnxGraph(g.dtype)
+    decay = body.op("Mul", ["h_in", body.const(to_numpy(rec.a), "a")], "decay")
     partner = body.op("Gather", ["h_in", body.const(rec.partner.numpy(), "partner", integer=True)], "partner", axis=1)
-    coupled = body.op("Mul", [partner, body.const(_numpy(rec.c), "c")], "coupled")
+    coupled = body.op("Mul", [partner, body.const(to_numpy(rec.c), "c")], "coupled")
     body.op("Add", [body.op("Add", [decay, coupled], "sum"), "u_t"], "h")
     body.nodes[-1].output[0] = "h_out"
     body.nodes.append(helper.make_node("Identity", ["h_out"], ["h_scan"], name="scan_output"))
@@ -205,7 +141,7 @@ def _scan_recurrence(g, drive, rec, batch, hint):
     outputs = [helper.make_tensor_value_info(name, g.elem_type, ["batch", width]) for name in ("h_out", "h_scan")]
     graph = helper.make_graph(body.nodes, f"{hint}_body", info, outputs)
     shape = g.op("Concat", [batch, g.const([width], f"{hint}_width", integer=True)], axis=0)
-    h0 = g.op("Expand", [g.const(_numpy(rec.s0).reshape(1, -1), f"{hint}_s0"), shape], hint)
+    h0 = g.op("Expand", [g.const(to_numpy(rec.s0).reshape(1, -1), f"{hint}_s0"), shape], hint)
     _, states = g.op("Scan", [h0, drive], hint, outputs=2, body=graph, num_scan_inputs=1)
     return states
 
@@ -213,7 +149,7 @@ def _scan_recurrence(g, drive, rec, batch, hint):
 def _delay_lines(g, u, rec, steps, hint):
     """Short causal convolutions ``sum_i N^i u_{t-i}`` plus the initial state's fading part."""
     out = None
-    for lag, tap in enumerate(_numpy(rec.taps)):
+    for lag, tap in enumerate(to_numpy(rec.taps)):
         shifted = u
         if lag:
             padded = g.op("Pad", [u, g.const([lag, 0, 0, 0, 0, 0], f"{hint}_pads", integer=True)], hint)
@@ -221,7 +157,7 @@ def _delay_lines(g, u, rec, steps, hint):
                                      g.const([0], f"{hint}_axis", integer=True)], hint)
         term = g.linear(shifted, tap, hint=f"{hint}_tap{lag}")
         out = term if out is None else g.op("Add", [out, term], hint)
-    fading = _numpy(rec.fading)
+    fading = to_numpy(rec.fading)
     if len(fading):
         shape = g.op("Concat", [steps, g.const([1, fading.shape[1]], f"{hint}_shape", integer=True)], axis=0)
         zeros = g.op("ConstantOfShape", [shape], hint, value=g.numpy_helper.from_array(np.zeros(1, g.np_dtype)))
@@ -255,7 +191,7 @@ def _diagonal_states(g, u, rec, batch, hint):
 def _diagonal_blocks(g, module, seq, batch):
     for index, block in enumerate(module.blocks):
         hint = f"block{index}"
-        u = g.linear(seq, _numpy(block.B), _numpy(block.b), hint=f"{hint}_B")
+        u = g.linear(seq, to_numpy(block.B), to_numpy(block.b), hint=f"{hint}_B")
         out = _dense_stack(g, block.phi, _diagonal_states(g, u, block.recurrence, batch, hint), f"{hint}_phi")
         if block.gamma is not None:
             out = g.op("Mul", [_dense_stack(g, block.gamma, seq, f"{hint}_gamma"), out], f"{hint}_gate")
@@ -266,25 +202,26 @@ def _diagonal_blocks(g, module, seq, batch):
 def _hawk_blocks(g, module, seq, batch):
     from lsrl.targets.hawk import DiagonalRecurrentBlock, IdentityTemporal, LocalMQA
 
-    seq = g.linear(seq, _numpy(module.embedding.weight), _numpy(module.embedding.bias), hint="embedding")
+    seq = g.linear(seq, to_numpy(module.embedding.weight), to_numpy(module.embedding.bias), hint="embedding")
     for index, block in enumerate(module.blocks):
         hint, temporal = f"block{index}", block.temporal
         if isinstance(temporal, DiagonalRecurrentBlock):
-            u = g.linear(seq, _numpy(temporal.W_a.weight), hint=f"{hint}_W_a")
+            u = g.linear(seq, to_numpy(temporal.W_a.weight), hint=f"{hint}_W_a")
             seq = _diagonal_states(g, u, temporal.rg_lru, batch, hint)
-        elif isinstance(temporal, LocalMQA) and temporal.residual and not np.any(_numpy(temporal.W_v.weight)):
-            seq = g.linear(seq, np.eye(temporal.W_o.out_features), _numpy(temporal.W_o.bias), hint=f"{hint}_mqa")
+        elif isinstance(temporal, LocalMQA) and temporal.residual and not np.any(to_numpy(temporal.W_v.weight)):
+            seq = g.linear(seq, np.eye(temporal.W_o.out_features), to_numpy(temporal.W_o.bias), hint=f"{hint}_mqa")
         elif not isinstance(temporal, IdentityTemporal):
             raise LsrlError(f"export_onnx: residual block {index} has a {type(temporal).__name__} that only the "
                             f"App. E construction uses; export the default diagonal construction")
         mlp = block.mlp
-        e = g.linear(seq, _numpy(mlp.W_e.weight), _numpy(mlp.W_e.bias), hint=f"{hint}_e")
-        f = g.linear(seq, _numpy(mlp.W_f.weight), _numpy(mlp.W_f.bias), relu=True, hint=f"{hint}_f")
-        seq = g.linear(g.op("Mul", [e, f], hint), _numpy(mlp.W_m.weight), _numpy(mlp.W_m.bias), hint=f"{hint}_m")
-    return g.linear(seq, _numpy(module.readout.weight), hint="readout")
+        e = g.linear(seq, to_numpy(mlp.W_e.weight), to_numpy(mlp.W_e.bias), hint=f"{hint}_e")
+        f = g.linear(seq, to_numpy(mlp.W_f.weight), to_numpy(mlp.W_f.bias), relu=True, hint=f"{hint}_f")
+        seq = g.linear(g.op("Mul", [e, f], hint), to_numpy(mlp.W_m.weight), to_numpy(mlp.W_m.bias), hint=f"{hint}_m")
+    return g.linear(seq, to_numpy(module.readout.weight), hint="readout")
 
 
-def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
+def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dtype: str = "float32",
+                allow_inexact: bool = False) -> Path:
     """Write ``module`` (architecture ``arch``: one of ``ARCHS``) as an ONNX model to ``path`` in
     ``dtype`` ("float32" or "float64").
 
@@ -292,15 +229,13 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
     too large for ``dtype`` is refused (``LsrlError`` naming the weight and the variant to use)
     unless ``allow_inexact=True``. Returns the path written.
     """
-    import onnx
-
     arch = arch or getattr(module, "architecture", None)
     if arch not in ARCHS:
         raise LsrlError(f"export_onnx: architecture must be one of {ARCHS}, got {arch!r}")
-    if dtype not in _DTYPES:
-        raise LsrlError(f"export_onnx: dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+    if dtype not in DTYPES:
+        raise LsrlError(f"export_onnx: dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
     check_precision(module, arch, dtype, allow_inexact)
-    g = _Graph(dtype)
+    g = OnnxGraph(dtype)
     if arch in DIAGONAL_ARCHS:
         if getattr(module, "architecture", None) != arch:
             raise LsrlError(f"export_onnx: architecture {arch!r} expects a module built by to_torch({arch!r}), "
@@ -316,11 +251,7 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
         if getattr(module, "architecture", arch) != arch or not hasattr(module, "rnn"):
             raise LsrlError(f"export_onnx: {arch!r} expects a module built by build_{arch}")
         d_in = module.rnn.input_size
-    seq = g.op("Transpose", ["x"], "time_major", perm=[1, 0, 2])  # (T, B, d)
-    batch = g.op("Slice", [
-        g.op("Shape", ["x"], "shape"), g.const([0], "start", integer=True), g.const([1], "end", integer=True)
-    ], "batch")
-    batch_prefix = g.op("Concat", [g.const([1], "one", integer=True), batch], "batch_prefix", axis=0)  # [1, B]
+    seq, batch, batch_prefix = g.read_input()
     if arch == "diagonal_linear_rnn":
         seq = _diagonal_blocks(g, module, seq, batch)
     elif arch in ("hawk", "griffin"):
@@ -329,23 +260,8 @@ def export_onnx(module, path, arch=None, dtype="float32", allow_inexact=False):
         seq = _rnn_blocks(g, module, seq, batch_prefix)
     else:
         seq = _cell_layers(g, module, seq, batch_prefix)
-    g.op("Transpose", [seq], "batch_major", perm=[1, 0, 2])
-    g.nodes[-1].output[0] = "y"
-    d_out = _output_dim(module, arch, d_in)
-    graph = g.helper.make_graph(
-        g.nodes, f"lsrl_{arch}",
-        [g.helper.make_tensor_value_info("x", g.elem_type, ["batch", "time", d_in])],
-        [g.helper.make_tensor_value_info("y", g.elem_type, ["batch", "time", d_out])],
-        initializer=g.initializers,
-    )
-    model = g.helper.make_model(
-        graph, opset_imports=[g.helper.make_opsetid("", OPSET)], producer_name="lsrl", ir_version=IR_VERSION,
-    )
-    model.doc_string = f"lsrl {arch} model; recurrent activations: Relu in place of sigmoid and tanh"
-    onnx.checker.check_model(model, full_check=True)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    doc = f"lsrl {arch} model; recurrent activations: Relu in place of sigmoid and tanh"
+    return g.write(seq, path, f"lsrl_{arch}", d_in, _output_dim(module, arch, d_in), doc)
 
 
 def _output_dim(module, arch, d_in):

@@ -25,6 +25,7 @@ the targets built from it), less the nodes a target computes without units of th
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import torch
@@ -34,11 +35,14 @@ from lsrl.lang.evaluate import patch_array
 from lsrl.errors import DimensionError, LsrlError
 from lsrl.targets.checks import module_placement
 
+if TYPE_CHECKING:
+    from lsrl.lang.nodes import Node
+
 
 class StatePatch:
     """``units`` of a recurrence's state set to ``values[:, t]`` at step ``t`` (``values``: ``(B, T, k)``)."""
 
-    def __init__(self, units: torch.Tensor, values: torch.Tensor):
+    def __init__(self, units: torch.Tensor, values: torch.Tensor) -> None:
         self.units, self.values = units, values
 
     def __call__(self, state: torch.Tensor, t: int) -> torch.Tensor:
@@ -47,7 +51,7 @@ class StatePatch:
         return state
 
 
-def node_name(key) -> str:
+def node_name(key: str | Node) -> str:
     """A patch key's program node name (a name, or a node of the program)."""
     return key if isinstance(key, str) else key.name
 
@@ -72,7 +76,7 @@ def _carriers(net) -> dict:
     return carriers
 
 
-def held_nodes(net) -> set:
+def held_nodes(net: torch.nn.Module) -> set[str]:
     """The program nodes that have a unit a patch can set (a patchable role, in a sub-module's output,
     a carried state, or as a second label)."""
     keys = set(_carriers(net)) | {name for name, _ in net.named_modules()}
@@ -103,7 +107,7 @@ def _check_patchable(net, name) -> None:
                         f"see net.patchable")
 
 
-def patched_units(net, patch: dict, count: int, steps: int) -> dict:
+def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> dict:
     """``{labels key: [(unit, values (count, steps))]}``: every unit of a sub-module output or of a
     carried state that is labelled with a patched node, and what it is set to."""
     modules = dict(net.named_modules())
@@ -147,7 +151,7 @@ def _overwriting(patch: StatePatch):
 
 
 @contextmanager
-def node_patches(net, patch: dict, count: int, steps: int):
+def node_patches(net: torch.nn.Module, patch: dict, count: int, steps: int) -> Iterator[None]:
     """While the block runs, a call of ``net`` on ``count`` sequences of ``steps`` steps has the
     program nodes of ``patch`` patched (module docstring)."""
     if not patch:

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lsrl.lang import value_bounds
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 ERROR_BUDGET = 2.0 ** -12
@@ -32,7 +36,7 @@ class Precision:
     scale: float
     where: str
 
-    def problem(self, dtype: str):
+    def problem(self, dtype: str) -> str | None:
         """Why the program cannot be trusted in ``dtype`` (a message), or None."""
         bits = SIGNIFICAND_BITS.get(dtype)
         if bits is None:
@@ -48,7 +52,7 @@ class Precision:
         )
 
 
-def precision_of(model) -> Precision:
+def precision_of(model: CompiledProgram) -> Precision:
     """The scale of a ``CompiledProgram``: its largest weight or declared input bound."""
     low, high = value_bounds(model.input)
     finite = [abs(v) for v in (*low, *high) if not math.isinf(v)]
@@ -56,7 +60,8 @@ def precision_of(model) -> Precision:
     for layer in model.layers:
         for weight in _WEIGHTS:
             matrix = getattr(layer, weight, None)
-            largest = max((abs(float(value)) for _, _, value in matrix.entries()), default=0.0) if matrix is not None else 0.0
+            entries = matrix.entries() if matrix is not None else ()
+            largest = max((abs(float(value)) for _, _, value in entries), default=0.0)
             if largest > best.scale:
                 best = Precision(largest, f"weight {weight} of {layer.kind} '{layer.name}'")
     return best

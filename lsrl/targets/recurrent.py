@@ -9,23 +9,27 @@ step (Eq. 2), with ``h_0 = s_0 >= 0``.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch import nn
 
 from lsrl.ir.labels import negative_part, positive_part
+from lsrl.targets.blocks import Block, BlockStack, Dense
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 
 
-def float64_tensor(array) -> torch.Tensor:
+def float64_tensor(array: ArrayLike) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array, dtype=np.float64))
 
 
 class DenseStack(nn.Module):
     """An MLP given as ``Dense`` layers (``torch.nn.Linear`` + optional ReLU)."""
 
-    def __init__(self, layers):
+    def __init__(self, layers: list[Dense]) -> None:
         super().__init__()
         self.layers = nn.ModuleList()
         self.relu = []
@@ -50,7 +54,7 @@ class LinearRNNBlock(nn.Module):
 
     state_patch = None  # set while a patched call runs (lsrl.targets.patch): overwrites s_t before it is carried
 
-    def __init__(self, block):
+    def __init__(self, block: Block) -> None:
         super().__init__()
         self.A = nn.Parameter(float64_tensor(block.A))
         self.B = nn.Parameter(float64_tensor(block.B))
@@ -70,6 +74,11 @@ class LinearRNNBlock(nn.Module):
             states.append(state)
         return torch.stack(states, dim=1)
 
+    @property
+    def hidden_size(self) -> int:
+        """The width of the state."""
+        return self.A.shape[0]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.phi(self.states(x))
         return y if self.gamma is None else self.gamma(x) * y
@@ -78,7 +87,7 @@ class LinearRNNBlock(nn.Module):
 class ClassicRNNBlock(LinearRNNBlock):
     """The same layer with its recurrence in ``torch.nn.RNN(nonlinearity="relu")`` (Eq. (11))."""
 
-    def __init__(self, block):
+    def __init__(self, block: Block) -> None:
         nn.Module.__init__(self)
         if block.relu_state is not None:
             self._init_relu_state(block)
@@ -110,6 +119,11 @@ class ClassicRNNBlock(LinearRNNBlock):
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
+    @property
+    def hidden_size(self) -> int:
+        """The width of the stock RNN's state (``[s+; s-]``: twice the program's)."""
+        return self.rnn.hidden_size
+
     def states(self, x: torch.Tensor) -> torch.Tensor:
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
         split = self.rnn(x, h0)[0] if self.state_patch is None else self._patched_split(x, h0)
@@ -127,7 +141,7 @@ class ClassicRNNBlock(LinearRNNBlock):
 class BlockModel(CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
-    def __init__(self, stack, block_type, architecture):
+    def __init__(self, stack: BlockStack, block_type: type[LinearRNNBlock], architecture: str) -> None:
         super().__init__()
         self.architecture = architecture
         self.d_in = stack.d_in
@@ -141,7 +155,7 @@ class BlockModel(CachedRun, nn.Module):
         return x
 
 
-def dense_labels(name: str, layers) -> dict:
+def dense_labels(name: str, layers: list[Dense]) -> dict:
     """Labels of a ``DenseStack`` named ``name`` built from Dense ``layers``: each
     ``name.layers.i`` (the ``nn.Linear``, before its ReLU) and ``name`` itself (its output)."""
     labels = {f"{name}.layers.{i}": dense.labels for i, dense in enumerate(layers)}
@@ -150,7 +164,7 @@ def dense_labels(name: str, layers) -> dict:
     return labels
 
 
-def block_labels(stack, blocks, state="state") -> dict | None:
+def block_labels(stack: BlockStack, blocks: Iterable[nn.Module], state: str = "state") -> dict | None:
     """``net.labels`` of a model of ``blocks`` built from ``stack`` (see ``lsrl.targets.to_torch``),
     the state of block ``i`` under ``blocks.i.{state}``; None without labels."""
     if stack.input_labels is None:
@@ -172,17 +186,37 @@ def block_labels(stack, blocks, state="state") -> dict | None:
     return labels
 
 
-def block_report(module: BlockModel) -> list:
-    """Per block: the state's hidden size, the MLP widths and the non-zero parameters."""
+def block_report(module: nn.Module) -> list[dict]:
+    """Per block of a model of blocks (``BlockModel``, ``DiagonalRNNModel``): the state's hidden size,
+    the MLP widths and the non-zero parameters."""
     rows = []
     for index, block in enumerate(module.blocks):
-        hidden = block.rnn.hidden_size if isinstance(block, ClassicRNNBlock) else block.A.shape[0]
         mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
         rows.append({
             "layer": index,
             "kind": module.architecture + (" (gated)" if block.gamma is not None else ""),
-            "hidden": hidden,
+            "hidden": block.hidden_size,
             "mlp": [[linear.out_features for linear in mlp.layers] for mlp in mlps],
             "nonzeros": sum(int(torch.count_nonzero(p)) for p in block.parameters()),
         })
     return rows
+
+
+def build_linear_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"linear_rnn"`` module (Eq. (3)): linear recurrences and MLPs; ``stack`` has no gate."""
+    return BlockModel(stack, LinearRNNBlock, "linear_rnn")
+
+
+def build_gated_linear_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"gated_linear_rnn"`` module (Eq. (4)): as ``linear_rnn``, an MLP's output times a gate MLP's."""
+    return BlockModel(stack, LinearRNNBlock, "gated_linear_rnn")
+
+
+def build_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"rnn"`` module (Eq. (2), (11)): each recurrence a stock ReLU ``torch.nn.RNN``; ``stack`` has no gate."""
+    return BlockModel(stack, ClassicRNNBlock, "rnn")
+
+
+def build_gated_rnn(stack: BlockStack) -> BlockModel:
+    """The ``"gated_rnn"`` module (Eq. (5)): as ``rnn``, an MLP's output times a gate MLP's."""
+    return BlockModel(stack, ClassicRNNBlock, "gated_rnn")

@@ -1,0 +1,63 @@
+"""The model's front doors to the packages built on it: targets and model-to-model passes.
+
+``model.to_torch(arch)`` builds a target (``lsrl.targets``) and ``model.diagonal()`` runs a compiler
+pass (``lsrl.compiler.diagonal``). Both packages import the model, so the model must not import
+them: they register here when they are imported (``import lsrl`` imports both, and neither imports
+torch on import), and the model looks them up by name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from lsrl.errors import InternalError, LsrlError
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
+
+
+class Target(Protocol):
+    """What the model needs of a target (``lsrl.targets.registry.Target`` is the record that has it)."""
+
+    @property
+    def name(self) -> str:
+        """The architecture's name, as ``model.to_torch`` takes it."""
+
+    def to_torch(self, model: CompiledProgram, **options: Any) -> Any:
+        """``model`` as a ``torch.nn.Module`` of this architecture."""
+
+
+ModelPass = Callable[["CompiledProgram"], "CompiledProgram"]
+
+TARGETS: dict[str, Target] = {}  # architecture name -> target, in the order registered
+MODEL_PASSES: dict[str, ModelPass] = {}  # name of a CompiledProgram method -> the pass behind it
+
+
+def register_target(target: Target) -> None:
+    """Make ``model.to_torch(target.name)`` build ``target``."""
+    if TARGETS.get(target.name, target) != target:
+        raise InternalError(f"two targets are registered as {target.name!r}")
+    TARGETS[target.name] = target
+
+
+def find_target(name: str) -> Target:
+    """The target registered as ``name``; ``LsrlError`` listing the architectures for an unknown one."""
+    if not TARGETS:
+        raise InternalError("no target is registered: lsrl.targets was not imported")
+    if name not in TARGETS:
+        raise LsrlError(f"unknown architecture {name!r}; expected one of {tuple(TARGETS)}")
+    return TARGETS[name]
+
+
+def register_model_pass(name: str, function: ModelPass) -> None:
+    """Make the model method ``name`` run ``function`` (a pass from a model to a model)."""
+    if MODEL_PASSES.get(name, function) is not function:
+        raise InternalError(f"two passes are registered as model.{name}()")
+    MODEL_PASSES[name] = function
+
+
+def find_model_pass(name: str) -> ModelPass:
+    """The pass behind the model method ``name``."""
+    if name not in MODEL_PASSES:
+        raise InternalError(f"no pass is registered for model.{name}(): lsrl.compiler was not imported")
+    return MODEL_PASSES[name]
