@@ -405,10 +405,12 @@ def diagonalise(model: CompiledProgram) -> CompiledProgram:
     old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
     layers: list[Layer] = []
     labels: list[list[Label] | None] = []
-    previous, readback, eigenbases = start, None, {}
+    previous: Layer = start
+    readback, eigenbases = None, {}
     state_labels: list[Label] | None = None
     entangled = set(model.entangled)
-    for index, (layer, layer_labels) in enumerate(zip(model.layers, old_labels)):
+    source_layers: list[Layer] = model.layers
+    for index, (layer, layer_labels) in enumerate(zip(source_layers, old_labels)):
         if readback is not None and layer.kind in ("ReLU", "Multi", "ReLUState"):  # nothing to fold s = V z into
             previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
             layers.append(previous)
@@ -431,8 +433,11 @@ def diagonalise(model: CompiledProgram) -> CompiledProgram:
     if readback is not None:
         layers.append(Linear(previous, readback, None, name=f"{previous.name}.readback"))
         labels.append(state_labels)
+    known = [layer_labels for layer_labels in labels if layer_labels is not None]
+    if model.labels is not None and len(known) != len(layers):
+        raise InternalError(f"diagonal(): {len(layers)} layers but {len(known)} of them labelled")
     diagonal = CompiledProgram(start, layers, model.backend, dict(model.stats), model.name,
-                               labels if model.labels is not None else None)
+                               known if model.labels is not None else None)
     diagonal.eigenbases = eigenbases  # type: ignore[attr-defined]  # only a diagonal model has them (eigen_trace)
     diagonal.entangled = frozenset(entangled)
     return diagonal

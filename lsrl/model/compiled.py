@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from lsrl.errors import LsrlError
-from lsrl.ir.labels import PATCHABLE_ROLES, label_violations, units_holding
+from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
 from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
@@ -20,7 +20,6 @@ from lsrl.numbers import get_backend
 if TYPE_CHECKING:
     import torch
 
-    from lsrl.ir.labels import UnitLabel
     from lsrl.lang.program import ForEach
     from lsrl.model.runner import Plan
     from lsrl.numbers import Backend
@@ -34,7 +33,7 @@ class CompiledProgram:
     """A program after debranching: ``layers`` form a path from ``input``."""
 
     def __init__(self, input_node: Input, layers: Iterable[Node], backend: str | Backend, stats: dict | None = None,
-                 name: str = "program", labels: Iterable[Iterable[UnitLabel]] | None = None) -> None:
+                 name: str = "program", labels: Iterable[Iterable[Label]] | None = None) -> None:
         self.input = input_node
         self.layers = list(layers)
         # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.ir.labels)
