@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import WEIGHTS, Op, OpKind
+from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Op
 from lsrl.numbers import Entry
 
 
 def fuse_linear_linear(graph: Graph, first: Op, second: Op) -> bool:
     """``Lin[A2, b2](Lin[A1, b1](x)) = Lin[A2 A1, A2 b1 + b2](x)``."""
-    if first.kind != OpKind.LINEAR or second.kind != OpKind.LINEAR:
+    if first.kind != LINEAR or second.kind != LINEAR:
         return False
     fused = graph.linear(first.inputs[0], second.A @ first.A, second.A @ first.b + second.b, name=second.name)
     graph.replace(second, fused)
@@ -31,7 +31,7 @@ def _absorb_linear(graph: Graph, linear: Op, state: Op) -> None:
 
 def fuse_linear_linstate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a LinState is absorbed into its ``B`` and ``b``."""
-    if linear.kind != OpKind.LINEAR or state.kind != OpKind.LINSTATE:
+    if linear.kind != LINEAR or state.kind != LINSTATE:
         return False
     _absorb_linear(graph, linear, state)
     return True
@@ -39,7 +39,7 @@ def fuse_linear_linstate(graph: Graph, linear: Op, state: Op) -> bool:
 
 def fuse_linear_relustate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
-    if linear.kind != OpKind.LINEAR or state.kind != OpKind.RELUSTATE:
+    if linear.kind != LINEAR or state.kind != RELUSTATE:
         return False
     _absorb_linear(graph, linear, state)
     return True
@@ -47,7 +47,7 @@ def fuse_linear_relustate(graph: Graph, linear: Op, state: Op) -> bool:
 
 def fuse_relustate_relu(graph: Graph, state: Op, relu: Op) -> bool:
     """A ReLU after a ReLUState is dropped: the state is a ReLU output, non-negative already."""
-    if state.kind != OpKind.RELUSTATE or relu.kind != OpKind.RELU:
+    if state.kind != RELUSTATE or relu.kind != RELU:
         return False
     graph.replace(relu, state)
     return True
@@ -55,7 +55,7 @@ def fuse_relustate_relu(graph: Graph, state: Op, relu: Op) -> bool:
 
 def fuse_relu_relu(graph: Graph, relu: Op) -> bool:
     """ReLU is idempotent: a ReLU of a ReLU is dropped, whatever else reads the inner one."""
-    if relu.kind != OpKind.RELU or relu.inputs[0].kind != OpKind.RELU:
+    if relu.kind != RELU or relu.inputs[0].kind != RELU:
         return False
     graph.replace(relu, relu.inputs[0])
     return True
@@ -63,7 +63,7 @@ def fuse_relu_relu(graph: Graph, relu: Op) -> bool:
 
 def fuse_slice_concat(graph: Graph, piece: Op, concat: Op) -> bool:
     """A Slice read only by a Concat becomes part of the Concat's gather."""
-    if not (piece.is_slice and concat.kind == OpKind.CONCAT):
+    if not (piece.is_slice and concat.kind == CONCAT):
         return False
     graph.regather(concat, piece, piece.inputs[0], piece.A.selected_columns())
     return True
@@ -71,7 +71,7 @@ def fuse_slice_concat(graph: Graph, piece: Op, concat: Op) -> bool:
 
 def fuse_concat_concat(graph: Graph, inner: Op, outer: Op) -> bool:
     """A Concat read only by a Concat is spliced into the outer gather."""
-    if inner.kind != OpKind.CONCAT or outer.kind != OpKind.CONCAT:
+    if inner.kind != CONCAT or outer.kind != CONCAT:
         return False
     slots: list[tuple[Op, Sequence[int]]] = []
     for x, picks in outer.slots:
@@ -86,7 +86,7 @@ def fuse_concat_concat(graph: Graph, inner: Op, outer: Op) -> bool:
 
 def fuse_concat_identical(graph: Graph, concat: Op) -> bool:
     """A Concat whose inputs are all one op only gathers its components: a Slice."""
-    if concat.kind != OpKind.CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
+    if concat.kind != CONCAT or any(x is not concat.inputs[0] for x in concat.inputs):
         return False
     source = concat.inputs[0]
     columns = [c for picks in concat.picks for c in picks]
@@ -96,7 +96,7 @@ def fuse_concat_identical(graph: Graph, concat: Op) -> bool:
 
 def fuse_identity(graph: Graph, linear: Op) -> bool:
     """A Lin that is the identity (left behind by bypasses) is dropped."""
-    if linear.kind != OpKind.LINEAR or not linear.is_identity():
+    if linear.kind != LINEAR or not linear.is_identity():
         return False
     graph.replace(linear, linear.inputs[0])
     return True
@@ -104,7 +104,7 @@ def fuse_identity(graph: Graph, linear: Op) -> bool:
 
 def fuse_stateless_linstate(graph: Graph, state: Op) -> bool:
     """A LinState with ``A = 0`` forgets its past (``s_t = B x_t + b``): it is a Lin."""
-    if state.kind != OpKind.LINSTATE or not state.A.is_zero():
+    if state.kind != LINSTATE or not state.A.is_zero():
         return False
     graph.replace(state, graph.linear(state.inputs[0], state.B, state.b, name=state.name))
     return True
@@ -115,8 +115,8 @@ def fuse_linstate_linstate(graph: Graph, first: Op, second: Op) -> bool:
     before it, nor units that do: it joins that LinState) or keeps no state (``A`` row 0: a function of this step's
     input, folded into the Lin or LinState that reads it) is no layer of its own. Applied where that
     adds no weights; a folded unit's node is then computed only inside its reader."""
-    reader = graph.only_user(second) if second.kind == OpKind.LINSTATE else None
-    if first.kind != OpKind.LINSTATE or reader is None or reader.kind not in (OpKind.LINEAR, OpKind.LINSTATE):
+    reader = graph.only_user(second) if second.kind == LINSTATE else None
+    if first.kind != LINSTATE or reader is None or reader.kind not in (LINEAR, LINSTATE):
         return False
     backend, A2 = graph.backend, second.A
     runs_alone = [i for i in range(second.dim) if not second.B.row(i)]
@@ -135,15 +135,15 @@ def fuse_linstate_linstate(graph: Graph, first: Op, second: Op) -> bool:
     P = backend.from_entries(entries, (second.dim, width))
     c = backend.from_entries(((i, 0, second.b.entry(i, 0)) for i in stateless if second.b.row(i)),
                              (second.dim, 1), is_vector=True)
-    weight = reader.A if reader.kind == OpKind.LINEAR else reader.B
+    weight = reader.A if reader.kind == LINEAR else reader.B
     read_weight, read_bias = weight @ P, weight @ c + reader.b
-    kept = reader.A.nnz + reader.init.nnz if reader.kind == OpKind.LINSTATE else 0
+    kept = reader.A.nnz + reader.init.nnz if reader.kind == LINSTATE else 0
     added = merged_A.nnz + merged_B.nnz + merged_b.nnz + merged_init.nnz + read_weight.nnz + read_bias.nnz + kept
     if added > first.nnz + second.nnz + reader.nnz:
         return False
     labels = first.labels + [second.labels[i] for i in runs_alone]
     merged = graph.linstate(first.inputs[0], merged_A, merged_B, merged_b, merged_init, name=first.name, labels=labels)
-    if reader.kind == OpKind.LINEAR:
+    if reader.kind == LINEAR:
         rebuilt = graph.linear(merged, read_weight, read_bias, name=reader.name)
     else:
         rebuilt = graph.linstate(merged, reader.A, read_weight, read_bias, reader.init, name=reader.name)
@@ -166,7 +166,7 @@ def fuse_at(graph: Graph, op: Op) -> str | None:
             graph.count(rule.__name__)
             return rule.__name__
     user = graph.only_user(op)
-    if user is None or op.kind == OpKind.INPUT:
+    if user is None or op.kind == INPUT:
         return None
     for pair_rule in PAIR_RULES:
         if pair_rule(graph, op, user):
@@ -178,7 +178,7 @@ def fuse_at(graph: Graph, op: Op) -> str | None:
 def computation(op: Op) -> tuple:
     """What ``op`` computes, as a key: equal keys mean equal values at every step."""
     weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
-    picks = tuple(tuple(p) for p in op.picks) if op.kind == OpKind.CONCAT else None
+    picks = tuple(tuple(p) for p in op.picks) if op.kind == CONCAT else None
     return op.kind, tuple(x.id for x in op.inputs), weights, picks
 
 
@@ -187,7 +187,7 @@ def merge_duplicates(graph: Graph) -> None:
     debranching never carries two copies of a value."""
     seen: dict[tuple, Op] = {}
     for op in graph.ops():
-        if op.kind == OpKind.INPUT or op not in graph.users:
+        if op.kind == INPUT or op not in graph.users:
             continue
         twin = seen.setdefault(computation(op), op)
         if twin is not op:

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import STATE_KINDS, Op, OpKind
+from lsrl.ir.ops import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Op
 from lsrl.errors import GraphError, InternalError
 
 if TYPE_CHECKING:
@@ -34,11 +34,11 @@ def _reads_only(matrix: Matrix, row: int, allowed: Collection[int]) -> bool:
 
 def _always_zero(layer: Op, zero_in: set[int]) -> set[int]:
     """Output components of ``layer`` that are 0 at every step, given the input's such components."""
-    if layer.kind == OpKind.RELU:
+    if layer.kind == RELU:
         return set(zero_in)
-    if layer.kind == OpKind.MULTI:
+    if layer.kind == MULTI:
         return {i for i in range(layer.dim) if i in zero_in or layer.dim + i in zero_in}
-    if layer.kind == OpKind.LINEAR:
+    if layer.kind == LINEAR:
         return {i for i in range(layer.dim) if i not in layer.b.nonzero_rows() and _reads_only(layer.A, i, zero_in)}
     # a LinState or ReLUState (ReLU(0) = 0): the largest set of states with no initial value, bias or
     # drive that only read each other
@@ -58,20 +58,20 @@ def _constants(layer: Op, known: dict[int, Any], zero: set[int]) -> dict[int, An
     those of its input (``known``) and its always-0 ones (``zero``). A state counts only from step 1
     on, which is all a reader sees: one whose update does not read the state (``A`` row 0)."""
     values: dict[int, Any] = dict.fromkeys(zero, 0)
-    if layer.kind == OpKind.RELU:
+    if layer.kind == RELU:
         values.update((i, max(c, 0)) for i, c in known.items())
-    elif layer.kind == OpKind.MULTI:
+    elif layer.kind == MULTI:
         values.update((i, known[i] * known[layer.dim + i]) for i in range(layer.dim)
                       if i in known and layer.dim + i in known)
     else:
-        weights = layer.A if layer.kind == OpKind.LINEAR else layer.B
-        recurrent = set() if layer.kind == OpKind.LINEAR else layer.A.nonzero_rows()
+        weights = layer.A if layer.kind == LINEAR else layer.B
+        recurrent = set() if layer.kind == LINEAR else layer.A.nonzero_rows()
         for i in range(layer.dim):
             row = weights.row(i)
             if i in values or i in recurrent or not row.keys() <= known.keys():
                 continue
             value = sum((w * known[j] for j, w in row.items()), layer.b.entry(i, 0))
-            values[i] = max(value, 0) if layer.kind == OpKind.RELUSTATE else value
+            values[i] = max(value, 0) if layer.kind == RELUSTATE else value
     return values
 
 
@@ -90,7 +90,7 @@ def _fed_by_rigid_layer(layers: Sequence[Op], index: int) -> bool:
     """Whether the ReLUs before layer ``index`` lead back to a LinState or the Input: those may keep
     components nobody asked for (a state's closure, the whole input), which a Multi cannot pair."""
     index -= 1
-    while index >= 0 and layers[index].kind == OpKind.RELU:
+    while index >= 0 and layers[index].kind == RELU:
         index -= 1
     return index < 0 or layers[index].kind in STATE_KINDS
 
@@ -107,18 +107,18 @@ def _needed_components(layers: Sequence[Op], zeros: Sequence[set[int]],
     needed = set(range(layers[-1].dim))
     for index in range(len(layers) - 1, -1, -1):
         layer = layers[index]
-        if layer.kind == OpKind.MULTI and _fed_by_rigid_layer(layers, index):
+        if layer.kind == MULTI and _fed_by_rigid_layer(layers, index):
             needed = set(range(layer.dim))
         if layer.kind in STATE_KINDS:
             needed = _state_closure(layer.A, needed, zeros[index])
         needed = needed or {0}
         needed_by_layer[index] = needed
         constant_in = constants[index - 1].keys() if index else set()
-        if layer.kind == OpKind.LINEAR:
+        if layer.kind == LINEAR:
             needed = _columns(layer.A, needed) - constant_in
         elif layer.kind in STATE_KINDS:
             needed = _columns(layer.B, needed) - constant_in
-        elif layer.kind == OpKind.MULTI:
+        elif layer.kind == MULTI:
             needed = needed | {layer.dim + i for i in needed}
     return needed_by_layer
 
@@ -128,15 +128,15 @@ def _rebuilt(layer: Op, previous: Op, previous_live: list[int], keep: list[int],
     the constant inputs ``folded`` (component -> value) that ``previous`` no longer holds are
     added to the bias."""
     labels = [layer.labels[k] for k in keep]
-    if layer.kind not in (OpKind.LINEAR, *STATE_KINDS):
+    if layer.kind not in (LINEAR, *STATE_KINDS):
         return Op(layer.kind, [previous], len(keep), layer.name, labels=labels)
-    weights = (layer.A if layer.kind == OpKind.LINEAR else layer.B).take_rows(keep)
+    weights = (layer.A if layer.kind == LINEAR else layer.B).take_rows(keep)
     shift = [(r, 0, sum(w * folded[j] for j, w in weights.row(r).items() if j in folded))
              for r in range(len(keep))]
     shift = [entry for entry in shift if entry[2] != 0]
     b = layer.b.take_rows(keep) + layer.b.backend.from_entries(shift, (len(keep), 1), is_vector=True)
-    if layer.kind == OpKind.LINEAR:
-        return Op(OpKind.LINEAR, [previous], len(keep), layer.name, A=weights.take_columns(previous_live), b=b,
+    if layer.kind == LINEAR:
+        return Op(LINEAR, [previous], len(keep), layer.name, A=weights.take_columns(previous_live), b=b,
                   labels=labels)
     return Op(
         layer.kind, [previous], len(keep), layer.name,
@@ -170,9 +170,9 @@ def prune(graph: Graph) -> Graph:
     previous_live, previous_labels = list(range(start.dim)), start.labels
     previous_constants: dict[int, Any] = {}
     for layer, needed, known in zip(layers, _needed_components(layers, zeros, constants) if layers else [], constants):
-        if layer.kind == OpKind.RELU:  # element-wise: it keeps whatever its input kept
+        if layer.kind == RELU:  # element-wise: it keeps whatever its input kept
             keep = previous_live
-        elif layer.kind == OpKind.MULTI:
+        elif layer.kind == MULTI:
             keep = [i for i in previous_live if i < layer.dim]
             if previous_live != keep + [layer.dim + i for i in keep]:
                 raise InternalError(f"pruning unpaired the halves of Multi {layer.name}")
@@ -189,7 +189,7 @@ def prune(graph: Graph) -> Graph:
     return pruned
 
 
-_LINEAR_FUSIONS = {OpKind.LINEAR: fuse_linear_linear, OpKind.LINSTATE: fuse_linear_linstate}  # by the Lin's reader
+_LINEAR_FUSIONS = {LINEAR: fuse_linear_linear, LINSTATE: fuse_linear_linstate}  # by the Lin's reader
 
 
 def _fuse_layers(path: Graph) -> None:
@@ -205,7 +205,7 @@ def _fuse_layers(path: Graph) -> None:
         user = path.only_user(op)
         fuse = _LINEAR_FUSIONS.get(user.kind) if user else None
         before = op.inputs[0]
-        if op.kind == OpKind.LINEAR and fuse and user and _fused_weights(op, user) <= op.nnz + user.nnz:
+        if op.kind == LINEAR and fuse and user and _fused_weights(op, user) <= op.nnz + user.nnz:
             fuse(path, op, user)
             path.count(fuse.__name__)
             op = path.only_user(before)  # the fused layer, which may fuse again
@@ -218,6 +218,6 @@ def _fuse_layers(path: Graph) -> None:
 
 def _fused_weights(linear: Op, user: Op) -> int:
     """Non-zero weights of ``user`` with ``linear`` fused into it."""
-    matrix = user.A if user.kind == OpKind.LINEAR else user.B
+    matrix = user.A if user.kind == LINEAR else user.B
     weights = (matrix @ linear.A).nnz + (matrix @ linear.b + user.b).nnz
-    return weights + (user.A.nnz + user.init.nnz if user.kind == OpKind.LINSTATE else 0)
+    return weights + (user.A.nnz + user.init.nnz if user.kind == LINSTATE else 0)

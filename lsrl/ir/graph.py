@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lsrl.errors import InternalError
 from lsrl.ir.labels import UnitLabel, better
-from lsrl.ir.ops import Op, OpKind
+from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Op, OpKind
 from lsrl.ir.verify import verify as _verify
 from lsrl.lang import nodes as N
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 Labels = Sequence[UnitLabel | None]  # one label per component (lsrl.ir.labels), None where unknown
 
 _KIND_OF_NODE = {
-    N.Input: OpKind.INPUT, N.Linear: OpKind.LINEAR, N.ReLU: OpKind.RELU, N.LinState: OpKind.LINSTATE,
-    N.Concat: OpKind.CONCAT, N.Multi: OpKind.MULTI, N.ReLUState: OpKind.RELUSTATE,
+    N.Input: INPUT, N.Linear: LINEAR, N.ReLU: RELU, N.LinState: LINSTATE,
+    N.Concat: CONCAT, N.Multi: MULTI, N.ReLUState: RELUSTATE,
 }
 
 
@@ -53,15 +53,15 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) ->
     """Components of ``op`` that are ``>= 0`` whenever the components ``inputs_nonnegative`` of its
     inputs are: ReLUs; sums of those with positive weights and a bias ``>= 0``; products of two;
     states that start, stay and are driven so."""
-    if op.kind in (OpKind.RELU, OpKind.RELUSTATE):
+    if op.kind in (RELU, RELUSTATE):
         return frozenset(range(op.dim))
-    if op.kind == OpKind.INPUT:
+    if op.kind == INPUT:
         return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0)
-    if op.kind == OpKind.CONCAT:
+    if op.kind == CONCAT:
         picked = [p in nonnegative for nonnegative, picks in zip(inputs_nonnegative, op.picks) for p in picks]
         return frozenset(i for i, holds in enumerate(picked) if holds)
     (source,) = inputs_nonnegative
-    if op.kind == OpKind.MULTI:
+    if op.kind == MULTI:
         return frozenset(i for i in range(op.dim) if i in source and op.dim + i in source)
 
     def positive_sum(weights: Matrix, row: int, allowed: Collection[int]) -> bool:
@@ -70,9 +70,9 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) ->
     def at_least_zero(vector: Matrix, row: int) -> bool:
         return bool(vector.entry(row, 0) >= 0)
 
-    drive = op.A if op.kind == OpKind.LINEAR else op.B
+    drive = op.A if op.kind == LINEAR else op.B
     candidates = {i for i in range(op.dim) if at_least_zero(op.b, i) and positive_sum(drive, i, source)}
-    if op.kind == OpKind.LINEAR:
+    if op.kind == LINEAR:
         return frozenset(candidates)
     candidates = {i for i in candidates if at_least_zero(op.init, i)}
     while True:  # a state stays >= 0 if it reads only such states, with positive weights
@@ -118,7 +118,7 @@ class Graph:
     def linear(self, x: Op, A: Matrix, b: Matrix | None = None, name: str | None = None,
                labels: Labels | None = None) -> Op:
         b = b if b is not None else self.backend.zeros_vector(A.shape2d[0])
-        return self.add(Op(OpKind.LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
+        return self.add(Op(LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
 
     def selection(self, x: Op, columns: Iterable[int], name: str | None = None) -> Op:
         """Slice of ``x`` picking ``columns``; ``x`` itself when that is the identity."""
@@ -131,10 +131,10 @@ class Graph:
         return self.selection(x, range(start, stop))
 
     def relu(self, x: Op, name: str | None = None, labels: Labels | None = None) -> Op:
-        return self.add(Op(OpKind.RELU, [x], x.dim, name, labels=labels))
+        return self.add(Op(RELU, [x], x.dim, name, labels=labels))
 
     def multi(self, x: Op, name: str | None = None, labels: Labels | None = None) -> Op:
-        return self.add(Op(OpKind.MULTI, [x], x.dim // 2, name, labels=labels))
+        return self.add(Op(MULTI, [x], x.dim // 2, name, labels=labels))
 
     def concat(self, slots: Iterable[tuple[Op, Sequence[int] | None]], name: str | None = None) -> Op:
         """A gather of ``slots``: ``(op, picks)`` pairs, ``picks=None`` taking all of ``op``.
@@ -144,7 +144,7 @@ class Graph:
         inputs, picks = _joined(slots)
         if len(inputs) == 1:
             return self.selection(inputs[0], picks[0], name=name)
-        return self.add(Op(OpKind.CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
+        return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
 
     def regather(self, concat: Op, old: Op, new: Op, remap: Sequence[int] | Mapping[int, int]) -> Op:
         """The slots of ``concat`` that read ``old`` read ``new`` instead, pick ``p`` becoming
@@ -168,16 +168,16 @@ class Graph:
 
     def linstate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
                  labels: Labels | None = None) -> Op:
-        return self.add(Op(OpKind.LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
     def relustate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
                   labels: Labels | None = None) -> Op:
-        return self.add(Op(OpKind.RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
 
     def state_like(self, state: Op, x: Op, B: Matrix, b: Matrix | None = None, name: str | None = None) -> Op:
         """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
         through ``B`` (and ``b``: ``state.b`` unless given)."""
-        build = self.linstate if state.kind == OpKind.LINSTATE else self.relustate
+        build = self.linstate if state.kind == LINSTATE else self.relustate
         return build(x, state.A, B, state.b if b is None else b, state.init, name=name)
 
     # ---- rewiring ---------------------------------------------------------------------------
@@ -372,17 +372,17 @@ class Graph:
         for op in self.ops():
             inputs = [nodes[x] for x in op.inputs]
             node: N.Node
-            if op.kind == OpKind.INPUT:
+            if op.kind == INPUT:
                 node = N.Input(op.dim, name=op.name, bounds=op.bounds, integer=op.integer)
-            elif op.kind == OpKind.LINEAR:
+            elif op.kind == LINEAR:
                 node = N.Linear(inputs[0], op.A, op.b, name=op.name)
-            elif op.kind == OpKind.LINSTATE:
+            elif op.kind == LINSTATE:
                 node = N.LinState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
-            elif op.kind == OpKind.RELUSTATE:
+            elif op.kind == RELUSTATE:
                 node = N.ReLUState(inputs[0], op.A, op.B, op.b, op.init, name=op.name)
-            elif op.kind == OpKind.RELU:
+            elif op.kind == RELU:
                 node = N.ReLU(inputs[0], name=op.name)
-            elif op.kind == OpKind.MULTI:
+            elif op.kind == MULTI:
                 node = N.Multi(inputs[0], name=op.name)
             else:
                 parts = [

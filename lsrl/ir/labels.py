@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 import numpy as np
 
 from lsrl.errors import DimensionError
-from lsrl.ir.ops import OpKind
+from lsrl.ir.ops import LINEAR, RELU
 
 if TYPE_CHECKING:
     from lsrl.ir.ops import Op
@@ -199,9 +199,9 @@ def _close(a: Any, b: Any, tolerance: float) -> bool:
 def _derived(layer: Op, i: int, below: Sequence[Label]) -> Label:
     """The label of unit ``i`` of a path ``layer`` read off its weights, given the labels ``below``
     of the layer it reads (None where the weights say nothing simple)."""
-    if layer.kind == OpKind.RELU:
+    if layer.kind == RELU:
         return positive_part(below[i])
-    if layer.kind != OpKind.LINEAR:
+    if layer.kind != LINEAR:
         return None
     row, bias = layer.A.row(i), layer.b.row(i)
     if not row:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lsrl.ir.labels import UnitLabel
@@ -27,14 +27,23 @@ class OpKind(Enum):
     CONCAT = "concat"  # a gather of slots (op, picks)
     MULTI = "multi"  # x[:d] * x[d:]
 
+    # Enum hashes a member by its name in Python code; members are singletons compared by identity,
+    # so the identity hash is equal where it matters and, in the compiler's many kind-keyed lookups, far cheaper
+    __hash__ = object.__hash__
+
     def __str__(self) -> str:
         return self.value
 
 
+# The members by name, for the passes' inner loops: on Python 3.11 every ``OpKind.X`` lookup goes through
+# the hook of EnumType.__getattr__ (3x a plain lookup), and the compiler compares kinds per op and per rule.
+INPUT, LINEAR, RELU, CONCAT, MULTI = OpKind.INPUT, OpKind.LINEAR, OpKind.RELU, OpKind.CONCAT, OpKind.MULTI
+LINSTATE, RELUSTATE = OpKind.LINSTATE, OpKind.RELUSTATE
+
 WEIGHTS: dict[OpKind, tuple[str, ...]] = {
-    OpKind.LINEAR: ("A", "b"), OpKind.LINSTATE: ("A", "B", "b", "init"), OpKind.RELUSTATE: ("A", "B", "b", "init"),
+    LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init"),
 }
-STATE_KINDS = (OpKind.LINSTATE, OpKind.RELUSTATE)  # ops with A, B, b, init
+STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
 
 
 
@@ -57,12 +66,12 @@ class Op:
         self.kind, self.inputs, self.dim = kind, list(inputs), dim
         # per component (lsrl.ir.labels)
         self.labels: list[UnitLabel | None] = list(labels) if labels is not None else [None] * dim
-        self.A, self.B = cast("Matrix", A), cast("Matrix", B)
-        self.b, self.init = cast("Matrix", b), cast("Matrix", init)
-        self.picks: list[Sequence[int]] = cast("list[Sequence[int]]", picks)  # None unless a concat
+        # None where the kind has no such weight (see the class doc); no cast(): it runs for every op made
+        self.A, self.B, self.b, self.init = A, B, b, init  # type: ignore[assignment]
+        self.picks: list[Sequence[int]] = picks  # type: ignore[assignment]  # None unless a concat
         self.bounds, self.integer = bounds, integer  # what an input declares about its values
         self.id = next(Op._ids)
-        self.name = name or f"{kind}_{self.id}"
+        self.name = name or f"{kind._value_}_{self.id}"  # _value_: a plain attribute, .value a descriptor
         self.nnz: int = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
 
     def __repr__(self) -> str:
@@ -76,7 +85,7 @@ class Op:
     @property
     def is_slice(self) -> bool:
         """A Linear that only selects (and possibly repeats) input components."""
-        return self.kind == OpKind.LINEAR and self.b.is_zero() and self.A.is_selection()
+        return self.kind == LINEAR and self.b.is_zero() and self.A.is_selection()
 
     def is_identity(self) -> bool:
         """A Slice that picks every component of its input in order."""
@@ -84,7 +93,7 @@ class Op:
 
     def describe(self) -> str:
         """One line: ``%name = kind[dim](%input, ...)`` and the weights' sizes."""
-        if self.kind == OpKind.CONCAT:
+        if self.kind == CONCAT:
             args = ", ".join(f"%{x.name}{_picks_text(p, x.dim)}" for x, p in self.slots)
         else:
             args = ", ".join(f"%{x.name}" for x in self.inputs)

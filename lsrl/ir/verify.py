@@ -21,7 +21,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from lsrl.errors import InternalError
-from lsrl.ir.ops import STATE_KINDS, WEIGHTS, Op, OpKind
+from lsrl.ir.ops import CONCAT, INPUT, LINEAR, MULTI, RELU, STATE_KINDS, WEIGHTS, Op
 
 if TYPE_CHECKING:
     from lsrl.ir.graph import Graph
@@ -68,27 +68,27 @@ def _check_shapes(graph: Graph, op: Op) -> None:
     ``A (dim, dim)``, ``B (dim, in)``, ``b`` and ``init (dim, 1)``; ReLU as wide as its input; Multi
     half as wide as an input of even width; Concat picks of its inputs' components, one list per
     input, as many in all as its width; Input reads nothing."""
-    if op.kind == OpKind.INPUT:
+    if op.kind == INPUT:
         if op.inputs:
             _broken(graph, op, f"is an input but reads {len(op.inputs)} ops")
         if op is not graph.input:
             _broken(graph, op, "is a second input")
         return
-    if op.kind == OpKind.CONCAT:
+    if op.kind == CONCAT:
         _check_gather(graph, op)
         return
     if len(op.inputs) != 1:
         _broken(graph, op, f"reads {len(op.inputs)} ops, expected 1")
     width = op.inputs[0].dim
-    if op.kind == OpKind.LINEAR:
+    if op.kind == LINEAR:
         _check_shape(graph, op, "A", (op.dim, width))
     elif op.kind in STATE_KINDS:
         _check_shape(graph, op, "A", (op.dim, op.dim))
         _check_shape(graph, op, "B", (op.dim, width))
         _check_shape(graph, op, "init", (op.dim, 1))
-    elif op.kind == OpKind.RELU and op.dim != width:
+    elif op.kind == RELU and op.dim != width:
         _broken(graph, op, f"has width {op.dim} but its input has {width}")
-    elif op.kind == OpKind.MULTI and (width % 2 or op.dim != width // 2):
+    elif op.kind == MULTI and (width % 2 or op.dim != width // 2):
         _broken(graph, op, f"has width {op.dim} but its input has {width} (expected an even width, twice its own)")
     if "b" in WEIGHTS.get(op.kind, ()):
         _check_shape(graph, op, "b", (op.dim, 1))

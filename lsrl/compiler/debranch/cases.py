@@ -22,7 +22,7 @@ from lsrl.compiler.fusion import fuse_concat_identical
 from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
 from lsrl.ir.labels import Label, constant_for, copy_of, negation_of, positive_part
-from lsrl.ir.ops import STATE_KINDS, Op, OpKind
+from lsrl.ir.ops import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Op
 
 if TYPE_CHECKING:
     from lsrl.numbers import Matrix
@@ -30,21 +30,21 @@ if TYPE_CHECKING:
 
 def is_gate_feed(graph: Graph, op: Op) -> bool:
     user = graph.only_user(op)
-    return op.kind == OpKind.LINEAR and user is not None and user.kind == OpKind.MULTI
+    return op.kind == LINEAR and user is not None and user.kind == MULTI
 
 
 def feeds_one_relu(graph: Graph, op: Op) -> bool:
     user = graph.only_user(op)
-    return user is not None and user.kind == OpKind.RELU
+    return user is not None and user.kind == RELU
 
 
 def _columns_read(v: Op, user: Op) -> AbstractSet[int]:
     """Components of ``v`` that ``user`` reads: a bypass carries only these."""
-    if user.kind == OpKind.LINEAR:
+    if user.kind == LINEAR:
         return user.A.nonzero_columns()
     if user.kind in STATE_KINDS:
         return user.B.nonzero_columns()
-    if user.kind == OpKind.CONCAT:
+    if user.kind == CONCAT:
         return {c for x, picks in user.slots if x is v for c in picks}
     return set(range(v.dim))
 
@@ -87,16 +87,16 @@ class _Carrier:
     def read_by(self, user: Op) -> None:
         """``user`` reads ``v`` from the carrier instead, taking only the components it reads."""
         graph, v, columns = self.graph, self.v, self.columns
-        if user.kind in (OpKind.LINEAR, *STATE_KINDS):
-            weight = (user.A if user.kind == OpKind.LINEAR else user.B).take_columns(columns)
+        if user.kind in (LINEAR, *STATE_KINDS):
+            weight = (user.A if user.kind == LINEAR else user.B).take_columns(columns)
             if self.decode is not None:
                 weight = weight @ self.decode
-            if user.kind == OpKind.LINEAR:
+            if user.kind == LINEAR:
                 rebuilt = graph.linear(self.op, weight, user.b, name=user.name)
             else:
                 rebuilt = graph.state_like(user, self.op, weight, name=user.name)
             graph.replace(user, rebuilt)
-        elif user.kind == OpKind.CONCAT:
+        elif user.kind == CONCAT:
             graph.regather(user, v, self.plain, self.position)
         else:  # reads every component of v
             full = self.plain
@@ -122,7 +122,7 @@ def case_1b(graph: Graph, v: Op, users: list[Op]) -> None:
     left, right, left_bias, right_bias, products = [], [], [], [], []
     left_labels, right_labels = [], []
     for user in users:
-        if user.kind == OpKind.MULTI:
+        if user.kind == MULTI:
             half = user.dim
             left.append(backend.selection(range(half), v.dim))
             right.append(backend.selection(range(half, 2 * half), v.dim))
@@ -140,7 +140,7 @@ def case_1b(graph: Graph, v: Op, users: list[Op]) -> None:
             left_labels += user.labels[:half]
             right_labels += user.labels[half:]
             products.append(cast(Op, graph.only_user(user)))  # a gate feed's only user: its Multi
-    others = [u for u in users if u.kind != OpKind.MULTI and not is_gate_feed(graph, u)]
+    others = [u for u in users if u.kind != MULTI and not is_gate_feed(graph, u)]
     carried = _carried(v, others)
     if others:
         left.append(backend.selection(carried, v.dim))
@@ -205,16 +205,16 @@ def case_4(graph: Graph, v: Op, users: list[Op]) -> None:
 def _push_slice_into(graph: Graph, v: Op, piece: Op, user: Op, relu_of_v: Callable[[], Op]) -> None:
     """Move the slice ``piece`` of ``v`` past one of its users (the bullets of Case 5A)."""
     columns = piece.A.selected_columns()
-    if user.kind == OpKind.LINEAR:
+    if user.kind == LINEAR:
         graph.replace(user, graph.linear(v, user.A.times_selection(columns, v.dim), user.b, name=user.name))
     elif user.kind in STATE_KINDS:
         B = user.B.times_selection(columns, v.dim)
         graph.replace(user, graph.state_like(user, v, B, name=user.name))
-    elif user.kind == OpKind.RELU:
+    elif user.kind == RELU:
         graph.replace(user, graph.selection(relu_of_v(), columns))
-    elif user.kind == OpKind.MULTI:
+    elif user.kind == MULTI:
         graph.redirect(user, piece, graph.linear(v, piece.A, labels=piece.labels))
-    elif user.kind == OpKind.CONCAT:  # the Concat gathers the components from v itself
+    elif user.kind == CONCAT:  # the Concat gathers the components from v itself
         graph.regather(user, piece, v, columns)
     else:
         raise InternalError(f"Case 5A cannot push a slice of {v.name} into {user}")
@@ -227,14 +227,14 @@ def case_5a(graph: Graph, v: Op, users: list[Op]) -> None:
     shared_relu: list[Op] = []
 
     def relu_of_v() -> Op:
-        if v.kind == OpKind.RELU:
+        if v.kind == RELU:
             return v
         if not shared_relu:
             shared_relu.append(graph.relu(v, labels=[positive_part(label) for label in v.labels]))
         return shared_relu[0]
 
     for piece in users:
-        if piece.kind != OpKind.LINEAR:  # Concat users wait (see choose_case)
+        if piece.kind != LINEAR:  # Concat users wait (see choose_case)
             continue
         if piece not in graph.users:  # its last user was a Concat already rewritten for another piece
             continue
@@ -267,7 +267,7 @@ def case_6(graph: Graph, v: Op, users: list[Op]) -> None:
     """LinState and other users: the others read ``v`` through a dummy LinState (``A = 0, B = I``),
     after which Case 2 fuses all LinStates."""
     backend = graph.backend
-    others = [u for u in users if u.kind != OpKind.LINSTATE]
+    others = [u for u in users if u.kind != LINSTATE]
     carried = _carried(v, others)
     width = len(carried)
     dummy = graph.linstate(
@@ -290,7 +290,7 @@ def case_6r(graph: Graph, v: Op, users: list[Op]) -> None:
     ReLUState with ``A = 0`` that holds ``v`` split as in Eq. (11) (``_relu_carried``); then Case 2R
     merges all ReLUStates."""
     backend = graph.backend
-    others = [u for u in users if u.kind != OpKind.RELUSTATE]
+    others = [u for u in users if u.kind != RELUSTATE]
     carried = _carried(v, others)
     select, decode, _, labels = _relu_carried(graph, v, carried)
     width = select.shape2d[0]
@@ -308,7 +308,7 @@ def case_7a(graph: Graph, v: Op, users: list[Op]) -> None:
     front, so Case 5B and then Case 3 apply."""
     bypass = None
     for user in users:
-        if user.kind == OpKind.RELU:
+        if user.kind == RELU:
             bypass = bypass or graph.linear(v, graph.backend.eye(v.dim), labels=_copies(v, range(v.dim)))
             graph.redirect(user, v, bypass)
 
@@ -347,13 +347,13 @@ def _relu_bypass(graph: Graph, v: Op, users: list[Op], needs_bypass: Callable[[O
 def case_7b(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and ReLU users, some Lin not followed by a single ReLU: those Lins read ``v`` through a
     ReLU-based bypass ``[I, -I] ReLU([v; -v])``, which puts the graph in Case 7A."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
+    _relu_bypass(graph, v, users, lambda u: u.kind == LINEAR and not feeds_one_relu(graph, u))
 
 
 def case_8(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin and Concat users: the Concats (and ReLUs that wait for a later ReLU layer) read ``v``
     through a Slice of the components they read; Case 5B merges it with the other Lins."""
-    not_lins = [u for u in users if u.kind != OpKind.LINEAR]
+    not_lins = [u for u in users if u.kind != LINEAR]
     carried = _carried(v, not_lins)
     carrier = _Carrier(graph, v, v, carried, decode=graph.backend.selection(carried, v.dim))
     for user in not_lins:
@@ -362,12 +362,12 @@ def case_8(graph: Graph, v: Op, users: list[Op]) -> None:
 
 def case_9(graph: Graph, v: Op, users: list[Op]) -> None:
     """ReLU and Concat users: the Concats read ``v`` through a ReLU-based bypass."""
-    _relu_bypass(graph, v, users, lambda u: u.kind == OpKind.CONCAT)
+    _relu_bypass(graph, v, users, lambda u: u.kind == CONCAT)
 
 
 def case_10(graph: Graph, v: Op, users: list[Op]) -> None:
     """Lin, ReLU and Concat users: ReLU-based bypasses for the Concats and for the Lins not followed
     by a single ReLU; then Cases 7A, 5B and 3 apply."""
     _relu_bypass(
-        graph, v, users, lambda u: u.kind == OpKind.CONCAT or (u.kind == OpKind.LINEAR and not feeds_one_relu(graph, u))
+        graph, v, users, lambda u: u.kind == CONCAT or (u.kind == LINEAR and not feeds_one_relu(graph, u))
     )

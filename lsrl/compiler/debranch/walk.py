@@ -42,6 +42,7 @@ case when it does not decrease (there is no step budget):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 
 from lsrl.compiler.debranch.cases import (
@@ -51,7 +52,7 @@ from lsrl.compiler.debranch.cases import (
 from lsrl.compiler.fusion import computation, fuse_at
 from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import Op, OpKind
+from lsrl.ir.ops import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Op, OpKind
 
 Case = Callable[[Graph, Op, list[Op]], None]  # one of App. A's cases (lsrl.compiler.debranch.cases)
 
@@ -76,7 +77,7 @@ def _below(graph: Graph, starts: Iterable[Op]) -> Iterator[Op | None]:
 def _goes_straight_to_output(graph: Graph, op: Op) -> bool:
     """Whether ``op``'s value reaches the output through Lins and Concats only: computing it later
     delays no layer after it."""
-    return all(x is op or (x is not None and x.kind in (OpKind.LINEAR, OpKind.CONCAT)) for x in _below(graph, [op]))
+    return all(x is op or (x is not None and x.kind in (LINEAR, CONCAT)) for x in _below(graph, [op]))
 
 
 def _kind_ahead(graph: Graph, starts: Iterable[Op], kind: OpKind) -> bool:
@@ -93,7 +94,7 @@ def _can_wait(graph: Graph, users: list[Op], waiting: list[Op], layer_kind: OpKi
     others = [u for u in users if u not in waiting]
     return (
         bool(waiting)
-        and any(u.kind != OpKind.CONCAT for u in others)
+        and any(u.kind != CONCAT for u in others)
         and all(value is not None and _goes_straight_to_output(graph, value) for value in map(value_of, waiting))
         and _kind_ahead(graph, others, layer_kind)
     )
@@ -103,14 +104,14 @@ def waiting_users(graph: Graph, users: list[Op]) -> list[Op]:
     """The gate feeds and ReLUs among ``users`` that wait for a later Multi or ReLU layer: all of a
     kind or none (those that cannot wait make the layer now, and the others join it)."""
     feeds = [u for u in users if is_gate_feed(graph, u)]
-    relus = [u for u in users if u.kind == OpKind.RELU]
+    relus = [u for u in users if u.kind == RELU]
     waiting = []
-    if all(u.kind != OpKind.MULTI for u in users) and _can_wait(graph, users, feeds, OpKind.MULTI, graph.only_user):
+    if all(u.kind != MULTI for u in users) and _can_wait(graph, users, feeds, MULTI, graph.only_user):
         waiting += feeds
-    if not any(u.kind == OpKind.LINEAR and feeds_one_relu(graph, u) for u in users) and \
-            _can_wait(graph, users, relus, OpKind.RELU, lambda u: u):
+    if not any(u.kind == LINEAR and feeds_one_relu(graph, u) for u in users) and \
+            _can_wait(graph, users, relus, RELU, lambda u: u):
         waiting += relus
-    if all(u.kind == OpKind.CONCAT for u in users if u not in waiting):  # each kind counted on the other to move on
+    if all(u.kind == CONCAT for u in users if u not in waiting):  # each kind counted on the other to move on
         return []
     return waiting
 
@@ -118,38 +119,38 @@ def waiting_users(graph: Graph, users: list[Op]) -> list[Op]:
 def choose_case(graph: Graph, v: Op, users: list[Op], waiting: Collection[Op] = ()) -> Case:
     """The App. A case for branching op ``v`` with distinct ``users``. Users ``waiting`` (see
     ``waiting_users``) only need ``v`` carried: a gate feed counts as a plain Lin, a ReLU as a Concat."""
-    kinds = {OpKind.CONCAT if u in waiting and u.kind == OpKind.RELU else u.kind for u in users}
-    if OpKind.MULTI in kinds or any(is_gate_feed(graph, u) and u not in waiting for u in users):
-        return case_1a if kinds == {OpKind.MULTI} else case_1b
-    if kinds == {OpKind.LINSTATE}:
+    kinds = {CONCAT if u in waiting and u.kind == RELU else u.kind for u in users}
+    if MULTI in kinds or any(is_gate_feed(graph, u) and u not in waiting for u in users):
+        return case_1a if kinds == {MULTI} else case_1b
+    if kinds == {LINSTATE}:
         return case_2
-    if OpKind.LINSTATE in kinds:
+    if LINSTATE in kinds:
         return case_6
-    if kinds == {OpKind.RELUSTATE}:
+    if kinds == {RELUSTATE}:
         return case_2r
-    if OpKind.RELUSTATE in kinds:
+    if RELUSTATE in kinds:
         return case_6r
-    if kinds == {OpKind.RELU}:
+    if kinds == {RELU}:
         return case_3
-    if kinds == {OpKind.CONCAT}:
+    if kinds == {CONCAT}:
         return case_4
-    if kinds == {OpKind.LINEAR}:
+    if kinds == {LINEAR}:
         return case_5a if all(u.is_slice for u in users) else case_5b
-    if kinds == {OpKind.LINEAR, OpKind.RELU}:
-        lins = [u for u in users if u.kind == OpKind.LINEAR]
+    if kinds == {LINEAR, RELU}:
+        lins = [u for u in users if u.kind == LINEAR]
         return case_7a if all(feeds_one_relu(graph, u) for u in lins) else case_7b
-    if kinds == {OpKind.LINEAR, OpKind.CONCAT}:
+    if kinds == {LINEAR, CONCAT}:
         # with only Slices beside the Concats, a bypass would be pushed straight back into the
         # Concats; pushing the Slices alone (Case 5A's bullets) makes the progress
-        return case_5a if all(u.is_slice for u in users if u.kind == OpKind.LINEAR) else case_8
-    if kinds == {OpKind.RELU, OpKind.CONCAT}:
+        return case_5a if all(u.is_slice for u in users if u.kind == LINEAR) else case_8
+    if kinds == {RELU, CONCAT}:
         return case_9
     return case_10
 
 
 def _merge_relu_users(graph: Graph, v: Op, users: list[Op]) -> bool:
     """ReLU users of a ReLU ``v`` are ``v`` itself (the preparation rule ``fuse_relu_relu``)."""
-    relus = [u for u in users if u.kind == OpKind.RELU] if v.kind == OpKind.RELU else []
+    relus = [u for u in users if u.kind == RELU] if v.kind == RELU else []
     for user in relus:
         graph.replace(user, v)
     if relus:
@@ -177,14 +178,15 @@ def debranch_at(graph: Graph, v: Op) -> None:
 def _configuration(graph: Graph, case: Case, users: list[Op]) -> tuple:
     """What ``case`` is applied to at a branching op: its users as kind, width, weights and picks,
     with the kinds of their readers (at one end of the path, the ops a case rewrites)."""
-    return case.__name__, tuple(sorted(
-        (str(u.kind), u.dim, repr(computation(u)[2:]), tuple(sorted(str(r.kind) for r in graph.users[u])))
+    users_seen = Counter(
+        (u.kind, u.dim, computation(u)[2:], frozenset(Counter(r.kind for r in graph.users[u]).items()))
         for u in users
-    ))
+    )  # a multiset: the order of the users does not matter, and the keys are cached, cheap to hash
+    return case.__name__, frozenset(users_seen.items())
 
 
 def _fusion_measure(graph: Graph) -> tuple[int, int]:
-    return len(graph), graph.count_of(OpKind.CONCAT)
+    return len(graph), graph.count_of(CONCAT)
 
 
 def _fuse(graph: Graph, op: Op) -> bool:
