@@ -512,7 +512,14 @@ class Trainer:
         norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.clip or math.inf)
         value = loss.item()
         if math.isfinite(value) and torch.isfinite(norm):
-            self.optimizer.step()
+            try:
+                self.optimizer.step()
+            except RuntimeError as error:  # torch's optimisers refuse a step size beyond the dtype's range
+                if "overflow" not in str(error):
+                    raise
+                raise TrainingError(f"step {self.step + 1}: training diverged: the optimiser's step size overflows "
+                                    f"{self.config.dtype} at learning rate {self.learning_rate(self.step):g}; lower "
+                                    f"the learning rate (--lr)") from None
             bad = self.nonfinite_parameters()
             if bad:
                 raise TrainingError(f"step {self.step + 1}: training diverged: the optimiser step (learning rate "
@@ -526,8 +533,8 @@ class Trainer:
                 raise TrainingError(f"step {self.step + 1}: training diverged: {what} (not finite) at lengths "
                                     f"{self.config.min_length}..{self.current_length}, with parameters up to "
                                     f"{self.largest_parameter():.3g} in magnitude; lower the learning rate (--lr), "
-                                    f"clip the gradient (--clip), or skip such batches (--max-skipped-steps; "
-                                    f"skipped so far: {self.skipped_steps - 1} of {self.config.max_skipped_steps})")
+                                    f"clip the gradient (--clip), or let more such batches be skipped "
+                                    f"(max_skipped_steps, --max-skipped-steps: {self.config.max_skipped_steps} now)")
         self.step += 1
         return self._record(value, Score.of(logits.detach(), batch).symbol_error)
 
