@@ -296,7 +296,7 @@ def test_noise_run_checks_its_levels_and_variants(tmp_path, keyword, value, matc
     ("workers", 0, "workers"), ("workers", 100_000, "workers"), ("seeds", range(0), "seeds"),
     ("seeds", [], "seeds"), ("seeds", [0.5], "seeds"), ("seeds", range(10**9), "runs"), ("models", (), "models"),
     ("models", ("nope",), "unknown models"), ("tasks", ("nope",), "unknown tasks"), ("tasks", "copy", "tasks"),
-    ("steps", -5, "steps"), ("learning_rate", float("inf"), "learning_rate"),
+    ("steps", -5, "steps"), ("learning_rate", float("inf"), "learning_rate"), ("stepz", 5, "unknown setting"),
 ])
 def test_run_reproduction_checks_its_grid_before_writing(tmp_path, keyword, value, match):
     with pytest.raises(LsrlError, match=match):

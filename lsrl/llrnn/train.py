@@ -316,6 +316,9 @@ def preset(name: str, model: str = "ntm", task: str = "copy", **overrides: Any) 
         raise TrainingError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     if task not in TASKS:
         raise TrainingError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    unknown = sorted(set(overrides) - {field.name for field in dataclasses.fields(TrainConfig)})
+    if unknown:
+        raise TrainingError(f"preset: unknown setting(s) {', '.join(unknown)}; the settings are TrainConfig's fields")
     exceptions = {key: value for models, applies_to, settings in PRESET_EXCEPTIONS.get(name, ())
                   if model in models and applies_to(task) for key, value in settings.items()}
     settings = {**PRESETS[name], **exceptions, "model": model, "task": task, **overrides}
