@@ -23,6 +23,7 @@ import lsrl
 from lsrl.cli_errors import ReportingGroup
 from lsrl.errors import LsrlError
 from lsrl.targets import ARCHITECTURES
+from lsrl.workers import MAX_WORKERS
 
 
 class LazyGroup(ReportingGroup):
@@ -192,7 +193,8 @@ def experiment() -> None:
 
 @experiment.command(name="noise")
 @click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, MAX_WORKERS),
+              help="processes in parallel (at most 4 per usable CPU, 64: more only share the CPUs)")
 @click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
 def noise_command(out_dir: str, workers: int, quick: bool) -> None:
     """Parameter noise (Fig 4) on both approximators: all ifelse variants, the paper's constants and

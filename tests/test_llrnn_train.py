@@ -364,11 +364,15 @@ def test_shifts_are_powers_modulo_each_ring():
 
 
 def test_an_overflowing_batch_does_not_update_the_weights(with_stand_in):
-    trainer = Trainer(TrainConfig(**TINY, steps=1))
+    """Finite weights whose logits overflow float32: the batch is skipped when skipping is allowed
+    (issue 28: by default training stops there, tests/test_validation_llrnn.py)."""
+    trainer = Trainer(TrainConfig(**TINY, steps=1, max_skipped_steps=1))
     with torch.no_grad():
-        trainer.net.readout[2].bias.fill_(float("inf"))
+        trainer.net.readout[0].bias.fill_(1e3)  # y = ReLU(W_y h0 + B_y) >= 1e3 - |W_y h0|
+        trainer.net.readout[2].weight.fill_(1e38)  # logits ~ 16 × 1e41: inf in float32
     before = [p.clone() for p in trainer.net.parameters()]
     trainer.run(progress=False)
+    assert not math.isfinite(trainer.history[0]["loss"]) and trainer.skipped_steps == 1
     assert trainer.step == 1 and all(torch.equal(a, b) for a, b in zip(before, trainer.net.parameters()))
 
 

@@ -61,6 +61,7 @@ from lsrl.compiler import compile as compile_program
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
 from lsrl.sugar import IFELSE_VARIANTS
+from lsrl.workers import StudyError, check_workers
 
 if TYPE_CHECKING:
     from lsrl.lang.program import ForEach
@@ -265,13 +266,24 @@ def paper_rows(sigmas: Collection[float], variants: Collection[str]) -> list[Row
 def run(out_dir: str | Path = "noise", sigmas: Sequence[float] = SIGMAS, variants: Sequence[str] = IFELSE_VARIANTS,
         protocol: Protocol = Protocol(), workers: int = 2, progress: bool = True) -> list[Row]:
     """Run the sweep; write ``noise.csv``, ``survival.csv``, ``summary.md`` and one strip plot per
-    program (``noise_continuous.png``, ``noise_discrete.png``). Returns the rows of ``noise.csv``."""
+    program (``noise_continuous.png``, ``noise_discrete.png``). Returns the rows of ``noise.csv``.
+
+    ``workers``: processes in 1 .. ``lsrl.workers.MAX_WORKERS`` (no more are started than there are jobs);
+    ``sigmas``: finite noise levels >= 0; ``variants``: names of ``IFELSE_VARIANTS``."""
+    workers = check_workers("noise.run", workers)
+    sigmas, variants = tuple(sigmas), tuple(variants)
+    if not sigmas or any(isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma >= 0
+                         or sigma == float("inf") for sigma in sigmas):
+        raise StudyError(f"noise.run: sigmas must be finite noise levels >= 0, at least one, got {sigmas}")
+    unknown = [variant for variant in variants if variant not in IFELSE_VARIANTS]
+    if not variants or unknown:
+        raise StudyError(f"noise.run: variants must name some of {', '.join(IFELSE_VARIANTS)}, got {variants}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(kind, construction, variant, tuple(sigmas), protocol)
             for kind, construction, variant in itertools.product(PROGRAMS, CONSTRUCTIONS, variants)]
     results = {}
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
         futures = {pool.submit(_run_job, job): index for index, job in enumerate(jobs)}
         for future in tqdm(as_completed(futures), total=len(jobs), desc="noise study", disable=not progress):
             results[futures[future]] = future.result()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from lsrl.errors import SequenceError
+from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count
 
 GATES = {"lstm": 4, "gru": 3}  # weight blocks per unit: torch's LSTM has 4 gates, its GRU 3
 RECURRENT = {"lstm": nn.LSTM, "gru": nn.GRU}
@@ -20,6 +20,12 @@ class Baseline(nn.Module):
     def __init__(self, kind: str, input_dim: int, hidden_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__()
+        if kind not in RECURRENT:
+            raise LlrnnArgumentError(f"Baseline: kind must be one of {', '.join(RECURRENT)}, got {kind!r}")
+        input_dim, hidden_dim = count("Baseline", "input_dim", input_dim), count("Baseline", "hidden_dim", hidden_dim)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise LlrnnArgumentError(f"Baseline: dtype must be a floating torch.dtype (torch.float32, torch.float64), "
+                                     f"got {dtype!r}")
         self.kind, self.input_dim, self.controller_dim = kind, input_dim, hidden_dim
         self.rnn = RECURRENT[kind](input_dim, hidden_dim, batch_first=True, dtype=dtype, device=device)
         self.layout, self.state_dim = {"h0": (0, (hidden_dim,))}, hidden_dim
@@ -30,8 +36,8 @@ class Baseline(nn.Module):
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
         """The hidden states (B, T, hidden) after reading ``xs`` (B, T, input_dim) from zero."""
-        if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
-            raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
+        parameter = self.rnn.weight_ih_l0
+        check_inputs(self.name, xs, self.input_dim, parameter.dtype, parameter.device)
         return self.rnn(xs)[0]
 
     def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep: Iterable[str] | None = None

@@ -40,6 +40,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import DimensionError
+from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count
 from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
 from lsrl.llrnn.logic.semantics import Function, Given, Matrix, as_value, combine, denote, dirac, split, to_matrix
 from lsrl.llrnn.logic.terms import Const, Term, children
@@ -175,6 +176,10 @@ class LLRNN(nn.Module):
                  between: Iterable[nn.Module] = (), activation: str = "relu", dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__()
+        input_dim = count("LLRNN", "input_dim", input_dim)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise LlrnnArgumentError(f"LLRNN: dtype must be a floating torch.dtype (torch.float32, torch.float64), "
+                                     f"got {dtype!r}")
         if activation not in ACTIVATIONS:
             raise LogicError(f"unknown controller activation {activation!r}; known: {sorted(ACTIVATIONS)}")
         self.activation = ACTIVATIONS[activation]  # of ``Z_in(h) + H h + U x + B``: ReLU in the paper
@@ -244,8 +249,9 @@ class LLRNN(nn.Module):
         return {name: self.state.view(h, name) for name in self.layout}
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
-        if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
+        if isinstance(xs, torch.Tensor) and (xs.dim() != 3 or xs.shape[-1] != self.input_dim):
             raise DimensionError(f"LLRNN: inputs must be (B, T, {self.input_dim}), got {tuple(xs.shape)}")
+        check_inputs("LLRNN", xs, self.input_dim, self.init_state.dtype, self.init_state.device)
         h = self.initial_state(xs.shape[0]) if h is None else h
         masters = self._denote_masters()
         states = []

@@ -20,9 +20,27 @@ from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
 from lsrl.llrnn.explicit import CONTROLLERS, ERASES
 from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
-from lsrl.llrnn.train import CURRICULA, MODELS, PRESETS, SCHEDULES, TrainConfig, preset, train
+from lsrl.llrnn.experiment import MAX_RUNS
+from lsrl.llrnn.train import (
+    CURRICULA, MAX_BATCH, MAX_LENGTH, MAX_SLOTS, MAX_STEPS, MAX_WIDTH, MODELS, PRESETS, SCHEDULES, SEED_RANGE,
+    TrainConfig, preset, train,
+)
+from lsrl.workers import MAX_WORKERS
 
 Command = TypeVar("Command", bound=Callable[..., Any])  # a command function, or a click command
+
+
+class FiniteFloat(click.FloatRange):
+    """``click.FloatRange`` that also refuses NaN and the infinities (which compare outside no range)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number or number in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+SEEDS = click.IntRange(*SEED_RANGE)  # what torch.manual_seed accepts
 
 
 def _names(text: str, known: Collection[str]) -> tuple[str, ...]:
@@ -54,48 +72,61 @@ def _device(context: click.Context, parameter: click.Parameter, text: str) -> st
 def _lengths(context: click.Context, parameter: click.Parameter, text: str) -> tuple[int, ...]:
     """``--test-lengths 33,58,98`` -> (33, 58, 98); empty -> () (twice the longest training length)."""
     try:
-        return tuple(int(length) for length in text.split(",") if length.strip())
+        lengths = tuple(int(length) for length in text.split(",") if length.strip())
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    outside = [length for length in lengths if not 1 <= length <= MAX_LENGTH]
+    if outside:
+        raise click.BadParameter(f"lengths must be in 1 .. {MAX_LENGTH}, got {outside[0]}")
+    return lengths
 
 
 def training_options(defaults: TrainConfig) -> Callable[[Command], Command]:
     """Options for the TrainConfig fields shared by ``train`` and ``experiment``, with ``defaults``."""
     options = [
-        click.option("--steps", type=click.IntRange(min=0), default=defaults.steps, show_default=True),
-        click.option("--min-length", type=click.IntRange(min=1), default=defaults.min_length, show_default=True),
-        click.option("--max-length", type=click.IntRange(min=1), default=defaults.max_length, show_default=True,
+        click.option("--steps", type=click.IntRange(0, MAX_STEPS), default=defaults.steps, show_default=True),
+        click.option("--min-length", type=click.IntRange(1, MAX_LENGTH), default=defaults.min_length,
+                     show_default=True),
+        click.option("--max-length", type=click.IntRange(1, MAX_LENGTH), default=defaults.max_length,
+                     show_default=True,
                      help="longest training length (the curriculum's end)"),
-        click.option("--start-length", type=click.IntRange(min=0), default=defaults.start_length, show_default=True,
+        click.option("--start-length", type=click.IntRange(0, MAX_LENGTH), default=defaults.start_length,
+                     show_default=True,
                      help="curriculum: first longest length; 0: max-length (no curriculum)"),
-        click.option("--error-threshold", type=float, default=defaults.error_threshold, show_default=True,
+        click.option("--error-threshold", type=FiniteFloat(0, 1), default=defaults.error_threshold, show_default=True,
                      help="curriculum: running symbol error below which the longest length grows"),
-        click.option("--batch-size", type=click.IntRange(min=1), default=defaults.batch_size, show_default=True),
+        click.option("--batch-size", type=click.IntRange(1, MAX_BATCH), default=defaults.batch_size, show_default=True),
         click.option("--optimizer", type=click.Choice(["rmsprop", "adam"]), default=defaults.optimizer,
                      show_default=True),
-        click.option("--lr", "learning_rate", type=click.FloatRange(min=0, min_open=True),
+        click.option("--lr", "learning_rate", type=FiniteFloat(min=0, min_open=True),
                      default=defaults.learning_rate, show_default=True),
         click.option("--schedule", type=click.Choice(SCHEDULES), default=defaults.schedule, show_default=True,
                      help="learning rate over the steps: constant, or cosine (down to 0 at the last step)"),
-        click.option("--clip", type=click.FloatRange(min=0, min_open=True), default=defaults.clip, show_default=True,
-                     help="gradient norm"),
-        click.option("--controller-dim", type=click.IntRange(min=1), default=defaults.controller_dim,
+        click.option("--clip", type=FiniteFloat(min=0), default=defaults.clip, show_default=True,
+                     help="gradient norm; 0: no clipping (TF)"),
+        click.option("--max-skipped-steps", type=click.IntRange(0, MAX_STEPS), default=defaults.max_skipped_steps,
+                     show_default=True, help="batches with a loss or gradient that is not finite to skip (weights "
+                     "untouched) before training stops with an error; 0: stop at the first"),
+        click.option("--controller-dim", type=click.IntRange(1, MAX_WIDTH), default=defaults.controller_dim,
                      show_default=True),
-        click.option("--slots", type=click.IntRange(min=0), default=defaults.slots, show_default=True,
+        click.option("--slots", type=click.IntRange(0, MAX_SLOTS), default=defaults.slots, show_default=True,
                      help="ring size; 0: the prompt length at the generalisation length"),
         click.option("--shifts", default=",".join(map(str, defaults.shifts)), show_default=True, callback=_shifts,
                      help="head moves R^shift to choose from, or 'all' rotations"),
-        click.option("--erase-init", type=float, default=defaults.erase_init, show_default=True,
+        click.option("--erase-init", type=FiniteFloat(min=0), default=defaults.erase_init, show_default=True,
                      help="--erase matrix: scale of the initial erase weights; 0: no erasing"),
         click.option("--curriculum", type=click.Choice(CURRICULA), default=defaults.curriculum, show_default=True,
                      help="error: grow on low running error; tf: the TF notebook's epoch schedule"),
         click.option("--test-lengths", default=",".join(map(str, defaults.test_lengths)), callback=_lengths,
                      help="lengths tested after training; empty: twice --max-length"),
-        click.option("--readout-dim", type=click.IntRange(min=0), default=defaults.readout_dim, show_default=True,
+        click.option("--readout-dim", type=click.IntRange(0, MAX_WIDTH), default=defaults.readout_dim,
+                     show_default=True,
                      help="hidden read-out layer; 0: linear read-out (TF)"),
-        click.option("--memory-width", type=click.IntRange(min=0), default=defaults.memory_width, show_default=True,
+        click.option("--memory-width", type=click.IntRange(0, MAX_WIDTH), default=defaults.memory_width,
+                     show_default=True,
                      help="NTM memory width; 0: the controller size"),
-        click.option("--pattern-slots", type=click.IntRange(min=0), default=defaults.pattern_slots, show_default=True,
+        click.option("--pattern-slots", type=click.IntRange(0, MAX_SLOTS), default=defaults.pattern_slots,
+                     show_default=True,
                      help="size of the pattern rings; 0: as ring 1 (multiple pattern NTM: 2)"),
         click.option("--erase", type=click.Choice(ERASES), default=defaults.erase, show_default=True,
                      help="location: Eq. (2.13) sigmoid erase at the write address; matrix: the paper's Sec. 3.2"),
@@ -130,9 +161,9 @@ def llrnn() -> None:
 
 @llrnn.command()
 @click.argument("task_name", type=click.Choice(sorted(TASKS)))
-@click.option("--length", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--count", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--length", type=click.IntRange(1, MAX_LENGTH), default=5, show_default=True)
+@click.option("--count", type=click.IntRange(1, MAX_BATCH), default=3, show_default=True)
+@click.option("--seed", type=SEEDS, default=0, show_default=True)
 def sample(task_name: str, length: int, count: int, seed: int) -> None:
     """Print random examples of a task: input, then the expected output."""
     task = TASKS[task_name]()
@@ -147,12 +178,12 @@ def sample(task_name: str, length: int, count: int, seed: int) -> None:
 @click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default=None,
               help="start from these settings (tf: the authors' TensorFlow ones); options given override them")
 @training_options(TrainConfig())
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEEDS, default=0, show_default=True)
 @click.option("-o", "--output", "out_dir", default="llrnn-run", show_default=True, type=click.Path(file_okay=False))
 @click.option("--resume", is_flag=True, help="continue the checkpoint in OUTPUT (its settings) up to --steps")
-@click.option("--checkpoint-every", type=click.IntRange(min=1), default=500, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="CPU threads (small recurrent models run fastest on one)")
+@click.option("--checkpoint-every", type=click.IntRange(1, MAX_STEPS), default=500, show_default=True)
+@click.option("--threads", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True,
+              help="CPU threads (small recurrent models run fastest on one; at most 4 per usable CPU, 64)")
 @click.pass_context
 def train_command(context: click.Context, model_name: str, task_name: str, preset_name: str | None, seed: int,
                   out_dir: str, resume: bool, checkpoint_every: int, threads: int, **settings: Any) -> None:
@@ -174,9 +205,10 @@ def train_command(context: click.Context, model_name: str, task_name: str, prese
 @llrnn.command(name="experiment")
 @click.option("--models", default=",".join(EXPERIMENT_MODELS), show_default=True)
 @click.option("--tasks", default=",".join(EXPERIMENT_TASKS), show_default=True)
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="seeds 0 .. SEEDS-1")
+@click.option("--seeds", type=click.IntRange(1, MAX_RUNS), default=3, show_default=True, help="seeds 0 .. SEEDS-1")
 @training_options(EXPERIMENT_DEFAULTS)
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=2, show_default=True,
+              help="runs in parallel, one process and CPU thread each (at most 4 per usable CPU, 64)")
 @click.option("-o", "--output", "out_dir", default="llrnn-experiment", show_default=True,
               type=click.Path(file_okay=False))
 def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_dir: str, **settings: Any) -> None:
@@ -193,14 +225,15 @@ def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_di
               help="tf: the authors' settings (GPU-sized); tf-cpu: minutes per run on one core; smoke: a check")
 @click.option("--models", default=",".join(REPRODUCTION_MODELS), show_default=True)
 @click.option("--tasks", default=",".join(REPRODUCTION_TASKS), show_default=True)
-@click.option("--seeds", type=int, default=3, show_default=True, help="seeds 0 .. SEEDS-1")
-@click.option("--steps", type=int, default=None, help="override the preset's number of steps")
+@click.option("--seeds", type=click.IntRange(1, MAX_RUNS), default=3, show_default=True, help="seeds 0 .. SEEDS-1")
+@click.option("--steps", type=click.IntRange(0, MAX_STEPS), default=None, help="override the preset's number of steps")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=None,
               help="override the preset's learning rate schedule (constant; cosine: down to 0 at the end)")
-@click.option("--lr", "learning_rate", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--lr", "learning_rate", type=FiniteFloat(min=0, min_open=True), default=None,
               help="override the preset's learning rate (its exceptions for some models and tasks included)")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda")
-@click.option("--workers", type=int, default=2, show_default=True, help="runs in parallel (one CPU thread each)")
+@click.option("--device", default="cpu", show_default=True, callback=_device, help="cpu, cuda or cuda:N")
+@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=2, show_default=True,
+              help="runs in parallel, one process and CPU thread each (at most 4 per usable CPU, 64)")
 @click.option("--finished-only", is_flag=True,
               help="train nothing: the table and plot of the runs finished so far in the output folder")
 @click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,

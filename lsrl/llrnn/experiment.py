@@ -14,7 +14,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from lsrl.llrnn.train import SIDECAR, UNREADABLE_CHECKPOINT, TrainConfig, train
+from lsrl.llrnn.checks import LlrnnArgumentError, integers, strings
+from lsrl.llrnn.tasks import TASKS
+from lsrl.llrnn.train import MODELS, SEED_RANGE, SIDECAR, UNREADABLE_CHECKPOINT, TrainConfig, TrainingError, train
+from lsrl.workers import check_workers
 
 EXPERIMENT_DEFAULTS = TrainConfig(max_length=5)  # ~30 min for the full grid on two CPU cores
 EXPERIMENT_MODELS = ("ntm", "pattern_ntm", "multiple_pattern_ntm")
@@ -25,6 +28,32 @@ RESULT_FIELDS = ("model", "task", "seed", "steps", "parameters", "wall_seconds",
 
 
 CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much of each run
+MAX_RUNS = 10_000  # runs in one grid: each trains for seconds to hours, and each config is held in memory
+
+
+def check_grid(owner: str, models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int]
+               ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:
+    """``models``, ``tasks`` and ``seeds`` as tuples: known names, seeds in torch's range, each at least
+    one, and at most ``MAX_RUNS`` runs in all (``TrainingError`` otherwise)."""
+    try:
+        models, tasks = strings(owner, "models", models), strings(owner, "tasks", tasks)
+        if isinstance(seeds, range) and len(seeds) > MAX_RUNS:  # before a huge range is listed
+            raise LlrnnArgumentError(f"{owner}: {len(seeds)} seeds exceed the {MAX_RUNS} runs of a grid")
+        seeds = integers(owner, "seeds", seeds)
+    except LlrnnArgumentError as error:
+        raise TrainingError(str(error)) from None
+    for name, given, known in (("models", models, MODELS), ("tasks", tasks, TASKS)):
+        unknown = [value for value in given if value not in known]
+        if unknown:
+            raise TrainingError(f"{owner}: unknown {name} {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    outside = [seed for seed in seeds if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]]
+    if outside:
+        raise TrainingError(f"{owner}: seeds must be in {SEED_RANGE[0]} .. {SEED_RANGE[1]}, got {outside[0]}")
+    runs = len(models) * len(tasks) * len(seeds)
+    if runs > MAX_RUNS:
+        raise TrainingError(f"{owner}: {len(models)} models × {len(tasks)} tasks × {len(seeds)} seeds = {runs} runs, "
+                            f"more than the {MAX_RUNS} of a grid")
+    return models, tasks, seeds
 
 
 def _experiment_run(config: TrainConfig, folder: Path) -> dict:
@@ -68,13 +97,19 @@ def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, prog
     """Train every config into ``folder/{model}-{task}-{seed}``, ``workers`` runs at a time (one CPU
     thread each); one result row per run (``_experiment_run``: finished runs are read back, and runs
     cut short continue from their checkpoints). ``finished_only``: train nothing, the rows of the
-    runs finished so far."""
+    runs finished so far. ``workers``: 1 .. ``lsrl.workers.MAX_WORKERS`` (no more start than there are runs)."""
+    workers = check_workers("run_configs", workers)
+    if len(configs) > MAX_RUNS:
+        raise TrainingError(f"run_configs: {len(configs)} runs, more than the {MAX_RUNS} of a grid")
+    bad = [config for config in configs if not isinstance(config, TrainConfig)]
+    if bad:
+        raise TrainingError(f"run_configs: configs must be TrainConfig objects, got a {type(bad[0]).__name__}")
     runs = [(config, folder / f"{config.model}-{config.task}-{config.seed}") for config in configs]
     if finished_only:
         return [row for row in (finished_row(*run) for run in runs) if row is not None]
-    if workers <= 1:
+    if workers == 1 or len(runs) <= 1:
         return [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]
-    with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+    with ProcessPoolExecutor(min(workers, len(runs)), initializer=torch.set_num_threads, initargs=(1,)) as pool:
         futures = [pool.submit(_experiment_run, *run) for run in runs]
         return [future.result() for future in tqdm(futures, desc="runs", disable=not progress)]
 
@@ -82,7 +117,12 @@ def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, prog
 def run_experiment(folder: str | Path, base: TrainConfig, models: Sequence[str] = EXPERIMENT_MODELS,
                    tasks: Sequence[str] = EXPERIMENT_TASKS, seeds: Sequence[int] = (0, 1, 2), workers: int = 2,
                    progress: bool = True) -> list[dict]:
-    """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md``."""
+    """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md``.
+    The grid is checked first (``check_grid``; ``workers``: ``run_configs``)."""
+    models, tasks, seeds = check_grid("run_experiment", models, tasks, seeds)
+    workers = check_workers("run_experiment", workers)
+    if not isinstance(base, TrainConfig):
+        raise TrainingError(f"run_experiment: base must be a TrainConfig, got a {type(base).__name__}")
     folder = Path(folder)
     configs = [dataclasses.replace(base, model=model, task=task, seed=seed)
                for model in models for task in tasks for seed in seeds]

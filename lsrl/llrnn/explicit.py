@@ -28,16 +28,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import product
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from lsrl.errors import DimensionError, SequenceError
+from lsrl.errors import DimensionError
+from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
 from lsrl.llrnn.ring import (
-    content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index, word_transform,
+    WORD_TRANSFORMS, content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index,
+    word_transform,
 )
 
 if TYPE_CHECKING:
@@ -46,12 +48,39 @@ if TYPE_CHECKING:
 DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
 
+def _optional_size(owner: str, name: str, value: int | None) -> int | None:
+    """None (the default size) or a size of at least 1."""
+    return None if value is None else count(owner, name, value)
+
+
+def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]:
+    """``words`` as a non-empty tuple of strings over the letters 0 and 1."""
+    words = strings(owner, name, words)
+    for word in words:
+        if set(word) - {"0", "1"}:
+            raise LlrnnArgumentError(f"{owner}: {name} must hold binary words (letters 0 and 1), got {word!r}")
+    return words
+
+
 class RecurrentModel(nn.Module):
-    """A flat state split into named parts, run by ``step``; subclasses give the layout and ``step``."""
+    """A flat state split into named parts, run by ``step``; subclasses give the layout and ``step``.
+
+    Every constructor checks its arguments (sizes at least 1, non-empty lists of powers and words,
+    a floating dtype) and ``forward`` its inputs (``lsrl.llrnn.checks.check_inputs``: a finite
+    ``torch.Tensor`` (B, T, input_dim), B, T >= 1, of the model's dtype and device; nothing is converted
+    implicitly), each with a one-line ``LsrlError`` that names the argument.
+    """
+
+    controller_dim_name = "controller_dim"  # the constructor's name for the controller size
 
     def __init__(self, input_dim: int, controller_dim: int, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__()
+        input_dim = count(self.name, "input_dim", input_dim)
+        controller_dim = count(self.name, self.controller_dim_name, controller_dim)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise LlrnnArgumentError(f"{self.name}: dtype must be a floating torch.dtype (torch.float32, "
+                                     f"torch.float64), got {dtype!r}")
         self.input_dim, self.controller_dim = input_dim, controller_dim
         self.factory = {"dtype": dtype, "device": device}
         self.register_buffer("init_state", None, persistent=False)
@@ -135,8 +164,7 @@ class RecurrentModel(nn.Module):
                    ) -> dict[str, torch.Tensor]:
         """The parts named in ``keep`` (default all) of ``h^(1..T)``, each (B, T, *shape). The parts are
         carried from step to step as they are (no flat state): training keeps only ``h0``."""
-        if xs.dim() != 3 or xs.shape[-1] != self.input_dim:
-            raise SequenceError(f"{self.name}: inputs have shape {tuple(xs.shape)}, expected (B, T, {self.input_dim})")
+        check_inputs(self.name, xs, self.input_dim, self.default_state.dtype, self.default_state.device)
         parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
         keep = tuple(self.layout) if keep is None else tuple(keep)
         kept = {name: [] for name in keep}
@@ -165,9 +193,12 @@ class RecurrentModel(nn.Module):
 class SecondOrderRNN(RecurrentModel):
     """Sec. 2.2, second-order RNN: ``h' = ReLU(V(x) h + H h + U x + B)``, ``V(x)_ij = sum_k V[i,j,k] x_k``."""
 
+    controller_dim_name = "hidden_dim"
+
     def __init__(self, input_dim: int, hidden_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
+        hidden_dim, input_dim = self.controller_dim, self.input_dim
         self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
         self.add_controller()
         self.set_layout({"h0": (hidden_dim,)})
@@ -180,9 +211,12 @@ class SecondOrderRNN(RecurrentModel):
 class MultiplicativeRNN(RecurrentModel):
     """Sec. 2.2, the Remark on Sutskever et al.: ``h' = ReLU(I diag(V x) J h + H h + U x + B)``."""
 
+    controller_dim_name = "hidden_dim"
+
     def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
+        hidden_dim, input_dim, aux_dim = self.controller_dim, self.input_dim, count(self.name, "aux_dim", aux_dim)
         self.aux_dim = aux_dim
         self.add_weight("V", (aux_dim, input_dim), input_dim)
         self.add_weight("I", (hidden_dim, aux_dim), aux_dim)
@@ -205,9 +239,13 @@ class HigherOrderRNN(RecurrentModel):
     starts at 0, so that a growing ``h`` cannot push ``p`` onto the identity and feed its own growth.
     Drawn as the other models are, 2.5 % of untrained models overflowed within 1,000 steps."""
 
+    controller_dim_name = "hidden_dim"
+
     def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
+        hidden_dim, input_dim = self.controller_dim, self.input_dim
+        max_power = count(self.name, "max_power", max_power, low=0)
         self.max_power = max_power
         self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
         self.add_weight("W_p", (max_power + 1, hidden_dim), hidden_dim)
@@ -340,7 +378,12 @@ class RingMachine(RecurrentModel):
                  drivers: Iterable[str] = (), pattern_moves: torch.Tensor | None = None, *, dtype: torch.dtype,
                  device: torch.device | str | None, **stabilisers: str | bool) -> None:
         super().__init__(input_dim, controller_dim, dtype, device)
+        controller_dim = self.controller_dim
         self.rings, self.drivers = rings, tuple(drivers)
+        unknown = sorted(set(stabilisers) - {field.name for field in fields(Stabilisers)})
+        if unknown:
+            raise LlrnnArgumentError(f"{self.name}: unknown option(s) {', '.join(unknown)}; the stabilisers are "
+                                     f"{', '.join(field.name for field in fields(Stabilisers))}")
         self.stabilisers = Stabilisers(**stabilisers)
         d0 = controller_dim
         self.add_controller()
@@ -485,7 +528,9 @@ class NTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, powers: Iterable[int] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        powers = ring_powers(slots, powers)
+        slots = count(self.name, "slots", slots)
+        memory_width = _optional_size(self.name, "memory_width", memory_width)
+        powers = ring_powers(slots, None if powers is None else integers(self.name, "powers", powers))
         moves = rotation_moves(slots, powers)
         ring = Ring("", memory_width or controller_dim, moves, moves)
         super().__init__(input_dim, controller_dim, [ring], memory_width, dtype=dtype, device=device, **stabilisers)
@@ -501,7 +546,9 @@ class DihedralNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, words: Iterable[str] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        words = DIHEDRAL_WORDS if words is None else tuple(words)
+        slots = count(self.name, "slots", slots)
+        memory_width = _optional_size(self.name, "memory_width", memory_width)
+        words = DIHEDRAL_WORDS if words is None else binary_words(self.name, "words", words)
         moves = word_moves(slots, words)
         ring = Ring("", memory_width or controller_dim, moves, moves)
         super().__init__(input_dim, controller_dim, [ring], memory_width, dtype=dtype, device=device, **stabilisers)
@@ -527,7 +574,10 @@ class PatternNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
                  pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        pattern_powers = tuple(pattern_powers)
+        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
+        pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
+        head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
         heads, pattern_heads = (rotation_moves(N, ring_powers(N, head_powers)) for N in (slots, pattern_slots or slots))
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         rings = [Ring("1", symbol_dim, heads, None), Ring("2", len(pattern_powers), pattern_heads, pattern_heads)]
@@ -557,9 +607,14 @@ class MultiplePatternNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1), switch_words: Iterable[str] = ("0", "1"),
                  head_powers: Sequence[int] | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+        slots = integers(self.name, "slots", slots)
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
-        slots, pattern_powers, switch_words = tuple(slots), tuple(pattern_powers), tuple(switch_words)
+        slots = tuple(count(self.name, f"slots[{i}]", N) for i, N in enumerate(slots))
+        symbol_dim = count(self.name, "symbol_dim", symbol_dim)
+        pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
+        switch_words = binary_words(self.name, "switch_words", switch_words)
+        head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
         widths = (symbol_dim, len(pattern_powers), len(pattern_powers), len(switch_words))
         rings = []
         for label, N, width in zip("1234", slots, widths):
@@ -609,8 +664,16 @@ class PolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        pattern_powers = tuple(pattern_powers)
-        polynomials = tuple(tuple(a) for a in polynomials)
+        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
+        pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
+        if isinstance(polynomials, (str, bytes)) or not isinstance(polynomials, Iterable):
+            raise LlrnnArgumentError(f"{self.name}: polynomials must be a sequence of coefficient tuples, "
+                                     f"got {polynomials!r}")
+        polynomials = tuple(integers(self.name, "each polynomial", a) for a in polynomials)
+        if not polynomials:
+            raise LlrnnArgumentError(f"{self.name}: polynomials must hold at least one polynomial, got none")
+        head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
         rings = three_rings(slots, symbol_dim, len(pattern_powers), len(polynomials), head_powers, pattern_slots)
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         steps = [evaluate_polynomial(a, p) for p, a in product(pattern_powers, polynomials)]
@@ -637,7 +700,15 @@ class DihedralPolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        pattern_words, transforms = tuple(pattern_words), tuple(transforms)
+        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
+        pattern_words = binary_words(self.name, "pattern_words", pattern_words)
+        transforms = strings(self.name, "transforms", transforms)
+        unknown = [name for name in transforms if name not in WORD_TRANSFORMS]
+        if unknown:
+            raise LlrnnArgumentError(f"{self.name}: unknown word transform(s) {', '.join(map(repr, unknown))}; "
+                                     f"known: {', '.join(WORD_TRANSFORMS)}")
+        head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
         rings = three_rings(slots, symbol_dim, len(pattern_words), len(transforms), head_powers, pattern_slots)
         head_powers = ring_powers(slots) if head_powers is None else tuple(head_powers)  # per ring modulo its size
         words = [word_transform(f, S) for S, f in product(pattern_words, transforms)]

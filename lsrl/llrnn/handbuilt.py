@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from lsrl.errors import LsrlError
+from lsrl.llrnn.checks import count, real
 from lsrl.llrnn.explicit import PAPER_LITERAL, MultiplePatternNTM
 from lsrl.llrnn.tasks import BLANK, END, SWAP, MultiplePattern
 
@@ -54,6 +55,11 @@ def swap_solution(task: MultiplePattern, max_length: int = 20, sharpness: float 
                   dtype: torch.dtype = torch.float64) -> tuple[MultiplePatternNTM, dict[str, torch.Tensor]]:
     """``(model, readout)``: a ``MultiplePatternNTM`` solving ``task`` for segment lengths up to
     ``max_length``, and the weights of the trainer's read-out ``(W_y, B_y, W_o, B_o)``."""
+    if not isinstance(task, MultiplePattern):
+        raise LsrlError(f"swap_solution: task must be a MultiplePattern task, got {type(task).__name__}")
+    max_length = count("swap_solution", "max_length", max_length)
+    sharpness = real("swap_solution", "sharpness", sharpness, low=0, low_open=True)
+    margin = real("swap_solution", "margin", margin, low=0, low_open=True)
     if tuple(task.repeats) != (1, 2):
         raise LsrlError(f"swap_solution: built for repeats (1, 2) (identity, doubling), not {task.repeats}")
     if task.segments < 2:

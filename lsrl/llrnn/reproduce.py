@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lsrl.llrnn.experiment import run_configs
+from lsrl.llrnn.experiment import check_grid, run_configs
 from lsrl.llrnn.train import TrainConfig, TrainingError, preset
+from lsrl.workers import check_workers
 
 REPRODUCTION_TASKS = ("tf_copy", "tf_repeat_copy", "tf_pattern1", "tf_pattern2", "tf_pattern3", "tf_pattern4",
                       "tf_pattern5", "tf_multiple_pattern3", "tf_multiple_pattern4", "tf_variable_pattern1")
@@ -56,10 +57,13 @@ def run_reproduction(folder: str | Path, preset_name: str = "tf", models: Sequen
                      tasks: Sequence[str] = REPRODUCTION_TASKS, seeds: Sequence[int] = (0, 1, 2), workers: int = 2,
                      progress: bool = True, finished_only: bool = False, **overrides: Any) -> list[dict]:
     """Train every model × task × seed with ``preset_name``; write the CSV, the table and the plot.
-    ``finished_only``: train nothing; write them for the runs of the grid finished so far."""
+    ``finished_only``: train nothing; write them for the runs of the grid finished so far. The grid is
+    checked first (``check_grid``, ``lsrl.workers.check_workers``; ``overrides`` by ``TrainConfig``)."""
+    models, tasks, seeds = check_grid("run_reproduction", models, tasks, seeds)
+    workers = check_workers("run_reproduction", workers)
+    configs = reproduction_configs(preset_name, models, tasks, seeds, **overrides)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    configs = reproduction_configs(preset_name, models, tasks, seeds, **overrides)
     rows = run_configs(configs, folder, workers, progress, finished_only)
     if not rows:
         raise TrainingError(f"{folder}: no run of this grid has finished yet")

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 
 import torch
 
+from lsrl.llrnn.checks import LlrnnArgumentError
+
 WORD_TRANSFORMS = {
     "id": lambda word: word,
     "repeat": lambda word: word + word,  # Sec. 4.3.1: [[repeat]][[001]] = [[001001]], i.e. g -> g^2
@@ -48,7 +50,7 @@ def reflection(N: int, dtype: torch.dtype = torch.float64, device: torch.device 
 
 def check_word(word: str) -> str:
     if set(word) - {"0", "1"}:
-        raise ValueError(f"binary word {word!r} may only hold the letters 0 and 1")
+        raise LlrnnArgumentError(f"binary word {word!r} may only hold the letters 0 and 1")
     return word
 
 
@@ -68,7 +70,7 @@ def word_counts(word: str) -> tuple[int, int]:
 def word_transform(name: str, word: str) -> str:
     """The word ``f(word)`` for a transform ``f`` in ``WORD_TRANSFORMS`` (Sec. 4.3.1)."""
     if name not in WORD_TRANSFORMS:
-        raise ValueError(f"unknown word transform {name!r}; known: {sorted(WORD_TRANSFORMS)}")
+        raise LlrnnArgumentError(f"unknown word transform {name!r}; known: {sorted(WORD_TRANSFORMS)}")
     return WORD_TRANSFORMS[name](check_word(word))
 
 

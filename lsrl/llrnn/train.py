@@ -40,9 +40,10 @@ from tqdm.auto import tqdm
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn.baselines import Baseline, matched_hidden
+from lsrl.llrnn.checks import LlrnnArgumentError, count, integers, real
 from lsrl.llrnn.explicit import (
-    NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM, MultiplicativeRNN, PatternNTM,
-    PolynomialStepNTM, SecondOrderRNN, Stabilisers,
+    CONTROLLERS, ERASES, NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM,
+    MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, Stabilisers,
 )
 from lsrl.llrnn.tasks import TASKS, Batch, TapeTask
 
@@ -103,6 +104,82 @@ class TrainConfig:
     device: str = "cpu"
     dtype: str = "float32"
     compile: bool = False  # torch.compile each step (one-off ~20-30 s; ~2-2.6x faster steps on CPU)
+    # batches whose loss or gradient is not finite that may be skipped (weights untouched) in a run before
+    # training stops with a TrainingError; 0: stop at the first
+    max_skipped_steps: int = 0
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+# Limits of the settings (``check_config``). Each bounds what a run may allocate or loop over before it
+# starts: the history keeps one row per step; a batch holds batch × length × vocabulary inputs and the
+# memory rings batch × width × slots per step; a controller of width d has d² weights.
+MAX_STEPS = 10**7
+MAX_LENGTH = 10_000
+MAX_BATCH = 65_536
+MAX_WIDTH = 4_096  # controller, read-out, memory, symbol and factor sizes
+MAX_SLOTS = 100_000  # ring sizes
+MAX_POWER = 64  # the higher-order RNN's powers V(x)^0..max_power, one product each per step
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+OPTIMIZERS = ("rmsprop", "adam")
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
+
+
+def check_config(config: TrainConfig) -> None:
+    """Refuse settings outside their ranges (``TrainingError`` naming the field); called by ``TrainConfig``.
+
+    Numbers are finite; sizes, lengths and counts are integers within the limits above; the learning
+    rate is positive, the gradient clip and the initial scales non-negative, RMSProp's decay in [0, 1).
+    """
+    c = config
+    try:
+        for name, low, high in (("steps", 0, MAX_STEPS), ("min_length", 1, MAX_LENGTH), ("max_length", 1, MAX_LENGTH),
+                                ("start_length", 0, MAX_LENGTH), ("window", 1, MAX_STEPS),
+                                ("steps_per_epoch", 1, MAX_STEPS), ("batch_size", 1, MAX_BATCH),
+                                ("controller_dim", 1, MAX_WIDTH), ("readout_dim", 0, MAX_WIDTH),
+                                ("slots", 0, MAX_SLOTS), ("memory_width", 0, MAX_WIDTH), ("symbol_dim", 1, MAX_WIDTH),
+                                ("pattern_slots", 0, MAX_SLOTS), ("max_power", 0, MAX_POWER),
+                                ("aux_dim", 0, MAX_WIDTH), ("generalisation_factor", 1, MAX_LENGTH),
+                                ("test_batch_size", 1, MAX_BATCH), ("seed", *SEED_RANGE),
+                                ("max_skipped_steps", 0, MAX_STEPS)):
+            count("TrainConfig", name, getattr(c, name), low, high)
+        real("TrainConfig", "learning_rate", c.learning_rate, low=0, low_open=True)
+        real("TrainConfig", "clip", c.clip, low=0)
+        real("TrainConfig", "rmsprop_decay", c.rmsprop_decay, low=0)
+        if c.rmsprop_decay >= 1:
+            raise TrainingError(f"TrainConfig: rmsprop_decay must be in [0, 1), got {c.rmsprop_decay!r}")
+        real("TrainConfig", "error_threshold", c.error_threshold)  # < 0: never grows; > 1: every full window
+        real("TrainConfig", "erase_init", c.erase_init, low=0)
+        real("TrainConfig", "pattern_write_init", c.pattern_write_init, low=0)
+        integers("TrainConfig", "pattern_powers", c.pattern_powers)
+        if c.shifts is not None:
+            integers("TrainConfig", "shifts", c.shifts)
+        for length in integers("TrainConfig", "test_lengths", c.test_lengths, nonempty=False):
+            count("TrainConfig", "each of test_lengths", length, 1, MAX_LENGTH)
+    except LlrnnArgumentError as error:
+        raise TrainingError(str(error)) from None
+    if not c.test_lengths and c.generalisation_factor * c.max_length > MAX_LENGTH:
+        raise TrainingError(f"TrainConfig: the test length generalisation_factor × max_length = "
+                            f"{c.generalisation_factor * c.max_length} exceeds {MAX_LENGTH}")
+    if not 1 <= c.min_length <= (c.start_length or c.max_length) <= c.max_length:
+        raise TrainingError(f"lengths must satisfy 1 <= min_length <= start_length <= max_length, got "
+                            f"{c.min_length}, {c.start_length}, {c.max_length}")
+    choices = {"optimizer": ("optimizer", OPTIMIZERS), "curriculum": ("curriculum", CURRICULA),
+               "schedule": ("learning rate schedule", SCHEDULES), "erase": ("erase", ERASES),
+               "controller": ("controller", tuple(CONTROLLERS)), "dtype": ("dtype", DTYPES)}
+    for name, (what, known) in choices.items():
+        if getattr(c, name) not in known:
+            raise TrainingError(f"unknown {what} {getattr(c, name)!r}; known: {', '.join(known)}")
+    for name in ("content_softmax", "gate", "sharpen", "content_addressing", "compile"):
+        if not isinstance(getattr(c, name), bool):
+            raise TrainingError(f"TrainConfig: {name} must be True or False, got {getattr(c, name)!r}")
+    try:
+        device = torch.device(c.device)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise TrainingError(f"TrainConfig: device must be cpu, cuda or cuda:N, got {c.device!r}")
 
 
 # ---- models -----------------------------------------------------------------------------------
@@ -239,6 +316,9 @@ def preset(name: str, model: str = "ntm", task: str = "copy", **overrides: Any) 
         raise TrainingError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     if task not in TASKS:
         raise TrainingError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    unknown = sorted(set(overrides) - {field.name for field in dataclasses.fields(TrainConfig)})
+    if unknown:
+        raise TrainingError(f"preset: unknown setting(s) {', '.join(unknown)}; the settings are TrainConfig's fields")
     exceptions = {key: value for models, applies_to, settings in PRESET_EXCEPTIONS.get(name, ())
                   if model in models and applies_to(task) for key, value in settings.items()}
     settings = {**PRESETS[name], **exceptions, "model": model, "task": task, **overrides}
@@ -338,9 +418,7 @@ class Trainer:
         self.config = config
         if config.task not in TASKS:
             raise TrainingError(f"unknown task {config.task!r}; known: {', '.join(TASKS)}")
-        if not 1 <= config.min_length <= (config.start_length or config.max_length) <= config.max_length:
-            raise TrainingError(f"lengths must satisfy 1 <= min_length <= start_length <= max_length, got "
-                                f"{config.min_length}, {config.start_length}, {config.max_length}")
+        check_config(config)  # again: the fields of a config may have been assigned since it was made
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             raise TrainingError("--device cuda: no CUDA device is available")
         if config.curriculum not in CURRICULA:
@@ -353,10 +431,14 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)  # the initial weights, without touching the caller's RNG
             self.net = TaskModel(model or self._build_model(), self.task.alphabet.size, config.readout_dim)
+        bad = self.nonfinite_parameters()
+        if bad:
+            raise TrainingError(f"the initial parameters are not finite (NaN or infinite): {_listed(bad)}")
         self.optimizer = _optimizer(config, [p for p in self.net.parameters() if p.requires_grad])
         self.data = torch.Generator().manual_seed(config.seed)
         self.step, self.current_length = 0, self.scheduled_length(0)
         self.training_seconds = 0.0  # wall time spent in ``run``, over every call (resumes included)
+        self.skipped_steps = 0  # batches whose loss or gradient was not finite (``max_skipped_steps``)
         self.recent_errors: deque[float] = deque(maxlen=config.window)
         self.history: list[dict] = []
 
@@ -431,10 +513,47 @@ class Trainer:
         self.optimizer.zero_grad()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.clip or math.inf)
-        if torch.isfinite(norm):  # an overflowing batch is skipped rather than poisoning every weight
-            self.optimizer.step()
+        value = loss.item()
+        if math.isfinite(value) and torch.isfinite(norm):
+            try:
+                self.optimizer.step()
+            except RuntimeError as error:  # torch's optimisers refuse a step size beyond the dtype's range
+                if "overflow" not in str(error):
+                    raise
+                raise TrainingError(f"step {self.step + 1}: training diverged: the optimiser's step size overflows "
+                                    f"{self.config.dtype} at learning rate {self.learning_rate(self.step):g}; lower "
+                                    f"the learning rate (--lr)") from None
+            bad = self.nonfinite_parameters()
+            if bad:
+                raise TrainingError(f"step {self.step + 1}: training diverged: the optimiser step (learning rate "
+                                    f"{self.learning_rate(self.step):g}, gradient norm {float(norm):.3g}) made the "
+                                    f"parameters {_listed(bad)} not finite; lower the learning rate (--lr) or clip "
+                                    f"the gradient (--clip)")
+        else:  # an overflowing batch is skipped rather than poisoning every weight, up to max_skipped_steps
+            self.skipped_steps += 1
+            if self.skipped_steps > self.config.max_skipped_steps:
+                what = f"the loss is {value}" if not math.isfinite(value) else f"the gradient norm is {float(norm)}"
+                raise TrainingError(f"step {self.step + 1}: training diverged: {what} (not finite) at lengths "
+                                    f"{self.config.min_length}..{self.current_length}, with parameters up to "
+                                    f"{self.largest_parameter():.3g} in magnitude; lower the learning rate (--lr), "
+                                    f"clip the gradient (--clip), or let more such batches be skipped "
+                                    f"(max_skipped_steps, --max-skipped-steps: {self.config.max_skipped_steps} now)")
         self.step += 1
-        return self._record(loss.item(), Score.of(logits.detach(), batch).symbol_error)
+        return self._record(value, Score.of(logits.detach(), batch).symbol_error)
+
+    def nonfinite_parameters(self) -> list[str]:
+        """Names of the parameters holding a NaN or an infinity (one synchronisation when there are none)."""
+        parameters = [(name, p.detach()) for name, p in self.net.named_parameters() if p.numel()]
+        if not parameters:
+            return []
+        largest = torch.stack([p.abs().amax().to(torch.float64) for _, p in parameters])
+        if bool(torch.isfinite(largest).all()):
+            return []
+        return [name for name, p in parameters if not bool(torch.isfinite(p).all())]
+
+    def largest_parameter(self) -> float:
+        """The largest magnitude of a parameter."""
+        return max((float(p.detach().abs().max()) for p in self.net.parameters() if p.numel()), default=0.0)
 
     def _record(self, loss: float, symbol_error: float) -> dict:
         self.recent_errors.append(symbol_error)
@@ -499,7 +618,7 @@ class Trainer:
         torch.save({"config": dataclasses.asdict(self.config), "step": self.step,
                     "current_length": self.current_length, "recent_errors": list(self.recent_errors),
                     "history": self.history, "training_seconds": self.training_seconds,
-                    "optimizer": self.optimizer.state_dict(),
+                    "optimizer": self.optimizer.state_dict(), "skipped_steps": self.skipped_steps,
                     "data_generator": self.data.get_state()}, folder / SIDECAR)
         return folder
 
@@ -519,10 +638,19 @@ class Trainer:
             trainer.recent_errors.extend(state["recent_errors"])
             trainer.history = state["history"]
             trainer.training_seconds = state.get("training_seconds", 0.0)  # absent from older checkpoints
+            trainer.skipped_steps = state.get("skipped_steps", 0)
         except UNREADABLE_CHECKPOINT as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise TrainingError(f"{folder}: corrupt checkpoint, cannot resume ({reason[:200]})") from None
+        bad = trainer.nonfinite_parameters()
+        if bad:
+            raise TrainingError(f"{folder}: the checkpoint's parameters are not finite: {_listed(bad)}")
         return trainer
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    """``a, b, c, d and 3 more``."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _optimizer(config: TrainConfig, parameters) -> torch.optim.Optimizer:
