@@ -13,6 +13,7 @@ networks: ``table[p, a]`` is the index of the state reached from state ``p`` on 
 
 from __future__ import annotations
 
+import numbers
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -128,10 +129,10 @@ def _index_array(values, what: str, size: int) -> np.ndarray:
     except (TypeError, ValueError) as error:
         raise AutomatonError(f"{what} must be an array of integers, got {type(values).__name__} ({error})") from None
     if array.dtype == object and array.size:  # Python ints too large for int64, or mixed objects
-        try:
-            array = array.astype(np.float64)
-        except (TypeError, ValueError, OverflowError):
-            raise AutomatonError(f"{what} must be an array of integers, got {array.flat[0]!r}...") from None
+        foreign = [v for v in array.flat if isinstance(v, bool) or not isinstance(v, numbers.Real)]
+        if foreign:
+            raise AutomatonError(f"{what} must be an array of integers, got {foreign[0]!r}")
+        array = array.astype(np.float64)
     if not (array.dtype == bool or np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
             or (array.dtype == object and not array.size)):
         raise AutomatonError(f"{what} must be an array of integers, got an array of {array.dtype}")
@@ -439,7 +440,7 @@ class Mealy:
 
     def reference(self, indices: ArrayLike) -> np.ndarray:
         """``(B, T, |outputs|)`` float32 one-hot output symbols."""
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = _index_array(indices, "symbol indices", self.table.shape[1])
         visited = _run_table(self.table, self.start, indices)
         previous = np.concatenate([np.full((indices.shape[0], 1), self.start), visited[:, :-1]], axis=1)
         return np.eye(len(self.outputs), dtype=np.float32)[self.output_table[previous, indices]]

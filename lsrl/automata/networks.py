@@ -70,15 +70,16 @@ class AutomatonNetwork(CachedRun, nn.Module):
     def _checked_state(self, state: object, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``state`` if it has the layout of ``initial_state(batch)`` (a state ``hidden`` returned), else an error."""
         expected = self.initial_state(batch)
-        pairs = list(zip(state, expected)) if isinstance(expected, tuple) and isinstance(state, tuple) \
-            and len(state) == len(expected) else [(state, expected)]
-        for given, wanted in pairs:
-            if not (isinstance(given, torch.Tensor) and given.shape == wanted.shape and given.dtype == wanted.dtype):
-                layout = (tuple(tuple(t.shape) for t in expected) if isinstance(expected, tuple)
-                          else tuple(expected.shape))
-                raise DimensionError(f"{self.architecture} automaton network: state must be what hidden() returned "
-                                     f"for this batch (shape {layout}, {self.h0.dtype}), got "
-                                     f"{getattr(given, 'shape', type(given).__name__)}")
+        wanted = expected if isinstance(expected, tuple) else (expected,)
+        given = state if isinstance(expected, tuple) else (state,)
+        same = isinstance(given, tuple) and len(given) == len(wanted) and all(
+            isinstance(g, torch.Tensor) and g.shape == w.shape and g.dtype == w.dtype for g, w in zip(given, wanted))
+        if not same:
+            layout = ", ".join(str(tuple(w.shape)) for w in wanted)
+            got = ", ".join(str(tuple(g.shape)) if isinstance(g, torch.Tensor) else type(g).__name__
+                            for g in (given if isinstance(given, tuple) else (given,)))
+            raise DimensionError(f"{self.architecture} automaton network: state must be what hidden() returned for "
+                                 f"this batch ({layout} of {self.h0.dtype}), got {got}")
         return state
 
     def read(self, hidden: torch.Tensor) -> torch.Tensor:
