@@ -36,7 +36,8 @@ def test_suite_has_thirty_tasks_and_complete_folders(suite):
     assert len(TASKS) >= 30 and len({folder.parent.name for folder in folders}) == len(TASKS)
     for folder in folders:
         names = {path.name for path in folder.iterdir()}
-        assert names == {"model.safetensors", "config.json", "labels.json", "data.npz", "program.py", "README.md"}
+        assert names == {"model.safetensors", "config.json", "labels.json", "data.npz", "program.py", "README.md",
+                         "manifest.json"}
         config = json.loads((folder / "config.json").read_text())
         assert config["architecture"] == folder.name and config["task"] == folder.parent.name
         task = TASKS[folder.parent.name]
@@ -52,7 +53,7 @@ def test_loader_needs_only_torch_and_safetensors(suite):
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported == {"__future__", "json", "pathlib", "typing", "torch", "safetensors"}
+    assert imported == {"__future__", "hashlib", "json", "pathlib", "typing", "torch", "safetensors"}
 
 
 def test_every_suite_model_reproduces_its_data(suite):

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from lsrl.automata.arguments import whole_number
 from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
+from lsrl.errors import AutomatonError, LsrlError
 
 if TYPE_CHECKING:
     from lsrl.automata.networks import AutomatonNetwork
@@ -48,13 +50,20 @@ def random_strings(rng: np.random.Generator, n_symbols: int, count: int, max_len
                    ) -> tuple[np.ndarray, np.ndarray]:
     """``count`` random strings as ``(indices (count, max_length), lengths (count,))``: string i is
     ``indices[i, :lengths[i]]``, its length uniform in 1..max_length, its symbols uniform."""
+    n_symbols = whole_number(n_symbols, "n_symbols", "random_strings", minimum=1, error=LsrlError)
+    count = whole_number(count, "count", "random_strings", minimum=0, error=LsrlError)
+    max_length = whole_number(max_length, "max_length", "random_strings", minimum=1, error=LsrlError)
     return rng.integers(0, n_symbols, size=(count, max_length)), rng.integers(1, max_length + 1, size=count)
 
 
 def network_outputs(network: AutomatonNetwork, indices: np.ndarray, chunk: int = 100_000) -> np.ndarray:
     """``network``'s outputs ``(B, T, C)`` on symbol indices ``(B, T)``, run ``chunk`` steps at a time
     (the state carried from chunk to chunk), so that strings of 10^6 symbols fit in memory."""
+    chunk = whole_number(chunk, "chunk", "network_outputs", minimum=1, error=LsrlError)
     k, state, pieces = network._input_size(), None, []
+    indices = _symbol_indices(indices, k, "network_outputs")
+    if not indices.shape[1]:  # no steps: no outputs
+        return np.zeros((*indices.shape, network.readout.out_features), dtype=np.float32)
     for t0 in range(0, indices.shape[1], chunk):
         x = torch.nn.functional.one_hot(torch.as_tensor(indices[:, t0:t0 + chunk]), k).to(network.h0.dtype)
         with torch.no_grad():
@@ -67,19 +76,41 @@ def count_errors(network: AutomatonNetwork, machine: DFA | Mealy, indices: np.nd
                  lengths: np.ndarray | None = None, *, batch: int = 1000, chunk: int = 100_000) -> tuple[int, int]:
     """``(errors, checked)``: the prefixes of the strings ``indices[i, :lengths[i]]`` (default: whole rows)
     on which ``network``'s output differs from ``machine.reference``; batches of similar lengths."""
+    batch = whole_number(batch, "batch", "count_errors", minimum=1, error=LsrlError)
+    chunk = whole_number(chunk, "chunk", "count_errors", minimum=1, error=LsrlError)
+    indices = _symbol_indices(indices, len(machine.alphabet), "count_errors")
     if lengths is None:
         lengths = np.full(len(indices), indices.shape[1])
+    lengths = np.asarray(lengths)
+    if (lengths.shape != indices.shape[:1] or not np.issubdtype(lengths.dtype, np.integer)
+            or (lengths.size and (lengths.min() < 0 or lengths.max() > indices.shape[1]))):
+        raise LsrlError(f"count_errors: lengths must be {indices.shape[0]} integers in 0..{indices.shape[1]} (one "
+                        f"per string), got shape {lengths.shape} of {lengths.dtype}")
     errors = checked = 0
     order = np.argsort(lengths, kind="stable")
     for first in range(0, len(order), batch):
         rows = order[first:first + batch]
         longest = int(lengths[rows].max())
+        if not longest:  # empty strings only: nothing to compare
+            continue
         piece = indices[rows, :longest]
         wrong = (network_outputs(network, piece, chunk) != machine.reference(piece)).any(axis=-1)
         valid = np.arange(longest)[None] < lengths[rows][:, None]
         errors += int((wrong & valid).sum())
         checked += int(valid.sum())
     return errors, checked
+
+
+def _symbol_indices(indices: np.ndarray, n_symbols: int, where: str) -> np.ndarray:
+    """``indices`` as a ``(B, T)`` int64 array of symbol indices in ``0..n_symbols-1``, or an ``AutomatonError``."""
+    array = np.asarray(indices)
+    if array.ndim != 2 or not (np.issubdtype(array.dtype, np.integer) or array.dtype == bool):
+        raise AutomatonError(f"{where}: symbol indices must be a (batch, time) array of integers, got shape "
+                             f"{array.shape} of {array.dtype}")
+    if array.size and (array.min() < 0 or array.max() >= n_symbols):
+        raise AutomatonError(f"{where}: symbol indices must lie in 0..{n_symbols - 1}, got "
+                             f"{array.min()}..{array.max()}")
+    return array.astype(np.int64, copy=False)
 
 
 def _empty_word(network, machine) -> tuple[int, int]:
@@ -100,8 +131,19 @@ def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHIT
     machines are numbered from ``first``, so a list checked in slices sees the strings it would whole.
     ``progress(i, results)``, if given, is called after each machine with the running totals.
     """
+    strings = whole_number(strings, "strings", "check", minimum=0, error=LsrlError)
+    max_length = whole_number(max_length, "max_length", "check", minimum=1, error=LsrlError)
+    batch = whole_number(batch, "batch", "check", minimum=1, error=LsrlError)
+    seed = whole_number(seed, "seed", "check", minimum=0, error=LsrlError)
+    first = whole_number(first, "first", "check", minimum=0, error=LsrlError)
+    architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
+    for arch in architectures:
+        if arch not in ARCHITECTURES:
+            raise LsrlError(f"check: architectures must be among {ARCHITECTURES}, got {arch!r}")
     results = {arch: CheckResult(arch, 0, 0, 0, 0, 0.0) for arch in architectures}
     for i, machine in enumerate(machines, start=first):
+        if not isinstance(machine, (DFA, Mealy)):
+            raise LsrlError(f"check: machine {i} must be a lsrl.automata.DFA or Mealy, got {type(machine).__name__}")
         indices, lengths = random_strings(np.random.default_rng([seed, i]), len(machine.alphabet), strings,
                                           max_length)
         for arch, result in results.items():

@@ -36,7 +36,12 @@ in ε, so ``ε_t ≤ ε*`` gives ``ε_{t+1} ≤ L(G, ε_t) ≤ L(G, ε*) ≤ ε*
 within ``R ε* + ρ < 1/2`` of the ideal 0 or 1, and the readout thresholds it at 1/2. ∎
 
 ``gain_bound`` returns the smallest G (to 1e-6 relative, by bisection; each candidate is certified
-by an explicit ε* on a log grid of 4,000 points) for which such an ε* exists. ``L`` decreases in G, so
+by an explicit ε* on a log grid of 4,000 points) for which such an ε* exists. The search is bounded: it
+doubles G from 1 at most 64 times (G ≤ 2^64) and then halves the bracket at most 64 times; a candidate
+whose leak is NaN is not certified. No gain is certified when the grid is empty — the largest ε*
+allowed, ``(1/2 - ρ) / max(D, R)``, is not above δ (the GRU's ρ grows as D², so this happens from
+D ≈ 2,000 units entering one state, e.g. a sink state of a 400-symbol DFA) — and ``gain_bound`` says so
+with an ``LsrlError`` instead of searching. ``L`` decreases in G, so
 every larger gain is certified too. In exact arithmetic the bound is tight for the recursion: below
 it, ``ε ↦ L(G, ε)`` has no fixed point under ``ε_max``, and iterating it from 0 leaves every margin —
 whether a given automaton reaches that worst case (the scores of D off units all leaking into one
@@ -55,11 +60,16 @@ most a few ``u`` to a value of size ≤ 1, and onnxruntime's vectorised sigmoid 
 
 from __future__ import annotations
 
+import math
+import numbers
+import warnings
+
 import numpy as np
 import torch
 from scipy.special import expit
 from torch import nn
 
+from lsrl.automata.arguments import whole_number
 from lsrl.automata.networks import AutomatonNetwork, half_threshold_readout, set_weights
 from lsrl.automata.units import TransitionUnits
 from lsrl.errors import LsrlError
@@ -68,6 +78,8 @@ UNIT_ROUNDOFF = 2.0 ** -24
 GATE_SLACK = 2.0 ** -16  # δ of the module docstring
 CELL_DRIVE = 16.0  # tanh(16) = 1 in float32: the LSTM's cell input
 _GRID_POINTS = 4000
+MAX_DOUBLINGS = 64  # gain_bound: the search doubles G from 1 at most this often (G <= 2^64) ...
+MAX_HALVINGS = 64  # ... and then halves the bracket at most this often (1e-6 relative takes about 20)
 
 
 def rounding_slack(architecture: str, in_degree: int, readout_size: int) -> float:
@@ -86,31 +98,62 @@ def leak(architecture: str, gain: float, deviation: float | np.ndarray, in_degre
     return expit(-2.0 * gain * margin) + expit(-2.0 * gain) + GATE_SLACK
 
 
-def _deviation_grid(architecture: str, in_degree: int, readout_size: int) -> np.ndarray:
+def largest_deviation(architecture: str, in_degree: int, readout_size: int) -> float:
+    """``(1/2 - ρ) / max(D, R)``: every ε* must lie below it (the margins stay positive, the readout right)."""
     widest = max(in_degree, readout_size)
-    largest = (0.5 - rounding_slack(architecture, in_degree, readout_size)) / widest
+    return (0.5 - rounding_slack(architecture, in_degree, readout_size)) / widest
+
+
+def _deviation_grid(architecture: str, in_degree: int, readout_size: int) -> np.ndarray:
+    """The candidate ε*: 4,000 points from δ up to ``largest_deviation`` (log spaced); empty when it is not above δ."""
+    largest = largest_deviation(architecture, in_degree, readout_size)
+    if not largest > GATE_SLACK:  # ρ ≥ 1/2 (negative) or too narrow a margin: no ε* can be certified
+        return np.empty(0)
     return np.geomspace(GATE_SLACK, largest, _GRID_POINTS, endpoint=False)
 
 
 def certified_deviation(architecture: str, gain: float, in_degree: int, readout_size: int) -> float | None:
-    """The smallest grid ε* with ``L(G, ε*) ≤ ε*`` (the units then stay within ε* of 0/1 forever), or None."""
-    _check_architecture(architecture)
+    """The smallest grid ε* with ``L(G, ε*) ≤ ε*`` (the units then stay within ε* of 0/1 forever), or None
+    (also for a NaN, infinite or non-positive ``gain``, which nothing certifies)."""
+    in_degree, readout_size = _check_widths(architecture, in_degree, readout_size, "certified_deviation")
+    if isinstance(gain, bool) or not isinstance(gain, numbers.Real):
+        raise LsrlError(f"certified_deviation: gain must be a real number, got {gain!r} ({type(gain).__name__})")
+    if not (math.isfinite(gain) and gain > 0):
+        return None
     grid = _deviation_grid(architecture, in_degree, readout_size)
-    certified = grid[leak(architecture, gain, grid, in_degree, readout_size) <= grid]
+    with np.errstate(all="ignore"):
+        certified = grid[leak(architecture, float(gain), grid, in_degree, readout_size) <= grid]  # NaN: not certified
     return float(certified[0]) if len(certified) else None
 
 
 def gain_bound(architecture: str, in_degree: int, readout_size: int) -> float:
-    """The smallest certified gain (module docstring) for an ``"lstm"`` or ``"gru"`` with these widths."""
-    _check_architecture(architecture)
+    """The smallest certified gain (module docstring) for an ``"lstm"`` or ``"gru"`` with these widths: ``in_degree``
+    (D, at least 1) and ``readout_size`` (R, at least 0). The search is bounded (``MAX_DOUBLINGS``,
+    ``MAX_HALVINGS``); an ``LsrlError`` when no gain up to 2^64 is certified."""
+    in_degree, readout_size = _check_widths(architecture, in_degree, readout_size, "gain_bound")
+    where = (f"gain_bound: a float32 {architecture} whose units sum up to D = {in_degree} (in-degree) and "
+             f"R = {readout_size}")
+    largest = largest_deviation(architecture, in_degree, readout_size)
+    if not largest > GATE_SLACK:
+        others = "'rnn' or 'second_order' (exact)" + (", or 'lstm'" if architecture == "gru" else "")
+        raise LsrlError(f"{where} (readout) has no certified gain: the rounding of a score leaves no margin "
+                        f"((1/2 - ρ) / max(D, R) = {largest:.3g}, must exceed δ = 2^-16); compile this automaton to "
+                        f"{others}")
 
     def certified(gain):
         return certified_deviation(architecture, gain, in_degree, readout_size) is not None
 
     low, high = 0.0, 1.0
-    while not certified(high):
+    for _ in range(MAX_DOUBLINGS):
+        if certified(high):
+            break
         low, high = high, 2.0 * high
-    while high - low > 1e-6 * high:
+    else:
+        raise LsrlError(f"{where} (readout) has no certified gain up to 2^{MAX_DOUBLINGS}; compile this automaton to "
+                        "'rnn' or 'second_order' (exact)")
+    for _ in range(MAX_HALVINGS):
+        if not high - low > 1e-6 * high:
+            break
         middle = 0.5 * (low + high)
         low, high = (low, middle) if certified(middle) else (middle, high)
     return high
@@ -121,12 +164,34 @@ def _check_architecture(architecture: str) -> None:
         raise LsrlError(f"the gain bound is for 'lstm' and 'gru', got {architecture!r}")
 
 
+def _check_widths(architecture: str, in_degree: int, readout_size: int, where: str) -> tuple[int, int]:
+    _check_architecture(architecture)
+    return (whole_number(in_degree, "in_degree", where, minimum=1, error=LsrlError),
+            whole_number(readout_size, "readout_size", where, minimum=0, error=LsrlError))
+
+
 def build(architecture: str, units: TransitionUnits, gain: float | None, dtype: torch.dtype) -> AutomatonNetwork:
-    """The saturated LSTM or GRU of ``units``; ``gain`` defaults to ``gain_bound``."""
+    """The saturated LSTM or GRU of ``units``; ``gain`` defaults to ``gain_bound``. A given gain must be finite and
+    positive, and small enough that no pre-activation overflows ``dtype`` (``G (D + 5) · 2`` below its largest
+    number); below the certified bound it is used with a ``RuntimeWarning``."""
+    in_degree, readout_size = units.in_degree, units.readout_size
     if gain is None:
-        gain = gain_bound(architecture, units.in_degree, units.readout_size)
-    if not gain > 0:
-        raise LsrlError(f"the gain of a saturated {architecture} must be positive, got {gain}")
+        return (_lstm if architecture == "lstm" else _gru)(units, gain_bound(architecture, in_degree, readout_size),
+                                                          dtype)
+    if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
+        raise LsrlError(f"the gain of a saturated {architecture} must be a finite positive number, got {gain}")
+    largest = float(torch.finfo(dtype).max) / (2.0 * (in_degree + 5))
+    if gain > largest:
+        raise LsrlError(f"to_torch: gain {gain:g} overflows a {str(dtype).removeprefix('torch.')} {architecture} whose "
+                        f"units sum up to {in_degree} others; the gain must be at most {largest:.3g}")
+    try:
+        bound = gain_bound(architecture, in_degree, readout_size)
+    except LsrlError:
+        bound = math.inf
+    if gain < bound:
+        certified = f"the certified bound {bound:g}" if math.isfinite(bound) else "every certified gain (there is none)"
+        warnings.warn(f"to_torch: gain {gain:g} is below {certified} for this {architecture}: the network may err on "
+                      "long strings", RuntimeWarning, stacklevel=3)
     return (_lstm if architecture == "lstm" else _gru)(units, float(gain), dtype)
 
 
@@ -134,14 +199,25 @@ def _blocks(*blocks) -> np.ndarray:
     return np.concatenate([np.asarray(block, dtype=np.float64) for block in blocks], axis=0)
 
 
+def _set_gate_blocks(core: nn.RNNBase, name: str, blocks: dict[int, np.ndarray]) -> None:
+    """Layer-0 parameter ``name`` of ``core``: zero, but for the gate blocks ``{gate index: (m, ...) array}``.
+    (Block by block, so that building a large network never holds a float64 copy of a whole weight.)"""
+    parameter, m = getattr(core, f"{name}_l0"), core.hidden_size
+    with torch.no_grad():
+        parameter.zero_()
+        for gate, block in blocks.items():
+            parameter[gate * m:(gate + 1) * m].copy_(torch.as_tensor(np.asarray(block, dtype=np.float64)))
+
+
 def _lstm(units: TransitionUnits, gain: float, dtype) -> AutomatonNetwork:
     m, k = units.size, units.n_symbols
     h_scale = float(torch.tanh(torch.tensor(1.0, dtype=dtype)))  # T = tanh(c) with c = 1
-    zeros_in, zeros_h, zeros = np.zeros((m, k)), np.zeros((m, m)), np.zeros(m)
+    zeros = np.zeros(m)
+    core = nn.LSTM(k, m, batch_first=True, dtype=dtype)
+    _set_gate_blocks(core, "weight_ih", {3: gain * units.input()})
+    _set_gate_blocks(core, "weight_hh", {3: gain / h_scale * units.recurrent()})
     core = set_weights(
-        nn.LSTM(k, m, batch_first=True, dtype=dtype),
-        weight_ih=_blocks(zeros_in, zeros_in, zeros_in, gain * units.input()),
-        weight_hh=_blocks(zeros_h, zeros_h, zeros_h, gain / h_scale * units.recurrent()),
+        core,
         bias_ih=_blocks(zeros, zeros, np.full(m, CELL_DRIVE), np.full(m, -1.5 * gain)),
         bias_hh=np.zeros(4 * m),
     )
@@ -153,11 +229,12 @@ def _lstm(units: TransitionUnits, gain: float, dtype) -> AutomatonNetwork:
 def _gru(units: TransitionUnits, gain: float, dtype) -> AutomatonNetwork:
     m, k = units.size, units.n_symbols
     recurrent = units.recurrent()
-    zeros_in, zeros_h, zeros = np.zeros((m, k)), np.zeros((m, m)), np.zeros(m)
+    zeros = np.zeros(m)
+    core = nn.GRU(k, m, batch_first=True, dtype=dtype)
+    _set_gate_blocks(core, "weight_ih", {2: gain * units.input()})
+    _set_gate_blocks(core, "weight_hh", {2: gain * recurrent})
     core = set_weights(
-        nn.GRU(k, m, batch_first=True, dtype=dtype),
-        weight_ih=_blocks(zeros_in, zeros_in, gain * units.input()),
-        weight_hh=_blocks(zeros_h, zeros_h, gain * recurrent),
+        core,
         bias_ih=_blocks(zeros, np.full(m, -2.0 * gain), np.full(m, -1.5 * gain)),
         bias_hh=_blocks(zeros, zeros, gain * recurrent.sum(axis=1)),
     )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from lsrl.automata.arguments import items, whole_number
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import LsrlError
 
@@ -94,6 +95,20 @@ def learn_back(network: AutomatonNetwork, alphabet: Iterable[Hashable], *, outpu
     words of ``length`` symbols (every prefix counts)."""
     from aalpy.learning_algs import run_Lstar
 
+    from lsrl.automata.networks import AutomatonNetwork
+
+    if not isinstance(network, AutomatonNetwork):
+        raise LsrlError(f"learn_back: network must be an automaton network (lsrl.automata.to_torch), got "
+                        f"{type(network).__name__}")
+    words = whole_number(words, "words", "learn_back", minimum=1, error=LsrlError)
+    length = whole_number(length, "length", "learn_back", minimum=1, error=LsrlError)
+    seed = whole_number(seed, "seed", "learn_back", minimum=0, error=LsrlError)
+    alphabet = list(items(alphabet, "the alphabet", "learn_back"))
+    if len(alphabet) != network._input_size() or len(set(alphabet)) != len(alphabet):
+        raise LsrlError(f"learn_back: the alphabet must name the network's {network._input_size()} input symbols "
+                        f"once each, got {alphabet!r}")
+    if outputs is not None:
+        outputs = list(items(outputs, "outputs", "learn_back"))
     channels = network.readout.out_features
     if outputs is None and channels != 1:
         raise LsrlError(f"learn_back: a DFA's network has one acceptance channel, this one has {channels}; "
@@ -101,7 +116,7 @@ def learn_back(network: AutomatonNetwork, alphabet: Iterable[Hashable], *, outpu
     if outputs is not None and len(outputs) != channels:
         raise LsrlError(f"learn_back: outputs names {len(outputs)} output symbols, the network has {channels} "
                         f"output channels")
-    alphabet, answer = list(alphabet), _decoder(None if outputs is None else list(outputs))
+    answer = _decoder(outputs)
     sul = _network_sul(network, alphabet, answer)
     oracle = _sampling_oracle(network, alphabet, answer, words, length, np.random.default_rng(seed), sul)
     learned = run_Lstar(alphabet, sul, oracle, automaton_type="dfa" if outputs is None else "mealy",

@@ -13,6 +13,7 @@ networks: ``table[p, a]`` is the index of the state reached from state ``p`` on 
 
 from __future__ import annotations
 
+import numbers
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,24 +21,29 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from lsrl.automata.arguments import generator, is_hashable, items, shown, whole_number
 from lsrl.errors import AutomatonError
 
 if TYPE_CHECKING:
     from automata.fa.dfa import DFA as LibDFA
 
 _MANY = (set, frozenset, list)  # a target given as one of these may hold several states
+_PLURAL = {"state": "states", "symbol": "the alphabet", "output": "outputs"}
+RANDOM_DFA_MAX_TRANSITIONS = 200_000  # random_dfa: the largest n_states * n_symbols
+RANDOM_DFA_DRAWS = 1000  # random_dfa: redraws before giving up on a minimal DFA
+REGEX_MAX_STATES = 100_000  # from_regex: the largest subset construction (before minimising)
 
 
-def _distinct(items, what: str) -> tuple:
-    items = tuple(items)
+def _distinct(values, what: str) -> tuple:
+    values = items(values, _PLURAL.get(what, what))
     seen = set()
-    for item in items:
+    for item in values:
         if item in seen:
             raise AutomatonError(f"{what} {item!r} is listed twice")
         seen.add(item)
-    if not items:
+    if not values:
         raise AutomatonError(f"a machine needs at least one {what}")
-    return items
+    return values
 
 
 def _single_target(state, symbol, target):
@@ -75,7 +81,7 @@ def _read_table(states, alphabet, transitions, read_entry) -> dict:
 
 
 def _target_index(state, symbol, target, index: dict) -> int:
-    if target not in index:
+    if not is_hashable(target) or target not in index:
         raise AutomatonError(f"state {state!r} on symbol {symbol!r} goes to {target!r}, which is not one of the states")
     return index[target]
 
@@ -97,10 +103,10 @@ def _symbol_indices(words, alphabet) -> np.ndarray:
     """Equal-length words (sequences of symbols) as a ``(B, T)`` array of symbol indices."""
     index = {symbol: i for i, symbol in enumerate(alphabet)}
     rows = []
-    for word in words:
+    for word in _iterable(words, "words (a list of words)"):
         row = []
-        for symbol in word:
-            if symbol not in index:
+        for symbol in _iterable(word, f"word {word!r}"):
+            if not is_hashable(symbol) or symbol not in index:
                 raise AutomatonError(f"symbol {symbol!r} (in word {word!r}) is not in the alphabet {list(alphabet)}")
             row.append(index[symbol])
         rows.append(row)
@@ -109,16 +115,47 @@ def _symbol_indices(words, alphabet) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
 
 
+def _iterable(value, what: str):
+    if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
+        raise AutomatonError(f"{what} must be a sequence of symbols, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _index_array(values, what: str, size: int) -> np.ndarray:
+    """``values`` as an int64 array of indices in ``0..size-1``: integers, bools, or floats that are whole numbers;
+    anything else (fractions, NaN, strings, indices out of range) is an ``AutomatonError`` naming ``what``."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as error:
+        raise AutomatonError(f"{what} must be an array of integers, got {type(values).__name__} ({error})") from None
+    if array.dtype == object and array.size:  # Python ints too large for int64, or mixed objects
+        foreign = [v for v in array.flat if isinstance(v, bool) or not isinstance(v, numbers.Real)]
+        if foreign:
+            raise AutomatonError(f"{what} must be an array of integers, got {foreign[0]!r}")
+        array = array.astype(np.float64)
+    if not (array.dtype == bool or np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+            or (array.dtype == object and not array.size)):
+        raise AutomatonError(f"{what} must be an array of integers, got an array of {array.dtype}")
+    if array.size and not np.issubdtype(array.dtype, np.integer) and array.dtype != bool:
+        whole = np.isfinite(array) & (array == np.round(array))
+        if not whole.all():
+            raise AutomatonError(f"{what} must be whole numbers, got {array[~whole].flat[0]!r}")
+    if array.size and (array.min() < 0 or array.max() >= size):
+        raise AutomatonError(f"{what} must lie in 0..{size - 1}, got {array.min()}..{array.max()}")
+    return array.astype(np.int64)
+
+
 def _run_table(table: np.ndarray, start, indices) -> np.ndarray:
     """The states after each prefix: ``(B, T)`` from symbol indices ``(B, T)`` (vectorised over B), starting
     from state ``start`` (one index, or one per string)."""
-    indices = np.asarray(indices, dtype=np.int64)
+    indices = _index_array(indices, "symbol indices", table.shape[1])
     if indices.ndim != 2:
         raise AutomatonError(f"symbol indices must be a (batch, time) array, got shape {indices.shape}")
-    if indices.size and (indices.min() < 0 or indices.max() >= table.shape[1]):
-        raise AutomatonError(f"symbol indices must lie in 0..{table.shape[1] - 1}, "
-                             f"got {indices.min()}..{indices.max()}")
-    state = np.broadcast_to(np.asarray(start, dtype=np.int64), indices.shape[:1]).copy()
+    start = _index_array(start, "start (state indices)", table.shape[0])
+    if start.ndim > 1 or (start.ndim == 1 and len(start) != indices.shape[0]):
+        raise AutomatonError(f"start must be one state index or one per string ({indices.shape[0]}), got shape "
+                             f"{start.shape}")
+    state = np.broadcast_to(start, indices.shape[:1]).copy()
     visited = np.empty(indices.shape, dtype=np.int64)
     for t in range(indices.shape[1]):
         state = table[state, indices[:, t]]
@@ -140,9 +177,9 @@ class DFA:
         self.states = _distinct(states, "state")
         self.alphabet = _distinct(alphabet, "symbol")
         index = {state: i for i, state in enumerate(self.states)}
-        if start not in index:
+        if not is_hashable(start) or start not in index:
             raise AutomatonError(f"start state {start!r} is not one of the states {list(self.states)}")
-        accepting = frozenset(accepting)
+        accepting = frozenset(items(accepting, "the accepting states", "DFA"))
         for state in accepting:
             if state not in index:
                 raise AutomatonError(f"accepting state {state!r} is not one of the states {list(self.states)}")
@@ -207,7 +244,10 @@ class DFA:
         return _from_library(self.to_automata_lib().minify(), self.alphabet, lib_symbols)
 
     def equivalent(self, other: "DFA") -> bool:
-        """Whether both accept the same language (automata-lib decides it on the product automaton)."""
+        """Whether both accept the same language (automata-lib decides it on the product automaton); a Mealy
+        machine is never equivalent to a DFA, and anything else is an ``AutomatonError``."""
+        if not _comparable(self, other, "DFA.equivalent"):
+            return False
         if set(self.alphabet) != set(other.alphabet):
             return False
         order = [other.alphabet.index(a) for a in self.alphabet]
@@ -216,6 +256,13 @@ class DFA:
         renamed = DFA(range(len(other.states)), range(len(self.alphabet)), transitions,
                       other.start, np.flatnonzero(other.accepting).tolist(), check_reachable=False)
         return self.to_automata_lib() == renamed.to_automata_lib()
+
+
+def _comparable(machine, other, where: str) -> bool:
+    """Whether ``other`` is a machine of ``machine``'s kind; False for the other kind; an error for a non-machine."""
+    if not isinstance(other, (DFA, Mealy)):
+        raise AutomatonError(f"{where}: can compare with a DFA or a Mealy machine only, got {type(other).__name__}")
+    return type(other) is type(machine)
 
 
 def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
@@ -236,16 +283,22 @@ def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
     return DFA(range(len(order)), alphabet, transitions, 0, [order[p] for p in lib_dfa.final_states if p in order])
 
 
-def from_regex(pattern: str, alphabet: Iterable[str]) -> DFA:
+def from_regex(pattern: str, alphabet: Iterable[str], *, max_states: int | None = REGEX_MAX_STATES) -> DFA:
     """The minimal complete DFA of a regular expression over ``alphabet`` (single-character symbols).
 
     Syntax is automata-lib's: concatenation, ``|``, ``*``, ``+``, ``?``, parentheses, ``&`` (intersection)
-    and ``.`` (any symbol of the alphabet).
+    and ``.`` (any symbol of the alphabet). automata-lib parses the pattern into an NFA; the subset
+    construction here stops at ``max_states`` DFA states (default ``REGEX_MAX_STATES`` = 100,000; ``None``:
+    no limit), since a pattern of n symbols can need 2^n of them (``(a|b)*a(a|b)(a|b)...``); then automata-lib
+    minimises. An invalid pattern or alphabet, or too many states, is an ``AutomatonError`` naming the pattern.
     """
-    from automata.base.exceptions import AutomatonException
-    from automata.fa.dfa import DFA as LibDFA
+    from automata.base.exceptions import AutomatonException, RegexException
     from automata.fa.nfa import NFA
 
+    if not isinstance(pattern, str):
+        raise AutomatonError(f"from_regex: the pattern must be a string, got {pattern!r} ({type(pattern).__name__})")
+    if max_states is not None:
+        max_states = whole_number(max_states, "max_states", "from_regex", minimum=1)
     alphabet = _distinct(alphabet, "symbol")
     for symbol in alphabet:
         if not (isinstance(symbol, str) and len(symbol) == 1):
@@ -256,26 +309,75 @@ def from_regex(pattern: str, alphabet: Iterable[str]) -> DFA:
                              f"alphabet {list(alphabet)}")
     try:
         nfa = NFA.from_regex(pattern, input_symbols=set(alphabet))
-    except AutomatonException as error:
-        raise AutomatonError(f"from_regex: cannot parse {pattern!r}: {error}") from None
-    return _from_library(LibDFA.from_nfa(nfa, minify=True), alphabet, alphabet)
+    except (AutomatonException, RegexException) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise AutomatonError(f"from_regex: cannot parse {shown(pattern)}: {reason}") from None
+    except RecursionError:
+        raise AutomatonError(f"from_regex: cannot parse {shown(pattern)}: it nests too deeply") from None
+    return _from_library(_determinised(nfa, alphabet, max_states, pattern).minify(), alphabet, alphabet)
 
 
-def random_dfa(n_states: int, n_symbols: int, rng: np.random.Generator) -> DFA:
+def _determinised(nfa, alphabet: tuple, max_states: int | None, pattern: str) -> LibDFA:
+    """The complete DFA of ``nfa`` by the subset construction (the empty subset is the rejecting sink), breadth
+    first; at most ``max_states`` subsets, else an ``AutomatonError``."""
+    from automata.fa.dfa import DFA as LibDFA
+
+    closures: dict = {}
+
+    def closure(state):  # the states reached from ``state`` by empty moves
+        if state not in closures:
+            reached, stack = {state}, [state]
+            while stack:
+                for nxt in nfa.transitions.get(stack.pop(), {}).get("", ()):
+                    if nxt not in reached:
+                        reached.add(nxt)
+                        stack.append(nxt)
+            closures[state] = frozenset(reached)
+        return closures[state]
+
+    start = closure(nfa.initial_state)
+    index, subsets, transitions = {start: 0}, [start], {}
+    for i, subset in enumerate(subsets):  # grows while it is walked: breadth first, each subset once
+        row = {}
+        for symbol in alphabet:
+            moves = (nfa.transitions.get(state, {}).get(symbol, ()) for state in subset)
+            target = frozenset().union(*(closure(t) for targets in moves for t in targets))
+            if target not in index:
+                if max_states is not None and len(subsets) >= max_states:
+                    raise AutomatonError(f"from_regex: the DFA of {shown(pattern)} needs more than "
+                                         f"max_states={max_states:,} states before minimising; pass a larger "
+                                         "max_states (or None) to allow them")
+                index[target] = len(subsets)
+                subsets.append(target)
+            row[symbol] = index[target]
+        transitions[i] = row
+    final_states = {i for i, subset in enumerate(subsets) if not subset.isdisjoint(nfa.final_states)}
+    return LibDFA(states=set(range(len(subsets))), input_symbols=set(alphabet), transitions=transitions,
+                  initial_state=0, final_states=final_states)
+
+
+def random_dfa(n_states: int, n_symbols: int, rng: np.random.Generator | int) -> DFA:
     """A random minimal DFA with exactly ``n_states`` states over symbols ``0..n_symbols-1``.
 
     Every state but the start gets an incoming transition from a random earlier state (so all are
     reachable), the other transitions and the accepting set are uniform; minimised, and redrawn
-    until no two states are equivalent.
+    until no two states are equivalent, at most ``RANDOM_DFA_DRAWS`` (1,000) times. ``rng`` is a
+    ``numpy.random.Generator`` or an integer seed; ``n_states * n_symbols`` is at most
+    ``RANDOM_DFA_MAX_TRANSITIONS`` (200,000; such a draw takes about a minute).
     """
-    if n_states < 1 or n_symbols < 1:
-        raise AutomatonError(f"random_dfa: need at least one state and one symbol, got {n_states} and {n_symbols}")
-    while True:
+    n_states = whole_number(n_states, "n_states", "random_dfa", minimum=1)
+    n_symbols = whole_number(n_symbols, "n_symbols", "random_dfa", minimum=1)
+    if n_states * n_symbols > RANDOM_DFA_MAX_TRANSITIONS:
+        raise AutomatonError(f"random_dfa: n_states * n_symbols = {n_states * n_symbols:,} transitions, above the "
+                             f"limit of {RANDOM_DFA_MAX_TRANSITIONS:,}")
+    rng = generator(rng, "random_dfa")
+    for _ in range(RANDOM_DFA_DRAWS):
         table = rng.integers(0, n_states, size=(n_states, n_symbols))
-        free = [(p, a) for p in range(n_states) for a in range(n_symbols)]
+        free = [(p, a) for p in range(n_states) for a in range(n_symbols)]  # sorted by p, and kept so
         for state in range(1, n_states):  # a spanning tree: state reached from an earlier one
-            choices = [i for i, (p, _) in enumerate(free) if p < state]
-            p, a = free.pop(choices[rng.integers(len(choices))])
+            # the free transitions out of states p < state are the first state * n_symbols of them, less the
+            # state - 1 already taken by the tree
+            p, a = free.pop(rng.integers(state * (n_symbols - 1) + 1))
             table[p, a] = state
         accepting = np.flatnonzero(rng.random(n_states) < 0.5).tolist()
         dfa = DFA(range(n_states), range(n_symbols), {p: dict(enumerate(map(int, table[p]))) for p in range(n_states)},
@@ -283,6 +385,8 @@ def random_dfa(n_states: int, n_symbols: int, rng: np.random.Generator) -> DFA:
         minimal = dfa.minimal()
         if len(minimal.states) == n_states:
             return minimal
+    raise AutomatonError(f"random_dfa: no minimal DFA with {n_states} states over {n_symbols} symbols in "
+                         f"{RANDOM_DFA_DRAWS} draws")
 
 
 class Mealy:
@@ -299,7 +403,7 @@ class Mealy:
         self.outputs = _distinct(outputs, "output")
         index = {state: i for i, state in enumerate(self.states)}
         output_index = {o: i for i, o in enumerate(self.outputs)}
-        if start not in index:
+        if not is_hashable(start) or start not in index:
             raise AutomatonError(f"start state {start!r} is not one of the states {list(self.states)}")
 
         def read_entry(p, a, value):
@@ -308,7 +412,7 @@ class Mealy:
                 raise AutomatonError(f"state {p!r} on symbol {a!r}: a Mealy entry is a pair (target, output), "
                                      f"got {value!r}")
             target, output = value
-            if output not in output_index:
+            if not is_hashable(output) or output not in output_index:
                 raise AutomatonError(f"state {p!r} on symbol {a!r} outputs {output!r}, which is not one of the "
                                      f"outputs {list(self.outputs)}")
             return _target_index(p, a, target, index), output_index[output]
@@ -336,14 +440,17 @@ class Mealy:
 
     def reference(self, indices: ArrayLike) -> np.ndarray:
         """``(B, T, |outputs|)`` float32 one-hot output symbols."""
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = _index_array(indices, "symbol indices", self.table.shape[1])
         visited = _run_table(self.table, self.start, indices)
         previous = np.concatenate([np.full((indices.shape[0], 1), self.start), visited[:, :-1]], axis=1)
         return np.eye(len(self.outputs), dtype=np.float32)[self.output_table[previous, indices]]
 
     def equivalent(self, other: "Mealy") -> bool:
         """Whether both translate every word alike (same alphabet and output symbols, by name): a breadth-first
-        walk over the reachable pairs of states, comparing the outputs of every transition."""
+        walk over the reachable pairs of states, comparing the outputs of every transition. A DFA is never
+        equivalent to a Mealy machine, and anything else is an ``AutomatonError``."""
+        if not _comparable(self, other, "Mealy.equivalent"):
+            return False
         if set(self.alphabet) != set(other.alphabet) or set(self.outputs) != set(other.outputs):
             return False
         symbols = [other.alphabet.index(a) for a in self.alphabet]  # other's index of each of our symbols

@@ -1,15 +1,22 @@
 """The module every automaton compiles to: a recurrent core (``.core``) and a thresholded linear readout.
 
 One-hot symbols ``(B, T, |alphabet|)`` in, ``(B, T, C)`` out, 1.0 / 0.0 — C = 1 (acceptance of the
-prefix) for a DFA, C = |outputs| (the one-hot output symbol) for a Mealy machine. The builders are in
+prefix) for a DFA, C = |outputs| (the one-hot output symbol) for a Mealy machine. The input is a tensor or
+anything numpy reads as an array (a numpy array, nested lists), of any real or bool dtype, holding 0/1
+one-hot rows; anything else is a ``DimensionError`` or ``SequenceError``. No steps (T = 0) is the empty
+word: the outputs are ``(B, 0, C)`` and the state after it is the state before it. The builders are in
 ``lsrl.automata.exact`` (ReLU RNN, second-order RNN) and ``lsrl.automata.gated`` (LSTM, GRU).
 """
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 from torch import nn
+
+from numpy.typing import ArrayLike
 
 from lsrl.automata.units import TransitionUnits
 from lsrl.errors import DimensionError, SequenceError
@@ -32,6 +39,9 @@ class AutomatonNetwork(CachedRun, nn.Module):
 
     def initial_state(self, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The core's state before any symbol, for a batch: what ``hidden`` starts from."""
+        if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 0:
+            raise DimensionError(f"{self.architecture} automaton network: the batch size must be an integer >= 0, "
+                                 f"got {batch!r}")
         h0 = self.h0.expand(batch, -1)
         if not isinstance(self.core, nn.RNNBase):
             return h0.clone()  # the LLRNN cell's state is (B, H)
@@ -39,31 +49,62 @@ class AutomatonNetwork(CachedRun, nn.Module):
             return h0[None].contiguous(), self.c0.expand(1, batch, -1).contiguous()
         return h0[None].contiguous()
 
-    def hidden(self, x: torch.Tensor, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None
+    def hidden(self, x: torch.Tensor | ArrayLike, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None
                ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
         """The hidden states ``(B, T, H)`` of the core on ``x`` from ``state`` (default: the initial state),
-        and the state after the last step (to continue from)."""
+        and the state after the last step (to continue from); for T = 0, no hidden states and ``state``."""
+        x = _as_tensor(x, self.architecture)
         if x.dim() != 3 or x.shape[-1] != self._input_size():
             raise DimensionError(f"{self.architecture} automaton network: input must be one-hot symbols of shape "
                                  f"(B, T, {self._input_size()}), got {tuple(x.shape)}")
         _check_one_hot(x, self.architecture)
         x = x.to(self.h0.dtype)
-        state = self.initial_state(x.shape[0]) if state is None else state
+        state = self.initial_state(x.shape[0]) if state is None else self._checked_state(state, x.shape[0])
+        if x.shape[1] == 0:  # the empty word (torch's recurrent layers refuse zero steps)
+            return x.new_zeros((x.shape[0], 0, self.h0.shape[0])), state
         if isinstance(self.core, nn.RNNBase):
             return self.core(x, state)
         states = self.core(x, state)
         return states, states[:, -1]
 
+    def _checked_state(self, state: object, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``state`` if it has the layout of ``initial_state(batch)`` (a state ``hidden`` returned), else an error."""
+        expected = self.initial_state(batch)
+        wanted = expected if isinstance(expected, tuple) else (expected,)
+        given = state if isinstance(expected, tuple) else (state,)
+        same = isinstance(given, tuple) and len(given) == len(wanted) and all(
+            isinstance(g, torch.Tensor) and g.shape == w.shape and g.dtype == w.dtype for g, w in zip(given, wanted))
+        if not same:
+            layout = ", ".join(str(tuple(w.shape)) for w in wanted)
+            got = ", ".join(str(tuple(g.shape)) if isinstance(g, torch.Tensor) else type(g).__name__
+                            for g in (given if isinstance(given, tuple) else (given,)))
+            raise DimensionError(f"{self.architecture} automaton network: state must be what hidden() returned for "
+                                 f"this batch ({layout} of {self.h0.dtype}), got {got}")
+        return state
+
     def read(self, hidden: torch.Tensor) -> torch.Tensor:
         """The readout of hidden states: 1.0 where a channel's linear score is positive."""
         return (self.readout(hidden) > 0).to(self.h0.dtype)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | ArrayLike) -> torch.Tensor:
         return self.read(self.hidden(x)[0])
 
     def initial_output(self) -> torch.Tensor:
         """The readout before any symbol, ``(C,)``: for a DFA, whether the empty word is accepted."""
         return self.read(self.h0)
+
+
+def _as_tensor(x: torch.Tensor | ArrayLike, architecture: str) -> torch.Tensor:
+    """``x`` as a real tensor (arrays and nested lists converted), or a ``SequenceError``."""
+    if not isinstance(x, torch.Tensor):
+        try:
+            x = torch.as_tensor(np.asarray(x))
+        except (TypeError, ValueError, RuntimeError):
+            raise SequenceError(f"{architecture} automaton network: input must be one-hot symbols (a tensor or a "
+                                f"numeric array), got {type(x).__name__}") from None
+    if x.is_complex():
+        raise SequenceError(f"{architecture} automaton network: input holds complex numbers, not one-hot symbols")
+    return x
 
 
 def _check_one_hot(x: torch.Tensor, architecture: str) -> None:

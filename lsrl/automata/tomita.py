@@ -8,6 +8,8 @@ Grammars 1, 2 and 7 come from their regular expressions; 3–6 are tables (state
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from lsrl.automata.machines import DFA, from_regex
 from lsrl.errors import AutomatonError
 
@@ -44,6 +46,8 @@ def _grammar_6() -> DFA:
 
 def tomita(number: int) -> DFA:
     """The minimal DFA of Tomita grammar ``number`` (1..7)."""
+    if not isinstance(number, Hashable):
+        raise AutomatonError(f"there are seven Tomita grammars (1..7), not {number!r}")
     if number in _REGEXES:
         return from_regex(_REGEXES[number], ALPHABET)
     tables = {3: _grammar_3, 4: _grammar_4, 5: _grammar_5, 6: _grammar_6}

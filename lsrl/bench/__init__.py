@@ -6,18 +6,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import zipfile
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lsrl.bench import standalone
 from lsrl.bench.build import build_suite
 from lsrl.bench.tasks import TASKS
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, ModelFileError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -26,16 +26,23 @@ DEFAULT_ROOT = Path(os.environ.get("LSRL_BENCH", Path.home() / ".cache" / "lsrl"
 
 
 def load(name: str, root: str | Path | None = None
-         ) -> tuple[nn.Module, list[list[tuple[str, int, str]]] | None, dict[str, np.ndarray]]:
+         ) -> tuple[nn.Module, list[list[tuple[str, int, str]]] | dict[str, list[tuple[str, int, str]]] | None,
+                    dict[str, np.ndarray]]:
     """``(model, labels, data)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
     ``path`` model, or its first architecture) under ``root`` (default ``$LSRL_BENCH`` or
     ``~/.cache/lsrl/bench``; a task missing there is built first).
 
-    ``model``: a ``torch.nn.Module`` built by the suite's ``load_model.py`` (plain torch layers),
-    ``(B, T, d_in) -> (B, T, d_out)``. ``labels``: a list per layer of ``(node, index, role)`` tuples,
-    or ``None`` if the folder has no unit labels. ``data``: a dict of numpy arrays (``task_data``:
-    ``train_inputs``, ``train_outputs``, ``train_lengths``, and the same for ``test``).
+    ``model``: a ``torch.nn.Module`` built by the suite's loader (``lsrl.bench.standalone``, the code of the
+    ``load_model.py`` each suite ships; plain torch layers), ``(B, T, d_in) -> (B, T, d_out)``. ``labels``:
+    ``(node, index, role)`` tuples per unit — a list per layer (compiled path models, automata), a dict per
+    sub-module name (torch targets) — or ``None`` if the folder has no unit labels. ``data``: a dict of numpy
+    arrays (``task_data``: ``train_inputs``, ``train_outputs``, ``train_lengths``, and the same for ``test``).
+
+    Every file read is checked against the folder's ``manifest.json`` (sha256) and every field of it; a
+    folder changed after its build, corrupt or inconsistent is a ``ModelFileError`` naming the file and field.
     """
+    if not isinstance(name, str):
+        raise LsrlError(f"bench.load: name must be 'task' or 'task/arch', got {name!r}")
     root = Path(root) if root is not None else DEFAULT_ROOT
     task, _, arch = name.partition("/")
     if task not in TASKS:
@@ -46,19 +53,68 @@ def load(name: str, root: str | Path | None = None
     folder = root / task / arch
     if not (folder / "config.json").is_file():
         build_suite(root, [task], progress=False)
-    model = _standalone(root).load_folder(folder)
-    layers = json.loads((folder / "labels.json").read_text())["layers"]
-    labels = None if layers is None else [[tuple(unit) for unit in layer] for layer in layers]
-    with np.load(folder / "data.npz") as stored:
-        data = dict(stored)
+    try:
+        model = standalone.load_folder(folder)
+        standalone.verify_checksums(folder, ("labels.json", "data.npz"))
+        labels = _read_labels(folder / "labels.json")
+        data = _read_data(folder / "data.npz")
+    except standalone.SuiteFileError as error:
+        raise ModelFileError(str(error)) from None
     return model, labels, data
 
 
-def _standalone(root: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lsrl_bench_load_model", root / "load_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_SPLIT_ARRAYS = tuple(f"{split}_{kind}" for split in ("train", "test") for kind in ("inputs", "outputs", "lengths"))
+
+
+def _read_labels(path: Path) -> list[list[tuple[str, int, str]]] | dict[str, list[tuple[str, int, str]]] | None:
+    """``labels.json``'s unit labels, each checked to be ``[node, index, role]``."""
+    stored = _json_object(path)
+    if set(stored) != {"available", "layers"} or not isinstance(stored["available"], bool):
+        raise standalone.SuiteFileError(f"{path}: must hold exactly the fields 'available' (true or false) and "
+                                        f"'layers'")
+    layers = stored["layers"]
+    if (layers is None) != (not stored["available"]):
+        raise standalone.SuiteFileError(f"{path}: field 'layers' must be null exactly when 'available' is false")
+    if layers is None:
+        return None
+
+    def units(layer, where):
+        if not isinstance(layer, list):
+            raise standalone.SuiteFileError(f"{path}: {where} must be a list of [node, index, role] units")
+        for i, unit in enumerate(layer):
+            if not (isinstance(unit, list) and len(unit) == 3 and isinstance(unit[0], str)
+                    and isinstance(unit[1], int) and not isinstance(unit[1], bool) and isinstance(unit[2], str)):
+                raise standalone.SuiteFileError(f"{path}: {where}[{i}] must be [node, index, role], got {unit!r}"[:200])
+        return [tuple(unit) for unit in layer]
+
+    if isinstance(layers, dict):
+        return {key: units(layer, f"layers[{key!r}]") for key, layer in layers.items()}
+    if isinstance(layers, list):
+        return [units(layer, f"layers[{k}]") for k, layer in enumerate(layers)]
+    raise standalone.SuiteFileError(f"{path}: field 'layers' must be a list, an object or null")
+
+
+def _json_object(path: Path) -> dict:
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise standalone.SuiteFileError(f"{path}: cannot be read as JSON ({str(error).splitlines()[0]})") from None
+    if not isinstance(stored, dict):
+        raise standalone.SuiteFileError(f"{path}: must be a JSON object")
+    return stored
+
+
+def _read_data(path: Path) -> dict[str, np.ndarray]:
+    """``data.npz``'s arrays (no pickled objects), with the six arrays of the two splits."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            data = dict(stored)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        raise standalone.SuiteFileError(f"{path}: not a readable .npz file ({str(error).splitlines()[0]})") from None
+    missing = [key for key in _SPLIT_ARRAYS if key not in data]
+    if missing:
+        raise standalone.SuiteFileError(f"{path}: missing array {missing[0]!r}")
+    return data
 
 
 __all__ = ["TASKS", "build_suite", "load"]

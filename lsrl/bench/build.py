@@ -3,13 +3,17 @@
 
 A folder holds ``model.safetensors`` and ``config.json`` (the layers, ``standalone.py``'s format),
 ``labels.json`` (the unit labels), ``data.npz`` (inputs and expected outputs per split), ``program.py``
-(the task's source) and ``README.md`` (the model card).
+(the task's source), ``README.md`` (the model card) and ``manifest.json``: the sha256 of every other file,
+which the loaders check, so that a file changed after the build is refused instead of loading silently.
+Each folder is loaded back once as it is written (``standalone.load_folder``, every check).
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import os
 import re
 import shutil
 import zlib
@@ -22,10 +26,11 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 import lsrl
+from lsrl.bench import standalone
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, unit_labels
 from lsrl.bench.tasks import TASKS, Task
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 
 if TYPE_CHECKING:
     import torch
@@ -33,8 +38,8 @@ if TYPE_CHECKING:
 
     from lsrl.model import CompiledProgram
 
-FORMAT = "lsrl.bench"
-FORMAT_VERSION = 1
+FORMAT = standalone.FORMAT
+FORMAT_VERSION = standalone.VERSION
 SEQUENCES_PER_LENGTH = 4
 _GENERATED_NAME = re.compile(r"^(input|linear|relu|linstate|concat|multi)_\d+(#\d+)?$")
 
@@ -95,8 +100,11 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
                 data: dict[str, np.ndarray]) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``)."""
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
-    dtype = str(next(iter(tensors.values())).dtype).replace("torch.", "")
+    used = set(tensor_names(layers))
+    tensors = {name: tensor for name, tensor in tensors.items() if name in used}  # not the targets' index buffers
+    dtype = str(next(t for t in tensors.values() if t.is_floating_point()).dtype).replace("torch.", "")
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT, "task": task.name, "arch": arch})
     d_in, d_out = data["train_inputs"].shape[-1], data["train_outputs"].shape[-1]
     config = {
@@ -111,7 +119,35 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     source = task.build or task.automaton
     (folder / "program.py").write_text(inspect.getsource(source) if task.build else f"# {task.summary}\n")
     (folder / "README.md").write_text(model_card(task, arch, layers, tensors, labels, data))
+    write_manifest(folder)
+    try:
+        standalone.load_folder(folder)
+    except standalone.SuiteFileError as error:
+        raise InternalError(f"bench: the folder just written does not load back: {error}") from None
     return folder
+
+
+MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "data.npz", "program.py", "README.md")
+
+
+def write_manifest(folder: Path) -> None:
+    """``manifest.json``: the sha256 of each file of ``MANIFEST_FILES`` as written."""
+    digests = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in MANIFEST_FILES}
+    manifest = {"format": standalone.MANIFEST_FORMAT, "sha256": digests,
+                "note": "written by lsrl bench build; the loaders refuse a file whose sha256 differs"}
+    (folder / standalone.MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def tensor_names(layers: list[dict[str, Any]]) -> list[str]:
+    """The names of the tensors the config layers use, in order."""
+    names = []
+    for spec in layers:
+        names += [spec[key] for key in ("weight", "bias", "A", "B", "b", "s0", "h0", "c0")
+                  if isinstance(spec.get(key), str)]
+        names += list(spec.get("parameters", {}).values())
+        for part in ("state", "phi", "gamma"):
+            names += tensor_names(spec.get(part) or [])
+    return names
 
 
 def circuit_nodes(task: Task) -> list[tuple[str, int]]:
@@ -175,18 +211,25 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
 
 
 def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True) -> list[Path]:
-    """Write every (task, architecture) folder under ``root``; returns the folders."""
+    """Write every (task, architecture) folder under ``root`` (``tasks``: a task name or names, default all);
+    returns the folders."""
+    if not isinstance(root, (str, os.PathLike)) or not str(root):
+        raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(__file__).with_name("standalone.py"), root / "load_model.py")
-    names = list(TASKS) if tasks is None else list(tasks)
-    unknown = [name for name in names if name not in TASKS]
+    names = list(TASKS) if tasks is None else [tasks] if isinstance(tasks, str) else list(tasks)
+    unknown = [name for name in names if not isinstance(name, str) or name not in TASKS]
     if unknown:
         raise LsrlError(f"unknown benchmark task(s) {unknown}; the tasks are {sorted(TASKS)}")
-    folders = []
-    for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
-        task = TASKS[name]
-        data = task_data(task)
-        for arch, model in task_models(task).items():
-            folders.append(write_model(root / name / arch, task, arch, model, data))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(__file__).with_name("standalone.py"), root / "load_model.py")
+        folders = []
+        for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
+            task = TASKS[name]
+            data = task_data(task)
+            for arch, model in task_models(task).items():
+                folders.append(write_model(root / name / arch, task, arch, model, data))
+    except OSError as error:
+        raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
+                        f"{error.strerror or error}") from None
     return folders
