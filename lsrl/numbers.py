@@ -66,7 +66,7 @@ _NUMERIC_KINDS = "biufc"  # numpy dtype kinds that hold numbers (complex ones ar
 FLOAT64_MAX = mpq(int(np.finfo(np.float64).max))  # the largest finite float64, exactly
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
     """Whether ``value`` is a number ``to_rational`` may read (None, strings, dates are not)."""
     if isinstance(value, (_AbstractRational, MPQ_TYPE, float, int, complex, np.number, np.bool_)):
         return True
@@ -85,7 +85,7 @@ def _numeric_array(array: np.ndarray, where: str) -> np.ndarray:
     if kind != "O":
         raise DimensionError(f"{where}: expected numbers, got an array of dtype {array.dtype}")
     for index, value in np.ndenumerate(array):
-        if not _is_number(value):
+        if not is_number(value):
             position = index[-1] if len(index) == 1 else index
             raise DimensionError(f"{where}: expected a number at {position}, got {type(value).__name__} {value!r}")
     return array
