@@ -46,6 +46,16 @@ def positive_number(value: object, where: str) -> gmpy2.mpq:
     return number
 
 
+def positive_integer(value: object, where: str, at_most: int | None = None) -> int:
+    """``value`` as a positive ``int`` (at most ``at_most``), or an ``LsrlError`` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {value!r}")
+    if value < 1 or (at_most is not None and value > at_most):
+        limit = "" if at_most is None else f" up to {at_most}"
+        raise LsrlError(f"{where} must be a positive integer{limit}, got {value!r}")
+    return int(value)
+
+
 def _never_below(lower: Node, upper: Node) -> tuple[int, ValueRange, ValueRange] | None:
     """A component where ``lower >= upper`` at every step (by the value-range analysis of each; a
     dim-1 operand is broadcast), with both ranges; None if there is none."""
