@@ -34,11 +34,11 @@ def products_fit_float64(left: Matrix, right: Matrix) -> bool:
     if (left_sizes[0] * right_sizes[0] * inner <= FLOAT64_LARGEST
             and left_sizes[1] * right_sizes[1] >= FLOAT64_SMALLEST_NORMAL):
         return True
-    for row in left.rows.values():
+    for i in left.nonzero_rows():
         totals: dict[int, object] = {}
-        for k, a in row.items():
+        for k, a in left.row(i).items():
             a = abs(to_rational_exactly(a))
-            for j, b in right.rows.get(k, {}).items():
+            for j, b in right.row(k).items():
                 product = a * abs(to_rational_exactly(b))
                 if not FLOAT64_SMALLEST_NORMAL <= product <= FLOAT64_LARGEST:
                     return False
