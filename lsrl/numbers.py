@@ -52,8 +52,56 @@ def to_rational(value: object, where: str = "value") -> gmpy2.mpq:
     raise DimensionError(f"{where}: expected a number, got {type(value).__name__} {value!r}")
 
 
+def to_rational_exactly(value: Entry) -> gmpy2.mpq:
+    """A stored number as the rational it is: a float is its exact binary value (``to_rational``
+    reads it as the shortest decimal it prints as)."""
+    return value if isinstance(value, MPQ_TYPE) else mpq(value)
+
+
 def to_fraction(value: gmpy2.mpq | Fraction) -> Fraction:
     return Fraction(int(value.numerator), int(value.denominator))
+
+
+_NUMERIC_KINDS = "biufc"  # numpy dtype kinds that hold numbers (complex ones are refused per entry)
+FLOAT64_MAX = mpq(int(np.finfo(np.float64).max))  # the largest finite float64, exactly
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is a number ``to_rational`` may read (None, strings, dates are not)."""
+    if isinstance(value, (_AbstractRational, MPQ_TYPE, float, int, complex, np.number, np.bool_)):
+        return True
+    return type(value).__name__ in ("mpz", "mpfr", "fmpq", "fmpz")
+
+
+def _numeric_array(array: np.ndarray, where: str) -> np.ndarray:
+    """``array`` itself, after checking that every entry is a number: ``None``, ``""``, dates, text
+    and masked entries are refused, not read as 0 (``np.nonzero`` takes every falsy entry for 0)."""
+    if isinstance(array, np.ma.MaskedArray):
+        raise DimensionError(f"{where}: a masked array is not a matrix of numbers (its mask would be lost); "
+                             "pass array.filled(value) or a plain array")
+    kind = array.dtype.kind
+    if kind in _NUMERIC_KINDS:
+        return array
+    if kind != "O":
+        raise DimensionError(f"{where}: expected numbers, got an array of dtype {array.dtype}")
+    for index, value in np.ndenumerate(array):
+        if not is_number(value):
+            position = index[-1] if len(index) == 1 else index
+            raise DimensionError(f"{where}: expected a number at {position}, got {type(value).__name__} {value!r}")
+    return array
+
+
+def as_float(value: Entry) -> float:
+    """A stored number as a float64; an exact one beyond float64's range raises ``BackendError``
+    (``float`` would raise a bare ``OverflowError``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        sign = "-" if value < 0 else ""
+        raise BackendError(
+            f"an exact weight of about {sign}10^{len(str(abs(int(value)))) - 1} is beyond float64's range "
+            f"(|x| <= 1.8e308), so the weights have no float64 form; run with exact=True"
+        ) from None
 
 
 def _dense_entries(array: np.ndarray):
@@ -142,6 +190,15 @@ class Matrix:
         """The entry at row ``i``, column ``j`` (the backend's zero where none is stored)."""
         return self.rows.get(i, _NO_ENTRIES).get(j, self.backend.zero)
 
+    def magnitudes(self) -> tuple[gmpy2.mpq, gmpy2.mpq] | None:
+        """``(largest, smallest)`` absolute value of the non-zero entries, exactly (None: no entries)."""
+
+        def compute():
+            sizes = [abs(to_rational_exactly(v)) for _, _, v in self.entries()]
+            return (max(sizes), min(sizes)) if sizes else None
+
+        return self._cached("magnitudes", compute)
+
     def nonzero_rows(self) -> frozenset[int]:
         """The rows that hold a non-zero entry."""
         return self._cached("nonzero_rows", lambda: frozenset(i for i, row in self.rows.items() if row))
@@ -149,7 +206,7 @@ class Matrix:
     def to_numpy(self) -> np.ndarray:
         dense = np.zeros(self.shape2d)
         for i, j, value in self.entries():
-            dense[i, j] = float(value)
+            dense[i, j] = as_float(value)
         return dense.reshape(-1) if self.is_vector else dense
 
     def to_fractions(self) -> list:
@@ -269,7 +326,7 @@ class Matrix:
 
         def build():
             entries = list(self.entries())
-            data = [float(e[2]) for e in entries]
+            data = [as_float(e[2]) for e in entries]
             return sp.coo_array((data, ([e[0] for e in entries], [e[1] for e in entries])), shape=self.shape2d).tocsr()
 
         return self._cached("csr", build)
@@ -342,7 +399,7 @@ class Backend:
                 zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist()), tuple(coo.shape), where=where
             )
         else:
-            array = _as_2d_array(value, where)
+            array = _numeric_array(_as_2d_array(value, where), where)
             matrix = self.from_entries(_dense_entries(array), array.shape, where=where)
         if shape is not None and matrix.shape2d != tuple(shape):
             raise DimensionError(f"{where}: expected shape {tuple(shape)}, got {matrix.shape2d}")
@@ -359,7 +416,7 @@ class Backend:
             if matrix.shape2d[1] != 1:
                 entries = ((i * matrix.shape2d[1] + j, 0, v) for i, j, v in entries)
         else:
-            array = _as_1d_array(value, where)
+            array = _numeric_array(_as_1d_array(value, where), where)
             if np.ndim(value) == 0 and dim != 1:  # a number is broadcast; a short list is an error
                 array = np.repeat(array, dim)
             length = array.shape[0]
@@ -426,7 +483,10 @@ class FloatBackend(Backend):
     zero = 0.0
 
     def scalar(self, value: object) -> float:
-        number = float(value) if isinstance(value, (float, int, np.number, MPQ_TYPE)) else float(to_rational(value))
+        try:
+            number = float(value) if isinstance(value, (float, int, np.number, MPQ_TYPE)) else float(to_rational(value))
+        except OverflowError:
+            raise DimensionError(f"{value} is beyond float64's range (|x| <= 1.8e308); use the exact backend") from None
         if not math.isfinite(number):
             raise DimensionError(f"{number} is not a finite number")
         return number

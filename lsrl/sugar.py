@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from lsrl.errors import DimensionError, LsrlError
-from lsrl.lang.bounds import is_nonnegative, is_nonpositive, is_zero, max_abs
+from lsrl.lang.bounds import ValueRange, is_nonnegative, is_nonpositive, is_zero, max_abs, value_bounds
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
-from lsrl.numbers import EXACT, MatrixLike, to_rational
+from lsrl.numbers import EXACT, MatrixLike, is_number, to_rational
+
+if TYPE_CHECKING:
+    import gmpy2
 
 Operand: TypeAlias = "Node | MatrixLike"  # a node, or a constant (scalar or vector) turned into f_constant
 
@@ -28,6 +31,39 @@ IFELSE_VARIANTS = (
     "multiplicative",
     "multiplicative_optimized",
 )
+
+
+def positive_number(value: object, where: str) -> gmpy2.mpq:
+    """``value`` as an exact positive rational, or an ``LsrlError`` naming ``where``."""
+    if isinstance(value, bool) or not is_number(value):
+        raise LsrlError(f"{where} must be a positive number, got {type(value).__name__} {value!r}")
+    try:
+        number = to_rational(value, where)
+    except DimensionError as error:  # NaN, infinity, complex
+        raise LsrlError(f"{where} must be a positive finite number, got {value!r} ({error})") from None
+    if number <= 0:
+        raise LsrlError(f"{where} must be positive, got {value!r}")
+    return number
+
+
+def positive_integer(value: object, where: str, at_most: int | None = None) -> int:
+    """``value`` as a positive ``int`` (at most ``at_most``), or an ``LsrlError`` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {value!r}")
+    if value < 1 or (at_most is not None and value > at_most):
+        limit = "" if at_most is None else f" up to {at_most}"
+        raise LsrlError(f"{where} must be a positive integer{limit}, got {value!r}")
+    return int(value)
+
+
+def _never_below(lower: Node, upper: Node) -> tuple[int, ValueRange, ValueRange] | None:
+    """A component where ``lower >= upper`` at every step (by the value-range analysis of each; a
+    dim-1 operand is broadcast), with both ranges; None if there is none."""
+    low, high = value_bounds(lower), value_bounds(upper)
+    for i in range(max(lower.dim, upper.dim)):
+        if low.low[min(i, lower.dim - 1)] >= high.high[min(i, upper.dim - 1)]:
+            return i, low, high
+    return None
 
 
 def _operand(value: Operand, like: Node, owner: str) -> Node:
@@ -56,9 +92,7 @@ def f_step(x: Node, mu: float = DEFAULT_MU, name: str | None = None, saturating:
     ReLU further below zero: a saturated step stays exactly 0 (or 1 up to the noise on one bias).
     """
     x = as_node(x, "f_step")
-    mu = to_rational(mu, "f_step: mu")
-    if mu <= 0:
-        raise LsrlError(f"f_step on {x.describe()}: mu must be positive, got {mu}")
+    mu = positive_number(mu, f"f_step on {x.describe()}: mu")
     d = x.dim
     if saturating:
         return ReLU(Linear(ReLU(Linear(x, EXACT.eye(d, -mu), [1] * d)), EXACT.eye(d, -1), [1] * d), name=name)
@@ -68,10 +102,20 @@ def f_step(x: Node, mu: float = DEFAULT_MU, name: str | None = None, saturating:
 
 def f_bump(x: Node, lb: Operand, ub: Operand, mu: float = DEFAULT_MU, name: str | None = None,
            saturating: bool = False) -> Linear:
-    """``f_step(x - lb) - f_step(x - ub)``: about 1 for lb < x <= ub, else 0 (edges of width 1/mu)."""
+    """``f_step(x - lb) - f_step(x - ub)``: about 1 for lb < x <= ub, else 0 (edges of width 1/mu).
+
+    ``lb`` must lie below ``ub``: a bump whose lower edge is at or above its upper edge (for every
+    input within the declared bounds) is 0 or negative everywhere, and is refused."""
     x = as_node(x, "f_bump")
     lower = _operand(lb, x, f"f_bump on {x.describe()}")
     upper = _operand(ub, x, f"f_bump on {x.describe()}")
+    inverted = _never_below(lower, upper)
+    if inverted is not None:
+        i, low, high = inverted
+        i_low, i_high = min(i, lower.dim - 1), min(i, upper.dim - 1)
+        raise LsrlError(f"f_bump on {x.describe()}: lb must lie below ub, but in component {i} lb (in "
+                        f"[{low.low[i_low]}, {low.high[i_low]}]) is never below ub (in [{high.low[i_high]}, "
+                        f"{high.high[i_high]}])")
     return Linear(
         Concat([f_step(x - lower, mu, saturating=saturating), f_step(x - upper, mu, saturating=saturating)]),
         EXACT.hstack([EXACT.eye(x.dim), EXACT.eye(x.dim, -1)]),
@@ -113,8 +157,16 @@ def f_smaller(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None
 
 
 def f_eq(x: Node, y: Node | float, tolerance: float = 0.5, mu: float = DEFAULT_MU, name: str | None = None) -> ReLU:
-    """1 where ``|x - y| < tolerance`` (for integer-valued x, y the default tolerance 1/2 is exact)."""
+    """1 where ``|x - y| < tolerance`` (for integer-valued x, y the default tolerance 1/2 is exact).
+
+    The steps have width ``1/mu``, so ``tolerance`` must be at least ``1/mu`` (else ``f_eq(x, x)``
+    is below 1)."""
     x = as_node(x, "f_eq")
+    rational_tolerance = positive_number(tolerance, f"f_eq on {x.describe()}: tolerance")
+    rational_mu = positive_number(mu, f"f_eq on {x.describe()}: mu")
+    if rational_tolerance * rational_mu < 1:
+        raise LsrlError(f"f_eq on {x.describe()}: tolerance={tolerance!r} is below the steps' width 1/mu = "
+                        f"1/{mu!r}, so equal values would not give 1; raise tolerance or mu")
     return f_and(f_larger(x, y - tolerance, mu), f_smaller(x, y + tolerance, mu), mu=mu, name=name)
 
 
@@ -269,6 +321,20 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
     if variant not in IFELSE_VARIANTS:
         raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
                         f"expected one of {IFELSE_VARIANTS}")
+    positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
+    if not (isinstance(lambda_, str) and lambda_ == "auto"):
+        if isinstance(lambda_, str):
+            raise LsrlError(f"f_ifelse on {cond.describe()}: lambda_ must be a positive number or 'auto', "
+                            f"got {lambda_!r}")
+        lam = positive_number(lambda_, f"f_ifelse on {cond.describe()}: lambda_")
+        if not variant.startswith("multiplicative"):
+            bound = max(max_abs(t), max_abs(f))
+            if bound != math.inf and lam < bound:
+                raise LsrlError(
+                    f"f_ifelse on {cond.describe()}: lambda_={lambda_!r} is below the branches' declared bounds "
+                    f"(|t|, |f| up to {bound}); the ReLU conditional needs lambda_ >= {bound}; "
+                    "pass a larger lambda_ or lambda_='auto'"
+                )
     optimized = variant.endswith("_optimized") or variant == "optimized"
     if variant.startswith("multiplicative"):
         return _ifelse_multiplicative(cond, t, f, optimized, name)

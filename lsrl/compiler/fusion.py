@@ -9,14 +9,56 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sys
+
 from lsrl.ir.graph import Graph
 from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Op
-from lsrl.numbers import Entry
+from lsrl.numbers import Entry, Matrix, mpq, to_rational_exactly
+
+FLOAT64_LARGEST = mpq(sys.float_info.max)
+FLOAT64_SMALLEST_NORMAL = mpq(sys.float_info.min)
+
+
+def products_fit_float64(left: Matrix, right: Matrix) -> bool:
+    """Whether ``left @ right`` holds every product of weights faithfully in float64: each product
+    ``a b`` of non-zero weights lies within float64's normal range, and so does the sum of their
+    magnitudes in every entry. Unfused, the two weights act one after the other on the values;
+    fused, a product beyond the range becomes ``inf`` (float backend) or a weight with no float64
+    form (exact backend), and a product below it is rounded to a subnormal or lost (``1e-200 *
+    1e-200`` is 0). Checked exactly: first by the largest and smallest weights (programs with
+    ordinary weights pass there), then product by product."""
+    left_sizes, right_sizes = left.magnitudes(), right.magnitudes()
+    if left_sizes is None or right_sizes is None:
+        return True
+    inner = left.shape2d[1]
+    if (left_sizes[0] * right_sizes[0] * inner <= FLOAT64_LARGEST
+            and left_sizes[1] * right_sizes[1] >= FLOAT64_SMALLEST_NORMAL):
+        return True
+    for i in left.nonzero_rows():
+        totals: dict[int, object] = {}
+        for k, a in left.row(i).items():
+            a = abs(to_rational_exactly(a))
+            for j, b in right.row(k).items():
+                product = a * abs(to_rational_exactly(b))
+                if not FLOAT64_SMALLEST_NORMAL <= product <= FLOAT64_LARGEST:
+                    return False
+                totals[j] = totals.get(j, 0) + product
+        if any(total > FLOAT64_LARGEST for total in totals.values()):
+            return False
+    return True
+
+
+def _fusable(*pairs: tuple[Matrix, Matrix]) -> bool:
+    """Whether every ``left @ right`` of a fusion fits float64 (``products_fit_float64``); a fusion
+    that does not is skipped: the two ops stay two layers, and the answer stays the interpreter's."""
+    return all(products_fit_float64(left, right) for left, right in pairs)
 
 
 def fuse_linear_linear(graph: Graph, first: Op, second: Op) -> bool:
     """``Lin[A2, b2](Lin[A1, b1](x)) = Lin[A2 A1, A2 b1 + b2](x)``."""
     if first.kind != LINEAR or second.kind != LINEAR:
+        return False
+    if not _fusable((second.A, first.A), (second.A, first.b)):
         return False
     fused = graph.linear(first.inputs[0], second.A @ first.A, second.A @ first.b + second.b, name=second.name)
     graph.replace(second, fused)
@@ -33,6 +75,8 @@ def fuse_linear_linstate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a LinState is absorbed into its ``B`` and ``b``."""
     if linear.kind != LINEAR or state.kind != LINSTATE:
         return False
+    if not _fusable((state.B, linear.A), (state.B, linear.b)):
+        return False
     _absorb_linear(graph, linear, state)
     return True
 
@@ -40,6 +84,8 @@ def fuse_linear_linstate(graph: Graph, linear: Op, state: Op) -> bool:
 def fuse_linear_relustate(graph: Graph, linear: Op, state: Op) -> bool:
     """A Lin feeding a ReLUState is absorbed into its ``B`` and ``b`` (they act before its ReLU)."""
     if linear.kind != LINEAR or state.kind != RELUSTATE:
+        return False
+    if not _fusable((state.B, linear.A), (state.B, linear.b)):
         return False
     _absorb_linear(graph, linear, state)
     return True
@@ -136,6 +182,8 @@ def fuse_linstate_linstate(graph: Graph, first: Op, second: Op) -> bool:
     c = backend.from_entries(((i, 0, second.b.entry(i, 0)) for i in stateless if second.b.row(i)),
                              (second.dim, 1), is_vector=True)
     weight = reader.A if reader.kind == LINEAR else reader.B
+    if not _fusable((weight, P), (weight, c)):
+        return False
     read_weight, read_bias = weight @ P, weight @ c + reader.b
     kept = reader.A.nnz + reader.init.nnz if reader.kind == LINSTATE else 0
     added = merged_A.nnz + merged_B.nnz + merged_b.nnz + merged_init.nnz + read_weight.nnz + read_bias.nnz + kept

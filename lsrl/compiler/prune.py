@@ -205,8 +205,8 @@ def _fuse_layers(path: Graph) -> None:
         user = path.only_user(op)
         fuse = _LINEAR_FUSIONS.get(user.kind) if user else None
         before = op.inputs[0]
-        if op.kind == LINEAR and fuse and user and _fused_weights(op, user) <= op.nnz + user.nnz:
-            fuse(path, op, user)
+        if (op.kind == LINEAR and fuse and user and _fused_weights(op, user) <= op.nnz + user.nnz
+                and fuse(path, op, user)):  # a fusion whose products leave float64's range is skipped
             path.count(fuse.__name__)
             op = path.only_user(before)  # the fused layer, which may fuse again
         elif user is not None and fuse_linstate_linstate(path, op, user):

@@ -17,16 +17,25 @@ are bounded one after another, starting from the box of the first output ``s_1``
    where the start lies above ``z*``, by the larger ``max(z*, z_0)`` when it checks, else by
    ``(I - M)^-1 (c + max(z_0 - z*, 0))``;
 3. with a declared ``max_length`` (sequences of at most that many steps), the hull after that many
-   steps (a counter ``s + 1`` is at most ``max_length``);
+   steps (a counter ``s + 1`` is at most ``max_length``). The hull is iterated until it reaches a
+   point ``h`` where the linear step rises in every component (``M h + c >= h``); from there on the
+   hull is the linear recurrence itself (``M >= 0`` keeps it rising), so the rest is one power of
+   the affine map, by repeated squaring: ``max_length = 10**100`` takes a few hundred matrix
+   products, not 10^100 steps. Bounds of more than ``_MAX_BOUND_BITS`` bits are reported as
+   infinite; a block that reaches no such point within ``_MAX_HULL_STEPS`` steps, or is too large
+   to square (more than ``_SOLVED_BLOCK`` components), is iterated for at most
+   ``_MAX_HULL_STEPS`` steps, and a longer ``max_length`` is refused;
 4. otherwise the block is unbounded: its bounds are infinite, and the result says so.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
+from lsrl.errors import LsrlError
 from lsrl.lang import nodes as N
 from lsrl.numbers import ONE, ZERO, to_rational
 
@@ -35,7 +44,9 @@ if TYPE_CHECKING:
 
 INF = math.inf
 Bound: TypeAlias = "gmpy2.mpq | float"  # a rational, or plus / minus infinity
-_SOLVED_BLOCK = 64  # larger strongly connected blocks are not inverted (cubic cost)
+_SOLVED_BLOCK = 64  # larger strongly connected blocks are not inverted or squared (cubic cost)
+_MAX_HULL_STEPS = 10**6  # hull steps iterated one by one at most (about a second per component)
+_MAX_BOUND_BITS = 2**20  # a bound that needs more bits (|bound| > 2^(2^20)) is reported as infinite
 
 
 class ValueRange(NamedTuple):
@@ -215,6 +226,60 @@ def _geometric_bound(rows, block, z, c):
     return solve([c[i] + max(z[i] - fixed[i], 0) for i in block])
 
 
+def _affine_power(rows, block, start, c, power):
+    """``L^power(start)`` for the affine map ``L(z) = M z + c`` on ``block`` (all finite), by repeated
+    squaring of ``[[M, c], [0, 1]]``; None when an entry needs more than ``_MAX_BOUND_BITS`` bits."""
+    size = len(block)
+    where = {i: k for k, i in enumerate(block)}
+    square = [[ZERO] * (size + 1) for _ in range(size + 1)]
+    for k, i in enumerate(block):
+        for j, m in rows[i].items():
+            square[k][where[j]] = to_rational(m)
+        square[k][size] = to_rational(c[i])
+    square[size][size] = ONE
+    vector = [to_rational(start[i]) for i in block] + [ONE]
+
+    def too_large(values):
+        return any(v.numerator.bit_length() > _MAX_BOUND_BITS or v.denominator.bit_length() > _MAX_BOUND_BITS
+                   for v in values)
+
+    while power:
+        if power & 1:
+            vector = [sum((a * v for a, v in zip(row, vector)), ZERO) for row in square]
+            if too_large(vector):
+                return None
+        power >>= 1
+        if power:
+            square = [[sum((row[q] * square[q][col] for q in range(size + 1) if row[q]), ZERO)
+                       for col in range(size + 1)] for row in square]
+            if too_large(v for row in square for v in row):
+                return None
+    return {i: vector[k] for k, i in enumerate(block)}
+
+
+def _hull_after(rows, block, z, c, steps):
+    """The hull of ``z_t = M z_{t-1} + c`` over ``steps`` steps from ``z`` (step 3 of the module doc)."""
+    current = {i: z[i] for i in block}
+    for done in range(min(steps, _MAX_HULL_STEPS)):
+        following = _step(rows, block, current, c)
+        rising = all(following[i] >= current[i] for i in block)
+        finite = all(current[i] not in (INF, -INF) for i in block) and all(c[i] != INF for i in block)
+        if rising and finite and len(block) <= _SOLVED_BLOCK:
+            # from here on the hull is the linear recurrence: M (L h - h) >= 0 keeps every step rising
+            power = _affine_power(rows, block, current, c, steps - done)
+            return power if power is not None else {i: INF for i in block}
+        grown = {i: max(current[i], following[i]) for i in block}
+        if grown == current:
+            return current
+        current = grown
+    if steps > _MAX_HULL_STEPS:
+        raise LsrlError(
+            f"value_bounds: max_length={steps + 1} is beyond the {_MAX_HULL_STEPS:,} steps that a state whose "
+            "bound has no closed form is iterated for; give a smaller max_length or none (infinite bounds)"
+        )
+    return current
+
+
 def _linstate_bounds(node, x_low, x_high, max_length):
     n = node.dim
     rows = _interval_matrix(node.A, n)
@@ -243,7 +308,7 @@ def _bound_blocks(rows, z, c, max_length) -> None:
         if not closed:
             bound = _geometric_bound(local, block, z, drive)
         if bound is None and max_length is not None:
-            _, bound = _hull_iteration(local, block, z, drive, max(max_length - 1, 0))
+            bound = _hull_after(local, block, z, drive, max_length - 1)
         if bound is None:
             bound = {i: INF for i in block}
         z.update(bound)
@@ -300,6 +365,13 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     every step of every sequence whose inputs lie within the declared ``Input`` bounds (and, with
     ``max_length``, that has at most ``max_length`` steps). ``.finite`` says whether all are finite,
     ``.unbounded`` lists the components that are not."""
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral)
+                                   or max_length < 1):
+        raise LsrlError(f"value_bounds: max_length must be a positive integer (the longest sequence) or None, "
+                        f"got {type(max_length).__name__} {max_length!r}")
+    if not isinstance(node, N.Node):
+        raise LsrlError(f"value_bounds: expected a node, got {type(node).__name__}")
+    max_length = None if max_length is None else int(max_length)
     key = (N.rewirings, max_length)
 
     def known(x):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 
 from lsrl.errors import DimensionError, SequenceError
-from lsrl.numbers import ZERO, Matrix, to_rational
+from lsrl.numbers import ZERO, Matrix, is_number, to_rational
 
 if TYPE_CHECKING:
     import gmpy2
@@ -72,15 +72,59 @@ def _float_bound_violation(values, bounds, below):
     return beyond | ((values == rounded) & rounded_outside)
 
 
+_FLOAT64_MAX = np.finfo(np.float64).max
+
+
+def _not_numbers(input_node, what):
+    return SequenceError(f"{input_node.describe()}: the input sequence holds {what}; expected real numbers "
+                         "(a list or an array of ints or floats)")
+
+
+def refuse_non_numbers(xs: ArrayLike, input_node: Input) -> ArrayLike:
+    """Refuse, with one ``SequenceError``, what numpy would read as numbers but is not: masked arrays
+    (the mask would be lost), dates and durations, text and bytes (``"1.5"`` would be parsed),
+    ``None`` and other objects. Lists are checked through the array numpy makes of them, which is
+    returned (``xs`` itself where numpy cannot make one: a ragged list, left to the shape check)."""
+    if isinstance(xs, np.ma.MaskedArray):
+        raise _not_numbers(input_node, "a masked array (its mask would be lost: pass xs.filled(value))")
+    if isinstance(xs, np.ndarray):
+        array = xs
+    else:
+        try:
+            array = np.asarray(xs)
+        except (TypeError, ValueError):  # ragged: the caller's own reading names the shape
+            return xs
+    kind = array.dtype.kind
+    if kind in "biufc":
+        return array
+    if kind != "O":
+        names = {"M": "dates", "m": "durations", "U": "text", "S": "bytes", "V": "records"}
+        raise _not_numbers(input_node, f"{names.get(kind, 'non-numbers')} (dtype {array.dtype})")
+    for value in array.reshape(-1).tolist():
+        if not is_number(value):
+            raise _not_numbers(input_node, f"{type(value).__name__} {value!r}"[:120])
+    return array
+
+
+def _float64_or_refuse(xs, input_node):
+    """``xs`` as float64; a Python int beyond float64's range is refused (numpy raises ``OverflowError``)."""
+    try:
+        return np.asarray(xs, dtype=np.float64)
+    except OverflowError:
+        raise SequenceError(f"{input_node.describe()}: the input sequence holds an integer beyond float64's range "
+                            f"(|x| <= {_FLOAT64_MAX:.3g}); run it exactly with exact=True") from None
+
+
 class FloatMode:
     name = "float"
 
     def read(self, xs: ArrayLike, input_node: Input, check_bounds: bool = True) -> tuple[np.ndarray, bool, int]:
         """``(B, T, d)`` float64 array, whether the batch axis was added, and the number of steps."""
+        xs = refuse_non_numbers(xs, input_node)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", np.exceptions.ComplexWarning)
-                array = np.asarray(xs, dtype=np.float64)
+                array = _float64_or_refuse(xs, input_node)
         except np.exceptions.ComplexWarning:
             raise SequenceError(f"{input_node.describe()}: the input sequence holds complex numbers") from None
         except (TypeError, ValueError) as error:
@@ -137,6 +181,7 @@ class ExactMode:
 
     def read(self, xs: ArrayLike, input_node: Input, check_bounds: bool = True) -> tuple[Sequences, bool, int]:
         """Lists (batch) of lists (time) of lists of mpq, whether the batch axis was added, the steps."""
+        xs = refuse_non_numbers(xs, input_node)
         try:
             array = np.array(xs, dtype=object)
         except ValueError as error:

@@ -22,9 +22,11 @@ from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
-    DEFAULT_LAMBDA, DEFAULT_MU, f_and, f_bump, f_constant, f_ifelse, f_larger, f_not, f_smaller, f_step,
+    DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_bump, f_constant, f_ifelse, f_larger, f_not, f_smaller,
+    f_step, positive_integer, positive_number,
 )
 
+MAX_PROMPT_CELLS = 10**7  # continuous_prompt builds one token (a Python list) per cell: a stated bound
 FLAG_MU = 2  # steepness for flags in [0, 1] compared at 1/2: a margin of 1/2 saturates a step of slope 2
 
 
@@ -61,6 +63,11 @@ def continuous_approximator(
     multiplicative ones, which have no ``lambda_``, do not. ``mu`` is the edge steepness of both
     constructions; ``lambda_`` is ignored by the robust one.
     """
+    d_in = positive_integer(d_in, "continuous_approximator: d_in")
+    d_out = positive_integer(d_out, "continuous_approximator: d_out")
+    if ifelse not in IFELSE_VARIANTS:
+        raise LsrlError(f"continuous_approximator: unknown ifelse variant {ifelse!r}; "
+                        f"expected one of {IFELSE_VARIANTS}")
     if robust:
         return _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound)
 
@@ -99,8 +106,8 @@ def _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound):
             f"continuous_approximator(robust=True, ifelse={ifelse!r}) needs value_bound= (a bound on |f|): "
             "the ReLU-based conditionals take lambda from it"
         )
-    if value_bound is not None and value_bound <= 0:
-        raise LsrlError(f"continuous_approximator: value_bound must be positive, got {value_bound}")
+    if value_bound is not None:
+        positive_number(value_bound, "continuous_approximator: value_bound")
     low = [0] * (1 + d_in) + [None if value_bound is None else -value_bound] * d_out
     high = [1] * (1 + d_in) + [value_bound] * d_out
     token = Input(dim=1 + d_in + d_out, name="token", bounds=(low, high))
@@ -131,14 +138,30 @@ def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: in
     ``f`` maps a length-d_in numpy vector to d_out values. With ``exact=True`` the grid numbers are
     Fractions (object array) so that an exact run sees exactly the cells of the grid.
     """
+    d_in = positive_integer(d_in, "continuous_prompt: d_in")
+    d_out = positive_integer(d_out, "continuous_prompt: d_out")
+    cells_per_dim = positive_integer(cells_per_dim, "continuous_prompt: cells_per_dim")
+    if not callable(f):
+        raise LsrlError(f"continuous_prompt: f must be a function of a length-d_in vector, got {type(f).__name__}")
+    if cells_per_dim ** d_in > MAX_PROMPT_CELLS:
+        raise LsrlError(f"continuous_prompt: cells_per_dim ** d_in = {cells_per_dim}^{d_in} cells is more than "
+                        f"{MAX_PROMPT_CELLS:,} prompt tokens")
     step = Fraction(1, cells_per_dim)
     rows = []
     for cell in itertools.product(range(cells_per_dim), repeat=d_in):
         lower = [index * step for index in cell]
         centre = np.array([float(v + step / 2) for v in lower])
-        value = np.asarray(f(centre), dtype=np.float64).reshape(-1)
+        returned = f(centre)
+        try:
+            value = np.asarray(returned, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            raise LsrlError(f"continuous_prompt: f returned {returned!r} at {centre.tolist()}, "
+                            f"expected d_out = {d_out} "
+                            "numbers") from None
         if value.shape != (d_out,):
-            raise ValueError(f"continuous_prompt: f returned {value.shape[0]} values, expected d_out = {d_out}")
+            raise LsrlError(f"continuous_prompt: f returned {value.shape[0]} values, expected d_out = {d_out}")
+        if not np.all(np.isfinite(value)):
+            raise LsrlError(f"continuous_prompt: f returned {value.tolist()} at {centre.tolist()}, not finite numbers")
         rows.append([step] + lower + ([Fraction(repr(float(v))) for v in value] if exact else list(value)))
     if exact:
         return np.array(rows, dtype=object)
@@ -148,5 +171,6 @@ def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: in
 def continuous_query(q: ArrayLike, d_out: int) -> np.ndarray:
     """The query token ``[q', 0_{d_out+1}]`` as a ``(1, 1 + d_in + d_out)`` array; it is the model's
     first input token, before ``continuous_prompt``'s."""
+    d_out = positive_integer(d_out, "continuous_query: d_out")
     q = list(np.asarray(q, dtype=object).reshape(-1))
     return np.array([q + [0] * (d_out + 1)], dtype=object)

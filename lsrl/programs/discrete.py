@@ -12,6 +12,7 @@ to a cyclic permutation state with rational weights (``counter="rotation"`` give
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -23,7 +24,8 @@ from lsrl.lang.nodes import Concat, Input, Linear, LinState
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
-    DEFAULT_LAMBDA, DEFAULT_MU, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not, f_smaller,
+    DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not,
+    f_smaller, positive_integer,
 )
 
 ROBUST_MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates a step of slope 2
@@ -49,6 +51,13 @@ def discrete_approximator(
       half-integer, a margin of 1/2, so steps of steepness ``mu = 2`` are exact;
     - ``lambda_`` only has to exceed the branch values, tokens and registers: ``vocabulary + 1``.
     """
+    n = positive_integer(n, "discrete_approximator: n")
+    if vocabulary is not None:
+        vocabulary = _vocabulary(vocabulary, "discrete_approximator")
+    if counter not in ("permutation", "rotation"):
+        raise LsrlError(f"discrete_approximator: counter must be 'permutation' or 'rotation', got {counter!r}")
+    if ifelse not in IFELSE_VARIANTS:
+        raise LsrlError(f"discrete_approximator: unknown ifelse variant {ifelse!r}; expected one of {IFELSE_VARIANTS}")
     if robust:
         if vocabulary is None:
             raise LsrlError("discrete_approximator(robust=True) needs vocabulary= (the largest token)")
@@ -119,7 +128,13 @@ def check_discrete_prompt(prompts: ArrayLike, n: int, vocabulary: int | None = N
     meaningless on other tokens. Its ``Input`` bounds ``(0, vocabulary)`` make every runner refuse
     negative and (with ``vocabulary``) too large tokens; this helper (and ``discrete_prompt``)
     catch the rest. Other shapes are left to the runners' own input check."""
-    array = np.asarray(prompts, dtype=object)
+    n = positive_integer(n, "check_discrete_prompt: n")
+    if vocabulary is not None:
+        vocabulary = _vocabulary(vocabulary, "check_discrete_prompt")
+    try:
+        array = np.asarray(prompts, dtype=object)
+    except ValueError:  # ragged
+        return
     if array.ndim not in (2, 3) or array.shape[-1] != 1:
         return
     for index, prompt in enumerate(array.reshape((-1,) + array.shape[-2:])[..., 0]):
@@ -132,9 +147,23 @@ def check_discrete_prompt(prompts: ArrayLike, n: int, vocabulary: int | None = N
             raise LsrlError(f"{where}: expected {n} query tokens then key/value pairs of {n} tokens each, "
                             f"got {len(prompt)} tokens")
         query, pairs = list(prompt[:n]), prompt[n:].reshape(-1, 2 * n)
+        seen: set[tuple[int, ...]] = set()
+        for pair in pairs:
+            key = tuple(int(t) for t in pair[:n])
+            if key in seen:
+                raise LsrlError(f"{where}: the key {list(key)} appears more than once; the network would add up "
+                                "their values")
+            seen.add(key)
         if not any(list(pair[:n]) == query for pair in pairs):
             raise LsrlError(f"{where}: the query {[int(t) for t in query]} is not one of the prompt's keys "
                             "(the network would answer 0 0 ..., indistinguishable from a value)")
+
+
+def _vocabulary(vocabulary: object, owner: str) -> int:
+    """The largest token: a non-negative integer."""
+    if isinstance(vocabulary, bool) or not isinstance(vocabulary, numbers.Integral) or vocabulary < 0:
+        raise LsrlError(f"{owner}: vocabulary (the largest token) must be a non-negative integer, got {vocabulary!r}")
+    return int(vocabulary)
 
 
 def _is_token(value, vocabulary) -> bool:
@@ -155,18 +184,49 @@ def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Seque
     """Keys and values one after the other as a ``(2 n len(mapping), 1)`` array of tokens.
 
     With ``query``, its n tokens come first (the complete model input); it must be one of the keys.
+    Keys must differ (as token tuples: ``(1, 2)`` and ``(1.0, 2.0)`` are one key): the network adds
+    up the values of a repeated key.
     """
-    if query is not None and tuple(query) not in {tuple(key) for key in mapping}:
-        raise LsrlError(f"discrete_prompt: the query {tuple(query)} is not one of the keys; the network "
-                        "would answer 0 0 ..., indistinguishable from a value")
-    rows = [] if query is None else list(query)
-    lengths = {len(query)} if query is not None else set()
-    for key, value in mapping.items():
-        lengths |= {len(key), len(value)}
-        rows.extend(key)
-        rows.extend(value)
+    if not isinstance(mapping, Mapping):
+        raise LsrlError(f"discrete_prompt: mapping must be a dict of key -> value token tuples, got "
+                        f"{type(mapping).__name__}")
+    if not mapping:
+        raise LsrlError("discrete_prompt: mapping is empty; give at least one key -> value pair")
+    pairs = [(_tokens(key, "key"), _tokens(value, f"value of key {key!r}")) for key, value in mapping.items()]
+    seen: set[tuple[int, ...]] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise LsrlError(f"discrete_prompt: the key {key} appears more than once; the network would add up "
+                            "their values")
+        seen.add(key)
+    lengths = {len(part) for pair in pairs for part in pair}
+    if query is not None:
+        query = _tokens(query, "query")
+        lengths.add(len(query))
     if len(lengths) > 1:
         raise LsrlError(f"discrete_prompt: keys, values and query must all have one length n, got lengths {lengths}")
-    if any(int(t) != t or t < 0 for t in rows):
-        raise LsrlError("discrete_prompt: tokens must be non-negative integers")
+    if query is not None and query not in seen:
+        raise LsrlError(f"discrete_prompt: the query {query} is not one of the keys; the network "
+                        "would answer 0 0 ..., indistinguishable from a value")
+    rows = [] if query is None else list(query)
+    for key, value in pairs:
+        rows.extend(key)
+        rows.extend(value)
     return np.array(rows, dtype=np.int64).reshape(-1, 1)
+
+
+def _tokens(value: object, what: str) -> tuple[int, ...]:
+    """A key, value or query as a non-empty tuple of non-negative integer tokens."""
+    try:
+        tokens = list(value)
+    except TypeError:
+        raise LsrlError(f"discrete_prompt: {what} must be a sequence of tokens, got {type(value).__name__} "
+                        f"{value!r}") from None
+    if not tokens:
+        raise LsrlError(f"discrete_prompt: {what} is empty; keys and values hold n >= 1 tokens")
+    bad = [t for t in tokens if isinstance(t, (str, bytes)) or not _is_token(t, None)]
+    if bad:
+        raise LsrlError(f"discrete_prompt: tokens must be non-negative integers, got {bad[0]!r} in {what}")
+    if any(t > np.iinfo(np.int64).max for t in tokens):
+        raise LsrlError(f"discrete_prompt: token beyond int64 in {what}")
+    return tuple(int(t) for t in tokens)
