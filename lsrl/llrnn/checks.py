@@ -74,13 +74,19 @@ def _real_scalar(value: Any) -> bool:
     return getattr(dtype, "kind", "") in "iuf"
 
 
-def integers(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[int, ...]:
-    """``values`` (an iterable of integers, not a string) as a tuple; empty refused if ``nonempty``."""
+def _items(owner: str, name: str, values: Any, nonempty: bool, kind: str, one: str) -> tuple:
+    """``values`` (an iterable, not a string itself) as a tuple; empty refused if ``nonempty``."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of integers, got {_shown(values)}")
+        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {_shown(values)}")
     items = tuple(values)
     if nonempty and not items:
-        raise LlrnnArgumentError(f"{owner}: {name} must hold at least one integer, got an empty sequence")
+        raise LlrnnArgumentError(f"{owner}: {name} must hold at least one {one}, got an empty sequence")
+    return items
+
+
+def integers(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[int, ...]:
+    """``values`` (an iterable of integers, not a string) as a tuple; empty refused if ``nonempty``."""
+    items = _items(owner, name, values, nonempty, "integers", "integer")
     for item in items:
         if isinstance(item, bool):
             raise LlrnnArgumentError(f"{owner}: {name} must hold integers, got {item!r}")
@@ -93,11 +99,7 @@ def integers(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple
 
 def strings(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[str, ...]:
     """``values`` (an iterable of strings, not a string itself) as a tuple; empty refused if ``nonempty``."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of strings, got {_shown(values)}")
-    items = tuple(values)
-    if nonempty and not items:
-        raise LlrnnArgumentError(f"{owner}: {name} must hold at least one entry, got an empty sequence")
+    items = _items(owner, name, values, nonempty, "strings", "entry")
     for item in items:
         if not isinstance(item, str):
             raise LlrnnArgumentError(f"{owner}: {name} must hold strings, got {_shown(item)}")
