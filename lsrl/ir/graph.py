@@ -157,10 +157,10 @@ class Graph:
             self.replace(concat, gathered)
             return gathered
         before, concat.inputs, concat.picks = concat.inputs, inputs, picks
-        for x in set(before) | set(inputs):  # joining neighbouring slots changes other inputs' edge counts too
-            edges = sum(1 for y in inputs if y is x)
-            if edges:
-                self.users[x][concat] = edges
+        edges = Counter(inputs)  # joining neighbouring slots changes other inputs' edge counts too
+        for x in set(before) | edges.keys():
+            if edges[x]:
+                self.users[x][concat] = edges[x]
             else:
                 del self.users[x][concat]
         self.remove(old)
