@@ -48,15 +48,6 @@ def stand_in(config, input_dim, slots, dtype, device):
     return StandIn(input_dim, config.controller_dim, slots=4, dtype=dtype, device=device)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny recurrent models run many times faster on one thread than on contended cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def with_stand_in(monkeypatch):
     monkeypatch.setitem(training.MODELS, "stand_in", stand_in)

@@ -28,14 +28,6 @@ from lsrl.llrnn.train import MAX_STEPS, TrainConfig, Trainer, TrainingError, pre
 from lsrl.workers import MAX_WORKERS, StudyError, check_workers
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _one_line_failure(args, *words, code=None):
     result = CliRunner().invoke(main, args)
     assert result.exit_code != 0 and (code is None or result.exit_code == code), result.output
