@@ -157,12 +157,13 @@ class Graph:
             self.replace(concat, gathered)
             return gathered
         before, concat.inputs, concat.picks = concat.inputs, inputs, picks
-        edges = Counter(inputs)  # joining neighbouring slots changes other inputs' edge counts too
-        for x in set(before) | edges.keys():
-            if edges[x]:
-                self.users[x][concat] = edges[x]
-            else:
-                del self.users[x][concat]
+        edges: dict[Op, int] = {}  # joining neighbouring slots changes other inputs' edge counts too
+        for x in inputs:
+            edges[x] = edges.get(x, 0) + 1
+        for x in set(before).difference(edges):
+            del self.users[x][concat]
+        for x, count in edges.items():
+            self.users[x][concat] = count
         self.remove(old)
         return concat
 

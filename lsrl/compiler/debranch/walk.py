@@ -42,8 +42,7 @@ case when it does not decrease (there is no step budget):
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 
 from lsrl.compiler.debranch.cases import (
     case_1a, case_1b, case_2, case_2r, case_3, case_4, case_5a, case_5b, case_6, case_6r, case_7a, case_7b, case_8,
@@ -178,11 +177,18 @@ def debranch_at(graph: Graph, v: Op) -> None:
 def _configuration(graph: Graph, case: Case, users: list[Op]) -> tuple:
     """What ``case`` is applied to at a branching op: its users as kind, width, weights and picks,
     with the kinds of their readers (at one end of the path, the ops a case rewrites)."""
-    users_seen = Counter(
-        (u.kind, u.dim, computation(u)[2:], frozenset(Counter(r.kind for r in graph.users[u]).items()))
-        for u in users
-    )  # a multiset: the order of the users does not matter, and the keys are cached, cheap to hash
-    return case.__name__, frozenset(users_seen.items())
+    users_seen = _multiset(
+        (u.kind, u.dim, computation(u)[2:], _multiset(r.kind for r in graph.users[u])) for u in users
+    )  # the order of the users does not matter, and the keys are cached, cheap to hash
+    return case.__name__, users_seen
+
+
+def _multiset(items: Iterable[Hashable]) -> frozenset[tuple[Hashable, int]]:
+    """``items`` with their multiplicities, hashable (a plain dict: ``Counter`` costs more per call here)."""
+    counts: dict[Hashable, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return frozenset(counts.items())
 
 
 def _fusion_measure(graph: Graph) -> tuple[int, int]:
