@@ -35,6 +35,8 @@ _RESIDUAL_LABELS = (
     "projections (never run) are not; neither is App. E's ``conv.conv`` (channels first)"
 )
 _BLOCK_REPORT = "lsrl.targets.recurrent:block_report"
+_STOCK_LABELS = ("none: ``core`` (the stock LSTM / GRU) holds scaled, sign-paired values, so ``net.labels`` is None "
+                 "and ``patch=`` raises; ``readout`` is the output")
 
 # Eq. (3) and (4): a linear recurrence, then an MLP (times the gate MLP gamma(x) when gated)
 register(Target("linear_rnn", "lsrl.targets.recurrent:build_linear_rnn", _BLOCK_REPORT, _BLOCK_LABELS, gated=False))
@@ -64,11 +66,11 @@ register(Target("griffin", "lsrl.targets.hawk:build_griffin", "lsrl.targets.hawk
 # small-signal values, scales from value_bounds at max_len); built from the compiled program itself
 register(ProgramTarget(
     "stock_lstm", "lsrl.targets.stock_rnn:build_stock_lstm", "lsrl.targets.stock_rnn:layer_report",
-    "none: the units hold scaled, sign-paired values (net.labels is None; patch= raises)",
+    _STOCK_LABELS,
     options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain"), relu_state=True,
 ))
 register(ProgramTarget(
     "stock_gru", "lsrl.targets.stock_rnn:build_stock_gru", "lsrl.targets.stock_rnn:layer_report",
-    "none: the units hold scaled, sign-paired values (net.labels is None; patch= raises)",
+    _STOCK_LABELS,
     options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain"), relu_state=True,
 ))

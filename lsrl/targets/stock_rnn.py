@@ -526,6 +526,14 @@ class StockRNNModel(CachedRun, nn.Module):
                 f"amplitude={self.scales.amplitude:g}, gate_amplitude={self.scales.gate_amplitude:g}")
 
 
+def stock_dtype(name: str) -> torch.dtype:
+    """The torch dtype named ``"float32"`` or ``"float64"``."""
+    dtypes = {value: key for key, value in DTYPES.items()}
+    if name not in dtypes:
+        raise LsrlError(f"stock targets: dtype must be 'float32' or 'float64', got {name!r}")
+    return dtypes[name]
+
+
 def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str) -> Scales:
     if dtype not in DTYPES:
         raise LsrlError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
@@ -587,14 +595,14 @@ _ONNX_OPERATORS = {  # ONNX operator, PyTorch gate blocks in ONNX order, attribu
 }
 
 
-def export_onnx(net: StockRNNModel, path: Any) -> Any:
+def export_stock_onnx(net: StockRNNModel, path: Any) -> Any:
     """Write ``net`` (a ``stock_lstm`` / ``stock_gru`` module) as an ONNX model to ``path``: one standard
     ``LSTM`` / ``GRU`` operator per layer of the core (its default activations: sigmoid, tanh, tanh; the
     GRU with ``linear_before_reset=1``, PyTorch's formula), then ``MatMul`` + ``Add`` for the readout, in the
     module's dtype. ``x``: ``(batch, time, d_in)``, ``y``: ``(batch, time, d_out)``. Returns the path.
     onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``)."""
     if getattr(net, "architecture", None) not in _ONNX_OPERATORS:
-        raise LsrlError(f"export_onnx: needs a module of {tuple(_ONNX_OPERATORS)}, got "
+        raise LsrlError(f"export_stock_onnx: needs a module of {tuple(_ONNX_OPERATORS)}, got "
                         f"{getattr(net, 'architecture', type(net).__name__)!r}")
     g, out = _onnx_graph(net)
     doc = (f"lsrl {net.architecture}: a compiled program in stock {net.core.__class__.__name__} operators; "
@@ -602,7 +610,7 @@ def export_onnx(net: StockRNNModel, path: Any) -> Any:
     try:
         return g.write(out, path, f"lsrl_{net.architecture}", net.d_in, net.readout.out_features, doc)
     except OSError as error:
-        raise LsrlError(f"export_onnx: cannot write {str(path)!r}: {error.strerror or error}") from None
+        raise LsrlError(f"export_stock_onnx: cannot write {str(path)!r}: {error.strerror or error}") from None
 
 
 def _onnx_graph(net: StockRNNModel) -> tuple[OnnxGraph, str]:
@@ -622,4 +630,7 @@ def _onnx_graph(net: StockRNNModel) -> tuple[OnnxGraph, str]:
     return g, g.linear(seq, to_numpy(net.readout.weight), to_numpy(net.readout.bias), hint="readout")
 
 
-__all__ = ["StockRNNModel", "build_stock_gru", "build_stock_lstm", "export_onnx", "layer_report", "power_sum"]
+__all__ = [
+    "StockRNNModel", "build_stock_gru", "build_stock_lstm", "export_stock_onnx", "layer_report", "power_sum",
+    "stock_dtype",
+]
