@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -77,6 +77,9 @@ from lsrl.lang import value_bounds
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
 from lsrl.targets.onnx_graph import OnnxGraph, reorder_gates, to_numpy
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
 DTYPES = {torch.float32: "float32", torch.float64: "float64"}
@@ -559,14 +562,14 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
     return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales)
 
 
-def build_stock_lstm(model, max_len: int | None = None, dtype: torch.dtype = torch.float32,
+def build_stock_lstm(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
                      amplitude: float | None = None, gate_amplitude: float | None = None,
                      gain: float = 1.0) -> StockRNNModel:
     """``model`` (a CompiledProgram) in one stock ``torch.nn.LSTM`` (module docstring); ``max_len`` required."""
     return _build("lstm", model, max_len, dtype, amplitude, gate_amplitude, gain)
 
 
-def build_stock_gru(model, max_len: int | None = None, dtype: torch.dtype = torch.float32,
+def build_stock_gru(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
                     amplitude: float | None = None, gate_amplitude: float | None = None,
                     gain: float = 1.0) -> StockRNNModel:
     """``model`` (a CompiledProgram) in one stock ``torch.nn.GRU`` (module docstring); ``max_len`` required."""
