@@ -99,6 +99,9 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
     if target in STOCK:  # one stock LSTM / GRU in the ONNX dtype, its scales from the bounds at --max-len
         from lsrl.targets.stock_rnn import export_stock_onnx, stock_dtype
 
+        if max_len is None:
+            raise LsrlError(f"--target {target} needs --max-len (the longest sequence: the scales come from the "
+                            "value bounds at that length)")
         module = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype))
         return f"{target}.onnx", lambda path: export_stock_onnx(module, path)
     module = model.to_torch(target, **options)

@@ -293,3 +293,19 @@ def test_layer_report_and_summary(arch):
         torch.count_nonzero(net.h0))
     assert f"tolerance={net.tolerance:.3g}" in repr(net)
     assert f"\n{arch}: 2 layers" in lsrl.targets.inspect(model, archs=(arch,), max_len=50)
+
+
+def test_the_command_line_writes_the_onnx_file(tmp_path):
+    from click.testing import CliRunner
+
+    from lsrl.cli import main
+
+    source = tmp_path / "fig1.py"
+    source.write_text("from lsrl.programs import more_ones_than_zeros\nprogram = more_ones_than_zeros()\n")
+    runner = CliRunner()
+    done = runner.invoke(main, ["compile", f"{source}:program", "--target", "stock_gru", "--max-len", "20",
+                                "-o", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "out" / "stock_gru.onnx").is_file()
+    refused = runner.invoke(main, ["compile", f"{source}:program", "--target", "stock_gru", "-o", str(tmp_path / "x")])
+    assert refused.exit_code != 0 and "needs --max-len" in refused.output
