@@ -309,3 +309,20 @@ def test_the_command_line_writes_the_onnx_file(tmp_path):
     assert (tmp_path / "out" / "stock_gru.onnx").is_file()
     refused = runner.invoke(main, ["compile", f"{source}:program", "--target", "stock_gru", "-o", str(tmp_path / "x")])
     assert refused.exit_code != 0 and "needs --max-len" in refused.output
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_torch_sigmoid_and_tanh_are_as_accurate_as_the_proof_assumes(dtype):
+    """The bound charges ACTIVATION_ULPS units of roundoff to every sigmoid and tanh (module docstring);
+    the reference is computed in numpy's long double (64-bit significand on x86)."""
+    from lsrl.targets.stock_rnn import ACTIVATION_ULPS
+
+    u = torch.finfo(dtype).eps / 2
+    x = np.concatenate([np.linspace(-40, 40, 200_001), np.logspace(-12, 0, 20_001), -np.logspace(-12, 0, 20_001)])
+    x = torch.as_tensor(x).to(dtype)  # representable in dtype
+    wide = x.double().numpy().astype(np.longdouble)
+    references = {torch.sigmoid: 1 / (1 + np.exp(-wide)), torch.tanh: np.tanh(wide)}
+    for function, reference in references.items():
+        got = function(x).double().numpy().astype(np.longdouble)
+        relative = np.abs(got - reference) / np.maximum(np.abs(reference), np.finfo(np.float64).tiny)
+        assert float(relative.max()) <= ACTIVATION_ULPS * u, (function.__name__, float(relative.max()) / u)

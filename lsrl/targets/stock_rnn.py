@@ -32,8 +32,10 @@ construction assumes that a matrix product computes identical rows identically; 
 
 **Error bound (the proof).** Write ``u`` for the unit roundoff of ``dtype``, ``gamma_n = n u / (1 - n u)``,
 ``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``. Every
-decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``; by induction over layers and steps
-``|v^| <= phi M`` (checked: ``E <= (phi - 1) M``, else the program is refused). Facts used:
+decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``. Every layer first raises the bounds of
+what it reads by ``16`` times the errors that reach it (``M <- M + 16 E_in``, so ``|v^| <= phi M`` for its
+inputs); a state also reads its own past, so by induction over the steps ``|s^| <= phi M`` needs
+``E <= (phi - 1) M``: checked, else the program is refused. Facts used:
 ``|tanh y - y| <= |y|^3 / 3``; so ``|tanh(tanh y) - y| <= 2 |y|^3 / 3``; ``0 <= x sigma(-K x) <= 0.2785 / K``
 for ``x >= 0`` (so ``|sigma(K w) w - ReLU(w)| <= 0.2785 / K``); tanh is 1-Lipschitz, sigma 1/4-Lipschitz,
 ReLU 1-Lipschitz. Per decoded component, with the pre-activation rounding
