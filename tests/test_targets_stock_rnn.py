@@ -16,7 +16,10 @@ import pytest
 import torch
 
 import lsrl
-from lsrl.programs import discrete_approximator, discrete_prompt, more_ones_than_zeros, parity, squaring
+from lsrl.programs import (
+    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator, discrete_prompt,
+    more_ones_than_zeros, parity, squaring,
+)
 from lsrl.targets import STOCK, layer_report
 from lsrl.targets.stock_rnn import GATE_AMPLITUDE, RELU_KNEE, export_stock_onnx, power_sum
 from test_random_programs import X_NUM, generate_program
@@ -120,6 +123,20 @@ def test_listing2_answers_every_query(arch):
     answers = np.round(out[:, -2:, 0])  # the last n outputs answer the query
     assert np.array_equal(answers, reference[:, -2:, 0])
     assert [tuple(row) for row in answers.astype(int)] == [mapping[(1, 2)], mapping[(4, 0)], mapping[(3, 3)]]
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_listing1_approximates_within_its_tolerance(arch):
+    """Listing 1 (robust): in float64 the stated tolerance is small; float32 states a useless one (the
+    value bounds the scales rest on are loose), so it is not tested there."""
+    program = continuous_approximator(1, 1, robust=True, value_bound=1)
+    model = lsrl.compile(program, progress=False)
+    prompt = continuous_prompt(lambda x: np.sin(3 * x), 1, 1, 8)
+    xs = np.stack([np.vstack([continuous_query([q], 1), prompt]).astype(np.float64) for q in (0.1, 0.45, 0.9)])
+    reference = exact(model, xs)
+    net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+    assert np.max(np.abs(run(net, xs) - reference)) <= net.tolerance <= 1e-2
+    assert np.abs(reference[:, -1, 0] - np.sin(3 * np.array([0.1, 0.45, 0.9]))).max() < 0.2  # it approximates
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
