@@ -123,6 +123,9 @@ def test_listing2_answers_every_query(arch):
     answers = np.round(out[:, -2:, 0])  # the last n outputs answer the query
     assert np.array_equal(answers, reference[:, -2:, 0])
     assert [tuple(row) for row in answers.astype(int)] == [mapping[(1, 2)], mapping[(4, 0)], mapping[(3, 3)]]
+    # float32: the value bounds (outputs up to 2e11 where the tokens are at most 4) leave no accuracy: refused
+    with pytest.raises(lsrl.LsrlError, match="would carry nothing|exceeds 1/16 of its value bound"):
+        model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float32)
 
 
 @pytest.mark.parametrize("arch", STOCK)

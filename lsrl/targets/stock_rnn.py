@@ -61,7 +61,8 @@ largest output component. ``AMPLITUDE`` keeps the truncation below the rounding 
 both scales and the gains are options (``amplitude``, ``gate_amplitude``, ``gain``: the tests show the
 bounds at their boundary). Overflow: every weight and every pre-activation bound must stay below
 ``finfo(dtype).max / 16``, and every scale ``eps`` above ``finfo.tiny / u``; checked before any module is
-built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming the node otherwise).
+built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming the node otherwise). A
+module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too.
 """
 
 from __future__ import annotations
@@ -445,6 +446,17 @@ class _Builder:
         return weight, self.c, propagated + self.rounding(magnitude, count)
 
 
+def _check_informative(name: str, model, builder: _Builder, tolerances: np.ndarray) -> None:
+    """Refuse a module whose tolerance is as large as every output's own bound: it would say nothing."""
+    last = model.layers[-1] if model.layers else model.input
+    largest = float(np.max(builder.bounds(last), initial=0.0))
+    if tolerances.size and float(np.max(tolerances)) >= max(largest, float(np.finfo(np.float64).tiny)):
+        raise LsrlError(
+            f"{name}: the error bound of the outputs ({float(np.max(tolerances)):.3g}) is as large as their value "
+            f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}: the outputs would "
+            f"carry nothing; use float64, a smaller max_len or tighter Input bounds")
+
+
 def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dtype: torch.dtype) -> None:
     """Every weight and every pre-activation bound below ``finfo(dtype).max / HEADROOM``."""
     largest = float(torch.finfo(dtype).max) / HEADROOM
@@ -561,6 +573,7 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
     builder.walk()
     weight, bias, tolerances = builder.readout()
     _check_overflow(name, builder.layers, weight, scales.dtype)
+    _check_informative(name, model, builder, tolerances)
     return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales)
 
 
