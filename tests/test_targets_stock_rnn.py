@@ -346,3 +346,18 @@ def test_torch_sigmoid_and_tanh_are_as_accurate_as_the_proof_assumes(dtype):
         got = function(x).double().numpy().astype(np.longdouble)
         relative = np.abs(got - reference) / np.maximum(np.abs(reference), np.finfo(np.float64).tiny)
         assert float(relative.max()) <= ACTIVATION_ULPS * u, (function.__name__, float(relative.max()) / u)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_gru_pair_cancels_its_latched_value_at_the_knee(dtype):
+    """The GRU's ReLU unit keeps z a_{t-1}; its partner removes it with a gate of identical weight rows. The
+    worst case for that assumption: a large latched value (x = 1 one step) then inputs at the knee, where
+    z is neither 0 nor 1 (x of a few 1 / K)."""
+    x = lsrl.Input(3, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, [[1, 1, 1], [1, -1, 0.5]]), name="r")), progress=False)
+    net = model.to_torch("stock_gru", max_len=64, dtype=dtype)
+    K = 2.0 ** math.ceil(math.log2(RELU_KNEE / (torch.finfo(dtype).eps / 2 * 3)))  # the bound of the first sum is 3
+    xs = np.zeros((64, 64, 3))
+    xs[:, ::2] = 1.0
+    xs[:, 1::2, 0] = np.random.default_rng(0).integers(-8, 9, size=(64, 32)) / K
+    assert largest_error(net, xs, exact(model, xs)) <= net.tolerance
