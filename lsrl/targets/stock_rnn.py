@@ -79,7 +79,7 @@ from lsrl.errors import LsrlError
 from lsrl.lang import value_bounds
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
-from lsrl.targets.onnx_graph import OnnxGraph, reorder_gates, to_numpy
+from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
 if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
@@ -608,8 +608,8 @@ def layer_report(module: StockRNNModel) -> list[dict]:
 # ---- ONNX -----------------------------------------------------------------------------------------
 
 _ONNX_OPERATORS = {  # ONNX operator, PyTorch gate blocks in ONNX order, attributes (as lsrl.automata.export)
-    "stock_lstm": ("LSTM", (0, 3, 1, 2), {}),
-    "stock_gru": ("GRU", (1, 0, 2), {"linear_before_reset": 1}),
+    "stock_lstm": ("LSTM", ONNX_GATE_ORDER["lstm"], {}),
+    "stock_gru": ("GRU", ONNX_GATE_ORDER["gru"], {"linear_before_reset": 1}),
 }
 
 
