@@ -167,11 +167,13 @@ class Scales:
         return _unit_roundoff(self.dtype)
 
     def eps(self, M: np.ndarray) -> np.ndarray:
-        """Per component, the power of two that scales ``|v| <= M`` into ``amplitude``."""
-        return _power_floor(self.amplitude / np.maximum(M, 1e-300))
+        """Per component, the power of two that scales ``|v| <= M`` into ``amplitude`` (``amplitude`` itself
+        where ``M = 0``: the value is 0)."""
+        return _power_floor(self.amplitude / np.where(M > 0, M, 1.0))
 
     def eta(self, M: np.ndarray) -> np.ndarray:
-        return _power_floor(self.gate_amplitude / np.maximum(M, 1e-300))
+        """The same for a product's gate factor, into ``gate_amplitude``."""
+        return _power_floor(self.gate_amplitude / np.where(M > 0, M, 1.0))
 
     def relu_gain(self, M: np.ndarray) -> np.ndarray:
         """``K``: the smallest power of two with ``RELU_KNEE / K <= u M`` (times ``gain``); 1 where ``M = 0``
@@ -185,7 +187,7 @@ class CellLayer:
 
     arch: str
     width_in: int
-    rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias_ih, bias_hh)
+    rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias); bias_hh stays 0
     h0: dict = field(default_factory=dict)
     H: list = field(default_factory=list)  # |h| bound per unit
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
@@ -205,8 +207,9 @@ class CellLayer:
         return unit
 
     def gate(self, gate: str, unit: int, ih: np.ndarray | None = None, bias: float = 0.0,
-             hh: dict | None = None, bias_hh: float = 0.0) -> None:
-        self.rows[(gate, unit)] = (ih, dict(hh or {}), float(bias), float(bias_hh))
+             hh: dict | None = None) -> None:
+        """Set ``gate`` of ``unit``: input row ``ih``, bias, recurrent weights ``hh`` ({unit: weight})."""
+        self.rows[(gate, unit)] = (ih, dict(hh or {}), float(bias))
 
     def arrays(self, hidden: int, width_in: int) -> dict:
         """PyTorch's ``weight_ih`` (``width_in`` columns: the previous layer padded), ``weight_hh``,
@@ -215,13 +218,13 @@ class CellLayer:
         G = len(gates)
         w_ih, w_hh = np.zeros((G * hidden, width_in)), np.zeros((G * hidden, hidden))
         b_ih, b_hh, h0 = np.zeros(G * hidden), np.zeros(G * hidden), np.zeros(hidden)
-        for (gate, unit), (ih, hh, bias, bias_r) in self.rows.items():
+        for (gate, unit), (ih, hh, bias) in self.rows.items():
             row = gates.index(gate) * hidden + unit
             if ih is not None:
                 w_ih[row, :len(ih)] = ih
             for column, weight in hh.items():
                 w_hh[row, column] += weight
-            b_ih[row], b_hh[row] = bias, bias_r
+            b_ih[row] = bias
         for unit, value in self.h0.items():
             h0[unit] = value
         return {"weight_ih": w_ih, "weight_hh": w_hh, "bias_ih": b_ih, "bias_hh": b_hh, "h0": h0}
@@ -465,7 +468,7 @@ def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dty
             if not bound <= largest:
                 raise LsrlError(f"{name}: the gates reading {node.describe()} reach {bound:.3g}, beyond "
                                 f"{DTYPES[dtype]}'s range; use float64 or declare tighter Input bounds")
-        for (_, _), (ih, hh, bias, _) in layer.rows.items():
+        for ih, hh, bias in layer.rows.values():
             weights = [abs(bias)] + [abs(w) for w in hh.values()] + ([float(np.max(np.abs(ih)))] if ih is not None and
                                                                        ih.size else [])
             if not max(weights) <= largest:
