@@ -75,7 +75,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.lang import value_bounds
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -298,7 +298,7 @@ class _Builder:
             elif layer.kind == "Multi":
                 self.product(layer, M_out)
             else:  # pragma: no cover - the compiler makes no other layer
-                raise LsrlError(f"{self.name}: cannot build a {layer.kind} layer")
+                raise InternalError(f"{self.name}: a compiled path holds a {layer.kind} layer")
         if not self.layers:  # a program of Linear layers only: one layer of value units carries the input
             self.carry()
 
