@@ -22,7 +22,7 @@ import numpy as np
 import lsrl
 from lsrl.cli_errors import ReportingGroup
 from lsrl.errors import LsrlError
-from lsrl.targets import ARCHITECTURES
+from lsrl.targets import ARCHITECTURES, STOCK
 from lsrl.workers import MAX_WORKERS
 
 
@@ -96,6 +96,14 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
 
     literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
     options = {"max_len": max_len, "construction": "app_e"} if literal else {}
+    if target in STOCK:  # one stock LSTM / GRU in the ONNX dtype, its scales from the bounds at --max-len
+        from lsrl.targets.stock_rnn import export_stock_onnx, stock_dtype
+
+        if max_len is None:
+            raise LsrlError(f"--target {target} needs --max-len (the longest sequence: the scales come from the "
+                            "value bounds at that length)")
+        module = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype))
+        return f"{target}.onnx", lambda path: export_stock_onnx(module, path)
     module = model.to_torch(target, **options)
     if target in ARCHS and not literal:
         check_precision(module, target, onnx_dtype, allow_inexact)
@@ -131,7 +139,8 @@ def demo(plots: str) -> None:
               help="also export this architecture: TARGET.onnx where ONNX has the operators (rnn, gated_rnn, gru, "
                    "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors")
 @click.option("--max-len", type=click.IntRange(min=1), default=None,
-              help="hawk / griffin: use the literal App. E construction, accepting inputs up to this length")
+              help="hawk / griffin: use the literal App. E construction, accepting inputs up to this length; "
+                   "stock_lstm / stock_gru (required): the longest sequence")
 @click.option("--onnx-dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="ONNX element type (onnxruntime runs float32 only for the RNN / GRU / LSTM operators)")
 @click.option("--allow-inexact", is_flag=True,

@@ -11,7 +11,7 @@ from lsrl.errors import InternalError, LsrlError
 from lsrl.model import extensions
 from lsrl.programs import more_ones_than_zeros
 from lsrl.targets import (
-    ARCHITECTURES, NONLINEAR_STATE, OPTIONS, TARGETS, UNGATED, Target, inspect, layer_report, register,
+    ARCHITECTURES, NONLINEAR_STATE, OPTIONS, STOCK, TARGETS, UNGATED, Target, inspect, layer_report, register,
 )
 from lsrl.targets.registry import _resolve
 
@@ -23,12 +23,16 @@ def model():
 
 def test_the_derived_names_read_the_registry():
     assert ARCHITECTURES == (
-        "linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin"
+        "linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk", "griffin",
+        "stock_lstm", "stock_gru",
     )
     assert UNGATED == ("linear_rnn", "rnn")
-    assert NONLINEAR_STATE == ("rnn", "gated_rnn", "gru", "lstm")
+    assert NONLINEAR_STATE == ("rnn", "gated_rnn", "gru", "lstm", "stock_lstm", "stock_gru")
+    assert STOCK == ("stock_lstm", "stock_gru")
+    stock = ("max_len", "dtype", "amplitude", "gate_amplitude", "gain")
     assert OPTIONS == {"gru": ("gate_bound",), "hawk": ("max_len", "construction"),
-                       "griffin": ("max_len", "window", "heads", "construction")}
+                       "griffin": ("max_len", "window", "heads", "construction"),
+                       "stock_lstm": stock, "stock_gru": stock}
     assert TARGETS is extensions.TARGETS  # one registry: the model looks up what lsrl.targets registers
 
 
@@ -42,7 +46,7 @@ def test_every_entry_names_functions_that_exist(arch):
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_layer_report_goes_through_the_module_architecture(model, arch):
-    net = model.to_torch(arch)
+    net = model.to_torch(arch, **({"max_len": 8} if arch in STOCK else {}))
     assert net.architecture == arch
     rows = layer_report(net)
     assert rows and rows == _resolve(TARGETS[arch].report)(net)

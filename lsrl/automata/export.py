@@ -16,13 +16,13 @@ import numpy as np
 from torch import nn
 
 from lsrl.errors import LsrlError
-from lsrl.targets.onnx_graph import OnnxGraph, reorder_gates, to_numpy
+from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
 # per architecture: ONNX operator, PyTorch gate blocks in ONNX order, activations, extra attributes
 _OPERATORS = {
     "rnn": ("RNN", (0,), ["Relu"], {}),
-    "lstm": ("LSTM", (0, 3, 1, 2), [], {}),  # ONNX gates i o f c; PyTorch i f g o
-    "gru": ("GRU", (1, 0, 2), [], {"linear_before_reset": 1}),  # ONNX z r h; PyTorch r z n
+    "lstm": ("LSTM", ONNX_GATE_ORDER["lstm"], [], {}),
+    "gru": ("GRU", ONNX_GATE_ORDER["gru"], [], {"linear_before_reset": 1}),
 }
 
 

@@ -14,6 +14,7 @@ from lsrl.ir.labels import label_table
 from lsrl.targets import catalog  # noqa: F401  (registers lsrl's targets)
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.registry import TARGETS, Target, find, register
+from lsrl.targets.stock_target import ProgramTarget
 
 if TYPE_CHECKING:
     from torch import nn
@@ -24,6 +25,8 @@ ARCHITECTURES = tuple(TARGETS)
 UNGATED = tuple(name for name, target in TARGETS.items() if not target.gated)
 NONLINEAR_STATE = tuple(name for name, target in TARGETS.items() if target.relu_state)  # can run a ReLUState
 OPTIONS = {name: target.options for name, target in TARGETS.items() if target.options}
+# built from the compiled program at a max_len, without unit labels (lsrl.targets.stock_rnn)
+STOCK = tuple(name for name, target in TARGETS.items() if isinstance(target, ProgramTarget))
 
 
 def to_torch(model: CompiledProgram, arch: str, **options: Any) -> nn.Module:
@@ -62,7 +65,7 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
     """A table per architecture: layer count, each layer's hidden size and non-zero parameters.
 
     Hawk and Griffin rows use the diagonal construction; given ``max_len``, the literal App. E one
-    (whose temporal convolution spans ``max_len`` steps).
+    (whose temporal convolution spans ``max_len`` steps). The stock LSTM / GRU rows need ``max_len``.
     """
     lines = [model.summary()]
     if model.labels is not None:
@@ -70,6 +73,8 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
     for arch in archs:
         literal = max_len is not None and "construction" in TARGETS[arch].options
         options = {"max_len": max_len, "construction": "app_e"} if literal else {}
+        if arch in STOCK and max_len is not None:  # their scales come from the bounds at max_len
+            options = {"max_len": max_len}
         try:
             rows = layer_report(to_torch(model, arch, **options))
         except LsrlError as error:
@@ -87,6 +92,6 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
 
 
 __all__ = [
-    "ARCHITECTURES", "BlockStack", "NONLINEAR_STATE", "OPTIONS", "TARGETS", "Target", "UNGATED", "inspect",
+    "ARCHITECTURES", "BlockStack", "NONLINEAR_STATE", "OPTIONS", "STOCK", "TARGETS", "Target", "UNGATED", "inspect",
     "layer_report", "register", "to_blocks", "to_torch",
 ]

@@ -8,6 +8,7 @@ one ``Target`` naming them, here or in a module that ``lsrl.targets`` imports.
 from __future__ import annotations
 
 from lsrl.targets.registry import Target, register
+from lsrl.targets.stock_target import ProgramTarget
 
 
 def _block_labels(state: str) -> str:
@@ -34,6 +35,8 @@ _RESIDUAL_LABELS = (
     "projections (never run) are not; neither is App. E's ``conv.conv`` (channels first)"
 )
 _BLOCK_REPORT = "lsrl.targets.recurrent:block_report"
+_STOCK_LABELS = ("none: ``core`` (the stock LSTM / GRU) holds scaled, sign-paired values, so ``net.labels`` is None "
+                 "and ``patch=`` raises; ``readout`` is the output")
 
 # Eq. (3) and (4): a linear recurrence, then an MLP (times the gate MLP gamma(x) when gated)
 register(Target("linear_rnn", "lsrl.targets.recurrent:build_linear_rnn", _BLOCK_REPORT, _BLOCK_LABELS, gated=False))
@@ -59,3 +62,15 @@ register(Target("hawk", "lsrl.targets.hawk:build_hawk", "lsrl.targets.hawk:layer
                 options=("max_len", "construction"), diagonal=True))
 register(Target("griffin", "lsrl.targets.hawk:build_griffin", "lsrl.targets.hawk:layer_report", _RESIDUAL_LABELS,
                 options=("max_len", "window", "heads", "construction"), diagonal=True))
+# Issue 26: every program in one stock torch.nn.LSTM / GRU with its own sigmoid and tanh (saturated gates,
+# small-signal values, scales from value_bounds at max_len); built from the compiled program itself
+register(ProgramTarget(
+    "stock_lstm", "lsrl.targets.stock_rnn:build_stock_lstm", "lsrl.targets.stock_rnn:layer_report",
+    _STOCK_LABELS,
+    options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain"), relu_state=True,
+))
+register(ProgramTarget(
+    "stock_gru", "lsrl.targets.stock_rnn:build_stock_gru", "lsrl.targets.stock_rnn:layer_report",
+    _STOCK_LABELS,
+    options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain"), relu_state=True,
+))

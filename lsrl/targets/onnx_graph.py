@@ -28,6 +28,10 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().cpu().double().numpy()
 
 
+# PyTorch's gate blocks in ONNX's order: LSTM i f g o -> i o f c; GRU r z n -> z r h
+ONNX_GATE_ORDER = {"lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}
+
+
 def reorder_gates(matrix: np.ndarray, hidden: int, order: Sequence[int]) -> np.ndarray:
     """Rows in PyTorch gate blocks -> rows in ONNX gate blocks (``order`` lists PyTorch block indices)."""
     blocks = [matrix[i * hidden:(i + 1) * hidden] for i in range(len(order))]
@@ -130,4 +134,4 @@ class OnnxGraph:
         return path
 
 
-__all__ = ["DTYPES", "IR_VERSION", "OPSET", "OnnxGraph", "reorder_gates", "to_numpy"]
+__all__ = ["DTYPES", "IR_VERSION", "ONNX_GATE_ORDER", "OPSET", "OnnxGraph", "reorder_gates", "to_numpy"]

@@ -1,0 +1,657 @@
+"""Every compiled program in one stock ``torch.nn.LSTM`` / ``torch.nn.GRU``, with its own sigmoid and tanh.
+
+``model.to_torch("stock_lstm" | "stock_gru", max_len=T, dtype=torch.float32)`` returns a module whose
+``core`` is one stacked ``nn.LSTM`` / ``nn.GRU`` (``batch_first``, every layer ``hidden_size`` wide, the
+layers' units padded to the widest with all-zero units, which stay 0) and whose ``readout`` is a plain
+``nn.Linear``; the program's input is the core's input. ``net.tolerance`` bounds how far every output
+may lie from the exact interpreter, for inputs within the declared ``Input`` bounds and sequences of at
+most ``max_len`` steps (``net.tolerances``: per output component).
+
+**Layers.** Every layer of the compiled path that is not a ``Linear`` (a ``ReLU``, ``Multi``,
+``LinState`` or ``ReLUState``) becomes one layer of the core; the ``Linear`` layers between them are
+folded into the next layer's input weights (or the readout). A value ``v_j`` is held *small*: a unit
+holds ``h = eps_j v_j`` with ``eps_j = AMPLITUDE / M_j`` rounded down to a power of two (exact scaling),
+where ``M_j`` bounds ``|v_j|`` (``value_bounds(node, max_length=max_len)``), so ``|h| <= AMPLITUDE``.
+The next layer decodes ``v = D h`` inside its weights. Constant gates are saturated: a pre-activation
+``±S`` (``S = SATURATION = 128``) gives ``sigma = 1 - theta`` or ``theta`` with ``theta <= e^-S``.
+
+    LSTM (gates i f g o; c' = f c + i g, h' = o tanh(c'))       GRU (gates r z n; h' = (1 - z) n + z h)
+    value / state: i = 1, f = 0, o = 1, g = tanh(eps y)         z = 0, r = 1, n = tanh(eps y)
+    ReLU:          as value, o = sigma(K w)                      a: z = sigma(-K w), r = 1, n = tanh(eps w);
+                                                                 c: z = 0, r = sigma(-K w), n = tanh(r a_{t-1})
+    product P Q:   h± = sigma(±eta Q) tanh(tanh(eps P))          a±, c± as the ReLU pair with
+                                                                 z± = sigma(∓eta Q), n = tanh(eps P)
+
+with ``y = A s_{t-1} + B x_t + b`` for a state (its own units read back through the recurrent weights),
+``w`` the ReLU's input (for a ``ReLUState``, ``w = A s_{t-1} + u_t``). Decoding: value ``h / eps``; GRU
+ReLU ``(a - c) / eps``; product ``(h+ - h-) 2 / (eta eps)`` (LSTM) or ``((a+ - c+) - (a- - c-)) 2 / (eta eps)``
+(GRU), because ``sigma(a) - sigma(-a) = tanh(a / 2)``. The GRU pair cancels the term ``z h_{t-1}`` that
+every GRU unit carries: ``a_t - c_t = (1 - z) n_t + z a_{t-1} - tanh(z a_{t-1})``; the two gates
+``z`` (of ``a``) and ``r`` (of ``c``) have identical weight rows, so they are the same number (the
+construction assumes that a matrix product computes identical rows identically; the tests check it).
+
+**Error bound (the proof).** Write ``u`` for the unit roundoff of ``dtype``, ``gamma_n = n u / (1 - n u)``,
+``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``. Every
+decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``. Every layer first raises the bounds of
+what it reads by ``16`` times the errors that reach it (``M <- M + 16 E_in``, so ``|v^| <= phi M`` for its
+inputs); a state also reads its own past, so by induction over the steps ``|s^| <= phi M`` needs
+``E <= (phi - 1) M``: checked, else the program is refused. Facts used:
+``|tanh y - y| <= |y|^3 / 3``; so ``|tanh(tanh y) - y| <= 2 |y|^3 / 3``; ``0 <= x sigma(-K x) <= 0.2785 / K``
+for ``x >= 0`` (so ``|sigma(K w) w - ReLU(w)| <= 0.2785 / K``); tanh is 1-Lipschitz, sigma 1/4-Lipschitz,
+ReLU 1-Lipschitz. Per decoded component, with the pre-activation rounding
+``rho = gamma_{n+4} (sum of |terms|)`` (``n`` non-zero terms; the ``+4`` also covers the weights' own rounding):
+
+* value / state (``y`` in payload units): ``|v^ - y^| <= trunc + act + leak`` with ``trunc = 2/3 eps^2 (phi M)^3``
+  (LSTM; GRU 1/3), ``act = (2 psi + 1) u phi M`` (GRU ``(psi + 2)``), ``leak = 4 e^-S`` times the magnitudes;
+  for a ``LinState`` the errors ``e_t = A e_{t-1} + eta_t`` add up to ``|e_t| <= sum_{k<T} |A^k| eta``
+  (computed in float64 and inflated by ``1 + 2^-20``), for a ``ReLUState`` (ReLU 1-Lipschitz) to
+  ``sum_{k<T} |A|^k eta``.
+* ReLU: ``trunc``, ``act``, ``leak`` as above plus the knee ``min(0.2785 / K, phi M_w / 2)``; ``K`` is the
+  smallest power of two with ``0.2785 / K <= u M_w`` (times the option ``gain``). GRU: plus the pair's
+  remainder ``|z a - tanh(z a)| <= |a|^3 / 3``.
+* product: ``|P^ Q^ - P Q| <= phi (M_P e_Q + M_Q e_P)`` propagated; ``phi^2 M_P M_Q ((eta phi M_Q)^2 / 12 +
+  2/3 (eps phi M_P)^2)`` truncated (GRU: 1/3 and the pairs' remainders ``4/3 eps^2 (phi M_P)^3 / eta``);
+  rounding ``2 (3 psi + 1) u phi M_P / eta`` (LSTM; GRU ``8 (2 psi + 4)``): the difference ``h+ - h-`` is
+  ``eta phi M_Q / 2`` times smaller than its terms, so ``eta`` trades rounding (``u / (eta M_Q)``) against
+  truncation (``(eta M_Q)^2``): ``GATE_AMPLITUDE`` sits near the optimum, ``(6 c u)^(1/3)``.
+* the readout and every layer's input: ``|W| E + rho``.
+
+The bound holds in real arithmetic with every rounding accounted as above; ``net.tolerance`` is its
+largest output component. ``AMPLITUDE`` keeps the truncation below the rounding (``2/3 delta^2 <= u``);
+both scales and the gains are options (``amplitude``, ``gate_amplitude``, ``gain``: the tests show the
+bounds at their boundary). Overflow: every weight and every pre-activation bound must stay below
+``finfo(dtype).max / 16``, and every scale ``eps`` above ``finfo.tiny / u``; checked before any module is
+built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming the node otherwise). A
+module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lsrl.errors import InternalError, LsrlError
+from lsrl.lang import value_bounds
+from lsrl.targets.cache import CachedRun
+from lsrl.targets.checks import checked_input
+from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
+
+GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
+DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+AMPLITUDE = {torch.float32: 2.0 ** -14, torch.float64: 2.0 ** -28}  # delta: |h| of a value unit
+GATE_AMPLITUDE = {torch.float32: 2.0 ** -7, torch.float64: 2.0 ** -17}  # eta M_Q of a product's gate
+SATURATION = 128.0  # pre-activation of a constant gate
+RELU_KNEE = 0.2785  # max over x >= 0 of x sigmoid(-x)
+ACTIVATION_ULPS = 4.0  # psi: relative error of one sigmoid / tanh, in units of u
+MARGIN = 17.0 / 16.0  # phi: decoded values stay within phi M
+POWER_SLACK = 1.0 + 2.0 ** -20  # covers the float64 rounding of the |A^k| sums
+HEADROOM = 16.0  # weights and pre-activations stay below finfo.max / HEADROOM
+
+
+def _unit_roundoff(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps) / 2.0
+
+
+def _gamma(n: np.ndarray, u: float) -> np.ndarray:
+    return n * u / (1.0 - n * u)
+
+
+def _power_floor(x: np.ndarray) -> np.ndarray:
+    """The largest power of two ``<= x`` (elementwise, ``x > 0``)."""
+    return np.exp2(np.floor(np.log2(x)))
+
+
+def _power_ceil(x: np.ndarray) -> np.ndarray:
+    return np.exp2(np.ceil(np.log2(x)))
+
+
+def power_sum(A: np.ndarray, steps: int) -> np.ndarray:
+    """``sum_{k < steps} |A^k|`` (elementwise absolute values), times ``POWER_SLACK``.
+
+    Stops early when a power is zero (nothing more to add) or repeats an earlier one exactly (the
+    rest of the sum is periodic, e.g. a permutation or a counter's shift)."""
+    n = A.shape[0]
+    total, power = np.zeros((n, n)), np.eye(n)
+    seen: dict[bytes, int] = {}
+    sums: list[np.ndarray] = []
+    for k in range(steps):
+        key = power.tobytes()
+        if key in seen:  # powers k, k+1, ... repeat powers seen[key], ...: add whole periods, then the rest
+            start = seen[key]
+            period = k - start
+            per_period = total - sums[start]
+            full, rest = divmod(steps - k, period)
+            total = total + full * per_period + (sums[start + rest] - sums[start])
+            break
+        seen[key] = k
+        sums.append(total.copy())
+        total = total + np.abs(power)
+        power = A @ power
+        if not power.any():
+            break
+    return total * POWER_SLACK
+
+
+# ---- what the construction builds: payloads, layers ------------------------------------------------
+
+
+@dataclass
+class Payload:
+    """Values held by a layer's units: decoded ``v^ = D h``; ``|v| <= M``, ``|v^ - v| <= E``, ``|h| <= H``."""
+
+    D: np.ndarray
+    M: np.ndarray
+    E: np.ndarray
+    H: np.ndarray
+
+
+@dataclass
+class Scales:
+    """The construction's scales for one dtype (module docstring)."""
+
+    dtype: torch.dtype
+    amplitude: float
+    gate_amplitude: float
+    gain: float  # multiplies every ReLU gain K
+
+    @property
+    def u(self) -> float:
+        return _unit_roundoff(self.dtype)
+
+    def eps(self, M: np.ndarray) -> np.ndarray:
+        """Per component, the power of two that scales ``|v| <= M`` into ``amplitude`` (``amplitude`` itself
+        where ``M = 0``: the value is 0)."""
+        return _power_floor(self.amplitude / np.where(M > 0, M, 1.0))
+
+    def eta(self, M: np.ndarray) -> np.ndarray:
+        """The same for a product's gate factor, into ``gate_amplitude``."""
+        return _power_floor(self.gate_amplitude / np.where(M > 0, M, 1.0))
+
+    def relu_gain(self, M: np.ndarray) -> np.ndarray:
+        """``K``: the smallest power of two with ``RELU_KNEE / K <= u M`` (times ``gain``); 1 where ``M = 0``
+        (the input is 0, and so is the knee's error)."""
+        return np.where(M > 0, _power_ceil(RELU_KNEE / (self.u * np.where(M > 0, M, 1.0))), 1.0) * self.gain
+
+
+@dataclass
+class CellLayer:
+    """One layer of the core being built: per gate, input / recurrent rows and biases, per unit."""
+
+    arch: str
+    width_in: int
+    rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias); bias_hh stays 0
+    h0: dict = field(default_factory=dict)
+    H: list = field(default_factory=list)  # |h| bound per unit
+    magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
+
+    @property
+    def units(self) -> int:
+        return len(self.H)
+
+    def new_unit(self, h_bound: float) -> int:
+        """A unit with its constant gates saturated (LSTM i = 1, f = 0, o = 1; GRU r = 1, z = 0)."""
+        unit = len(self.H)
+        self.H.append(float(h_bound))
+        constants = {"i": SATURATION, "f": -SATURATION, "o": SATURATION} if self.arch == "lstm" else {
+            "r": SATURATION, "z": -SATURATION}
+        for gate, bias in constants.items():
+            self.gate(gate, unit, bias=bias)
+        return unit
+
+    def gate(self, gate: str, unit: int, ih: np.ndarray | None = None, bias: float = 0.0,
+             hh: dict | None = None) -> None:
+        """Set ``gate`` of ``unit``: input row ``ih``, bias, recurrent weights ``hh`` ({unit: weight})."""
+        self.rows[(gate, unit)] = (ih, dict(hh or {}), float(bias))
+
+    def arrays(self, hidden: int, width_in: int) -> dict:
+        """PyTorch's ``weight_ih`` (``width_in`` columns: the previous layer padded), ``weight_hh``,
+        ``bias_ih``, ``bias_hh`` for ``hidden`` units, and ``h0``."""
+        gates = GATES[self.arch]
+        G = len(gates)
+        w_ih, w_hh = np.zeros((G * hidden, width_in)), np.zeros((G * hidden, hidden))
+        b_ih, b_hh, h0 = np.zeros(G * hidden), np.zeros(G * hidden), np.zeros(hidden)
+        for (gate, unit), (ih, hh, bias) in self.rows.items():
+            row = gates.index(gate) * hidden + unit
+            if ih is not None:
+                w_ih[row, :len(ih)] = ih
+            for column, weight in hh.items():
+                w_hh[row, column] += weight
+            b_ih[row] = bias
+        for unit, value in self.h0.items():
+            h0[unit] = value
+        return {"weight_ih": w_ih, "weight_hh": w_hh, "bias_ih": b_ih, "bias_hh": b_hh, "h0": h0}
+
+
+class _Builder:
+    """Walks the compiled layers, building one ``CellLayer`` per non-Linear layer and its error bound."""
+
+    def __init__(self, arch: str, model, max_len: int, scales: Scales) -> None:
+        self.arch, self.model, self.max_len, self.scales = arch, model, max_len, scales
+        self.name = f"stock_{arch}"
+        self.layers: list[CellLayer] = []
+        d_in = model.input.dim
+        M_in = self.bounds(model.input)
+        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in)
+        self.W, self.c = np.eye(d_in), np.zeros(d_in)  # the Linear layers since the last cell layer
+
+    # ---- bounds and errors
+    def bounds(self, node) -> np.ndarray:
+        """``max |v|`` per component of ``node`` at ``max_len``; ``LsrlError`` naming it when infinite."""
+        low, high = value_bounds(node, max_length=self.max_len)
+        infinite = [i for i, (lo, hi) in enumerate(zip(low, high)) if math.isinf(lo) or math.isinf(hi)]
+        if infinite:
+            raise LsrlError(
+                f"{self.name}: {node.describe()} has no finite bound on sequences of max_len={self.max_len} steps "
+                f"(component {infinite[0]}); declare bounds on the Input (Input(..., bounds=(lo, hi))), or give a "
+                "smaller max_len: the construction scales every value by its bound")
+        return np.array([max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)])
+
+    def input_terms(self, W: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For ``y = W v + c`` over the current payload: weights over ``h`` (``W D``), the magnitude of the
+        terms, their count, and the propagated error ``|W| E``."""
+        p = self.payload
+        Wd = W @ p.D
+        magnitude = np.abs(Wd) @ p.H + np.abs(c)
+        count = np.count_nonzero(Wd, axis=1) + 1
+        return Wd, magnitude, count, np.abs(W) @ p.E
+
+    def rounding(self, magnitude: np.ndarray, count: np.ndarray) -> np.ndarray:
+        return _gamma(count + 4, self.scales.u) * magnitude
+
+    def check_margin(self, node, M: np.ndarray, E: np.ndarray) -> None:
+        """The induction's hypothesis ``|v^| <= phi M``: ``E <= (phi - 1) M`` (module docstring)."""
+        bad = np.flatnonzero(E > (MARGIN - 1.0) * M)
+        if len(bad):
+            j = int(bad[0])
+            raise LsrlError(
+                f"{self.name}: the error bound of {node.describe()} (component {j}: {E[j]:.3g}) exceeds "
+                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}; use float64 or a smaller max_len")
+
+    def check_scale(self, node, eps: np.ndarray) -> None:
+        tiny = float(torch.finfo(self.scales.dtype).tiny) / self.scales.u
+        if np.any(eps < tiny):
+            raise LsrlError(f"{self.name}: the values of {node.describe()} are too large for "
+                            f"{DTYPES[self.scales.dtype]} (bound {1 / eps.min():.3g} times the amplitude)")
+
+    # ---- the walk
+    def walk(self) -> None:
+        for layer in self.model.layers:
+            if layer.kind == "Linear":
+                A, b = layer.A.to_numpy(), layer.b.to_numpy()
+                self.W, self.c = A @ self.W, A @ self.c + b
+                continue
+            M_out = self.bounds(layer)
+            if layer.kind == "LinState":
+                self.state(layer, M_out, relu=False)
+            elif layer.kind == "ReLUState":
+                self.state(layer, M_out, relu=True)
+            elif layer.kind == "ReLU":
+                self.relu(layer, M_out)
+            elif layer.kind == "Multi":
+                self.product(layer, M_out)
+            else:  # pragma: no cover - the compiler makes no other layer
+                raise InternalError(f"{self.name}: a compiled path holds a {layer.kind} layer")
+        if not self.layers:  # a program of Linear layers only: one layer of value units carries the input
+            self.carry()
+
+    def begin(self) -> CellLayer:
+        layer = CellLayer(self.arch, self.payload.D.shape[1])
+        self.layers.append(layer)
+        return layer
+
+    def finish(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, E: np.ndarray) -> None:
+        self.payload = Payload(D, M, E, np.array(layer.H))
+        self.W, self.c = np.eye(len(M)), np.zeros(len(M))
+
+    def carry(self) -> None:
+        """The input as a state ``s_t = x_t`` (``A = 0``), for a program without other layers."""
+        n = len(self.payload.M)
+        M, pending = self.payload.M, (self.W, self.c)
+        self.state_units(self.model.input, np.zeros((n, n)), np.eye(n), np.zeros(n), np.zeros(n), M, False, M)
+        self.W, self.c = pending  # the readout computes the Linear layers from the carried input
+
+    def state(self, layer, M_out: np.ndarray, relu: bool) -> None:
+        A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
+        # the ReLU's input A s_{t-1} + B y_t + b, with y the layer's input
+        M_w = np.abs(A) @ M_out + np.abs(B) @ self.bounds(layer.inputs[0]) + np.abs(b) if relu else M_out
+        self.state_units(layer, A, B @ self.W, B @ self.c + b, layer.init_state.to_numpy(), M_out, relu, M_w)
+
+    def state_units(self, node, A, W, c, s0, M, relu, M_w) -> None:
+        """A (ReLU) state ``s_t = [ReLU](A s_{t-1} + W v_t + c)``, or with ``A = 0`` a ReLU / a carried value;
+        ``M`` bounds ``|s|``, ``M_w`` the ReLU's input (``M`` without one)."""
+        scales, lstm = self.scales, self.arch == "lstm"
+        n = len(M)
+        Wd, magnitude, count, propagated = self.input_terms(W, c)
+        count = count + np.count_nonzero(A, axis=1)
+        powers = np.abs(power_sum(np.abs(A) if relu else A, self.max_len))
+        # errors that reach this layer whatever it does: the decoded values may exceed the bounds by them
+        slack = 16.0 * powers @ (propagated + self.rounding(magnitude + np.abs(A) @ (MARGIN * M), count))
+        M, M_w = M + slack, M_w + slack
+        eps = scales.eps(np.maximum(M, M_w))
+        self.check_scale(node, eps)
+        K = scales.relu_gain(M_w)
+        layer = self.begin()
+        pairs = relu and not lstm
+        h_bound = eps * MARGIN * np.maximum(M_w, M)
+        units = [layer.new_unit(h_bound[j]) for j in range(n)]
+        partners = [layer.new_unit(h_bound[j]) for j in range(n)] if pairs else []
+        D_own = np.zeros((n, layer.units))  # the state decoded from this layer's h
+        for j in range(n):
+            D_own[j, units[j]] = 1.0 / eps[j]
+            if pairs:
+                D_own[j, partners[j]] = -1.0 / eps[j]
+        recurrent = A @ D_own
+        value_gate = "g" if lstm else "n"
+        for j in range(n):
+            hh = {k: eps[j] * recurrent[j, k] for k in np.flatnonzero(recurrent[j])}
+            layer.gate(value_gate, units[j], ih=eps[j] * Wd[j], bias=eps[j] * c[j], hh=hh)
+            if relu:
+                decision = {k: -K[j] * recurrent[j, k] for k in np.flatnonzero(recurrent[j])}
+                if lstm:  # o = sigma(K w)
+                    layer.gate("o", units[j], ih=K[j] * Wd[j], bias=K[j] * c[j],
+                               hh={k: -w for k, w in decision.items()})
+                else:  # a: z = sigma(-K w); c: r = sigma(-K w) (identical rows), n = tanh(r a_{t-1})
+                    layer.gate("z", units[j], ih=-K[j] * Wd[j], bias=-K[j] * c[j], hh=decision)
+                    layer.gate("r", partners[j], ih=-K[j] * Wd[j], bias=-K[j] * c[j], hh=decision)
+                    layer.gate("n", partners[j], hh={units[j]: 1.0})
+            if s0[j]:
+                layer.h0[units[j]] = eps[j] * s0[j]
+        recurrent_magnitude = np.abs(A) @ (MARGIN * M)
+        pre = magnitude + recurrent_magnitude
+        layer.magnitudes.append((float(np.max(np.maximum(K if relu else 0.0, eps) * pre, initial=0.0)), node))
+        u, psi = scales.u, ACTIVATION_ULPS
+        top = MARGIN * np.maximum(M_w, M)
+        local = self.rounding(pre, count) + 4 * math.exp(-SATURATION) * (pre + top)
+        if lstm:
+            local += 2.0 / 3.0 * (eps * top) ** 2 * top + (2 * psi + 1 + (psi if relu else 0.0)) * u * top
+        else:
+            local += 1.0 / 3.0 * (eps * top) ** 2 * top + (psi + 2) * u * top
+        if relu:
+            local += np.minimum(RELU_KNEE / K, top / 2.0)
+            if pairs:
+                local += 1.0 / 3.0 * (eps * top) ** 2 * top + (2 * psi + 4) * u * top
+        local += u * np.abs(s0)
+        E = powers @ (propagated + local)
+        if A.any():  # the recurrence reads |s^| <= phi M (M inflated): the induction's hypothesis
+            self.check_margin(node, M, E)
+        self.finish(layer, D_own, M, E)
+
+    def relu(self, layer, M_out: np.ndarray) -> None:
+        n = len(M_out)
+        self.state_units(layer, np.zeros((n, n)), self.W, self.c, np.zeros(n), M_out, True,
+                         self.bounds(layer.inputs[0]))
+
+    def product(self, node, M_out: np.ndarray) -> None:
+        """``Multi``: first half (Q, the gate) times second half (P, the small signal)."""
+        scales, lstm = self.scales, self.arch == "lstm"
+        m = node.dim
+        M_y = self.bounds(node.inputs[0])
+        Wd, magnitude, count, propagated = self.input_terms(self.W, self.c)
+        e = self.rounding(magnitude, count) + propagated
+        M_y = M_y + 16.0 * e  # the decoded factors may exceed their bounds by their errors
+        M_Q, M_P, e_Q, e_P = M_y[:m], M_y[m:], e[:m], e[m:]
+        eps, eta = scales.eps(M_P), scales.eta(M_Q)
+        self.check_scale(node, eps)
+        self.check_scale(node, eta)
+        layer = self.begin()
+        D = np.zeros((m, 0))
+        decode = 2.0 / (eta * eps)
+        columns = []
+        for j in range(m):
+            h_bound = eps[j] * MARGIN * M_P[j]
+            q, p = j, m + j
+            entries = []
+            for sign in (1.0, -1.0):
+                a = layer.new_unit(h_bound)
+                value = "g" if lstm else "n"
+                layer.gate(value, a, ih=eps[j] * Wd[p], bias=eps[j] * self.c[p])
+                if lstm:  # o = sigma(±eta Q)
+                    layer.gate("o", a, ih=sign * eta[j] * Wd[q], bias=sign * eta[j] * self.c[q])
+                    entries.append((a, sign))
+                else:  # 1 - z = sigma(±eta Q); the partner cancels z a_{t-1}
+                    partner = layer.new_unit(h_bound)
+                    layer.gate("z", a, ih=-sign * eta[j] * Wd[q], bias=-sign * eta[j] * self.c[q])
+                    layer.gate("r", partner, ih=-sign * eta[j] * Wd[q], bias=-sign * eta[j] * self.c[q])
+                    layer.gate("n", partner, hh={a: 1.0})
+                    entries += [(a, sign), (partner, -sign)]
+            columns.append(entries)
+        D = np.zeros((m, layer.units))  # product j: sum of sign * decode_j * h over its units
+        for j, entries in enumerate(columns):
+            for unit, sign in entries:
+                D[j, unit] = sign * decode[j]
+        layer.magnitudes.append((float(np.max(np.concatenate([eps * magnitude[m:], eta * magnitude[:m]]))), node))
+        u, psi = scales.u, ACTIVATION_ULPS
+        P, Q = MARGIN * M_P, MARGIN * M_Q
+        E = MARGIN * (M_P * e_Q + M_Q * e_P)
+        if lstm:
+            E += P * Q * ((eta * Q) ** 2 / 12 + 2.0 / 3.0 * (eps * P) ** 2) + 2 * (3 * psi + 1) * u * P / eta
+        else:
+            E += (P * Q * ((eta * Q) ** 2 / 12 + 1.0 / 3.0 * (eps * P) ** 2) + 4.0 / 3.0 * (eps * P) ** 2 * P / eta
+                  + 8 * (2 * psi + 4) * u * P / eta)
+        E += 8 * math.exp(-SATURATION) * P * Q
+        self.finish(layer, D, M_out, E)
+
+    def readout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The readout's weights (over the last layer's ``h``, padded to the widest layer) and bias, and
+        the output error bound."""
+        Wd, magnitude, count, propagated = self.input_terms(self.W, self.c)
+        hidden = max(layer.units for layer in self.layers)
+        weight = np.zeros((Wd.shape[0], hidden))
+        weight[:, :Wd.shape[1]] = Wd
+        return weight, self.c, propagated + self.rounding(magnitude, count)
+
+
+def _check_informative(name: str, model, builder: _Builder, tolerances: np.ndarray) -> None:
+    """Refuse a module whose tolerance is as large as every output's own bound: it would say nothing."""
+    last = model.layers[-1] if model.layers else model.input
+    largest = float(np.max(builder.bounds(last), initial=0.0))
+    if tolerances.size and float(np.max(tolerances)) >= max(largest, float(np.finfo(np.float64).tiny)):
+        raise LsrlError(
+            f"{name}: the error bound of the outputs ({float(np.max(tolerances)):.3g}) is as large as their value "
+            f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}: the outputs would "
+            f"carry nothing; use float64, a smaller max_len or tighter Input bounds")
+
+
+def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dtype: torch.dtype) -> None:
+    """Every weight and every pre-activation bound below ``finfo(dtype).max / HEADROOM``."""
+    largest = float(torch.finfo(dtype).max) / HEADROOM
+    for layer in layers:
+        for bound, node in layer.magnitudes:
+            if not bound <= largest:
+                raise LsrlError(f"{name}: the gates reading {node.describe()} reach {bound:.3g}, beyond "
+                                f"{DTYPES[dtype]}'s range; use float64 or declare tighter Input bounds")
+        for ih, hh, bias in layer.rows.values():
+            weights = [abs(bias)] + [abs(w) for w in hh.values()] + ([float(np.max(np.abs(ih)))] if ih is not None and
+                                                                       ih.size else [])
+            if not max(weights) <= largest:
+                raise LsrlError(f"{name}: a weight reaches {max(weights):.3g}, beyond {DTYPES[dtype]}'s range; "
+                                "use float64 or declare tighter Input bounds")
+    if readout.size and not np.max(np.abs(readout)) <= largest:
+        raise LsrlError(f"{name}: a readout weight reaches {np.max(np.abs(readout)):.3g}, beyond {DTYPES[dtype]}'s "
+                        "range; use float64 or declare tighter Input bounds")
+
+
+# ---- the module -----------------------------------------------------------------------------------
+
+
+class StockRNNModel(CachedRun, nn.Module):
+    """A compiled program in one stock ``nn.LSTM`` / ``nn.GRU`` (``core``) and a ``nn.Linear`` ``readout``.
+
+    ``net(x)``: ``(B, T, d_in) -> (B, T, d_out)``; ``net.run(x, state)`` also returns the core's final
+    state (``h`` or ``(h, c)``, PyTorch's layout) and takes one to continue from (step-by-step decoding).
+    ``net.tolerance`` bounds every output's distance from the exact interpreter (module docstring of
+    ``lsrl.targets.stock_rnn``) for ``T <= net.max_len`` and inputs within the declared bounds.
+    """
+
+    labels = None  # no unit labels: the units hold scaled, sign-paired values, not the program's nodes
+
+    def __init__(self, arch: str, d_in: int, layers: list[CellLayer], readout_weight: np.ndarray,
+                 readout_bias: np.ndarray, tolerances: np.ndarray, max_len: int, scales: Scales) -> None:
+        super().__init__()
+        self.architecture = f"stock_{arch}"
+        self.d_in = d_in
+        self.max_len = max_len
+        self.scales = scales
+        self.tolerances = np.asarray(tolerances, dtype=np.float64)
+        self.tolerance = float(np.max(self.tolerances, initial=0.0))
+        dtype = scales.dtype
+        hidden = max(layer.units for layer in layers)
+        core = (nn.LSTM if arch == "lstm" else nn.GRU)(d_in, hidden, num_layers=len(layers), batch_first=True,
+                                                       dtype=dtype)
+        h0 = np.zeros((len(layers), hidden))
+        with torch.no_grad():
+            for k, layer in enumerate(layers):
+                arrays = layer.arrays(hidden, d_in if k == 0 else hidden)
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    getattr(core, f"{name}_l{k}").copy_(torch.as_tensor(arrays[name]))
+                h0[k] = arrays["h0"]
+        self.core = core
+        self.register_buffer("h0", torch.as_tensor(h0, dtype=dtype))
+        self.readout = nn.Linear(hidden, readout_weight.shape[0], dtype=dtype)
+        with torch.no_grad():
+            self.readout.weight.copy_(torch.as_tensor(readout_weight))
+            self.readout.bias.copy_(torch.as_tensor(readout_bias))
+
+    def __call__(self, x: Any, *args: Any, patch: Any = None, **kwargs: Any) -> Any:
+        if patch:
+            raise LsrlError(f"{self.architecture}: patch= is not available for the stock targets: their units hold "
+                            "scaled and sign-paired values with no unit labels; patch the compiled model "
+                            "(model(xs, patch=...)) or an lsrl-made target (e.g. 'lstm', 'gru')")
+        return super().__call__(x, *args, **kwargs)
+
+    def initial_state(self, batch: int) -> Any:
+        """The core's initial state for ``batch`` sequences (``h0``, and ``c0 = 0`` for the LSTM)."""
+        h0 = self.h0[:, None, :].expand(-1, batch, -1).contiguous()
+        return (h0, torch.zeros_like(h0)) if isinstance(self.core, nn.LSTM) else h0
+
+    def run(self, x: Any, state: Any = None, check_bounds: bool = True) -> tuple[torch.Tensor, Any]:
+        """``(outputs, final state)``; ``state``: a final state of an earlier call (None: the initial one)."""
+        x = checked_input(self, x, check_bounds)
+        hidden, final = self.core(x, self.initial_state(x.shape[0]) if state is None else state)
+        return self.readout(hidden), final
+
+    def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
+        return self.run(x, check_bounds=check_bounds)[0]
+
+    def extra_repr(self) -> str:
+        return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, tolerance={self.tolerance:.3g}, "
+                f"amplitude={self.scales.amplitude:g}, gate_amplitude={self.scales.gate_amplitude:g}")
+
+
+def stock_dtype(name: str) -> torch.dtype:
+    """The torch dtype named ``"float32"`` or ``"float64"``."""
+    dtypes = {value: key for key, value in DTYPES.items()}
+    if name not in dtypes:
+        raise LsrlError(f"stock targets: dtype must be 'float32' or 'float64', got {name!r}")
+    return dtypes[name]
+
+
+def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str) -> Scales:
+    if dtype not in DTYPES:
+        raise LsrlError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    for option, value in (("amplitude", amplitude), ("gate_amplitude", gate_amplitude), ("gain", gain)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value < math.inf):
+            raise LsrlError(f"{name}: {option} must be a positive finite number, got {value!r}")
+    return Scales(dtype, float(amplitude or AMPLITUDE[dtype]), float(gate_amplitude or GATE_AMPLITUDE[dtype]),
+                  float(gain))
+
+
+def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, gate_amplitude: float | None,
+           gain: float) -> StockRNNModel:
+    name = f"stock_{arch}"
+    if max_len is None or isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise LsrlError(f"{name}: max_len must be a positive integer (the longest sequence the module runs), "
+                        f"got {max_len!r}; the scales come from the value bounds at that length")
+    scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
+    builder = _Builder(arch, model, max_len, scales)
+    builder.walk()
+    weight, bias, tolerances = builder.readout()
+    _check_overflow(name, builder.layers, weight, scales.dtype)
+    _check_informative(name, model, builder, tolerances)
+    return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales)
+
+
+def build_stock_lstm(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
+                     amplitude: float | None = None, gate_amplitude: float | None = None,
+                     gain: float = 1.0) -> StockRNNModel:
+    """``model`` (a CompiledProgram) in one stock ``torch.nn.LSTM`` (module docstring); ``max_len`` required."""
+    return _build("lstm", model, max_len, dtype, amplitude, gate_amplitude, gain)
+
+
+def build_stock_gru(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
+                    amplitude: float | None = None, gate_amplitude: float | None = None,
+                    gain: float = 1.0) -> StockRNNModel:
+    """``model`` (a CompiledProgram) in one stock ``torch.nn.GRU`` (module docstring); ``max_len`` required."""
+    return _build("gru", model, max_len, dtype, amplitude, gate_amplitude, gain)
+
+
+def layer_report(module: StockRNNModel) -> list[dict]:
+    """One row per layer of the core (``hidden``: its width, ``nonzeros``: its non-zero weights), then the readout."""
+    core = module.core
+    rows = []
+    for k in range(core.num_layers):
+        tensors = [getattr(core, f"{name}_l{k}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        nonzeros = sum(int(torch.count_nonzero(t)) for t in tensors) + int(torch.count_nonzero(module.h0[k]))
+        rows.append(dict(layer=k, kind=module.architecture, hidden=core.hidden_size, nonzeros=nonzeros))
+    readout = module.readout
+    rows.append(dict(layer=max(core.num_layers - 1, 0), kind="readout", hidden=readout.out_features,
+                     nonzeros=int(torch.count_nonzero(readout.weight)) + int(torch.count_nonzero(readout.bias))))
+    return rows
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+_ONNX_OPERATORS = {  # ONNX operator, PyTorch gate blocks in ONNX order, attributes (as lsrl.automata.export)
+    "stock_lstm": ("LSTM", ONNX_GATE_ORDER["lstm"], {}),
+    "stock_gru": ("GRU", ONNX_GATE_ORDER["gru"], {"linear_before_reset": 1}),
+}
+
+
+def export_stock_onnx(net: StockRNNModel, path: Any) -> Any:
+    """Write ``net`` (a ``stock_lstm`` / ``stock_gru`` module) as an ONNX model to ``path``: one standard
+    ``LSTM`` / ``GRU`` operator per layer of the core (its default activations: sigmoid, tanh, tanh; the
+    GRU with ``linear_before_reset=1``, PyTorch's formula), then ``MatMul`` + ``Add`` for the readout, in the
+    module's dtype. ``x``: ``(batch, time, d_in)``, ``y``: ``(batch, time, d_out)``. Returns the path.
+    onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``)."""
+    if getattr(net, "architecture", None) not in _ONNX_OPERATORS:
+        raise LsrlError(f"export_stock_onnx: needs a module of {tuple(_ONNX_OPERATORS)}, got "
+                        f"{getattr(net, 'architecture', type(net).__name__)!r}")
+    g, out = _onnx_graph(net)
+    doc = (f"lsrl {net.architecture}: a compiled program in stock {net.core.__class__.__name__} operators; "
+           f"outputs within {net.tolerance:.3g} of the program's for T <= {net.max_len}")
+    try:
+        return g.write(out, path, f"lsrl_{net.architecture}", net.d_in, net.readout.out_features, doc)
+    except OSError as error:
+        raise LsrlError(f"export_stock_onnx: cannot write {str(path)!r}: {error.strerror or error}") from None
+
+
+def _onnx_graph(net: StockRNNModel) -> tuple[OnnxGraph, str]:
+    op_type, order, attributes = _ONNX_OPERATORS[net.architecture]
+    core = net.core
+    g = OnnxGraph(DTYPES[net.scales.dtype])
+    seq, _, batch_prefix = g.read_input()
+    hidden = core.hidden_size
+    for k in range(core.num_layers):
+        W, R = (reorder_gates(to_numpy(getattr(core, f"{name}_l{k}")), hidden, order)
+                for name in ("weight_ih", "weight_hh"))
+        B = np.concatenate([reorder_gates(to_numpy(getattr(core, f"{name}_l{k}")), hidden, order)
+                            for name in ("bias_ih", "bias_hh")])
+        initial = [to_numpy(net.h0[k])] + ([np.zeros(hidden)] if op_type == "LSTM" else [])
+        seq = g.recurrence(op_type, seq, W, R, B, hidden, initial, batch_prefix, [], f"{net.architecture}{k}",
+                           **attributes)
+    return g, g.linear(seq, to_numpy(net.readout.weight), to_numpy(net.readout.bias), hint="readout")
+
+
+__all__ = [
+    "StockRNNModel", "build_stock_gru", "build_stock_lstm", "export_stock_onnx", "layer_report", "power_sum",
+    "stock_dtype",
+]

@@ -1,0 +1,37 @@
+"""The registry record of the stock LSTM / GRU targets: their builder reads the compiled program itself.
+
+The other targets are built from a ``BlockStack`` (``lsrl.targets.blocks``); the stock ones need the
+program's nodes, because their scales come from ``lsrl.lang.value_bounds`` of every layer at
+``max_len`` (``lsrl.targets.stock_rnn``). Torch-free: the builder is resolved when first used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lsrl.targets.registry import Target, _resolve, check_options
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from lsrl.model.compiled import CompiledProgram
+
+
+@dataclass(frozen=True)
+class ProgramTarget(Target):
+    """A ``Target`` whose ``builder(model: CompiledProgram, **options)`` takes the compiled program.
+
+    The module states its own accuracy (``net.tolerance``), so no precision warning is attached;
+    it has no unit labels (``net.patchable`` is None and ``patch=`` raises).
+    """
+
+    def to_torch(self, model: CompiledProgram, **options: Any) -> nn.Module:
+        """``model`` as a module of this architecture (see ``lsrl.targets.to_torch``)."""
+        check_options(self.name, options, self.options)
+        module = _resolve(self.builder)(model, **options)
+        module.declared_input = model.input
+        module.precision = None
+        module.unpatchable = {}
+        module.patchable = None
+        return module

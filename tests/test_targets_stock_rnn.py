@@ -1,0 +1,363 @@
+"""The stock LSTM / GRU targets (lsrl.targets.stock_rnn): every program in one torch.nn.LSTM / GRU.
+
+Every output is compared with the exact interpreter (``model(xs, exact=True)``) and must lie within the
+tolerance the module states (``net.tolerance``); each scale of the construction is tested at its
+bound: at the default the error is within the tolerance, far beyond it the error exceeds it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+
+import lsrl
+from lsrl.programs import (
+    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator, discrete_prompt,
+    more_ones_than_zeros, parity, squaring,
+)
+from lsrl.targets import STOCK, layer_report
+from lsrl.targets.stock_rnn import GATE_AMPLITUDE, RELU_KNEE, export_stock_onnx, power_sum
+from test_random_programs import X_NUM, generate_program
+
+DTYPES = (torch.float32, torch.float64)
+SEEDS = range(12)
+T = 24
+
+
+def bounded_random_program(seed: int) -> lsrl.ForEach:
+    """The random program of ``test_random_programs`` for ``seed``, its Input declared in [-X_NUM, X_NUM]."""
+    gen = generate_program(random.Random(seed))
+    plain = f"lsrl.Input({gen.d_in}, name='x')"
+    source = gen.source_code()
+    assert plain in source
+    namespace: dict = {}
+    exec(source.replace(plain, f"lsrl.Input({gen.d_in}, name='x', bounds=(-{X_NUM}, {X_NUM}))"), namespace)
+    return namespace["prog"]
+
+
+@lru_cache(maxsize=None)
+def random_case(seed: int):
+    model = lsrl.compile(bounded_random_program(seed), progress=False)
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(-2 * X_NUM, 2 * X_NUM + 1, size=(3, T, model.input.dim)) / 2  # halves: exact in float32
+    return model, xs, exact(model, xs)
+
+
+def exact(model, xs) -> np.ndarray:
+    return np.array(model(np.asarray(xs, dtype=np.float64), exact=True), dtype=np.float64)
+
+
+def run(net, xs) -> np.ndarray:
+    dtype = net.scales.dtype
+    with torch.no_grad():
+        return net(torch.as_tensor(np.asarray(xs), dtype=dtype)).double().numpy()
+
+
+def largest_error(net, xs, reference) -> float:
+    return float(np.max(np.abs(run(net, xs) - reference)))
+
+
+# ---- equivalence ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("arch", STOCK)
+def test_random_programs_stay_within_the_stated_tolerance(arch, dtype):
+    ratios = []
+    for seed in SEEDS:
+        model, xs, reference = random_case(seed)
+        net = model.to_torch(arch, max_len=T, dtype=dtype)
+        assert isinstance(net.core, torch.nn.LSTM if arch == "stock_lstm" else torch.nn.GRU)
+        error = largest_error(net, xs, reference)
+        assert error <= net.tolerance, f"seed {seed}: error {error:.3g} above the stated {net.tolerance:.3g}"
+        ratios.append(error / net.tolerance)
+        # the tolerance says something: below the outputs' scale (the value bounds it rests on are loose)
+        assert net.tolerance <= (0.25 if dtype == torch.float32 else 1e-6) * max(1.0, np.abs(reference).max())
+    assert max(ratios) > 1e-3  # and it is not loose by many orders of magnitude
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_one_step_at_a_time_equals_the_whole_sequence(arch):
+    for seed in (2, 5):
+        model, xs, _ = random_case(seed)
+        net = model.to_torch(arch, max_len=T, dtype=torch.float64)
+        x = torch.as_tensor(xs)
+        with torch.no_grad():
+            whole = net(x)
+            state, steps = None, []
+            for t in range(x.shape[1]):
+                y, state = net.run(x[:, t:t + 1], state)
+                steps.append(y)
+        # the same computation up to rounding (the input products are computed per step, not per sequence)
+        np.testing.assert_allclose(torch.cat(steps, dim=1).numpy(), whole.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("arch", STOCK)
+def test_fig1_decides_every_step_exactly(arch, dtype):
+    model = lsrl.compile(more_ones_than_zeros(), progress=False)
+    xs = np.random.default_rng(7).integers(0, 2, size=(32, 200, 1)).astype(np.float64)
+    reference = exact(model, xs)
+    net = model.to_torch(arch, max_len=200, dtype=dtype)
+    out = run(net, xs)
+    assert np.max(np.abs(out - reference)) <= net.tolerance < 0.5
+    assert np.array_equal(np.round(out), reference)
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_listing2_answers_every_query(arch):
+    program = discrete_approximator(2, robust=True, vocabulary=4)
+    model = lsrl.compile(program, progress=False)
+    rng = np.random.default_rng(3)
+    mapping = {(a, b): tuple(int(v) for v in rng.integers(0, 5, 2)) for a in range(5) for b in range(5)}
+    prompts = np.stack([discrete_prompt(mapping, query=query) for query in [(1, 2), (4, 0), (3, 3)]])
+    reference = exact(model, prompts)
+    net = model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float64)
+    out = run(net, prompts)
+    assert np.max(np.abs(out - reference)) <= net.tolerance
+    answers = np.round(out[:, -2:, 0])  # the last n outputs answer the query
+    assert np.array_equal(answers, reference[:, -2:, 0])
+    assert [tuple(row) for row in answers.astype(int)] == [mapping[(1, 2)], mapping[(4, 0)], mapping[(3, 3)]]
+    # float32: the value bounds (outputs up to 2e11 where the tokens are at most 4) leave no accuracy: refused
+    with pytest.raises(lsrl.LsrlError, match="would carry nothing|exceeds 1/16 of its value bound"):
+        model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float32)
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_listing1_approximates_within_its_tolerance(arch):
+    """Listing 1 (robust): in float64 the stated tolerance is small; float32 states a useless one (the
+    value bounds the scales rest on are loose), so it is not tested there."""
+    program = continuous_approximator(1, 1, robust=True, value_bound=1)
+    model = lsrl.compile(program, progress=False)
+    prompt = continuous_prompt(lambda x: np.sin(3 * x), 1, 1, 8)
+    xs = np.stack([np.vstack([continuous_query([q], 1), prompt]).astype(np.float64) for q in (0.1, 0.45, 0.9)])
+    reference = exact(model, xs)
+    net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+    assert np.max(np.abs(run(net, xs) - reference)) <= net.tolerance <= 1e-2
+    assert np.abs(reference[:, -1, 0] - np.sin(3 * np.array([0.1, 0.45, 0.9]))).max() < 0.2  # it approximates
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("arch", STOCK)
+def test_the_relu_state_programs(arch, dtype):
+    """parity and squaring (ReLUState): exact decisions; their bounds grow as |A|^T (module docstring),
+    so the lengths are short in float32."""
+    cases = [(parity(), 8), (squaring(range(6)), 4)]
+    if dtype == torch.float64:
+        cases.append((parity(), 16))
+    for program, length in cases:
+        model = lsrl.compile(program, progress=False)
+        xs = np.random.default_rng(length).integers(0, 2, size=(64, length, 1)).astype(np.float64)
+        reference = exact(model, xs)
+        net = model.to_torch(arch, max_len=length, dtype=dtype)
+        out = run(net, xs)
+        assert np.max(np.abs(out - reference)) <= net.tolerance
+        assert np.array_equal(np.round(out), reference)
+
+
+# ---- every bound at its boundary --------------------------------------------------------------------
+
+
+def relu_program() -> lsrl.CompiledProgram:
+    x = lsrl.Input(1, name="x", bounds=(-1, 1))
+    return lsrl.compile(lsrl.ForEach(lsrl.ReLU(x, name="r")), progress=False)
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_the_relu_gain_bound_is_real(arch):
+    """K is the smallest power of two with 0.2785 / K <= u M: at K the knee's error (worst at K x = 1.2785)
+    is within the tolerance; at K / 256 it exceeds it (the tolerance adds the rounding of every step:
+    about 40 u M for the LSTM, 70 u M for the GRU, where the knee at K is 0.55 u M)."""
+    model = relu_program()
+    net = model.to_torch(arch, max_len=4, dtype=torch.float32)
+    K = 2.0 ** math.ceil(math.log2(RELU_KNEE / 2.0 ** -24))
+    for gain, within in ((1.0, True), (1 / 256, False)):
+        worst = np.array([[[1.2785 / (K * gain)]] * 4])
+        reference = exact(model, worst.astype(np.float32).astype(np.float64))
+        error = largest_error(model.to_torch(arch, max_len=4, dtype=torch.float32, gain=gain), worst, reference)
+        assert (error <= net.tolerance) == within, (gain, error, net.tolerance)
+
+
+def counter_program() -> lsrl.CompiledProgram:
+    x = lsrl.Input(1, name="x", bounds=(0, 1))
+    return lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[1]], [[1]], name="count")), progress=False)
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_the_amplitude_bound_is_real(arch):
+    """The small-signal amplitude keeps tanh's cubic error below the rounding (``2/3 delta^2 <= u``: the
+    default is 4 times below that point): a counter to 64 is within the tolerance at the default, and with
+    256 times the amplitude its cubic error, about ``delta^2 T^2 / 6``, exceeds it."""
+    model = counter_program()
+    xs = np.ones((1, 64, 1))
+    reference = exact(model, xs)
+    net = model.to_torch(arch, max_len=64, dtype=torch.float32)
+    assert largest_error(net, xs, reference) <= net.tolerance
+    loud = model.to_torch(arch, max_len=64, dtype=torch.float32, amplitude=256 * net.scales.amplitude)
+    assert largest_error(loud, xs, reference) > net.tolerance
+
+
+def product_program() -> lsrl.CompiledProgram:
+    x = lsrl.Input(2, name="x", bounds=(-1, 1))
+    return lsrl.compile(lsrl.ForEach(lsrl.Multi(x, name="product")), progress=False)
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_the_gate_amplitude_is_near_its_optimum(arch):
+    """A product's gate amplitude trades rounding (grows as it shrinks) against truncation (grows with it):
+    at the default the error is within the tolerance; 64 times smaller or larger, beyond it."""
+    model = product_program()
+    grid = np.linspace(-1, 1, 65)
+    xs = np.stack(np.meshgrid(grid, grid), axis=-1).reshape(1, -1, 2).astype(np.float32).astype(np.float64)
+    xs = xs.reshape(65, 65, 2)
+    reference = exact(model, xs)
+    net = model.to_torch(arch, max_len=65, dtype=torch.float32)
+    assert largest_error(net, xs, reference) <= net.tolerance
+    default = GATE_AMPLITUDE[torch.float32]
+    for factor in (1 / 64, 64):
+        other = model.to_torch(arch, max_len=65, dtype=torch.float32, gate_amplitude=default * factor)
+        assert largest_error(other, xs, reference) > net.tolerance, factor
+
+
+def test_power_sum_adds_whole_periods_and_stops_at_zero():
+    def brute(A, steps):
+        total, power = np.zeros_like(A), np.eye(len(A))
+        for _ in range(steps):
+            total, power = total + np.abs(power), A @ power
+        return total
+
+    cycle = np.roll(np.eye(3), 1, axis=0)  # a permutation: period 3
+    flip = np.array([[0.0, -1.0], [1.0, 0.0]])  # a quarter turn: period 4
+    shift = np.array([[0.0, 0.0], [1.0, 0.0]])  # nilpotent
+    for A in (cycle, flip, shift, np.array([[0.5]])):
+        for steps in (1, 2, 7, 100, 1001):
+            np.testing.assert_allclose(power_sum(A, steps), brute(A, steps), rtol=1e-6)
+
+
+# ---- refusals ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_a_value_without_a_finite_bound_is_refused_by_name(arch):
+    x = lsrl.Input(1, name="x")
+    model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(x, name="r")), progress=False)
+    with pytest.raises(lsrl.LsrlError, match=r"Input 'x' has no finite bound .*declare bounds"):
+        model.to_torch(arch, max_len=8)
+    growing = lsrl.Input(1, name="g", bounds=(0, 1))
+    doubling = lsrl.compile(lsrl.ForEach(lsrl.LinState(growing, [[2]], [[1]], name="doubling")), progress=False)
+    with pytest.raises(lsrl.LsrlError, match="LinState 'doubling'.*float32"):  # bound 2^200, errors doubling
+        doubling.to_torch(arch, max_len=200, dtype=torch.float32)
+    assert doubling.to_torch(arch, max_len=8, dtype=torch.float32).tolerance < 1.0
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_scales_that_overflow_the_dtype_are_refused_by_name(arch):
+    x = lsrl.Input(2, name="x", bounds=(-1e30, 1e30))
+    model = lsrl.compile(lsrl.ForEach(lsrl.Multi(x, name="big")), progress=False)
+    with pytest.raises(lsrl.LsrlError, match="'big'.*float32"):
+        model.to_torch(arch, max_len=4, dtype=torch.float32)
+    model.to_torch(arch, max_len=4, dtype=torch.float64)  # fine in float64
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_bad_options_and_patches_are_refused(arch):
+    model = counter_program()
+    for options, match in [({}, "max_len must be a positive integer"), ({"max_len": 0}, "max_len"),
+                           ({"max_len": 4, "dtype": torch.float16}, "dtype must be"),
+                           ({"max_len": 4, "gain": -1}, "gain must be a positive"),
+                           ({"max_len": 4, "window": 2}, "takes no option 'window'")]:
+        with pytest.raises(lsrl.LsrlError, match=match):
+            model.to_torch(arch, **options)
+    net = model.to_torch(arch, max_len=4, dtype=torch.float64)
+    assert net.labels is None and net.patchable is None
+    with pytest.raises(lsrl.LsrlError, match="patch= is not available for the stock targets"):
+        net(torch.ones(1, 4, 1, dtype=torch.float64), patch={"count": np.zeros((4, 1))})
+    with pytest.raises(lsrl.SequenceError, match="outside the declared bounds"):
+        net(torch.full((1, 4, 1), 2.0, dtype=torch.float64))
+
+
+# ---- ONNX, reports ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_onnx_export_runs_in_onnxruntime_within_the_tolerance(arch, tmp_path):
+    import onnx
+    import onnxruntime
+
+    model, xs, reference = random_case(3)
+    net = model.to_torch(arch, max_len=T, dtype=torch.float32)
+    path = export_stock_onnx(net, tmp_path / f"{arch}.onnx")
+    operators = {node.op_type for node in onnx.load(str(path)).graph.node}
+    assert ("LSTM" if arch == "stock_lstm" else "GRU") in operators and not operators & {"Sigmoid", "Tanh"}
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"x": xs.astype(np.float32)})[0]
+    assert got.shape == reference.shape
+    assert np.max(np.abs(got - reference)) <= net.tolerance
+    assert np.max(np.abs(got - run(net, xs))) <= net.tolerance
+    with pytest.raises(lsrl.LsrlError, match="cannot write"):
+        export_stock_onnx(net, tmp_path / "missing" / "x.onnx")
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_layer_report_and_summary(arch):
+    model = lsrl.compile(more_ones_than_zeros(), progress=False)
+    net = model.to_torch(arch, max_len=50)
+    rows = layer_report(net)
+    assert [row["kind"] for row in rows] == [arch, arch, "readout"]
+    assert sum(row["nonzeros"] for row in rows) == sum(int(torch.count_nonzero(p)) for p in net.parameters()) + int(
+        torch.count_nonzero(net.h0))
+    assert f"tolerance={net.tolerance:.3g}" in repr(net)
+    assert f"\n{arch}: 2 layers" in lsrl.targets.inspect(model, archs=(arch,), max_len=50)
+
+
+def test_the_command_line_writes_the_onnx_file(tmp_path):
+    from click.testing import CliRunner
+
+    from lsrl.cli import main
+
+    source = tmp_path / "fig1.py"
+    source.write_text("from lsrl.programs import more_ones_than_zeros\nprogram = more_ones_than_zeros()\n")
+    runner = CliRunner()
+    done = runner.invoke(main, ["compile", f"{source}:program", "--target", "stock_gru", "--max-len", "20",
+                                "-o", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "out" / "stock_gru.onnx").is_file()
+    refused = runner.invoke(main, ["compile", f"{source}:program", "--target", "stock_gru", "-o", str(tmp_path / "x")])
+    assert refused.exit_code != 0 and "needs --max-len" in refused.output
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_torch_sigmoid_and_tanh_are_as_accurate_as_the_proof_assumes(dtype):
+    """The bound charges ACTIVATION_ULPS units of roundoff to every sigmoid and tanh (module docstring);
+    the reference is computed in numpy's long double (64-bit significand on x86)."""
+    from lsrl.targets.stock_rnn import ACTIVATION_ULPS
+
+    u = torch.finfo(dtype).eps / 2
+    x = np.concatenate([np.linspace(-40, 40, 200_001), np.logspace(-12, 0, 20_001), -np.logspace(-12, 0, 20_001)])
+    x = torch.as_tensor(x).to(dtype)  # representable in dtype
+    wide = x.double().numpy().astype(np.longdouble)
+    references = {torch.sigmoid: 1 / (1 + np.exp(-wide)), torch.tanh: np.tanh(wide)}
+    for function, reference in references.items():
+        got = function(x).double().numpy().astype(np.longdouble)
+        relative = np.abs(got - reference) / np.maximum(np.abs(reference), np.finfo(np.float64).tiny)
+        assert float(relative.max()) <= ACTIVATION_ULPS * u, (function.__name__, float(relative.max()) / u)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_gru_pair_cancels_its_latched_value_at_the_knee(dtype):
+    """The GRU's ReLU unit keeps z a_{t-1}; its partner removes it with a gate of identical weight rows. The
+    worst case for that assumption: a large latched value (x = 1 one step) then inputs at the knee, where
+    z is neither 0 nor 1 (x of a few 1 / K)."""
+    x = lsrl.Input(3, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, [[1, 1, 1], [1, -1, 0.5]]), name="r")), progress=False)
+    net = model.to_torch("stock_gru", max_len=64, dtype=dtype)
+    K = 2.0 ** math.ceil(math.log2(RELU_KNEE / (torch.finfo(dtype).eps / 2 * 3)))  # the bound of the first sum is 3
+    xs = np.zeros((64, 64, 3))
+    xs[:, ::2] = 1.0
+    xs[:, 1::2, 0] = np.random.default_rng(0).integers(-8, 9, size=(64, 32)) / K
+    assert largest_error(net, xs, exact(model, xs)) <= net.tolerance
