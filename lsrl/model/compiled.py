@@ -10,7 +10,7 @@ import numpy as np
 
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
-from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
+from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array, patch_items, patch_key_name
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions
@@ -40,6 +40,9 @@ class CompiledProgram:
         self.labels = [list(layer) for layer in labels] if labels is not None else None
         # program nodes that cannot be patched by label (see ``patchable``)
         self.entangled: frozenset[str] = frozenset()
+        # program node name -> its width, the width a patch of it must have (set by the compiler;
+        # None in a model saved before it was recorded: see ``patch_width``)
+        self.node_widths: dict[str, int] | None = None
         self.backend = get_backend(backend).name
         self.stats = dict(stats or {})
         self.name = name
@@ -80,7 +83,7 @@ class CompiledProgram:
         unit labelled with that node is set to what its label says it holds, the program's
         interchange intervention carried out on the units.
         """
-        if patch:
+        if patch is not None:
             return self.trace(xs, exact, check_bounds, patch)[-1]
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
@@ -107,7 +110,7 @@ class CompiledProgram:
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
-        patched = self._patched_units(patch or {}, mode, len(batch), steps)
+        patched = self._patched_units(patch, mode, len(batch), steps)
         outputs = []
         for index, layer in enumerate(self.layers):
             units = patched.get(index, ())
@@ -133,28 +136,28 @@ class CompiledProgram:
         of ``(layer, unit, label, reason)``, empty when every label holds."""
         return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
 
-    def _patched_units(self, patch: Mapping[str | Node, Any], mode, count: int, steps: int) -> dict:
+    def patch_width(self, name: str) -> int | None:
+        """The width a patch of program node ``name`` must have: the node's width; None where the model
+        does not know it (a file saved before widths were recorded: the patch must then cover every
+        component a unit holds, see ``_patched_units``)."""
+        if self.node_widths is not None:
+            return self.node_widths.get(name)
+        return None
+
+    def _patched_units(self, patch: Mapping[str | Node, Any] | None, mode, count: int, steps: int) -> dict:
         """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
-        if not patch:
+        items = patch_items(patch, self.name)
+        if not items:
             return {}
         if self.labels is None:
             raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
                             "cannot be patched by program node")
         patched = {}  # node name -> (width, values in the mode's batch form)
-        for key, values in patch.items():
-            name = key if isinstance(key, str) else key.name
-            if name in self.entangled:
-                raise LsrlError(
-                    f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
-                    "not reach the outputs only through units labelled with it (it was fused into a reader, "
-                    "shares units with another node, or was pruned as always 0); see model.patchable"
-                )
-            if name not in self.patchable:
-                raise LsrlError(
-                    f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
-                    "the layers that read it, or never existed); patch a node that model.labels names"
-                )
-            array = patch_array(values, count, steps, f"{self.name}: patch values for {name!r}")
+        for key, values in items:
+            name = patch_key_name(key)
+            self.check_patchable(name)
+            where = f"{self.name}: patch values for {name!r}"
+            array = patch_array(values, count, steps, where, self.patch_width(name))
             holder = Input(array.shape[-1], name=f"patch of {name}")
             read = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
             patched[name] = (array.shape[-1], read)
@@ -164,6 +167,20 @@ class CompiledProgram:
             if found:
                 units[index] = found
         return units
+
+    def check_patchable(self, name: str) -> None:
+        """Refuse (``LsrlError``) a patch of program node ``name`` that the units cannot carry out exactly."""
+        if name in self.entangled:
+            raise LsrlError(
+                f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
+                "not reach the outputs only through units labelled with it (it was fused into a reader, "
+                "shares units with another node, or was pruned as always 0); see model.patchable"
+            )
+        if name not in self.patchable:
+            raise LsrlError(
+                f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
+                "the layers that read it, or never existed); patch a node that model.labels names"
+            )
 
     def diagonal(self) -> CompiledProgram:
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``).

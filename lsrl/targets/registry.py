@@ -65,6 +65,7 @@ class Target:
         self._require_no_gate(stack)
         module = _resolve(self.builder)(stack, **options)
         module.declared_input = model.input
+        module.node_widths = source.node_widths  # the widths patches must have (lsrl.targets.patch)
         module.precision = precision_of(model)
         module.unpatchable = getattr(module, "unpatchable", {})
         module.patchable = None if module.labels is None else sorted(
