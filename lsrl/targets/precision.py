@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
 
 SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+SMALLEST_NORMAL_EXPONENT = {"float16": -14, "bfloat16": -126, "float32": -126, "float64": -1022}
 ERROR_BUDGET = 2.0 ** -12
 _WEIGHTS = ("A", "B", "b", "init_state")
 
@@ -50,6 +51,19 @@ class Precision:
             "f_ifelse (variant 'original', lambda_=1e10) does this: compile the program with ifelse='multiplicative' "
             "(or robust=True for the approximators), or run in float64"
         )
+
+
+def gate_bound_range(dtype: str) -> tuple[float, float]:
+    """``(lowest, highest)`` gate bound a GRU's product layer (``lsrl.targets.gru_lstm``) may use in ``dtype``.
+
+    The product rounds ``1 - Q / gate_bound`` to the ``2**-p`` spacing of numbers near 1 and divides
+    the difference of two such units by ``1 / gate_bound``: it errs by about ``gate_bound * 2**-p``
+    times the factor's magnitude. The highest bound keeps that within ``ERROR_BUDGET``
+    (``gate_bound <= 2**(p - 12)``: 2**41 ~ 2.2e12 in float64, 4096 in float32); the lowest keeps
+    ``1 / gate_bound`` finite and ``gate_bound`` a normal number.
+    """
+    bits = SIGNIFICAND_BITS[dtype]
+    return 2.0 ** SMALLEST_NORMAL_EXPONENT[dtype], 2.0 ** bits * ERROR_BUDGET
 
 
 def precision_of(model: CompiledProgram) -> Precision:

@@ -12,6 +12,8 @@ non-linear state update for a ``ReLUState``, the diagonal form ``model.diagonal(
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
@@ -113,6 +115,17 @@ def check_options(arch: str, options: Mapping[str, Any], accepted: tuple[str, ..
         raise LsrlError(
             f"{arch!r} takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(accepted) or 'none'}"
         )
+
+
+def whole_number_option(arch: str, option: str, value: object, at_most: int, why: str = "") -> int:
+    """A builder's integer option (``max_len``, ``window``, ``heads``) as an ``int`` in ``1..at_most``, or
+    one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
+    (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value != int(value):
+        raise LsrlError(f"{arch}: {option} must be a positive integer, got {type(value).__name__} {value!r}")
+    if not 1 <= value <= at_most:
+        raise LsrlError(f"{arch}: {option} must be an integer in 1..{at_most}{why}, got {value!r}")
+    return int(value)
 
 
 def _resolve(reference: str) -> Callable[..., Any]:
