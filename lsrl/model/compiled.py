@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from lsrl.errors import LsrlError
+from lsrl.errors import BackendError, LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
 from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array, patch_items, patch_key_name
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions
 from lsrl.model.structure import structured_blocks_note
-from lsrl.numbers import get_backend
+from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
 
 if TYPE_CHECKING:
     import torch
@@ -24,9 +24,16 @@ if TYPE_CHECKING:
     from lsrl.model.runner import Plan
     from lsrl.numbers import Backend
 
+_FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
 WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
                 "ReLUState": ("A", "B", "b", "init_state")}
 _STATE_LAYERS = ("LinState", "ReLUState")
+
+
+def _order_of(value: Any) -> str:
+    """``"10^k"`` (with its sign) for an exact rational, from its digits (``float`` may overflow)."""
+    digits = len(str(abs(int(value.numerator)))) - len(str(int(value.denominator)))
+    return f"{'-' if value < 0 else ''}10^{digits}"
 
 
 class CompiledProgram:
@@ -47,6 +54,7 @@ class CompiledProgram:
         self.stats = dict(stats or {})
         self.name = name
         self._plan: Plan | None = None  # the float runner's plan (lsrl.model.runner), built on first use
+        self._float_checked = False  # require_float64_weights found every weight representable
 
     @property
     def output_dim(self) -> int:
@@ -97,6 +105,7 @@ class CompiledProgram:
             from lsrl.model import runner  # numba is imported only to run floats
 
             if self._plan is None:  # built once: the layers do not change after compiling
+                self.require_float64_weights("model(xs)")
                 self._plan = runner.build_plan(self.input.dim, self.layers)
             result = runner.run_plan(self._plan, batch)
         return result[0] if squeeze else result
@@ -109,6 +118,8 @@ class CompiledProgram:
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
+        if not exact:
+            self.require_float64_weights("model.trace(xs)")
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         patched = self._patched_units(patch, mode, len(batch), steps)
         outputs = []
@@ -135,6 +146,23 @@ class CompiledProgram:
         """Units whose values on ``xs`` break their label, checked against ``program.trace``: a list
         of ``(layer, unit, label, reason)``, empty when every label holds."""
         return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
+
+    def require_float64_weights(self, where: str) -> None:
+        """Refuse (``BackendError`` naming the layer and the weight) to run an exact model in float64 when a
+        weight has no float64 form: beyond ``+-1.8e308`` (it would become infinite) or non-zero below
+        ``2.2e-308`` (it would become 0 or lose its precision). ``where`` names the float path asked for."""
+        if self.backend != "exact" or self._float_checked:
+            return
+        for layer in self.layers:
+            for weight in WEIGHT_NAMES[layer.kind]:
+                for _, _, value in getattr(layer, weight).entries():
+                    if abs(value) > FLOAT64_MAX or 0 < abs(value) < _FLOAT64_TINY:
+                        size = "beyond float64's range (|x| <= 1.8e308)" if abs(value) > 1 else \
+                            "below float64's smallest normal number (2.2e-308): it would round to 0 or lose its precision"
+                        raise BackendError(
+                            f"{where}: weight {weight} of {layer.describe()} holds a number of about {_order_of(value)}, {size}; "
+                            "run this exact model with exact=True (it has no float64 form)")
+        self._float_checked = True
 
     def patch_width(self, name: str) -> int | None:
         """The width a patch of program node ``name`` must have: the node's width; None where the model

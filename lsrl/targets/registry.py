@@ -61,6 +61,7 @@ class Target:
         from lsrl.targets.patch import held_nodes  # imports torch
 
         check_options(self.name, options, self.options)
+        model.require_float64_weights(f"to_torch({self.name!r})")
         self._require_linear_states(model)
         source = float_diagonal(model) if self.built_on_diagonal(options) else model
         stack = to_blocks(source)
