@@ -178,7 +178,7 @@ class ForEach:
                 )
             array = patch_array(values, count, steps, f"{node.describe()}: patch values", node.dim)
             holder = Input(node.dim, name=f"patch of {node.name}")
-            patched[node] = mode.read(array if mode.name == "exact" else array.astype(np.float64), holder, False)[0]
+            patched[node] = mode.read(array, holder, False)[0]
         return patched
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from lsrl.errors import BackendError, LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
-from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array, patch_items, patch_key_name
+from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions
@@ -187,7 +187,7 @@ class CompiledProgram:
             where = f"{self.name}: patch values for {name!r}"
             array = patch_array(values, count, steps, where, self.patch_width(name))
             holder = Input(array.shape[-1], name=f"patch of {name}")
-            read = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
+            read = mode.read(array, holder, False)[0]
             patched[name] = (array.shape[-1], read)
         units = {}
         for index, layer_labels in enumerate(self.labels):
