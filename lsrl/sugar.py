@@ -310,7 +310,8 @@ def _require_selecting(cond: Node) -> None:
     for i, (low, high) in enumerate(zip(bounds.low, bounds.high)):
         if not (low <= 0 <= high or low <= 1 <= high):
             raise LsrlError(f"f_ifelse on {cond.describe()}: the condition must be 0 or 1, but component {i} lies in "
-                            f"[{low}, {high}] (by value_bounds, from the declared Input bounds) at every step, so it never selects a branch")
+                            f"[{low}, {high}] (by value_bounds, from the declared Input bounds) at every step, so it "
+                            "never selects a branch")
 
 
 def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: float | str = DEFAULT_LAMBDA,

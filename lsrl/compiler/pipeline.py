@@ -97,5 +97,6 @@ def compile(program: ForEach, backend: str | Backend = "exact", progress: bool |
     with progress_bar(f"compiling {program.name}", len(graph), progress) as on_progress:
         graph = run_passes(graph, on_progress)
     model = to_layers(graph)
-    model.node_widths = {program.names[node]: node.dim for node in program.nodes}  # the widths patches need
+    # the widths patches need (a validated program's nodes all have one)
+    model.node_widths = {program.names[node]: dim for node in program.nodes if (dim := node.dim) is not None}
     return model

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from lsrl.model.runner import Plan
     from lsrl.numbers import Backend
 
+_UNREPRESENTABLE = {True: "beyond float64's range (|x| <= 1.8e308)", False: "below float64's smallest normal "
+                    "number (2.2e-308): it would round to 0 or lose its precision"}
 _FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
 WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
                 "ReLUState": ("A", "B", "b", "init_state")}
@@ -157,11 +159,10 @@ class CompiledProgram:
             for weight in WEIGHT_NAMES[layer.kind]:
                 for _, _, value in getattr(layer, weight).entries():
                     if abs(value) > FLOAT64_MAX or 0 < abs(value) < _FLOAT64_TINY:
-                        size = "beyond float64's range (|x| <= 1.8e308)" if abs(value) > 1 else \
-                            "below float64's smallest normal number (2.2e-308): it would round to 0 or lose its precision"
                         raise BackendError(
-                            f"{where}: weight {weight} of {layer.describe()} holds a number of about {_order_of(value)}, {size}; "
-                            "run this exact model with exact=True (it has no float64 form)")
+                            f"{where}: weight {weight} of {layer.describe()} holds a number of about "
+                            f"{_order_of(value)}, {_UNREPRESENTABLE[abs(value) > 1]}; run this exact model with "
+                            "exact=True (it has no float64 form)")
         self._float_checked = True
 
     def patch_width(self, name: str) -> int | None:

@@ -22,7 +22,7 @@ from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import LsrlError
 from lsrl.model import extensions
 from lsrl.targets.blocks import BlockStack, to_blocks
-from lsrl.targets.precision import precision_of
+from lsrl.targets.precision import precision_of, tolerance_of
 
 if TYPE_CHECKING:
     from torch import nn
@@ -70,6 +70,7 @@ class Target:
         module.declared_input = model.input
         module.node_widths = source.node_widths  # the widths patches must have (lsrl.targets.patch)
         module.precision = precision_of(model)
+        module.tolerance = tolerance_of(source, "float64", getattr(module, "gate_bound", None))
         module.unpatchable = getattr(module, "unpatchable", {})
         module.patchable = None if module.labels is None else sorted(
             (set(source.patchable) & held_nodes(module)) - set(module.unpatchable))
@@ -122,7 +123,8 @@ def whole_number_option(arch: str, option: str, value: object, at_most: int, why
     """A builder's integer option (``max_len``, ``window``, ``heads``) as an ``int`` in ``1..at_most``, or
     one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
     (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value != int(value):
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not real or not math.isfinite(value) or value != int(value):
         raise LsrlError(f"{arch}: {option} must be a positive integer, got {type(value).__name__} {value!r}")
     if not 1 <= value <= at_most:
         raise LsrlError(f"{arch}: {option} must be an integer in 1..{at_most}{why}, got {value!r}")
