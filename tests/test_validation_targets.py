@@ -243,6 +243,10 @@ def test_export_onnx_to_impossible_paths_is_one_model_file_error(tmp_path):
         assert leftovers(tmp_path) == [], what
     assert export_onnx(net, tmp_path / "m.onnx").stat().st_size > 0
     assert leftovers(tmp_path) == ["m.onnx"]
+    wide = product_model().to_torch("gru", gate_bound=2**20)  # fine in float64, not in float32
+    with pytest.raises(lsrl.LsrlError, match=r"gate_bound=.*float32"):
+        export_onnx(wide, tmp_path / "wide.onnx", dtype="float32")
+    assert export_onnx(wide, tmp_path / "wide.onnx", dtype="float64").exists()
 
 
 # ---- 5. exact weights with no float64 form ------------------------------------------------------

@@ -93,7 +93,7 @@ class CompiledProgram:
         unit labelled with that node is set to what its label says it holds, the program's
         interchange intervention carried out on the units.
         """
-        if patch is not None:
+        if patch_items(patch, self.name):  # an empty patch runs unpatched; a malformed one is refused here
             return self.trace(xs, exact, check_bounds, patch)[-1]
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")

@@ -111,11 +111,17 @@ def _cell_layers(g, module, seq, batch_prefix):
 
 
 def check_precision(module: nn.Module, arch: str, dtype: str, allow_inexact: bool = False) -> None:
-    """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``."""
+    """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``, or a
+    GRU whose ``gate_bound`` is outside ``dtype``'s range (``lsrl.targets.gru_lstm.checked_gate_bound``)."""
+    from lsrl.targets.gru_lstm import checked_gate_bound
+
     precision = getattr(module, "precision", None)
     problem = precision.problem(dtype) if precision is not None else None
     if problem and not allow_inexact:
         raise LsrlError(f"{arch} in {dtype}: {problem}; or export anyway (allow_inexact=True, --allow-inexact)")
+    if getattr(module, "gate_bound", None) is not None and not allow_inexact:
+        checked_gate_bound(module.gate_bound, dtype)
+
 def _time_steps(g, seq):
     """``[T]`` of a time-major ``(T, B, d)`` tensor."""
     return g.op("Slice", [g.op("Shape", [seq], "shape"), g.const([0], "start", integer=True),
