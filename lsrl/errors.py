@@ -27,7 +27,8 @@ class BackendError(LsrlError):
 
 
 class ModelFileError(LsrlError):
-    """A saved model (``model.json``, ``weights.safetensors``, a checkpoint) is missing, corrupt or tampered with."""
+    """A saved model (``model.json``, ``weights.safetensors``, a checkpoint) is missing, corrupt or tampered with,
+    or a model file cannot be written where asked (``lsrl.model.writing``)."""
 
 
 class AutomatonError(LsrlError):

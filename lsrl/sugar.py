@@ -304,6 +304,16 @@ def _ifelse_multiplicative(cond, t, f, optimized, name):
     return Linear(products, EXACT.hstack([EXACT.eye(d), EXACT.eye(d)]), name=name)
 
 
+def _require_selecting(cond: Node) -> None:
+    """Refuse a condition that the value-range analysis proves is never 0 nor 1 in some component."""
+    bounds = value_bounds(cond)
+    for i, (low, high) in enumerate(zip(bounds.low, bounds.high)):
+        if not (low <= 0 <= high or low <= 1 <= high):
+            raise LsrlError(f"f_ifelse on {cond.describe()}: the condition must be 0 or 1, but component {i} lies in "
+                            f"[{low}, {high}] (by value_bounds, from the declared Input bounds) at every step, so it "
+                            "never selects a branch")
+
+
 def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: float | str = DEFAULT_LAMBDA,
              mu: float = DEFAULT_MU, name: str | None = None) -> Node:
     """``t`` where ``cond`` is 1 and ``f`` where it is 0 (Sec. 5's six constructions).
@@ -311,6 +321,12 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
     ``cond`` has the dim of ``t`` and ``f`` or dim 1 (broadcast). ``lambda_`` must exceed every
     ``|t|`` and ``|f|`` for the ReLU-based variants; ``lambda_="auto"`` takes the smallest such
     integer from the value-range analysis.
+
+    ``cond`` must be 0 or 1 at every step: in between, the multiplicative variants blend the
+    branches (``cond t + (1 - cond) f``) and the ReLU ones give neither; outside [0, 1] both are
+    wrong. A condition whose value range (``lsrl.value_bounds``) holds neither 0 nor 1 in some
+    component can never select a branch and is refused; a range that holds them is trusted (make
+    conditions with ``f_step``, ``f_larger``, ``f_and`` ..., which give 0 or 1 away from their edges).
     """
     cond, t, f = (as_node(v, "f_ifelse") for v in (cond, t, f))
     if t.dim != f.dim or cond.dim not in (1, t.dim):
@@ -322,6 +338,7 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
         raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
                         f"expected one of {IFELSE_VARIANTS}")
     positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
+    _require_selecting(cond)
     if not (isinstance(lambda_, str) and lambda_ == "auto"):
         if isinstance(lambda_, str):
             raise LsrlError(f"f_ifelse on {cond.describe()}: lambda_ must be a positive number or 'auto', "

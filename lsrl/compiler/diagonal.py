@@ -381,7 +381,7 @@ def float_diagonal(model: CompiledProgram) -> CompiledProgram:
     for layer in model.layers:
         layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
     floats = CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name, model.labels)
-    floats.entangled = model.entangled
+    floats.entangled, floats.node_widths = model.entangled, model.node_widths
     return diagonalise(floats)
 
 
@@ -439,7 +439,7 @@ def diagonalise(model: CompiledProgram) -> CompiledProgram:
     diagonal = CompiledProgram(start, layers, model.backend, dict(model.stats), model.name,
                                known if model.labels is not None else None)
     diagonal.eigenbases = eigenbases  # type: ignore[attr-defined]  # only a diagonal model has them (eigen_trace)
-    diagonal.entangled = frozenset(entangled)
+    diagonal.entangled, diagonal.node_widths = frozenset(entangled), model.node_widths
     return diagonal
 
 

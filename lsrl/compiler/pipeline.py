@@ -96,4 +96,7 @@ def compile(program: ForEach, backend: str | Backend = "exact", progress: bool |
     graph = to_graph(program, backend)
     with progress_bar(f"compiling {program.name}", len(graph), progress) as on_progress:
         graph = run_passes(graph, on_progress)
-    return to_layers(graph)
+    model = to_layers(graph)
+    # the widths patches need (a validated program's nodes all have one)
+    model.node_widths = {program.names[node]: dim for node in program.nodes if (dim := node.dim) is not None}
+    return model

@@ -7,12 +7,12 @@ A batch of vectors is a ``(N, d)`` float64 array in float mode and a list of ``N
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from lsrl.errors import DimensionError, SequenceError
+from lsrl.errors import DimensionError, LsrlError, SequenceError
 from lsrl.numbers import ZERO, Matrix, is_number, to_rational
 
 if TYPE_CHECKING:
@@ -248,18 +248,82 @@ EXACT_MODE = ExactMode()
 Mode: TypeAlias = FloatMode | ExactMode
 
 
-def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int | None = None,
+def patch_items(patch: object, where: str) -> list[tuple[Any, Any]]:
+    """The ``(key, values)`` pairs of a ``patch=`` argument, each key a program node or a node's name.
+
+    The one check of a patch's form that the interpreter, the compiled model and the torch targets
+    share: anything but a mapping, or a key of another type, raises ``LsrlError`` starting with ``where``.
+    """
+    from lsrl.lang.nodes import Node
+
+    if patch is None:
+        return []
+    if not isinstance(patch, Mapping):
+        raise LsrlError(f"{where}: patch must be a dict {{node or node name: values}}, got {type(patch).__name__}")
+    for key in patch:
+        if not isinstance(key, (str, Node)):
+            raise LsrlError(f"{where}: a patch key must be a program node or a node's name, got "
+                            f"{type(key).__name__} {key!r}")
+    return list(patch.items())
+
+
+def patch_key_name(key: Any) -> str:
+    """A patch key's node name (``patch_items`` checked it is a name or a node)."""
+    return key if isinstance(key, str) else key.name
+
+
+def patch_numbers(values: Any, where: str) -> np.ndarray:
+    """``values`` as an array, refused (``SequenceError`` starting with ``where``) unless every entry is a
+    finite real number: no text, ``None``, objects, masked entries, complex numbers, NaN or infinity."""
+    if isinstance(values, np.ma.MaskedArray):
+        raise SequenceError(f"{where}: a masked array is not numbers (its mask would be lost); pass values.filled(v)")
+    if hasattr(values, "detach") and hasattr(values, "numpy"):  # a torch tensor (this package imports no torch)
+        values = values.detach().cpu().numpy()
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as error:  # ragged
+        raise DimensionError(f"{where} must be an array of shape (steps, dim) or (batch, steps, dim), got a "
+                             f"ragged {type(values).__name__} ({error})") from None
+    kind = array.dtype.kind
+    if kind in "biu":
+        return array
+    if kind == "f":
+        if not np.all(np.isfinite(array)):
+            raise SequenceError(f"{where}: the values hold NaN or infinity; a patch sets finite values")
+        return array
+    if kind != "O":
+        raise SequenceError(f"{where} must be real numbers, got an array of dtype {array.dtype}")
+    for value in array.reshape(-1).tolist():
+        if not is_number(value) or isinstance(value, (complex, np.complexfloating)):
+            raise SequenceError(f"{where} must be real numbers, got {type(value).__name__} {value!r}"[:200])
+        try:
+            to_rational(value, where)
+        except DimensionError:
+            raise SequenceError(f"{where}: the values hold {value!r}; a patch sets finite values") from None
+    return array
+
+
+def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int | None,
                 dtype: DTypeLike = object) -> np.ndarray:
     """One node's patch ``values`` as a ``(count, steps, dim)`` array: ``(steps, dim)`` values apply to
-    every sequence of the batch; ``dim=None`` takes the values' own width. A wrong shape raises
-    ``DimensionError`` starting with ``where``."""
-    array = np.asarray(values, dtype=dtype)
+    every sequence of the batch; ``dim=None`` (the node's width unknown) takes the values' own width.
+
+    The one check of patch values that the interpreter, the compiled model and the torch targets
+    share: another shape (a width other than the node's ``dim``, another length) raises
+    ``DimensionError``, values that are not finite real numbers (text, ``None``, NaN, infinity,
+    complex, masked) ``SequenceError``; both start with ``where``, which names the node.
+    """
+    array = patch_numbers(values, where)
     shape = array.shape
     width = shape[-1] if dim is None and len(shape) in (2, 3) else dim
     if shape not in ((steps, width), (count, steps, width)):
         shown = "dim" if width is None else width
         raise DimensionError(f"{where} must have shape ({steps}, {shown}) or ({count}, {steps}, {shown}) "
-                             f"(steps, dim) for this run, got {shape}")
+                             f"(steps, the node's width) for this run, got {shape}")
+    try:
+        array = np.asarray(array, dtype=dtype)
+    except OverflowError:
+        raise SequenceError(f"{where}: the values hold an integer beyond float64's range") from None
     return np.broadcast_to(array, (count, steps, width))
 
 

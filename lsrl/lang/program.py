@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
-from lsrl.lang.evaluate import mode_for, patch_array, step_node
+from lsrl.lang.evaluate import mode_for, patch_array, patch_items, step_node
 from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
@@ -141,7 +141,7 @@ class ForEach:
         mode = mode_for(exact)
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         count = len(batch)
-        patched = self._read_patch(patch or {}, mode, count, steps)
+        patched = self._read_patch(patch, mode, count, steps)
         states = {node: mode.initial_state(node, count) for node in self.states}
         history = {node: [] for node in record}
         for t in range(steps):
@@ -164,11 +164,12 @@ class ForEach:
 
     def _read_patch(self, patch: Patch, mode: Mode, count: int, steps: int) -> dict[Node, object]:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
-        if not patch:
+        items = patch_items(patch, f"ForEach '{self.name}'")
+        if not items:
             return {}
         by_key = {key: node for node, key in self.names.items()}
         patched = {}
-        for target, values in patch.items():
+        for target, values in items:
             node = target if isinstance(target, Node) else by_key.get(target)
             if node is None or node not in by_key.values():
                 raise LsrlError(
@@ -177,7 +178,7 @@ class ForEach:
                 )
             array = patch_array(values, count, steps, f"{node.describe()}: patch values", node.dim)
             holder = Input(node.dim, name=f"patch of {node.name}")
-            patched[node] = mode.read(array if mode.name == "exact" else array.astype(np.float64), holder, False)[0]
+            patched[node] = mode.read(array, holder, False)[0]
         return patched
 
 

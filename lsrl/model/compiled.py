@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from lsrl.errors import LsrlError
+from lsrl.errors import BackendError, LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
-from lsrl.lang.evaluate import EXACT_MODE, mode_for, patch_array
+from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions
 from lsrl.model.structure import structured_blocks_note
-from lsrl.numbers import get_backend
+from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
 
 if TYPE_CHECKING:
     import torch
@@ -24,9 +24,18 @@ if TYPE_CHECKING:
     from lsrl.model.runner import Plan
     from lsrl.numbers import Backend
 
+_UNREPRESENTABLE = {True: "beyond float64's range (|x| <= 1.8e308)", False: "below float64's smallest normal "
+                    "number (2.2e-308): it would round to 0 or lose its precision"}
+_FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
 WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
                 "ReLUState": ("A", "B", "b", "init_state")}
 _STATE_LAYERS = ("LinState", "ReLUState")
+
+
+def _order_of(value: Any) -> str:
+    """``"10^k"`` (with its sign) for an exact rational, from its digits (``float`` may overflow)."""
+    digits = len(str(abs(int(value.numerator)))) - len(str(int(value.denominator)))
+    return f"{'-' if value < 0 else ''}10^{digits}"
 
 
 class CompiledProgram:
@@ -40,10 +49,14 @@ class CompiledProgram:
         self.labels = [list(layer) for layer in labels] if labels is not None else None
         # program nodes that cannot be patched by label (see ``patchable``)
         self.entangled: frozenset[str] = frozenset()
+        # program node name -> its width, the width a patch of it must have (set by the compiler;
+        # None in a model saved before it was recorded: see ``patch_width``)
+        self.node_widths: dict[str, int] | None = None
         self.backend = get_backend(backend).name
         self.stats = dict(stats or {})
         self.name = name
         self._plan: Plan | None = None  # the float runner's plan (lsrl.model.runner), built on first use
+        self._float_checked = False  # require_float64_weights found every weight representable
 
     @property
     def output_dim(self) -> int:
@@ -80,7 +93,7 @@ class CompiledProgram:
         unit labelled with that node is set to what its label says it holds, the program's
         interchange intervention carried out on the units.
         """
-        if patch:
+        if patch_items(patch, self.name):  # an empty patch runs unpatched; a malformed one is refused here
             return self.trace(xs, exact, check_bounds, patch)[-1]
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
@@ -94,6 +107,7 @@ class CompiledProgram:
             from lsrl.model import runner  # numba is imported only to run floats
 
             if self._plan is None:  # built once: the layers do not change after compiling
+                self.require_float64_weights("model(xs)")
                 self._plan = runner.build_plan(self.input.dim, self.layers)
             result = runner.run_plan(self._plan, batch)
         return result[0] if squeeze else result
@@ -106,8 +120,10 @@ class CompiledProgram:
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         mode = mode_for(exact)
+        if not exact:
+            self.require_float64_weights("model.trace(xs)")
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
-        patched = self._patched_units(patch or {}, mode, len(batch), steps)
+        patched = self._patched_units(patch, mode, len(batch), steps)
         outputs = []
         for index, layer in enumerate(self.layers):
             units = patched.get(index, ())
@@ -133,30 +149,46 @@ class CompiledProgram:
         of ``(layer, unit, label, reason)``, empty when every label holds."""
         return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
 
-    def _patched_units(self, patch: Mapping[str | Node, Any], mode, count: int, steps: int) -> dict:
+    def require_float64_weights(self, where: str) -> None:
+        """Refuse (``BackendError`` naming the layer and the weight) to run an exact model in float64 when a
+        weight has no float64 form: beyond ``+-1.8e308`` (it would become infinite) or non-zero below
+        ``2.2e-308`` (it would become 0 or lose its precision). ``where`` names the float path asked for."""
+        if self.backend != "exact" or self._float_checked:
+            return
+        for layer in self.layers:
+            for weight in WEIGHT_NAMES[layer.kind]:
+                for _, _, value in getattr(layer, weight).entries():
+                    if abs(value) > FLOAT64_MAX or 0 < abs(value) < _FLOAT64_TINY:
+                        raise BackendError(
+                            f"{where}: weight {weight} of {layer.describe()} holds a number of about "
+                            f"{_order_of(value)}, {_UNREPRESENTABLE[abs(value) > 1]}; run this exact model with "
+                            "exact=True (it has no float64 form)")
+        self._float_checked = True
+
+    def patch_width(self, name: str) -> int | None:
+        """The width a patch of program node ``name`` must have: the node's width; None where the model
+        does not know it (a file saved before widths were recorded: the patch must then cover every
+        component a unit holds, see ``_patched_units``)."""
+        if self.node_widths is not None:
+            return self.node_widths.get(name)
+        return None
+
+    def _patched_units(self, patch: Mapping[str | Node, Any] | None, mode, count: int, steps: int) -> dict:
         """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
-        if not patch:
+        items = patch_items(patch, self.name)
+        if not items:
             return {}
         if self.labels is None:
             raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels), so it "
                             "cannot be patched by program node")
         patched = {}  # node name -> (width, values in the mode's batch form)
-        for key, values in patch.items():
-            name = key if isinstance(key, str) else key.name
-            if name in self.entangled:
-                raise LsrlError(
-                    f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
-                    "not reach the outputs only through units labelled with it (it was fused into a reader, "
-                    "shares units with another node, or was pruned as always 0); see model.patchable"
-                )
-            if name not in self.patchable:
-                raise LsrlError(
-                    f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
-                    "the layers that read it, or never existed); patch a node that model.labels names"
-                )
-            array = patch_array(values, count, steps, f"{self.name}: patch values for {name!r}")
+        for key, values in items:
+            name = patch_key_name(key)
+            self.check_patchable(name)
+            where = f"{self.name}: patch values for {name!r}"
+            array = patch_array(values, count, steps, where, self.patch_width(name))
             holder = Input(array.shape[-1], name=f"patch of {name}")
-            read = mode.read(array if mode is EXACT_MODE else array.astype(np.float64), holder, False)[0]
+            read = mode.read(array, holder, False)[0]
             patched[name] = (array.shape[-1], read)
         units = {}
         for index, layer_labels in enumerate(self.labels):
@@ -164,6 +196,20 @@ class CompiledProgram:
             if found:
                 units[index] = found
         return units
+
+    def check_patchable(self, name: str) -> None:
+        """Refuse (``LsrlError``) a patch of program node ``name`` that the units cannot carry out exactly."""
+        if name in self.entangled:
+            raise LsrlError(
+                f"{self.name}: program node {name!r} cannot be patched in the compiled model: its value does "
+                "not reach the outputs only through units labelled with it (it was fused into a reader, "
+                "shares units with another node, or was pruned as always 0); see model.patchable"
+            )
+        if name not in self.patchable:
+            raise LsrlError(
+                f"{self.name}: program node {name!r} has no unit in the compiled model (it was fused into "
+                "the layers that read it, or never existed); patch a node that model.labels names"
+            )
 
     def diagonal(self) -> CompiledProgram:
         """The same program with every LinState's ``A`` diagonal (see ``lsrl.compiler.diagonal``).

@@ -20,6 +20,7 @@ from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
+from lsrl.model.writing import output_folder, written
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
@@ -28,9 +29,22 @@ _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
 def save(model: CompiledProgram, path: str | Path) -> Path:
-    """Write ``model`` as ``path/model.json`` and ``path/weights.safetensors``; returns the folder."""
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``model`` as ``path/model.json`` and ``path/weights.safetensors``; returns the folder.
+
+    The folder is created if missing; a path that cannot be a folder or cannot be written raises
+    ``ModelFileError`` naming it, and leaves no partial file (``lsrl.model.writing``).
+    """
+    structure, tensors = _encoded(model)
+    with output_folder(path, "save") as folder:
+        json_file, weights_file = folder / "model.json", folder / "weights.safetensors"
+        with written(json_file, "save") as json_partial, written(weights_file, "save") as weights_partial:
+            json_partial.write_text(json.dumps(structure, indent=1))
+            save_file(tensors, str(weights_partial))
+    return folder
+
+
+def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
+    """``(model.json's structure, weights.safetensors' tensors)`` of ``model``."""
     tensors, layers = {}, []
     for index, layer in enumerate(model.layers):
         weights = {}
@@ -54,11 +68,11 @@ def save(model: CompiledProgram, path: str | Path) -> Path:
     }
     if model.labels is not None:
         structure["entangled"] = sorted(model.entangled)
+    if model.node_widths is not None:
+        structure["node_widths"] = model.node_widths
     if hasattr(model, "eigenbases"):  # a model.diagonal(): eigen_trace needs them
         structure["eigenbases"] = _encode_eigenbases(model.eigenbases, tensors)
-    (folder / "model.json").write_text(json.dumps(structure, indent=1))
-    save_file(tensors, str(folder / "weights.safetensors"))
-    return folder
+    return structure, tensors
 
 
 def load(path: str | Path) -> CompiledProgram:
@@ -91,9 +105,19 @@ def load(path: str | Path) -> CompiledProgram:
     if not all(isinstance(n, str) for n in entangled):
         raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
     model.entangled = frozenset(entangled)
+    model.node_widths = _decode_node_widths(structure, where)
     if "eigenbases" in structure:  # absent in a model that is not a model.diagonal(), and in older files
         model.eigenbases = _decode_eigenbases(_field(structure, "eigenbases", list, where), model, tensors, where)
     return model
+
+
+def _decode_node_widths(structure: dict, where: str) -> dict[str, int] | None:
+    """The field ``node_widths`` (program node name -> width), None where absent (a file from before it)."""
+    widths = _field(structure, "node_widths", dict, where, default=None)
+    if widths is not None and not all(
+            isinstance(width, int) and not isinstance(width, bool) and width >= 1 for width in widths.values()):
+        raise ModelFileError(f"{where}: field 'node_widths' must map node names to positive integers, got {widths!r}")
+    return widths
 
 
 def _encode_eigenbases(eigenbases, tensors) -> list:

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, LsrlError
+from lsrl.lang.evaluate import patch_items, patch_key_name, patch_numbers
 
 Patch = Mapping[Any, Any]  # {sub-layer name or program node (name or node): values}
 
@@ -35,7 +36,7 @@ class CachedRun:
     def __call__(self, x: Any, *args: Any, patch: Patch | None = None, **kwargs: Any) -> Any:
         """``forward``; ``patch={node: values}`` patches program nodes by their labelled units (as
         ``model(xs, patch=...)`` does; see ``lsrl.targets.patch``)."""
-        if not patch:
+        if not patch_items(patch, getattr(self, "architecture", type(self).__name__)):
             return super().__call__(x, *args, **kwargs)
         from lsrl.targets.checks import checked_input
         from lsrl.targets.patch import node_patches
@@ -61,16 +62,16 @@ def run_with_cache(net: nn.Module, xs: Any, patch: Patch | None = None, **forwar
     but a program node of ``net.patchable`` patches the node's labelled units (``lsrl.targets.patch``;
     ``values`` as for the program); the cache holds the values of the patched run.
     """
-    from lsrl.targets.patch import node_name, node_patches
+    from lsrl.targets.patch import node_patches
 
     x = _as_batch(net, xs)
     squeeze = x.dim() == 2
     x = x[None] if squeeze else x
     patchable = set(getattr(net, "patchable", None) or ())
-    nodes = {key: values for key, values in (patch or {}).items() if node_name(key) in patchable}
-    patches = _read_patches(net, {name: values for name, values in (patch or {}).items() if name not in nodes}, squeeze)
-    if squeeze:
-        nodes = {key: np.asarray(values, dtype=np.float64)[None] for key, values in nodes.items()}
+    items = patch_items(patch, "run_with_cache")
+    # a node's (T, dim) values apply to the one sequence of a (T, d) input as they are (patch_array)
+    nodes = {key: values for key, values in items if patch_key_name(key) in patchable}
+    patches = _read_patches(net, {name: values for name, values in items if name not in nodes}, squeeze)
     with node_patches(net, nodes, x.shape[0], x.shape[1]):  # its hooks run before the recorders
         return _cached_run(net, x, squeeze, patches, forward_options)
 
@@ -124,7 +125,8 @@ def _read_patches(net, patch, squeeze) -> dict:
         if name not in layers:
             raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
                             f"a sub-layer of this {type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
-        tensor = values if isinstance(values, torch.Tensor) else torch.as_tensor(np.asarray(values, dtype=np.float64))
+        array = patch_numbers(values, f"run_with_cache: patch values for {name!r}")
+        tensor = torch.as_tensor(np.asarray(array, dtype=np.float64))
         patches[name] = tensor[None] if squeeze else tensor
     return patches
 

@@ -15,6 +15,7 @@ import torch
 
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.lang.evaluate import float_bounds, not_integer
+from lsrl.targets.precision import ToleranceWarning
 
 if TYPE_CHECKING:
     from lsrl.targets.blocks import BlockStack
@@ -71,6 +72,7 @@ def checked_input(module: torch.nn.Module, x: Any, check_bounds: bool = True) ->
     if check_bounds and declared is not None:
         _check_bounds(declared, x.detach())
     _warn_if_inexact(module, dtype)
+    _warn_if_unchecked(module, x.shape[1])
     return x
 
 
@@ -105,6 +107,15 @@ def _warn_if_inexact(module, dtype) -> None:
     problem = precision.problem(str(dtype).removeprefix("torch."))
     if problem:
         warnings.warn(f"{getattr(module, 'architecture', 'model')} in {dtype}: {problem}", RuntimeWarning, stacklevel=3)
+
+
+def _warn_if_unchecked(module, steps: int) -> None:
+    """Warn once per module when a run is longer than its stated tolerance was checked for."""
+    tolerance = getattr(module, "tolerance", None)
+    problem = tolerance.exceeded_by(steps) if tolerance is not None else None
+    if problem and not getattr(module, "_tolerance_warned", False):
+        module._tolerance_warned = True
+        warnings.warn(f"{getattr(module, 'architecture', 'model')}: {problem}", ToleranceWarning, stacklevel=3)
 
 
 MAX_HAWK_BYTES = 2 * 2**30

@@ -51,6 +51,18 @@ The product layer.
   up to a power of two so that the scaling is exact; each doubling costs one bit of precision in the
   products (float64: 2^-42 relative at the default 1024).
 
+Precision of the product (``p`` significand bits: 53 in float64, 24 in float32). ``sigma Q`` is exact
+(a power-of-two scaling), but ``z = 1 - sigma Q`` is rounded to the spacing ``2^-p`` of numbers near
+1, so ``1 - z = sigma Q + e`` with ``|e| <= 2^-p``; the next layer forms ``(u_t - d_t) / sigma``,
+which multiplies ``e P`` (and the roundings of ``u``, at most ``|P|``-sized) by ``gate_bound``. A
+product therefore errs by about ``c * gate_bound * 2^-p * max |P|`` with a small constant ``c``
+(measured: ``0.5 * gate_bound * 2^-53`` for factors in [0, 1]: 5e-14 at 1024, 5e-5 at 1e12, 7e-3 at
+1e14, and from ``gate_bound = 2^p`` on ``1 - sigma Q`` rounds to 1 for ``Q < 1``: products are 0).
+``gate_bound`` must satisfy ``gate_bound * 2^-p <= 2^-12`` (the error budget of
+``lsrl.targets.precision``), i.e. ``gate_bound <= 2^(p - 12)``: ``2^41 ~ 2.2e12`` in float64 and
+``4096`` in float32 (``lsrl.targets.precision.gate_bound_range``). A larger one is refused with an
+``LsrlError`` when the GRU is built (float64) and when it runs in a dtype whose range excludes it.
+
 A ReLUState block's state layer is its update itself: ``relu_units`` with the state's ``A`` as
 recurrent weights (GRU: ``z = 0, r = 1`` so ``h = n``; LSTM: ``f = 0, i = g = 1`` so ``h = o``).
 
@@ -60,6 +72,7 @@ Initial states are buffers ``h0_l{k}`` (and ``c0_l{k}`` for the LSTM), broadcast
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +85,7 @@ from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
+from lsrl.targets.precision import ERROR_BUDGET, SIGNIFICAND_BITS, gate_bound_range
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
@@ -236,6 +250,8 @@ class CellModel(CachedRun, nn.Module):
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         x = checked_input(self, x, check_bounds)
+        if self.gate_bound is not None:
+            checked_gate_bound(self.gate_bound, str(x.dtype).removeprefix("torch."))
         for k in range(self.rnn.num_layers):
             if k in self.gate_columns:
                 self._check_gates(k, x)
@@ -537,13 +553,31 @@ def _single(terms) -> bool:
     return len(terms) == 1 and terms[0][1] == 1.0
 
 
+def checked_gate_bound(gate_bound: object, dtype: str = "float64") -> float:
+    """``gate_bound`` rounded up to a power of two, or an ``LsrlError`` naming it, ``dtype`` and the range
+    ``lsrl.targets.precision.gate_bound_range(dtype)`` where its products keep their precision (module
+    docstring: a product errs by about ``gate_bound * 2^-p`` times its factor)."""
+    if isinstance(gate_bound, bool) or not isinstance(gate_bound, numbers.Real):
+        raise LsrlError(f"gru: gate_bound must be a positive real number, got {type(gate_bound).__name__} "
+                        f"{gate_bound!r}")
+    if dtype not in SIGNIFICAND_BITS:
+        raise LsrlError(f"gru: no GRU product layer in dtype {dtype!r} (known: {', '.join(SIGNIFICAND_BITS)})")
+    low, high = gate_bound_range(dtype)
+    value = float(gate_bound)
+    if not low <= value <= high:  # NaN included
+        raise LsrlError(
+            f"gru: gate_bound={gate_bound!r} is outside [{low:.3g}, {high:.6g}] = [2^{math.log2(low):.0f}, "
+            f"2^{math.log2(high):.0f}], where {dtype} keeps the GRU's products within {ERROR_BUDGET:.3g} of the exact "
+            f"ones (a product errs by about gate_bound * 2^-{SIGNIFICAND_BITS[dtype]} times its factor)"
+            + ("; run the GRU in float64 or use the LSTM, which needs no gate_bound" if dtype != "float64" else "")
+        )
+    return 2.0 ** math.ceil(math.log2(value))
+
+
 def _build(stack, arch, gate_bound=None):
     sigma = None
     if arch == "gru":
-        gate_bound = DEFAULT_GATE_BOUND if gate_bound is None else float(gate_bound)
-        if not gate_bound > 0 or math.isinf(gate_bound):
-            raise LsrlError(f"gru: gate_bound must be a positive finite number, got {gate_bound}")
-        gate_bound = 2.0 ** math.ceil(math.log2(gate_bound))
+        gate_bound = checked_gate_bound(DEFAULT_GATE_BOUND if gate_bound is None else gate_bound)
         sigma = 1.0 / gate_bound
     elif gate_bound is not None:
         raise LsrlError("lstm: gate_bound is a GRU option (the LSTM multiplies exactly without one)")
@@ -561,7 +595,8 @@ def build_gru(stack: BlockStack, gate_bound: float | None = None) -> CellModel:
     """A ``BlockStack`` as ReLU-GRU layers (App. C with the exact product layer described above).
 
     ``gate_bound`` (default 1024, rounded up to a power of two) bounds gamma's outputs: every gate
-    factor must stay in ``[-gate_bound, gate_bound]``.
+    factor must stay in ``[-gate_bound, gate_bound]``. It must lie in
+    ``lsrl.targets.precision.gate_bound_range("float64")`` (at most 2^41; module docstring).
     """
     return _build(stack, "gru", gate_bound)
 

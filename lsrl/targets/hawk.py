@@ -101,9 +101,10 @@ from lsrl.errors import LsrlError, SequenceError
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, constant_for, copy_of, helper_for, negation_of
 from lsrl.targets.blocks import Block, BlockStack, to_blocks
 from lsrl.targets.cache import CachedRun
-from lsrl.targets.checks import check_hawk_size, checked_input
+from lsrl.targets.checks import MAX_HAWK_BYTES, check_hawk_size, checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
 from lsrl.targets.recurrent import float64_tensor
+from lsrl.targets.registry import whole_number_option
 
 if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
@@ -622,6 +623,8 @@ def _identity_recurrent_labels(stream) -> dict:
 
 CONSTRUCTIONS = ("diagonal", "app_e")
 DEFAULT_WINDOW = 1024  # Griffin's local attention window (De et al., 2024)
+MAX_POSITION = 2**62  # positions and windows are compared as int64 (t - window must not overflow)
+_POSITIONS = " (positions are int64 in torch)"
 
 
 def _as_stack(stack, construction, max_len, architecture) -> BlockStack:
@@ -648,18 +651,22 @@ def _check_max_len(max_len, architecture, construction):
                 f"sequence); the default diagonal construction runs any length"
             )
         return None
-    if max_len is None or isinstance(max_len, bool) or int(max_len) != max_len or max_len < 1:
+    if max_len is None:
         raise LsrlError(
             f"{architecture} with construction='app_e' needs max_len, the longest input sequence (a positive "
-            f"integer): it is the window d_conv of the temporal convolution that computes each state (App. E.1), "
-            f"got {max_len!r}"
+            f"integer): it is the window d_conv of the temporal convolution that computes each state (App. E.1)"
         )
-    return int(max_len)
+    return whole_number_option(architecture, "max_len", max_len, MAX_POSITION, _POSITIONS)
 
 
 def _identity_mqa(width: int, heads: int, window: int) -> LocalMQA:
     """MQA with ``W_v = 0`` inside a residual connection: ``a_t + 0``, an exact pass-through."""
     head_dim = max(1, -(-width // heads))
+    needed = 8 * (2 * heads * head_dim + 2 * head_dim) * width  # W_q, W_o, W_k, W_v in float64
+    if needed > MAX_HAWK_BYTES:
+        raise LsrlError(f"griffin: heads={heads} needs {needed / 2**30:.1f} GiB for one attention block's projections "
+                        f"(limit {MAX_HAWK_BYTES / 2**30:.0f} GiB); use fewer heads (at most the stream's width "
+                        f"{width} gives every head a channel)")
     return LocalMQA(
         W_q=np.zeros((heads * head_dim, width)), W_k=np.zeros((head_dim, width)), W_v=np.zeros((head_dim, width)),
         W_o=np.zeros((width, heads * head_dim)), b_o=np.zeros(width), heads=heads, window=window, residual=True,
@@ -770,11 +777,9 @@ def build_griffin(stack: BlockStack | CompiledProgram, max_len: int | None = Non
     max_len = _check_max_len(max_len, "griffin", construction)
     stack = _as_stack(stack, construction, max_len, "griffin")
     window = (max_len or DEFAULT_WINDOW) if window is None else window
-    if isinstance(window, bool) or int(window) != window or window < 1:
-        raise LsrlError(f"griffin: the attention window must be a positive integer, got {window!r}")
-    if isinstance(heads, bool) or int(heads) != heads or heads < 1:
-        raise LsrlError(f"griffin: heads must be a positive integer, got {heads!r}")
-    return _build(stack, max_len, "griffin", window=int(window), heads=int(heads))
+    window = whole_number_option("griffin", "window", window, MAX_POSITION, _POSITIONS)
+    heads = whole_number_option("griffin", "heads", heads, MAX_POSITION)  # the projections' size: _identity_mqa
+    return _build(stack, max_len, "griffin", window=window, heads=heads)
 
 
 def _nonzeros(module: nn.Module) -> int:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lsrl.errors import LsrlError
+from lsrl.model.writing import output_file, written
 from lsrl.targets.onnx_graph import DTYPES, OnnxGraph, reorder_gates, to_numpy
 
 if TYPE_CHECKING:
@@ -110,11 +111,17 @@ def _cell_layers(g, module, seq, batch_prefix):
 
 
 def check_precision(module: nn.Module, arch: str, dtype: str, allow_inexact: bool = False) -> None:
-    """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``."""
+    """Refuse (``LsrlError``) a module built by ``to_torch`` whose weights are too large for ``dtype``, or a
+    GRU whose ``gate_bound`` is outside ``dtype``'s range (``lsrl.targets.gru_lstm.checked_gate_bound``)."""
+    from lsrl.targets.gru_lstm import checked_gate_bound
+
     precision = getattr(module, "precision", None)
     problem = precision.problem(dtype) if precision is not None else None
     if problem and not allow_inexact:
         raise LsrlError(f"{arch} in {dtype}: {problem}; or export anyway (allow_inexact=True, --allow-inexact)")
+    if getattr(module, "gate_bound", None) is not None and not allow_inexact:
+        checked_gate_bound(module.gate_bound, dtype)
+
 def _time_steps(g, seq):
     """``[T]`` of a time-major ``(T, B, d)`` tensor."""
     return g.op("Slice", [g.op("Shape", [seq], "shape"), g.const([0], "start", integer=True),
@@ -227,8 +234,11 @@ def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dt
 
     ``arch`` defaults to ``module.architecture``. A module built by ``to_torch`` whose weights are
     too large for ``dtype`` is refused (``LsrlError`` naming the weight and the variant to use)
-    unless ``allow_inexact=True``. Returns the path written.
+    unless ``allow_inexact=True``. Returns the path written. A path that cannot be written (a folder, a
+    missing or read-only folder) raises ``ModelFileError`` naming it before anything is built; the
+    file is written whole or not at all (``lsrl.model.writing``).
     """
+    file = output_file(path, "export_onnx")
     arch = arch or getattr(module, "architecture", None)
     if arch not in ARCHS:
         raise LsrlError(f"export_onnx: architecture must be one of {ARCHS}, got {arch!r}")
@@ -261,7 +271,9 @@ def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dt
     else:
         seq = _cell_layers(g, module, seq, batch_prefix)
     doc = f"lsrl {arch} model; recurrent activations: Relu in place of sigmoid and tanh"
-    return g.write(seq, path, f"lsrl_{arch}", d_in, _output_dim(module, arch, d_in), doc)
+    with written(file, "export_onnx") as partial:
+        g.write(seq, partial, f"lsrl_{arch}", d_in, _output_dim(module, arch, d_in), doc)
+    return file
 
 
 def _output_dim(module, arch, d_in):

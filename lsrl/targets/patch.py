@@ -25,18 +25,15 @@ the targets built from it), less the nodes a target computes without units of th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import numpy as np
 import torch
 
 from lsrl.ir.labels import PATCHABLE_ROLES, units_holding
-from lsrl.lang.evaluate import patch_array
-from lsrl.errors import DimensionError, LsrlError
+from lsrl.lang.evaluate import patch_array, patch_items, patch_key_name
+from lsrl.errors import LsrlError
 from lsrl.targets.checks import module_placement
-
-if TYPE_CHECKING:
-    from lsrl.lang.nodes import Node
 
 
 class StatePatch:
@@ -49,11 +46,6 @@ class StatePatch:
         state = state.clone()
         state[:, self.units] = self.values[:, t].to(state.dtype)
         return state
-
-
-def node_name(key: str | Node) -> str:
-    """A patch key's program node name (a name, or a node of the program)."""
-    return key if isinstance(key, str) else key.name
 
 
 def _carriers(net) -> dict:
@@ -86,12 +78,11 @@ def held_nodes(net: torch.nn.Module) -> set[str]:
 
 
 def _values_array(net, name, values, count, steps) -> np.ndarray:
-    """The patch ``values`` for node ``name`` as a float64 ``(count, steps, dim)`` array."""
+    """The patch ``values`` for node ``name`` as a float64 ``(count, steps, width)`` array, checked as the
+    interpreter checks them (``lsrl.lang.evaluate.patch_array``) against the node's width."""
     arch = getattr(net, "architecture", type(net).__name__)
-    try:
-        return patch_array(values, count, steps, f"{arch}: patch values for {name!r}", dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise DimensionError(f"{arch}: patch values for {name!r} must be numbers, ({error})") from None
+    width = (getattr(net, "node_widths", None) or {}).get(name)
+    return patch_array(values, count, steps, f"{arch}: patch values for {name!r}", width, dtype=np.float64)
 
 
 def _check_patchable(net, name) -> None:
@@ -113,8 +104,8 @@ def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> 
     modules = dict(net.named_modules())
     carriers = _carriers(net)
     arrays = {}
-    for key, values in patch.items():
-        name = node_name(key)
+    for key, values in patch_items(patch, getattr(net, "architecture", type(net).__name__)):
+        name = patch_key_name(key)
         _check_patchable(net, name)
         array = _values_array(net, name, values, count, steps)
         arrays[name] = (array.shape[-1], array)

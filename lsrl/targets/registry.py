@@ -12,6 +12,8 @@ non-linear state update for a ``ReLUState``, the diagonal form ``model.diagonal(
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
@@ -20,7 +22,7 @@ from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import LsrlError
 from lsrl.model import extensions
 from lsrl.targets.blocks import BlockStack, to_blocks
-from lsrl.targets.precision import precision_of
+from lsrl.targets.precision import precision_of, tolerance_of
 
 if TYPE_CHECKING:
     from torch import nn
@@ -59,13 +61,16 @@ class Target:
         from lsrl.targets.patch import held_nodes  # imports torch
 
         check_options(self.name, options, self.options)
+        model.require_float64_weights(f"to_torch({self.name!r})")
         self._require_linear_states(model)
         source = float_diagonal(model) if self.built_on_diagonal(options) else model
         stack = to_blocks(source)
         self._require_no_gate(stack)
         module = _resolve(self.builder)(stack, **options)
         module.declared_input = model.input
+        module.node_widths = source.node_widths  # the widths patches must have (lsrl.targets.patch)
         module.precision = precision_of(model)
+        module.tolerance = tolerance_of(source, "float64", getattr(module, "gate_bound", None))
         module.unpatchable = getattr(module, "unpatchable", {})
         module.patchable = None if module.labels is None else sorted(
             (set(source.patchable) & held_nodes(module)) - set(module.unpatchable))
@@ -112,6 +117,18 @@ def check_options(arch: str, options: Mapping[str, Any], accepted: tuple[str, ..
         raise LsrlError(
             f"{arch!r} takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(accepted) or 'none'}"
         )
+
+
+def whole_number_option(arch: str, option: str, value: object, at_most: int, why: str = "") -> int:
+    """A builder's integer option (``max_len``, ``window``, ``heads``) as an ``int`` in ``1..at_most``, or
+    one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
+    (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not real or not math.isfinite(value) or value != int(value):
+        raise LsrlError(f"{arch}: {option} must be a positive integer, got {type(value).__name__} {value!r}")
+    if not 1 <= value <= at_most:
+        raise LsrlError(f"{arch}: {option} must be an integer in 1..{at_most}{why}, got {value!r}")
+    return int(value)
 
 
 def _resolve(reference: str) -> Callable[..., Any]:

@@ -1,0 +1,79 @@
+"""Writing files where a person asks: every path checked first, every file written whole or not at all.
+
+``model.save``, ``export_onnx`` and the exports built on them write through these: a path that is
+no path, an existing folder where a file is asked for, a file where a folder is asked for, a folder
+that does not exist, or one that cannot be written (read-only, no permission, disk full) raises one
+``ModelFileError`` naming the path, never a raw ``OSError``. A file is written to a temporary name
+beside it and renamed into place when complete, so a failed write leaves no partial file behind
+(and an earlier file of that name untouched); a folder ``save`` had to create is removed again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from lsrl.errors import ModelFileError
+
+
+def _as_path(path: object, what: str) -> Path:
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ModelFileError(f"{what}: expected a path (str or pathlib.Path), got {type(path).__name__} {path!r}")
+    return Path(path)
+
+
+def _cannot(what: str, path: Path, error: OSError) -> ModelFileError:
+    return ModelFileError(f"{what}: cannot write {str(path)!r}: {error.strerror or error}")
+
+
+def output_file(path: object, what: str) -> Path:
+    """``path`` as a file to write: not an existing folder, in a folder that exists; else ``ModelFileError``."""
+    file = _as_path(path, what)
+    if file.is_dir():
+        raise ModelFileError(f"{what}: {str(file)!r} is a folder; give a file name inside it")
+    parent = file.parent
+    if not parent.is_dir():
+        reason = "is a file, not a folder" if parent.exists() else "does not exist"
+        raise ModelFileError(f"{what}: cannot write {str(file)!r}: the folder {str(parent)!r} {reason}")
+    return file
+
+
+@contextmanager
+def output_folder(path: object, what: str) -> Iterator[Path]:
+    """``path`` as a folder to write into, created (with its parents) if missing; ``ModelFileError``
+    if it is a file or cannot be made. The folders made are removed again if the block fails."""
+    folder = _as_path(path, what)
+    if folder.exists() and not folder.is_dir():
+        raise ModelFileError(f"{what}: {str(folder)!r} is a file, not a folder")
+    missing = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _cannot(what, folder, error) from None
+    try:
+        yield folder
+    except BaseException:
+        if missing is not None:
+            shutil.rmtree(missing, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def written(path: Path, what: str) -> Iterator[Path]:
+    """A temporary name beside ``path`` to write to; renamed to ``path`` when the block ends, removed if
+    it fails. An ``OSError`` inside the block becomes a ``ModelFileError`` naming ``path``."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        temporary.touch()  # fails here, as an OSError, where the folder cannot be written
+        yield temporary
+        os.replace(temporary, path)
+    except OSError as error:
+        raise _cannot(what, path, error) from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+__all__ = ["output_file", "output_folder", "written"]
