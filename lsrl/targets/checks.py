@@ -111,8 +111,8 @@ def _warn_if_inexact(module, dtype) -> None:
 
 def _warn_if_unchecked(module, steps: int) -> None:
     """Warn once per module when a run is longer than its stated tolerance was checked for."""
-    tolerance = getattr(module, "tolerance", None)
-    problem = tolerance.exceeded_by(steps) if tolerance is not None else None
+    exceeded_by = getattr(getattr(module, "tolerance", None), "exceeded_by", None)  # a stock target's is a number
+    problem = exceeded_by(steps) if exceeded_by is not None else None
     if problem and not getattr(module, "_tolerance_warned", False):
         module._tolerance_warned = True
         warnings.warn(f"{getattr(module, 'architecture', 'model')}: {problem}", ToleranceWarning, stacklevel=3)

@@ -187,7 +187,7 @@ class CellLayer:
 
     arch: str
     width_in: int
-    rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias); bias_hh stays 0
+    gate_rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias); bias_hh stays 0
     h0: dict = field(default_factory=dict)
     H: list = field(default_factory=list)  # |h| bound per unit
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
@@ -209,7 +209,7 @@ class CellLayer:
     def gate(self, gate: str, unit: int, ih: np.ndarray | None = None, bias: float = 0.0,
              hh: dict | None = None) -> None:
         """Set ``gate`` of ``unit``: input row ``ih``, bias, recurrent weights ``hh`` ({unit: weight})."""
-        self.rows[(gate, unit)] = (ih, dict(hh or {}), float(bias))
+        self.gate_rows[(gate, unit)] = (ih, dict(hh or {}), float(bias))
 
     def arrays(self, hidden: int, width_in: int) -> dict:
         """PyTorch's ``weight_ih`` (``width_in`` columns: the previous layer padded), ``weight_hh``,
@@ -218,7 +218,7 @@ class CellLayer:
         G = len(gates)
         w_ih, w_hh = np.zeros((G * hidden, width_in)), np.zeros((G * hidden, hidden))
         b_ih, b_hh, h0 = np.zeros(G * hidden), np.zeros(G * hidden), np.zeros(hidden)
-        for (gate, unit), (ih, hh, bias) in self.rows.items():
+        for (gate, unit), (ih, hh, bias) in self.gate_rows.items():
             row = gates.index(gate) * hidden + unit
             if ih is not None:
                 w_ih[row, :len(ih)] = ih
@@ -468,7 +468,7 @@ def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dty
             if not bound <= largest:
                 raise LsrlError(f"{name}: the gates reading {node.describe()} reach {bound:.3g}, beyond "
                                 f"{DTYPES[dtype]}'s range; use float64 or declare tighter Input bounds")
-        for ih, hh, bias in layer.rows.values():
+        for ih, hh, bias in layer.gate_rows.values():
             weights = [abs(bias)] + [abs(w) for w in hh.values()] + ([float(np.max(np.abs(ih)))] if ih is not None and
                                                                        ih.size else [])
             if not max(weights) <= largest:
