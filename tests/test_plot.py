@@ -210,3 +210,12 @@ def test_the_reproduction_plot_keeps_its_labels_apart(tmp_path, saved_figures):
             for k, model in enumerate(["ntm", "pattern_ntm", "lstm", "gru"]) for task in ["tf_copy", "tf_pattern1"]]
     plot_error_vs_length(runs, tmp_path / "errors.png")
     assert overlapping_labels(saved_figures[0]) == []
+
+
+def test_every_plot_of_a_training_run_keeps_its_labels_apart(tmp_path, saved_figures):
+    result = CliRunner().invoke(main, ["llrnn", "train", "--preset", "smoke", "--model", "ntm", "--task", "copy",
+                                       "--steps", "2", "--no-compile", "-o", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert len(saved_figures) >= 2  # the error curve, the addresses (and the memories)
+    for figure in saved_figures:
+        assert overlapping_labels(figure) == [], figure.axes[0].get_title()
