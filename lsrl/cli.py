@@ -181,7 +181,7 @@ def run(model_dir: str, input_file: str, exact: bool, no_check_bounds: bool) -> 
 @click.option("--max-len", type=click.IntRange(min=1), default=None,
               help="hawk / griffin rows: the literal App. E construction for inputs up to this length")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
-              help="also draw the model's layers, units and weights to this PNG file")
+              help="also draw the model's layers, units and weights to this file (.png, .svg, .pdf; .svg zooms)")
 def inspect(model_dir: str, max_len: int | None, plot_file: str | None) -> None:
     """Per architecture: layers, hidden sizes, non-zero parameters."""
     from lsrl.targets import inspect as describe

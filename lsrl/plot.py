@@ -16,10 +16,15 @@ if TYPE_CHECKING:
 KIND_COLOURS = {"Input": "#555555", "Linear": "#1f77b4", "ReLU": "#2ca02c", "LinState": "#d62728", "Multi": "#9467bd"}
 MAX_EDGES = 3000
 MAX_NAMED_UNITS = 40  # unit names are written only where every layer is at most this wide
+COLUMN_INCHES, UNIT_INCHES = 1.6, 0.3  # the canvas grows with the model, so that no label overlaps another
+MAX_INCHES = 320  # 32,000 pixels at 100 dpi, inside Agg's limit; an SVG or PDF zooms without one
+TITLE_CHARS, UNIT_LABEL_CHARS = 22, 34  # what fits in a column at the label's font size
+LEGEND_COLUMNS = 6
 
 
 def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges: int = MAX_EDGES) -> Figure:
-    """Draw ``model`` (a ``CompiledProgram``); save to ``path`` if given; returns the matplotlib figure.
+    """Draw ``model`` (a ``CompiledProgram``); save to ``path`` if given (.png, .svg, .pdf: by its suffix;
+    a large model reads best as .svg, which zooms); returns the matplotlib figure.
 
     Units are coloured by role where the model carries unit labels (``model.labels``), else by layer
     kind. Edges: a Linear's ``A``, a LinState's ``B`` (its recurrent ``A`` is noted in the column
@@ -34,7 +39,8 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
     columns = [model.input] + list(model.layers)
     widest = max(column.dim for column in columns)
     labels = getattr(model, "labels", None)
-    figure = Figure(figsize=(min(40, 1.6 * len(columns) + 1), min(40, 0.3 * widest + 2)))
+    figure = Figure(figsize=(min(MAX_INCHES, COLUMN_INCHES * len(columns) + 1),
+                             min(MAX_INCHES, UNIT_INCHES * widest + 2.5)))
     axes = figure.subplots()
     edges, signs = _edges(columns)
     shown = np.linspace(0, len(edges) - 1, max_edges).astype(int) if len(edges) > max_edges else np.arange(len(edges))
@@ -49,14 +55,16 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
         colours = [role_colours[unit[2]] for unit in layer_labels] if layer_labels else KIND_COLOURS[column.kind]
         axes.scatter(np.full(column.dim, x), y, s=24, c=colours, zorder=3, gid="units", edgecolors="none")
         recurrent = " ↻" if column.kind == "LinState" else ""
-        axes.text(x, y.max() + 1, f"{column.kind}({column.dim}){recurrent}\n{column.name}", ha="center",
-                  va="bottom", fontsize=7)
+        axes.text(x, y.max() + 1, f"{column.kind}({column.dim}){recurrent}\n{_shortened(column.name, TITLE_CHARS)}",
+                  ha="center", va="bottom", fontsize=7, gid="column title")
         if layer_labels and widest <= MAX_NAMED_UNITS:
             for height, (node, index, role) in zip(y, layer_labels):
-                axes.text(x + 0.08, height, f"{node}[{index}] {role}", fontsize=5, va="center")
+                axes.text(x + 0.08, height, _shortened(f"{node}[{index}] {role}", UNIT_LABEL_CHARS), fontsize=5,
+                          va="center", gid="unit label")
     handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in
                (role_colours.items() if labels is not None else KIND_COLOURS.items())]
-    figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False,
+    figure.legend(handles=handles, loc="lower center", ncol=min(LEGEND_COLUMNS, len(handles)), fontsize=7,
+                  frameon=False,
                   title="unit role" if labels is not None else "layer kind", title_fontsize=7)
     note = f"; showing {len(shown)} of {len(edges)} edges" if len(shown) < len(edges) else ""
     axes.set_title(f"{model.name}: {len(model.layers)} layers, {sum(c.dim for c in columns[1:])} units{note}",
@@ -64,10 +72,24 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
     axes.set_xlim(-0.6, len(columns) - 0.4)
     axes.set_ylim(-widest / 2 - 1, widest / 2 + 3)
     axes.axis("off")
-    figure.tight_layout(rect=(0, 0.08, 1, 1))  # room for the legend below
+    _leave_margins(figure, legend_rows=-(-len(handles) // LEGEND_COLUMNS) + 1)  # + 1: the legend's title
     if path is not None:
         figure.savefig(path, dpi=100)
     return figure
+
+
+def _leave_margins(figure: Figure, legend_rows: int) -> None:
+    """Margins in inches (the axes are off; the texts lie inside its limits): the title above, the
+    legend below. Fixed sizes rather than tight_layout, which measures every text and is slow on a
+    large circuit."""
+    width, height = figure.get_size_inches()
+    bottom, top, side = 0.15 + 0.18 * legend_rows, 0.35, 0.1
+    figure.subplots_adjust(left=side / width, right=1 - side / width, bottom=min(0.5, bottom / height),
+                           top=1 - top / height)
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _unit_heights(dim: int) -> np.ndarray:

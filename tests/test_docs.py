@@ -1,9 +1,9 @@
 """The documentation: README.md and every page of docs/.
 
-Every code block runs or names what exists (Python blocks run as written; ``lsrl ...`` lines name real
-commands and options; ``python benchmarks/...`` lines real scripts and options; pip lines real
-extras), the site builds with warnings as errors, and its results tables come from CSV files in the
-format the commands write."""
+Every code block runs or names what exists (Python blocks and ``lsrl ...`` lines run as written, a
+line marked as long with its quick-check flags; ``python benchmarks/...`` lines name real scripts and
+options; pip lines real extras), the site builds with warnings as errors, and its results tables
+come from CSV files in the format the commands write."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ import os
 import re
 import runpy
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import click
 import matplotlib
 import pytest
+from click.testing import CliRunner
 
 import lsrl.cli
 from lsrl.llrnn import reproduce
@@ -68,23 +69,44 @@ def _written(folder: Path, code: str) -> Path:
     return script
 
 
-def _command(words):
-    """The click command that ``lsrl words...`` names, and the words left after its name."""
-    command = lsrl.cli.main
-    while isinstance(command, click.Group) and words and words[0] in command.commands:
-        command, words = command.commands[words[0]], words[1:]
-    return command, words
+QUICK_CHECK = re.compile(r"quick check: (.+)$")
 
 
-@pytest.mark.parametrize("line", sorted({line for line in SHELL if line.startswith("lsrl ")}))
-def test_lsrl_command_lines_name_real_commands_and_options(line):
-    words = shlex.split(re.sub(r"\[([^\]]*)\]", r"\1", line))[1:]  # "[--plots DIR]" marks an optional part
-    command, rest = _command(words)
-    if isinstance(command, click.Group):  # only the group's own options (lsrl --version)
-        assert rest and rest[0].startswith("--"), f"{line!r}: no such command"
-    known = {option for param in command.params for option in param.opts + param.secondary_opts}
-    used = {word.split("=")[0] for word in rest if word.startswith("--")}
-    assert used <= known, f"{line!r}: unknown options {used - known}"
+def _lsrl_lines(page: Path) -> list[tuple[str, list[str]]]:
+    """Each ``lsrl ...`` line of the page's shell blocks, and the flags its comment names after "quick
+    check:" (a line marked as taking long is run with them appended; click keeps the last value of an
+    option given twice)."""
+    lines = []
+    for language, code in re.findall(r"^```(\w*)\n(.*?)^```", page.read_text(), flags=re.M | re.S):
+        for line in code.splitlines() if language in ("bash", "sh") else []:
+            command, _, comment = line.partition("  #")
+            if command.strip().startswith("lsrl "):
+                quick = QUICK_CHECK.search(comment)
+                assert ("long" in comment) == bool(quick), f"{page.name}: {line!r}: a long line names a quick check"
+                lines.append((command.strip(), shlex.split(quick.group(1)) if quick else []))
+    return lines
+
+
+LSRL_LINES = {page.relative_to(ROOT).as_posix(): lines for page in PAGES if (lines := _lsrl_lines(page))}
+
+
+def test_the_docs_show_lsrl_lines_and_how_to_reach_the_command():
+    assert {"README.md", "docs/cli.md", "docs/llrnn.md"} <= set(LSRL_LINES)
+    assert "source .venv/bin/activate" in README
+    assert 'lsrl = "lsrl.cli:main"' in (ROOT / "pyproject.toml").read_text()  # what pip puts in .venv/bin
+    assert any(line.startswith("lsrl compile examples/my_program.py:prog") for line, _ in LSRL_LINES["README.md"])
+
+
+@pytest.mark.parametrize("page", sorted(LSRL_LINES))
+def test_every_lsrl_line_of_a_page_runs_as_written(page, tmp_path, monkeypatch):
+    """The page's lines one after the other (a later line may read what an earlier one wrote), beside a
+    copy of the repository's examples, as the ``lsrl`` command runs them."""
+    matplotlib.use("Agg")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    for line, quick in LSRL_LINES[page]:
+        result = CliRunner().invoke(lsrl.cli.main, shlex.split(line)[1:] + quick)
+        assert result.exit_code == 0, f"{page}: {line!r} {quick} failed:\n{result.output[-3000:]}"
 
 
 def _script_options(script: str) -> set[str]:

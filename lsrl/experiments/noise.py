@@ -415,7 +415,8 @@ def strip_plot(rows: Sequence[Row], path: str | Path, program_kind: str) -> None
     if program_kind == "continuous":
         ax.set_ylabel("Euclidean error")
         ax.set_yscale("symlog", linthresh=1e-2)
-        ax.set_ylim(bottom=0)
+        largest = max((row.error for row in rows if np.isfinite(row.error)), default=1.0)
+        ax.set_ylim(-2e-3, 2 * largest)  # margins, so that an error of 0 or the largest is a whole dot
     else:
         ax.set_ylabel("wrong tokens (%)")
     ax.set_title(f"{program_kind} approximator: parameter noise, teacher-forced states")

@@ -686,8 +686,8 @@ def plot_error_curve(history: list[dict], path: Path) -> None:
     lengths.plot(steps, [row["length"] for row in history], color="tab:orange", label="longest length")
     lengths.set_ylabel("curriculum: longest length")
     lengths.set_ylim(0, max((row["length"] for row in history), default=0) + 1)
-    figure.legend(loc="center right")
-    figure.tight_layout()
+    figure.legend(loc="upper center", ncol=2, frameon=False)  # above the axes, clear of both axis labels
+    figure.tight_layout(rect=(0, 0, 1, 0.9))
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
