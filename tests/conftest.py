@@ -1,11 +1,21 @@
+import os
 import random
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from lsrl.programs import continuous_approximator, discrete_approximator, more_ones_than_zeros
+
+# The fuzz suites (tests/test_fuzz_*.py): "ci" is small and reproducible (the same examples every run,
+# nothing read from or written to a database); HYPOTHESIS_PROFILE=deep fuzzes longer with fresh examples.
+_FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                HealthCheck.function_scoped_fixture]
+settings.register_profile("ci", deadline=None, max_examples=12, derandomize=True, database=None,
+                          suppress_health_check=_FUZZ_HEALTH)
+settings.register_profile("deep", deadline=None, max_examples=400, suppress_health_check=_FUZZ_HEALTH)
 
 
 @pytest.fixture(autouse=True)
@@ -56,3 +66,6 @@ def random_map(rng, n, pairs=20, vocabulary=10):
         key = tuple(rng.randint(1, vocabulary) for _ in range(n))
         mapping.setdefault(key, tuple(rng.randint(1, vocabulary) for _ in range(n)))
     return mapping
+from hypothesis import Phase  # DEVONLY
+settings.register_profile("dev", deadline=None, max_examples=6, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate], suppress_health_check=_FUZZ_HEALTH, print_blob=False)  # DEVONLY
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))  # DEVONLY

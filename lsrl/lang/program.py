@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
@@ -164,8 +164,11 @@ class ForEach:
 
     def _read_patch(self, patch: Patch, mode: Mode, count: int, steps: int) -> dict[Node, object]:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
-        if not patch:
+        if patch is None:
             return {}
+        if not isinstance(patch, Mapping):
+            raise LsrlError(f"ForEach '{self.name}': patch must be a dict {{node or name: values}}, got "
+                            f"{type(patch).__name__}")
         by_key = {key: node for node, key in self.names.items()}
         patched = {}
         for target, values in patch.items():

@@ -22,6 +22,7 @@ from typing import SupportsInt
 import torch
 
 from lsrl.errors import LsrlError
+from lsrl.llrnn.checks import count
 
 START, END, SWAP, SEPARATOR, BLANK = "∘", "•", "S", "|", "_"
 
@@ -31,6 +32,8 @@ class TaskError(LsrlError):
 
 
 MARKERS = START + END + SWAP + SEPARATOR + BLANK
+MAX_LENGTH = 10_000  # the longest string a task draws (a batch is one tensor of that many steps)
+MAX_BATCH = 65_536  # the most samples in one batch
 
 Sample = tuple[list[int], list[int]]  # (prompt, output) as symbol indices
 
@@ -122,6 +125,7 @@ class Task:
 
     def batch(self, batch_size: int, length: int | tuple[int, int], generator: torch.Generator | None = None) -> Batch:
         """``batch_size`` samples of one length: ``length`` or drawn from the inclusive range ``(lo, hi)``."""
+        batch_size = count(self.name, "batch_size", batch_size, high=MAX_BATCH)
         length = self._draw_length(length, generator)
         samples = [self.sample(length, generator) for _ in range(batch_size)]
         return self.collate(samples)
@@ -132,7 +136,10 @@ class Task:
         return [self.batch(batch_size, length, generator) for length in lengths]
 
     def _draw_length(self, length, generator) -> int:
-        low, high = (length, length) if isinstance(length, int) else length
+        pair = (length, length) if not isinstance(length, (tuple, list)) else length
+        if len(pair) != 2:
+            raise TaskError(f"{self.name}: length must be an integer or a pair (low, high), got {length!r}"[:200])
+        low, high = (count(self.name, "length", value, high=MAX_LENGTH) for value in pair)
         if not 1 <= low <= high:
             raise TaskError(f"{self.name}: lengths must satisfy 1 <= low <= high, got {length}")
         return int(torch.randint(low, high + 1, (), generator=generator))
