@@ -16,6 +16,7 @@ _FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.fi
 settings.register_profile("ci", deadline=None, max_examples=12, derandomize=True, database=None,
                           suppress_health_check=_FUZZ_HEALTH)
 settings.register_profile("deep", deadline=None, max_examples=400, suppress_health_check=_FUZZ_HEALTH)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +67,3 @@ def random_map(rng, n, pairs=20, vocabulary=10):
         key = tuple(rng.randint(1, vocabulary) for _ in range(n))
         mapping.setdefault(key, tuple(rng.randint(1, vocabulary) for _ in range(n)))
     return mapping
-from hypothesis import Phase  # DEVONLY
-settings.register_profile("dev", deadline=None, max_examples=6, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate], suppress_health_check=_FUZZ_HEALTH, print_blob=False)  # DEVONLY
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))  # DEVONLY

@@ -165,7 +165,8 @@ def gain_bound(architecture: str, in_degree: int, readout_size: int) -> float:
 
 def _check_architecture(architecture: str) -> None:
     if not isinstance(architecture, str) or architecture not in ("lstm", "gru"):
-        raise LsrlError(f"the gain bound's architecture must be 'lstm' or 'gru', got {shown(architecture)}")
+        raise LsrlError(f"the gain bound is for 'lstm' and 'gru': its architecture must be one of them, got "
+                        f"{shown(architecture)}")
 
 
 def _check_widths(architecture: str, in_degree: int, readout_size: int, where: str) -> tuple[int, int]:

@@ -216,8 +216,8 @@ def train_command(context: click.Context, model_name: str, task_name: str, prese
 def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_dir: str, **settings: Any) -> None:
     """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
     torch.set_num_threads(1)
-    rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS, "--models"), _names(tasks, TASKS, "--tasks"),
-                          range(seeds), workers=workers)
+    rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS, "--models"),
+                          _names(tasks, TASKS, "--tasks"), range(seeds), workers=workers)
     click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")
 
@@ -248,7 +248,7 @@ def reproduce_command(preset_name: str, models: str, tasks: str, seeds: int, ste
     torch.set_num_threads(1)
     given = {"steps": steps, "schedule": schedule, "learning_rate": learning_rate}
     overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
-    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"), _names(tasks, TASKS, "--tasks"), range(seeds),
-                            workers=workers, finished_only=finished_only, **overrides)
+    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"), _names(tasks, TASKS, "--tasks"),
+                            range(seeds), workers=workers, finished_only=finished_only, **overrides)
     click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")
