@@ -1019,3 +1019,81 @@ def test_every_public_callable_is_fuzzed() -> None:
 def test_every_target_is_fuzzed() -> None:
     fuzzed = {boundary.name for boundary in BOUNDARIES}
     assert all(f"to_torch[{arch}]" in fuzzed and f"net[{arch}](patch=)" in fuzzed for arch in ARCHITECTURES)
+
+
+# ---------------------------------------------------------------- each escape the fuzzer found, pinned
+
+REGRESSIONS = {  # a call that escaped (a raw exception, a hang, a wrong answer), and the words its error names
+    "x + None": (lambda: x_input() + None, ("operand",)),
+    "x[1.5]": (lambda: x_input()[1.5], ("index",)),
+    "x['a':]": (lambda: x_input()["a":], ("slice",)),
+    "f_constant(x, None)": (lambda: lsrl.f_constant(x_input(), None), ("value",)),
+    "f_bump(lb=None)": (lambda: lsrl.f_bump(one_input(), None, 3), ("lb",)),
+    "f_larger(y=1j)": (lambda: lsrl.f_larger(one_input(), 1j), ("y",)),
+    "f_smaller(y='a')": (lambda: lsrl.f_smaller(one_input(), "a"), ("y",)),
+    "f_eq(y=nan)": (lambda: lsrl.f_eq(one_input(), float("nan")), ("y",)),
+    "f_or(mu=0.5)": (lambda: lsrl.f_or(*two_bits(), mu=0.5), ("mu",)),
+    "f_modulo_counter(divisor=10**30)": (lambda: lsrl.f_modulo_counter(one_input(), 10**30), ("divisor",)),
+    "ForEach(patch=5)": (lambda: PROGRAM(XS, patch=5), ("patch",)),
+    "check_discrete_prompt(scalar)": (lambda: programs.check_discrete_prompt(-7, 2), ("prompts",)),
+    "check_discrete_prompt(ragged)": (lambda: programs.check_discrete_prompt([[1], [1, 2]], 1), ("prompts",)),
+    "feature_state(reads_value=71)": (lambda: programs.feature_state(x_input(), [1], 71, [[1, 0]], [0], "f"),
+                                      ("reads_value",)),
+    "squaring(None)": (lambda: programs.squaring(None), ("values",)),
+    "discrete_approximator(n=10**14)": (lambda: programs.discrete_approximator(10**14), ("n",)),
+    "continuous_approximator(d_in=10**9)": (lambda: programs.continuous_approximator(10**9, 1), ("d_in",)),
+    "targets.inspect(archs=None)": (lambda: lsrl.targets.inspect(compiled(), None), ("archs",)),
+    "run_with_cache(xs='text')": (lambda: network("rnn").run_with_cache("text"), ("xs",)),
+    "tomita(None)": (lambda: automata.tomita(None), ("number",)),
+    "gain_bound(architecture=None)": (lambda: automata.gain_bound(None, 1, 1), ("architecture",)),
+    "certified_deviation(gain=None)": (lambda: automata.certified_deviation("gru", None, 1, 1), ("gain",)),
+    "learn_back(length=10**20)": (lambda: automata.learn_back(automaton_network("rnn"), [0, 1], length=10**20),
+                                  ("length",)),
+    "learn_back(seed=masked)": (lambda: automata.learn_back(automaton_network("rnn"), [0, 1],
+                                                            seed=np.ma.masked_array([[1.0, 2.0]], mask=[[1, 0]])),
+                                ("seed",)),
+    "check(architectures=None)": (lambda: automata.check([automata.tomita(1)], None), ("architectures",)),
+    "check(seed=timedelta)": (lambda: automata.check([automata.tomita(1)], seed=np.timedelta64(1, "D")), ("seed",)),
+    "bench.load(root=1574)": (lambda: lsrl.bench.load("parity", 1574), ("root",)),
+    "bench.build_suite(tasks=1.5)": (lambda: lsrl.bench.build_suite(fresh_path("b"), 1.5, progress=False), ("tasks",)),
+    "rotation(None)": (lambda: llrnn.rotation(None), ("N",)),
+    "reflection(10**6)": (lambda: llrnn.reflection(10**6), ("N",)),
+    "word_counts(None)": (lambda: llrnn.word_counts(None), ("word",)),
+    "word_transform('id', 7)": (lambda: llrnn.word_transform("id", 7), ("word",)),
+    "word_operator(alpha=None)": (lambda: llrnn.word_operator("01", None, llrnn.reflection(3)), ("alpha",)),
+    "apply_powers(p=None)": (lambda: llrnn.apply_powers(None, torch.zeros(1, 3), (0,)), ("p",)),
+    "MultiplicativeRNN(hidden_dim=83017)": (lambda: llrnn.MultiplicativeRNN(2, 83017, 2), ("MultiplicativeRNN",)),
+    "task batch(batch_size=None)": (lambda: llrnn_tasks.Copy().batch(None, 3), ("batch_size",)),
+    "task batch(length='a')": (lambda: llrnn_tasks.Copy().batch(2, "a"), ("length",)),
+    "preset(name=masked)": (lambda: llrnn_train.preset(np.ma.masked_array([1.0], mask=[1])), ("preset",)),
+    "train(config='x')": (lambda: llrnn_train.train("x", fresh_path("t"), progress=False), ("config", "TrainConfig")),
+    "train(folder=7)": (lambda: llrnn_train.train(llrnn_train.TrainConfig(steps=1), 7, progress=False), ("folder",)),
+    "TapeVariablePattern(entries=(0,))": (lambda: llrnn_tasks.TapeVariablePattern(entries=(0,)), ("entries",)),
+}
+
+
+@pytest.mark.parametrize("call, words", REGRESSIONS.values(), ids=REGRESSIONS)
+def test_an_escape_the_fuzzer_found_is_a_one_line_error(call: Callable[[], Any], words: tuple[str, ...]) -> None:
+    assert user_error_or_answer(call, words) is None, "accepted"
+
+
+def test_certified_deviation_of_a_gain_beyond_float64_certifies_nothing() -> None:
+    assert automata.certified_deviation("gru", 10**400, 2, 1) is None
+
+
+@pytest.mark.parametrize("word", ["", "0", "1", "0110", "1101001"])
+def test_word_index_composes_the_dense_operators(word: str) -> None:
+    """The gather index built letter by letter equals the dense word operator's permutation."""
+    from lsrl.llrnn.ring import word_index
+
+    for N in (1, 5, 8):
+        dense = llrnn.word_operator(word, llrnn.rotation(N), llrnn.reflection(N))
+        v = torch.arange(N, dtype=torch.float64)
+        assert torch.equal(v[word_index(N, word)], dense @ v)
+
+
+def test_training_refuses_a_folder_it_cannot_make_before_training(tmp_path: Any) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(lsrl.LsrlError, match="folder") as error:
+        llrnn_train.train(llrnn_train.TrainConfig(steps=10**6), tmp_path / "file" / "run", progress=False)
+    assert "\n" not in str(error.value)

@@ -59,7 +59,7 @@ def stable_names(nodes: Iterable[Node]) -> dict[Node, str]:
             counts[node.kind] = counts.get(node.kind, -1) + 1
             base = f"{node.kind.lower()}_{counts[node.kind]}"
         name, repeat = base, 1
-        while name in taken:
+        while name in taken:  # at most len(taken) + 1 rounds
             repeat += 1
             name = f"{base}#{repeat}"
         names[node] = name

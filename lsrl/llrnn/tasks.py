@@ -34,6 +34,7 @@ class TaskError(LsrlError):
 MARKERS = START + END + SWAP + SEPARATOR + BLANK
 MAX_LENGTH = 10_000  # the longest string a task draws (a batch is one tensor of that many steps)
 MAX_BATCH = 65_536  # the most samples in one batch
+MAX_PATTERN_DRAWS = 100_000  # TapeVariablePattern: random patterns drawn until one is valid, at most
 
 Sample = tuple[list[int], list[int]]  # (prompt, output) as symbol indices
 
@@ -270,6 +271,8 @@ class AssociativeRecall(Task):
             raise TaskError(f"associative_recall: needs 2 .. {self.alphabet.data ** self.item_length} items, "
                             f"got {length}")
         items: list[list[int]] = []
+        # distinct items by rejection: length <= the number of items (checked above), so it ends; the expected
+        # draws are at most N (H_N) for N = data ** item_length possible items (coupon collector)
         while len(items) < length:
             item = self.random_string(self.item_length, generator)
             if item not in items:
@@ -319,7 +322,7 @@ def repetition_pattern(symbols: list[int], steps: Iterable[int], limit: int, wra
     steps, k, reads, j = tuple(steps), len(symbols), [], 0
     if k == 0:
         return reads
-    while len(reads) < limit and (wrap or j < k):
+    while len(reads) < limit and (wrap or j < k):  # one read per round: at most limit rounds
         reads.append(symbols[j % k])  # j % k: TF's negative indexing; beyond -k (TF crashes) it wraps
         j += steps[(len(reads) - 1) % len(steps)]
     return reads
@@ -465,6 +468,9 @@ class TapeVariablePattern(TapeTask):
         super().__init__(tape_content)
         self.patterns, self.entries, self.positive_sum = patterns, tuple(entries), positive_sum
         self.max_pattern_length = max_pattern_length
+        if patterns is None and not any(e > 0 if positive_sum else e != 0 for e in self.entries):
+            raise TaskError(f"{self.name}: entries {self.entries} make no pattern that is "
+                            f"{'of positive sum' if positive_sum else 'not all zero'}")
 
     def output_length(self, length: int) -> int:
         return 2 * length
@@ -472,11 +478,14 @@ class TapeVariablePattern(TapeTask):
     def draw_pattern(self, generator: torch.Generator | None) -> list[int]:
         if self.patterns is not None:
             return list(self.patterns[int(torch.randint(len(self.patterns), (), generator=generator))])
-        while True:
+        # rejection sampling: a draw of one valid entry is accepted, so a draw succeeds with probability at
+        # least 1 / (max_pattern_length * len(entries)); MAX_PATTERN_DRAWS bounds the loop all the same
+        for _ in range(MAX_PATTERN_DRAWS):
             size = int(torch.randint(1, self.max_pattern_length + 1, (), generator=generator))
             pattern = [self.entries[i] for i in torch.randint(len(self.entries), (size,), generator=generator)]
             if (sum(pattern) > 0) if self.positive_sum else any(pattern):
                 return pattern
+        raise TaskError(f"{self.name}: no valid pattern in {MAX_PATTERN_DRAWS} draws")
 
     def content(self, length: int, generator: torch.Generator | None) -> Sample:
         pattern = self.draw_pattern(generator)
