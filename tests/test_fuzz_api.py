@@ -1044,6 +1044,7 @@ REGRESSIONS = {  # a call that escaped (a raw exception, a hang, a wrong answer)
     "continuous_approximator(d_in=10**9)": (lambda: programs.continuous_approximator(10**9, 1), ("d_in",)),
     "targets.inspect(archs=None)": (lambda: lsrl.targets.inspect(compiled(), None), ("archs",)),
     "run_with_cache(xs='text')": (lambda: network("rnn").run_with_cache("text"), ("xs",)),
+    "run_with_cache(complex xs)": (lambda: network("rnn").run_with_cache(XS + 1j), ("xs",)),
     "tomita(None)": (lambda: automata.tomita(None), ("number",)),
     "gain_bound(architecture=None)": (lambda: automata.gain_bound(None, 1, 1), ("architecture",)),
     "certified_deviation(gain=None)": (lambda: automata.certified_deviation("gru", None, 1, 1), ("gain",)),

@@ -181,8 +181,8 @@ def names_option(line: str, parameter: click.Parameter) -> bool:
 CASES = [(path, parameter.name) for path, command in COMMANDS.items() for parameter in fuzzable(command)]
 
 
-# each example runs a command (a second or more): a quarter of the profile's examples per option
-CLI_EXAMPLES = settings(max_examples=max(2, settings().max_examples // 4))
+# each example runs a command (a second or more): a fifth of the profile's examples per option, at least 2
+CLI_EXAMPLES = settings(max_examples=max(2, settings().max_examples // 5))
 
 
 @pytest.mark.usefixtures("stubbed")

@@ -101,10 +101,13 @@ def _as_batch(net, xs) -> torch.Tensor:
     tensors = list(net.parameters()) + list(net.buffers())
     dtype = next((t.dtype for t in tensors if t.is_floating_point()), torch.float64)
     try:
-        x = xs if isinstance(xs, torch.Tensor) else torch.as_tensor(np.asarray(xs, dtype=np.float64), dtype=dtype)
-    except (TypeError, ValueError, OverflowError):  # ragged, text, None, objects
-        raise SequenceError(f"run_with_cache: xs must be numbers of shape (T, d) or (B, T, d), got "
-                            f"{type(xs).__name__}") from None
+        array = None if isinstance(xs, torch.Tensor) else np.asarray(xs)
+    except (TypeError, ValueError, OverflowError):  # ragged
+        array = None
+    if not isinstance(xs, torch.Tensor) and (array is None or array.dtype.kind not in "biuf"):  # text, complex, ...
+        raise SequenceError(f"run_with_cache: xs must be real numbers of shape (T, d) or (B, T, d), got "
+                            f"{type(xs).__name__}" + ("" if array is None else f" of dtype {array.dtype}"))
+    x = xs if isinstance(xs, torch.Tensor) else torch.as_tensor(array.astype(np.float64), dtype=dtype)
     if x.dim() not in (2, 3):
         raise DimensionError(
             f"run_with_cache: expected a sequence (T, d) or a batch (B, T, d), got shape {tuple(x.shape)}")
