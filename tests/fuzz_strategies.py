@@ -20,12 +20,20 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import strategies as st
 
 from lsrl.errors import LsrlError
 
 HUGE = 10**400  # beyond float64
+
+
+@pytest.fixture(autouse=True)
+def in_a_scratch_folder(tmp_path, monkeypatch):
+    """Fuzzed text is taken for relative paths (a model saved to "abc", a suite built in "1"): the suites
+    run in a scratch folder, so that what an accepted call writes lands there and not in the checkout."""
+    monkeypatch.chdir(tmp_path)
 SECONDS_PER_CALL = 20  # a call still running after this is a hang
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import lsrl
 import lsrl.bench
 import lsrl.llrnn as llrnn
-from fuzz_strategies import bad_sequence, finite_floats, junk, user_error_or_answer
+from fuzz_strategies import bad_sequence, finite_floats, in_a_scratch_folder, junk, user_error_or_answer  # noqa: F401 (in_a_scratch_folder: autouse)
 from lsrl import automata, programs
 from lsrl.llrnn import tasks as llrnn_tasks
 from lsrl.llrnn import train as llrnn_train

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz_strategies import bad_sequence, deadline
+from fuzz_strategies import bad_sequence, deadline, in_a_scratch_folder  # noqa: F401 (an autouse fixture)
 from lsrl.cli import main
 
 PROGRAM = '''
