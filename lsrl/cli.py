@@ -64,7 +64,7 @@ def _load_program(spec: str) -> lsrl.ForEach:
     """``FILE.py`` or ``FILE.py:name``: a module-level ForEach (the only one, or the named one)."""
     path, _, name = spec.partition(":")
     if not Path(path).is_file():
-        raise LsrlError(f"{path}: no such file")
+        raise LsrlError(f"SOURCE {path!r}: no such file")
     module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     module = importlib.util.module_from_spec(module_spec)
     with _importable(Path(path).resolve().parent):  # the program may import modules beside it

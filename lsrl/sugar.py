@@ -23,6 +23,7 @@ Operand: TypeAlias = "Node | MatrixLike"  # a node, or a constant (scalar or vec
 
 DEFAULT_MU = 1000
 DEFAULT_LAMBDA = 10**10
+MAX_DIVISOR = 10**6  # f_modulo_counter's permutation state has one unit per residue
 IFELSE_VARIANTS = (
     "original",
     "optimized",
@@ -66,19 +67,36 @@ def _never_below(lower: Node, upper: Node) -> tuple[int, ValueRange, ValueRange]
     return None
 
 
-def _operand(value: Operand, like: Node, owner: str) -> Node:
-    """A node, or a constant (scalar or vector) turned into ``f_constant(like, value)``."""
+def _operand(value: Operand, like: Node, where: str) -> Node:
+    """A node, or a constant (scalar or vector) turned into ``f_constant(like, value)``; ``where`` names
+    the argument in the error for anything else."""
     if isinstance(value, Node):
         return value
-    if isinstance(value, numbers.Number) or hasattr(value, "__len__"):
-        return f_constant(like, value)
-    raise LsrlError(f"{owner}: expected a node or a number, got {type(value).__name__}")
+    if isinstance(value, numbers.Number) or (hasattr(value, "__len__") and not isinstance(value, (str, bytes))):
+        return _constant(like, value, where)
+    raise LsrlError(f"{where}: expected a node or a number, got {type(value).__name__}"[:300])
+
+
+def _node_or_number(value: Node | float, where: str) -> Node | float:
+    """``value`` if it is a node or a finite real number, else an ``LsrlError`` naming ``where``."""
+    if isinstance(value, Node):
+        return value
+    if isinstance(value, bool) or not is_number(value):
+        raise LsrlError(f"{where} must be a node or a number, got {type(value).__name__} {value!r}"[:300])
+    to_rational(value, where)  # NaN, infinity and complex numbers are refused here
+    return value
 
 
 def f_constant(x: Node, value: MatrixLike, name: str | None = None) -> Linear:
     """A constant vector (or scalar) that ignores the value of ``x``."""
-    x = as_node(x, "f_constant")
-    vector = EXACT.vector(value, len(value) if hasattr(value, "__len__") else 1, "f_constant: value")
+    return _constant(as_node(x, "f_constant"), value, "f_constant: value", name)
+
+
+def _constant(x: Node, value: MatrixLike, where: str, name: str | None = None) -> Linear:
+    """``f_constant(x, value)``, its errors naming the argument as ``where``."""
+    if value is None:  # EXACT.vector reads None as "no vector" (zeros): a constant must be given
+        raise LsrlError(f"{where} must be a number or a vector of numbers, got None")
+    vector = EXACT.vector(value, len(value) if hasattr(value, "__len__") else 1, where)
     return Linear(x, EXACT.zeros(vector.shape2d[0], x.dim), vector, name=name)
 
 
@@ -107,8 +125,8 @@ def f_bump(x: Node, lb: Operand, ub: Operand, mu: float = DEFAULT_MU, name: str 
     ``lb`` must lie below ``ub``: a bump whose lower edge is at or above its upper edge (for every
     input within the declared bounds) is 0 or negative everywhere, and is refused."""
     x = as_node(x, "f_bump")
-    lower = _operand(lb, x, f"f_bump on {x.describe()}")
-    upper = _operand(ub, x, f"f_bump on {x.describe()}")
+    lower = _operand(lb, x, f"f_bump on {x.describe()}: lb")
+    upper = _operand(ub, x, f"f_bump on {x.describe()}: ub")
     inverted = _never_below(lower, upper)
     if inverted is not None:
         i, low, high = inverted
@@ -136,6 +154,7 @@ def f_and(x: Node, y: Node, *more: Node, mu: float = DEFAULT_MU, name: str | Non
     if len(dims) > 1:
         raise DimensionError(f"f_and: operands {[v.describe() for v in operands]} have different dims {dims}")
     d = operands[0].dim
+    _logic_mu(mu, "f_and")
     steps = f_step(Concat(operands) if len(operands) > 1 else operands[0], mu)
     summed = Linear(steps, EXACT.hstack([EXACT.eye(d)] * len(operands)), [1 - len(operands)] * d)
     return ReLU(summed, name=name)
@@ -143,17 +162,27 @@ def f_and(x: Node, y: Node, *more: Node, mu: float = DEFAULT_MU, name: str | Non
 
 def f_or(x: Node, y: Node, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
     """``f_step(x + y)`` for x, y in {0, 1}."""
+    _logic_mu(mu, "f_or")
     return f_step(as_node(x, "f_or") + as_node(y, "f_or"), mu, name=name)
+
+
+def _logic_mu(mu: float, owner: str) -> None:
+    """The steps of f_and and f_or read operands in {0, 1}: they reach 1 at 1 only if mu >= 1."""
+    if positive_number(mu, f"{owner}: mu") < 1:
+        raise LsrlError(f"{owner}: mu must be at least 1 (a step of width 1/mu = {1 / mu:.3g} does not reach 1 "
+                        f"on operands in {{0, 1}}), got {mu!r}")
 
 
 def f_larger(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
     """``f_step(x - y)``: 1 where x > y (by at least 1/mu), else 0."""
-    return f_step(as_node(x, "f_larger") - y, mu, name=name)
+    x = as_node(x, "f_larger")
+    return f_step(x - _node_or_number(y, f"f_larger on {x.describe()}: y"), mu, name=name)
 
 
 def f_smaller(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
     """``f_step(y - x)``: 1 where x < y (by at least 1/mu), else 0."""
-    return f_step(-as_node(x, "f_smaller") + y, mu, name=name)
+    x = as_node(x, "f_smaller")
+    return f_step(-x + _node_or_number(y, f"f_smaller on {x.describe()}: y"), mu, name=name)
 
 
 def f_eq(x: Node, y: Node | float, tolerance: float = 0.5, mu: float = DEFAULT_MU, name: str | None = None) -> ReLU:
@@ -162,6 +191,7 @@ def f_eq(x: Node, y: Node | float, tolerance: float = 0.5, mu: float = DEFAULT_M
     The steps have width ``1/mu``, so ``tolerance`` must be at least ``1/mu`` (else ``f_eq(x, x)``
     is below 1)."""
     x = as_node(x, "f_eq")
+    y = _node_or_number(y, f"f_eq on {x.describe()}: y")
     rational_tolerance = positive_number(tolerance, f"f_eq on {x.describe()}: tolerance")
     rational_mu = positive_number(mu, f"f_eq on {x.describe()}: mu")
     if rational_tolerance * rational_mu < 1:
@@ -188,8 +218,9 @@ def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: flo
     stored as the nearest floats (use it with the float backend).
     """
     x = as_node(x, "f_modulo_counter")
-    if not isinstance(divisor, numbers.Integral) or divisor < 1:
-        raise LsrlError(f"f_modulo_counter on {x.describe()}: divisor must be a positive integer, got {divisor!r}")
+    if isinstance(divisor, bool) or not isinstance(divisor, numbers.Integral) or not 1 <= divisor <= MAX_DIVISOR:
+        raise LsrlError(f"f_modulo_counter on {x.describe()}: divisor must be an integer in 1..{MAX_DIVISOR:,}, got "
+                        f"{divisor!r}"[:300])
     if method == "permutation":
         cycle = EXACT.from_entries((((i + 1) % divisor, i, 1) for i in range(divisor)), (divisor, divisor))
         # the state is rotated before it is read, so it starts one position before e_0

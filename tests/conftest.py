@@ -1,11 +1,23 @@
+import os
 import random
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, Phase, settings
 
 from lsrl.programs import continuous_approximator, discrete_approximator, more_ones_than_zeros
+
+# The fuzz suites (tests/test_fuzz_*.py): "ci" is small and reproducible (the same examples every run,
+# nothing read from or written to a database, a failing example reported as drawn: shrinking it would take
+# minutes); HYPOTHESIS_PROFILE=deep fuzzes longer with fresh examples, and shrinks what fails.
+_FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                HealthCheck.function_scoped_fixture]
+settings.register_profile("ci", deadline=None, max_examples=5, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.generate], suppress_health_check=_FUZZ_HEALTH)
+settings.register_profile("deep", deadline=None, max_examples=400, suppress_health_check=_FUZZ_HEALTH)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)

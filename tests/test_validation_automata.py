@@ -496,7 +496,7 @@ def test_bad_counting_arguments():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(words=0), "words must be at least 1"), (dict(words=-1), "words"), (dict(length=0), "length must be"),
+    (dict(words=0), "words must be in 1.."), (dict(words=-1), "words"), (dict(length=0), "length must be"),
     (dict(length=-1), "length"), (dict(seed=-1), "seed"), (dict(outputs=5), "outputs must be an iterable"),
     (dict(alphabet="abc"), "the alphabet must name the network's 2 input symbols"),
     (dict(alphabet="aa"), "once each"), (dict(network=5), "network must be an automaton network"),

@@ -14,14 +14,15 @@ from lsrl.errors import AutomatonError, LsrlError
 
 
 def shown(value: Any) -> str:
-    text = repr(value)
+    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
+    text = " ".join(repr(value).split())
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def whole_number(value: Any, name: str, where: str, minimum: int = 0, maximum: int | None = None,
                  error: type[LsrlError] = AutomatonError) -> int:
     """``value`` as an ``int`` in ``minimum..maximum``: a Python or numpy integer (not a bool), or ``error``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, (bool, np.timedelta64)) or not isinstance(value, numbers.Integral):
         raise error(f"{where}: {name} must be an integer, got {shown(value)} ({type(value).__name__})")
     value = int(value)
     if value < minimum or (maximum is not None and value > maximum):

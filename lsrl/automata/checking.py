@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from lsrl.automata.arguments import whole_number
+from lsrl.automata.arguments import shown, whole_number
 from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import AutomatonError, LsrlError
@@ -136,9 +136,11 @@ def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHIT
     batch = whole_number(batch, "batch", "check", minimum=1, error=LsrlError)
     seed = whole_number(seed, "seed", "check", minimum=0, error=LsrlError)
     first = whole_number(first, "first", "check", minimum=0, error=LsrlError)
+    if not isinstance(architectures, Iterable):
+        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, got {shown(architectures)}")
     architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
     for arch in architectures:
-        if arch not in ARCHITECTURES:
+        if not isinstance(arch, str) or arch not in ARCHITECTURES:
             raise LsrlError(f"check: architectures must be among {ARCHITECTURES}, got {arch!r}")
     results = {arch: CheckResult(arch, 0, 0, 0, 0, 0.0) for arch in architectures}
     for i, machine in enumerate(machines, start=first):

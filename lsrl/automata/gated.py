@@ -69,7 +69,7 @@ import torch
 from scipy.special import expit
 from torch import nn
 
-from lsrl.automata.arguments import whole_number
+from lsrl.automata.arguments import shown, whole_number
 from lsrl.automata.networks import AutomatonNetwork, half_threshold_readout, set_weights
 from lsrl.automata.units import TransitionUnits
 from lsrl.errors import LsrlError
@@ -117,7 +117,11 @@ def certified_deviation(architecture: str, gain: float, in_degree: int, readout_
     (also for a NaN, infinite or non-positive ``gain``, which nothing certifies)."""
     in_degree, readout_size = _check_widths(architecture, in_degree, readout_size, "certified_deviation")
     if isinstance(gain, bool) or not isinstance(gain, numbers.Real):
-        raise LsrlError(f"certified_deviation: gain must be a real number, got {gain!r} ({type(gain).__name__})")
+        raise LsrlError(f"certified_deviation: gain must be a real number, got {shown(gain)} ({type(gain).__name__})")
+    try:
+        gain = float(gain)
+    except OverflowError:  # an integer beyond float64: as infinite, nothing certifies it
+        return None
     if not (math.isfinite(gain) and gain > 0):
         return None
     grid = _deviation_grid(architecture, in_degree, readout_size)
@@ -160,8 +164,9 @@ def gain_bound(architecture: str, in_degree: int, readout_size: int) -> float:
 
 
 def _check_architecture(architecture: str) -> None:
-    if architecture not in ("lstm", "gru"):
-        raise LsrlError(f"the gain bound is for 'lstm' and 'gru', got {architecture!r}")
+    if not isinstance(architecture, str) or architecture not in ("lstm", "gru"):
+        raise LsrlError(f"the gain bound is for 'lstm' and 'gru': its architecture must be one of them, got "
+                        f"{shown(architecture)}")
 
 
 def _check_widths(architecture: str, in_degree: int, readout_size: int, where: str) -> tuple[int, int]:

@@ -25,6 +25,9 @@ from lsrl.errors import LsrlError
 if TYPE_CHECKING:
     from lsrl.automata.networks import AutomatonNetwork
 
+MAX_WORDS = 10**6  # learn_back: random words per equivalence query (each one run through the network)
+MAX_WORD_LENGTH = 10**4  # ... and their length: a batch of words is one (words, length) array
+
 
 def _decoder(outputs):
     """How one step's readout ``(C,)`` reads as L*'s answer: acceptance (``outputs`` None: a DFA), or the
@@ -100,8 +103,8 @@ def learn_back(network: AutomatonNetwork, alphabet: Iterable[Hashable], *, outpu
     if not isinstance(network, AutomatonNetwork):
         raise LsrlError(f"learn_back: network must be an automaton network (lsrl.automata.to_torch), got "
                         f"{type(network).__name__}")
-    words = whole_number(words, "words", "learn_back", minimum=1, error=LsrlError)
-    length = whole_number(length, "length", "learn_back", minimum=1, error=LsrlError)
+    words = whole_number(words, "words", "learn_back", minimum=1, maximum=MAX_WORDS, error=LsrlError)
+    length = whole_number(length, "length", "learn_back", minimum=1, maximum=MAX_WORD_LENGTH, error=LsrlError)
     seed = whole_number(seed, "seed", "learn_back", minimum=0, error=LsrlError)
     alphabet = list(items(alphabet, "the alphabet", "learn_back"))
     if len(alphabet) != network._input_size() or len(set(alphabet)) != len(alphabet):

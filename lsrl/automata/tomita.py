@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from lsrl.automata.arguments import shown
 from lsrl.automata.machines import DFA, from_regex
 from lsrl.errors import AutomatonError
 
@@ -46,11 +47,11 @@ def _grammar_6() -> DFA:
 
 def tomita(number: int) -> DFA:
     """The minimal DFA of Tomita grammar ``number`` (1..7)."""
-    if not isinstance(number, Hashable):
-        raise AutomatonError(f"there are seven Tomita grammars (1..7), not {number!r}")
+    if isinstance(number, bool) or not isinstance(number, Hashable):
+        raise AutomatonError(f"tomita: number must be one of the seven Tomita grammars (1..7), not {shown(number)}")
     if number in _REGEXES:
         return from_regex(_REGEXES[number], ALPHABET)
     tables = {3: _grammar_3, 4: _grammar_4, 5: _grammar_5, 6: _grammar_6}
     if number not in tables:
-        raise AutomatonError(f"there are seven Tomita grammars (1..7), not {number!r}")
+        raise AutomatonError(f"tomita: number must be one of the seven Tomita grammars (1..7), not {shown(number)}")
     return tables[number]().minimal()

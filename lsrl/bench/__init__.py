@@ -43,6 +43,8 @@ def load(name: str, root: str | Path | None = None
     """
     if not isinstance(name, str):
         raise LsrlError(f"bench.load: name must be 'task' or 'task/arch', got {name!r}")
+    if root is not None and not isinstance(root, (str, os.PathLike)):
+        raise LsrlError(f"bench.load: root must be a folder name (str or Path) or None, got {type(root).__name__}")
     root = Path(root) if root is not None else DEFAULT_ROOT
     task, _, arch = name.partition("/")
     if task not in TASKS:

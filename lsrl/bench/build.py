@@ -216,6 +216,8 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     if not isinstance(root, (str, os.PathLike)) or not str(root):
         raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
     root = Path(root)
+    if tasks is not None and not isinstance(tasks, Iterable):
+        raise LsrlError(f"build_suite: tasks must be a task name or names, got {type(tasks).__name__}")
     names = list(TASKS) if tasks is None else [tasks] if isinstance(tasks, str) else list(tasks)
     unknown = [name for name in names if not isinstance(name, str) or name not in TASKS]
     if unknown:

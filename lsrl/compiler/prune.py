@@ -46,7 +46,7 @@ def _always_zero(layer: Op, zero_in: set[int]) -> set[int]:
         i for i in range(layer.dim)
         if i not in layer.init.nonzero_rows() and i not in layer.b.nonzero_rows() and _reads_only(layer.B, i, zero_in)
     }
-    while True:
+    while True:  # each round drops a unit or ends: at most layer.dim rounds
         kept = {i for i in zero if _reads_only(layer.A, i, zero)}
         if kept == zero:
             return zero

@@ -99,6 +99,11 @@ class Protocol:
     value_bound: float = 3  # |f| of a continuous target: three sines of amplitude at most 1
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.pairs > self.vocabulary ** self.n:  # the distinct keys are drawn by rejection: they must exist
+            raise StudyError(f"noise protocol: {self.pairs} distinct keys of {self.n} tokens in 1..{self.vocabulary} "
+                             "do not exist")
+
 
 QUICK = Protocol(samples=2, queries=2, discrete_queries=2, n=3, pairs=4, cells=4)
 
@@ -208,7 +213,7 @@ def discrete_inputs(protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
     sequences, values = [], []
     for _ in range(protocol.samples):
         mapping = {}
-        while len(mapping) < protocol.pairs:
+        while len(mapping) < protocol.pairs:  # distinct keys by rejection; ends as pairs <= vocabulary ** n
             key = tuple(int(v) for v in rng.integers(1, protocol.vocabulary + 1, protocol.n))
             mapping.setdefault(key, tuple(int(v) for v in rng.integers(1, protocol.vocabulary + 1, protocol.n)))
         keys = list(mapping)

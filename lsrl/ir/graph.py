@@ -75,7 +75,8 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) ->
     if op.kind == LINEAR:
         return frozenset(candidates)
     candidates = {i for i in candidates if at_least_zero(op.init, i)}
-    while True:  # a state stays >= 0 if it reads only such states, with positive weights
+    while True:  # a state stays >= 0 if it reads only such states, with positive weights; each round drops one
+        # candidate or ends, so at most op.dim rounds
         kept = {i for i in candidates if positive_sum(op.A, i, candidates)}
         if kept == candidates:
             return frozenset(kept)
@@ -215,7 +216,7 @@ class Graph:
         """``op`` is shown to hold ``labels`` (per component); through Slices they reach the
         components picked, so a merged op learns what its parts hold."""
         positions: Sequence[int] = range(op.dim)
-        while True:
+        while True:  # back through a chain of Slices towards the input: at most the graph's depth rounds
             for position, label in zip(positions, labels):
                 mine = op.labels[position]
                 if mine is not None and label is not None and mine.node != label.node:

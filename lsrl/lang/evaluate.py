@@ -327,7 +327,10 @@ def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int 
     return np.broadcast_to(array, (count, steps, width))
 
 
-def mode_for(exact: bool) -> Mode:
+def mode_for(exact: bool, where: str) -> Mode:
+    """The exact or the float mode; ``exact`` anything but a bool raises ``LsrlError`` starting with ``where``."""
+    if not isinstance(exact, (bool, np.bool_)):
+        raise LsrlError(f"{where}: exact must be True or False, got {type(exact).__name__} {exact!r:.40}")
     return EXACT_MODE if exact else FLOAT_MODE
 
 

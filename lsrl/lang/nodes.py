@@ -13,7 +13,7 @@ import math
 import numbers
 from collections.abc import Iterable
 
-from lsrl.errors import DimensionError, GraphError
+from lsrl.errors import DimensionError, GraphError, LsrlError
 from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
 
 _name_counters: dict = {}
@@ -90,10 +90,17 @@ class Node:
             both = Concat([self, other])
             return Linear(both, EXACT.hstack([EXACT.eye(self.dim), EXACT.eye(self.dim)]))
         if isinstance(other, numbers.Number):
-            return Linear(self, EXACT.eye(self.dim), EXACT.constant_vector(self.dim, to_rational(other)))
-        return NotImplemented
+            constant = to_rational(other, f"{self.describe()} + operand")
+            return Linear(self, EXACT.eye(self.dim), EXACT.constant_vector(self.dim, constant))
+        raise self._bad_operand("+", other)
 
     __radd__ = __add__
+
+    def _bad_operand(self, operation: str, operand: object) -> LsrlError:
+        """The error for an operand the operator sugar does not take (raised, where Python's protocol
+        would return NotImplemented and end in a bare TypeError)."""
+        return LsrlError(f"{self.describe()} {operation} operand: expected a node or a number, got "
+                         f"{type(operand).__name__}"[:300])
 
     def __neg__(self) -> Linear:
         return self * -1
@@ -101,21 +108,23 @@ class Node:
     def __sub__(self, other: Node | float | numbers.Number) -> Linear:
         if isinstance(other, (Node, numbers.Number)):
             return self + (-other)
-        return NotImplemented
+        raise self._bad_operand("-", other)
 
     def __rsub__(self, other: float | numbers.Number) -> Linear:
+        if not isinstance(other, numbers.Number):
+            raise self._bad_operand("-", other)
         return (-self) + other
 
     def __mul__(self, factor: float | numbers.Number) -> Linear:
         if not isinstance(factor, numbers.Number):
-            return NotImplemented
+            raise self._bad_operand("*", factor)
         return Linear(self, EXACT.eye(self.dim, to_rational(factor, f"{self.describe()} * factor")))
 
     __rmul__ = __mul__
 
     def __truediv__(self, divisor: float | numbers.Number) -> Linear:
         if not isinstance(divisor, numbers.Number):
-            return NotImplemented
+            raise self._bad_operand("/", divisor)
         divisor = to_rational(divisor, f"{self.describe()} / divisor")
         if divisor == 0:
             raise DimensionError(f"{self.describe()}: division by zero")
@@ -123,12 +132,20 @@ class Node:
 
     def __getitem__(self, index: int | slice | Iterable[int]) -> Linear:
         if isinstance(index, slice):
+            if not all(part is None or isinstance(part, numbers.Integral) for part in (index.start, index.stop,
+                                                                                        index.step)) or index.step == 0:
+                raise DimensionError(f"{self.describe()}: a slice index needs integer bounds and a non-zero step, "
+                                     f"got {index!r}"[:300])
             columns = list(range(self.dim))[index]
         elif isinstance(index, numbers.Integral):
             if not -self.dim <= index < self.dim:
                 raise DimensionError(f"{self.describe()}: index {index} out of range for dim {self.dim}")
             columns = [index % self.dim]
         else:
+            if isinstance(index, (str, bytes)) or not isinstance(index, Iterable) or not all(
+                    isinstance(i, numbers.Integral) for i in index):
+                raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
+                                     f"{type(index).__name__} {index!r}"[:300])
             columns = [int(i) for i in index]
             if any(not 0 <= c < self.dim for c in columns):
                 raise DimensionError(f"{self.describe()}: indices {columns} out of range for dim {self.dim}")

@@ -59,7 +59,7 @@ def stable_names(nodes: Iterable[Node]) -> dict[Node, str]:
             counts[node.kind] = counts.get(node.kind, -1) + 1
             base = f"{node.kind.lower()}_{counts[node.kind]}"
         name, repeat = base, 1
-        while name in taken:
+        while name in taken:  # at most len(taken) + 1 rounds
             repeat += 1
             name = f"{base}#{repeat}"
         names[node] = name
@@ -136,9 +136,9 @@ class ForEach:
     def _run(self, xs: ArrayLike, exact: bool, check_bounds: bool, patch: Patch | None,
              record: list[Node]) -> dict[Node, np.ndarray]:
         """The interpreter's one loop: the values of the nodes in ``record``, stacked over time."""
+        mode = mode_for(exact, f"ForEach '{self.name}'")
         if exact:
             self._check_exact_weights()
-        mode = mode_for(exact)
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         count = len(batch)
         patched = self._read_patch(patch, mode, count, steps)

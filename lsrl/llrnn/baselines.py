@@ -59,6 +59,6 @@ def matched_hidden(kind: str, input_dim: int, target: int, readout: Callable[[in
         return recurrent_parameters(kind, input_dim, hidden) + readout(hidden)
 
     hidden = 1
-    while total(hidden + 1) <= target:
+    while total(hidden + 1) <= target:  # total grows by at least 1 per unit: at most target rounds
         hidden += 1
     return hidden if target - total(hidden) <= total(hidden + 1) - target else hidden + 1

@@ -30,7 +30,8 @@ class LlrnnArgumentError(LsrlError, ValueError):
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
+    text = " ".join(repr(value).split())
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -43,11 +43,13 @@ class FiniteFloat(click.FloatRange):
 SEEDS = click.IntRange(*SEED_RANGE)  # what torch.manual_seed accepts
 
 
-def _names(text: str, known: Collection[str]) -> tuple[str, ...]:
+def _names(text: str, known: Collection[str], option: str) -> tuple[str, ...]:
+    """The comma-separated names of ``option`` (``--models``, ``--tasks``), each one of ``known``."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise click.UsageError(f"unknown name(s) {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")
+        raise click.UsageError(f"{option}: unknown name(s) {', '.join(unknown) or '(none)'}; known: "
+                               f"{', '.join(known)}")
     return names
 
 
@@ -214,8 +216,8 @@ def train_command(context: click.Context, model_name: str, task_name: str, prese
 def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_dir: str, **settings: Any) -> None:
     """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
     torch.set_num_threads(1)
-    rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS), _names(tasks, TASKS),
-                          range(seeds), workers=workers)
+    rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS, "--models"),
+                          _names(tasks, TASKS, "--tasks"), range(seeds), workers=workers)
     click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")
 
@@ -246,7 +248,7 @@ def reproduce_command(preset_name: str, models: str, tasks: str, seeds: int, ste
     torch.set_num_threads(1)
     given = {"steps": steps, "schedule": schedule, "learning_rate": learning_rate}
     overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
-    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS), _names(tasks, TASKS), range(seeds),
-                            workers=workers, finished_only=finished_only, **overrides)
+    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"), _names(tasks, TASKS, "--tasks"),
+                            range(seeds), workers=workers, finished_only=finished_only, **overrides)
     click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")

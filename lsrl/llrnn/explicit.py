@@ -42,6 +42,8 @@ from lsrl.llrnn.ring import (
     word_transform,
 )
 
+MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
+
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
@@ -93,6 +95,11 @@ class RecurrentModel(nn.Module):
 
     def add_weight(self, name: str, shape: tuple[int, ...], fan_in: int) -> None:
         """A parameter drawn uniformly from ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``."""
+        entries = math.prod(shape) + sum(parameter.numel() for parameter in self.parameters())
+        if entries > MAX_PARAMETERS:  # refused before the memory is asked for
+            raise LlrnnArgumentError(f"{self.name}: {entries:,} parameters (weight {name} {shape}) are more than "
+                                     f"{MAX_PARAMETERS:,}; input_dim={self.input_dim}, "
+                                     f"{self.controller_dim_name}={self.controller_dim}: choose smaller sizes")
         bound = 1 / math.sqrt(max(fan_in, 1))
         value = torch.empty(shape, **self.factory).uniform_(-bound, bound)
         self.register_parameter(name, nn.Parameter(value))

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 import torch
 
-from lsrl.llrnn.checks import LlrnnArgumentError
+from lsrl.llrnn.checks import LlrnnArgumentError, count, integers
 
 WORD_TRANSFORMS = {
     "id": lambda word: word,
@@ -35,20 +35,41 @@ WORD_TRANSFORMS = {
 }
 
 
+MAX_DENSE_RING = 4_096  # rotation / reflection build dense N x N matrices (4096^2 float64 entries: 128 MiB)
+
+
 def rotation(N: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> torch.Tensor:
     """``R`` with ``R e_a = e_{a+1 mod N}``: ``R[i, j] = 1`` iff ``i = j + 1 mod N``."""
-    return torch.eye(N, dtype=dtype, device=device).roll(1, dims=0)
+    N, factory = _dense_ring("rotation", N, dtype, device)
+    return torch.eye(N, **factory).roll(1, dims=0)
 
 
 def reflection(N: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> torch.Tensor:
     """``R'`` with ``R' e_a = e_{-a mod N}``."""
-    matrix = torch.zeros(N, N, dtype=dtype, device=device)
+    N, factory = _dense_ring("reflection", N, dtype, device)
+    device = factory["device"]
+    matrix = torch.zeros(N, N, **factory)
     positions = torch.arange(N, device=device)
     matrix[(-positions) % N, positions] = 1
     return matrix
 
 
+def _dense_ring(owner: str, N: int, dtype: torch.dtype, device: torch.device | str | None) -> tuple[int, dict]:
+    """The checked size ``N`` (1..MAX_DENSE_RING) and the dtype and device of a dense ring operator."""
+    N = count(owner, "N", N, high=MAX_DENSE_RING)
+    if not isinstance(dtype, torch.dtype):
+        raise LlrnnArgumentError(f"{owner}: dtype must be a torch.dtype, got {type(dtype).__name__}")
+    try:
+        device = torch.device(device) if device is not None else None
+    except (RuntimeError, TypeError):
+        raise LlrnnArgumentError(f"{owner}: device must be a torch device or its name, got {device!r}"[:200]) from None
+    return N, {"dtype": dtype, "device": device}
+
+
 def check_word(word: str) -> str:
+    """``word`` if it is a string of the letters 0 and 1."""
+    if not isinstance(word, str):
+        raise LlrnnArgumentError(f"binary word must be a string of 0s and 1s, got {type(word).__name__}")
     if set(word) - {"0", "1"}:
         raise LlrnnArgumentError(f"binary word {word!r} may only hold the letters 0 and 1")
     return word
@@ -56,6 +77,13 @@ def check_word(word: str) -> str:
 
 def word_operator(word: str, alpha: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     """``[[word]](alpha, beta)``: ``alpha`` for 0, ``beta`` for 1, the first letter applied first."""
+    for name, matrix in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
+            raise LlrnnArgumentError(f"word_operator: {name} must be a square matrix (torch.Tensor), got "
+                                     f"{getattr(matrix, 'shape', type(matrix).__name__)}")
+    if alpha.shape != beta.shape or alpha.dtype != beta.dtype:
+        raise LlrnnArgumentError(f"word_operator: alpha and beta must have one shape and dtype, got "
+                                 f"{tuple(alpha.shape)} {alpha.dtype} and {tuple(beta.shape)} {beta.dtype}")
     operator = torch.eye(alpha.shape[0], dtype=alpha.dtype, device=alpha.device)
     for letter in check_word(word):
         operator = (alpha if letter == "0" else beta) @ operator
@@ -86,16 +114,14 @@ def power_index(N: int, power: int) -> torch.Tensor:
 
 
 def word_index(N: int, word: str) -> torch.Tensor:
-    """Gather index of ``[[word]](R, R')``."""
-    return permutation_index(word_operator(word, rotation(N), reflection(N)))
-
-
-def permutation_index(matrix: torch.Tensor) -> torch.Tensor:
-    """The gather index ``idx`` of a permutation matrix ``P``: ``(P v)[i] = v[idx[i]]``."""
-    index = matrix.argmax(dim=1)
-    if not torch.equal(matrix, torch.eye(matrix.shape[0], dtype=matrix.dtype)[index]):
-        raise ValueError("matrix is not a permutation matrix")
-    return index.cpu()
+    """Gather index of ``[[word]](R, R')``, composed letter by letter as gather indices (no N x N matrix):
+    ``(L O v)[i] = (O v)[idx_L[i]]``, so applying L after O maps ``idx_O`` to ``idx_O[idx_L]``."""
+    positions = torch.arange(N)
+    letters = {"0": power_index(N, 1), "1": (-positions) % N}  # R: v[i - 1]; R': v[-i]
+    index = positions
+    for letter in check_word(word):
+        index = index[letters[letter]]
+    return index
 
 
 def mix(coefficients: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -105,6 +131,14 @@ def mix(coefficients: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> tor
 
 def apply_powers(p: torch.Tensor, v: torch.Tensor, powers: Iterable[int]) -> torch.Tensor:
     """``sum_k p_k R^{powers[k]} v`` for a batch: ``p`` (..., K), ``v`` (..., N)."""
+    for name, tensor in (("p", p), ("v", v)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1:
+            raise LlrnnArgumentError(f"apply_powers: {name} must be a torch.Tensor (..., K) / (..., N), got "
+                                     f"{type(tensor).__name__}")
+    powers = integers("apply_powers", "powers", powers)
+    if p.shape[-1] != len(powers) or p.dtype != v.dtype:
+        raise LlrnnArgumentError(f"apply_powers: p must be (..., {len(powers)}) (one coefficient per power) of v's "
+                                 f"dtype {v.dtype}, got {tuple(p.shape)} {p.dtype}")
     N = v.shape[-1]
     index = torch.stack([power_index(N, n) for n in powers]).to(v.device)
     return mix(p, v, index)

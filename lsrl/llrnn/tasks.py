@@ -22,6 +22,7 @@ from typing import SupportsInt
 import torch
 
 from lsrl.errors import LsrlError
+from lsrl.llrnn.checks import count
 
 START, END, SWAP, SEPARATOR, BLANK = "∘", "•", "S", "|", "_"
 
@@ -31,6 +32,9 @@ class TaskError(LsrlError):
 
 
 MARKERS = START + END + SWAP + SEPARATOR + BLANK
+MAX_LENGTH = 10_000  # the longest string a task draws (a batch is one tensor of that many steps)
+MAX_BATCH = 65_536  # the most samples in one batch
+MAX_PATTERN_DRAWS = 100_000  # TapeVariablePattern: random patterns drawn until one is valid, at most
 
 Sample = tuple[list[int], list[int]]  # (prompt, output) as symbol indices
 
@@ -122,6 +126,7 @@ class Task:
 
     def batch(self, batch_size: int, length: int | tuple[int, int], generator: torch.Generator | None = None) -> Batch:
         """``batch_size`` samples of one length: ``length`` or drawn from the inclusive range ``(lo, hi)``."""
+        batch_size = count(self.name, "batch_size", batch_size, high=MAX_BATCH)
         length = self._draw_length(length, generator)
         samples = [self.sample(length, generator) for _ in range(batch_size)]
         return self.collate(samples)
@@ -132,7 +137,10 @@ class Task:
         return [self.batch(batch_size, length, generator) for length in lengths]
 
     def _draw_length(self, length, generator) -> int:
-        low, high = (length, length) if isinstance(length, int) else length
+        pair = (length, length) if not isinstance(length, (tuple, list)) else length
+        if len(pair) != 2:
+            raise TaskError(f"{self.name}: length must be an integer or a pair (low, high), got {length!r}"[:200])
+        low, high = (count(self.name, "length", value, high=MAX_LENGTH) for value in pair)
         if not 1 <= low <= high:
             raise TaskError(f"{self.name}: lengths must satisfy 1 <= low <= high, got {length}")
         return int(torch.randint(low, high + 1, (), generator=generator))
@@ -263,6 +271,8 @@ class AssociativeRecall(Task):
             raise TaskError(f"associative_recall: needs 2 .. {self.alphabet.data ** self.item_length} items, "
                             f"got {length}")
         items: list[list[int]] = []
+        # distinct items by rejection: length <= the number of items (checked above), so it ends; the expected
+        # draws are at most N (H_N) for N = data ** item_length possible items (coupon collector)
         while len(items) < length:
             item = self.random_string(self.item_length, generator)
             if item not in items:
@@ -312,7 +322,7 @@ def repetition_pattern(symbols: list[int], steps: Iterable[int], limit: int, wra
     steps, k, reads, j = tuple(steps), len(symbols), [], 0
     if k == 0:
         return reads
-    while len(reads) < limit and (wrap or j < k):
+    while len(reads) < limit and (wrap or j < k):  # one read per round: at most limit rounds
         reads.append(symbols[j % k])  # j % k: TF's negative indexing; beyond -k (TF crashes) it wraps
         j += steps[(len(reads) - 1) % len(steps)]
     return reads
@@ -458,6 +468,9 @@ class TapeVariablePattern(TapeTask):
         super().__init__(tape_content)
         self.patterns, self.entries, self.positive_sum = patterns, tuple(entries), positive_sum
         self.max_pattern_length = max_pattern_length
+        if patterns is None and not any(e > 0 if positive_sum else e != 0 for e in self.entries):
+            raise TaskError(f"{self.name}: entries {self.entries} make no pattern that is "
+                            f"{'of positive sum' if positive_sum else 'not all zero'}")
 
     def output_length(self, length: int) -> int:
         return 2 * length
@@ -465,11 +478,14 @@ class TapeVariablePattern(TapeTask):
     def draw_pattern(self, generator: torch.Generator | None) -> list[int]:
         if self.patterns is not None:
             return list(self.patterns[int(torch.randint(len(self.patterns), (), generator=generator))])
-        while True:
+        # rejection sampling: a draw of one valid entry is accepted, so a draw succeeds with probability at
+        # least 1 / (max_pattern_length * len(entries)); MAX_PATTERN_DRAWS bounds the loop all the same
+        for _ in range(MAX_PATTERN_DRAWS):
             size = int(torch.randint(1, self.max_pattern_length + 1, (), generator=generator))
             pattern = [self.entries[i] for i in torch.randint(len(self.entries), (size,), generator=generator)]
             if (sum(pattern) > 0) if self.positive_sum else any(pattern):
                 return pattern
+        raise TaskError(f"{self.name}: no valid pattern in {MAX_PATTERN_DRAWS} draws")
 
     def content(self, length: int, generator: torch.Generator | None) -> Sample:
         pattern = self.draw_pattern(generator)

@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import json
 import math
+import os
 import pickle
 import re
 import time
@@ -40,12 +41,12 @@ from tqdm.auto import tqdm
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn.baselines import Baseline, matched_hidden
-from lsrl.llrnn.checks import LlrnnArgumentError, count, integers, real
+from lsrl.llrnn.checks import LlrnnArgumentError, _shown, count, integers, real
 from lsrl.llrnn.explicit import (
     CONTROLLERS, ERASES, NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM,
     MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, Stabilisers,
 )
-from lsrl.llrnn.tasks import TASKS, Batch, TapeTask
+from lsrl.llrnn.tasks import MAX_BATCH, MAX_LENGTH, TASKS, Batch, TapeTask
 
 TEST_SEED = 20_170_101
 CURRICULA = ("error", "tf")
@@ -116,8 +117,6 @@ class TrainConfig:
 # starts: the history keeps one row per step; a batch holds batch × length × vocabulary inputs and the
 # memory rings batch × width × slots per step; a controller of width d has d² weights.
 MAX_STEPS = 10**7
-MAX_LENGTH = 10_000
-MAX_BATCH = 65_536
 MAX_WIDTH = 4_096  # controller, read-out, memory, symbol and factor sizes
 MAX_SLOTS = 100_000  # ring sizes
 MAX_POWER = 64  # the higher-order RNN's powers V(x)^0..max_power, one product each per step
@@ -312,10 +311,10 @@ PRESET_EXCEPTIONS = {
 def preset(name: str, model: str = "ntm", task: str = "copy", **overrides: Any) -> TrainConfig:
     """``TrainConfig`` of preset ``name`` for ``model`` on ``task``: the shortest training length is
     the task's own (TF's min ℓ - 2 for the ``tf_*`` tasks); ``overrides`` replace any field."""
-    if name not in PRESETS:
-        raise TrainingError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-    if task not in TASKS:
-        raise TrainingError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    if not isinstance(name, str) or name not in PRESETS:
+        raise TrainingError(f"unknown preset {_shown(name)}; known: {', '.join(PRESETS)}")
+    if not isinstance(task, str) or task not in TASKS:
+        raise TrainingError(f"unknown task {_shown(task)}; known: {', '.join(TASKS)}")
     unknown = sorted(set(overrides) - {field.name for field in dataclasses.fields(TrainConfig)})
     if unknown:
         raise TrainingError(f"preset: unknown setting(s) {', '.join(unknown)}; the settings are TrainConfig's fields")
@@ -415,6 +414,8 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, model: torch.nn.Module | None = None) -> None:
+        if not isinstance(config, TrainConfig):
+            raise TrainingError(f"training needs a TrainConfig as config, got {type(config).__name__}")
         self.config = config
         if config.task not in TASKS:
             raise TrainingError(f"unknown task {config.task!r}; known: {', '.join(TASKS)}")
@@ -772,7 +773,13 @@ def train(config: TrainConfig, folder: str | Path, resume: bool = False, progres
     Returns the evaluation, with the wall seconds spent training this run (over every call that
     trained it).
     """
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+        raise TrainingError(f"train: folder must be a folder name (str or Path), got {_shown(folder)}")
     folder = Path(folder)
+    try:  # before any step is trained: a folder that cannot be made fails now, not after the training
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TrainingError(f"train: cannot make the folder {str(folder)!r} ({error.strerror})") from None
     trainer = Trainer.resume(folder, model, steps=config.steps) if resume else Trainer(config, model)
     trainer.run(progress=progress, checkpoint_dir=folder, checkpoint_every=checkpoint_every)
     trainer.save(folder)

@@ -93,11 +93,11 @@ class CompiledProgram:
         unit labelled with that node is set to what its label says it holds, the program's
         interchange intervention carried out on the units.
         """
+        mode = mode_for(exact, self.name)
         if patch_items(patch, self.name):  # an empty patch runs unpatched; a malformed one is refused here
             return self.trace(xs, exact, check_bounds, patch)[-1]
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
-        mode = mode_for(exact)
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
         if exact:
             for layer in self.layers:
@@ -117,9 +117,9 @@ class CompiledProgram:
         """Every layer's output per step: one array per layer of ``layers``, ``(T, width)`` (``(B, T,
         width)`` for a batch), exact (needs the exact backend) or float64 as ``model(xs)`` computes it.
         ``patch``: as for ``__call__``."""
+        mode = mode_for(exact, self.name)
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
-        mode = mode_for(exact)
         if not exact:
             self.require_float64_weights("model.trace(xs)")
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)

@@ -20,7 +20,7 @@ from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
-from lsrl.model.writing import output_folder, written
+from lsrl.model.writing import as_path, output_folder, written
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
@@ -82,7 +82,7 @@ def load(path: str | Path) -> CompiledProgram:
     denominators, shapes against the layer before); a bad file raises ``ModelFileError`` naming
     the layer and the field.
     """
-    folder = Path(path)
+    folder = as_path(path, "lsrl.load")
     structure = _read_structure(folder)
     tensors = _read_tensors(folder)
     where = f"{folder}/model.json"

@@ -19,7 +19,8 @@ from typing import Iterator
 from lsrl.errors import ModelFileError
 
 
-def _as_path(path: object, what: str) -> Path:
+def as_path(path: object, what: str) -> Path:
+    """``path`` as a ``Path``; anything but a non-empty str or ``os.PathLike`` raises ``ModelFileError``."""
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path):
         raise ModelFileError(f"{what}: expected a path (str or pathlib.Path), got {type(path).__name__} {path!r}")
     return Path(path)
@@ -31,7 +32,7 @@ def _cannot(what: str, path: Path, error: OSError) -> ModelFileError:
 
 def output_file(path: object, what: str) -> Path:
     """``path`` as a file to write: not an existing folder, in a folder that exists; else ``ModelFileError``."""
-    file = _as_path(path, what)
+    file = as_path(path, what)
     if file.is_dir():
         raise ModelFileError(f"{what}: {str(file)!r} is a folder; give a file name inside it")
     parent = file.parent
@@ -45,7 +46,7 @@ def output_file(path: object, what: str) -> Path:
 def output_folder(path: object, what: str) -> Iterator[Path]:
     """``path`` as a folder to write into, created (with its parents) if missing; ``ModelFileError``
     if it is a file or cannot be made. The folders made are removed again if the block fails."""
-    folder = _as_path(path, what)
+    folder = as_path(path, what)
     if folder.exists() and not folder.is_dir():
         raise ModelFileError(f"{what}: {str(folder)!r} is a file, not a folder")
     missing = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)

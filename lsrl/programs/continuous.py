@@ -29,6 +29,8 @@ from lsrl.sugar import (
 MAX_PROMPT_CELLS = 10**7  # continuous_prompt builds one token (a Python list) per cell: a stated bound
 FLAG_MU = 2  # steepness for flags in [0, 1] compared at 1/2: a margin of 1/2 saturates a step of slope 2
 
+MAX_DIMENSION = 1_000  # continuous_approximator: d_in, d_out (nodes of width d; 256 x 256 builds in 0.2 s)
+
 
 def continuous_approximator(
     d_in: int, d_out: int, ifelse: str = "multiplicative", mu: float = DEFAULT_MU,
@@ -63,8 +65,8 @@ def continuous_approximator(
     multiplicative ones, which have no ``lambda_``, do not. ``mu`` is the edge steepness of both
     constructions; ``lambda_`` is ignored by the robust one.
     """
-    d_in = positive_integer(d_in, "continuous_approximator: d_in")
-    d_out = positive_integer(d_out, "continuous_approximator: d_out")
+    d_in = positive_integer(d_in, "continuous_approximator: d_in", at_most=MAX_DIMENSION)
+    d_out = positive_integer(d_out, "continuous_approximator: d_out", at_most=MAX_DIMENSION)
     if ifelse not in IFELSE_VARIANTS:
         raise LsrlError(f"continuous_approximator: unknown ifelse variant {ifelse!r}; "
                         f"expected one of {IFELSE_VARIANTS}")

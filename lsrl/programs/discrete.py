@@ -30,6 +30,8 @@ from lsrl.sugar import (
 
 ROBUST_MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates a step of slope 2
 
+MAX_KEY_LENGTH = 256  # discrete_approximator: the program has O(n) nodes; n = 256 builds in about 3 s
+
 
 def discrete_approximator(
     n: int, ifelse: str = "multiplicative", counter: str = "permutation", mu: float = DEFAULT_MU,
@@ -51,7 +53,7 @@ def discrete_approximator(
       half-integer, a margin of 1/2, so steps of steepness ``mu = 2`` are exact;
     - ``lambda_`` only has to exceed the branch values, tokens and registers: ``vocabulary + 1``.
     """
-    n = positive_integer(n, "discrete_approximator: n")
+    n = positive_integer(n, "discrete_approximator: n", at_most=MAX_KEY_LENGTH)
     if vocabulary is not None:
         vocabulary = _vocabulary(vocabulary, "discrete_approximator")
     if counter not in ("permutation", "rotation"):
@@ -127,16 +129,18 @@ def check_discrete_prompt(prompts: ArrayLike, n: int, vocabulary: int | None = N
     input, and compiled forms must agree with it): it answers 0 for a query that is no key and is
     meaningless on other tokens. Its ``Input`` bounds ``(0, vocabulary)`` make every runner refuse
     negative and (with ``vocabulary``) too large tokens; this helper (and ``discrete_prompt``)
-    catch the rest. Other shapes are left to the runners' own input check."""
+    catch the rest. Any other shape (a ragged batch included) is an ``LsrlError`` too."""
     n = positive_integer(n, "check_discrete_prompt: n")
     if vocabulary is not None:
         vocabulary = _vocabulary(vocabulary, "check_discrete_prompt")
     try:
         array = np.asarray(prompts, dtype=object)
     except ValueError:  # ragged
-        return
-    if array.ndim not in (2, 3) or array.shape[-1] != 1:
-        return
+        array = None
+    if array is None or array.ndim not in (2, 3) or array.shape[-1] != 1:
+        shape = "ragged" if array is None else f"of shape {array.shape}"
+        raise LsrlError(f"check_discrete_prompt: prompts must be tokens of shape (T, 1) or (B, T, 1), got "
+                        f"{type(prompts).__name__} {shape}")
     for index, prompt in enumerate(array.reshape((-1,) + array.shape[-2:])[..., 0]):
         where = f"discrete approximator (n={n}), prompt {index}"
         bad = [t for t in prompt if not _is_token(t, vocabulary)]

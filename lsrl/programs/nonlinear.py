@@ -16,10 +16,12 @@ they stay below 2^53) for every sequence length, as long as its inputs are the d
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 from lsrl.errors import LsrlError
+from lsrl.numbers import is_number, to_rational
 from lsrl.lang.nodes import Input, Linear, Node, ReLUState
 from lsrl.lang.program import ForEach
 
@@ -31,9 +33,29 @@ def feature_state(x: Node, readout: Sequence[int | Fraction], reads_value: Seque
     ``readout`` is ``w``, ``reads_value`` is ``c`` (one entry per feature), ``B`` and ``b`` the
     features' input weights and biases. Returns the ``Linear`` node holding ``s_t``.
     """
+    if not isinstance(name, str):
+        raise LsrlError(f"feature_state: name must be a string, got {type(name).__name__}")
+    readout, reads_value = _numbers(readout, name, "readout"), _numbers(reads_value, name, "reads_value")
+    if len(readout) != len(reads_value):
+        raise LsrlError(f"feature_state {name!r}: readout and reads_value need one entry per feature, got "
+                        f"{len(readout)} and {len(reads_value)}")
     A = [[c * w for w in readout] for c in reads_value]
     features = ReLUState(x, A, B, b, name=f"{name}_features")
     return Linear(features, [list(readout)], name=name)
+
+
+def _numbers(values: object, name: str, argument: str) -> list:
+    """``values`` as a non-empty list of finite numbers, or an ``LsrlError`` naming the argument."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise LsrlError(f"feature_state {name!r}: {argument} must be a sequence of numbers, got "
+                        f"{type(values).__name__}")
+    values = list(values)
+    if not values or not all(is_number(v) and not isinstance(v, (bool, complex)) for v in values):
+        raise LsrlError(f"feature_state {name!r}: {argument} must be a non-empty sequence of real numbers, got "
+                        f"{values!r}"[:300])
+    for v in values:
+        to_rational(v, f"feature_state {name!r}: {argument}")  # NaN and infinity are refused here
+    return values
 
 
 def conditional_reset(threshold: int = 5) -> ForEach:
@@ -89,9 +111,12 @@ def squaring(values: Iterable[int] = range(26)) -> ForEach:
     state reaches lies in ``values`` (with ``values = range(26)``: up to three squarings in a row,
     0 -> 1 -> 4 -> 25; outside, ``g`` continues its last segment linearly).
     """
-    points = sorted({Fraction(v) for v in values})
-    if not points or any(p.denominator != 1 for p in points) or 0 not in points:
-        raise LsrlError(f"squaring: values must be integers that include 0, got {list(values)!r}")
+    if not isinstance(values, Iterable) or isinstance(values, (str, bytes)) or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+        raise LsrlError(f"squaring: values must be integers that include 0, got {values!r}"[:300])
+    points = sorted({Fraction(int(v)) for v in values})
+    if 0 not in points:
+        raise LsrlError(f"squaring: values must be integers that include 0, got {list(values)!r}"[:300])
     square = Input(1, name="square", bounds=(0, 1), integer=True)
     slopes = [((q + 1) ** 2 - (p + 1) ** 2) / (q - p) for p, q in zip(points, points[1:])]
     changes = [s - previous for s, previous in zip(slopes, [0] + slopes[:-1])]

@@ -7,6 +7,7 @@ does not import torch: a target's modules are imported when it is built.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from lsrl.errors import LsrlError
@@ -67,6 +68,13 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
     Hawk and Griffin rows use the diagonal construction; given ``max_len``, the literal App. E one
     (whose temporal convolution spans ``max_len`` steps). The stock LSTM / GRU rows need ``max_len``.
     """
+    from lsrl.model.compiled import CompiledProgram
+
+    if not isinstance(model, CompiledProgram):
+        raise LsrlError(f"inspect: model must be a CompiledProgram, got {type(model).__name__}")
+    archs = tuple(archs) if isinstance(archs, Iterable) and not isinstance(archs, str) else (archs,)
+    if not all(isinstance(arch, str) and arch in TARGETS for arch in archs):
+        raise LsrlError(f"inspect: archs must be architecture names among {ARCHITECTURES}, got {archs!r}"[:300])
     lines = [model.summary()]
     if model.labels is not None:
         lines.append(label_table(model.layers, model.labels))

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.errors import DimensionError, LsrlError
+from lsrl.errors import DimensionError, LsrlError, SequenceError
 from lsrl.lang.evaluate import patch_items, patch_key_name, patch_numbers
 
 Patch = Mapping[Any, Any]  # {sub-layer name or program node (name or node): values}
@@ -101,7 +101,14 @@ def _cached_run(net, x, squeeze, patches, forward_options):
 def _as_batch(net, xs) -> torch.Tensor:
     tensors = list(net.parameters()) + list(net.buffers())
     dtype = next((t.dtype for t in tensors if t.is_floating_point()), torch.float64)
-    x = xs if isinstance(xs, torch.Tensor) else torch.as_tensor(np.asarray(xs, dtype=np.float64), dtype=dtype)
+    try:
+        array = None if isinstance(xs, torch.Tensor) else np.asarray(xs)
+    except (TypeError, ValueError, OverflowError):  # ragged
+        array = None
+    if not isinstance(xs, torch.Tensor) and (array is None or array.dtype.kind not in "biuf"):  # text, complex, ...
+        raise SequenceError(f"run_with_cache: xs must be real numbers of shape (T, d) or (B, T, d), got "
+                            f"{type(xs).__name__}" + ("" if array is None else f" of dtype {array.dtype}"))
+    x = xs if isinstance(xs, torch.Tensor) else torch.as_tensor(array.astype(np.float64), dtype=dtype)
     if x.dim() not in (2, 3):
         raise DimensionError(
             f"run_with_cache: expected a sequence (T, d) or a batch (B, T, d), got shape {tuple(x.shape)}")

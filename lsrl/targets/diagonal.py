@@ -61,7 +61,8 @@ class DiagonalRecurrence(nn.Module):
         self.register_buffer("delay", torch.tensor(delay, dtype=torch.long))
         N = A[np.ix_(delay, delay)]
         powers = [np.eye(len(delay))]
-        while len(delay) and np.any(powers[-1] @ N):
+        # N moves a delay line one place on, so N^len(delay) = 0: at most len(delay) powers (also checked)
+        while len(delay) and np.any(powers[-1] @ N) and len(powers) <= len(delay):
             powers.append(powers[-1] @ N)
         self.taps = nn.Parameter(float64_tensor(np.stack(powers)))  # (width, k, k): N^i
         # the initial state's part on a delay line, N^t s0 for t = 1 .. width - 1 (then it is gone)

@@ -242,7 +242,7 @@ def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dt
     arch = arch or getattr(module, "architecture", None)
     if arch not in ARCHS:
         raise LsrlError(f"export_onnx: architecture must be one of {ARCHS}, got {arch!r}")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise LsrlError(f"export_onnx: dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
     check_precision(module, arch, dtype, allow_inexact)
     g = OnnxGraph(dtype)
