@@ -201,6 +201,7 @@ class Op:
 
 @dataclass
 class Plan:
+    dtype: Any = None  # the torch dtype the model is built in
     slot_bounds: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     clock: dict = field(default_factory=dict)  # period -> Affine of its one-hot (rows: phase 0 .. p-1)
@@ -356,7 +357,8 @@ def _clock(plan: Plan, period: int, max_len: int) -> Affine:
         return plan.clock[period]
     if not plan.clock_ops:
         tau = plan.slots([max_len], "the step counter")[0]
-        counter = Channel(Affine(np.zeros((1, 0)), np.ones(1)), {0: 1.0}, "unit", "later", tau, 1.0)
+        step = 1.0 / unit_decay(plan.dtype)[1]  # h_tau = h_(tau-1) + m * (1 / m), from 0 at the first step
+        counter = Channel(Affine(np.zeros((1, 0)), np.array([step])), {0: 1.0}, "unit", "later", tau, 1.0)
         plan.clock_ops = [Op("temporal", [_first_step_channel(), counter]), Op("mlp"), Op("mlp"), Op("mlp")]
         plan.tau = plan.reading([tau])  # type: ignore[attr-defined]
     tau = plan.tau  # type: ignore[attr-defined]
@@ -384,7 +386,7 @@ def _sum(a: Affine, b: Affine, n: int) -> Affine:
 def plan_program(model: CompiledProgram, max_len: int, dtype: Any) -> tuple[Plan, Affine]:
     """The slots and operations computing ``model`` (diagonal form), and its output as an affine map."""
     low, high = model.input.bounds
-    plan = Plan()
+    plan = Plan(dtype)
     where = f"Input '{model.input.name}'"
     current = plan.reading(plan.slots([max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)], where))
     for layer in _diagonal(model).layers:
@@ -529,7 +531,7 @@ def _check_sizes(plan: Plan, out: Affine, weights: dict, where: str) -> None:
 def _tolerance(model: CompiledProgram, plan: Plan) -> float:
     from lsrl.targets.precision import precision_of
 
-    scale = max(1.0, precision_of(model).scale, max(plan.slot_bounds, default=1.0))
+    scale = max(1.0, precision_of(model).scale)
     return 2.0 ** -20 * (1 + len(model.layers)) * scale + plan.decay_error
 
 
