@@ -218,6 +218,7 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     builder = _Builder(max_len, model.input.dim, model.input.bounds)
     current = list(builder.inputs)
     for layer in diagonal.layers:
+        first_new = len(builder.slots)
         low, high = (list(map(float, side)) for side in value_bounds(layer, max_len))
         if layer.kind == "Linear":
             current = _affine(layer.A.to_numpy(), layer.b.to_numpy(), current)
@@ -232,7 +233,17 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
             raise LsrlError(f"{layer.describe()}: the stock blocks update their state linearly; a {layer.kind} "
                             "cannot be expressed")
         current = [tightened(form, lo, hi) for form, lo, hi in zip(current, low, high)]
+        _tighten_new_slots(builder.slots, first_new, current)
     return Lowered(builder.slots, current, max_len, model.input.dim)
+
+
+def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
+    """A layer component that is one new slot (times a non-zero factor) bounds that slot."""
+    for form in forms:
+        if len(form.coef) == 1 and form.const == 0 and form.coef[0][0] >= first_new:
+            index, factor = form.coef[0]
+            low, high = sorted((form.low / factor, form.high / factor))
+            slots[index].low, slots[index].high = max(slots[index].low, low), min(slots[index].high, high)
 
 
 def _require_bounded(model: CompiledProgram, max_len: int) -> None:
