@@ -161,3 +161,24 @@ def test_refusals_name_the_node():
     huge = lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Input(1, name="x", bounds=(-1e35, 1e35)))))
     with pytest.raises(lsrl.LsrlError, match="too large"):
         huge.to_hf("mamba", max_len=2)
+
+
+def test_the_command_writes_listing2_as_a_folder_from_pretrained_loads(tmp_path):
+    from click.testing import CliRunner
+    from transformers import AutoModelForCausalLM
+
+    from lsrl.cli import main
+
+    source = tmp_path / "listing2.py"
+    source.write_text("from lsrl.programs import discrete_approximator\n"
+                      "program = discrete_approximator(2, robust=True, vocabulary=3)\n")
+    result = CliRunner().invoke(main, ["compile", str(source), "--target", "hf-mamba", "--max-len", "21",
+                                       "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "out" / "hf-mamba")
+    assert (tmp_path / "out" / "hf-mamba" / "README.md").is_file()
+    mapping = {(1, 2): (3, 0), (2, 1): (0, 3)}
+    xs = np.vstack([np.array([[2], [1]]), discrete_prompt(mapping)])[None]
+    assert np.array_equal(np.rint(run(loaded, xs)[0, -2:, 0]), [0, 3])
+    result = CliRunner().invoke(main, ["compile", str(source), "--target", "hf-mamba", "-o", str(tmp_path / "x")])
+    assert result.exit_code != 0 and "--max-len" in result.output
