@@ -46,14 +46,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import Channel, Form, Lowered, lower
 from lsrl.hf.stream import Stream, plan_stream
 
 if TYPE_CHECKING:
     import torch
-    from transformers import MambaForCausalLM
+    from transformers import MambaForCausalLM, PreTrainedModel
 
     from lsrl.model.compiled import CompiledProgram
 
@@ -139,7 +139,6 @@ def _realised_decay(decay: float) -> float:
 
 def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
            plan: list[list[tuple[int, Channel, float, float]]], dtype: torch.dtype) -> MambaForCausalLM:
-    import torch
     from transformers import MambaConfig, MambaForCausalLM
 
     hidden = stream.hidden_size
@@ -147,10 +146,7 @@ def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
     expand = math.ceil(width / hidden)
     inner = expand * hidden
     kernel = max(4, lowered.longest_lag + 1)
-    token = model.input.integer and model.input.dim == 1 and all(
-        math.isfinite(v) for v in (*model.input.bounds[0], *model.input.bounds[1]))
-    low = int(model.input.bounds[0][0]) if token else 0
-    vocab = max(int(model.input.bounds[1][0]) - low + 1 if token else 1, len(lowered.outputs))
+    vocab = vocabulary_size(model, lowered)
     config = MambaConfig(
         vocab_size=vocab, hidden_size=hidden, state_size=1, num_hidden_layers=len(plan), layer_norm_epsilon=0.0,
         expand=expand, conv_kernel=kernel, use_bias=False, use_conv_bias=True, hidden_act="silu",
@@ -160,36 +156,59 @@ def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
     weights: dict[str, np.ndarray] = {}
     for layer, rows in enumerate(plan):
         weights.update(_block_weights(f"backbone.layers.{layer}.", rows, stream, inner, kernel, hidden))
-    weights["backbone.norm_f.weight"] = np.ones(hidden)
-    head = np.zeros((vocab, hidden))
+    weights.update(ends(model, lowered, stream, vocab))
+    tolerance = max((form_error(form, lowered, slot_errors(lowered, plan)) for form in lowered.outputs), default=0.0)
+    return finished(MambaForCausalLM(config), weights, model, lowered, stream, dtype, "mamba", tolerance)
+
+
+def token_input(model: CompiledProgram) -> bool:
+    """Whether the program reads tokens: one integer input with finite bounds."""
+    low, high = model.input.bounds
+    return model.input.integer and model.input.dim == 1 and math.isfinite(low[0]) and math.isfinite(high[0])
+
+
+def vocabulary_size(model: CompiledProgram, lowered: Lowered) -> int:
+    """Tokens ``low .. high`` for a token program, and at least one logit per output."""
+    low, high = model.input.bounds
+    tokens = int(high[0]) - int(low[0]) + 1 if token_input(model) else 1
+    return max(tokens, len(lowered.outputs))
+
+
+def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -> dict[str, np.ndarray]:
+    """``backbone.embeddings``, ``backbone.norm_f`` and ``lm_head`` (logits = the outputs)."""
+    head = np.zeros((vocab, stream.hidden_size))
     for j, form in enumerate(lowered.outputs):
         for column, value in _form_row(form, stream, 1.0).items():
             head[j, column] = value
-    weights["lm_head.weight"] = head
-    embeddings = np.zeros((vocab, hidden))
-    if token:
+    embeddings = np.zeros((vocab, stream.hidden_size))
+    if token_input(model):
         embeddings[:, list(stream.anchors)] = stream.alpha
-        embeddings[:, stream.payload[0]] = stream.beta * (low + np.arange(vocab))
-    weights["backbone.embeddings.weight"] = embeddings
+        embeddings[:, stream.payload[0]] = stream.beta * (int(model.input.bounds[0][0]) + np.arange(vocab))
+    return {"backbone.embeddings.weight": embeddings, "backbone.norm_f.weight": np.ones(stream.hidden_size),
+            "lm_head.weight": head}
+
+
+def finished(hf: PreTrainedModel, weights: dict[str, np.ndarray], model: CompiledProgram, lowered: Lowered,
+             stream: Stream, dtype: torch.dtype, arch: str, tolerance: float) -> PreTrainedModel:
+    """``hf`` (a fresh stock model) with ``weights`` loaded after the overflow check, in ``dtype``, and its
+    ``config.lsrl_io`` record."""
+    import torch
+
     largest = max(float(np.abs(w).max()) for w in weights.values())
     limit = float(torch.finfo(dtype).max) / 2.0 ** 8  # a weight times what it reads is at most LARGEST
     if largest > limit:
         raise LsrlError(f"{model.name}: a weight of {largest:.3g} would overflow {dtype}")
-    hf = MambaForCausalLM(config)
     state = hf.state_dict()
     if set(weights) != set(state):
-        raise LsrlError(f"internal: weight names differ from the stock model's: {sorted(set(state) ^ set(weights))}")
+        raise InternalError(f"weight names differ from the stock model's: {sorted(set(state) ^ set(weights))}")
     hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
                         for name, value in weights.items()})
     hf = hf.to(dtype).eval()
-    feeding = {"token_low": low} if token else {
+    feeding = {"token_low": int(model.input.bounds[0][0])} if token_input(model) else {
         "embed_channels": [stream.payload[i] for i in range(model.input.dim)], "embed_scale": stream.beta,
         "embed_constants": {str(a): stream.alpha for a in stream.anchors}}
-    errors = slot_errors(lowered, plan)
-    tolerance = max((form_error(form, lowered, errors) for form in lowered.outputs), default=0.0)
-    hf.config.lsrl_io = make_record(
-        model, "mamba", lowered.max_len, str(dtype).removeprefix("torch."), tolerance,
-        list(range(len(lowered.outputs))), 1.0, largest, **feeding)
+    hf.config.lsrl_io = make_record(model, arch, lowered.max_len, str(dtype).removeprefix("torch."), tolerance,
+                                    list(range(len(lowered.outputs))), 1.0, largest, **feeding)
     return hf
 
 
