@@ -6,7 +6,8 @@ exactly (``lsrl.hf.mamba``):
 
 - ``relu``:    ``weight * relu(form)`` at step ``t - lag`` (0 before the sequence starts);
 - ``product``: ``weight * relu(form) * relu(gate)``;
-- ``scan``:    ``weight * sum_j decay**(t-j) relu(form_j)``, ``decay`` in [0, 1];
+- ``scan``:    ``weight * sum_j decay**(t-j) form_j``, ``decay`` in [0, 1] (a builder splits a signed
+  drive as it needs: Mamba into the scans of ``relu(form)`` and ``relu(-form)``);
 - ``pulse``:   ``weight * decay**(t-1) * form`` (``form`` a positive constant): an initial state.
 
 A ``Form`` is an affine function of earlier slots with an interval bound. Linear layers are only
@@ -165,8 +166,7 @@ class _Builder:
     def scan(self, drive: Form, decay: float, init: float, name: str) -> Form:
         """``s_t = decay s_(t-1) + drive_t``, ``s_0 = init``."""
         reach = self.max_len if decay == 1 else min(self.max_len, 1.0 / (1.0 - decay))
-        channels = [Channel("scan", drive.scaled(sign), sign, decay=decay) for sign in (1.0, -1.0)
-                    if drive.scaled(sign).high > 0]
+        channels = [Channel("scan", drive, 1.0, decay=decay)] if drive.coef or drive.const else []
         if init:
             sign = 1.0 if init > 0 else -1.0
             channels.append(Channel("pulse", constant(abs(decay * init)), sign, decay=decay))

@@ -96,7 +96,8 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
     blocks: list[list[tuple[int, Channel, float, float]]] = [[] for _ in range(max(lowered.depth, 1))]
     for index, slot in enumerate(lowered.slots):
         for channel in slot.channels:
-            blocks[slot.level - 1].append((index, channel, 0.0, 0.0))
+            for part in split_scan(channel):
+                blocks[slot.level - 1].append((index, part, 0.0, 0.0))
     planned = []
     for block in blocks:
         scans = [c for _, c, _, _ in block if c.kind in ("scan", "pulse")]
@@ -117,6 +118,15 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
             rows.append((index, channel, gain, gate))
         planned.append(rows)
     return planned
+
+
+def split_scan(channel: Channel) -> list[Channel]:
+    """A scan of a signed drive as the scans of its positive and negative parts (the SiLU input must
+    saturate); any other channel as it is."""
+    if channel.kind != "scan":
+        return [channel]
+    return [Channel("scan", channel.form.scaled(sign), sign * channel.weight, decay=channel.decay)
+            for sign in (1.0, -1.0) if channel.form.scaled(sign).high > 0]
 
 
 def _form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:
