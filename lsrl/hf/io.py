@@ -22,9 +22,9 @@ lsrl can feed the model and read it. Format 1:
 ``output_scale``    a power of two (the model's own scale is undone exactly)
 ``max_len``         the longest sequence the construction is proved for
 ``dtype``           "float32" or "float64": the dtype the model was built and checked in
-``tolerance``       every output is within ``tolerance * max(1, |y|)`` of the program's; an output that
+``tolerance``       every output is within ``tolerance`` (absolute) of the program's; an output that
                     is an integer (a token) is read exactly by rounding when ``tolerance < 1/2``
-``integer_outputs`` which outputs the program's value-range analysis proves integer-valued
+``largest_weight``  the largest weight magnitude written (float16 cannot hold more than 65504)
 """
 
 from __future__ import annotations
@@ -111,12 +111,13 @@ tags: [lsrl, compiled]
 These weights were written by [lsrl](https://github.com/) from the LSRL program `{record['program']}`:
 nothing was trained. The model runs the program exactly for sequences of up to {record['max_len']} steps
 whose inputs lie within the declared bounds (low {record['input_low']}, high {record['input_high']}), in
-{record['dtype']}: every output is within {record['tolerance']:.3g} x max(1, |output|) of the program's.
+{record['dtype']}: every output is within {record['tolerance']:.3g} of the program's.
 
 **Input.** {feeding}
 
 **Output.** Output j is `logits[..., {record['output_logits']}[j]] * {record['output_scale']!r}`
-(the other logits are 0). Outputs proved integer-valued: {record['integer_outputs']}; round them.
+(the other logits are 0). Where the program's output is a token (an integer) and the tolerance is
+below 1/2, rounding reads it exactly.
 
 ```python
 import torch
@@ -161,7 +162,7 @@ def _batch(xs: Any, record: dict) -> np.ndarray:
 
 
 def make_record(model: Any, arch: str, max_len: int, dtype: str, tolerance: float, output_logits: list[int],
-                output_scale: float, integer_outputs: list[int], **feeding: Any) -> dict:
+                output_scale: float, largest_weight: float, **feeding: Any) -> dict:
     """The ``config.lsrl_io`` record (format above) of ``model`` (a CompiledProgram) built as ``arch``;
     ``feeding``: ``token_low`` for a token program, else ``embed_channels``, ``embed_scale`` and
     ``embed_constants``."""
@@ -172,7 +173,7 @@ def make_record(model: Any, arch: str, max_len: int, dtype: str, tolerance: floa
         "input_dim": model.input.dim, "input_low": [_json_bound(v) for v in low],
         "input_high": [_json_bound(v) for v in high], **feeding, "output_logits": list(output_logits),
         "output_scale": float(output_scale), "max_len": int(max_len), "dtype": dtype,
-        "tolerance": float(tolerance), "integer_outputs": list(integer_outputs),
+        "tolerance": float(tolerance), "largest_weight": float(largest_weight),
     }
 
 
