@@ -194,11 +194,22 @@ def test_gelu_is_relu_where_the_units_saturate(dtype):
     assert GATE_GAIN * 2.0 ** -42 < 1  # the unsaturated error 0.17 / G is below 2**-42
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_driven_sign_flips_and_rotations_are_emulated_exactly(dtype):
+    x = lsrl.Input(1, name="x", bounds=(-3, 3), integer=True)
+    flip = lsrl.LinState(x, [[-1]], [[1]], init_state=[1], name="flip")  # s_t = -s_(t-1) + x_t
+    turn = lsrl.LinState(x, [[0, -1], [1, 0]], [[1], [2]], name="turn")  # a quarter turn, period 4
+    model = lsrl.compile(lsrl.ForEach(lsrl.Concat([flip, turn])))
+    xs = np.random.default_rng(4).integers(-3, 4, size=(2, 25, 1)).astype(float)
+    hf = H.to_hf(model, "hawk", 25, dtype)
+    np.testing.assert_array_equal(_run(hf, xs), np.asarray(model(xs, exact=True), dtype=float))
+
+
 def test_refusals_name_the_node():
     x = lsrl.Input(1, name="x", bounds=(-1, 1))
-    flip = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[-1]], [[1]], name="flip")))
-    with pytest.raises(LsrlError, match="LinState 'flip'.*eigenvalue -1.*driven by the input"):
-        H.to_hf(flip, "hawk", 8)
+    spiral = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[0.6, -0.8], [0.8, 0.6]], [[1], [0]], name="spiral")))
+    with pytest.raises(LsrlError, match="LinState 'spiral'.*complex eigenvalues.*driven by the input"):
+        H.to_hf(spiral, "hawk", 8)
     free = lsrl.Input(1, name="free")
     with pytest.raises(LsrlError, match="Input 'free' has no finite bound"):
         H.to_hf(lsrl.compile(lsrl.ForEach(lsrl.ReLU(free))), "hawk", 8)

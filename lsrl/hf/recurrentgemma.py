@@ -48,14 +48,19 @@ half of its kind after the layer it reads (Griffin's attention halves are never 
   - Delay lines (nilpotent blocks) are the depthwise conv: one channel per (unit, source,
     lag) with ``a = 0``, ``m = 1``; the initial state's fading part ``N^t z_0`` is a conv of a
     constant.
-  - Eigenvalues outside ``[0, 1]`` (negative, complex pairs, growth) cannot be an RG-LRU decay.
-    A mode with no drive (``B`` row 0), such as Listing 2's permutation counters, is a fixed
-    sequence ``z_t``: when it is periodic (period ``p <= 64``) or ``max_len <= 64`` it is
-    emulated by a *clock*: a step counter ``tau`` (an exact ``l = 1`` mode), ``tau mod p`` by
-    exact thresholds in two MLP levels (``tau - M floor(tau / M)``, then ``mod p``), its one-hot
-    by a third, and ``z_t`` read as a linear map of the one-hot. Every threshold compares
-    integers at a distance >= 1, so the saturated units are exact. Any other such mode is refused
-    with an ``LsrlError`` naming the state.
+  - Eigenvalues outside ``[0, 1]`` (negative, complex pairs, growth) cannot be an RG-LRU decay;
+    they are emulated over a *clock*: a step counter ``tau`` (an exact ``l = 1`` mode), ``tau mod
+    p`` by exact thresholds in two MLP levels (``tau - M floor(tau / M)``, then ``mod p``, with
+    ``M ~ sqrt(max_len p)``, so about ``2 sqrt(max_len / p)`` units each), and its one-hot by a
+    third. Every threshold compares integers at a distance >= 1, so the saturated units are exact.
+    A block with no drive (``B`` rows 0), such as Listing 2's permutation counters, is a fixed
+    sequence ``z_t``: when it is periodic (period ``p <= 64``) or ``max_len <= 64`` it is read as a
+    linear map of the one-hot. A driven block ``J = rho R`` with ``0 < rho <= 1`` and ``R**p = I``
+    (``p <= 12``: a sign flip, a rational rotation) is ``s_t = R^t z_t`` with ``z_t = rho z_{t-1} +
+    R^-t w_t`` (``z_0 = s_0``; indeed ``R^t z_t = rho R R^{t-1} z_{t-1} + w_t``): an MLP multiplies
+    the drive by ``R^-t`` (units ``gelu(G [phase = r]) * (R^-(r+1) w / G)``, exact since the
+    one-hot is exactly 0 or 1), the RG-LRU holds ``z``, and a second MLP multiplies by ``R^t``.
+    Any other such block is refused with an ``LsrlError`` naming the state.
 
 **Output.** ``lm_head`` reads the output as an affine map of slots; the logits soft-cap
 ``tanh(l / cap) * cap`` is the identity in floating point since ``cap`` is a power of two at
@@ -94,7 +99,8 @@ if TYPE_CHECKING:
 GATE_GAIN = 2.0 ** 40  # G: gelu_tanh(G x) / G == relu(x) once |G x| >= 8
 SATURATE = 1024.0  # sigmoid(+-SATURATE) is exactly 1 / 0; exp(-8 * SATURATE) is exactly 0
 Y_GAIN = 8.0  # the gate branch y = gelu_tanh(8) == 8 exactly
-MAX_PERIOD = 64  # an emulated mode's period (or max_len) at most this
+MAX_PERIOD = 64  # a driveless emulated mode's period (or max_len) at most this
+MAX_ROTATION = 12  # a driven rotation's period at most this
 WEIGHT_LIMIT = 2.0 ** 120  # every weight and pre-activation below this (float32 overflows at 2**128)
 GRIFFIN_PATTERN = ("recurrent", "recurrent", "attention")
 
@@ -260,7 +266,8 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
     drive = x.then(B, b)  # w_t = B x_t + b
     bounds = _layer_bound(layer, max_len)
     rows: list[Affine | None] = [None] * layer.dim
-    channels = []
+    channels: list[Channel] = []
+    before, after = Op("mlp"), Op("mlp")  # a driven rotation's R^-t and R^t (module doc)
     for kind, units in state_blocks(layer.A):
         where = f"LinState '{layer.name}' (units {units})"
         eigenvalue = A[units[0], units[0]] if kind == DIAGONAL else None
@@ -277,6 +284,12 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
             channels += _delay_channels(A[np.ix_(units, units)], drive.rows(units), s0[units], slots)
             for i, slot in zip(units, slots):
                 rows[i] = plan.reading([slot])
+        elif kind in (DIAGONAL, PAIR) and np.any(B[units]):
+            J = A[np.ix_(units, units)]
+            slots = _rotated(plan, J, drive.rows(units), s0[units], [bounds[i] for i in units], where,
+                             (before, after, channels), max_len)
+            for i, slot in zip(units, slots):
+                rows[i] = plan.reading([slot])
         elif kind in (DIAGONAL, PAIR):
             values = _emulated(A[np.ix_(units, units)], B[units], b[units], s0[units], max_len, where)
             phase = _clock(plan, len(values), max_len)
@@ -284,9 +297,63 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
                 rows[i] = phase.then(values[:, [position]].T, np.zeros(1))
         else:
             raise InternalError(f"{where}: a '{kind}' block in a diagonal form")
+    if before.units:
+        plan.ops.append(before)
     if channels:
         plan.ops.append(Op("temporal", [_first_step_channel()] + channels))
+    if after.units:
+        plan.ops.append(after)
     return _stack(rows, len(plan.slot_bounds))
+
+
+def _rotation(J: np.ndarray) -> tuple[float, np.ndarray, int] | None:
+    """``(rho, R, p)`` with ``J = rho R``, ``0 < rho <= 1`` and ``R**p = I`` (``p <= MAX_ROTATION``), or None."""
+    rho = abs(float(J[0, 0])) if J.shape[0] == 1 else math.sqrt(abs(float(np.linalg.det(J))))
+    if not 0 < rho <= 1:
+        return None
+    R, power = J / rho, np.eye(J.shape[0])
+    for period in range(1, MAX_ROTATION + 1):
+        power = R @ power
+        if np.allclose(power, np.eye(J.shape[0]), rtol=0, atol=1e-12):
+            return rho, R, period
+    return None
+
+
+def _phase_products(phase: Affine, matrices: list[np.ndarray], v: Affine, out: list[int]) -> list[Unit]:
+    """Units adding ``matrices[r] @ v`` to ``out`` where the phase is r: ``gelu(G [phase = r]) * (M v / G)``."""
+    units = []
+    for r, M in enumerate(matrices):
+        gate = phase.rows([r]).then(np.array([[GATE_GAIN]]), np.zeros(1))
+        units += [Unit(gate, v.then(M[[i]] / GATE_GAIN, np.zeros(1)), slot) for i, slot in enumerate(out)]
+    return units
+
+
+def _rotated(plan: Plan, J: np.ndarray, w: Affine, start: np.ndarray, bounds: list[float], where: str,
+             ops: tuple, max_len: int) -> list[int]:
+    """A driven block ``s_t = J s_(t-1) + w_t`` with ``J = rho R``, ``R**p = I``: ``s_t = R^t z_t`` with
+    ``z_t = rho z_(t-1) + R^-t w_t`` (``z_0 = s_0``; check: ``R^t z_t = rho R R^(t-1) z_(t-1) + w_t``), the
+    phase ``t mod p`` from the clock; returns the slots of ``s``."""
+    rotation = _rotation(J)
+    if rotation is None:
+        eigen = "complex eigenvalues" if J.shape[0] == 2 else f"eigenvalue {J[0, 0]:g}"
+        raise LsrlError(f"{where}: the RG-LRU's decays lie in [0, 1], so a state with {eigen} cannot be written "
+                        f"into RecurrentGemma, and it is driven by the input and is not a decay times a rotation "
+                        f"of period <= {MAX_ROTATION}, so no step-counter emulation reproduces it")
+    rho, R, period = rotation
+    before, after, channels = ops
+    phase = _clock(plan, period, max_len)
+    # at step tau (t = tau + 1) of phase r = tau mod p: R^-t = R^-(r+1), R^t = R^(r+1)
+    backward = [np.linalg.matrix_power(np.linalg.inv(R), r + 1) for r in range(period)]
+    forward = [np.linalg.matrix_power(R, r + 1) for r in range(period)]
+    w_bound = w.bound(plan.slot_bounds)
+    v = plan.slots(np.max([np.abs(M) @ w_bound for M in backward], axis=0), f"{where} (R^-t w)")
+    z = plan.slots(np.max([np.abs(M) @ np.asarray(bounds) for M in backward], axis=0), f"{where} (R^-t s)")
+    s = plan.slots(bounds, where)
+    before.units += _phase_products(phase, backward, w, v)
+    for i, slot in enumerate(z):
+        channels += _decay_channels(plan, plan.reading([v[i]]), rho, start[i], slot, plan.dtype, bounds)
+    after.units += _phase_products(phase, forward, plan.reading(z), s)
+    return s
 
 
 def _decay_channels(plan: Plan, w: Affine, eigenvalue: float, start: float, slot: int, dtype: Any,
