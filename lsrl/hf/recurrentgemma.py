@@ -222,6 +222,9 @@ class Plan:
         if not all(math.isfinite(b) for b in bounds):
             raise LsrlError(f"{where} has no finite bound at max_len; declare bounds on the Input (or a shorter "
                             "max_len) so that the residual stream can be scaled")
+        if max(bounds, default=0.0) > WEIGHT_LIMIT:
+            raise LsrlError(f"{where} may reach {max(bounds):.3g} at max_len (value_bounds), too large for the "
+                            "residual stream beside its anchors; lower max_len or the Input bounds")
         start = len(self.slot_bounds)
         self.slot_bounds.extend(bounds)
         return list(range(start, start + len(bounds)))
