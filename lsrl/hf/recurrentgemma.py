@@ -273,7 +273,7 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
     before, after = Op("mlp"), Op("mlp")  # a driven rotation's R^-t and R^t (module doc)
     for kind, units in state_blocks(layer.A):
         where = f"LinState '{layer.name}' (units {units})"
-        eigenvalue = A[units[0], units[0]] if kind == DIAGONAL else None
+        eigenvalue = float(A[units[0], units[0]]) if kind == DIAGONAL else math.nan
         if kind == DIAGONAL and eigenvalue == 0:
             rows[units[0]] = drive.rows([units[0]])
         elif kind == DIAGONAL and eigenvalue == 1 and not np.any(B[units]) and b[units[0]] == 0:
@@ -306,7 +306,7 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
         plan.ops.append(Op("temporal", [_first_step_channel()] + channels))
     if after.units:
         plan.ops.append(after)
-    return _stack(rows, len(plan.slot_bounds))
+    return _stack([row for row in rows if row is not None], len(plan.slot_bounds))
 
 
 def _rotation(J: np.ndarray) -> tuple[float, np.ndarray, int] | None:
@@ -362,8 +362,9 @@ def _rotated(plan: Plan, J: np.ndarray, w: Affine, start: np.ndarray, bounds: li
 def _decay_channels(plan: Plan, w: Affine, eigenvalue: float, start: float, slot: int, dtype: Any,
                     bounds: list) -> list[Channel]:
     """``P`` and ``Q`` (module doc) for a mode ``z_t = l z_{t-1} + w_t``, ``l`` in (0, 1]."""
+    decay: str | float = "unit"
     if eigenvalue == 1:
-        decay, m = "unit", unit_decay(dtype)[1]
+        m = unit_decay(dtype)[1]
     else:
         decay, m = float(eigenvalue), decay_param(float(eigenvalue), dtype)[1]
         plan.decay_error = max(plan.decay_error, 2.0 ** -22 * eigenvalue / (1 - eigenvalue) ** 2 * max(bounds))
@@ -637,7 +638,7 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
         conv1d_width=kernel, logits_soft_cap=cap, rms_norm_eps=0.0, block_types=list(pattern),
         tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
         use_cache=False)  # a stock Hawk fails to count its cache (no attention layer): step with position_ids
-    hf = RecurrentGemmaForCausalLM(config).to(dtype)  # before loading: float32 parameters would round
+    hf = RecurrentGemmaForCausalLM(config).to(dtype=dtype)  # before loading: float32 parameters would round
     weights = {name: np.zeros(tuple(p.shape)) for name, p in hf.state_dict().items()}
     for index, block in enumerate(blocks):
         prefix = f"model.layers.{index}."
@@ -658,7 +659,7 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
                         for name, value in weights.items()})
     hf.eval()
     feeding = {"token_low": int(low[0])} if token else {
-        "embed_channels": [stream.payload[i] for i in range(model.input.dim)], "embed_scale": stream.beta / scale,
+        "embed_channels": list(stream.payload[: model.input.dim]), "embed_scale": stream.beta / scale,
         "embed_constants": {str(a): stream.alpha / scale for a in stream.anchors}}
     largest = max(float(np.max(np.abs(value), initial=0.0)) for value in weights.values())
     hf.config.lsrl_io = make_record(model, arch, max_len, str(dtype).removeprefix("torch."),
