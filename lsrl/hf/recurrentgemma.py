@@ -236,8 +236,19 @@ class Plan:
         return Affine(W, np.zeros(len(slots)))
 
 
+def _same_values(layer: Any, original: Any) -> Any:
+    """``original`` (a layer of the compiled program) where ``layer`` (of its diagonal form) computes the
+    same values (same name, kind and weights: the pass left it alone), else ``layer``. The original's
+    bounds are the tighter: the diagonal form's eigen-coordinates widen the interval analysis."""
+    if original is None or original.kind != layer.kind or original.dim != layer.dim:
+        return layer
+    names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
+    same = all(np.array_equal(getattr(layer, n).to_numpy(), getattr(original, n).to_numpy()) for n in names)
+    return original if same else layer
+
+
 def _layer_bound(layer: Any, max_len: int) -> list[float]:
-    low, high = value_bounds(layer, max_len)
+    low, high = value_bounds(getattr(layer, "bounded_by", layer), max_len)
     return [max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)]
 
 
@@ -464,7 +475,9 @@ def plan_program(model: CompiledProgram, max_len: int, dtype: Any) -> tuple[Plan
     plan = Plan(dtype)
     where = f"Input '{model.input.name}'"
     current = plan.reading(plan.slots([max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)], where))
+    originals = {layer.name: layer for layer in model.layers}
     for layer in _diagonal(model).layers:
+        layer.bounded_by = _same_values(layer, originals.get(layer.name))  # type: ignore[attr-defined]
         if layer.kind == "Linear":
             current = current.then(layer.A.to_numpy(), layer.b.to_numpy())
         elif layer.kind == "LinState":
