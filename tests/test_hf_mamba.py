@@ -237,3 +237,19 @@ def test_mamba2_refuses_listing2_naming_the_state():
     head's fixed point, so Mamba-2 refuses it where Mamba, with floating-point scans, runs it."""
     with pytest.raises(lsrl.LsrlError, match="linstate.*fixed point.*use 'mamba'"):
         listing2().to_hf("mamba2", max_len=21)
+
+
+def test_mamba2_group_norm_anchor_at_its_boundary(monkeypatch):
+    """The anchor heads' value A is the smallest power of two with the heads' output energy at most
+    2**-26 A**2 (values at their bounds): it works; A / 2**12 leaves the group norm inexact."""
+    import lsrl.hf.mamba2 as mamba2
+
+    x = lsrl.Input(4, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, np.eye(4), [0.5] * 4))))
+    xs = np.ones((1, 4, 4))
+    exact = model.to_hf("mamba2", max_len=4)
+    assert np.abs(run(exact, xs) - model(xs)).max() <= exact.config.lsrl_io["tolerance"]
+    smallest = mamba2._anchor_value
+    monkeypatch.setattr(mamba2, "_anchor_value", lambda heads, where: smallest(heads, where) / 2 ** 12)
+    loose = model.to_hf("mamba2", max_len=4)
+    assert np.abs(run(loose, xs) - model(xs)).max() > 1e-2
