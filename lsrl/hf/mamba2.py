@@ -116,7 +116,8 @@ def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list
     if channel.kind == "relu":
         head = Head(slot, channel.weight, GATE, GATE * form.bound)
         gain = _gain(form.bound)
-        head.x, head.taps, head.skip, head.z = (form, gain), {channel.lag: 1.0}, 1 / gain, (None, GATE)
+        taps = {channel.lag: 1.0, channel.lag + 1: -1.0} if channel.impulse else {channel.lag: 1.0}
+        head.x, head.taps, head.skip, head.z = (form, gain), taps, 1 / gain, (None, GATE)
         head.error = (channel, gain, 0.0)
         return [head]
     if channel.kind == "product":  # y = D u = shrink * relu(a), silu(z) = gate * relu(b)
