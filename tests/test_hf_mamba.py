@@ -22,8 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_random_programs import X_NUM, generate_program  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64]
-RANDOM_SEEDS = range(12)
-REFUSALS = ("cannot be emulated", "delay line with a non-zero initial state")
+RANDOM_SEEDS = [*range(10), 20]  # seed 20 has a delay line with an initial state
 
 
 def run(hf, xs):
@@ -42,12 +41,13 @@ def bounded_random_program(seed):
 
 def every_state_program():
     """Decays 1, 1/2 and 0 with initial states, a sign flip with decay (-1/2), a quarter turn (a pair of
-    period 4), a delay line, ReLU and Multi."""
+    period 4), a delay line with an initial state, ReLU and Multi."""
     x = lsrl.Input(2, name="x", bounds=(-2, 2))
     states = lsrl.LinState(x, A=[[1, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, -0.5, 0], [0, 0, 0, 0]],
                            B=[[1, 0], [0, 1], [1, 1], [1, -1]], init_state=[1, -2, 3, 0], name="diagonal")
     turn = lsrl.LinState(x, A=[[0, -1], [1, 0]], B=[[1, 0], [0, 1]], init_state=[1, 0], name="quarter_turn")
-    delay = lsrl.LinState(x[0], A=[[0, 0, 0], [1, 0, 0], [0, 1, 0]], B=[[1], [0], [0]], name="delay")
+    delay = lsrl.LinState(x[0], A=[[0, 0, 0], [1, 0, 0], [0, 1, 0]], B=[[1], [0], [0]], init_state=[1, -2, 0.5],
+                          name="delay")
     both = lsrl.Concat([states, turn, delay])
     product = lsrl.Multi(lsrl.Concat([lsrl.ReLU(both[0:4] - 1), both[4:8]]))
     return lsrl.ForEach(lsrl.Concat([both, product]))
@@ -68,7 +68,7 @@ def test_random_programs_match_the_interpreter(seed):
         try:
             hf = model.to_hf("mamba", max_len=max_len, dtype=dtype)
         except lsrl.LsrlError as error:  # only the documented refusals (no exact decaying rotation)
-            assert any(reason in str(error) for reason in REFUSALS), error
+            assert "cannot be emulated" in str(error), error
             assert seed in (4,), f"seed {seed} was expected to build: {error}"
             return
         assert hf.dtype == dtype
@@ -182,3 +182,74 @@ def test_the_command_writes_listing2_as_a_folder_from_pretrained_loads(tmp_path)
     assert np.array_equal(np.rint(run(loaded, xs)[0, -2:, 0]), [0, 3])
     result = CliRunner().invoke(main, ["compile", str(source), "--target", "hf-mamba", "-o", str(tmp_path / "x")])
     assert result.exit_code != 0 and "--max-len" in result.output
+
+
+# ---- Mamba-2 (lsrl.hf.mamba2): the same slots; per-head parameters, B and C through the SiLU, the gated
+# group norm made exact by anchor heads, scans at a fixed point beside an offset. Its chunked scan is slow:
+# few and short sequences.
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mamba2_random_programs_match_the_interpreter(seed):
+    model = lsrl.compile(bounded_random_program(seed))
+    xs = np.random.default_rng(seed).integers(-X_NUM, X_NUM + 1, (2, 8, model.input.dim)) / 2
+    for dtype in DTYPES:
+        try:
+            hf = model.to_hf("mamba2", max_len=8, dtype=dtype)
+        except lsrl.LsrlError as error:
+            assert seed == 4 and "cannot be emulated" in str(error), error
+            return
+        error = np.abs(run(hf, xs) - model(xs)).max()
+        assert error <= hf.config.lsrl_io["tolerance"], (dtype, error)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mamba2_every_kind_of_state_matches_the_interpreter(dtype):
+    model = lsrl.compile(every_state_program())
+    hf = model.to_hf("mamba2", max_len=16, dtype=dtype)
+    assert type(hf).__name__ == "Mamba2ForCausalLM" and hf.config.head_dim == 1
+    xs = np.random.default_rng(1).uniform(-2, 2, (2, 16, 2))
+    error = np.abs(run(hf, xs) - model(xs)).max()
+    assert error <= hf.config.lsrl_io["tolerance"]
+    assert error < 1e-3  # measured ~2e-4: scans carry their drive at a fixed point (module doc)
+
+
+def test_mamba2_stepwise_decoding_and_from_pretrained(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    model = lsrl.compile(every_state_program())
+    hf = model.to_hf("mamba2", max_len=8)
+    embeds = lsrl.hf.inputs(hf, np.random.default_rng(2).uniform(-2, 2, (1, 8, 2)))["inputs_embeds"]
+    lsrl.hf.save(hf, tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    with torch.no_grad():
+        full = hf(inputs_embeds=embeds).logits
+        assert torch.equal(loaded(inputs_embeds=embeds).logits, full)
+        step = hf(inputs_embeds=embeds[:, :1], use_cache=True)
+        logits = [step.logits]
+        for t in range(1, embeds.shape[1]):
+            step = hf(inputs_embeds=embeds[:, t:t + 1], cache=step.cache, use_cache=True)
+            logits.append(step.logits)
+    assert torch.allclose(torch.cat(logits, 1), full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
+
+
+def test_mamba2_refuses_listing2_naming_the_state():
+    """value_bounds bounds Listing 2's registers' drive by 2.4e6 (its values are tokens): too wide for a scan
+    head's fixed point, so Mamba-2 refuses it where Mamba, with floating-point scans, runs it."""
+    with pytest.raises(lsrl.LsrlError, match="linstate.*fixed point.*use 'mamba'"):
+        listing2().to_hf("mamba2", max_len=21)
+
+
+def test_mamba2_group_norm_anchor_at_its_boundary(monkeypatch):
+    """The anchor heads' value A is the smallest power of two with the heads' output energy at most
+    2**-26 A**2 (values at their bounds): it works; A / 2**12 leaves the group norm inexact."""
+    import lsrl.hf.mamba2 as mamba2
+
+    x = lsrl.Input(4, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, np.eye(4), [0.5] * 4))))
+    xs = np.ones((1, 4, 4))
+    exact = model.to_hf("mamba2", max_len=4)
+    assert np.abs(run(exact, xs) - model(xs)).max() <= exact.config.lsrl_io["tolerance"]
+    smallest = mamba2._anchor_value
+    monkeypatch.setattr(mamba2, "_anchor_value", lambda heads, where: smallest(heads, where) / 2 ** 12)
+    loose = model.to_hf("mamba2", max_len=4)
+    assert np.abs(run(loose, xs) - model(xs)).max() > 1e-2

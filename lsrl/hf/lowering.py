@@ -4,7 +4,8 @@ Every value the stream holds is a slot: the program's input components, and valu
 block as a sum of *channels*, each a non-negative primitive that a saturated gated block computes
 exactly (``lsrl.hf.mamba``):
 
-- ``relu``:    ``weight * relu(form)`` at step ``t - lag`` (0 before the sequence starts);
+- ``relu``:    ``weight * relu(form)`` at step ``t - lag`` (0 before the sequence starts); an
+  ``impulse`` (a constant form) only at step ``lag + 1``: an initial state in a delay line;
 - ``product``: ``weight * relu(form) * relu(gate)``;
 - ``scan``:    ``weight * sum_j decay**(t-j) form_j``, ``decay`` in [0, 1] (a builder splits a signed
   drive as it needs: Mamba into the scans of ``relu(form)`` and ``relu(-form)``);
@@ -15,7 +16,8 @@ composed into forms; a ReLU, a Multi (its four sign cases) and a LinState become
 are lowered from ``model.diagonal()`` (float form where eigenvalues are irrational), block by block:
 
 - a 1x1 block of eigenvalue ``l`` in [0, 1]: a scan (``l = 0``: the drive itself, a form);
-- a delay line (nilpotent shift): ``z_i,t = sum_m c_m w_(j_m),t-m``, relu channels with lags;
+- a delay line (nilpotent shift): ``z_i,t = sum_m c_m w_(j_m),t-m``, relu channels with lags, and
+  its initial state as impulses;
 - a block ``A = rho R`` with ``R**p = I`` (``l < 0``: ``R = -1``; a complex pair whose rotation has a
   finite period, as in the permutation counters of Listing 2): with ``s_t = R**t z_t``,
   ``z_t = rho z_(t-1) + R**-t u_t`` (``z_0 = s_0``; check: ``R**t z_t = rho R R**(t-1) z_(t-1) + u_t``)
@@ -23,8 +25,8 @@ are lowered from ``model.diagonal()`` (float form where eigenvalues are irration
   indicators ``[t mod p = r]``. These come from an exact step counter ``t`` by binary long division
   (``t <- t - p 2**k H(t - p 2**k)``, ``H(y) = relu(y + 1) - relu(y)`` is exact on integers) and one
   bump per phase: about ``log2(max_len / p)`` blocks, shared by all states of period ``p``;
-- anything else (a decay above 1, a block of another shape, a rotation of no finite period, a
-  delay line with an initial state) is refused with an ``LsrlError`` naming the state and why.
+- anything else (a decay above 1, a block of another shape, a rotation of no finite period) is
+  refused with an ``LsrlError`` naming the state and why.
 
 Every value must have a finite bound at ``max_len`` (``value_bounds``): else ``LsrlError`` naming the
 node. Bounds of forms are interval bounds, tightened by the program's own where a form is a node.
@@ -96,6 +98,7 @@ class Channel:
     lag: int = 0
     gate: Form | None = None
     decay: float = 1.0
+    impulse: bool = False
 
 
 @dataclass
@@ -126,7 +129,8 @@ class Lowered:
 
     @property
     def longest_lag(self) -> int:
-        return max((c.lag for slot in self.slots for c in slot.channels), default=0)
+        """The oldest input a channel reads (an impulse also reads the step before its lag)."""
+        return max((c.lag + c.impulse for slot in self.slots for c in slot.channels), default=0)
 
 
 class _Builder:
@@ -181,6 +185,11 @@ class _Builder:
         channels = [Channel("relu", form.scaled(sign), sign, lag=lag) for sign in (1.0, -1.0)
                     if form.scaled(sign).high > 0]
         return self.slot(name, channels, min(form.low, 0.0), max(form.high, 0.0))
+
+    def impulse(self, value: float, lag: int, name: str) -> Form:
+        """``value`` at step ``lag + 1`` only."""
+        channel = Channel("relu", constant(abs(value)), 1.0 if value > 0 else -1.0, lag=lag, impulse=True)
+        return self.slot(name, [channel], min(value, 0.0), max(value, 0.0))
 
     # ---- the phase indicators [t mod p = r] -----------------------------------------------------------
     def step_counter(self) -> Form:
@@ -282,9 +291,8 @@ def _lower_state(builder: _Builder, layer: Any, inputs: list[Form]) -> list[Form
 
 def _delay_line(builder: _Builder, layer: Any, block: np.ndarray, indices: list[int], drive: list[Form],
                 init: np.ndarray) -> list[Form]:
-    if np.any(init[indices] != 0):
-        raise LsrlError(f"{layer.describe()}: a delay line with a non-zero initial state; the stock blocks "
-                        "cannot express it (start it at 0 and add the constant after)")
+    """``z_t[i] = sum_m c_m w_t-m[next^m(i)] + c_t z_0[next^t(i)]`` (the path's product of weights
+    ``c``): drives delayed by conv taps, the initial state as impulses at the steps it reaches."""
     successor = {i: int(np.flatnonzero(row)[0]) for i, row in enumerate(block) if np.any(row)}
     forms = []
     for i in range(len(indices)):
@@ -295,6 +303,9 @@ def _delay_line(builder: _Builder, layer: Any, block: np.ndarray, indices: list[
                 break
             factor *= float(block[position, successor[position]])
             position, lag = successor[position], lag + 1
+            start = factor * float(init[indices[position]])
+            if start:  # reaches z[i] at step lag
+                terms.append((1.0, builder.impulse(start, lag - 1, layer.name)))
         forms.append(combine(terms))
     return forms
 

@@ -155,7 +155,7 @@ def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
     width = 1 + max(len(rows) for rows in plan)
     expand = math.ceil(width / hidden)
     inner = expand * hidden
-    kernel = max(4, lowered.longest_lag + 1)
+    kernel = max(4, lowered.longest_lag + 2)
     vocab = vocabulary_size(model, lowered)
     config = MambaConfig(
         vocab_size=vocab, hidden_size=hidden, state_size=1, num_hidden_layers=len(plan), layer_norm_epsilon=0.0,
@@ -238,6 +238,8 @@ def _block_weights(prefix: str, rows: list[tuple[int, Channel, float, float]], s
         for column, value in _form_row(channel.form, stream, gain).items():
             in_proj[d, column] = value
         conv[d, 0, kernel - 1 - channel.lag] = 1.0
+        if channel.impulse:  # the constant minus itself one step later: only at step lag + 1
+            conv[d, 0, kernel - 2 - channel.lag] = -1.0
         target = stream.payload[slot]
         if channel.kind == "product":
             for column, value in _form_row(channel.gate, stream, gate).items():  # type: ignore[arg-type]
