@@ -1,5 +1,7 @@
-"""Per compile target: layers, widest hidden size, parameters (all, and non-zero), largest weight and run
-time (process CPU seconds, median of 3) over a batch of 64 sequences of length 256, float64.
+"""Per compile target: layers, widest hidden size, parameters (all, and non-zero), largest weight, run
+time (process CPU seconds, median of 3) over a batch of 64 sequences of length 256, float64, and the
+tolerance a target states. The stock Hugging Face targets (``model.to_hf``, float32, ``max_len`` = the
+length) run the robust approximators, whose inputs are bounded.
 
     python benchmarks/targets.py [--threads 1] [--batch 64] [--length 256] [--app-e] [--targets A,B] [--csv DIR]
                                                                                    # DIR/targets.csv
@@ -13,6 +15,7 @@ programs. ``--targets`` keeps only the named architectures.
 """
 
 import argparse
+import functools
 import statistics
 import time
 
@@ -101,7 +104,44 @@ def main():
             values = (layers, widest, params, nonzeros, f"{largest:.3g}", round(seconds, 3),
                       "" if tolerance is None else f"{tolerance:.3g}")
             table.append({"program": program.name, "target": label, **dict(zip(COLUMNS, values)), "not available": ""})
+    table += hf_rows(generator, args.batch, args.length)
     write_csv(args.csv, "targets", table)
+
+
+def _forward(net, kwargs, _):
+    return net(**kwargs)
+
+
+def hf_rows(generator, batch, length):
+    """The stock transformers targets on the robust approximators (bounded inputs), float32."""
+    from lsrl.hf import ARCHITECTURES as HF_ARCHITECTURES
+
+    table = []
+    for program in (discrete_approximator(3, robust=True, vocabulary=10),
+                    continuous_approximator(2, 2, robust=True, value_bound=2)):
+        model = lsrl.compile(program, progress=False)
+        xs = inputs(program, generator, batch, length)
+        for arch in HF_ARCHITECTURES:
+            label = f"hf-{arch}"
+            try:
+                net = model.to_hf(arch, max_len=length)
+            except (lsrl.LsrlError, ImportError) as error:
+                print(f"{program.name:46} {label:22} not available: {str(error)[:50]}")
+                table.append({"program": program.name, "target": label, **dict.fromkeys(COLUMNS, ""),
+                              "not available": str(error)[:50]})
+                continue
+            kwargs = lsrl.hf.inputs(net, xs)
+            params = sum(p.numel() for p in net.parameters())
+            nonzeros = sum(int(torch.count_nonzero(p)) for p in net.parameters())
+            widest = max(net.config.hidden_size, getattr(net.config, "intermediate_size", 0))
+            seconds = cpu_seconds(functools.partial(_forward, net, kwargs), None)
+            largest, tolerance = net.config.lsrl_io["largest_weight"], net.config.lsrl_io["tolerance"]
+            layers = net.config.num_hidden_layers
+            print(f"{program.name:46} {label:22} {layers:6d} {widest:6d} {params:9d} {nonzeros:9d} {largest:9.2g} "
+                  f"{seconds:7.3f} {tolerance:9.2g}", flush=True)
+            values = (layers, widest, params, nonzeros, f"{largest:.3g}", round(seconds, 3), f"{tolerance:.3g}")
+            table.append({"program": program.name, "target": label, **dict(zip(COLUMNS, values)), "not available": ""})
+    return table
 
 
 if __name__ == "__main__":

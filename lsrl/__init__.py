@@ -27,6 +27,7 @@ from lsrl.ir.labels import UnitLabel
 from lsrl import programs
 from lsrl import automata
 from lsrl import targets  # registers the targets that model.to_torch builds (torch is imported only then)
+from lsrl import hf  # registers model.to_hf (transformers is imported only when a model is built)
 
 __all__ = [
     "automata",
@@ -51,6 +52,7 @@ __all__ = [
     "ForEach",
     "GraphError",
     "IFELSE_VARIANTS",
+    "hf",
     "Input",
     "Linear",
     "LinState",

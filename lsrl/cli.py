@@ -22,6 +22,7 @@ import numpy as np
 import lsrl
 from lsrl.cli_errors import ReportingGroup
 from lsrl.errors import LsrlError
+from lsrl.hf import ARCHITECTURES as HF_ARCHITECTURES
 from lsrl.targets import ARCHITECTURES, STOCK
 from lsrl.workers import MAX_WORKERS
 
@@ -89,9 +90,21 @@ def _importable(folder: Path) -> Iterator[None]:
         sys.path.remove(str(folder))
 
 
+HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transformers model, in a folder
+
+
 def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
                     allow_inexact: bool) -> tuple[str, Callable[[Path], None]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
+    if target in HF_TARGETS:
+        if max_len is None:
+            raise LsrlError(f"--target {target} needs --max-len (the longest sequence the model must run exactly)")
+        hf_model = model.to_hf(target.removeprefix("hf-"), max_len=max_len, dtype=onnx_dtype)
+
+        def write_hf(path: Path) -> None:
+            lsrl.hf.save(hf_model, path)
+
+        return target, write_hf
     from lsrl.targets.onnx_export import ARCHS, check_precision, export_onnx
 
     literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
@@ -135,14 +148,16 @@ def demo(plots: str) -> None:
 @main.command(name="compile")
 @click.argument("source")
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
-@click.option("--target", type=click.Choice(["path", *ARCHITECTURES]), default="path", show_default=True,
+@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_TARGETS]), default="path", show_default=True,
               help="also export this architecture: TARGET.onnx where ONNX has the operators (rnn, gated_rnn, gru, "
-                   "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors")
+                   "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors; "
+                   "hf-*: a stock transformers model in the folder TARGET (from_pretrained loads it)")
 @click.option("--max-len", type=click.IntRange(min=1), default=None,
               help="hawk / griffin: use the literal App. E construction, accepting inputs up to this length; "
-                   "stock_lstm / stock_gru (required): the longest sequence")
+                   "stock_lstm / stock_gru and hf-* (required): the longest sequence the model runs exactly")
 @click.option("--onnx-dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
-              help="ONNX element type (onnxruntime runs float32 only for the RNN / GRU / LSTM operators)")
+              help="ONNX element type (onnxruntime runs float32 only for the RNN / GRU / LSTM operators); "
+                   "hf-*: the model's dtype")
 @click.option("--allow-inexact", is_flag=True,
               help="export ONNX even where the weights are too large for --onnx-dtype (e.g. lambda=1e10 in float32)")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))

@@ -45,3 +45,9 @@ class InternalError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"{message}\n{REPORT_REQUEST}")
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."

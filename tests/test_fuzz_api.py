@@ -484,6 +484,64 @@ MODEL = [
     *[boundary for arch in ARCHITECTURES for boundary in target_boundary(arch)],
 ]
 
+# ---------------------------------------------------------------- the stock transformers models (lsrl.hf)
+
+HF_ARCH = "mamba"  # the one whose model the I/O functions are fuzzed on (they read only config.lsrl_io)
+
+
+@functools.cache
+def hf_network(arch: str = HF_ARCH) -> Any:
+    return compiled().to_hf(arch, max_len=8, dtype=torch.float64)
+
+
+def hf_answer(hf_model: Any, xs: Any) -> np.ndarray:
+    with torch.no_grad():
+        return lsrl.hf.outputs(hf_model, hf_model(**lsrl.hf.inputs(hf_model, xs))).double().numpy()
+
+
+def check_hf_model(hf_model: Any, args: dict) -> None:
+    xs = XS[:hf_model.config.lsrl_io["max_len"]]  # a hostile but valid max_len may be shorter than XS
+    assert np.abs(hf_answer(hf_model, xs) - reference(xs[None])).max() <= hf_model.config.lsrl_io["tolerance"]
+
+
+def check_hf_inputs(kwargs: dict, args: dict) -> None:
+    net = hf_network()
+    with torch.no_grad():
+        answer = lsrl.hf.outputs(net, net(**kwargs)).double().numpy()
+    assert np.abs(answer - reference(np.asarray(args["xs"], dtype=np.float64))).max() <= net.config.lsrl_io["tolerance"]
+
+
+def check_hf_outputs(outputs: torch.Tensor, args: dict) -> None:
+    assert np.abs(outputs.double().numpy() - reference(XS[None])).max() <= hf_network().config.lsrl_io["tolerance"]
+
+
+def check_hf_save(folder: Any, args: dict) -> None:
+    from transformers import AutoModelForCausalLM
+
+    assert np.array_equal(hf_answer(AutoModelForCausalLM.from_pretrained(folder), XS), hf_answer(hf_network(), XS))
+
+
+def hf_forward() -> Any:
+    with torch.no_grad():
+        return hf_network()(**lsrl.hf.inputs(hf_network(), XS))
+
+
+HF_WORDS = {"hf_model": ("lsrl_io", "to_hf"), "xs": ("xs",), "result": ("result",), "path": ("path",)}
+HF = [
+    *[Boundary(f"to_hf[{arch}]", lambda max_len, dtype, arch=arch: compiled().to_hf(arch, max_len=max_len, dtype=dtype),
+               {"max_len": st.integers(3, 8), "dtype": st.sampled_from([None, torch.float32, torch.float64, "float64"])},
+               check_hf_model, words={"max_len": ("max_len",), "dtype": ("dtype",)}) for arch in lsrl.hf.ARCHITECTURES],
+    Boundary("lsrl.hf.inputs", lambda hf_model, xs: lsrl.hf.inputs(hf_model, xs),
+             {"hf_model": st.builds(hf_network), "xs": SEQUENCES}, check_hf_inputs, words=HF_WORDS,
+             odd={"xs": bad_sequence(2)}),
+    Boundary("lsrl.hf.outputs", lambda hf_model, result: lsrl.hf.outputs(hf_model, result),
+             {"hf_model": st.builds(hf_network), "result": st.builds(hf_forward)}, check_hf_outputs, words=HF_WORDS),
+    Boundary("lsrl.hf.model_card", lambda hf_model: lsrl.hf.model_card(hf_model), {"hf_model": st.builds(hf_network)},
+             lambda card, args: None if "sums" in card else pytest.fail(card), words=HF_WORDS),
+    Boundary("lsrl.hf.save", lambda hf_model, path: lsrl.hf.save(hf_model, path),
+             {"hf_model": st.builds(hf_network), "path": tmp_file("hf")}, check_hf_save, words=HF_WORDS),
+]
+
 # ---------------------------------------------------------------- the program library (Listings 1 and 2)
 
 
@@ -902,7 +960,7 @@ TRAINING = [
              check_training, words={"config": ("config", "TrainConfig"), "folder": ("folder",)}),
 ]
 
-BOUNDARIES = [*LANGUAGE, *SUGAR, *MODEL, *PROGRAMS, *AUTOMATA, *BENCH, *RING, *TRAINING]
+BOUNDARIES = [*LANGUAGE, *SUGAR, *MODEL, *HF, *PROGRAMS, *AUTOMATA, *BENCH, *RING, *TRAINING]
 
 
 ESCAPES_IN_MODEL_AND_TARGETS = {  # one call per escape the fuzzer found in lsrl/model and lsrl/targets: each is now a one-line LsrlError
@@ -944,11 +1002,13 @@ def test_a_hostile_argument_is_refused_in_one_line_or_answered_right(boundary: B
 
 # ---------------------------------------------------------------- the boundary stays fuzzed
 
-PUBLIC_MODULES = ("lsrl", "lsrl.programs", "lsrl.automata", "lsrl.targets", "lsrl.bench", "lsrl.llrnn")
+PUBLIC_MODULES = ("lsrl", "lsrl.hf", "lsrl.programs", "lsrl.automata", "lsrl.targets", "lsrl.bench", "lsrl.llrnn")
 PUBLIC_CLASSES = (lsrl.ForEach, lsrl.CompiledProgram)  # their public methods are entry points too
 COVERED_AS = {  # public names fuzzed under another boundary's name
     "lsrl.CompiledProgram.to_torch": "to_torch[",
     "lsrl.targets.to_torch": "to_torch[",
+    "lsrl.CompiledProgram.to_hf": "to_hf[",
+    "lsrl.hf.to_hf": "to_hf[",
     "lsrl.automata.AutomatonNetwork": "lsrl.automata.AutomatonNetwork",
     "lsrl.ForEach.__call__": "lsrl.ForEach.__call__",
 }

@@ -10,13 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lsrl.errors import AutomatonError, LsrlError
-
-
-def shown(value: Any) -> str:
-    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
-    text = " ".join(repr(value).split())
-    return text if len(text) <= 60 else text[:57] + "..."
+from lsrl.errors import AutomatonError, LsrlError, shown
 
 
 def whole_number(value: Any, name: str, where: str, minimum: int = 0, maximum: int | None = None,

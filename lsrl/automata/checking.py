@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from lsrl.automata.arguments import shown, whole_number
+from lsrl.automata.arguments import whole_number
+from lsrl.errors import shown
 from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import AutomatonError, LsrlError

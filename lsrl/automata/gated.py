@@ -69,7 +69,8 @@ import torch
 from scipy.special import expit
 from torch import nn
 
-from lsrl.automata.arguments import shown, whole_number
+from lsrl.automata.arguments import whole_number
+from lsrl.errors import shown
 from lsrl.automata.networks import AutomatonNetwork, half_threshold_readout, set_weights
 from lsrl.automata.units import TransitionUnits
 from lsrl.errors import LsrlError

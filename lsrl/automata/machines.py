@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from lsrl.automata.arguments import generator, is_hashable, items, shown, whole_number
+from lsrl.automata.arguments import generator, is_hashable, items, whole_number
+from lsrl.errors import shown
 from lsrl.errors import AutomatonError
 
 if TYPE_CHECKING:

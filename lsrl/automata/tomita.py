@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from lsrl.automata.arguments import shown
+from lsrl.errors import shown
 from lsrl.automata.machines import DFA, from_regex
 from lsrl.errors import AutomatonError
 

@@ -272,7 +272,7 @@ def patch_key_name(key: Any) -> str:
     return key if isinstance(key, str) else key.name
 
 
-def patch_numbers(values: Any, where: str) -> np.ndarray:
+def finite_numbers(values: Any, where: str) -> np.ndarray:
     """``values`` as an array, refused (``SequenceError`` starting with ``where``) unless every entry is a
     finite real number: no text, ``None``, objects, masked entries, complex numbers, NaN or infinity."""
     if isinstance(values, np.ma.MaskedArray):
@@ -289,7 +289,7 @@ def patch_numbers(values: Any, where: str) -> np.ndarray:
         return array
     if kind == "f":
         if not np.all(np.isfinite(array)):
-            raise SequenceError(f"{where}: the values hold NaN or infinity; a patch sets finite values")
+            raise SequenceError(f"{where}: the values hold NaN or infinity; expected finite numbers")
         return array
     if kind != "O":
         raise SequenceError(f"{where} must be real numbers, got an array of dtype {array.dtype}")
@@ -299,7 +299,7 @@ def patch_numbers(values: Any, where: str) -> np.ndarray:
         try:
             to_rational(value, where)
         except DimensionError:
-            raise SequenceError(f"{where}: the values hold {value!r}; a patch sets finite values") from None
+            raise SequenceError(f"{where}: the values hold {value!r}; expected finite numbers") from None
     return array
 
 
@@ -313,7 +313,7 @@ def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int 
     ``DimensionError``, values that are not finite real numbers (text, ``None``, NaN, infinity,
     complex, masked) ``SequenceError``; both start with ``where``, which names the node.
     """
-    array = patch_numbers(values, where)
+    array = finite_numbers(values, where)
     shape = array.shape
     width = shape[-1] if dim is None and len(shape) in (2, 3) else dim
     if shape not in ((steps, width), (count, steps, width)):

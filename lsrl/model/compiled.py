@@ -19,6 +19,7 @@ from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedModel
 
     from lsrl.lang.program import ForEach
     from lsrl.model.runner import Plan
@@ -224,6 +225,13 @@ class CompiledProgram:
         The targets register themselves in ``lsrl.model.extensions`` (see ``lsrl.targets.to_torch``);
         torch is imported only when one is built."""
         return extensions.find_target(arch).to_torch(self, **options)
+
+    def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None) -> PreTrainedModel:
+        """This program in a stock ``transformers`` model of ``arch`` ("mamba", "mamba2", "hawk",
+        "griffin"), exact for sequences of up to ``max_len`` steps in ``dtype`` (torch.float32 by
+        default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions`` (transformers is
+        imported only when a model is built)."""
+        return extensions.find_builder("to_hf")(self, arch, max_len, dtype)
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/model.json`` and ``path/weights.safetensors`` (``lsrl.model.fileformat``); returns

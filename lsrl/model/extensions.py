@@ -1,9 +1,10 @@
 """The model's front doors to the packages built on it: targets and model-to-model passes.
 
-``model.to_torch(arch)`` builds a target (``lsrl.targets``) and ``model.diagonal()`` runs a compiler
-pass (``lsrl.compiler.diagonal``). Both packages import the model, so the model must not import
-them: they register here when they are imported (``import lsrl`` imports both, and neither imports
-torch on import), and the model looks them up by name.
+``model.to_torch(arch)`` builds a target (``lsrl.targets``), ``model.to_hf(arch)`` a Hugging Face
+model (``lsrl.hf``) and ``model.diagonal()`` runs a compiler pass (``lsrl.compiler.diagonal``). These
+packages import the model, so the model must not import them: they register here when they are
+imported (``import lsrl`` imports them, and none imports torch or transformers on import), and the
+model looks them up by name.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ModelPass = Callable[["CompiledProgram"], "CompiledProgram"]
 
 TARGETS: dict[str, Target] = {}  # architecture name -> target, in the order registered
 MODEL_PASSES: dict[str, ModelPass] = {}  # name of a CompiledProgram method -> the pass behind it
+BUILDERS: dict[str, Callable[..., Any]] = {}  # name of a CompiledProgram method -> the builder behind it
 
 
 def register_target(target: Target) -> None:
@@ -61,3 +63,18 @@ def find_model_pass(name: str) -> ModelPass:
     if name not in MODEL_PASSES:
         raise InternalError(f"no pass is registered for model.{name}(): lsrl.compiler was not imported")
     return MODEL_PASSES[name]
+
+
+def register_builder(name: str, function: Callable[..., Any]) -> None:
+    """Make the model method ``name`` call ``function(model, ...)`` (a builder of something else, such
+    as ``to_hf``: a Hugging Face model)."""
+    if BUILDERS.get(name, function) is not function:
+        raise InternalError(f"two builders are registered as model.{name}()")
+    BUILDERS[name] = function
+
+
+def find_builder(name: str) -> Callable[..., Any]:
+    """The builder behind the model method ``name``."""
+    if name not in BUILDERS:
+        raise InternalError(f"no builder is registered for model.{name}(): its package was not imported")
+    return BUILDERS[name]

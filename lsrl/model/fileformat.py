@@ -183,7 +183,7 @@ def _read_structure(folder) -> dict:
     try:
         structure = json.loads((folder / "model.json").read_text())
     except (OSError, ValueError) as error:
-        raise ModelFileError(f"cannot load a compiled program from {folder}: {error}") from None
+        raise ModelFileError(f"cannot load a compiled program from {str(folder)!r}: {error}") from None
     if not isinstance(structure, dict):
         raise ModelFileError(f"{folder}/model.json: expected a JSON object, got {type(structure).__name__}")
     return structure
@@ -193,7 +193,7 @@ def _read_tensors(folder) -> dict:
     try:
         return load_file(str(folder / "weights.safetensors"))
     except OSError as error:
-        raise ModelFileError(f"cannot load a compiled program from {folder}: {error}") from None
+        raise ModelFileError(f"cannot load a compiled program from {str(folder)!r}: {error}") from None
     except Exception as error:  # safetensors raises its own SafetensorError on a corrupt file
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ModelFileError(f"{folder}/weights.safetensors: not a readable safetensors file ({message})") from None

@@ -16,17 +16,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from lsrl.errors import ModelFileError
+from lsrl.errors import ModelFileError, shown
 
 
 def as_path(path: object, what: str) -> Path:
     """``path`` as a ``Path``; anything but a non-empty str or ``os.PathLike`` raises ``ModelFileError``."""
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise ModelFileError(f"{what}: expected a path (str or pathlib.Path), got {type(path).__name__} {path!r}")
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path) or "\x00" in str(path):
+        raise ModelFileError(f"{what}: expected a path (str or pathlib.Path), got {type(path).__name__} {shown(path)}")
     return Path(path)
 
 
-def _cannot(what: str, path: Path, error: OSError) -> ModelFileError:
+def cannot_write(what: str, path: Path, error: OSError) -> ModelFileError:
+    """The ``ModelFileError`` for an ``OSError`` met writing ``path``."""
     return ModelFileError(f"{what}: cannot write {str(path)!r}: {error.strerror or error}")
 
 
@@ -53,7 +54,7 @@ def output_folder(path: object, what: str) -> Iterator[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise _cannot(what, folder, error) from None
+        raise cannot_write(what, folder, error) from None
     try:
         yield folder
     except BaseException:
@@ -72,9 +73,9 @@ def written(path: Path, what: str) -> Iterator[Path]:
         yield temporary
         os.replace(temporary, path)
     except OSError as error:
-        raise _cannot(what, path, error) from None
+        raise cannot_write(what, path, error) from None
     finally:
         temporary.unlink(missing_ok=True)
 
 
-__all__ = ["output_file", "output_folder", "written"]
+__all__ = ["as_path", "cannot_write", "output_file", "output_folder", "written"]

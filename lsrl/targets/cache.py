@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, LsrlError, SequenceError
-from lsrl.lang.evaluate import patch_items, patch_key_name, patch_numbers
+from lsrl.lang.evaluate import patch_items, patch_key_name, finite_numbers
 
 Patch = Mapping[Any, Any]  # {sub-layer name or program node (name or node): values}
 
@@ -132,7 +132,7 @@ def _read_patches(net, patch, squeeze) -> dict:
         if name not in layers:
             raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
                             f"a sub-layer of this {type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
-        array = patch_numbers(values, f"run_with_cache: patch values for {name!r}")
+        array = finite_numbers(values, f"run_with_cache: patch values for {name!r}")
         tensor = torch.as_tensor(np.asarray(array, dtype=np.float64))
         patches[name] = tensor[None] if squeeze else tensor
     return patches

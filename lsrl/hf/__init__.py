@@ -1,0 +1,72 @@
+"""Every LSRL program in the stock ``transformers`` models of the field: Mamba, Mamba-2 and
+RecurrentGemma (Hawk, Griffin); only a config and weights are written.
+
+Interface:
+
+- ``lsrl.hf.to_hf(model, arch, max_len, dtype=torch.float32)`` (also ``model.to_hf(arch, max_len,
+  dtype)``): ``model`` a ``CompiledProgram``, ``arch`` one of ``ARCHITECTURES``; returns a stock
+  ``MambaForCausalLM`` / ``Mamba2ForCausalLM`` / ``RecurrentGemmaForCausalLM`` that runs the program on
+  sequences of up to ``max_len`` steps within the ``Input``'s declared bounds, to the tolerance its
+  record states. Builders are ``(model, max_len, dtype) -> PreTrainedModel``, named in ``BUILDERS`` by
+  ``"module:function"`` and imported when used (``import lsrl`` imports neither torch nor transformers).
+- The I/O record ``config.lsrl_io`` (a JSON dict; ``lsrl.hf.io`` documents its fields): which input
+  the forward takes (``input_ids = token - token_low`` for a token program, else ``inputs_embeds``
+  with the input in ``embed_channels`` times ``embed_scale`` and the constant anchor channels
+  ``embed_constants``), and how outputs are read (``logits[..., output_logits] * output_scale``).
+- ``lsrl.hf.inputs(hf_model, xs) -> dict`` (the forward's keyword arguments) and
+  ``lsrl.hf.outputs(hf_model, result) -> (B, T, d_out)``: read only ``config.lsrl_io``.
+- ``lsrl.hf.model_card(hf_model) -> str`` (README.md: the same in words) and ``lsrl.hf.save(hf_model,
+  path)`` (``save_pretrained`` plus the card); the folder loads with
+  ``AutoModelForCausalLM.from_pretrained`` without lsrl.
+- ``lsrl.hf.stream``: the residual-stream layout the constructions share (anchor channels that make
+  every RMSNorm an exact constant scaling, the payload scale from ``value_bounds`` at ``max_len``).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from lsrl.errors import LsrlError, shown
+from lsrl.hf.io import inputs, model_card, outputs, save
+from lsrl.model import extensions
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+    from lsrl.model.compiled import CompiledProgram
+
+BUILDERS = {
+    "mamba": "lsrl.hf.mamba:build_mamba",
+    "mamba2": "lsrl.hf.mamba2:build_mamba2",
+    "hawk": "lsrl.hf.recurrentgemma:build_hawk",
+    "griffin": "lsrl.hf.recurrentgemma:build_griffin",
+}
+ARCHITECTURES = tuple(BUILDERS)
+DTYPES = ("float32", "float64")
+
+
+def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | str | None = None
+          ) -> PreTrainedModel:
+    """``model`` (a CompiledProgram) as a stock ``transformers`` model of ``arch``, exact for sequences
+    of up to ``max_len`` steps in ``dtype`` (torch.float32 by default, or torch.float64); see the
+    package docstring."""
+    import torch
+
+    if arch not in BUILDERS:
+        raise LsrlError(f"to_hf: unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise LsrlError(f"to_hf: max_len must be a positive integer (the longest sequence), got {shown(max_len)}")
+    if dtype is not None and not isinstance(dtype, (str, torch.dtype)):
+        raise LsrlError(f"to_hf: dtype must be torch.float32 or torch.float64, got {shown(dtype)}")
+    name = str(dtype or "float32").removeprefix("torch.")
+    if name not in DTYPES:
+        raise LsrlError(f"to_hf: dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    module, function = BUILDERS[arch].split(":")
+    return getattr(import_module(module), function)(model, max_len, getattr(torch, name))
+
+
+extensions.register_builder("to_hf", to_hf)
+
+__all__ = ["ARCHITECTURES", "BUILDERS", "inputs", "model_card", "outputs", "save", "to_hf"]

@@ -1,0 +1,192 @@
+"""How a program's inputs enter a stock Hugging Face model and how its outputs are read back.
+
+Every model ``lsrl.hf.to_hf`` builds carries its I/O record as ``config.lsrl_io``, a plain JSON dict
+(``config.json`` keeps it through ``save_pretrained`` / ``from_pretrained``), so that a user without
+lsrl can feed the model and read it. Format 1:
+
+``format``          1
+``arch``            "mamba", "mamba2", "hawk" or "griffin"
+``program``         the program's name
+``input``           "input_ids" (a token program: its ``Input`` is one integer with finite bounds) or
+                    "inputs_embeds" (every other program)
+``input_dim``       the program's input width ``d_in``
+``input_low``,      the declared bounds of each input component (lists; outside them the stated
+``input_high``      tolerance does not hold)
+``token_low``       (input_ids) ``input_ids = token - token_low``; the vocabulary is ``token_low`` ..
+                    ``token_low + config.vocab_size - 1``
+``embed_channels``  (inputs_embeds) ``inputs_embeds[..., embed_channels[i]] = embed_scale * x[..., i]``
+``embed_scale``     (inputs_embeds) a power of two
+``embed_constants`` (inputs_embeds) ``{channel: value}`` (keys are strings, as JSON has them): constant
+                    "anchor" channels set at every step; every other channel is 0
+``output_logits``   ``y[..., j] = logits[..., output_logits[j]] * output_scale``
+``output_scale``    a power of two (the model's own scale is undone exactly)
+``max_len``         the longest sequence the construction is proved for
+``dtype``           "float32" or "float64": the dtype the model was built and checked in
+``tolerance``       every output is within ``tolerance`` (absolute) of the program's; an output that
+                    is an integer (a token) is read exactly by rounding when ``tolerance < 1/2``
+``largest_weight``  the largest weight magnitude written (float16 cannot hold more than 65504)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lsrl.errors import LsrlError
+from lsrl.lang.evaluate import finite_numbers
+from lsrl.model.writing import cannot_write, output_folder
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+FORMAT = 1
+README = "README.md"
+
+
+def io_record(hf_model: PreTrainedModel) -> dict:
+    """The ``config.lsrl_io`` record of a model built by ``lsrl.hf.to_hf``."""
+    record = getattr(getattr(hf_model, "config", None), "lsrl_io", None)
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise LsrlError(f"{type(hf_model).__name__} has no lsrl I/O record (config.lsrl_io, format {FORMAT}): "
+                        "it was not built by lsrl.hf.to_hf")
+    return record
+
+
+def inputs(hf_model: PreTrainedModel, xs: Any) -> dict:
+    """The forward's keyword arguments for the program inputs ``xs`` (``(T, d_in)`` or ``(B, T, d_in)``):
+    ``{"input_ids": (B, T) long}`` for a token program, else ``{"inputs_embeds": (B, T, hidden)}`` in
+    the model's dtype. Reads only ``config.lsrl_io``."""
+    import torch
+
+    record = io_record(hf_model)
+    array = _batch(xs, record)
+    if record["input"] == "input_ids":
+        tokens = np.rint(array[..., 0]).astype(np.int64) - int(record["token_low"])
+        if np.any(tokens < 0) or np.any(tokens >= hf_model.config.vocab_size) or np.any(
+                tokens + int(record["token_low"]) != array[..., 0]):
+            raise LsrlError(f"lsrl.hf.inputs: tokens must be integers in [{record['token_low']}, "
+                            f"{record['token_low'] + hf_model.config.vocab_size - 1}]")
+        return {"input_ids": torch.from_numpy(tokens)}
+    dtype = getattr(torch, record["dtype"])
+    embeds = torch.zeros(*array.shape[:2], hf_model.config.hidden_size, dtype=torch.float64)
+    embeds[..., record["embed_channels"]] = torch.from_numpy(array) * record["embed_scale"]
+    for channel, value in record["embed_constants"].items():
+        embeds[..., int(channel)] = value
+    return {"inputs_embeds": embeds.to(dtype)}
+
+
+def outputs(hf_model: PreTrainedModel, result: Any) -> torch.Tensor:
+    """The program's outputs ``(B, T, d_out)`` from a forward's result (or its logits), as the
+    record says: the chosen logits times ``output_scale``. Reads only ``config.lsrl_io``."""
+    import torch
+
+    record = io_record(hf_model)
+    logits = getattr(result, "logits", result)
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[-1] != hf_model.config.vocab_size:
+        shape = tuple(getattr(logits, "shape", ()))
+        raise LsrlError(f"lsrl.hf.outputs: result must be the model's forward result or its logits (B, T, "
+                        f"{hf_model.config.vocab_size}), got {type(logits).__name__} {shape}")
+    return logits[..., record["output_logits"]] * record["output_scale"]
+
+
+def model_card(hf_model: PreTrainedModel) -> str:
+    """A README.md for the saved folder: what the model computes and how to feed and read it, in words
+    and in code that needs only torch and transformers."""
+    record = io_record(hf_model)
+    if record["input"] == "input_ids":
+        feeding = (f"Feed the tokens as `input_ids = token - {record['token_low']}` (tokens "
+                   f"{record['token_low']} .. {record['token_low'] + hf_model.config.vocab_size - 1}).")
+        code_in = f"out = model(input_ids=torch.tensor([tokens]) - {record['token_low']})"
+    else:
+        constants = ", ".join(f"{channel}: {value!r}" for channel, value in record["embed_constants"].items())
+        feeding = (f"Feed `inputs_embeds` of width {hf_model.config.hidden_size}, zero except: input component i "
+                   f"times {record['embed_scale']!r} in channel `embed_channels[i]` = {record['embed_channels']}, "
+                   f"and the constant channels {{{constants}}} at every step.")
+        code_in = (f"embeds = torch.zeros(1, T, {hf_model.config.hidden_size}, dtype=torch.{record['dtype']})\n"
+                   f"embeds[0, :, {record['embed_channels']}] = torch.as_tensor(xs) * {record['embed_scale']!r}\n"
+                   + "".join(f"embeds[..., {channel}] = {value!r}\n"
+                             for channel, value in record["embed_constants"].items())
+                   + "out = model(inputs_embeds=embeds)")
+    return f"""---
+library_name: transformers
+tags: [lsrl, compiled]
+---
+# {record['program']} in a stock {type(hf_model).__name__}
+
+These weights were written by [lsrl](https://github.com/) from the LSRL program `{record['program']}`:
+nothing was trained. The model runs the program exactly for sequences of up to {record['max_len']} steps
+whose inputs lie within the declared bounds (low {record['input_low']}, high {record['input_high']}), in
+{record['dtype']}: every output is within {record['tolerance']:.3g} of the program's.
+
+**Input.** {feeding}
+
+**Output.** Output j is `logits[..., {record['output_logits']}[j]] * {record['output_scale']!r}`
+(the other logits are 0). Where the program's output is a token (an integer) and the tolerance is
+below 1/2, rounding reads it exactly.
+
+```python
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained(FOLDER, dtype=torch.{record['dtype']})
+{code_in}
+ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
+```
+
+The same record is `config.lsrl_io` in `config.json`.
+"""
+
+
+def save(hf_model: PreTrainedModel, path: str | Path) -> Path:
+    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md``; returns the folder."""
+    card = model_card(hf_model)  # refuses a model lsrl did not build before anything is written
+    with output_folder(path, "lsrl.hf.save") as folder:
+        try:
+            hf_model.save_pretrained(folder)
+            (folder / README).write_text(card)
+        except OSError as error:
+            raise cannot_write("lsrl.hf.save", folder, error) from None
+    return folder
+
+
+def _batch(xs: Any, record: dict) -> np.ndarray:
+    """``xs`` as a float64 ``(B, T, d_in)`` array within the declared bounds."""
+    array = finite_numbers(xs, "lsrl.hf.inputs: xs").astype(np.float64)  # text, None, masks, NaN: refused
+    array = array[None] if array.ndim == 2 else array
+    if array.ndim != 3 or array.shape[-1] != record["input_dim"]:
+        raise LsrlError(f"lsrl.hf.inputs: xs must have shape (T, {record['input_dim']}) or "
+                        f"(B, T, {record['input_dim']}), got {np.shape(xs)}")
+    if array.shape[1] > record["max_len"]:
+        raise LsrlError(f"lsrl.hf.inputs: {array.shape[1]} steps, but the model is built for at most "
+                        f"max_len={record['max_len']}")
+    low = np.array([-np.inf if v is None else v for v in record["input_low"]])
+    high = np.array([np.inf if v is None else v for v in record["input_high"]])
+    if np.any(array < low) or np.any(array > high):
+        raise LsrlError("lsrl.hf.inputs: xs must be within the declared Input bounds "
+                        f"(low {record['input_low']}, high {record['input_high']})")
+    return array
+
+
+def make_record(model: Any, arch: str, max_len: int, dtype: str, tolerance: float, output_logits: list[int],
+                output_scale: float, largest_weight: float, **feeding: Any) -> dict:
+    """The ``config.lsrl_io`` record (format above) of ``model`` (a CompiledProgram) built as ``arch``;
+    ``feeding``: ``token_low`` for a token program, else ``embed_channels``, ``embed_scale`` and
+    ``embed_constants``."""
+    low, high = model.input.bounds
+    token = "token_low" in feeding
+    return {
+        "format": FORMAT, "arch": arch, "program": model.name, "input": "input_ids" if token else "inputs_embeds",
+        "input_dim": model.input.dim, "input_low": [_json_bound(v) for v in low],
+        "input_high": [_json_bound(v) for v in high], **feeding, "output_logits": list(output_logits),
+        "output_scale": float(output_scale), "max_len": int(max_len), "dtype": dtype,
+        "tolerance": float(tolerance), "largest_weight": float(largest_weight),
+    }
+
+
+def _json_bound(value: Any) -> float | None:
+    """A declared bound for JSON: a float, or None for an infinite one."""
+    number = float(value)
+    return None if np.isinf(number) else number

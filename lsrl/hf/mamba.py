@@ -1,0 +1,294 @@
+"""Every LSRL program in a stock ``transformers`` ``MambaForCausalLM``: only a config and weights.
+
+The program is lowered to slots of a residual stream (``lsrl.hf.lowering``); block ``L`` of the
+stack writes every slot of level ``L``, one intermediate channel per slot channel, plus channel 0,
+a constant ``u = silu(64) = 64`` (conv bias 64, no input) from which ``x_proj`` makes the constant
+``B_t`` and ``C_t`` (it has no bias). ``state_size = 1``, ``time_step_rank = 1``, ``D``, ``dt_bias``
+and ``A_log`` per channel. The stream (``lsrl.hf.stream``) makes every RMSNorm the identity
+(``layer_norm_epsilon = 0``, weights 1), so block inputs read ``n = h`` (rounded to float32: the
+stock norm computes in float32, also in a float64 model).
+
+**Exact primitives** (G = 64 and every gain ``k`` a power of two; ``silu(x) = relu(x)`` bit for bit
+for ``x`` outside (-88.8, 16.7) in float32 and (-709.8, 36.8) in float64; ``softplus(x) = x`` for
+``x > 20``, ``softplus(-1000) = 0``; ``A_log = -200`` gives ``A = -exp(-200) = -0.0`` in float32):
+
+- memoryless channel: ``dt = softplus(-1000) = 0`` so ``exp(dt A) = 1`` and ``dt B u = 0``: the state
+  stays 0 and ``y = D u``;
+- ``relu`` channel: ``x = k * form`` at conv tap ``lag``, ``u = silu(x) = k relu(form)`` (exact once
+  ``|k form| >= 710``; otherwise off by at most ``0.2785 / k`` after the ``1/k``), ``D = 1/k``,
+  ``z = G`` (``silu(64) = 64``), ``out_proj = beta w / G``;
+- ``product`` channel: ``u = silu(k_a a)``, ``D = 1/k_a``, ``z = k_b b`` so
+  ``y silu(z) = relu(a) k_b relu(b)``; ``out_proj = beta w / k_b``;
+- ``scan`` channel: ``dt = softplus(32) = 32``, ``B_t = 64 * 2**-11 / k_s`` so ``dt B_t = 1/k_s`` (a
+  power of two), ``C_t = 64 * 2**-6 = 1``, ``D = 0``: ``S_t = exp(32 A) S_(t-1) + relu(form_t)``;
+  decay 1 is ``A_log = -200``, exact; a decay in (0, 1) is ``A = ln(decay) / 32`` rounded, its error
+  enters the tolerance; ``pulse``: ``x = k_s c`` with conv taps ``(-1, 1)``: ``k_s c`` at the first
+  step (the conv's zero padding) and ``k_s c - k_s c = 0`` after.
+
+**Scales.** Every gain is the largest power of two that keeps each intermediate (``x``, ``u``,
+``y * silu(z)``, the state) at most ``2**100`` given the bounds, capped at ``2**30``; a gain below
+``2**16`` is refused before anything is written (the values are too large for float32), naming the
+node. The largest weight is recorded as ``config.lsrl_io["largest_weight"]``.
+
+**Tolerance.** A first-order forward error bound, slot by slot: each value read by a block is
+rounded to float32 (relative ``u = 2**-24``), a dot product of ``n`` terms adds ``(n + 2) u`` times
+the sum of the magnitudes of its terms, a relu channel adds ``0.2785 / k`` (the silu window), a
+product ``A e_b + B e_a + e_a e_b``, a scan ``reach`` times its drive's error plus ``reach u`` times
+its bound, and a decay's rounding ``|decay' - decay| reach`` times its bound. It is stated in
+``config.lsrl_io["tolerance"]`` (absolute) and checked by the tests; the analysis is first order (it
+ignores products of rounding errors), not a machine-checked proof.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lsrl.errors import InternalError, LsrlError
+from lsrl.hf.io import make_record
+from lsrl.hf.lowering import Channel, Form, Lowered, lower
+from lsrl.hf.stream import Stream, plan_stream
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import MambaForCausalLM, PreTrainedModel
+
+    from lsrl.model.compiled import CompiledProgram
+
+GATE = 64.0  # silu(64) == 64 in float32 and float64
+CONSTANT = 64.0  # the conv bias of channel 0
+DT_ON, DT_OFF = 32.0, -1000.0  # softplus: exactly 32, exactly 0
+EXACT_DECAY_LOG = -200.0  # A = -exp(-200) == -0.0 in float32
+LARGEST = 2.0 ** 100  # the largest intermediate allowed
+GAIN_CAP = 2.0 ** 30
+SMALLEST_GAIN = 2.0 ** 16
+ROUNDING = 2.0 ** -24  # the stock RMSNorm computes in float32 in every dtype
+SILU_GAP = 0.2785  # max |silu(x) - relu(x)|
+
+
+def build_mamba(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta: float | None = None
+                ) -> MambaForCausalLM:
+    """``model`` as a stock ``MambaForCausalLM`` (module doc); ``beta`` overrides the payload scale."""
+    lowered = lower(model, max_len)
+    stream = plan_stream([slot.bound for slot in lowered.slots], model.name, beta)
+    plan = _plan_blocks(lowered)
+    return _write(model, lowered, stream, plan, dtype)
+
+
+def _pow2_at_most(value: float) -> float:
+    return 2.0 ** math.floor(math.log2(value)) if value > 0 else GAIN_CAP
+
+
+def _gain(*magnitudes: float) -> float:
+    """The largest power of two ``k <= GAIN_CAP`` with ``k * m <= LARGEST`` for every magnitude."""
+    largest = max([m for m in magnitudes if m > 0], default=0.0)
+    return min(GAIN_CAP, _pow2_at_most(LARGEST / largest)) if largest else GAIN_CAP
+
+
+def _reach(channel: Channel, max_len: int) -> float:
+    return float(max_len) if channel.decay == 1 else min(float(max_len), 1.0 / (1.0 - channel.decay))
+
+
+def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float]]]:
+    """Per block: ``(slot, channel, gain, gate gain)``; scan and pulse channels share one gain."""
+    blocks: list[list[tuple[int, Channel, float, float]]] = [[] for _ in range(max(lowered.depth, 1))]
+    for index, slot in enumerate(lowered.slots):
+        for channel in slot.channels:
+            for part in split_scan(channel):
+                blocks[slot.level - 1].append((index, part, 0.0, 0.0))
+    planned = []
+    for block in blocks:
+        scans = [c for _, c, _, _ in block if c.kind in ("scan", "pulse")]
+        scan_gain = min([_gain(c.form.bound, c.form.bound * _reach(c, lowered.max_len) * GATE) for c in scans],
+                        default=GAIN_CAP)
+        rows = []
+        for index, channel, _, _ in block:
+            if channel.kind == "relu":
+                gain, gate = _gain(channel.form.bound), 0.0
+            elif channel.kind == "product":
+                a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
+                gain, gate = _gain(a), _gain(b, a * b)
+            else:
+                gain, gate = scan_gain, 0.0
+            if min(gain, gate or gain) < SMALLEST_GAIN:
+                raise LsrlError(f"{lowered.slots[index].name}: its values (bound {channel.form.bound:.3g}) are too "
+                                "large for the saturated gates of a Mamba block; lower max_len or the Input bounds")
+            rows.append((index, channel, gain, gate))
+        planned.append(rows)
+    return planned
+
+
+def split_scan(channel: Channel) -> list[Channel]:
+    """A scan of a signed drive as the scans of its positive and negative parts (the SiLU input must
+    saturate); any other channel as it is."""
+    if channel.kind != "scan":
+        return [channel]
+    return [Channel("scan", channel.form.scaled(sign), sign * channel.weight, decay=channel.decay)
+            for sign in (1.0, -1.0) if channel.form.scaled(sign).high > 0]
+
+
+def _form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:
+    """in_proj / lm_head row reading ``scale * form`` from the (identity-normed) stream."""
+    row = {stream.payload[slot]: scale * c / stream.beta for slot, c in form.coef}
+    if form.const:
+        row[stream.anchor] = row.get(stream.anchor, 0.0) + scale * form.const / stream.alpha
+    return row
+
+
+def _decay_log(decay: float) -> float:
+    return EXACT_DECAY_LOG if decay == 1 else math.log(-math.log(decay) / DT_ON)
+
+
+def _realised_decay(decay: float) -> float:
+    """``exp(dt A)`` as the stock scan computes it (A rounded to float32)."""
+    a = -float(np.exp(np.float32(_decay_log(decay))))
+    return 1.0 if decay == 1 else math.exp(DT_ON * float(np.float32(a)))
+
+
+def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
+           plan: list[list[tuple[int, Channel, float, float]]], dtype: torch.dtype) -> MambaForCausalLM:
+    from transformers import MambaConfig, MambaForCausalLM
+
+    hidden = stream.hidden_size
+    width = 1 + max(len(rows) for rows in plan)
+    expand = math.ceil(width / hidden)
+    inner = expand * hidden
+    kernel = max(4, lowered.longest_lag + 2)
+    vocab = vocabulary_size(model, lowered)
+    config = MambaConfig(
+        vocab_size=vocab, hidden_size=hidden, state_size=1, num_hidden_layers=len(plan), layer_norm_epsilon=0.0,
+        expand=expand, conv_kernel=kernel, use_bias=False, use_conv_bias=True, hidden_act="silu",
+        residual_in_fp32=False, time_step_rank=1, tie_word_embeddings=False, use_mambapy=False,
+        pad_token_id=None, bos_token_id=None, eos_token_id=None,
+    )
+    weights: dict[str, np.ndarray] = {}
+    for layer, rows in enumerate(plan):
+        weights.update(_block_weights(f"backbone.layers.{layer}.", rows, stream, inner, kernel, hidden))
+    weights.update(ends(model, lowered, stream, vocab))
+    tolerance = max((form_error(form, lowered, slot_errors(lowered, plan)) for form in lowered.outputs), default=0.0)
+    return finished(MambaForCausalLM(config), weights, model, lowered, stream, dtype, "mamba", tolerance)
+
+
+def token_input(model: CompiledProgram) -> bool:
+    """Whether the program reads tokens: one integer input with finite bounds."""
+    low, high = model.input.bounds
+    return model.input.integer and model.input.dim == 1 and math.isfinite(low[0]) and math.isfinite(high[0])
+
+
+def vocabulary_size(model: CompiledProgram, lowered: Lowered) -> int:
+    """Tokens ``low .. high`` for a token program, and at least one logit per output."""
+    low, high = model.input.bounds
+    tokens = int(high[0]) - int(low[0]) + 1 if token_input(model) else 1
+    return max(tokens, len(lowered.outputs))
+
+
+def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -> dict[str, np.ndarray]:
+    """``backbone.embeddings``, ``backbone.norm_f`` and ``lm_head`` (logits = the outputs)."""
+    head = np.zeros((vocab, stream.hidden_size))
+    for j, form in enumerate(lowered.outputs):
+        for column, value in _form_row(form, stream, 1.0).items():
+            head[j, column] = value
+    embeddings = np.zeros((vocab, stream.hidden_size))
+    if token_input(model):
+        embeddings[:, list(stream.anchors)] = stream.alpha
+        embeddings[:, stream.payload[0]] = stream.beta * (int(model.input.bounds[0][0]) + np.arange(vocab))
+    return {"backbone.embeddings.weight": embeddings, "backbone.norm_f.weight": np.ones(stream.hidden_size),
+            "lm_head.weight": head}
+
+
+def finished(hf: PreTrainedModel, weights: dict[str, np.ndarray], model: CompiledProgram, lowered: Lowered,
+             stream: Stream, dtype: torch.dtype, arch: str, tolerance: float) -> PreTrainedModel:
+    """``hf`` (a fresh stock model) with ``weights`` loaded after the overflow check, in ``dtype``, and its
+    ``config.lsrl_io`` record."""
+    import torch
+
+    largest = max(float(np.abs(w).max()) for w in weights.values())
+    limit = float(torch.finfo(dtype).max) / 2.0 ** 8  # a weight times what it reads is at most LARGEST
+    if largest > limit:
+        raise LsrlError(f"{model.name}: a weight of {largest:.3g} would overflow {dtype}")
+    state = hf.state_dict()
+    if set(weights) != set(state):
+        raise InternalError(f"weight names differ from the stock model's: {sorted(set(state) ^ set(weights))}")
+    hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
+                        for name, value in weights.items()})
+    hf = hf.to(dtype).eval()
+    feeding = {"token_low": int(model.input.bounds[0][0])} if token_input(model) else {
+        "embed_channels": [stream.payload[i] for i in range(model.input.dim)], "embed_scale": stream.beta,
+        "embed_constants": {str(a): stream.alpha for a in stream.anchors}}
+    hf.config.lsrl_io = make_record(model, arch, lowered.max_len, str(dtype).removeprefix("torch."), tolerance,
+                                    list(range(len(lowered.outputs))), 1.0, largest, **feeding)
+    return hf
+
+
+def _block_weights(prefix: str, rows: list[tuple[int, Channel, float, float]], stream: Stream, inner: int,
+                   kernel: int, hidden: int) -> dict[str, np.ndarray]:
+    in_proj = np.zeros((2 * inner, hidden))
+    conv = np.zeros((inner, 1, kernel))
+    conv_bias = np.zeros(inner)
+    x_proj = np.zeros((3, inner))
+    dt_bias = np.full(inner, DT_OFF)
+    a_log = np.full((inner, 1), EXACT_DECAY_LOG)
+    skip = np.zeros(inner)
+    out_proj = np.zeros((hidden, inner))
+    conv_bias[0] = CONSTANT  # channel 0: u = silu(64) = 64, the source of B_t and C_t
+    x_proj[2, 0] = 1.0 / CONSTANT  # C_t = 1
+    for d, (slot, channel, gain, gate) in enumerate(rows, start=1):
+        for column, value in _form_row(channel.form, stream, gain).items():
+            in_proj[d, column] = value
+        conv[d, 0, kernel - 1 - channel.lag] = 1.0
+        if channel.impulse:  # the constant minus itself one step later: only at step lag + 1
+            conv[d, 0, kernel - 2 - channel.lag] = -1.0
+        target = stream.payload[slot]
+        if channel.kind == "product":
+            for column, value in _form_row(channel.gate, stream, gate).items():  # type: ignore[arg-type]
+                in_proj[inner + d, column] = value
+            skip[d] = 1.0 / gain
+            out_proj[target, d] = stream.beta * channel.weight / gate
+            continue
+        in_proj[inner + d, stream.anchor] = GATE / stream.alpha
+        out_proj[target, d] = stream.beta * channel.weight / GATE
+        if channel.kind == "relu":
+            skip[d] = 1.0 / gain
+        else:  # scan or pulse
+            dt_bias[d] = DT_ON
+            a_log[d, 0] = _decay_log(channel.decay)
+            x_proj[1, 0] = 1.0 / (CONSTANT * DT_ON * gain)  # dt B_t = 1 / gain
+            if channel.kind == "pulse":
+                conv[d, 0, kernel - 2] = -1.0
+    return {
+        prefix + "norm.weight": np.ones(hidden), prefix + "mixer.in_proj.weight": in_proj,
+        prefix + "mixer.conv1d.weight": conv, prefix + "mixer.conv1d.bias": conv_bias,
+        prefix + "mixer.x_proj.weight": x_proj, prefix + "mixer.dt_proj.weight": np.zeros((inner, 1)),
+        prefix + "mixer.dt_proj.bias": dt_bias, prefix + "mixer.A_log": a_log, prefix + "mixer.D": skip,
+        prefix + "mixer.out_proj.weight": out_proj,
+    }
+
+
+# ---- the tolerance (module doc) ---------------------------------------------------------------------
+
+def form_error(form: Form, lowered: Lowered, errors: list[float]) -> float:
+    """Error bound of ``form`` read by a block from slots with errors ``errors``."""
+    magnitude = sum(abs(c) * lowered.slots[s].bound for s, c in form.coef) + abs(form.const)
+    carried = sum(abs(c) * (errors[s] + ROUNDING * lowered.slots[s].bound) for s, c in form.coef)
+    return carried + (len(form.coef) + 2) * ROUNDING * magnitude
+
+
+def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, float]]]) -> list[float]:
+    """An error bound per slot: its rounding in the stream, plus what its channels add."""
+    errors = [ROUNDING * slot.bound for slot in lowered.slots]
+    for rows in plan:
+        for slot, channel, gain, gate in rows:
+            error = form_error(channel.form, lowered, errors) + SILU_GAP / gain
+            if channel.kind == "product":
+                other = form_error(channel.gate, lowered, errors) + SILU_GAP / gate  # type: ignore[arg-type]
+                a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
+                error = a * other + b * error + error * other + 2 * ROUNDING * a * b
+            elif channel.kind in ("scan", "pulse"):
+                reach = _reach(channel, lowered.max_len)
+                bound = channel.form.bound * reach
+                drift = abs(_realised_decay(channel.decay) - channel.decay) * reach * bound
+                error = reach * error + reach * ROUNDING * bound + drift
+            errors[slot] += abs(channel.weight) * error
+    return errors

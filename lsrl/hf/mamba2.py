@@ -1,0 +1,209 @@
+"""Every LSRL program in a stock ``transformers`` ``Mamba2ForCausalLM``: only a config and weights.
+
+The same slots (``lsrl.hf.lowering``) and residual stream (``lsrl.hf.stream``) as ``lsrl.hf.mamba``:
+block ``L`` writes the slots of level ``L``. Mamba-2 differs in three ways, each handled here:
+
+- ``dt``, ``A`` and ``D`` are per head: every head has ``head_dim = 1`` (``num_heads`` = the inner
+  width), so each channel keeps its own; ``n_groups = 1``, ``state_size = 1``.
+- ``B_t`` and ``C_t`` pass through the convolution and SiLU: their in_proj rows are 0 and their conv
+  bias 64, so ``B_t = C_t = silu(64) = 64`` exactly; ``dt = softplus(32) = 32`` on a scan head.
+  A scan head therefore multiplies its input by ``64 * 32 * 64``, and no gain can keep its SiLU
+  input saturated *and* its output small, so a scan reads ``x = g form + c`` (``g``: the power of
+  two that brings the form's bound to at most 1024, at least 1; ``c``: a power of two at least ``64 - min g form``)
+  and ``silu(x) = x`` exactly, no split into signs. A companion head with conv bias ``c`` and the same
+  decay scans the constant ``c``, and out_proj subtracts it: ``sum decay^(t-j) form_j`` to within the
+  rounding of ``g form + c`` (``2**-24 c / g``, a few ``2**-24`` times the form's bound, per step),
+  exact on integer-valued forms.
+- ``y * silu(z)`` passes a **gated group RMSNorm** (one group, float32) before out_proj. Anchor heads
+  (``u = silu(64) = 64``, ``D = 1``, ``z = A / 64``) hold ``A`` (a power of two) in ``K`` heads with
+  ``inner / K = 4**j``, so the anchors' mean square is ``(A / 2**j)**2``; every other head's output
+  ``p`` is kept with ``sum p**2 <= 2**-26 A**2`` and the stream's proof (``lsrl.hf.stream``) makes
+  the group norm the exact scaling by ``2**j / A``. Its squares are float32: ``A <= 2**62``, so the
+  heads' outputs are at most about ``2**48``; a program whose bounds need more is refused, naming a
+  node (a scan head's output is ``2**23`` times its state, the tightest limit).
+
+The rest (relu and product heads, pulses for initial states, the gains, the refusals, the error
+bound) is as in ``lsrl.hf.mamba``; the chunked scan computes decay-1 states exactly (its segment
+sums are sums of ``-0.0``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lsrl.errors import LsrlError
+from lsrl.hf.lowering import Channel, Lowered, lower
+from lsrl.hf.mamba import (
+    CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, _decay_log, _form_row, _gain, _reach, ends,
+    finished, form_error, slot_errors, vocabulary_size,
+)
+from lsrl.hf.stream import MARGIN_BITS, Stream, plan_stream
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import Mamba2ForCausalLM
+
+    from lsrl.model.compiled import CompiledProgram
+
+SCAN_FACTOR = CONSTANT * DT_ON * CONSTANT * GATE  # C_t * dt * B_t * silu(z): 2**23
+LARGEST_ANCHOR = 2.0 ** 62  # its square, and the group's mean square, stay finite in float32
+PAYLOAD_LIMIT = 2.0 ** 44  # a product head's output at most this (D shrinks it, by SMALLEST_SHRINK at most)
+SMALLEST_SHRINK = 2.0 ** -60  # values shrunk further could leave float32's normal range
+OFFSET_SPAN = 1024.0  # a scan head reads gain * form in [-1024, 1024] plus an offset, gain >= 1
+
+
+class Head:
+    """One head (one channel) of a Mamba-2 block: what its rows and parameters hold."""
+
+    def __init__(self, slot: int | None, weight: float, output: float, bound: float) -> None:
+        self.slot, self.weight = slot, weight  # the stream slot it adds to, times weight / output
+        self.output = output  # y * silu(z) = output * (the channel's value)
+        self.bound = bound  # of |y * silu(z)|
+        self.x: tuple = (None, 0.0)  # (form, scale) of the conv input, or (None, 0)
+        self.taps: dict[int, float] = {}  # conv tap (lag) -> weight
+        self.conv_bias = 0.0
+        self.z: tuple = (None, 0.0)  # (form, scale) of the gate, or (None, constant)
+        self.dt_bias, self.a_log, self.skip = DT_OFF, EXACT_DECAY_LOG, 0.0
+        # for the error bound (lsrl.hf.mamba.slot_errors): the channel it computes and its SiLU gains
+        self.error: tuple[Channel, float, float] | None = None
+
+
+def build_mamba2(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta: float | None = None
+                 ) -> Mamba2ForCausalLM:
+    """``model`` as a stock ``Mamba2ForCausalLM`` (module doc); ``beta`` overrides the payload scale."""
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+
+    lowered = lower(model, max_len)
+    stream = plan_stream([slot.bound for slot in lowered.slots], model.name, beta)
+    blocks = [_heads(lowered, level) for level in range(1, max(lowered.depth, 1) + 1)]
+    hidden, anchors_per_hidden = stream.hidden_size, len(stream.anchors)
+    expand = max(1, math.ceil(max(len(heads) for heads in blocks) / (hidden - anchors_per_hidden)))
+    inner, anchors = expand * hidden, expand * anchors_per_hidden
+    kernel = max(4, lowered.longest_lag + 2)
+    vocab = vocabulary_size(model, lowered)
+    config = Mamba2Config(
+        vocab_size=vocab, hidden_size=hidden, state_size=1, num_hidden_layers=len(blocks), layer_norm_epsilon=0.0,
+        expand=expand, num_heads=inner, head_dim=1, n_groups=1, conv_kernel=kernel, use_bias=False,
+        use_conv_bias=True, hidden_act="silu", residual_in_fp32=False, tie_word_embeddings=False,
+        chunk_size=min(64, max_len), pad_token_id=None, bos_token_id=None, eos_token_id=None,
+    )
+    weights: dict[str, np.ndarray] = {}
+    for layer, heads in enumerate(blocks):
+        weights.update(_block_weights(f"backbone.layers.{layer}.", heads, stream, inner, anchors, kernel,
+                                      model.name))
+    weights.update(ends(model, lowered, stream, vocab))
+    rows = [[(h.slot, *h.error) for h in heads if h.slot is not None and h.error is not None] for heads in blocks]
+    tolerance = max((form_error(form, lowered, slot_errors(lowered, rows)) for form in lowered.outputs), default=0.0)
+    return finished(Mamba2ForCausalLM(config), weights, model, lowered, stream, dtype, "mamba2", tolerance)
+
+
+def _heads(lowered: Lowered, level: int) -> list[Head]:
+    """The heads that write the slots of ``level`` (anchors are added by ``_block_weights``)."""
+    heads = []
+    for index, slot in enumerate(lowered.slots):
+        if slot.level != level:
+            continue
+        for channel in slot.channels:
+            heads.extend(_channel_heads(index, channel, lowered.max_len, slot.name))
+    return heads
+
+
+def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list[Head]:
+    form = channel.form
+    if channel.kind == "relu":
+        head = Head(slot, channel.weight, GATE, GATE * form.bound)
+        gain = _gain(form.bound)
+        taps = {channel.lag: 1.0, channel.lag + 1: -1.0} if channel.impulse else {channel.lag: 1.0}
+        head.x, head.taps, head.skip, head.z = (form, gain), taps, 1 / gain, (None, GATE)
+        head.error = (channel, gain, 0.0)
+        return [head]
+    if channel.kind == "product":  # y = D u = shrink * relu(a), silu(z) = gate * relu(b)
+        a, b = form.bound, channel.gate.bound  # type: ignore[union-attr]
+        gain, gate = _gain(a), _gain(b)
+        shrink = min(1.0, 2.0 ** math.floor(math.log2(PAYLOAD_LIMIT / max(gate * a * b, 2.0 ** -60))))
+        if gate < SMALLEST_GAIN or shrink < SMALLEST_SHRINK:
+            raise LsrlError(f"{name}: a product's factors (bounds {a:.3g}, {b:.3g}) are too large for the saturated "
+                            "gate and the float32 group norm of Mamba-2; lower max_len or the Input bounds, or use "
+                            "'mamba'")
+        head = Head(slot, channel.weight, shrink * gate, shrink * gate * a * b)
+        head.x, head.taps, head.skip, head.z = (form, gain), {0: 1.0}, shrink / gain, (channel.gate, gate)
+        head.error = (channel, gain, gate)
+        return [head]
+    reach = _reach(channel, max_len)
+    if channel.kind == "pulse":  # x = scale * c at the first step only (conv taps +1, -1 on a constant)
+        scale = 2.0 ** math.ceil(math.log2(CONSTANT / form.const))
+        head = Head(slot, channel.weight, SCAN_FACTOR * scale, SCAN_FACTOR * scale * form.const)
+        head.x, head.taps, head.error = (form, scale), {0: 1.0, 1: -1.0}, (channel, math.inf, 0.0)
+        heads = [head]
+    else:  # scan of gain * form + offset, and the companion scanning the offset alone
+        gain = 2.0 ** math.floor(math.log2(OFFSET_SPAN / form.bound)) if form.bound else 1.0
+        if gain < 1:
+            raise LsrlError(f"{name}: a Mamba-2 scan head carries its drive at a fixed point beside an offset, and "
+                            f"this drive's bound {form.bound:.3g} is above {OFFSET_SPAN:g}, so whole numbers would not "
+                            "stay exact; lower max_len or the Input bounds, or use 'mamba'")
+        offset = 2.0 ** math.ceil(math.log2(CONSTANT + gain * max(0.0, -form.low)))
+        scaled = form.scaled(gain)
+        shifted = scaled.__class__(scaled.coef, scaled.const + offset, scaled.low + offset, scaled.high + offset)
+        head = Head(slot, channel.weight, SCAN_FACTOR * gain, SCAN_FACTOR * reach * shifted.bound)
+        head.x, head.taps = (shifted, 1.0), {0: 1.0}
+        # the offset's rounding is in the error of the shifted form (its magnitude counts the offset)
+        head.error = (Channel("scan", shifted.scaled(1 / gain), channel.weight, decay=channel.decay), math.inf, 0.0)
+        companion = Head(slot, -channel.weight * offset / gain, SCAN_FACTOR * offset, SCAN_FACTOR * reach * offset)
+        companion.conv_bias = offset
+        heads = [head, companion]
+    for item in heads:
+        item.z, item.dt_bias, item.a_log = (None, GATE), DT_ON, _decay_log(channel.decay)
+    return heads
+
+
+def _anchor_value(heads: list[Head], where: str) -> float:
+    """The anchors' ``A``: a power of two with ``sum p**2 <= 2**-MARGIN_BITS A**2``."""
+    energy = math.fsum(h.bound ** 2 for h in heads)
+    value = 2.0 ** max(12, math.ceil((math.log2(energy) + MARGIN_BITS) / 2) if energy else 12)
+    if value > LARGEST_ANCHOR:
+        raise LsrlError(f"{where}: the values of a Mamba-2 block are too large for its float32 group norm (outputs up "
+                        f"to {max(h.bound for h in heads):.3g}); lower max_len or the Input bounds, or use 'mamba'")
+    return value
+
+
+def _block_weights(prefix: str, heads: list[Head], stream: Stream, inner: int, anchors: int, kernel: int,
+                   where: str) -> dict[str, np.ndarray]:
+    hidden = stream.hidden_size
+    anchor = _anchor_value(heads, where)
+    rms = anchor / math.sqrt(inner // anchors)  # anchors' mean square; inner / anchors is a power of 4
+    in_proj = np.zeros((2 * inner + 2 + inner, hidden))  # [z | x | B | C | dt]
+    conv = np.zeros((inner + 2, 1, kernel))
+    conv_bias = np.zeros(inner + 2)
+    conv_bias[inner:] = CONSTANT  # B_t = C_t = silu(64) = 64
+    dt_bias, a_log, skip = np.full(inner, DT_OFF), np.full(inner, EXACT_DECAY_LOG), np.zeros(inner)
+    out_proj = np.zeros((hidden, inner))
+    for d in range(anchors):  # y = D u = 64, z = anchor / 64
+        conv_bias[d], skip[d] = CONSTANT, 1.0
+        in_proj[d, stream.anchor] = anchor / CONSTANT / stream.alpha
+    for d, head in enumerate(heads, start=anchors):
+        form, scale = head.x
+        if form is not None:
+            for column, value in _form_row(form, stream, scale).items():
+                in_proj[inner + d, column] = value
+        for lag, tap in head.taps.items():
+            conv[d, 0, kernel - 1 - lag] = tap
+        conv_bias[d] = head.conv_bias
+        gate_form, gate_scale = head.z
+        if gate_form is None:
+            in_proj[d, stream.anchor] = gate_scale / stream.alpha
+        else:
+            for column, value in _form_row(gate_form, stream, gate_scale).items():
+                in_proj[d, column] = value
+        dt_bias[d], a_log[d], skip[d] = head.dt_bias, head.a_log, head.skip
+        if head.slot is not None:
+            out_proj[stream.payload[head.slot], d] = stream.beta * head.weight * rms / head.output
+    return {
+        prefix + "norm.weight": np.ones(hidden), prefix + "mixer.in_proj.weight": in_proj,
+        prefix + "mixer.conv1d.weight": conv, prefix + "mixer.conv1d.bias": conv_bias,
+        prefix + "mixer.dt_bias": dt_bias, prefix + "mixer.A_log": a_log, prefix + "mixer.D": skip,
+        prefix + "mixer.norm.weight": np.ones(inner), prefix + "mixer.out_proj.weight": out_proj,
+    }
+
