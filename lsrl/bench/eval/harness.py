@@ -1,0 +1,134 @@
+"""Scoring a method on a subject: node (variable), unit and edge AUROC, TPR / FPR at the method's
+threshold, and interchange accuracy for variable-level methods; one row per (task, tier, arch, method).
+
+Node level follows the promotion rule: a variable's score is the largest score of a unit that holds
+it (pos / neg halves and copies of one variable count once); an edge-level method's unit score is the
+largest score of an edge into the unit.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from lsrl.bench.eval.methods import METHODS, Found, Pairs
+from lsrl.bench.eval.metrics import auroc, rates
+from lsrl.bench.eval.subject import Subject
+from lsrl.bench.tasks import TASKS
+from lsrl.bench.tiers import TIERS, in_circuit, tier_model
+from lsrl.errors import LsrlError
+
+PAIRS = 32
+COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr", "unit_auroc", "unit_tpr",
+           "unit_fpr", "edge_auroc", "edge_tpr", "edge_fpr", "interchange_accuracy", "nodes", "units", "edges",
+           "seconds")
+
+
+def _unit_scores(subject: Subject, found: Found) -> np.ndarray | None:
+    if found.units is not None:
+        return found.units
+    if found.edges is None:
+        return None
+    where = {(c.layer, c.unit): position for position, c in enumerate(subject.candidates)}
+    scores = np.zeros(len(subject.candidates))
+    for edge, score in zip(subject.edges(), found.edges):
+        position = where.get((edge.layer, edge.receiver))
+        if position is not None:
+            scores[position] = max(scores[position], score)
+    return scores
+
+
+def node_scores(subject: Subject, found: Found) -> dict[str, float]:
+    """The method's variable scores, promoted from its unit scores where it gives none."""
+    if found.nodes is not None:
+        return found.nodes
+    units = _unit_scores(subject, found)
+    scores = {node: 0.0 for node in subject.nodes}
+    for candidate, score in zip(subject.candidates, units):
+        for node in candidate.nodes:
+            scores[node] = max(scores[node], float(score))
+    return scores
+
+
+def edge_truth(subject: Subject) -> np.ndarray:
+    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end
+    that holds no variable; the model's input counts as in the circuit)."""
+    truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
+    marks = []
+    for edge in subject.edges():
+        sender = True if edge.layer == 0 and edge.kind == "input" else truth.get(
+            (edge.layer if edge.kind == "recurrent" else edge.layer - 1, edge.sender))
+        receiver = truth.get((edge.layer, edge.receiver))
+        marks.append(-1 if sender is None or receiver is None else int(sender and receiver))
+    return np.array(marks, dtype=int)
+
+
+def _scored(prefix: str, scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict[str, float]:
+    found = rates(scores, truth, threshold)
+    return {f"{prefix}_auroc": auroc(scores, truth), f"{prefix}_tpr": found.tpr, f"{prefix}_fpr": found.fpr}
+
+
+def score(subject: Subject, found: Found) -> dict[str, float]:
+    """The metrics of the module docstring for one method's ``found`` (NaN where it scores no such level)."""
+    row = dict.fromkeys(COLUMNS[4:14], float("nan"))
+    nodes, truth = node_scores(subject, found), subject.nodes
+    names = sorted(truth)
+    row.update(_scored("node", np.array([nodes[n] for n in names]), np.array([truth[n] for n in names]),
+                       found.threshold))
+    units = _unit_scores(subject, found)
+    if units is not None:
+        row.update(_scored("unit", units, np.array([c.truth for c in subject.candidates]), found.threshold))
+    if found.edges is not None:
+        marks = edge_truth(subject)
+        row.update(_scored("edge", found.edges[marks >= 0], marks[marks >= 0] == 1, found.threshold))
+    circuit = [accuracy for node, accuracy in found.interchange.items() if in_circuit(node) and truth[node]]
+    if circuit:
+        row["interchange_accuracy"] = float(np.mean(circuit))
+    return row
+
+
+def evaluate(subject: Subject, method: str, pairs: int = PAIRS, seed: int = 0) -> dict[str, object]:
+    """One row of the results table: ``method`` (a key of ``METHODS``) scored on ``subject``."""
+    if method not in METHODS:
+        raise LsrlError(f"unknown method {method!r}; the methods are {sorted(METHODS)}")
+    start = time.perf_counter()
+    data = Pairs.sample(subject, pairs, TASKS[subject.task].train_lengths[1], seed)
+    found = METHODS[method](subject, data)
+    row = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
+    row.update(score(subject, found))
+    row.update(nodes=len(subject.nodes), units=len(subject.candidates), edges=int((edge_truth(subject) >= 0).sum()),
+               seconds=round(time.perf_counter() - start, 3))
+    return row
+
+
+def evaluate_all(tasks: Iterable[str], tiers: Iterable[str] = TIERS, methods: Iterable[str] = tuple(METHODS),
+                 pairs: int = PAIRS) -> list[dict[str, object]]:
+    """Every method on every tier of every task (path models)."""
+    rows = []
+    for task in tasks:
+        for tier in tiers:
+            subject = Subject.from_tier(tier_model(task, tier))
+            rows += [evaluate(subject, method, pairs) for method in methods]
+    return rows
+
+
+def write_csv(rows: list[dict[str, object]], path: str | Path) -> Path:
+    """The rows as CSV (``COLUMNS``), numbers rounded to 4 digits."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: _cell(row[key]) for key in COLUMNS})
+    return path
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, float):
+        return "" if np.isnan(value) else round(value, 4)
+    return value
