@@ -31,7 +31,7 @@ COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr
 def _unit_scores(subject: Subject, found: Found) -> np.ndarray | None:
     if found.units is not None:
         return found.units
-    if found.edges is None:
+    if found.edges is None or not subject.weights_known:
         return None
     where = {(c.layer, c.unit): position for position, c in enumerate(subject.candidates)}
     scores = np.zeros(len(subject.candidates))
@@ -58,6 +58,8 @@ def edge_truth(subject: Subject) -> np.ndarray:
     """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end
     that holds no variable; the model's input counts as in the circuit)."""
     truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
+    if not subject.weights_known:
+        return np.zeros(0, dtype=int)
     marks = []
     for edge in subject.edges():
         sender = True if edge.layer == 0 and edge.kind == "input" else truth.get(

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.eval.subject import Edge, Intervention, Subject
+from lsrl.errors import LsrlError
 
 ROWS = 8192  # rows (units x pairs) per batched forward
 EFFECT_THRESHOLD = 1e-6  # an output change above this calls a candidate in the circuit (float64 noise is ~1e-15)
@@ -87,11 +88,10 @@ def _patched_effects(subject: Subject, pairs: Pairs, layer: int, make: Callable[
     """The output change of each of ``items``, each made an intervention on ``layer`` by ``make`` (a chunk
     of items -> one intervention on ``len(chunk) * P`` rows), the layers below it run once."""
     count = pairs.clean.shape[0]
-    below = pairs.layer_input(subject, layer)
     effects = []
     with torch.no_grad():
         for chunk in _chunks(items, ROWS // count):
-            outputs, _ = subject.run(below.repeat(len(chunk), 1, 1), {layer: make(chunk)}, start=layer)
+            outputs = subject.patched(pairs, layer, make(chunk), len(chunk))
             effects.append(_effects(outputs, pairs.clean_outputs, count))
     return np.concatenate(effects) if effects else np.zeros(0)
 
@@ -126,8 +126,15 @@ def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
     return Found(EFFECT_THRESHOLD, units=scores)
 
 
+def _needs_weights(subject: Subject, method: str) -> None:
+    if not subject.weights_known:
+        raise LsrlError(f"method {method!r} needs the path model's layers (gradients, weights or subspaces); "
+                        f"{subject.task}/{subject.arch} is a hooked model: use resample, mean, zero or random")
+
+
 def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
     """Gradient times activation difference (module docstring)."""
+    _needs_weights(subject, "attribution")
     deltas = {index: torch.zeros_like(layer, requires_grad=True) for index, layer in enumerate(pairs.clean_layers)}
     outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=d) for index, d in deltas.items()})
     direction = (pairs.corrupt_outputs - pairs.clean_outputs).detach()
@@ -157,6 +164,7 @@ def _edge_drive(subject: Subject, pairs: Pairs, edge: Edge) -> torch.Tensor:
 
 def path_patching(subject: Subject, pairs: Pairs) -> Found:
     """Edge-level patching: the sender's corrupted value reaches the receiver through this edge only."""
+    _needs_weights(subject, "path_patching")
     edges = subject.edges()
     count = pairs.clean.shape[0]
     scores = np.zeros(len(edges))
@@ -202,6 +210,7 @@ def _projector(weights: np.ndarray) -> torch.Tensor:
 
 def probe(subject: Subject, pairs: Pairs) -> Found:
     """Variable-level probes and their interchange (module docstring)."""
+    _needs_weights(subject, "probe")
     clean_trace = subject.program.trace(pairs.clean, check_bounds=False)
     corrupt_trace = subject.program.trace(pairs.corrupt, check_bounds=False)
     nodes = list(subject.nodes)
@@ -220,7 +229,7 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
             continue
         intervention = Intervention(values=pairs.corrupt_layers[best], projector=_projector(fits[best][1][column]))
         with torch.no_grad():
-            outputs, _ = subject.run(pairs.layer_input(subject, best), {best: intervention}, start=best)
+            outputs = subject.patched(pairs, best, intervention, 1)
         scores[node] = float(_effects(outputs, pairs.clean_outputs, count)[0])
         expected = subject.program(pairs.clean, check_bounds=False,
                                    patch={node: corrupt_trace[node]})[..., : subject.output_dim]
@@ -229,12 +238,14 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
 
 
 def random_scores(subject: Subject, pairs: Pairs, seed: int = 0) -> Found:
-    """Uniform random scores for every candidate, variable and edge."""
+    """Uniform random scores for every candidate, variable and edge (of a path model)."""
     rng = np.random.default_rng(seed)
     nodes = {node: float(rng.random()) for node in subject.nodes}
-    return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=rng.random(len(subject.edges())))
+    edges = rng.random(len(subject.edges())) if subject.weights_known else None
+    return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 
+WEIGHT_METHODS = ("attribution", "probe", "path_patching")  # path models only
 METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
     "mean": lambda subject, pairs: activation_patching(subject, pairs, "mean"),

@@ -14,6 +14,7 @@ units it mixes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,6 +23,9 @@ from lsrl.bench.tiers import TierModel
 from lsrl.bench.tasks import TASKS
 from lsrl.ir.labels import PATCHABLE_ROLES
 from lsrl.lang.program import ForEach
+
+if TYPE_CHECKING:
+    from lsrl.bench.eval.methods import Pairs
 
 STATE_KINDS = ("LinState", "ReLUState")
 ZERO = 1e-9  # float64 values (of exact rationals up to rounding) below this are 0
@@ -112,28 +116,78 @@ class Candidate:
 
 @dataclass
 class Subject:
-    """A tier model of a task, ready for the methods (see the module docstring)."""
+    """A tier model of a task in one architecture, ready for the methods (module docstring). Layers are
+    indexed as the methods see them: the path model's layers, or a hooked model's hooks in order."""
 
     task: str
     tier: str
     arch: str
-    layers: list[Layer]
-    labels: list[list]
+    labels: list[list]  # per layer, a UnitLabel (or None) per unit
     bases: list[np.ndarray | None]  # per layer, Q: the layer outputs Q h for the labelled units h
     program: ForEach
     output_dim: int
     candidates: list[Candidate]
-    live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit (``live_units``)
+    live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
+
+    weights_known = False  # the path model: methods that read the weights or gradients can run
+
+    @staticmethod
+    def from_tier(tier: TierModel, arch: str = "path") -> Subject:
+        """The subject of a ``lsrl.bench.tiers.TierModel``: its path model, or the torch target ``arch`` of it
+        loaded by the suite's hooked loader (``lsrl.bench.eval.hooked``)."""
+        if arch == "path":
+            return PathSubject.from_tier(tier)
+        from lsrl.bench.eval.hooked import HookedSubject
+
+        return HookedSubject.from_tier(tier, arch)
+
+    def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
+            ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``(task outputs, every layer's outputs)`` on ``xs`` ``(N, T, d_in)`` with ``interventions``
+        ``{layer index: Intervention}``."""
+        raise NotImplementedError
+
+    def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
+        """The task outputs on ``repeats`` copies of the clean inputs with ``intervention`` on ``layer``."""
+        return self.run(torch.as_tensor(pairs.clean).repeat(repeats, 1, 1), {layer: intervention})[0]
+
+    @property
+    def widths(self) -> list[int]:
+        """Every layer's number of units."""
+        return [len(labels) for labels in self.labels]
+
+    def sample(self, rng: np.random.Generator, count: int, length: int) -> np.ndarray:
+        """``count`` input sequences of the task, of ``length`` steps."""
+        sample = TASKS[self.task].sample
+        return np.stack([sample(rng, length) for _ in range(count)]).astype(np.float64)
+
+    @property
+    def nodes(self) -> dict[str, bool]:
+        """``{variable: in the circuit}`` for every variable a unit holds: in the circuit when one of its
+        units is live (``live``)."""
+        truth: dict[str, bool] = {}
+        for layer_labels, live in zip(self.labels, self.live):
+            for label, unit_live in zip(layer_labels, live):
+                if _holds(label):
+                    truth[label.node] = truth.get(label.node, False) or bool(unit_live)
+        return truth
+
+
+@dataclass
+class PathSubject(Subject):
+    """A compiled path model run by ``Layer``s: every method can run on it."""
+
+    layers: list[Layer] = field(default_factory=list)
+    weights_known = True
 
     @classmethod
-    def from_tier(cls, tier: TierModel) -> Subject:
-        """The subject of a ``lsrl.bench.tiers.TierModel`` (the path model)."""
-        layers = [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers]
+    def from_tier(cls, tier: TierModel) -> PathSubject:
+        """The path model of a ``lsrl.bench.tiers.TierModel``."""
         bases = [None if basis is None else basis.to_numpy() for basis in tier.bases]
-        subject = cls(tier.task, tier.tier, "path", layers, tier.model.labels, bases, tier.program, tier.output_dim,
-                      [], [])
+        subject = cls(tier.task, tier.tier, "path", tier.model.labels, bases, tier.program, tier.output_dim, [], [],
+                      [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
         subject.live = subject.live_units()
-        subject.candidates = unit_candidates(tier.model.labels, bases, subject.live)
+        subject.candidates = unit_candidates(subject.labels, bases, subject.live)
         return subject
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None,
@@ -148,6 +202,11 @@ class Subject:
             x = self.layers[index].run(x, interventions.get(index))
             outputs.append(x)
         return x[..., : self.output_dim], outputs
+
+    def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
+        """As ``Subject.patched``; the layers below ``layer`` are not run again."""
+        below = torch.as_tensor(pairs.clean) if layer == 0 else pairs.clean_layers[layer - 1]
+        return self.run(below.repeat(repeats, 1, 1), {layer: intervention}, start=layer)[0]
 
     def edges(self) -> list[Edge]:
         """Every non-zero weight of a Linear or state layer, as an ``Edge``."""
@@ -215,27 +274,6 @@ class Subject:
         if layer.kind == "ReLU":
             return reached.copy()
         return np.concatenate([reached, reached])  # Multi: both halves of a product
-
-    @property
-    def widths(self) -> list[int]:
-        """Every layer's number of units."""
-        return [len(labels) for labels in self.labels]
-
-    def sample(self, rng: np.random.Generator, count: int, length: int) -> np.ndarray:
-        """``count`` input sequences of the task, of ``length`` steps."""
-        sample = TASKS[self.task].sample
-        return np.stack([sample(rng, length) for _ in range(count)]).astype(np.float64)
-
-    @property
-    def nodes(self) -> dict[str, bool]:
-        """``{variable: in the circuit}`` for every variable a unit holds: in the circuit when one of its
-        units is live (``live``)."""
-        truth: dict[str, bool] = {}
-        for layer_labels, live in zip(self.labels, self.live):
-            for label, unit_live in zip(layer_labels, live):
-                if _holds(label):
-                    truth[label.node] = truth.get(label.node, False) or bool(unit_live)
-        return truth
 
 
 def _holds(label) -> bool:
