@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from lsrl.bench.eval.methods import METHODS, Found, Pairs
+from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs
 from lsrl.bench.eval.metrics import auroc, rates
 from lsrl.bench.eval.subject import Subject
 from lsrl.bench.tasks import TASKS
@@ -23,6 +24,9 @@ from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import LsrlError
 
 PAIRS = 32
+ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
+DEFAULT_TASKS = ("parity", "majority", "balanced_parens", "histogram", "mode", "running_max", "first_one_position",
+                 "copy_delay_1", "bigram_01", "at_least_3_ones")  # token tasks of every kind, small enough for CI
 COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr", "unit_auroc", "unit_tpr",
            "unit_fpr", "edge_auroc", "edge_tpr", "edge_fpr", "interchange_accuracy", "nodes", "units", "edges",
            "seconds")
@@ -107,26 +111,88 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS, seed: int = 0) -
     return row
 
 
-def evaluate_all(tasks: Iterable[str], tiers: Iterable[str] = TIERS, methods: Iterable[str] = tuple(METHODS),
-                 pairs: int = PAIRS) -> list[dict[str, object]]:
-    """Every method on every tier of every task (path models)."""
+def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
+                 ) -> list[tuple[str, str, str]]:
+    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only, the
+    rotated tier as a path model only (a target's units have no rotated ground truth)."""
+    return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
+            if arch == "path" or (tier != "rotated" and method not in WEIGHT_METHODS)]
+
+
+def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,
+                 methods: Iterable[str] = tuple(METHODS), pairs: int = PAIRS, progress: bool = False
+                 ) -> list[dict[str, object]]:
+    """A row per task and runnable ``combinations`` of tier, architecture and method."""
+    runs = combinations(tiers, archs, methods)
     rows = []
-    for task in tasks:
-        for tier in tiers:
-            subject = Subject.from_tier(tier_model(task, tier))
-            rows += [evaluate(subject, method, pairs) for method in methods]
+    for task in tqdm(list(tasks), desc="lsrl bench eval", unit="task", disable=not progress):
+        for tier in dict.fromkeys(tier for tier, _, _ in runs):
+            model = tier_model(task, tier)
+            for arch in dict.fromkeys(arch for t, arch, _ in runs if t == tier):
+                subject = Subject.from_tier(model, arch)
+                rows += [evaluate(subject, method, pairs) for t, a, method in runs if (t, a) == (tier, arch)]
     return rows
 
 
-def write_csv(rows: list[dict[str, object]], path: str | Path) -> Path:
-    """The rows as CSV (``COLUMNS``), numbers rounded to 4 digits."""
+SUMMARY_COLUMNS = ("tier", "arch", "method", "tasks", "node_auroc", "unit_auroc", "edge_auroc", "interchange_accuracy",
+                   "node_tpr", "node_fpr", "seconds")
+
+
+def summary(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per (tier, arch, method): the mean of each score over the tasks (NaN left out)."""
+    groups: dict[tuple, list] = {}
+    for row in rows:
+        groups.setdefault((row["tier"], row["arch"], row["method"]), []).append(row)
+    table = []
+    for (tier, arch, method), members in groups.items():
+        entry = {"tier": tier, "arch": arch, "method": method, "tasks": len(members)}
+        for column in SUMMARY_COLUMNS[4:]:
+            values = np.array([float(m[column]) for m in members])
+            entry[column] = float(np.nanmean(values)) if (~np.isnan(values)).any() else float("nan")
+        table.append(entry)
+    return table
+
+
+def write_csv(rows: list[dict[str, object]], path: str | Path, columns: tuple[str, ...] = COLUMNS) -> Path:
+    """The rows as CSV (``columns``), numbers rounded to 4 digits, NaN as an empty cell."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, COLUMNS)
+        writer = csv.DictWriter(file, columns)
         writer.writeheader()
         for row in rows:
-            writer.writerow({key: _cell(row[key]) for key in COLUMNS})
+            writer.writerow({key: _cell(row[key]) for key in columns})
+    return path
+
+
+def plot_summary(table: list[dict[str, object]], path: str | Path) -> Path:
+    """Node AUROC per method: by tier (path models, left) and by architecture (distractor tier, right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    panels = (("tier", ("arch", "path"), "path models, by tier"),
+              ("arch", ("tier", "distractors"), "distractor tier, by architecture"))
+    for axis, (group, fixed, title) in zip(axes, panels):
+        shown = [row for row in table if row[fixed[0]] == fixed[1]]
+        methods = list(dict.fromkeys(row["method"] for row in shown))
+        bars = list(dict.fromkeys(row[group] for row in shown))
+        width = 0.8 / max(len(bars), 1)
+        for k, bar in enumerate(bars):
+            values = {row["method"]: row["node_auroc"] for row in shown if row[group] == bar}
+            axis.bar(np.arange(len(methods)) + k * width, [values.get(m, np.nan) for m in methods], width, label=bar)
+        axis.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, methods, rotation=30)
+        axis.axhline(0.5, color="grey", linestyle=":", linewidth=1)
+        axis.set_title(title)
+        axis.legend(fontsize="small")
+    axes[0].set_ylabel("node AUROC (mean over tasks)")
+    axes[0].set_ylim(0, 1.05)
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
     return path
 
 
