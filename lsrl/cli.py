@@ -264,6 +264,21 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
 
 
+@bench.command(name="train-tier")
+@click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
+              type=click.Path(file_okay=False), help="writes trained.csv here")
+@click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten small tasks)")
+@click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1), help="training steps per model")
+def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int) -> None:
+    """The trained tier: stock LSTM / GRU trained by interchange intervention training towards each task's
+    causal graph; task and interchange accuracy, and the harness's unit AUROC on them (CSV)."""
+    from lsrl.bench.eval.harness import write_csv
+    from lsrl.bench.eval.trained import TASKS_TRAINED, TRAINED_COLUMNS, train_all
+
+    rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True)
+    click.echo(f"wrote {write_csv(rows, Path(out_dir) / 'trained.csv', TRAINED_COLUMNS)}")
+
+
 # lsrl.llrnn imports torch: its group is listed from these texts (tests/test_habits.py keeps them equal to the
 # commands' own) and imported when one of its commands runs
 LLRNN = LazyGroup(

@@ -217,3 +217,35 @@ def test_unknown_method_and_tier_are_one_line_errors():
         tier_model("majority", "noisy")
     with pytest.raises(LsrlError, match="only token programs"):
         tier_model("lookup_1", "distractors")
+
+
+# ---- torch targets and suite folders ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm"])
+def test_hooked_targets_of_the_distractor_tier_compute_the_task_and_are_scored(arch):
+    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    xs = _tokens("majority")
+    outputs, _ = subject.run(xs)
+    np.testing.assert_allclose(outputs.numpy(), TASKS["majority"].build()(xs), atol=1e-9)
+    row = evaluate(subject, "resample", pairs=8)
+    assert row["node_auroc"] >= 0.9 and row["unit_auroc"] >= 0.9, row
+    with pytest.raises(LsrlError, match="needs the path model"):
+        evaluate(subject, "attribution", pairs=4)
+
+
+def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
+    from click.testing import CliRunner
+
+    from lsrl.bench import build_suite
+    from lsrl.cli import main
+
+    build_suite(tmp_path, ["majority"], progress=False)
+    folder = str(tmp_path / "majority" / "gru")
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "zero", "--pairs", "4", folder])
+    assert result.exit_code == 0, result.output
+    assert "arch: gru" in result.output and "unit_auroc: 1.0" in result.output
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "random", "--task", "majority", "--pairs", "4"])
+    assert result.exit_code == 0 and "tier: distractors" in result.output, result.output
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "zero"])
+    assert result.exit_code != 0 and "give a suite FOLDER or --task" in result.output

@@ -134,19 +134,21 @@ def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TI
     return rows
 
 
-SUMMARY_COLUMNS = ("tier", "arch", "method", "tasks", "node_auroc", "unit_auroc", "edge_auroc", "interchange_accuracy",
-                   "node_tpr", "node_fpr", "seconds")
+SUMMARY_COLUMNS = ("tier", "arch", "method", "tasks", "node_scored", "node_auroc", "unit_auroc", "edge_auroc",
+                   "interchange_accuracy", "node_tpr", "node_fpr", "seconds")
 
 
 def summary(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Per (tier, arch, method): the mean of each score over the tasks (NaN left out)."""
+    """Per (tier, arch, method): the mean of each score over the tasks (NaN left out); ``node_scored``: the
+    tasks with a node AUROC (a variable outside the circuit; in the compiled tier only a dead variable is)."""
     groups: dict[tuple, list] = {}
     for row in rows:
         groups.setdefault((row["tier"], row["arch"], row["method"]), []).append(row)
     table = []
     for (tier, arch, method), members in groups.items():
-        entry = {"tier": tier, "arch": arch, "method": method, "tasks": len(members)}
-        for column in SUMMARY_COLUMNS[4:]:
+        entry = {"tier": tier, "arch": arch, "method": method, "tasks": len(members),
+                 "node_scored": sum(not np.isnan(float(m["node_auroc"])) for m in members)}
+        for column in SUMMARY_COLUMNS[5:]:
             values = np.array([float(m[column]) for m in members])
             entry[column] = float(np.nanmean(values)) if (~np.isnan(values)).any() else float("nan")
         table.append(entry)
@@ -166,7 +168,8 @@ def write_csv(rows: list[dict[str, object]], path: str | Path, columns: tuple[st
 
 
 def plot_summary(table: list[dict[str, object]], path: str | Path) -> Path:
-    """Node AUROC per method: by tier (path models, left) and by architecture (distractor tier, right)."""
+    """Node AUROC per method: by tier (path models, left; the compiled tier has almost no variable outside its
+    circuit, so it is left out) and by architecture (distractor tier, right)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,7 +179,7 @@ def plot_summary(table: list[dict[str, object]], path: str | Path) -> Path:
     panels = (("tier", ("arch", "path"), "path models, by tier"),
               ("arch", ("tier", "distractors"), "distractor tier, by architecture"))
     for axis, (group, fixed, title) in zip(axes, panels):
-        shown = [row for row in table if row[fixed[0]] == fixed[1]]
+        shown = [row for row in table if row[fixed[0]] == fixed[1] and row["tier"] != "compiled"]
         methods = list(dict.fromkeys(row["method"] for row in shown))
         bars = list(dict.fromkeys(row[group] for row in shown))
         width = 0.8 / max(len(bars), 1)
