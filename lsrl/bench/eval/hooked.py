@@ -18,7 +18,7 @@ import torch
 
 from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
-from lsrl.bench.eval.subject import Intervention, Subject, unit_candidates
+from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, unit_candidates
 from lsrl.bench.export import export
 from lsrl.bench.labels import unit_labels
 from lsrl.bench.tasks import TASKS
@@ -54,22 +54,27 @@ class HookedSubject(Subject):
         return cls.from_circuit(tier.task, tier.tier, net, circuit, tier.program, tier.output_dim)
 
     @classmethod
-    def from_folder(cls, folder: str | Path) -> HookedSubject:
-        """A suite folder (``lsrl bench build``), read by ``lsrl.bench.load``; its tier is ``config.json``'s
-        ``"tier"`` (``"compiled"`` where the field is missing)."""
+    def from_folder(cls, folder: str | Path) -> Subject:
+        """A suite folder (``lsrl bench build``), read by ``lsrl.bench.load``: a path model as a ``PathSubject``
+        (every method runs), any other as a ``HookedSubject``; the truth is its ``circuit.json``. Its tier is
+        ``config.json``'s ``"tier"`` (``"compiled"`` where the field is missing)."""
         from lsrl.bench import load
 
         folder = Path(folder)
         config = standalone.read_config(folder)
         task, arch = config["task"], config["architecture"]
         loaded = load(f"{task}/{arch}", root=folder.parent.parent)
-        if loaded.labels is None:
-            raise LsrlError(f"{folder}: the folder has no unit labels, so methods cannot be scored on it")
-        program = TASKS[task].build() if TASKS[task].build else None
-        if program is None:
-            raise LsrlError(f"{folder}: an automaton task has no program variables to score methods against")
-        return cls.from_circuit(task, config.get("tier", "compiled"), loaded.model, loaded.circuit, program,
-                                config["output_size"])
+        if loaded.labels is None or TASKS[task].build is None:
+            raise LsrlError(f"{folder}: the folder has no unit labels or no program (an automaton), so there are no "
+                            "variables to score methods against")
+        subject = cls.from_circuit(task, config.get("tier", "compiled"), loaded.model, loaded.circuit,
+                                   TASKS[task].build(), config["output_size"])
+        if arch != "path":
+            return subject
+        tensors = standalone.read_tensors(folder)
+        layers = [path_layer(spec, tensors) for spec in config["layers"]]
+        return PathSubject(subject.task, subject.tier, arch, subject.labels, subject.bases, subject.program,
+                           subject.output_dim, subject.candidates, subject.live, layers)
 
     @classmethod
     def from_circuit(cls, task: str, tier: str, net: Any, circuit: Circuit, program: ForEach,
@@ -98,3 +103,18 @@ class HookedSubject(Subject):
         outputs, cache = self.net.run_with_cache(xs, patch)
         return outputs[..., : self.output_dim].double(), [cache[hook].double() for hook in self.hooks]
 
+
+
+PATH_OPS = {"linear": "Linear", "relu": "ReLU", "multiply_halves": "Multi", "linear_recurrence": "LinState"}
+
+
+def path_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Layer:
+    """A path folder's config layer as a ``Layer``."""
+    kind = PATH_OPS[spec["op"]]
+    if kind == "Linear":
+        weight = tensors[spec["weight"]].double()
+        bias = tensors[spec["bias"]].double() if spec["bias"] is not None else weight.new_zeros(weight.shape[0])
+        return Layer(kind, {"A": weight, "b": bias})
+    if kind == "LinState":
+        return Layer(kind, {name: tensors[spec[name]].double() for name in ("A", "B", "b", "s0")})
+    return Layer(kind)

@@ -70,7 +70,7 @@ class TrainedModel:
     def stock(self) -> nn.Module:
         """The stock ``torch.nn.LSTM`` / ``GRU`` (batch first) with the cell's weights."""
         module = (nn.LSTM if self.arch == "lstm" else nn.GRU)(self.cell.input_size, self.cell.hidden_size,
-                                                             batch_first=True)
+                                                             batch_first=True, dtype=self.cell.weight_ih.dtype)
         with torch.no_grad():
             for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                 getattr(module, f"{name}_l0").copy_(getattr(self.cell, name))
