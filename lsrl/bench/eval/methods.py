@@ -20,6 +20,7 @@ probes, the variables' values the program computes): never the labels' truth.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -237,8 +238,11 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
     return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
 
 
-def random_scores(subject: Subject, pairs: Pairs, seed: int = 0) -> Found:
-    """Uniform random scores for every candidate, variable and edge (of a path model)."""
+def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Found:
+    """Uniform random scores for every candidate, variable and edge (of a path model); the seed defaults to one
+    drawn from the subject's name, so that models of one size do not share a draw."""
+    if seed is None:
+        seed = zlib.crc32(f"{subject.task}/{subject.tier}/{subject.arch}".encode())
     rng = np.random.default_rng(seed)
     nodes = {node: float(rng.random()) for node in subject.nodes}
     edges = rng.random(len(subject.edges())) if subject.weights_known else None

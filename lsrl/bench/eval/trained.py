@@ -29,6 +29,7 @@ from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import UnitLabel
+from lsrl.lang.program import ForEach
 
 UNITS_PER_COMPONENT = 4
 FREE_UNITS = 8
@@ -141,7 +142,7 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0) -> TrainedMod
     return model
 
 
-def measure(model: TrainedModel, program, rng: np.random.Generator, batches: int = 4) -> tuple[float, dict]:
+def measure(model: TrainedModel, program: ForEach, rng: np.random.Generator, batches: int = 4) -> tuple[float, dict]:
     """Task accuracy and per-variable interchange accuracy on fresh sequences of the training lengths: the
     share of (sequence, step) whose rounded outputs equal the program's."""
     task = TASKS[model.task]
