@@ -89,8 +89,8 @@ def _set_units(state, units, source):
     return setting(state, source)
 
 
-def _batch(task, rng, length):
-    return np.stack([task.sample(rng, length) for _ in range(BATCH)]).astype(np.float64)
+def _batch(task, rng, length, size=BATCH):
+    return np.stack([task.sample(rng, length) for _ in range(size)]).astype(np.float64)
 
 
 def _targets(program, base, source, variable):
@@ -101,9 +101,9 @@ def _targets(program, base, source, variable):
     return torch.as_tensor(program(base, check_bounds=False, patch={variable: trace[variable]}))
 
 
-def train(name: str, arch: str, steps: int = STEPS, seed: int = 0) -> TrainedModel:
+def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = BATCH) -> TrainedModel:
     """Train the trained tier of task ``name`` as a stock ``arch`` (``"lstm"`` or ``"gru"``); see the module
-    docstring. ``steps`` Adam steps of ``BATCH`` sequences, each step one of the three losses in turn."""
+    docstring. ``steps`` Adam steps of ``batch`` sequences, each step one of the three losses in turn."""
     task = TASKS.get(name)
     variables = circuit_nodes(task) if task is not None else []
     if not variables or arch not in ("lstm", "gru"):
@@ -124,7 +124,7 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0) -> TrainedMod
     optimizer = torch.optim.Adam([*cell.parameters(), *model.readout.parameters()], lr=1e-2)
     for step in range(steps):
         length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
-        base, source = _batch(task, rng, length), _batch(task, rng, length)
+        base, source = _batch(task, rng, length, batch), _batch(task, rng, length, batch)
         kind = step % 3  # task, interchange, strictness
         variable = variables[int(rng.integers(len(variables)))][0] if kind == 1 else None
         units = alignment[variable] if kind == 1 else free if kind == 2 else None
