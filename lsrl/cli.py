@@ -247,6 +247,62 @@ def bench_build(out_dir: str, tasks: tuple[str, ...]) -> None:
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 
+@bench.command(name="eval")
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--method", required=True, help="resample, mean, zero, attribution, probe, path_patching or random")
+@click.option("--task", default=None, help="score on this task's tier model instead of a FOLDER")
+@click.option("--tier", default="distractors", show_default=True, help="with --task: compiled, distractors or rotated")
+@click.option("--arch", default="path", show_default=True, help="with --task: path or a torch target")
+@click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
+def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arch: str, pairs: int) -> None:
+    """Score an interpretability METHOD against the known circuit of a suite FOLDER (or of --task's tier):
+    node, unit and edge AUROC, TPR / FPR, interchange accuracy."""
+    from lsrl.bench.eval import COLUMNS, Subject, evaluate
+    from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.tiers import tier_model
+
+    if (folder is None) == (task is None):
+        raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
+    subject = HookedSubject.from_folder(folder) if folder else Subject.from_tier(tier_model(task, tier), arch)
+    row = evaluate(subject, method, pairs)
+    for column in COLUMNS:
+        value = row[column]
+        click.echo(f"{column}: {round(value, 4) if isinstance(value, float) else value}")
+
+
+@bench.command(name="eval-all")
+@click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
+              type=click.Path(file_okay=False), help="writes eval.csv, eval_summary.csv and eval.png here")
+@click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten token tasks)")
+@click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
+def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
+    """Every method × tier × architecture on the tasks: the results table (CSV), its summary and a plot."""
+    from lsrl.bench.eval.harness import (DEFAULT_TASKS, SUMMARY_COLUMNS, evaluate_all, plot_summary, summary,
+                                         write_csv)
+
+    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True)
+    table = summary(rows)
+    folder = Path(out_dir)
+    written = [write_csv(rows, folder / "eval.csv"), write_csv(table, folder / "eval_summary.csv", SUMMARY_COLUMNS),
+               plot_summary(table, folder / "eval.png")]
+    click.echo(f"wrote {', '.join(str(path) for path in written)}")
+
+
+@bench.command(name="train-tier")
+@click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
+              type=click.Path(file_okay=False), help="writes trained.csv here")
+@click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten small tasks)")
+@click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1), help="training steps per model")
+def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int) -> None:
+    """The trained tier: stock LSTM / GRU trained by interchange intervention training towards each task's
+    causal graph; task and interchange accuracy, and the harness's unit AUROC on them (CSV)."""
+    from lsrl.bench.eval.harness import write_csv
+    from lsrl.bench.eval.trained import TASKS_TRAINED, TRAINED_COLUMNS, train_all
+
+    rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True)
+    click.echo(f"wrote {write_csv(rows, Path(out_dir) / 'trained.csv', TRAINED_COLUMNS)}")
+
+
 # lsrl.llrnn imports torch: its group is listed from these texts (tests/test_habits.py keeps them equal to the
 # commands' own) and imported when one of its commands runs
 LLRNN = LazyGroup(

@@ -36,8 +36,8 @@ def test_suite_has_thirty_tasks_and_complete_folders(suite):
     assert len(TASKS) >= 30 and len({folder.parent.name for folder in folders}) == len(TASKS)
     for folder in folders:
         names = {path.name for path in folder.iterdir()}
-        assert names == {"model.safetensors", "config.json", "labels.json", "data.npz", "program.py", "README.md",
-                         "manifest.json"}
+        assert names == {"model.safetensors", "config.json", "labels.json", "circuit.json", "data.npz", "program.py",
+                         "README.md", "manifest.json", "load_model.py"}
         config = json.loads((folder / "config.json").read_text())
         assert config["architecture"] == folder.name and config["task"] == folder.parent.name
         task = TASKS[folder.parent.name]
@@ -137,7 +137,7 @@ def test_automaton_data_and_transition_labels(suite):
     root, _ = suite
     for name in ("parity_unbounded", "tomita_3", "tomita_5"):
         machine = TASKS[name].automaton()
-        net, labels, data = load(f"{name}/rnn", root=root)
+        net, labels, data, _ = load(f"{name}/rnn", root=root)
         x = data["test_inputs"]
         for sequence, expected, length in zip(x, data["test_outputs"], data["test_lengths"]):
             word = [machine.alphabet[int(np.argmax(v))] for v in sequence[:length]]
@@ -146,17 +146,17 @@ def test_automaton_data_and_transition_labels(suite):
         before = np.concatenate([np.full((len(x), 1), machine.start), machine.states_after(symbols)[:, :-1]], axis=1)
         with torch.no_grad():
             hidden = net.layers[0](torch.as_tensor(x, dtype=torch.float32)).numpy()
-        assert len(labels[0]) == hidden.shape[-1]
+        assert len(labels["core"]) == hidden.shape[-1]
         on = np.argmax(hidden, axis=-1)
         real = np.arange(x.shape[1])[None] < data["test_lengths"][:, None]  # not padding
         assert np.all(hidden.max(axis=-1)[real] == 1) and np.all(hidden.sum(axis=-1)[real] == 1)  # one unit on
         for b, t in zip(*np.nonzero(real)):
-            assert labels[0][on[b, t]] == (str(machine.states[before[b, t]]), int(symbols[b, t]), "transition")
+            assert labels["core"][on[b, t]] == (str(machine.states[before[b, t]]), int(symbols[b, t]), "transition")
 
 
 def test_load_round_trip_and_errors(suite, tmp_path):
     root, _ = suite
-    net, labels, data = load("majority/rnn", root=root)
+    net, labels, data, _ = load("majority/rnn", root=root)
     with np.load(root / "majority" / "rnn" / "data.npz") as stored:
         assert sorted(data) == sorted(stored.files) and np.array_equal(data["test_lengths"], stored["test_lengths"])
     with torch.no_grad():
@@ -165,7 +165,7 @@ def test_load_round_trip_and_errors(suite, tmp_path):
     assert np.array_equal(outputs[real], data["train_outputs"][real])
     labelled = json.loads((root / "majority" / "rnn" / "labels.json").read_text())
     assert (labels is None) == (not labelled["available"])
-    fresh, _, fresh_data = load("count_ones", root=tmp_path)  # missing: built on demand; "task" = its path model
+    fresh, _, fresh_data, _ = load("count_ones", root=tmp_path)  # missing: built on demand; "task" = its path model
     assert (tmp_path / "count_ones" / "path" / "config.json").is_file() and "train_inputs" in fresh_data
     with pytest.raises(lsrl.LsrlError, match="unknown benchmark task 'nothing'"):
         load("nothing", root=tmp_path)
@@ -192,7 +192,7 @@ def test_suite_path_labels_hold_where_the_model_has_them(suite):
         prog = task.build()
         model = lsrl.compile(prog)
         stored = json.loads((root / name / "path" / "labels.json").read_text())
-        assert stored["available"] and stored["layers"] == unit_labels(model)  # stable names: same every build
+        assert stored["available"] and stored["hooks"] == unit_labels(model)  # stable names: same every build
         with np.load(root / name / "path" / "data.npz") as data:
             xs = data["test_inputs"][:2, : int(data["test_lengths"][:2].min())]
         assert model.label_violations(prog, xs) == [], name
@@ -213,7 +213,7 @@ def test_suite_target_labels_hold(suite):
             if arch == "path":
                 continue
             stored = json.loads((root / name / arch / "labels.json").read_text())
-            assert stored["available"] and stored["layers"] == unit_labels(net), (name, arch)
+            assert stored["available"] and stored["hooks"] == unit_labels(net), (name, arch)
             with np.load(root / name / arch / "data.npz") as data:
                 xs = data["test_inputs"][:2, : int(data["test_lengths"][:2].min())]
             assert violations(net, xs, prog.trace(xs, check_bounds=False)) == [], (name, arch)

@@ -138,9 +138,11 @@ def test_unreadable_files(copy):
     write_manifest(folder)
     refused(root, folder, "not valid JSON")
     root, folder = copy("majority/rnn")
-    (folder / "labels.json").write_text(json.dumps({"available": True, "layers": [[["x", "0", "value"]]]}))
+    stored = json.loads((folder / "labels.json").read_text())
+    stored["hooks"]["blocks.0.state"][0] = ["x", "0", "value"]
+    (folder / "labels.json").write_text(json.dumps(stored))
     write_manifest(folder)
-    with pytest.raises(ModelFileError, match=r"labels.json: layers\[0\]\[0\] must be \[node, index, role\]"):
+    with pytest.raises(ModelFileError, match=r"labels.json: hooks\['blocks.0.state'\]\[0\] must be \[node, index, role\]"):
         load("majority/rnn", root=root)
     root, folder = copy("majority/rnn")
     (folder / "data.npz").write_bytes(b"junk")
@@ -153,9 +155,9 @@ def test_unreadable_files(copy):
         standalone.load_folder(root / "nothing")
 
 
-def test_labels_of_a_torch_target_come_back_per_sub_module(suite):
-    _, labels, _ = load("majority/rnn", root=suite)
-    stored = json.loads((suite / "majority" / "rnn" / "labels.json").read_text())["layers"]
+def test_labels_of_a_torch_target_come_back_per_hook(suite):
+    _, labels, _, _ = load("majority/rnn", root=suite)
+    stored = json.loads((suite / "majority" / "rnn" / "labels.json").read_text())["hooks"]
     assert isinstance(labels, dict) and labels == {k: [tuple(u) for u in v] for k, v in stored.items()}
 
 

@@ -1,7 +1,8 @@
 """The benchmark suite: compiled recurrent models with known circuits, as folders usable without lsrl.
 
 ``lsrl bench build DIR`` (``build_suite``) writes ``DIR/<task>/<arch>/`` for every task of
-``TASKS`` (``lsrl.bench.tasks``) and architecture; ``load(name)`` reads one back.
+``TASKS`` (``lsrl.bench.tasks``) and architecture; ``load(name)`` reads one back, with its circuit
+(``circuit.json``, ``lsrl.bench.circuit``).
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from lsrl.bench import standalone
 from lsrl.bench.build import build_suite
+from lsrl.bench.circuit import Circuit, read_circuit
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, ModelFileError
+from lsrl.ir.labels import UnitLabel
 
 if TYPE_CHECKING:
     from torch import nn
@@ -25,18 +28,25 @@ if TYPE_CHECKING:
 DEFAULT_ROOT = Path(os.environ.get("LSRL_BENCH", Path.home() / ".cache" / "lsrl" / "bench"))
 
 
-def load(name: str, root: str | Path | None = None
-         ) -> tuple[nn.Module, list[list[tuple[str, int, str]]] | dict[str, list[tuple[str, int, str]]] | None,
-                    dict[str, np.ndarray]]:
-    """``(model, labels, data)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
+class Folder(NamedTuple):
+    """What ``load`` returns: a suite folder's model, unit labels, data and circuit."""
+
+    model: nn.Module
+    labels: dict[str, list[UnitLabel]] | None
+    data: dict[str, np.ndarray]
+    circuit: Circuit
+
+
+def load(name: str, root: str | Path | None = None) -> Folder:
+    """``(model, labels, data, circuit)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
     ``path`` model, or its first architecture) under ``root`` (default ``$LSRL_BENCH`` or
     ``~/.cache/lsrl/bench``; a task missing there is built first).
 
-    ``model``: a ``torch.nn.Module`` built by the suite's loader (``lsrl.bench.standalone``, the code of the
-    ``load_model.py`` each suite ships; plain torch layers), ``(B, T, d_in) -> (B, T, d_out)``. ``labels``:
-    ``(node, index, role)`` tuples per unit — a list per layer (compiled path models, automata), a dict per
-    sub-module name (torch targets) — or ``None`` if the folder has no unit labels. ``data``: a dict of numpy
-    arrays (``task_data``: ``train_inputs``, ``train_outputs``, ``train_lengths``, and the same for ``test``).
+    ``model``: a ``torch.nn.Module`` built by the folder's ``load_model.py`` (``lsrl.bench.standalone``; plain
+    torch layers), ``(B, T, d_in) -> (B, T, d_out)``, with ``model.run_with_cache(xs, patch=...)`` and one hook
+    per labelled site (``model.hook_names``). ``labels``: ``{hook name: [UnitLabel per unit]}`` (the keys are
+    exactly the hook names), or ``None`` if the folder has no unit labels. ``data``: a dict of numpy arrays
+    (``data.npz``). ``circuit``: the ``lsrl.bench.circuit.Circuit`` of ``circuit.json``.
 
     Every file read is checked against the folder's ``manifest.json`` (sha256) and every field of it; a
     folder changed after its build, corrupt or inconsistent is a ``ModelFileError`` naming the file and field.
@@ -57,28 +67,33 @@ def load(name: str, root: str | Path | None = None
         build_suite(root, [task], progress=False)
     try:
         model = standalone.load_folder(folder)
-        standalone.verify_checksums(folder, ("labels.json", "data.npz"))
-        labels = _read_labels(folder / "labels.json")
+        standalone.verify_checksums(folder, ("labels.json", "data.npz", "circuit.json"))
+        labels = _read_labels(folder / "labels.json", model.hook_names)
         data = _read_data(folder / "data.npz")
-    except standalone.SuiteFileError as error:
-        raise ModelFileError(str(error)) from None
-    return model, labels, data
+        circuit = Circuit.from_json(_json_object(folder / "circuit.json"))
+    except (standalone.SuiteFileError, ValueError, KeyError, TypeError) as error:
+        raise ModelFileError(f"{folder}: {error}" if not isinstance(error, standalone.SuiteFileError)
+                             else str(error)) from None
+    return Folder(model, labels, data, circuit)
 
 
 _SPLIT_ARRAYS = tuple(f"{split}_{kind}" for split in ("train", "test") for kind in ("inputs", "outputs", "lengths"))
 
 
-def _read_labels(path: Path) -> list[list[tuple[str, int, str]]] | dict[str, list[tuple[str, int, str]]] | None:
-    """``labels.json``'s unit labels, each checked to be ``[node, index, role]``."""
+def _read_labels(path: Path, hooks: list[str]) -> dict[str, list[UnitLabel]] | None:
+    """``labels.json``'s unit labels as ``UnitLabel``s, each checked to be ``[node, index, role]``, one entry per
+    hook of the model."""
     stored = _json_object(path)
-    if set(stored) != {"available", "layers"} or not isinstance(stored["available"], bool):
+    if set(stored) != {"available", "hooks"} or not isinstance(stored["available"], bool):
         raise standalone.SuiteFileError(f"{path}: must hold exactly the fields 'available' (true or false) and "
-                                        f"'layers'")
-    layers = stored["layers"]
+                                        f"'hooks'")
+    layers = stored["hooks"]
     if (layers is None) != (not stored["available"]):
-        raise standalone.SuiteFileError(f"{path}: field 'layers' must be null exactly when 'available' is false")
+        raise standalone.SuiteFileError(f"{path}: field 'hooks' must be null exactly when 'available' is false")
     if layers is None:
         return None
+    if not isinstance(layers, dict) or sorted(layers) != sorted(hooks):
+        raise standalone.SuiteFileError(f"{path}: field 'hooks' must map exactly the model's hook names to units")
 
     def units(layer, where):
         if not isinstance(layer, list):
@@ -87,13 +102,9 @@ def _read_labels(path: Path) -> list[list[tuple[str, int, str]]] | dict[str, lis
             if not (isinstance(unit, list) and len(unit) == 3 and isinstance(unit[0], str)
                     and isinstance(unit[1], int) and not isinstance(unit[1], bool) and isinstance(unit[2], str)):
                 raise standalone.SuiteFileError(f"{path}: {where}[{i}] must be [node, index, role], got {unit!r}"[:200])
-        return [tuple(unit) for unit in layer]
+        return [UnitLabel(*unit) for unit in layer]
 
-    if isinstance(layers, dict):
-        return {key: units(layer, f"layers[{key!r}]") for key, layer in layers.items()}
-    if isinstance(layers, list):
-        return [units(layer, f"layers[{k}]") for k, layer in enumerate(layers)]
-    raise standalone.SuiteFileError(f"{path}: field 'layers' must be a list, an object or null")
+    return {key: units(layer, f"hooks[{key!r}]") for key, layer in layers.items()}
 
 
 def _json_object(path: Path) -> dict:
@@ -119,4 +130,4 @@ def _read_data(path: Path) -> dict[str, np.ndarray]:
     return data
 
 
-__all__ = ["TASKS", "build_suite", "load"]
+__all__ = ["TASKS", "Circuit", "Folder", "build_suite", "load", "read_circuit"]

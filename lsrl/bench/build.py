@@ -27,8 +27,9 @@ from tqdm import tqdm
 
 import lsrl
 from lsrl.bench import standalone
+from lsrl.bench.circuit import Circuit, build_circuit
 from lsrl.bench.export import export
-from lsrl.bench.labels import LayerLabels, automaton_labels, unit_labels
+from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.errors import InternalError, LsrlError
 
@@ -110,11 +111,15 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     config = {
         "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "dtype": dtype,
         "input_size": d_in, "output_size": d_out, "layers": layers,
-        "loader": "load_model.py at the suite's root: load_folder(this folder) builds the torch module",
+        "loader": "load_model.py (torch and safetensors only): load_folder(this folder) builds the torch module",
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     labels = automaton_labels(task.automaton(), model) if task.automaton else unit_labels(model)
-    (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "layers": labels}))
+    check_hooks(labels, standalone.check_layers(config, tensors, folder), f"{task.name}/{arch}")
+    (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "hooks": labels}))
+    circuit = folder_circuit(task, config, tensors, labels, data)
+    (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
+    shutil.copyfile(Path(__file__).with_name("standalone.py"), folder / "load_model.py")
     np.savez_compressed(folder / "data.npz", **data)
     source = task.build or task.automaton
     (folder / "program.py").write_text(inspect.getsource(source) if task.build else f"# {task.summary}\n")
@@ -127,7 +132,20 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     return folder
 
 
-MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "data.npz", "program.py", "README.md")
+MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "circuit.json", "data.npz", "program.py",
+                  "README.md", "load_model.py")
+
+
+def folder_circuit(task: Task, config: dict[str, Any], tensors: dict[str, torch.Tensor],
+                   labels: dict[str, LayerLabels] | None, data: dict[str, np.ndarray]) -> Circuit:
+    """The folder's ``Circuit`` (``lsrl.bench.circuit``), its liveness and equivalences read on the test data."""
+    net = standalone.Layers(config["layers"], tensors)
+    xs = data["test_inputs"]
+    _, cache = net.run_with_cache(xs)
+    real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
+    program = task.build() if task.build else None
+    trace = program.trace(xs, check_bounds=False) if program is not None else None
+    return build_circuit(task.name, config["architecture"], config, tensors, labels, cache, real, program, trace)
 
 
 def write_manifest(folder: Path) -> None:

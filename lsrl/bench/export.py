@@ -2,7 +2,10 @@
 (the format ``lsrl/bench/standalone.py`` reads; its docstring lists the layer ops).
 
 Torch targets keep their own ``state_dict`` names; the path model (``CompiledProgram``) gets
-``layers.{i}.{weight}`` names, one op per path layer.
+``layers.{i}.{weight}`` names, one op per path layer. Every labelled site gets a hook (a layer's ``"hook"``
+field, or a ``hook`` op) named as the model's unit labels name it: ``net.labels``'s keys for a torch
+target (``blocks.{i}.state``, ``rnn.l{k}`` ...), ``layers.{i}`` for a path layer, ``core`` and ``readout``
+for an automaton network.
 """
 
 from __future__ import annotations
@@ -41,44 +44,48 @@ def _path(model) -> tuple:
             tensors[key] = torch.as_tensor(getattr(layer, name).to_numpy().astype(np.float64).reshape(
                 (-1,) if name in ("b", "init_state") else getattr(layer, name).shape2d))
         if layer.kind == "Linear":
-            layers.append({"op": "linear", "weight": keys["A"], "bias": keys["b"]})
+            spec = {"op": "linear", "weight": keys["A"], "bias": keys["b"]}
         elif layer.kind == "LinState":
-            layers.append({"op": "linear_recurrence", "A": keys["A"], "B": keys["B"], "b": keys["b"],
-                           "s0": keys["init_state"]})
+            spec = {"op": "linear_recurrence", "A": keys["A"], "B": keys["B"], "b": keys["b"], "s0": keys["init_state"]}
         else:
-            layers.append({"op": "relu" if layer.kind == "ReLU" else "multiply_halves"})
+            spec = {"op": "relu" if layer.kind == "ReLU" else "multiply_halves"}
+        layers.append({**spec, "hook": f"layers.{i}"})
     return layers, tensors
 
 
 def _dense(prefix, stack) -> list:
+    """A ``DenseStack``: hooks after each ``nn.Linear`` (``prefix.layers.j``, before its ReLU) and at the end
+    (``prefix``, its output)."""
     layers = []
     for j, relu in enumerate(stack.relu):
-        layers.append({"op": "linear", "weight": f"{prefix}.layers.{j}.weight", "bias": f"{prefix}.layers.{j}.bias"})
+        layers.append({"op": "linear", "weight": f"{prefix}.layers.{j}.weight", "bias": f"{prefix}.layers.{j}.bias",
+                       "hook": f"{prefix}.layers.{j}"})
         if relu:
             layers.append({"op": "relu"})
-    return layers
+    return layers + [{"op": "hook", "name": prefix}]
 
 
 def _block(prefix, block) -> dict:
     from lsrl.targets.recurrent import ClassicRNNBlock
 
     if isinstance(block, ClassicRNNBlock):  # stock ReLU RNN on [s+; s-], merged back to s (Eq. 11)
-        state = [_stock(f"{prefix}.rnn", block.rnn, f"{prefix}.h0", None),
-                 {"op": "linear", "weight": f"{prefix}.merge", "bias": None}]
+        state = [_stock(f"{prefix}.rnn", block.rnn, f"{prefix}.h0", None, hook=f"{prefix}.rnn"),
+                 {"op": "linear", "weight": f"{prefix}.merge", "bias": None, "hook": f"{prefix}.state"}]
     else:
-        state = [{"op": "linear_recurrence", **{name: f"{prefix}.{name}" for name in ("A", "B", "b", "s0")}}]
+        state = [{"op": "linear_recurrence", **{name: f"{prefix}.{name}" for name in ("A", "B", "b", "s0")},
+                  "hook": f"{prefix}.state"}]
     gamma = _dense(f"{prefix}.gamma", block.gamma) if block.gamma is not None else None
-    return {"op": "block", "state": state, "phi": _dense(f"{prefix}.phi", block.phi), "gamma": gamma}
+    return {"op": "block", "state": state, "phi": _dense(f"{prefix}.phi", block.phi), "gamma": gamma, "hook": prefix}
 
 
-def _stock(prefix, core: nn.RNNBase, h0, c0) -> dict:
+def _stock(prefix, core: nn.RNNBase, h0, c0, hook) -> dict:
     kind = type(core).__name__
     kwargs = {"input_size": core.input_size, "hidden_size": core.hidden_size}
     if kind == "RNN":
         kwargs["nonlinearity"] = core.nonlinearity
     names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
     return {"op": f"torch.nn.{kind}", "kwargs": kwargs, "parameters": {n: f"{prefix}.{n}" for n in names},
-            "h0": h0, "c0": c0}
+            "h0": h0, "c0": c0, "hook": hook}
 
 
 def _cells(model) -> list:
@@ -88,12 +95,12 @@ def _cells(model) -> list:
         layers.append({
             "op": f"relu_{model.architecture}", "hidden_size": model.rnn.hidden_sizes[k],
             "parameters": {name: f"rnn.{name}_l{k}" for name in names},
-            "h0": f"rnn.h0_l{k}", "c0": f"rnn.c0_l{k}" if model.architecture == "lstm" else None,
+            "h0": f"rnn.h0_l{k}", "c0": f"rnn.c0_l{k}" if model.architecture == "lstm" else None, "hook": f"rnn.l{k}",
         })
-    return layers + [{"op": "linear", "weight": "readout.weight", "bias": "readout.bias"}]
+    return layers + [{"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}]
 
 
 def _automaton(model) -> list:
     c0 = "c0" if isinstance(model.core, nn.LSTM) else None
-    return [_stock("core", model.core, "h0", c0), {"op": "linear", "weight": "readout.weight", "bias": "readout.bias"},
-            {"op": "positive"}]
+    return [_stock("core", model.core, "h0", c0, hook="core"),
+            {"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}, {"op": "positive"}]

@@ -17,7 +17,19 @@
   layout (gate orders r, z, n and i, f, g, o) with ReLU in place of every sigmoid and tanh (the
   cells of the LSRL paper's Apps. C and D);
 - ``block``: ``phi(state(x))``, times ``gamma(x)`` when ``gamma`` is given (each a list of layers);
-- ``positive``: 1.0 where the input is > 0, else 0.0 (an automaton's accept readout).
+- ``positive``: 1.0 where the input is > 0, else 0.0 (an automaton's accept readout);
+- ``hook``: the identity, a named site (``name``) where no layer ends (a block's empty ``phi``).
+
+Hooks. Every layer may name its output with an optional ``"hook"`` field; the ``labels.json`` of the folder
+has exactly one entry per hook name. A recurrent layer's hook is its state at every step, *inside* the
+recurrence (the value carried to the next step), and its gates are hooks too: ``NAME.r``, ``NAME.z``,
+``NAME.n`` (GRU), ``NAME.i``, ``NAME.f``, ``NAME.g``, ``NAME.o`` and the cell ``NAME.c`` (LSTM), each after
+its activation. ``net.hook_names`` lists them;
+``outputs, cache = net.run_with_cache(xs, patch={name: values})`` returns every hook's values ``(B, T, width)``
+and replaces the hooks of ``patch`` by ``values`` (``(B, T, width)``; NaN entries keep the model's own value,
+so single units can be patched) at every step before anything reads them: a patched state is the one the
+next step reads. ``net(xs)`` runs the stock modules fused; ``run_with_cache`` runs every recurrence step by
+step with the equations written out in ``rnn_step``, ``gru_step`` and ``lstm_step``.
 
 ``load_folder`` first checks the folder against ``manifest.json`` (the sha256 of every file, written by
 ``lsrl bench build``): a ``config.json`` or ``model.safetensors`` changed after the build is refused, since
@@ -37,6 +49,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 from torch import nn
+from torch.nn import functional as F
 
 FORMAT = "lsrl.bench"
 VERSION = 2  # version 1 folders (no manifest.json) are refused: rebuild them with ``lsrl bench build``
@@ -47,12 +60,16 @@ DTYPES = ("float32", "float64")
 CONFIG_FIELDS = ("format", "version", "task", "architecture", "dtype", "input_size", "output_size", "layers", "loader")
 STOCK = {"torch.nn.RNN": 1, "torch.nn.GRU": 3, "torch.nn.LSTM": 4}  # op -> gate blocks
 RELU_CELLS = {"relu_gru": 3, "relu_lstm": 4}
+GRU_GATES, LSTM_GATES = ("r", "z", "n"), ("i", "f", "g", "o", "c")  # the hooks inside a cell (c: the LSTM's cell)
+GATES = {"torch.nn.GRU": GRU_GATES, "relu_gru": GRU_GATES, "torch.nn.LSTM": LSTM_GATES, "relu_lstm": LSTM_GATES}
 FIELDS = {  # op -> its fields (all required; "bias", "c0" and "gamma" may be null)
     "linear": ("op", "weight", "bias"), "relu": ("op",), "multiply_halves": ("op",), "positive": ("op",),
     "linear_recurrence": ("op", "A", "B", "b", "s0"), "block": ("op", "state", "phi", "gamma"),
     **{op: ("op", "kwargs", "parameters", "h0", "c0") for op in STOCK},
     **{op: ("op", "hidden_size", "parameters", "h0", "c0") for op in RELU_CELLS},
+    "hook": ("op", "name"),
 }
+OPTIONAL = ("hook",)  # every op but "hook" may name its output
 _CHUNK = 1 << 20
 
 
@@ -199,7 +216,7 @@ class _LayerCheck:
 
     def __init__(self, tensors: dict[str, torch.Tensor], dtype: torch.dtype, config_path: str,
                  weights_path: str) -> None:
-        self.tensors, self.dtype, self.used = tensors, dtype, set()
+        self.tensors, self.dtype, self.used, self.hooks = tensors, dtype, set(), []
         self.config_path, self.weights_path = config_path, weights_path
 
     def at(self, where: str) -> str:
@@ -231,6 +248,19 @@ class _LayerCheck:
             self.fail(where, f"tensor {name!r} holds NaN or infinite values")
         self.used.add(name)
 
+    def hook(self, name: Any, op: str, where: str) -> None:
+        """A layer's hook name (or its gates' names) is a string no other hook has."""
+        if name is None and op != "hook":
+            return
+        if not isinstance(name, str) or not name:
+            self.fail(where, f"field {'name' if op == 'hook' else 'hook'!r} must be a non-empty string, got "
+                             f"{json.dumps(name)[:60]}")
+        names = [name] + [f"{name}.{gate}" for gate in GATES.get(op, ())]
+        for taken in names:
+            if taken in self.hooks:
+                self.fail(where, f"hook name {taken!r} is used twice")
+            self.hooks.append(taken)
+
     def layers(self, specs: Any, width: int, where: str) -> int:
         if not isinstance(specs, list):
             self.fail(where, f"must be a list of layers, got {json.dumps(specs)[:60]}")
@@ -246,11 +276,12 @@ class _LayerCheck:
         if op not in FIELDS:
             self.fail(where, f"field 'op' must be one of {sorted(FIELDS)}, got {json.dumps(op)[:60]}")
         fields = FIELDS[op]
-        _only(spec, fields, self.at(where))
+        _only(spec, fields + (OPTIONAL if op != "hook" else ()), self.at(where))
+        self.hook(spec.get("name") if op == "hook" else spec.get("hook"), op, where)
         missing = [key for key in fields if key not in spec]
         if missing:
             self.fail(where, f"missing field {missing[0]!r} for op {op!r}")
-        if op in ("relu", "positive"):
+        if op in ("relu", "positive", "hook"):
             return width
         if op == "multiply_halves":
             if width % 2:
@@ -310,9 +341,10 @@ class _LayerCheck:
         return hidden
 
 
-def check_layers(config: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> None:
+def check_layers(config: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> list[str]:
     """Every layer of ``config`` against ``tensors``: fields, tensor names, shapes, dtype, finite values, the widths
-    from ``input_size`` to ``output_size``, and every tensor used by some layer."""
+    from ``input_size`` to ``output_size``, every tensor used by some layer, hook names unique; returns the hook
+    names."""
     check = _LayerCheck(tensors, getattr(torch, config["dtype"]), str(folder / "config.json"),
                         str(folder / "model.safetensors"))
     width = check.layers(config["layers"], config["input_size"], "layers")
@@ -323,20 +355,96 @@ def check_layers(config: dict[str, Any], tensors: dict[str, torch.Tensor], folde
     if unused:
         raise SuiteFileError(f"{folder / 'model.safetensors'}: tensor {unused[0]!r} is used by no layer of "
                              f"config.json (was a layer removed?)")
+    return check.hooks
 
+
+# ---- the modules -----------------------------------------------------------------------------------------------
+
+
+class Run:
+    """What one ``run_with_cache`` call records and patches: ``cache`` maps a hook to its values (whole sequences,
+    or one ``(B, width)`` tensor per step inside a recurrence), ``patch`` a hook to ``(B, T, width)`` values."""
+
+    def __init__(self, patch: dict[str, torch.Tensor]) -> None:
+        self.patch, self.cache = patch, {}
+
+    def visit(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
+        if name in self.patch:
+            values = self.patch[name] if step is None else self.patch[name][:, step]
+            if values.shape != value.shape:
+                raise ValueError(f"patch for hook {name!r}: values of shape {tuple(values.shape)}, the hook holds "
+                                 f"{tuple(value.shape)} (per step: {step is not None})")
+            value = torch.where(torch.isnan(values), value, values.to(value.dtype))
+        if step is None:
+            self.cache[name] = value
+        else:
+            self.cache.setdefault(name, []).append(value)
+        return value
+
+    def finished(self) -> dict[str, torch.Tensor]:
+        return {name: torch.stack(value, dim=1) if isinstance(value, list) else value
+                for name, value in self.cache.items()}
+
+
+class HookPoint(nn.Module):
+    """The identity at a named site; while ``run_with_cache`` runs, it records and patches the site's values."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name, self.run = name, None
+
+    def forward(self, x: torch.Tensor, step: int | None = None) -> torch.Tensor:
+        return x if self.run is None else self.run.visit(self.name, x, step)
+
+
+INSIDE = ("linear_recurrence", *STOCK, *RELU_CELLS)  # ops whose hook is their state inside the recurrence
+
+
+def hook_name(spec: dict[str, Any]) -> str | None:
+    """The name of a config layer's hook (None: the layer has none)."""
+    return spec.get("name") if spec["op"] == "hook" else spec.get("hook")
 
 
 class Layers(nn.Module):
-    """The layers of a config list, applied one after the other."""
+    """The layers of a config list, applied one after the other; ``run_with_cache`` (module docstring)."""
 
     def __init__(self, specs: list[dict[str, Any]], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(build_layer(spec, tensors) for spec in specs)
+        self.layers = nn.ModuleList()
+        for spec in specs:
+            self.layers.append(build_layer(spec, tensors))
+            if spec["op"] not in INSIDE and hook_name(spec) is not None:  # a recurrence hooks its own steps
+                self.layers.append(HookPoint(hook_name(spec)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x)
         return x
+
+    @property
+    def hook_names(self) -> list[str]:
+        """Every hook's name, in the order of ``config.json`` (a recurrence's state before its gates)."""
+        return [module.name for module in self.modules() if isinstance(module, HookPoint)]
+
+    def run_with_cache(self, xs: Any, patch: dict[str, Any] | None = None) -> tuple[torch.Tensor, dict]:
+        """``(outputs, {hook name: values (B, T, width)})`` of ``xs`` ``(B, T, d_in)``; ``patch`` (module
+        docstring) replaces hooks' values inside the run."""
+        dtype = next(t.dtype for t in list(self.parameters()) + list(self.buffers()) if t.is_floating_point())
+        x = torch.as_tensor(xs).to(dtype)
+        unknown = sorted(set(patch or {}) - set(self.hook_names))
+        if unknown:
+            raise ValueError(f"run_with_cache: no hook named {unknown[0]!r}; the hooks are net.hook_names")
+        run = Run({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()})
+        points = [module for module in self.modules() if isinstance(module, HookPoint)]
+        for point in points:
+            point.run = run
+        try:
+            with torch.no_grad():
+                outputs = self(x)
+        finally:
+            for point in points:
+                point.run = None
+        return outputs, run.finished()
 
 
 def build_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> nn.Module:
@@ -349,8 +457,8 @@ def build_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> nn.Mo
             if spec["bias"] is not None:
                 layer.bias.copy_(tensors[spec["bias"]])
         return layer
-    if kind == "relu":
-        return nn.ReLU()
+    if kind in ("relu", "hook"):
+        return nn.ReLU() if kind == "relu" else nn.Identity()  # a hook op's HookPoint follows it
     if kind == "block":
         gamma = spec.get("gamma")
         return Block(Layers(spec["state"], tensors), Layers(spec["phi"], tensors),
@@ -359,10 +467,10 @@ def build_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> nn.Mo
     if kind in simple:
         return simple[kind]()
     if kind == "linear_recurrence":
-        return LinearRecurrence(*(tensors[spec[name]] for name in ("A", "B", "b", "s0")))
-    if kind in ("torch.nn.RNN", "torch.nn.GRU", "torch.nn.LSTM"):
+        return LinearRecurrence(*(tensors[spec[name]] for name in ("A", "B", "b", "s0")), hook=spec.get("hook"))
+    if kind in STOCK:
         return Stock(kind, spec, tensors)
-    if kind in ("relu_gru", "relu_lstm"):
+    if kind in RELU_CELLS:
         return ReluCell(kind, spec, tensors)
     raise ValueError(f"unknown layer op {kind!r}")
 
@@ -388,22 +496,105 @@ class Positive(nn.Module):
         return (x > 0).to(x.dtype)
 
 
+def _hook_points(name: str | None, gates: tuple[str, ...]) -> nn.ModuleDict:
+    """The hooks of a recurrence: ``"h"`` (its state, named ``name``) and one per gate (``name.gate``)."""
+    if name is None:
+        return nn.ModuleDict()
+    return nn.ModuleDict({"h": HookPoint(name), **{gate: HookPoint(f"{name}.{gate}") for gate in gates}})
+
+
+def _at(points: nn.ModuleDict, key: str, value: torch.Tensor, step: int) -> torch.Tensor:
+    return points[key](value, step) if key in points else value
+
+
 class LinearRecurrence(nn.Module):
-    def __init__(self, A: torch.Tensor, B: torch.Tensor, b: torch.Tensor, s0: torch.Tensor) -> None:
+    def __init__(self, A: torch.Tensor, B: torch.Tensor, b: torch.Tensor, s0: torch.Tensor,
+                 hook: str | None = None) -> None:
         super().__init__()
         self.A, self.B, self.b, self.s0 = (nn.Parameter(t.clone()) for t in (A, B, b, s0))
+        self.points = _hook_points(hook, ())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         drive = x @ self.B.T + self.b
         state, states = self.s0.expand(x.shape[0], -1), []
         for t in range(x.shape[1]):
-            state = state @ self.A.T + drive[:, t]
+            state = _at(self.points, "h", state @ self.A.T + drive[:, t], t)
             states.append(state)
         return torch.stack(states, dim=1)
 
 
+# ---- the steps of the cells: PyTorch's equations, the activations given -------------------------------------------
+
+
+def rnn_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
+             bias_hh: torch.Tensor, activation: Any) -> torch.Tensor:
+    """``h' = act(W_ih x + b_ih + W_hh h + b_hh)`` (``gi``: the input part); the hook ``h``."""
+    return _at(points, "h", activation(gi + F.linear(h, weight_hh, bias_hh)), t)
+
+
+def gru_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
+             bias_hh: torch.Tensor, gate: Any, candidate: Any) -> torch.Tensor:
+    """``torch.nn.GRU``'s step (gates r, z, n) with the activations ``gate`` and ``candidate``; each gate a hook."""
+    i_r, i_z, i_n = gi.chunk(3, dim=-1)
+    h_r, h_z, h_n = F.linear(h, weight_hh, bias_hh).chunk(3, dim=-1)
+    r = _at(points, "r", gate(i_r + h_r), t)
+    z = _at(points, "z", gate(i_z + h_z), t)
+    n = _at(points, "n", candidate(i_n + r * h_n), t)
+    return _at(points, "h", (1 - z) * n + z * h, t)
+
+
+def lstm_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+              weight_hh: torch.Tensor, bias_hh: torch.Tensor, gate: Any, candidate: Any
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.nn.LSTM``'s step (gates i, f, g, o; cell c) with the activations given; each a hook."""
+    i, f, g, o = (gi + F.linear(h, weight_hh, bias_hh)).chunk(4, dim=-1)
+    i, f = _at(points, "i", gate(i), t), _at(points, "f", gate(f), t)
+    g, o = _at(points, "g", candidate(g), t), _at(points, "o", gate(o), t)
+    c = _at(points, "c", f * c + i * g, t)
+    return _at(points, "h", o * candidate(c), t), c
+
+
+ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+
+class Cell(nn.Module):
+    """One recurrent layer in PyTorch's parameter layout, run step by step: ``kind`` ``"rnn"``, ``"gru"`` or
+    ``"lstm"`` with the activations ``(gate, candidate)``."""
+
+    def __init__(self, kind: str, activations: tuple[str, str], parameters: dict[str, torch.Tensor],
+                 h0: torch.Tensor, c0: torch.Tensor | None, hook: str | None) -> None:
+        super().__init__()
+        self.kind, self.activations = kind, activations
+        for name, value in parameters.items():
+            self.register_buffer(name, value.clone())
+        self.register_buffer("h0", h0.clone())
+        self.register_buffer("c0", c0.clone() if c0 is not None else None)
+        self.points = _hook_points(hook, {"rnn": (), "gru": GRU_GATES, "lstm": LSTM_GATES}[kind])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, candidate = (ACTIVATIONS[name] for name in self.activations)
+        gi = F.linear(x.to(self.h0.dtype), self.weight_ih, self.bias_ih)  # every step at once
+        h = self.h0.expand(x.shape[0], -1)
+        c = self.c0.expand(x.shape[0], -1) if self.c0 is not None else None
+        outputs = []
+        for t in range(x.shape[1]):
+            if self.kind == "lstm":
+                h, c = lstm_step(self.points, t, gi[:, t], h, c, self.weight_hh, self.bias_hh, gate, candidate)
+            elif self.kind == "gru":
+                h = gru_step(self.points, t, gi[:, t], h, self.weight_hh, self.bias_hh, gate, candidate)
+            else:
+                h = rnn_step(self.points, t, gi[:, t], h, self.weight_hh, self.bias_hh, candidate)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, self.h0.shape[0])
+
+    def hooked(self) -> bool:
+        """Whether a ``run_with_cache`` is running (the hooks then see every step)."""
+        return any(point.run is not None for point in self.points.values())
+
+
 class Stock(nn.Module):
-    """A stock one-layer recurrent module run from stored initial states."""
+    """A stock one-layer recurrent module run from stored initial states: fused by ``torch.nn``, or step by step
+    (``Cell``, the same parameters) while ``run_with_cache`` runs."""
 
     def __init__(self, kind: str, spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
@@ -415,40 +606,23 @@ class Stock(nn.Module):
                 getattr(self.core, name).copy_(value)
         self.register_buffer("h0", tensors[spec["h0"]].clone())
         self.register_buffer("c0", tensors[spec["c0"]].clone() if spec.get("c0") else None)
+        cell = kind.rsplit(".", 1)[1].lower()
+        activations = ("sigmoid", spec["kwargs"].get("nonlinearity", "tanh"))
+        self.steps = Cell(cell, activations, {name[:-3]: value for name, value in parameters.items()},
+                          self.h0, self.c0, spec.get("hook"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.steps.hooked():
+            return self.steps(x)
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
         state = (h0, self.c0.expand(1, x.shape[0], -1).contiguous()) if self.c0 is not None else h0
         return self.core(x.to(self.h0.dtype), state)[0]
 
 
-class ReluCell(nn.Module):
-    """One GRU or LSTM layer in PyTorch's layout with ReLU for sigmoid and tanh."""
+class ReluCell(Cell):
+    """One GRU or LSTM layer in PyTorch's layout with ReLU for sigmoid and tanh (``relu_gru``, ``relu_lstm``)."""
 
     def __init__(self, kind: str, spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        super().__init__()
-        self.kind = kind
-        for name, key in spec["parameters"].items():
-            self.register_buffer(name, tensors[key].clone())
-        self.register_buffer("h0", tensors[spec["h0"]].clone())
-        self.register_buffer("c0", tensors[spec["c0"]].clone() if spec.get("c0") else None)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.h0.shape[0]
-        inputs = x @ self.weight_ih.T + self.bias_ih
-        h, c, outputs = self.h0.expand(x.shape[0], -1), None, []
-        if self.c0 is not None:
-            c = self.c0.expand(x.shape[0], -1)
-        for t in range(x.shape[1]):
-            recurrent = h @ self.weight_hh.T + self.bias_hh
-            if self.kind == "relu_gru":
-                i_r, i_z, i_n = inputs[:, t].split(hidden, dim=-1)
-                h_r, h_z, h_n = recurrent.split(hidden, dim=-1)
-                r, z = torch.relu(i_r + h_r), torch.relu(i_z + h_z)
-                h = (1 - z) * torch.relu(i_n + r * h_n) + z * h
-            else:
-                i, f, g, o = (inputs[:, t] + recurrent).split(hidden, dim=-1)
-                c = torch.relu(f) * c + torch.relu(i) * torch.relu(g)
-                h = torch.relu(o) * torch.relu(c)
-            outputs.append(h)
-        return torch.stack(outputs, dim=1)
+        super().__init__(kind.removeprefix("relu_"), ("relu", "relu"),
+                         {name: tensors[key] for name, key in spec["parameters"].items()},
+                         tensors[spec["h0"]], tensors[spec["c0"]] if spec.get("c0") else None, spec.get("hook"))

@@ -1,0 +1,302 @@
+"""The circuit of a suite folder as data (``circuit.json``): which unit of which hook holds which program
+variable, the program's node graph, the unit-level graph read off the weights, value-equivalent variables,
+and which units are in the circuit. Computed by ``lsrl bench build`` from the folder's model (``config.json``
+and ``model.safetensors``: the weights), its unit labels (``labels.json``), the program and its data.
+
+``circuit.json`` (format ``"lsrl.bench.circuit"``, version 1)::
+
+    {
+      "format": "lsrl.bench.circuit", "version": 1, "task": "parity", "architecture": "rnn",
+      "output_hook": "blocks.1",            # the hook whose values are the model's output (before a final
+                                            # "positive" of the automata)
+      "hooks": [{"name": "blocks.0.rnn", "width": 2, "per_step": true}, ...],
+                                            # every hook of load_model.py, in config order; per_step: set inside
+                                            # the recurrence (a carried state or a gate)
+      "units": [{"hook": "blocks.0.rnn", "unit": 0, "node": "token", "index": 0, "role": "pos",
+                 "live": true, "in_circuit": true}, ...],
+                                            # every unit of every hook: its label (node, index, role: see
+                                            # lsrl.ir.labels; null where the folder has no labels), live, in_circuit
+      "nodes": [{"name": "count_1", "kind": "LinState", "dim": 1, "named": true, "reaches_output": true,
+                 "in_circuit": true}, ...],  # the program's nodes (empty for an automaton task)
+      "edges": [["linear_4", "count_1"], ...],               # node graph: input -> reader
+      "unit_edges": [["input", 0, "blocks.0.rnn", 0, 0], ...],
+                                            # [from hook, unit, to hook, unit, delay]: the target reads the source
+                                            # through a non-zero weight with no hook between them; delay 1: the
+                                            # source's value of the previous step (a recurrent weight). "input":
+                                            # the model's input features
+      "variables": [{"node": "count_1", "index": 0, "units": [["blocks.0.rnn", 0], ["blocks.0.rnn", 1]]}, ...],
+      "equivalent": [[["depth", 0], ["linear_7", 0]], ...],
+                                            # components whose values are equal at every real step of the test
+                                            # data (constants left out): one variable under several names
+      "promotion": "..."                    # the rule below, in words
+    }
+
+Rules. A unit is **live** when it is not 0 at every real step of the test data and a path of ``unit_edges``
+leads from it to the output hook. A program node **reaches the output** when a path of ``edges`` leads from it
+to the program's output (every node of a compiled program does; a distractor does not). A unit is **in the
+circuit** when it is live and its node reaches the output (for an automaton, or a folder without labels: when
+it is live). **Promotion** (units to variables): a unit whose role is a function of its component ``v``
+(``value``, ``copy``, ``pos``, ``neg``, ``negated``, ``-pos``, ``-neg``) holds the variable ``(node, index)``;
+the ``pos`` / ``neg`` halves of one component (Eq. 11) and its copies are one variable, listed once with all
+its units. ``helper`` and ``constant`` units serve a variable but hold none. A node is in the circuit when one
+of its units is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
+
+if TYPE_CHECKING:
+    import torch
+
+    from lsrl.lang.program import ForEach
+
+FORMAT = "lsrl.bench.circuit"
+VERSION = 1
+INPUT = "input"  # the pseudo-hook of the model's input features in unit_edges
+PROMOTION = ("a unit whose role is value, copy, pos, neg, negated, -pos or -neg holds the variable (node, index); "
+             "the pos and neg halves and the copies of one component are one variable; helper and constant units "
+             "hold none; a unit is in the circuit when it is live (not always 0 on the test data, and a path of "
+             "unit_edges leads from it to the output hook) and its node reaches the program's output")
+
+Unit = tuple[str, int]  # (hook, unit)
+
+
+class Circuit(NamedTuple):
+    """A folder's ``circuit.json`` (module docstring) with ``UnitLabel``s."""
+
+    task: str
+    architecture: str
+    output_hook: str
+    hooks: list[dict[str, Any]]
+    units: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    edges: list[tuple[str, str]]
+    unit_edges: list[tuple[str, int, str, int, int]]
+    variables: list[dict[str, Any]]
+    equivalent: list[list[tuple[str, int]]]
+
+    def labels(self) -> dict[str, list[UnitLabel | None]]:
+        """``{hook: [UnitLabel or None per unit]}``."""
+        labels: dict[str, list[UnitLabel | None]] = {hook["name"]: [None] * hook["width"] for hook in self.hooks}
+        for unit in self.units:
+            if unit["node"] is not None:
+                labels[unit["hook"]][unit["unit"]] = UnitLabel(unit["node"], unit["index"], unit["role"])
+        return labels
+
+    def in_circuit(self) -> set[Unit]:
+        """The ``(hook, unit)`` pairs in the circuit."""
+        return {(unit["hook"], unit["unit"]) for unit in self.units if unit["in_circuit"]}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, **self._asdict(), "promotion": PROMOTION}
+
+    @classmethod
+    def from_json(cls, stored: dict[str, Any]) -> Circuit:
+        """A ``Circuit`` from ``circuit.json``'s object (``ValueError`` naming the field where it is malformed)."""
+        if stored.get("format") != FORMAT or stored.get("version") != VERSION:
+            raise ValueError(f"circuit.json: fields 'format' and 'version' must be {FORMAT!r} and {VERSION}")
+        missing = [field for field in cls._fields if field not in stored]
+        if missing:
+            raise ValueError(f"circuit.json: missing field {missing[0]!r}")
+        fields = {field: stored[field] for field in cls._fields}
+        fields["edges"] = [tuple(edge) for edge in fields["edges"]]
+        fields["unit_edges"] = [tuple(edge) for edge in fields["unit_edges"]]
+        fields["equivalent"] = [[tuple(member) for member in group] for group in fields["equivalent"]]
+        hooks = {hook["name"]: hook["width"] for hook in fields["hooks"]}
+        for unit in fields["units"]:
+            if unit["hook"] not in hooks or not 0 <= unit["unit"] < hooks[unit["hook"]]:
+                raise ValueError(f"circuit.json: unit {unit['unit']} of hook {unit['hook']!r} does not exist")
+        return cls(**fields)
+
+
+def read_circuit(path: str | Path) -> Circuit:
+    """The ``Circuit`` of a ``circuit.json`` file."""
+    return Circuit.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+# ---- unit edges, read off the config layers and the weights ---------------------------------------------------
+
+
+class _Walk:
+    """Walks config layers, each feature of the running tensor given as the hooked units it reads directly."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.tensors, self.edges, self.per_step = tensors, set(), {}
+
+    def nonzero(self, name: str) -> np.ndarray:
+        return self.tensors[name].detach().double().numpy() != 0
+
+    def read(self, target: Unit, sources: Iterable[Unit], delay: int = 0) -> None:
+        self.edges.update((*source, *target, delay) for source in sources)
+
+    def layers(self, specs: list[dict[str, Any]], features: list[set[Unit]]) -> list[set[Unit]]:
+        for spec in specs:
+            features = self.layer(spec, features)
+        return features
+
+    def hooked(self, name: str | None, features: list[set[Unit]], per_step: bool = False) -> list[set[Unit]]:
+        if name is None:
+            return features
+        self.per_step[name] = (len(features), per_step)
+        for unit, sources in enumerate(features):
+            self.read((name, unit), sources)
+        return [{(name, unit)} for unit in range(len(features))]
+
+    def layer(self, spec: dict[str, Any], features: list[set[Unit]]) -> list[set[Unit]]:
+        op = spec["op"]
+        if op == "hook":
+            return self.hooked(spec["name"], features)
+        if op == "linear":
+            weight = self.nonzero(spec["weight"])
+            out = [set().union(*(features[i] for i in np.flatnonzero(row))) for row in weight]
+        elif op == "multiply_halves":
+            half = len(features) // 2
+            out = [features[i] | features[half + i] for i in range(half)]
+        elif op == "block":
+            state = self.layers(spec["state"], features)
+            out = self.layers(spec["phi"], state)
+            if spec["gamma"] is not None:
+                out = [a | b for a, b in zip(out, self.layers(spec["gamma"], features))]
+        elif op == "linear_recurrence":
+            return self.recurrence(spec["hook"], features, self.nonzero(spec["B"]), self.nonzero(spec["A"]))
+        elif op.startswith("torch.nn.") or op.startswith("relu_"):
+            return self.cell(spec, features)
+        else:  # relu, positive: unit by unit
+            out = features
+        return self.hooked(spec.get("hook"), out)
+
+    def recurrence(self, name: str, features, drive: np.ndarray, carry: np.ndarray) -> list[set[Unit]]:
+        self.per_step[name] = (drive.shape[0], True)
+        for unit in range(drive.shape[0]):
+            self.read((name, unit), set().union(*(features[i] for i in np.flatnonzero(drive[unit]))))
+            self.read((name, unit), ((name, int(j)) for j in np.flatnonzero(carry[unit])), delay=1)
+        return [{(name, unit)} for unit in range(drive.shape[0])]
+
+    def cell(self, spec: dict[str, Any], features) -> list[set[Unit]]:
+        from lsrl.bench.standalone import GATES
+
+        name, parameters = spec["hook"], spec["parameters"]
+        w_ih, w_hh = (self.nonzero(next(tensor for key, tensor in parameters.items() if key.startswith(prefix)))
+                      for prefix in ("weight_ih", "weight_hh"))  # stock: weight_ih_l0, ReLU cells: weight_ih
+        gates = GATES.get(spec["op"], ())
+        hidden = w_hh.shape[1]
+        self.per_step[name] = (hidden, True)
+        blocks = [gate for gate in gates if gate != "c"] or ["h"]
+        for k, gate in enumerate(blocks):  # each gate block reads the input and h_{t-1}
+            target = name if gate == "h" else f"{name}.{gate}"
+            self.per_step[target] = (hidden, True)
+            for unit in range(hidden):
+                row = k * hidden + unit
+                self.read((target, unit), set().union(*(features[i] for i in np.flatnonzero(w_ih[row]))))
+                self.read((target, unit), ((name, int(j)) for j in np.flatnonzero(w_hh[row])), delay=1)
+        for unit in range(hidden):
+            if "c" in gates:  # c = f c_{t-1} + i g, h = o act(c)
+                self.per_step[f"{name}.c"] = (hidden, True)
+                self.read((f"{name}.c", unit), ((f"{name}.{g}", unit) for g in "ifg"))
+                self.read((f"{name}.c", unit), [(f"{name}.c", unit)], delay=1)
+                self.read((name, unit), [(f"{name}.o", unit), (f"{name}.c", unit)])
+            elif gates:  # n reads r; h = (1 - z) n + z h_{t-1}
+                self.read((f"{name}.n", unit), [(f"{name}.r", unit)])
+                self.read((name, unit), [(f"{name}.z", unit), (f"{name}.n", unit)])
+                self.read((name, unit), [(name, unit)], delay=1)
+        return [{(name, unit)} for unit in range(hidden)]
+
+
+def unit_graph(config: dict[str, Any], tensors: dict[str, torch.Tensor]
+               ) -> tuple[list[tuple[str, int, str, int, int]], dict[str, tuple[int, bool]], str]:
+    """``(unit_edges, {hook: (width, per_step)}, output hook)`` of a folder's config layers and tensors."""
+    walk = _Walk(tensors)
+    features = [{(INPUT, i)} for i in range(config["input_size"])]
+    output = walk.layers(config["layers"], features)
+    output_hooks = {hook for unit in output for hook, _ in unit}
+    if len(output_hooks) != 1:
+        raise ValueError(f"the model's output is not one hook's units: {sorted(output_hooks)}")
+    return sorted(walk.edges), walk.per_step, output_hooks.pop()
+
+
+# ---- the circuit ----------------------------------------------------------------------------------------------
+
+
+def _reaching(targets: set, edges: Iterable[tuple]) -> set:
+    """The vertices from which a path of ``edges`` ((source, target) pairs) leads into ``targets``."""
+    readers = defaultdict(set)
+    for source, target in edges:
+        readers[target].add(source)
+    found, frontier = set(targets), list(targets)
+    while frontier:
+        for source in readers[frontier.pop()]:
+            if source not in found:
+                found.add(source)
+                frontier.append(source)
+    return found
+
+
+def program_graph(program: ForEach | None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The program's nodes (``nodes`` entries, ``in_circuit`` as ``reaches_output``) and its edges."""
+    if program is None:
+        return [], []
+    names = program.names
+    edges = sorted({(names[source], names[node]) for node in program.nodes for source in node.inputs})
+    reaching = _reaching({names[program.output]}, edges)
+    nodes = [{"name": names[node], "kind": type(node).__name__, "dim": int(node.dim), "named": bool(node.named),
+              "reaches_output": names[node] in reaching, "in_circuit": names[node] in reaching}
+             for node in program.nodes]
+    return nodes, edges
+
+
+def equivalent_components(trace: dict[str, np.ndarray], real: np.ndarray) -> list[list[tuple[str, int]]]:
+    """Groups of two or more ``(node, index)`` whose values agree at every real step (``real``: ``(B, T)``),
+    constants left out."""
+    groups = defaultdict(list)
+    for node in sorted(trace):
+        values = np.asarray(trace[node], dtype=np.float64)
+        for index in range(values.shape[-1]):
+            column = values[..., index][real]
+            if column.size and not np.all(column == column[0]):
+                groups[column.tobytes()].append((node, index))
+    return sorted(group for group in groups.values() if len(group) > 1)
+
+
+def build_circuit(task: str, architecture: str, config: dict[str, Any], tensors: dict[str, torch.Tensor],
+                  labels: dict[str, list] | None, cache: dict[str, torch.Tensor], real: np.ndarray,
+                  program: ForEach | None, trace: dict[str, np.ndarray] | None) -> Circuit:
+    """The ``Circuit`` of a model (module docstring): ``cache`` holds every hook's values on the test inputs
+    (``run_with_cache``) whose real steps ``real`` ``(B, T)`` say which are not padding; ``trace`` is the
+    program's trace on them (None for an automaton)."""
+    unit_edges, hooks, output = unit_graph(config, tensors)
+    nodes, edges = program_graph(program)
+    reaches = {node["name"] for node in nodes if node["reaches_output"]}
+    useful = _reaching({(output, u) for u in range(hooks[output][0])},
+                       (((a, i), (b, j)) for a, i, b, j, _ in unit_edges))
+    units, holders = [], defaultdict(list)
+    for hook, (width, _) in hooks.items():
+        active = np.abs(cache[hook].detach().double().numpy()[real]).max(axis=0) > 0 if real.any() else \
+            np.zeros(width, dtype=bool)
+        for unit in range(width):
+            node, index, role = labels[hook][unit] if labels is not None else (None, None, None)
+            live = bool(active[unit]) and (hook, unit) in useful
+            in_circuit = live and (program is None or node in reaches)
+            units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role, "live": live,
+                          "in_circuit": in_circuit})
+            if role in PATCHABLE_ROLES:
+                holders[(node, index)].append([hook, unit])
+    variables = [{"node": node, "index": index, "units": holders[(node, index)]} for node, index in sorted(holders)]
+    if program is not None:
+        touched = {unit["node"] for unit in units if unit["in_circuit"]}
+        for node in nodes:
+            node["in_circuit"] = node["reaches_output"] and node["name"] in touched
+    return Circuit(
+        task=task, architecture=architecture, output_hook=output,
+        hooks=[{"name": name, "width": width, "per_step": per_step} for name, (width, per_step) in hooks.items()],
+        units=units, nodes=nodes, edges=edges, unit_edges=unit_edges, variables=variables,
+        equivalent=equivalent_components(trace, real) if trace is not None else [],
+    )

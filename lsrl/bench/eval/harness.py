@@ -1,0 +1,205 @@
+"""Scoring a method on a subject: node (variable), unit and edge AUROC, TPR / FPR at the method's
+threshold, and interchange accuracy for variable-level methods; one row per (task, tier, arch, method).
+
+Node level follows the promotion rule: a variable's score is the largest score of a unit that holds
+it (pos / neg halves and copies of one variable count once); an edge-level method's unit score is the
+largest score of an edge into the unit.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs
+from lsrl.bench.eval.metrics import auroc, rates
+from lsrl.bench.eval.subject import Subject
+from lsrl.bench.tasks import TASKS
+from lsrl.bench.tiers import TIERS, in_circuit, tier_model
+from lsrl.errors import LsrlError
+
+PAIRS = 32
+ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
+DEFAULT_TASKS = ("parity", "majority", "balanced_parens", "histogram", "mode", "running_max", "first_one_position",
+                 "copy_delay_1", "bigram_01", "at_least_3_ones")  # token tasks of every kind, small enough for CI
+COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr", "unit_auroc", "unit_tpr",
+           "unit_fpr", "edge_auroc", "edge_tpr", "edge_fpr", "interchange_accuracy", "nodes", "units", "edges",
+           "seconds")
+
+
+def _unit_scores(subject: Subject, found: Found) -> np.ndarray | None:
+    if found.units is not None:
+        return found.units
+    if found.edges is None or not subject.weights_known:
+        return None
+    where = {(c.layer, c.unit): position for position, c in enumerate(subject.candidates)}
+    scores = np.zeros(len(subject.candidates))
+    for edge, score in zip(subject.edges(), found.edges):
+        position = where.get((edge.layer, edge.receiver))
+        if position is not None:
+            scores[position] = max(scores[position], score)
+    return scores
+
+
+def node_scores(subject: Subject, found: Found) -> dict[str, float]:
+    """The method's variable scores, promoted from its unit scores where it gives none."""
+    if found.nodes is not None:
+        return found.nodes
+    units = _unit_scores(subject, found)
+    scores = {node: 0.0 for node in subject.nodes}
+    for candidate, score in zip(subject.candidates, units):
+        for node in candidate.nodes:
+            scores[node] = max(scores[node], float(score))
+    return scores
+
+
+def edge_truth(subject: Subject) -> np.ndarray:
+    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end
+    that holds no variable; the model's input counts as in the circuit)."""
+    truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
+    if not subject.weights_known:
+        return np.zeros(0, dtype=int)
+    marks = []
+    for edge in subject.edges():
+        sender = True if edge.layer == 0 and edge.kind == "input" else truth.get(
+            (edge.layer if edge.kind == "recurrent" else edge.layer - 1, edge.sender))
+        receiver = truth.get((edge.layer, edge.receiver))
+        marks.append(-1 if sender is None or receiver is None else int(sender and receiver))
+    return np.array(marks, dtype=int)
+
+
+def _scored(prefix: str, scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict[str, float]:
+    found = rates(scores, truth, threshold)
+    return {f"{prefix}_auroc": auroc(scores, truth), f"{prefix}_tpr": found.tpr, f"{prefix}_fpr": found.fpr}
+
+
+def score(subject: Subject, found: Found) -> dict[str, float]:
+    """The metrics of the module docstring for one method's ``found`` (NaN where it scores no such level)."""
+    row = dict.fromkeys(COLUMNS[4:14], float("nan"))
+    nodes, truth = node_scores(subject, found), subject.nodes
+    names = sorted(truth)
+    row.update(_scored("node", np.array([nodes[n] for n in names]), np.array([truth[n] for n in names]),
+                       found.threshold))
+    units = _unit_scores(subject, found)
+    if units is not None:
+        row.update(_scored("unit", units, np.array([c.truth for c in subject.candidates]), found.threshold))
+    if found.edges is not None:
+        marks = edge_truth(subject)
+        row.update(_scored("edge", found.edges[marks >= 0], marks[marks >= 0] == 1, found.threshold))
+    circuit = [accuracy for node, accuracy in found.interchange.items() if in_circuit(node) and truth[node]]
+    if circuit:
+        row["interchange_accuracy"] = float(np.mean(circuit))
+    return row
+
+
+def evaluate(subject: Subject, method: str, pairs: int = PAIRS, seed: int = 0) -> dict[str, object]:
+    """One row of the results table: ``method`` (a key of ``METHODS``) scored on ``subject``."""
+    if method not in METHODS:
+        raise LsrlError(f"unknown method {method!r}; the methods are {sorted(METHODS)}")
+    start = time.perf_counter()
+    data = Pairs.sample(subject, pairs, TASKS[subject.task].train_lengths[1], seed)
+    found = METHODS[method](subject, data)
+    row = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
+    row.update(score(subject, found))
+    row.update(nodes=len(subject.nodes), units=len(subject.candidates), edges=int((edge_truth(subject) >= 0).sum()),
+               seconds=round(time.perf_counter() - start, 3))
+    return row
+
+
+def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
+                 ) -> list[tuple[str, str, str]]:
+    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only, the
+    rotated tier as a path model only (a target's units have no rotated ground truth)."""
+    return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
+            if arch == "path" or (tier != "rotated" and method not in WEIGHT_METHODS)]
+
+
+def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,
+                 methods: Iterable[str] = tuple(METHODS), pairs: int = PAIRS, progress: bool = False
+                 ) -> list[dict[str, object]]:
+    """A row per task and runnable ``combinations`` of tier, architecture and method."""
+    runs = combinations(tiers, archs, methods)
+    rows = []
+    for task in tqdm(list(tasks), desc="lsrl bench eval", unit="task", disable=not progress):
+        for tier in dict.fromkeys(tier for tier, _, _ in runs):
+            model = tier_model(task, tier)
+            for arch in dict.fromkeys(arch for t, arch, _ in runs if t == tier):
+                subject = Subject.from_tier(model, arch)
+                rows += [evaluate(subject, method, pairs) for t, a, method in runs if (t, a) == (tier, arch)]
+    return rows
+
+
+SUMMARY_COLUMNS = ("tier", "arch", "method", "tasks", "node_scored", "node_auroc", "unit_auroc", "edge_auroc",
+                   "interchange_accuracy", "node_tpr", "node_fpr", "seconds")
+
+
+def summary(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per (tier, arch, method): the mean of each score over the tasks (NaN left out); ``node_scored``: the
+    tasks with a node AUROC (a variable outside the circuit; in the compiled tier only a dead variable is)."""
+    groups: dict[tuple, list] = {}
+    for row in rows:
+        groups.setdefault((row["tier"], row["arch"], row["method"]), []).append(row)
+    table = []
+    for (tier, arch, method), members in groups.items():
+        entry = {"tier": tier, "arch": arch, "method": method, "tasks": len(members),
+                 "node_scored": sum(not np.isnan(float(m["node_auroc"])) for m in members)}
+        for column in SUMMARY_COLUMNS[5:]:
+            values = np.array([float(m[column]) for m in members])
+            entry[column] = float(np.nanmean(values)) if (~np.isnan(values)).any() else float("nan")
+        table.append(entry)
+    return table
+
+
+def write_csv(rows: list[dict[str, object]], path: str | Path, columns: tuple[str, ...] = COLUMNS) -> Path:
+    """The rows as CSV (``columns``), numbers rounded to 4 digits, NaN as an empty cell."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: _cell(row[key]) for key in columns})
+    return path
+
+
+def plot_summary(table: list[dict[str, object]], path: str | Path) -> Path:
+    """Node AUROC per method: by tier (path models, left; the compiled tier has almost no variable outside its
+    circuit, so it is left out) and by architecture (distractor tier, right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    panels = (("tier", ("arch", "path"), "path models, by tier"),
+              ("arch", ("tier", "distractors"), "distractor tier, by architecture"))
+    for axis, (group, fixed, title) in zip(axes, panels):
+        shown = [row for row in table if row[fixed[0]] == fixed[1] and row["tier"] != "compiled"]
+        methods = list(dict.fromkeys(row["method"] for row in shown))
+        bars = list(dict.fromkeys(row[group] for row in shown))
+        width = 0.8 / max(len(bars), 1)
+        for k, bar in enumerate(bars):
+            values = {row["method"]: row["node_auroc"] for row in shown if row[group] == bar}
+            axis.bar(np.arange(len(methods)) + k * width, [values.get(m, np.nan) for m in methods], width, label=bar)
+        axis.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, methods, rotation=30)
+        axis.axhline(0.5, color="grey", linestyle=":", linewidth=1)
+        axis.set_title(title)
+        axis.legend(fontsize="small")
+    axes[0].set_ylabel("node AUROC (mean over tasks)")
+    axes[0].set_ylim(0, 1.05)
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, float):
+        return "" if np.isnan(value) else round(value, 4)
+    return value

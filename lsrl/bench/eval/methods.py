@@ -1,0 +1,261 @@
+"""The methods the harness scores, each ``method(subject, pairs) -> Found``.
+
+Every method sees only the model's weights and activations on clean / corrupted input pairs (and, for
+probes, the variables' values the program computes): never the labels' truth.
+
+* ``activation_patching`` (``resample``, ``mean``, ``zero``): each unit in turn set, at every step and
+  inside the recurrence, to its value on the corrupted input, its mean over the inputs, or 0; a
+  unit's score is the mean absolute change of the task outputs.
+* ``attribution_patching``: the first-order estimate of resample patching from one backward pass:
+  ``|sum_t dL/da_t (a_t(corrupted) - a_t(clean))|`` with ``L`` the outputs' projection on their change
+  under the corrupted input.
+* ``probe``: per program variable, a least-squares linear probe from each layer's units; in the layer
+  where it fits best, the probe's subspace is patched from the corrupted run (a variable-level
+  interchange); the score is the change of the outputs, and the interchange accuracy compares the
+  outputs with the program's own interchange of that variable.
+* ``path_patching``: per edge (non-zero weight), the receiver reads the sender's corrupted value
+  through that weight only; the score is the change of the outputs (edge level).
+* ``random``: uniform random scores (the chance baseline).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from lsrl.bench.eval.subject import Edge, Intervention, Subject
+from lsrl.errors import LsrlError
+
+ROWS = 8192  # rows (units x pairs) per batched forward
+EFFECT_THRESHOLD = 1e-6  # an output change above this calls a candidate in the circuit (float64 noise is ~1e-15)
+R2_FOUND = 0.99  # a probe fitting at least this well has found its variable
+
+
+@dataclass
+class Pairs:
+    """Clean and corrupted inputs ``(P, T, d_in)`` of one length and the subject's runs on them."""
+
+    clean: np.ndarray
+    corrupt: np.ndarray
+    clean_outputs: torch.Tensor
+    corrupt_outputs: torch.Tensor
+    clean_layers: list[torch.Tensor]
+    corrupt_layers: list[torch.Tensor]
+
+    @classmethod
+    def sample(cls, subject: Subject, count: int, length: int, seed: int = 0) -> Pairs:
+        rng = np.random.default_rng(seed)
+        clean, corrupt = subject.sample(rng, count, length), subject.sample(rng, count, length)
+        with torch.no_grad():
+            clean_run, corrupt_run = subject.run(clean), subject.run(corrupt)
+        return cls(clean, corrupt, clean_run[0], corrupt_run[0], clean_run[1], corrupt_run[1])
+
+    def layer_input(self, subject: Subject, index: int, corrupted: bool = False) -> torch.Tensor:
+        """What layer ``index`` reads on the clean (or corrupted) inputs."""
+        if index == 0:
+            return torch.as_tensor(self.corrupt if corrupted else self.clean)
+        return (self.corrupt_layers if corrupted else self.clean_layers)[index - 1]
+
+
+@dataclass
+class Found:
+    """A method's scores: per candidate unit (``Subject.candidates``), per variable, per edge
+    (``Subject.edges()``); ``threshold``: above it a candidate is called in the circuit;
+    ``interchange``: ``{variable: interchange accuracy}`` for variable-level methods."""
+
+    threshold: float
+    units: np.ndarray | None = None
+    nodes: dict[str, float] | None = None
+    edges: np.ndarray | None = None
+    interchange: dict[str, float] = field(default_factory=dict)
+
+
+def _effects(outputs: torch.Tensor, clean: torch.Tensor, count: int) -> np.ndarray:
+    """Per patched candidate (rows grouped by candidate, ``count`` pairs each): the mean absolute change."""
+    change = (outputs - clean.repeat(outputs.shape[0] // clean.shape[0], 1, 1)).abs()
+    return change.mean(dim=(1, 2)).reshape(-1, count).mean(dim=1).numpy()
+
+
+def _chunks(items: list, per_chunk: int) -> list[list]:
+    return [items[i:i + per_chunk] for i in range(0, len(items), max(per_chunk, 1))]
+
+
+def _patched_effects(subject: Subject, pairs: Pairs, layer: int, make: Callable[[list], Intervention],
+                     items: list) -> np.ndarray:
+    """The output change of each of ``items``, each made an intervention on ``layer`` by ``make`` (a chunk
+    of items -> one intervention on ``len(chunk) * P`` rows), the layers below it run once."""
+    count = pairs.clean.shape[0]
+    effects = []
+    with torch.no_grad():
+        for chunk in _chunks(items, ROWS // count):
+            outputs = subject.patched(pairs, layer, make(chunk), len(chunk))
+            effects.append(_effects(outputs, pairs.clean_outputs, count))
+    return np.concatenate(effects) if effects else np.zeros(0)
+
+
+def _by_layer(subject: Subject) -> dict[int, list[int]]:
+    """Candidate positions grouped by their layer."""
+    groups: dict[int, list[int]] = {}
+    for position, candidate in enumerate(subject.candidates):
+        groups.setdefault(candidate.layer, []).append(position)
+    return groups
+
+
+def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
+    """Unit-level patching with the corrupted value (``"resample"``), the mean or zero (module docstring)."""
+    count = pairs.clean.shape[0]
+    scores = np.zeros(len(subject.candidates))
+    for layer, positions in _by_layer(subject).items():
+        clean = pairs.clean_layers[layer]
+        if source == "resample":
+            values = pairs.corrupt_layers[layer]
+        elif source == "mean":
+            values = torch.cat([clean, pairs.corrupt_layers[layer]]).mean(dim=0, keepdim=True).expand_as(clean)
+        else:
+            values = torch.zeros_like(clean)
+
+        def make(chunk, values=values, width=clean.shape[-1]):
+            mask = torch.zeros(len(chunk), width, dtype=torch.float64)
+            mask[torch.arange(len(chunk)), [subject.candidates[p].unit for p in chunk]] = 1
+            return Intervention(values=values.repeat(len(chunk), 1, 1), mask=mask.repeat_interleave(count, dim=0))
+
+        scores[positions] = _patched_effects(subject, pairs, layer, make, positions)
+    return Found(EFFECT_THRESHOLD, units=scores)
+
+
+def _needs_weights(subject: Subject, method: str) -> None:
+    if not subject.weights_known:
+        raise LsrlError(f"method {method!r} needs the path model's layers (gradients, weights or subspaces); "
+                        f"{subject.task}/{subject.arch} is a hooked model: use resample, mean, zero or random")
+
+
+def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
+    """Gradient times activation difference (module docstring)."""
+    _needs_weights(subject, "attribution")
+    deltas = {index: torch.zeros_like(layer, requires_grad=True) for index, layer in enumerate(pairs.clean_layers)}
+    outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=d) for index, d in deltas.items()})
+    direction = (pairs.corrupt_outputs - pairs.clean_outputs).detach()
+    (outputs * direction).sum().backward()
+    scores = np.zeros(len(subject.candidates))
+    for position, candidate in enumerate(subject.candidates):
+        layer, unit = candidate.layer, candidate.unit
+        difference = pairs.corrupt_layers[layer][..., unit] - pairs.clean_layers[layer][..., unit]
+        per_pair = (deltas[layer].grad[..., unit] * difference).sum(dim=1).abs()
+        scores[position] = float(per_pair.mean())
+    return Found(EFFECT_THRESHOLD, units=scores)
+
+
+def _edge_drive(subject: Subject, pairs: Pairs, edge: Edge) -> torch.Tensor:
+    """What the edge adds to its receiver's input when its sender takes the corrupted value: ``(P, T)``."""
+    if edge.kind == "recurrent":  # the sender's previous state; s_0 is the same in both runs
+        def previous(states):
+            states = states[..., edge.sender]
+            return torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
+
+        change = previous(pairs.corrupt_layers[edge.layer]) - previous(pairs.clean_layers[edge.layer])
+    else:
+        change = (pairs.layer_input(subject, edge.layer, corrupted=True)[..., edge.sender]
+                  - pairs.layer_input(subject, edge.layer)[..., edge.sender])
+    return edge.weight * change
+
+
+def path_patching(subject: Subject, pairs: Pairs) -> Found:
+    """Edge-level patching: the sender's corrupted value reaches the receiver through this edge only."""
+    _needs_weights(subject, "path_patching")
+    edges = subject.edges()
+    count = pairs.clean.shape[0]
+    scores = np.zeros(len(edges))
+    groups: dict[int, list[int]] = {}
+    for position, edge in enumerate(edges):
+        groups.setdefault(edge.layer, []).append(position)
+    for layer, positions in groups.items():
+        width = pairs.clean_layers[layer].shape[-1]
+
+        def make(chunk, width=width):
+            delta = torch.zeros(len(chunk), count, pairs.clean.shape[1], width, dtype=torch.float64)
+            for row, position in enumerate(chunk):
+                delta[row, :, :, edges[position].receiver] = _edge_drive(subject, pairs, edges[position])
+            return Intervention(delta=delta.reshape(-1, *delta.shape[2:]))
+
+        scores[positions] = _patched_effects(subject, pairs, layer, make, positions)
+    return Found(EFFECT_THRESHOLD, edges=scores)
+
+
+def _fits(activations: np.ndarray, targets: np.ndarray, widths: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Least-squares affine probes of several variables from one layer's ``activations`` ``(n, width)``:
+    ``targets`` ``(n, sum of widths)`` holds the variables side by side (``widths`` components each);
+    returns each variable's R^2 (NaN for a constant variable) and probe weights ``(k, width)``."""
+    design = np.hstack([activations, np.ones((activations.shape[0], 1))])
+    solution, *_ = np.linalg.lstsq(design, targets, rcond=None)
+    residual = ((design @ solution - targets) ** 2).sum(axis=0)
+    total = ((targets - targets.mean(axis=0)) ** 2).sum(axis=0)
+    r2, weights, start = [], [], 0
+    for width in widths:
+        part = slice(start, start + width)
+        r2.append(1 - residual[part].sum() / total[part].sum() if total[part].sum() > 0 else np.nan)
+        weights.append(solution[:-1, part].T)
+        start += width
+    return np.array(r2), weights
+
+
+def _projector(weights: np.ndarray) -> torch.Tensor:
+    """The orthogonal projector onto the row space of ``weights``."""
+    _, singular, rows = np.linalg.svd(weights, full_matrices=False)
+    basis = rows[singular > 1e-9 * max(singular.max(initial=0), 1e-300)]
+    return torch.as_tensor(basis.T @ basis)
+
+
+def probe(subject: Subject, pairs: Pairs) -> Found:
+    """Variable-level probes and their interchange (module docstring)."""
+    _needs_weights(subject, "probe")
+    clean_trace = subject.program.trace(pairs.clean, check_bounds=False)
+    corrupt_trace = subject.program.trace(pairs.corrupt, check_bounds=False)
+    nodes = list(subject.nodes)
+    targets = np.concatenate([np.concatenate([clean_trace[n], corrupt_trace[n]]).reshape(-1, clean_trace[n].shape[-1])
+                              for n in nodes], axis=1)
+    widths = [clean_trace[n].shape[-1] for n in nodes]
+    fits = [_fits(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy(), targets, widths)
+            for c, k in zip(pairs.clean_layers, pairs.corrupt_layers)]
+    r2 = np.nan_to_num(np.stack([fit[0] for fit in fits]), nan=-1.0)  # (layers, nodes)
+    count = pairs.clean.shape[0]
+    scores, interchange = {}, {}
+    for column, node in enumerate(nodes):
+        best = int(np.argmax(r2[:, column]))  # the first layer of the best fit
+        if r2[best, column] < R2_FOUND:
+            scores[node] = 0.0
+            continue
+        intervention = Intervention(values=pairs.corrupt_layers[best], projector=_projector(fits[best][1][column]))
+        with torch.no_grad():
+            outputs = subject.patched(pairs, best, intervention, 1)
+        scores[node] = float(_effects(outputs, pairs.clean_outputs, count)[0])
+        expected = subject.program(pairs.clean, check_bounds=False,
+                                   patch={node: corrupt_trace[node]})[..., : subject.output_dim]
+        interchange[node] = float((np.abs(outputs.numpy() - expected) <= EFFECT_THRESHOLD).all(axis=-1).mean())
+    return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
+
+
+def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Found:
+    """Uniform random scores for every candidate, variable and edge (of a path model); the seed defaults to one
+    drawn from the subject's name, so that models of one size do not share a draw."""
+    if seed is None:
+        seed = zlib.crc32(f"{subject.task}/{subject.tier}/{subject.arch}".encode())
+    rng = np.random.default_rng(seed)
+    nodes = {node: float(rng.random()) for node in subject.nodes}
+    edges = rng.random(len(subject.edges())) if subject.weights_known else None
+    return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
+
+
+WEIGHT_METHODS = ("attribution", "probe", "path_patching")  # path models only
+METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
+    "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
+    "mean": lambda subject, pairs: activation_patching(subject, pairs, "mean"),
+    "zero": lambda subject, pairs: activation_patching(subject, pairs, "zero"),
+    "attribution": attribution_patching,
+    "probe": probe,
+    "path_patching": path_patching,
+    "random": random_scores,
+}

@@ -1,0 +1,306 @@
+"""The model a method is scored on: a compiled path model run in torch (float64), with interventions
+inside the recurrence, and the ground truth of its units.
+
+``Subject.run(xs, interventions)`` runs the layers step by step; an ``Intervention`` on layer ``i``
+sets some of its output directions to given values (units by a mask, or a subspace by a projector)
+and adds ``delta`` (for gradients, or an edge's contribution), every step, *before* a state layer
+carries its state to the next step, as the program's ``patch=`` does. A candidate of discovery is a
+unit (an output coordinate of a layer); its truth is True when it holds a variable of the task's
+circuit, False when it holds only distractor variables, None when its label names no variable's
+value (constants, helpers; not scored). In a rotated layer a coordinate holds the variables of the
+units it mixes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from lsrl.bench.tiers import TierModel
+from lsrl.bench.tasks import TASKS
+from lsrl.ir.labels import PATCHABLE_ROLES
+from lsrl.lang.program import ForEach
+
+if TYPE_CHECKING:
+    from lsrl.bench.eval.methods import Pairs
+
+STATE_KINDS = ("LinState", "ReLUState")
+ZERO = 1e-9  # float64 values (of exact rationals up to rounding) below this are 0
+
+
+@dataclass
+class Intervention:
+    """What to do to one layer's outputs ``(N, T, width)``: ``out + (values - out) * mask`` (``mask``:
+    ``(N, width)``, 1 where a unit is set) or ``out + (values - out) @ projector`` (an orthogonal
+    projector ``(width, width)``), then ``+ delta``."""
+
+    values: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
+    projector: torch.Tensor | None = None
+    delta: torch.Tensor | None = None
+
+    def apply(self, out: torch.Tensor, t: int | None = None) -> torch.Tensor:
+        """``out`` (at step ``t``, or the whole sequence when ``t`` is None) after the intervention."""
+        def at(tensor):
+            return tensor if t is None else tensor[:, t]
+
+        if self.values is not None:
+            change = at(self.values) - out
+            if self.mask is not None:
+                out = out + change * (self.mask if t is not None else self.mask[:, None])
+            if self.projector is not None:
+                out = out + change @ self.projector
+        return out + at(self.delta) if self.delta is not None else out
+
+
+@dataclass
+class Layer:
+    """One path layer's kind and weights (float64 tensors; ``A``, ``b`` of a Linear, ``A``, ``B``, ``b``,
+    ``s0`` of a state layer)."""
+
+    kind: str
+    weights: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def run(self, x: torch.Tensor, intervention: Intervention | None) -> torch.Tensor:
+        if self.kind in STATE_KINDS:
+            return self._run_state(x, intervention)
+        if self.kind == "Linear":
+            out = x @ self.weights["A"].T + self.weights["b"]
+        elif self.kind == "ReLU":
+            out = torch.relu(x)
+        else:  # Multi: first half times second half
+            half = x.shape[-1] // 2
+            out = x[..., :half] * x[..., half:]
+        return intervention.apply(out) if intervention is not None else out
+
+    def _run_state(self, x, intervention):
+        A, B, b, s0 = (self.weights[k] for k in ("A", "B", "b", "s0"))
+        drive = x @ B.T + b
+        state = s0.expand(x.shape[0], -1)
+        states = []
+        for t in range(x.shape[1]):
+            state = state @ A.T + drive[:, t]
+            if self.kind == "ReLUState":
+                state = torch.relu(state)
+            if intervention is not None:
+                state = intervention.apply(state, t)
+            states.append(state)
+        return torch.stack(states, dim=1)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Weight ``weight`` by which unit ``receiver`` of layer ``layer`` reads unit ``sender`` of the layer
+    below (``kind`` "input"; the model's input for layer 0) or of its own previous state ("recurrent")."""
+
+    layer: int
+    kind: str
+    sender: int
+    receiver: int
+    weight: float
+
+
+@dataclass
+class Candidate:
+    """A unit of discovery: output coordinate ``unit`` of layer ``layer``; ``nodes``: the variables it
+    holds; ``truth``: in the circuit (True), only distractors (False)."""
+
+    layer: int
+    unit: int
+    nodes: tuple[str, ...]
+    truth: bool
+
+
+@dataclass
+class Subject:
+    """A tier model of a task in one architecture, ready for the methods (module docstring). Layers are
+    indexed as the methods see them: the path model's layers, or a hooked model's hooks in order."""
+
+    task: str
+    tier: str
+    arch: str
+    labels: list[list]  # per layer, a UnitLabel (or None) per unit
+    bases: list[np.ndarray | None]  # per layer, Q: the layer outputs Q h for the labelled units h
+    program: ForEach
+    output_dim: int
+    candidates: list[Candidate]
+    live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
+
+    weights_known = False  # the path model: methods that read the weights or gradients can run
+
+    @staticmethod
+    def from_tier(tier: TierModel, arch: str = "path") -> Subject:
+        """The subject of a ``lsrl.bench.tiers.TierModel``: its path model, or the torch target ``arch`` of it
+        loaded by the suite's hooked loader (``lsrl.bench.eval.hooked``)."""
+        if arch == "path":
+            return PathSubject.from_tier(tier)
+        from lsrl.bench.eval.hooked import HookedSubject
+
+        return HookedSubject.from_tier(tier, arch)
+
+    def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
+            ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``(task outputs, every layer's outputs)`` on ``xs`` ``(N, T, d_in)`` with ``interventions``
+        ``{layer index: Intervention}``."""
+        raise NotImplementedError
+
+    def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
+        """The task outputs on ``repeats`` copies of the clean inputs with ``intervention`` on ``layer``."""
+        return self.run(torch.as_tensor(pairs.clean).repeat(repeats, 1, 1), {layer: intervention})[0]
+
+    @property
+    def widths(self) -> list[int]:
+        """Every layer's number of units."""
+        return [len(labels) for labels in self.labels]
+
+    def sample(self, rng: np.random.Generator, count: int, length: int) -> np.ndarray:
+        """``count`` input sequences of the task, of ``length`` steps."""
+        sample = TASKS[self.task].sample
+        return np.stack([sample(rng, length) for _ in range(count)]).astype(np.float64)
+
+    @property
+    def nodes(self) -> dict[str, bool]:
+        """``{variable: in the circuit}`` for every variable a unit holds: in the circuit when one of its
+        units is live (``live``)."""
+        truth: dict[str, bool] = {}
+        for layer_labels, live in zip(self.labels, self.live):
+            for label, unit_live in zip(layer_labels, live):
+                if _holds(label):
+                    truth[label.node] = truth.get(label.node, False) or bool(unit_live)
+        return truth
+
+
+@dataclass
+class PathSubject(Subject):
+    """A compiled path model run by ``Layer``s: every method can run on it."""
+
+    layers: list[Layer] = field(default_factory=list)
+    weights_known = True
+
+    @classmethod
+    def from_tier(cls, tier: TierModel) -> PathSubject:
+        """The path model of a ``lsrl.bench.tiers.TierModel``."""
+        bases = [None if basis is None else basis.to_numpy() for basis in tier.bases]
+        subject = cls(tier.task, tier.tier, "path", tier.model.labels, bases, tier.program, tier.output_dim, [], [],
+                      [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
+        subject.live = subject.live_units()
+        subject.candidates = unit_candidates(subject.labels, bases, subject.live)
+        return subject
+
+    def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None,
+            start: int = 0) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``(task outputs, the outputs of layers start, start + 1, ...)`` on ``xs``: the model's inputs
+        ``(N, T, d_in)``, or for ``start > 0`` the outputs of layer ``start - 1``; ``interventions``:
+        ``{layer index: Intervention}``."""
+        x = torch.as_tensor(np.asarray(xs, dtype=np.float64)) if not isinstance(xs, torch.Tensor) else xs
+        interventions = interventions or {}
+        outputs = []
+        for index in range(start, len(self.layers)):
+            x = self.layers[index].run(x, interventions.get(index))
+            outputs.append(x)
+        return x[..., : self.output_dim], outputs
+
+    def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
+        """As ``Subject.patched``; the layers below ``layer`` are not run again."""
+        below = torch.as_tensor(pairs.clean) if layer == 0 else pairs.clean_layers[layer - 1]
+        return self.run(below.repeat(repeats, 1, 1), {layer: intervention}, start=layer)[0]
+
+    def edges(self) -> list[Edge]:
+        """Every non-zero weight of a Linear or state layer, as an ``Edge``."""
+        edges = []
+        for index, layer in enumerate(self.layers):
+            for kind, name in (("input", "A" if layer.kind == "Linear" else "B"), ("recurrent", "A")):
+                if name not in layer.weights or (kind == "recurrent") != (layer.kind in STATE_KINDS):
+                    continue
+                weight = layer.weights[name]
+                for receiver, sender in torch.nonzero(weight).tolist():
+                    edges.append(Edge(index, kind, sender, receiver, float(weight[receiver, sender])))
+        return edges
+
+    def live_units(self, count: int = 64, seed: int = 0) -> list[np.ndarray]:
+        """Per layer, which labelled units (in the labels' basis) are live: not 0 at every step of ``count``
+        sequences of the task's longest training length, and read by the output through a path of non-zero
+        weights."""
+        task = TASKS[self.task]
+        xs = self.sample(np.random.default_rng(seed), count, task.train_lengths[1])
+        with torch.no_grad():
+            _, outputs = self.run(xs)
+        active = [(np.abs(self._in_label_basis(i, output.numpy())) > ZERO).any(axis=(0, 1))
+                  for i, output in enumerate(outputs)]
+        return [a & r for a, r in zip(active, self.reaching())]
+
+    def _in_label_basis(self, index: int, values: np.ndarray) -> np.ndarray:
+        """Layer ``index``'s outputs (last axis) in the basis its labels describe: ``h = Q^T h'``."""
+        basis = self.bases[index]
+        return values if basis is None else values @ basis
+
+    def _label_weight(self, index: int, name: str) -> np.ndarray:
+        """Which entries of weight ``name`` of layer ``index`` are non-zero in the labels' bases."""
+        weight = self.layers[index].weights[name].numpy()
+        below = index if name == "A" and self.layers[index].kind in STATE_KINDS else index - 1
+        if self.bases[index] is not None:
+            weight = self.bases[index].T @ weight
+        if below >= 0 and self.bases[below] is not None:
+            weight = weight @ self.bases[below]
+        return np.abs(weight) > ZERO
+
+    def reaching(self) -> list[np.ndarray]:
+        """Per layer, the units (in the labels' basis) from which a path of non-zero weights leads to the
+        task's outputs."""
+        reach = [np.zeros(output_width, dtype=bool) for output_width in self.widths]
+        reach[-1][: self.output_dim] = True
+        for index in range(len(self.layers) - 1, -1, -1):
+            layer = self.layers[index]
+            if layer.kind in STATE_KINDS:  # a state unit read by a reached one through A is reached too
+                carry = self._label_weight(index, "A")
+                while True:
+                    grown = reach[index] | carry[reach[index]].any(axis=0)
+                    if (grown == reach[index]).all():
+                        break
+                    reach[index] = grown
+            if index == 0:
+                break
+            reach[index - 1] = self._read_by(index, reach[index])
+        return reach
+
+    def _read_by(self, index: int, reached: np.ndarray) -> np.ndarray:
+        """The units of the layer below that layer ``index``'s ``reached`` units read."""
+        layer = self.layers[index]
+        if layer.kind in ("Linear", *STATE_KINDS):
+            return self._label_weight(index, "A" if layer.kind == "Linear" else "B")[reached].any(axis=0)
+        if layer.kind == "ReLU":
+            return reached.copy()
+        return np.concatenate([reached, reached])  # Multi: both halves of a product
+
+
+def _holds(label) -> bool:
+    """Whether a unit of ``label`` holds its variable's value (a role of ``PATCHABLE_ROLES``)."""
+    return label is not None and label.role in PATCHABLE_ROLES and bool(label.node)
+
+
+def _weights(layer) -> dict[str, torch.Tensor]:
+    names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"),
+             "ReLUState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
+    return {("s0" if name == "init_state" else name): torch.as_tensor(getattr(layer, name).to_numpy(),
+                                                                      dtype=torch.float64)
+            for name in names}
+
+
+def unit_candidates(labels: list[list], bases: list[np.ndarray | None], live: list[np.ndarray]) -> list[Candidate]:
+    """The scored units of every layer: those that hold a variable's value (a role of
+    ``PATCHABLE_ROLES``), or in a rotated layer the coordinates that mix such units; in the circuit
+    when live (``live``: per layer): a unit labelled with a distractor that the output reads holds a
+    value the task uses too (the compiler shares one unit between equal values)."""
+    candidates = []
+    for index, (layer_labels, basis) in enumerate(zip(labels, bases)):
+        held = [(label.node,) if _holds(label) else () for label in layer_labels]
+        for unit in range(len(layer_labels)):
+            loads = [unit] if basis is None else np.flatnonzero(basis[unit]).tolist()
+            nodes = tuple(sorted({node for u in loads for node in held[u]}))
+            if nodes:  # a coordinate is in the circuit when a unit it mixes is (patching it moves them all)
+                truth = bool(live[index][loads].any())
+                candidates.append(Candidate(index, unit, nodes, truth))
+    return candidates

@@ -1,0 +1,192 @@
+"""The tiers of the benchmark beside the compiled one: the same task, harder to read.
+
+* ``"distractors"``: the task's program plus the programs of other tasks that read the same input
+  (``distractor_tasks``), compiled together; the model outputs only the task's outputs (a final
+  selection layer), so the distractors' units are active but never reach the output: the true
+  negatives of circuit discovery. Their nodes are named ``distractor.<task>.<node>``.
+* ``"rotated"``: the distractor model after an exact change of basis of every layer that a linear
+  layer reads (``rotate``): each such layer's outputs are ``Q h`` for a rational orthogonal ``Q``,
+  and its readers take ``Q^T`` in. The outputs are unchanged (bit-identical on the exact backend);
+  a unit label now names a direction, column ``u`` of ``Q`` for unit ``u``, and a variable's ground
+  truth is the subspace its units span.
+* ``"compiled"``: the task's compiled model itself.
+
+``tier_model(task, tier)`` builds one; every tier keeps the unit labels of the compiled model.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import gmpy2
+import numpy as np
+
+import lsrl
+from lsrl.bench.tasks import TASKS, Task
+from lsrl.errors import LsrlError
+from lsrl.ir.labels import copy_of
+from lsrl.lang.nodes import Concat, Linear, LinState, Node
+from lsrl.lang.program import ForEach
+from lsrl.model import CompiledProgram
+from lsrl.numbers import EXACT, Matrix
+
+TIERS = ("compiled", "distractors", "rotated")
+DISTRACTOR_PREFIX = "distractor."
+DISTRACTORS_PER_TASK = 2
+ROTATION_ROUNDS = 3  # rounds of random pairings: each coordinate of a rotated layer mixes up to 2**3 units
+PYTHAGOREAN = ((3, 4, 5), (5, 12, 13), (8, 15, 17), (7, 24, 25), (20, 21, 29))  # cos = a/c, sin = b/c: exact
+
+
+@dataclass(frozen=True)
+class TierModel:
+    """A tier of a task: the compiled ``model``; the ``program`` it runs (its outputs: the task's first
+    ``output_dim``, then the distractors'); ``bases``: per layer, the rotation ``Q`` of its outputs
+    (an exact ``Matrix``) or None where the layer is not rotated."""
+
+    task: str
+    tier: str
+    model: CompiledProgram
+    program: ForEach
+    output_dim: int
+    bases: tuple[Matrix | None, ...]
+
+    def task_outputs(self, xs: np.ndarray, exact: bool = False, patch: dict | None = None) -> np.ndarray:
+        """The interpreter's task outputs (the distractors' columns dropped)."""
+        return self.program(xs, exact=exact, patch=patch)[..., : self.output_dim]
+
+
+def _token_range(task: Task) -> int | None:
+    return getattr(task.sample, "largest", None)
+
+
+def distractor_tasks(name: str, count: int = DISTRACTORS_PER_TASK) -> tuple[str, ...]:
+    """``count`` other program tasks that read the same tokens as task ``name`` (a fixed choice)."""
+    task = TASKS[name]
+    largest = _token_range(task)
+    if task.build is None or largest is None:
+        raise LsrlError(f"task {name!r} has no distractor tier: only token programs have one (tasks of one "
+                        f"integer token per step)")
+    others = sorted(other for other, candidate in TASKS.items()
+                    if other != name and candidate.build is not None and _token_range(candidate) == largest)
+    if len(others) < count:
+        raise LsrlError(f"task {name!r}: only {len(others)} other tasks read tokens 0..{largest}, {count} needed")
+    start = zlib.crc32(name.encode()) % len(others)
+    return tuple((others * 2)[start:start + count])
+
+
+def distractor_program(name: str) -> ForEach:
+    """Task ``name``'s program with the programs of ``distractor_tasks(name)`` reading its input: the
+    output is the task's output, then each distractor's."""
+    program = TASKS[name].build()
+    outputs = [program.output]
+    for other in distractor_tasks(name):
+        extra = TASKS[other].build()
+        for node in extra.nodes:
+            if node is extra.input:
+                continue
+            node.replace_input(extra.input, program.input)
+            node.name, node.named = f"{DISTRACTOR_PREFIX}{other}.{extra.names[node]}", True
+        outputs.append(extra.output)
+    return ForEach(Concat(outputs), name=f"{program.name}+distractors")
+
+
+def with_outputs(model: CompiledProgram, count: int) -> CompiledProgram:
+    """``model`` followed by a layer that keeps its first ``count`` outputs (labels: copies of theirs)."""
+    last = model.layers[-1]
+    keep = Linear(last, EXACT.selection(range(count), last.dim), name=f"{model.name}.outputs")
+    labels = model.labels + [[copy_of(label) for label in model.labels[-1][:count]]]
+    kept = CompiledProgram(model.input, model.layers + [keep], model.backend, model.stats, model.name, labels)
+    kept.entangled = model.entangled
+    return kept
+
+
+# ---- rotations ---------------------------------------------------------------------------------------
+
+
+def rational_rotation(width: int, rng: np.random.Generator, rounds: int = ROTATION_ROUNDS) -> Matrix:
+    """A random exact orthogonal ``width x width`` matrix: ``rounds`` products of plane rotations by
+    Pythagorean angles over a random pairing of the coordinates (identity for width 1)."""
+    rotation = EXACT.eye(width)
+    for _ in range(rounds if width > 1 else 0):
+        order = rng.permutation(width)
+        entries = [(int(i), int(i), 1) for i in order[2 * (width // 2):]]  # the odd one out stays
+        for i, j in zip(order[0:2 * (width // 2):2].tolist(), order[1:2 * (width // 2):2].tolist()):
+            a, b, c = PYTHAGOREAN[int(rng.integers(len(PYTHAGOREAN)))]
+            cos, sin = gmpy2.mpq(a, c), gmpy2.mpq(b, c) * (1 if rng.integers(2) else -1)
+            entries += [(i, i, cos), (i, j, -sin), (j, i, sin), (j, j, cos)]
+        rotation = EXACT.from_entries(entries, (width, width)) @ rotation
+    return rotation
+
+
+def rotated_layers(model: CompiledProgram) -> list[int]:
+    """The layers ``rotate`` changes the basis of: the Linear and LinState layers read by a Linear or
+    LinState layer (a ReLU or a product reads units one by one; the last layer is the output)."""
+    linear = ("Linear", "LinState")
+    layers = model.layers
+    return [i for i in range(len(layers) - 1) if layers[i].kind in linear and layers[i + 1].kind in linear]
+
+
+def rotate(model: CompiledProgram, seed: int) -> tuple[CompiledProgram, tuple[Matrix | None, ...]]:
+    """``model`` with the outputs of every layer of ``rotated_layers`` in a new basis, and the rotations:
+    layer ``i`` outputs ``Q_i h_i`` where the original outputs ``h_i``; exact on the exact backend."""
+    if model.backend != "exact":
+        raise LsrlError(f"{model.name}: rotate needs a model compiled with backend='exact'")
+    rng = np.random.default_rng(seed)
+    chosen = set(rotated_layers(model))
+    bases = tuple(rational_rotation(layer.dim, rng) if i in chosen else None for i, layer in enumerate(model.layers))
+    layers: list[Node] = []
+    below, before = model.input, None  # the layer read and its rotation
+    for layer, rotation in zip(model.layers, bases):
+        layers.append(_rotated(layer, below, rotation, before))
+        below, before = layers[-1], rotation
+    rotated = CompiledProgram(model.input, layers, model.backend, model.stats, model.name, model.labels)
+    rotated.entangled = model.entangled
+    return rotated, bases
+
+
+def _rotated(layer: Node, below: Node, rotation: Matrix | None, before: Matrix | None) -> Node:
+    """A copy of ``layer`` reading ``below`` (whose outputs are ``before`` times the original ones), with
+    outputs ``rotation`` times the original ones."""
+    def outside(matrix):
+        return rotation @ matrix if rotation is not None else matrix
+
+    def inside(matrix):
+        return matrix @ before.transpose() if before is not None else matrix
+
+    if layer.kind == "Linear":
+        return Linear(below, outside(inside(layer.A)), outside(layer.b), name=layer.name)
+    if layer.kind == "LinState":
+        A = outside(layer.A) @ rotation.transpose() if rotation is not None else layer.A
+        return LinState(below, A, outside(inside(layer.B)), outside(layer.b), outside(layer.init_state),
+                        name=layer.name)
+    if before is not None or rotation is not None:
+        raise LsrlError(f"layer {layer.name!r} ({layer.kind}) reads units one by one: it cannot be rotated")
+    return type(layer)(below, name=layer.name)
+
+
+# ---- tiers ---------------------------------------------------------------------------------------------
+
+
+def tier_model(name: str, tier: str) -> TierModel:
+    """Tier ``tier`` (one of ``TIERS``) of task ``name``, compiled exactly."""
+    if name not in TASKS or TASKS[name].build is None:
+        raise LsrlError(f"tier_model: {name!r} is not a program task of the suite")
+    if tier not in TIERS:
+        raise LsrlError(f"tier_model: unknown tier {tier!r}; the tiers are {TIERS}")
+    if tier == "compiled":
+        program = TASKS[name].build()
+        model = lsrl.compile(program, backend="exact")
+        return TierModel(name, tier, model, program, program.output.dim, (None,) * len(model.layers))
+    program = distractor_program(name)
+    output_dim = program.output.inputs[0].dim
+    model = with_outputs(lsrl.compile(program, backend="exact"), output_dim)
+    bases: tuple[Matrix | None, ...] = (None,) * len(model.layers)
+    if tier == "rotated":
+        model, bases = rotate(model, seed=zlib.crc32(name.encode()))
+    return TierModel(name, tier, model, program, output_dim, bases)
+
+
+def in_circuit(node: str) -> bool:
+    """Whether program node ``node`` of a tier's program belongs to the task (not to a distractor)."""
+    return not node.startswith(DISTRACTOR_PREFIX)

@@ -1,0 +1,288 @@
+"""The benchmark's tiers and evaluation harness (lsrl.bench.tiers, lsrl.bench.eval).
+
+Checked against independent computations: AUROC against the pairwise definition, tier outputs against
+the program's exact interpreter, distractors by the interpreter's own patching, subspace patching
+against the interpreter's interchange of the variable.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from lsrl.bench.eval import METHODS, Found, Intervention, Pairs, Subject, auroc, evaluate, rates, score
+from lsrl.bench.eval.methods import random_scores
+from lsrl.bench.tasks import TASKS
+from lsrl.bench.tiers import DISTRACTOR_PREFIX, in_circuit, rational_rotation, rotate, tier_model
+from lsrl.errors import LsrlError
+from lsrl.numbers import EXACT
+from tests.test_random_programs import _compiled_exact, _inputs_for
+
+TASKS_TRIED = ("majority", "balanced_parens", "histogram")
+
+
+@functools.lru_cache(maxsize=None)
+def _tier(task, tier):
+    return tier_model(task, tier)
+
+
+@functools.lru_cache(maxsize=None)
+def _subject(task, tier):
+    return Subject.from_tier(_tier(task, tier))
+
+
+def _tokens(task, count=6, length=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.stack([TASKS[task].sample(rng, length) for _ in range(count)])
+
+
+# ---- metrics ---------------------------------------------------------------------------------------
+
+
+def _pairwise_auroc(scores, truth):
+    positives = [s for s, t in zip(scores, truth) if t]
+    negatives = [s for s, t in zip(scores, truth) if not t]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(positives, negatives))
+    return wins / (len(positives) * len(negatives))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_auroc_equals_the_pairwise_count_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(2, 30))
+    scores = rng.integers(0, 4, size).astype(float)  # few values: many ties
+    truth = rng.random(size) < 0.5
+    truth[0], truth[1] = True, False
+    assert auroc(scores, truth) == pytest.approx(_pairwise_auroc(scores, truth), abs=1e-12)
+
+
+def test_auroc_extremes_and_rates():
+    truth = np.array([True, True, False, False, False])
+    assert auroc(np.array([3, 2, 1, 0, 0]), truth) == 1.0
+    assert auroc(np.array([0, 0, 1, 2, 3]), truth) == 0.0
+    assert auroc(np.ones(5), truth) == 0.5
+    assert np.isnan(auroc(np.ones(2), np.array([True, True])))
+    assert rates(np.array([3, 0, 1, 0, 0]), truth, 0.5) == (0.5, 1 / 3)
+    with pytest.raises(LsrlError, match="1-D arrays of one length"):
+        auroc(np.ones(3), np.ones(2, dtype=bool))
+
+
+# ---- the distractor tier ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", TASKS_TRIED)
+def test_distractor_tier_computes_the_task_exactly(task):
+    xs = _tokens(task)
+    expected = TASKS[task].build()(xs, exact=True)
+    tier = _tier(task, "distractors")
+    assert np.array_equal(tier.model(xs, exact=True), expected)
+    assert np.array_equal(tier.task_outputs(xs, exact=True), expected)
+
+
+@pytest.mark.parametrize("task", TASKS_TRIED)
+def test_distractor_variables_never_reach_the_output_in_the_program(task):
+    """The interpreter's own interchange: any values of the distractor nodes leave the task's outputs alone."""
+    tier, xs = _tier(task, "distractors"), _tokens(task)
+    distractors = [node for node in tier.program.nodes if tier.program.names[node].startswith(DISTRACTOR_PREFIX)]
+    assert distractors
+    rng = np.random.default_rng(1)
+    patch = {node: rng.integers(-5, 6, size=(xs.shape[0], xs.shape[1], node.dim)) for node in distractors}
+    assert np.array_equal(tier.task_outputs(xs, exact=True, patch=patch), tier.task_outputs(xs, exact=True))
+
+
+@pytest.mark.parametrize("task", TASKS_TRIED)
+def test_distractor_units_are_active_but_patching_them_never_changes_the_output(task):
+    subject, xs = _subject(task, "distractors"), _tokens(task, count=16)
+    negatives = [c for c in subject.candidates if not c.truth and not any(in_circuit(n) for n in c.nodes)]
+    with torch.no_grad():
+        clean, layers = subject.run(xs)
+        varying = [c for c in negatives if layers[c.layer][..., c.unit].std() > 0]
+        assert len(varying) >= 5  # others stay 0 on these inputs (a sign half, a depth flag never reached)
+        for candidate in negatives:
+            mask = torch.zeros(xs.shape[0], layers[candidate.layer].shape[-1], dtype=torch.float64)
+            mask[:, candidate.unit] = 1
+            for replacement in (torch.zeros_like(layers[candidate.layer]), 7 * torch.ones_like(layers[candidate.layer]),
+                                layers[candidate.layer].flip(0)):
+                patched, _ = subject.run(xs, {candidate.layer: Intervention(values=replacement, mask=mask)})
+                assert torch.equal(patched, clean), f"patching {candidate} changed the output"
+
+
+def test_the_labels_truth_has_both_classes_and_names_only_labelled_units():
+    subject = _subject("balanced_parens", "distractors")
+    truth = [c.truth for c in subject.candidates]
+    assert any(truth) and not all(truth)
+    for candidate in subject.candidates:
+        label = subject.labels[candidate.layer][candidate.unit]
+        assert candidate.nodes == (label.node,)
+
+
+# ---- the rotated tier ------------------------------------------------------------------------------
+
+
+def test_rational_rotations_are_exactly_orthogonal():
+    for width in (1, 2, 5, 8):
+        rotation = rational_rotation(width, np.random.default_rng(width))
+        assert (rotation @ rotation.transpose()).equals(EXACT.eye(width))
+        if width > 2:
+            assert sum(1 for _ in rotation.entries()) > 2 * width  # mixes more than pairs
+
+
+@pytest.mark.parametrize("task", TASKS_TRIED)
+def test_rotated_tier_equals_the_interpreter_bit_for_bit(task):
+    xs = _tokens(task)
+    tier = _tier(task, "rotated")
+    assert any(basis is not None for basis in tier.bases)
+    assert np.array_equal(tier.model(xs, exact=True), TASKS[task].build()(xs, exact=True))
+
+
+@pytest.mark.parametrize("seed", [0, 3, 7, 11, 19])
+def test_rotated_random_programs_equal_the_interpreter(seed):
+    gen, model, _ = _compiled_exact(seed)
+    rotated, bases = rotate(model, seed)
+    xs = np.array([[Fraction(v) for v in row] for row in _inputs_for(seed, gen.d_in)[0]], dtype=object)
+    assert np.array_equal(rotated(xs, exact=True), gen.program(xs, exact=True))
+
+
+@pytest.mark.parametrize("task", TASKS_TRIED)
+def test_patching_a_variables_subspace_is_its_interchange(task):
+    """The rotated tier's ground truth: the span of ``Q[:, units of v]`` in every layer holds ``v``."""
+    subject = _subject(task, "rotated")
+    tier = _tier(task, "rotated")
+    base, source = _tokens(task, count=8, seed=2), _tokens(task, count=8, seed=3)
+    source_trace = tier.program.trace(source)
+    tried = 0
+    with torch.no_grad():
+        _, source_layers = subject.run(source)
+        for node in tier.model.patchable:
+            interventions = {}
+            for index, labels in enumerate(subject.labels):
+                units = [u for u, label in enumerate(labels) if label is not None and label.node == node
+                         and label.role in ("value", "copy", "pos", "neg", "negated", "-pos", "-neg")]
+                basis = np.eye(len(labels)) if subject.bases[index] is None else subject.bases[index]
+                if units:
+                    span = torch.as_tensor(basis[:, units])
+                    interventions[index] = Intervention(values=source_layers[index], projector=span @ span.T)
+            if not any(subject.bases[index] is not None for index in interventions):
+                continue
+            patched, _ = subject.run(base, interventions)
+            expected = tier.task_outputs(base, patch={node: source_trace[node]})
+            np.testing.assert_allclose(patched.numpy(), expected, atol=1e-9, err_msg=node)
+            tried += 1
+    assert tried >= 2
+
+
+# ---- the harness -----------------------------------------------------------------------------------
+
+
+def test_a_planted_perfect_method_scores_auroc_1():
+    subject = _subject("balanced_parens", "distractors")
+    truth = np.array([c.truth for c in subject.candidates], dtype=float)
+    row = score(subject, Found(0.5, units=truth))
+    assert row["unit_auroc"] == 1.0 and row["node_auroc"] == 1.0
+    assert (row["unit_tpr"], row["unit_fpr"], row["node_tpr"], row["node_fpr"]) == (1.0, 0.0, 1.0, 0.0)
+
+
+def test_a_random_method_scores_auroc_near_one_half():
+    subject = _subject("balanced_parens", "distractors")
+    pairs = Pairs.sample(subject, 4, 4)
+    rows = [score(subject, random_scores(subject, pairs, seed)) for seed in range(40)]
+    for level in ("unit", "node", "edge"):
+        assert abs(np.mean([row[f"{level}_auroc"] for row in rows]) - 0.5) < 0.06, level
+
+
+@pytest.mark.parametrize("task", TASKS_TRIED)
+def test_activation_patching_finds_the_circuit_among_distractors(task):
+    row = evaluate(_subject(task, "distractors"), "resample", pairs=16)
+    assert row["node_auroc"] >= 0.9 and row["unit_auroc"] >= 0.9, row
+    assert row["node_auroc"] > evaluate(_subject(task, "distractors"), "random", pairs=4)["node_auroc"]
+
+
+def test_every_method_runs_and_scores_in_range():
+    subject = _subject("majority", "rotated")
+    for method in METHODS:
+        row = evaluate(subject, method, pairs=8)
+        assert 0.0 <= row["node_auroc"] <= 1.0, (method, row)
+    assert 0.0 <= evaluate(subject, "probe", pairs=8)["interchange_accuracy"] <= 1.0
+
+
+def test_unknown_method_and_tier_are_one_line_errors():
+    with pytest.raises(LsrlError, match="unknown method 'acdc'"):
+        evaluate(_subject("majority", "distractors"), "acdc")
+    with pytest.raises(LsrlError, match="unknown tier 'noisy'"):
+        tier_model("majority", "noisy")
+    with pytest.raises(LsrlError, match="only token programs"):
+        tier_model("lookup_1", "distractors")
+
+
+# ---- torch targets and suite folders ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm"])
+def test_hooked_targets_of_the_distractor_tier_compute_the_task_and_are_scored(arch):
+    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    xs = _tokens("majority")
+    outputs, _ = subject.run(xs)
+    np.testing.assert_allclose(outputs.numpy(), TASKS["majority"].build()(xs), atol=1e-9)
+    row = evaluate(subject, "resample", pairs=8)
+    assert row["node_auroc"] >= 0.9 and row["unit_auroc"] >= 0.9, row
+    with pytest.raises(LsrlError, match="needs the path model"):
+        evaluate(subject, "attribution", pairs=4)
+
+
+def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
+    from click.testing import CliRunner
+
+    from lsrl.bench import build_suite
+    from lsrl.cli import main
+
+    build_suite(tmp_path, ["balanced_parens"], progress=False)
+    folder = str(tmp_path / "balanced_parens" / "gru")
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "zero", "--pairs", "4", folder])
+    assert result.exit_code == 0, result.output
+    printed = dict(line.split(": ") for line in result.output.splitlines())
+    assert printed["arch"] == "gru" and float(printed["unit_auroc"]) >= 0.9, printed
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    # the folder's truth (circuit.json) and the tier's own (live_units) agree: the same scores
+    from_folder = evaluate(HookedSubject.from_folder(tmp_path / "balanced_parens" / "path"), "path_patching", pairs=8)
+    in_memory = evaluate(_subject("balanced_parens", "compiled"), "path_patching", pairs=8)
+    assert not np.isnan(in_memory["unit_auroc"]) and not np.isnan(in_memory["edge_auroc"])
+    for column in ("unit_auroc", "unit_tpr", "unit_fpr", "edge_auroc", "edge_tpr", "units", "edges"):
+        assert from_folder[column] == pytest.approx(in_memory[column], nan_ok=True), column
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "random", "--task", "majority", "--pairs", "4"])
+    assert result.exit_code == 0 and "tier: distractors" in result.output, result.output
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "zero"])
+    assert result.exit_code != 0 and "give a suite FOLDER or --task" in result.output
+
+
+# ---- the trained tier ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _trained():
+    from lsrl.bench.eval.trained import train
+
+    return train("count_ones", "gru", steps=120, batch=32)  # a short run: the full tier trains 600 steps of 64
+
+
+def test_trained_tier_runs_as_the_stock_module_and_learns_the_causal_graph():
+    model = _trained()
+    xs = torch.as_tensor(_tokens("count_ones", count=4), dtype=torch.float64)
+    states, _ = model.stock()(xs)  # torch's fused GRU with the trained weights
+    outputs, _ = model.run(xs)
+    np.testing.assert_allclose(outputs.detach().numpy(), model.readout(states).detach().numpy(), atol=1e-12)
+    assert model.accuracy >= 0.8 and model.interchange_accuracy["count"] >= 0.75, (model.accuracy,
+                                                                                   model.interchange_accuracy)
+
+
+def test_trained_tier_subject_scores_the_aligned_units():
+    from lsrl.bench.eval.trained import TrainedSubject
+
+    subject = TrainedSubject.from_model(_trained())
+    assert sum(c.truth for c in subject.candidates) == len(_trained().alignment["count"])
+    assert evaluate(subject, "resample", pairs=8)["unit_auroc"] >= 0.9
