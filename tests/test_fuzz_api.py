@@ -787,9 +787,9 @@ def bench_root() -> str:
     return root
 
 
-def check_bench(loaded: tuple, args: dict) -> None:
+def check_bench(loaded: lsrl.bench.Folder, args: dict) -> None:
     """The folder's model reproduces its own test outputs (the interpreter's, written at build)."""
-    model, _, data = loaded
+    model, data = loaded.model, loaded.data
     with torch.no_grad():
         got = model(torch.as_tensor(data["test_inputs"], dtype=torch.float64)).numpy()
     for sequence, length in enumerate(data["test_lengths"]):
