@@ -247,12 +247,19 @@ def bench_build(out_dir: str, tasks: tuple[str, ...]) -> None:
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 
+# lsrl.bench.eval imports torch: its method and tier names, kept equal to METHODS and TIERS by tests/test_habits.py
+EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "random")
+EVAL_TIERS = ("compiled", "distractors", "rotated")
+
+
 @bench.command(name="eval")
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
-@click.option("--method", required=True, help="resample, mean, zero, attribution, probe, path_patching or random")
+@click.option("--method", required=True, type=click.Choice(EVAL_METHODS), help="the method to score")
 @click.option("--task", default=None, help="score on this task's tier model instead of a FOLDER")
-@click.option("--tier", default="distractors", show_default=True, help="with --task: compiled, distractors or rotated")
-@click.option("--arch", default="path", show_default=True, help="with --task: path or a torch target")
+@click.option("--tier", default="distractors", show_default=True, type=click.Choice(EVAL_TIERS),
+              help="with --task: the tier")
+@click.option("--arch", default="path", show_default=True, type=click.Choice(["path", *ARCHITECTURES]),
+              help="with --task: the path model or a torch target")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
 def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arch: str, pairs: int) -> None:
     """Score an interpretability METHOD against the known circuit of a suite FOLDER (or of --task's tier):
@@ -270,6 +277,16 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arc
         click.echo(f"{column}: {round(value, 4) if isinstance(value, float) else value}")
 
 
+def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
+    """Refuse, before any work, a --task that is no program task of the suite."""
+    from lsrl.bench import TASKS
+
+    unknown = [task for task in tasks if task not in TASKS or TASKS[task].build is None]
+    if unknown:
+        raise LsrlError(f"lsrl bench {command}: --task {unknown[0]!r} is not a program task of the suite "
+                        f"(see lsrl.bench.TASKS)")
+
+
 @bench.command(name="eval-all")
 @click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
               type=click.Path(file_okay=False), help="writes eval.csv, eval_summary.csv and eval.png here")
@@ -280,6 +297,7 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
     from lsrl.bench.eval.harness import (DEFAULT_TASKS, SUMMARY_COLUMNS, evaluate_all, plot_summary, summary,
                                          write_csv)
 
+    _program_tasks(tasks, "eval-all")
     rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True)
     table = summary(rows)
     folder = Path(out_dir)
@@ -299,6 +317,7 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int) -> None:
     from lsrl.bench.eval.harness import write_csv
     from lsrl.bench.eval.trained import TASKS_TRAINED, TRAINED_COLUMNS, train_all
 
+    _program_tasks(tasks, "train-tier")
     rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True)
     click.echo(f"wrote {write_csv(rows, Path(out_dir) / 'trained.csv', TRAINED_COLUMNS)}")
 

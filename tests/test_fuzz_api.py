@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,6 +87,7 @@ class Boundary:
     words: dict[str, tuple[str, ...]] = field(default_factory=dict)
     odd: dict[str, st.SearchStrategy] = field(default_factory=dict)
     fixed: tuple[str, ...] = ()  # arguments of the fuzzer's own (which operation, which task), never spoiled
+    prepare: Callable[[], Any] | None = None  # run before the timed call: a slow first import, not a hang
 
 
 # ---------------------------------------------------------------- the language: nodes and programs
@@ -530,7 +533,8 @@ HF_WORDS = {"hf_model": ("lsrl_io", "to_hf"), "xs": ("xs",), "result": ("result"
 HF = [
     *[Boundary(f"to_hf[{arch}]", lambda max_len, dtype, arch=arch: compiled().to_hf(arch, max_len=max_len, dtype=dtype),
                {"max_len": st.integers(3, 8), "dtype": st.sampled_from([None, torch.float32, torch.float64, "float64"])},
-               check_hf_model, words={"max_len": ("max_len",), "dtype": ("dtype",)}) for arch in lsrl.hf.ARCHITECTURES],
+               check_hf_model, words={"max_len": ("max_len",), "dtype": ("dtype",)}, prepare=hf_network)
+      for arch in lsrl.hf.ARCHITECTURES],
     Boundary("lsrl.hf.inputs", lambda hf_model, xs: lsrl.hf.inputs(hf_model, xs),
              {"hf_model": st.builds(hf_network), "xs": SEQUENCES}, check_hf_inputs, words=HF_WORDS,
              odd={"xs": bad_sequence(2)}),
@@ -796,7 +800,17 @@ def check_bench(loaded: lsrl.bench.Folder, args: dict) -> None:
         close(got[sequence, :length], data["test_outputs"][sequence, :length], 1e-6)
 
 
+def check_circuit(circuit: lsrl.bench.Circuit, args: dict) -> None:
+    """The circuit names only units of the folder's labels (its hooks are the label keys)."""
+    hooks = json.loads((Path(args["path"]).parent / "labels.json").read_text())["hooks"]
+    assert circuit.task == "parity" and circuit.units
+    assert all(unit["hook"] in hooks for unit in circuit.units)
+
+
 BENCH = [
+    Boundary("lsrl.bench.read_circuit", lsrl.bench.read_circuit,
+             {"path": st.builds(lambda: str(Path(bench_root()) / "parity" / "rnn" / "circuit.json"))}, check_circuit,
+             words={"path": ("read_circuit", "circuit")}),
     Boundary("lsrl.bench.load", lambda name, root: lsrl.bench.load(name, root),
              {"name": st.sampled_from(["parity", "parity/rnn"]), "root": st.builds(bench_root)},
              check_bench, words={"name": ("task", "benchmark", "name"), "root": ("root",)}),
@@ -935,6 +949,13 @@ def check_training(result: dict, args: dict) -> None:
     assert all(0 <= rate <= 1 for rate in rates), result
 
 
+def first_step() -> None:
+    """An optimiser step (its first one imports sympy, slowly) before the training boundary is timed."""
+    weight = torch.zeros(1, requires_grad=True)
+    weight.sum().backward()
+    torch.optim.Adam([weight]).step()
+
+
 def train_small(config: Any, folder: Any, checkpoint_every: Any) -> dict:
     return llrnn_train.train(config, folder, progress=False, checkpoint_every=checkpoint_every)
 
@@ -957,7 +978,7 @@ TRAINING = [
     Boundary("lsrl.llrnn.train.train", train_small,
              {"config": st.fixed_dictionaries(TRAIN_FIELDS).map(lambda fields: llrnn_train.TrainConfig(**fields)),
               "folder": tmp_file("run"), "checkpoint_every": st.integers(1, 3)},
-             check_training, words={"config": ("config", "TrainConfig"), "folder": ("folder",)}),
+             check_training, words={"config": ("config", "TrainConfig"), "folder": ("folder",)}, prepare=first_step),
 ]
 
 BOUNDARIES = [*LANGUAGE, *SUGAR, *MODEL, *HF, *PROGRAMS, *AUTOMATA, *BENCH, *RING, *TRAINING]
@@ -995,6 +1016,8 @@ def test_a_hostile_argument_is_refused_in_one_line_or_answered_right(boundary: B
         hostile = st.one_of(junk(), boundary.odd[name]) if name in boundary.odd else junk()
         arguments[name] = data.draw(hostile, label=f"hostile {name}")
     words = [word for name in spoiled for word in (name, *boundary.words.get(name, ()))]
+    if boundary.prepare is not None:
+        boundary.prepare()
     outcome = user_error_or_answer(lambda: boundary.call(**arguments), words)
     if outcome is not None:
         boundary.check(outcome.value, arguments)
@@ -1016,6 +1039,8 @@ NOT_FUZZED = {  # public callables that are no boundary a user's value crosses, 
     "lsrl.Matrix": "built by lsrl.numbers from a node's weights; users pass lists or arrays, fuzzed at the nodes",
     "lsrl.CompiledProgram": "built by compile() and load(), both fuzzed; its methods are listed on their own",
     "lsrl.UnitLabel": "a named tuple the compiler writes; read, not built, by users",
+    "lsrl.bench.Folder": "a named tuple bench.load returns",
+    "lsrl.bench.Circuit": "a named tuple read_circuit returns (built from circuit.json, fuzzed there)",
     "lsrl.targets.Target": "a registry record lsrl's catalog declares (lsrl/targets/catalog.py), not user input",
     "lsrl.targets.register": "adds a Target to the registry; called by lsrl's catalog only",
     "lsrl.targets.BlockStack": "the intermediate form to_torch builds from; its input is a compiled model",

@@ -50,12 +50,14 @@ COMMANDS = leaf_commands(main)
 
 @functools.cache
 def workspace() -> Path:
-    """A folder with the program file, its compiled model and an input file (made once)."""
+    """A folder with the program file, its compiled model, an input file and the parity folders of the
+    benchmark suite (made once)."""
     root = Path(tempfile.mkdtemp(prefix="lsrl-fuzz-cli-"))
     (root / "prog.py").write_text(PROGRAM)
     assert CliRunner().invoke(main, ["compile", str(root / "prog.py"), "-o", str(root / "model")]).exit_code == 0
     np.save(root / "xs.npy", np.array([[1.0, 0.5], [0.0, 2.0]]))
     (root / "a-file").write_text("not a folder")
+    assert CliRunner().invoke(main, ["bench", "build", str(root / "suite"), "--task", "parity"]).exit_code == 0
     return root
 
 
@@ -74,6 +76,9 @@ BASE = {
     ("inspect",): lambda w: [str(w / "model")],
     ("experiment", "noise"): lambda w: ["--output", fresh("noise"), "--workers", "1", "--quick"],
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
+    ("bench", "eval"): lambda w: [str(w / "suite" / "parity" / "rnn"), "--method", "random", "--pairs", "2"],
+    ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
+    ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
     ("llrnn", "train"): lambda w: [*TINY_TRAINING, "--checkpoint-every", "1", "--output", fresh("train")],
     ("llrnn", "experiment"): lambda w: [*TINY_TRAINING, "--models", "ntm", "--tasks", "copy", "--seeds", "1", "--workers", "1",
@@ -90,8 +95,11 @@ def test_every_command_has_small_valid_arguments() -> None:
 
 @pytest.fixture
 def stubbed(monkeypatch):
-    """The long loops of demo, experiment noise and llrnn experiment / reproduce replaced by quick stubs that
-    write what the command reads back."""
+    """The long loops of demo, experiment noise, bench eval-all / train-tier and llrnn experiment / reproduce
+    replaced by quick stubs that write what the command reads back (bench: the real loops, cut to one
+    tier, architecture and method, one training step)."""
+    import lsrl.bench.eval.harness as harness
+    import lsrl.bench.eval.trained as trained
     import lsrl.demo
     import lsrl.experiments.noise as noise
     import lsrl.llrnn.cli as llrnn_cli
@@ -113,6 +121,11 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(noise, "summary_markdown", lambda rows: "")
     monkeypatch.setattr(llrnn_cli, "run_experiment", lambda out_dir, *args, **kwargs: write(out_dir, "experiment.md"))
     monkeypatch.setattr(llrnn_cli, "run_reproduction", reproduction)
+    evaluate_all, train_all = harness.evaluate_all, trained.train_all
+    monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress: evaluate_all(
+        tasks, tiers=("compiled",), archs=("path",), methods=("random",), pairs=pairs))
+    monkeypatch.setattr(trained, "train_all", lambda tasks, steps, progress: [
+        {**row, "steps": steps} for row in train_all(tasks[:1], archs=("lstm",), steps=1)])
 
 
 def hostile_values(parameter: click.Parameter) -> st.SearchStrategy[str]:

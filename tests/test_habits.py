@@ -76,6 +76,14 @@ def test_the_modules_of_demo_and_experiment_noise_need_no_torch():
     assert result.stdout.strip() == "False", result.stdout + result.stderr
 
 
+def test_lsrl_bench_eval_offers_the_harness_methods_and_tiers():
+    from lsrl.bench.eval.methods import METHODS
+    from lsrl.bench.tiers import TIERS
+    from lsrl.cli import EVAL_METHODS, EVAL_TIERS
+
+    assert EVAL_METHODS == tuple(METHODS) and EVAL_TIERS == TIERS
+
+
 def test_lsrl_llrnn_help_lists_the_llrnn_commands_as_they_describe_themselves():
     from lsrl.cli import LLRNN
     from lsrl.llrnn.cli import llrnn

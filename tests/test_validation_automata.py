@@ -8,9 +8,7 @@ raw tracebacks.
 """
 
 import math
-import signal
 import time
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -27,22 +25,9 @@ from lsrl.automata import gated, machines
 from lsrl.automata.checking import count_errors, network_outputs, random_strings
 from lsrl.automata.machines import _from_library
 from lsrl.automata.units import transition_units
+from fuzz_strategies import deadline
+
 from lsrl.errors import AutomatonError, DimensionError, LsrlError, SequenceError
-
-
-@contextmanager
-def deadline(seconds):
-    """Fail (instead of hanging the suite) if the block runs longer than ``seconds``."""
-    def expired(*_):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def one_line(error):

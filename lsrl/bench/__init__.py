@@ -19,8 +19,9 @@ from lsrl.bench import standalone
 from lsrl.bench.build import build_suite
 from lsrl.bench.circuit import Circuit, read_circuit
 from lsrl.bench.tasks import TASKS
-from lsrl.errors import LsrlError, ModelFileError
+from lsrl.errors import LsrlError, ModelFileError, shown
 from lsrl.ir.labels import UnitLabel
+from lsrl.model.writing import as_path
 
 if TYPE_CHECKING:
     from torch import nn
@@ -52,10 +53,8 @@ def load(name: str, root: str | Path | None = None) -> Folder:
     folder changed after its build, corrupt or inconsistent is a ``ModelFileError`` naming the file and field.
     """
     if not isinstance(name, str):
-        raise LsrlError(f"bench.load: name must be 'task' or 'task/arch', got {name!r}")
-    if root is not None and not isinstance(root, (str, os.PathLike)):
-        raise LsrlError(f"bench.load: root must be a folder name (str or Path) or None, got {type(root).__name__}")
-    root = Path(root) if root is not None else DEFAULT_ROOT
+        raise LsrlError(f"bench.load: name must be 'task' or 'task/arch', got {shown(name)}")
+    root = as_path(root, "bench.load: root") if root is not None else DEFAULT_ROOT
     task, _, arch = name.partition("/")
     if task not in TASKS:
         raise LsrlError(f"unknown benchmark task {task!r}; the tasks are {sorted(TASKS)}")

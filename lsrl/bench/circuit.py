@@ -52,7 +52,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from lsrl.errors import ModelFileError, shown
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
+from lsrl.model.writing import as_path
 
 if TYPE_CHECKING:
     import torch
@@ -119,8 +121,19 @@ class Circuit(NamedTuple):
 
 
 def read_circuit(path: str | Path) -> Circuit:
-    """The ``Circuit`` of a ``circuit.json`` file."""
-    return Circuit.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+    """The ``Circuit`` of a ``circuit.json`` file; ``ModelFileError`` naming the file where it cannot be read
+    or is malformed."""
+    file = as_path(path, "read_circuit")
+    try:
+        stored = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelFileError(f"read_circuit: cannot read {str(file)!r}: {' '.join(str(error).split())}") from None
+    if not isinstance(stored, dict):
+        raise ModelFileError(f"{str(file)!r}: expected a JSON object, got {type(stored).__name__}")
+    try:
+        return Circuit.from_json(stored)
+    except (ValueError, KeyError, TypeError, IndexError) as error:  # a field of the wrong form
+        raise ModelFileError(f"{str(file)!r}: not a circuit.json of this version ({shown(error)})") from None
 
 
 # ---- unit edges, read off the config layers and the weights ---------------------------------------------------

@@ -156,9 +156,9 @@ def _batch(xs: Any, record: dict) -> np.ndarray:
     """``xs`` as a float64 ``(B, T, d_in)`` array within the declared bounds."""
     array = finite_numbers(xs, "lsrl.hf.inputs: xs").astype(np.float64)  # text, None, masks, NaN: refused
     array = array[None] if array.ndim == 2 else array
-    if array.ndim != 3 or array.shape[-1] != record["input_dim"]:
+    if array.ndim != 3 or array.shape[-1] != record["input_dim"] or 0 in array.shape[:2]:
         raise LsrlError(f"lsrl.hf.inputs: xs must have shape (T, {record['input_dim']}) or "
-                        f"(B, T, {record['input_dim']}), got {np.shape(xs)}")
+                        f"(B, T, {record['input_dim']}) with B, T >= 1, got {np.shape(xs)}")
     if array.shape[1] > record["max_len"]:
         raise LsrlError(f"lsrl.hf.inputs: {array.shape[1]} steps, but the model is built for at most "
                         f"max_len={record['max_len']}")
