@@ -123,6 +123,7 @@ class Lowered:
     outputs: list[Form]
     max_len: int
     input_dim: int
+    integer_input: bool = False  # the Input declares integer tokens
 
     @property
     def depth(self) -> int:
@@ -244,7 +245,7 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
                             "cannot be expressed")
         current = [tightened(form, lo, hi) for form, lo, hi in zip(current, low, high)]
         _tighten_new_slots(builder.slots, first_new, current)
-    return Lowered(builder.slots, current, max_len, model.input.dim)
+    return Lowered(builder.slots, current, max_len, model.input.dim, model.input.integer)
 
 
 def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
