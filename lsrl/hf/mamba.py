@@ -79,8 +79,8 @@ a decay-1 scan of an exact drive and the out_proj sum are exact under the same `
 
 Every value stays within ``M_s + E_s``: the stream is planned for these bounds, and the gains keep
 intermediates below ``2**100`` for ``M_s``, so ``E_s <= 2**20 (M_s + 1)`` (checked) keeps them below
-``2**121``, finite in float32. The builder refuses (``LsrlError`` naming the program's node) a
-program whose stated tolerance is as large as its outputs' bound (it would say nothing). An output
+``2**121``, finite in float32. A stated tolerance as large as the outputs' bound proves
+nothing: the builder warns (``ToleranceWarning``, naming the program) and still writes the model. An output
 that is a whole number is read exactly by rounding where ``tolerance < 1/2``. The bound is in
 ``config.lsrl_io["tolerance"]`` (absolute); the pieces are in ``lsrl.hf.rounding``. What is *not*
 proved: ``value_bounds`` gives interval bounds, so for programs with wide intervals (Listing 2:

@@ -37,8 +37,7 @@ half of its kind after the layer it reads (Griffin's attention halves are never 
     computes ``a**2`` as ``a * a``, or bf16, breaks it (then ``m = 0``). The genuine decay ``a =
     1 - 2**-24`` would instead give an error up to ``2**-24 T**2``.
   - ``0 < l < 1``: the genuine decay ``a = exp(-8 softplus(L))``, ``L`` solved for ``l``, the
-    drive fed as ``w / m`` with ``m`` the stock code's own; error a few float32 roundings per step,
-    bounded by ``2**-22 l / (1 - l)**2 max|w|``.
+    drive fed as ``w / m`` with ``m`` the stock code's own; its error is in the tolerance below.
   - The stock RG-LRU resets where ``position_ids == 0`` (``a = 0`` and ``m = 1`` there), so each
     such mode is two channels with the same ``a``: ``P`` fed ``w / m`` and gated off at the first
     step, ``Q`` fed ``w + l z_0`` (the initial state's share) and gated on only at the first step;
@@ -66,14 +65,44 @@ half of its kind after the layer it reads (Griffin's attention halves are never 
 ``tanh(l / cap) * cap`` is the identity in floating point since ``cap`` is a power of two at
 least ``2**40`` times the largest output bound (``tanh(y) == y`` for ``|y| < 2**-27``).
 
-**Tolerance.** Exact (bit-identical to rounding the program's arithmetic once per operation) for
-programs whose modes have eigenvalues in ``{0, 1}`` or are emulated; otherwise the decay error
-above. The stock model computes its norms and its RG-LRU scan in float32 even in a float64 model,
-so a float64 model has float32's precision there. The record's (absolute) ``tolerance`` is an
-estimate, not a proof: ``2**-20 * (1 + number of layers) * max(1, scale) * max(1, output bound)``
-(``scale``: the largest weight or declared input bound, ``lsrl.targets.precision``; the output
-bound from ``value_bounds``), plus the decay bound; the tests check it against the interpreter on
-random programs, where the measured error is 1e-6 or less.
+**Tolerance (the proof).** Slot by slot, with ``lsrl.hf.rounding``'s pieces (``U = 2**-24`` for
+every rounding, ``gamma_n``, ``TINY``, grids for exact slots); ``M_s`` from ``value_bounds`` at
+``max_len`` (the plan's slot bounds), ``E_s`` the error bound, ops taken in the order the blocks run
+them (every op reads slots written before it).
+
+- *Inputs*: a token is read exactly (``beta * token / s`` times the embedding factor ``s``, powers
+  of two); ``inputs_embeds`` holds ``fl(beta x / s)`` in the dtype: ``E = 2**-53 M`` beyond the
+  norm's own rounding (float64; in float32 the two are one rounding).
+- *Reads*: each RMSNorm is the identity up to its float32 rounding (the stream's claim, for the
+  bounds ``M_s + E_s`` the stream is planned for); a projection row is ``lsrl.hf.rounding.form_error``.
+- *MLP units* ``gelu(G f) * (b / G)`` added with weight ``w``: **assumed of torch, tested**:
+  ``gelu_tanh(y) == relu(y)`` for ``|y| >= 8`` and ``|fl(gelu_tanh(y)) - relu(y)| <= 0.171`` elsewhere
+  (0.1700 in real arithmetic); so ``relu(f)`` within ``e_f + 0.171 / G`` (exact on a grid ``q`` with
+  ``G 2**-q >= 8``), and the unit is ``product_error`` of that and ``b`` (a ReLU's ``b = 1``; a
+  product's pair ``gelu(+-G q) (+-p / G)`` two such units; a phase product's gate is an exact 0 / 1).
+- *Recurrent channels*: the conv (taps ``c_k``) adds ``sum |c_k| e_x + gamma_(K+1) sum |c_k| (X + e_x)``
+  (exact for one tap 1, or on a grid); ``a = 0`` channels copy it (``m = 1``, ``i = 1`` exactly:
+  ``sigmoid(+-1024)`` and ``exp(-8192)`` are exact 1 / 0); decay channels scale their drive by ``m``
+  (exact for the unit decay, ``m = 2**-12``; one rounding for a genuine decay, whose ``m`` the builder
+  computes with the stock code's own operations: **assumed**, as for ``a`` below, that torch computes
+  the same operation on the same values identically), round it to float32 (one more ``U``) and scan
+  it: ``lsrl.hf.rounding.scan_error`` with ``a^`` the float32 decay ``_rglru_decay`` computes (1.0
+  exactly for the unit decay, checked by ``unit_decay``) and ``delta = |a^ - l|``. The reset at
+  ``position_ids == 0`` and the first-step gates are exact (``F`` is exactly 1 then 0). ``y =
+  gelu_tanh(8) = 8`` exactly, so ``h y`` is exact; ``linear_out`` writes the slot (``written``).
+  Griffin's attention halves add an exact 0 (``o_proj = 0``).
+- *Output*: ``lm_head`` is a projection row; the soft-cap is the identity (``Output``);
+  ``tolerance = max_j e_j + U (M_j + e_j)``.
+
+Step counters (integer partial sums below ``2**24``) and their thresholds are exact on grid 0, so
+the phase indicators, and the emulations resting on them, carry no error of their own. Every
+computed value lies within ``M_s + E_s``; ``LsrlError`` naming the node where an ``E_s`` exceeds
+``2**20 (M_s + 1)`` or a scan is too long for its rounding (``2 U R >= 1/2``). A tolerance as large as
+the outputs' bound proves nothing: ``ToleranceWarning``. Not proved: the float64 values the builder
+computes for coefficients (eigen-decompositions of a float diagonal form, the sequences of emulated
+driveless modes) are taken as the program's up to the spare rounding in ``gamma_(m+2)``; and since
+``value_bounds`` gives interval bounds, programs with wide intervals (Listing 2: outputs bounded by
+5.2e9, beyond float32's exact integers) get a stated tolerance far above the error measured (0).
 """
 
 from __future__ import annotations
@@ -86,6 +115,10 @@ import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
+from lsrl.hf.rounding import (
+    U, computed_bounds, factor, form_error, form_grid, gamma, informative, on_grid, product_error, reach, scan_error,
+    written,
+)
 from lsrl.hf.stream import Stream, plan_stream
 from lsrl.lang import value_bounds
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
@@ -97,6 +130,8 @@ if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
 
 GATE_GAIN = 2.0 ** 40  # G: gelu_tanh(G x) / G == relu(x) once |G x| >= 8
+GELU_EXACT = 8.0  # gelu_tanh(y) == relu(y) for |y| >= 8, in float32 and float64
+GELU_GAP = 0.171  # |fl(gelu_tanh(y)) - relu(y)| for |y| < 8: 0.1700 plus the rounding of gelu
 SATURATE = 1024.0  # sigmoid(+-SATURATE) is exactly 1 / 0; exp(-8 * SATURATE) is exactly 0
 Y_GAIN = 8.0  # the gate branch y = gelu_tanh(8) == 8 exactly
 MAX_PERIOD = 64  # a driveless emulated mode's period (or max_len) at most this
@@ -214,7 +249,7 @@ class Plan:
     ops: list = field(default_factory=list)
     clock: dict = field(default_factory=dict)  # period -> Affine of its one-hot (rows: phase 0 .. p-1)
     clock_ops: list = field(default_factory=list)
-    decay_error: float = 0.0
+    names: list = field(default_factory=list)  # per slot, the node it belongs to (for messages)
 
     def slots(self, bounds: Any, where: str) -> list[int]:
         """New slots for values bounded by ``bounds`` (LsrlError naming ``where`` for an infinite one)."""
@@ -227,6 +262,7 @@ class Plan:
                             "residual stream beside its anchors; lower max_len or the Input bounds")
         start = len(self.slot_bounds)
         self.slot_bounds.extend(bounds)
+        self.names.extend([where] * len(bounds))
         return list(range(start, start + len(bounds)))
 
     def reading(self, slots: list[int]) -> Affine:
@@ -378,7 +414,6 @@ def _decay_channels(plan: Plan, w: Affine, eigenvalue: float, start: float, slot
         m = unit_decay(dtype)[1]
     else:
         decay, m = float(eigenvalue), decay_param(float(eigenvalue), dtype)[1]
-        plan.decay_error = max(plan.decay_error, 2.0 ** -22 * eigenvalue / (1 - eigenvalue) ** 2 * max(bounds))
     later = Channel(w.then(np.array([[1.0 / m]]), np.zeros(1)), {0: 1.0}, decay, "later", slot, 1.0)
     first = Channel(w.then(np.eye(1), np.array([eigenvalue * start])), {0: 1.0}, decay, "first", slot, 1.0)
     return [later, first]
@@ -522,13 +557,13 @@ def place(ops: list[Op], block_types: tuple[str, ...]) -> list[dict]:
 # ---- weights ------------------------------------------------------------------------------------
 
 
-def _stream(plan: Plan, where: str, beta: float | None = None) -> Stream:
+def _stream(plan: Plan, where: str, bounds: list[float], beta: float | None = None) -> Stream:
     """``lsrl.hf.stream``'s stream, widened to a power of 4 channels with one anchor, so that the
     stock embedding factor ``bf16(sqrt(hidden_size))`` is a power of two (an exact scaling)."""
     width = len(plan.slot_bounds)
     size = 4 ** math.ceil(math.log(width + 1, 4) - 1e-12) if width else 4
     size = max(size, 16)
-    return plan_stream(plan.slot_bounds, where, beta, extra_width=size - 1 - width)
+    return plan_stream(bounds, where, beta, extra_width=size - 1 - width)
 
 
 class _Writer:
@@ -616,13 +651,95 @@ def _check_sizes(plan: Plan, out: Affine, weights: dict, where: str) -> None:
                 raise LsrlError(f"{where}: an MLP gate would reach {reach:.3g}, beyond float32's range")
 
 
-def _tolerance(model: CompiledProgram, plan: Plan, out: Affine) -> float:
-    """The record's (absolute) tolerance: module doc."""
-    from lsrl.targets.precision import precision_of
+# ---- the tolerance (module doc) -------------------------------------------------------------------
 
-    scale = max(1.0, precision_of(model).scale)
-    outputs = max(1.0, float(np.max(out.bound(plan.slot_bounds), initial=1.0)))
-    return 2.0 ** -20 * (1 + len(model.layers)) * scale * outputs + plan.decay_error
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of an ``Affine`` as ``lsrl.hf.rounding`` reads forms."""
+
+    coef: tuple[tuple[int, float], ...]
+    const: float
+
+
+def _row(form: Affine, scale: float = 1.0) -> _Row:
+    """Row 0 of ``form`` times ``scale``."""
+    return _Row(tuple((s, float(c) * scale) for s, c in enumerate(form.W[0]) if c), float(form.c[0]) * scale)
+
+
+def _bound(form: Affine, plan: Plan, scale: float = 1.0) -> float:
+    return float(form.bound(plan.slot_bounds)[0]) * abs(scale)
+
+
+def _unit_part(unit: Unit, plan: Plan, errors: list[float], grids: list) -> tuple[float, float, float, Any]:
+    """``(weight, error, bound, grid)`` of an MLP unit ``gelu(G f) * (b / G)`` (module doc, MLP)."""
+    bounds = plan.slot_bounds
+    gate, up = _row(unit.gate, 1 / GATE_GAIN), _row(unit.up, GATE_GAIN)
+    e_a, grid_a = factor(gate, GATE_GAIN, GELU_EXACT, GELU_GAP, bounds, errors, grids)
+    grid_b = form_grid(up, bounds, grids)
+    e_b = 0.0 if grid_b is not None else form_error(up, bounds, errors)
+    a, b = _bound(unit.gate, plan, 1 / GATE_GAIN), _bound(unit.up, plan, GATE_GAIN)
+    grid = on_grid([(1.0, grid_a + grid_b, a * b)]) if grid_a is not None and grid_b is not None else None
+    return unit.weight, (0.0 if grid is not None else product_error(a, e_a, b, e_b)), a * b, grid
+
+
+def _channel_part(channel: Channel, plan: Plan, errors: list[float], grids: list, max_len: int
+                  ) -> tuple[float, float, float, Any]:
+    """``(weight, error, bound, grid)`` of an RG-LRU channel (module doc, recurrent blocks)."""
+    bounds, x = plan.slot_bounds, _row(channel.x)
+    x_grid = form_grid(x, bounds, grids)
+    e_x = 0.0 if x_grid is not None else form_error(x, bounds, errors)
+    size = _bound(channel.x, plan)
+    taps = [float(tap) for tap in channel.taps.values()]
+    grid = on_grid([(tap, x_grid, size) for tap in taps]) if x_grid is not None else None
+    conv_error = sum(map(abs, taps)) * e_x if taps == [1.0] else (
+        sum(map(abs, taps)) * (e_x + gamma(len(taps) + 1) * (size + e_x)))
+    conv_bound = sum(map(abs, taps)) * size
+    if channel.decay == "pass":  # h = x exactly (a = 0, m = 1, i = 1)
+        return channel.weight, (0.0 if grid is not None else conv_error), conv_bound, grid
+    m = 1.0 if channel.gate == "first" else (
+        unit_decay(plan.dtype)[1] if channel.decay == "unit" else decay_param(channel.decay, plan.dtype)[1])
+    drive, drive_error = conv_bound * m, conv_error * m
+    drive_error += U * (drive + drive_error) * (1 if channel.decay == "unit" else 2)  # x m; float32 scan input
+    if channel.decay == "unit":
+        decay, computed, delta = 1.0, 1.0, 0.0
+    else:
+        decay = float(channel.decay)
+        computed = _rglru_decay(decay_param(decay, plan.dtype)[0], plan.dtype)[0]
+        delta = abs(computed - decay) * (1 + 2.0 ** -52)
+    bound = drive * reach(decay, max_len)
+    grid = on_grid([(1.0, grid, bound)]) if decay == 1 and grid is not None else None
+    error = 0.0 if grid is not None else scan_error(drive, drive_error, decay, computed, delta, max_len)
+    return channel.weight, error, bound, grid
+
+
+def plan_errors(model: CompiledProgram, plan: Plan, max_len: int) -> list[float]:
+    """``E_s`` per slot (module doc, tolerance), op by op in the order the blocks run them."""
+    bounds = plan.slot_bounds
+    integer = model.input.integer
+    errors = [0.0 if integer else 2.0 ** -53 * bound for bound in bounds[: model.input.dim]]
+    errors += [0.0] * (len(bounds) - len(errors))
+    grids: list = [0 if integer and i < model.input.dim else None for i in range(len(bounds))]
+    for op in plan.ops:
+        parts: dict[int, list] = {}
+        for unit in op.units:
+            parts.setdefault(unit.slot, []).append(_unit_part(unit, plan, errors, grids))
+        for channel in op.channels:
+            if channel.slot is not None:
+                parts.setdefault(channel.slot, []).append(_channel_part(channel, plan, errors, grids, max_len))
+        for slot, slot_parts in parts.items():
+            errors[slot], grids[slot] = written(slot_parts)
+    return errors
+
+
+def _tolerance(model: CompiledProgram, plan: Plan, out: Affine, errors: list[float], max_len: int) -> float:
+    """The record's (absolute) tolerance (module doc); ``LsrlError`` where it says nothing."""
+    tolerance = 0.0
+    for j in range(out.W.shape[0]):
+        error = form_error(_row(out.rows([j])), plan.slot_bounds, errors)
+        tolerance = max(tolerance, error + U * (_bound(out.rows([j]), plan) + error))
+    largest = float(np.max(out.bound(plan.slot_bounds), initial=0.0))
+    return informative(model.name, tolerance, largest, max_len)
 
 
 def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, beta: float | None = None
@@ -635,7 +752,10 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
     pattern = ("recurrent",) if arch == "hawk" else GRIFFIN_PATTERN
     plan, out = plan_program(model, max_len, dtype)
     blocks = place(plan.ops, pattern)
-    stream = _stream(plan, f"{arch}: {model.name}", beta)
+    errors = plan_errors(model, plan, max_len)
+    tolerance = _tolerance(model, plan, out, errors, max_len)
+    stream = _stream(plan, f"{arch}: {model.name}", computed_bounds(plan.names, plan.slot_bounds, errors, max_len),
+                     beta)
     writer = _Writer(stream, len(plan.slot_bounds))
     lru = max([len(b["temporal"].channels) for b in blocks if b["temporal"]] + [1])
     inner = max([len(b["mlp"].units) for b in blocks if b["mlp"]] + [1])
@@ -676,7 +796,7 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
         "embed_constants": {str(a): stream.alpha / scale for a in stream.anchors}}
     largest = max(float(np.max(np.abs(value), initial=0.0)) for value in weights.values())
     hf.config.lsrl_io = make_record(model, arch, max_len, str(dtype).removeprefix("torch."),
-                                    _tolerance(model, plan, out), list(range(out.W.shape[0])), 1.0, largest, **feeding)
+                                    tolerance, list(range(out.W.shape[0])), 1.0, largest, **feeding)
     return hf
 
 

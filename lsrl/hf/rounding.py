@@ -33,6 +33,7 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -151,9 +152,13 @@ def computed_bounds(names: Sequence[str], bounds: Sequence[float], errors: Seque
 
 
 def informative(where: str, tolerance: float, largest: float, max_len: int) -> float:
-    """``tolerance``; ``LsrlError`` naming ``where`` when it is as large as the outputs' bound ``largest``."""
+    """``tolerance``, with a ``ToleranceWarning`` naming ``where`` when it is as large as the outputs'
+    bound ``largest`` (it proves nothing; the model is still written: Listings 1 and 2 are such, their
+    interval bounds being far wider than their values)."""
     if largest > 0 and not tolerance < largest:
-        raise LsrlError(f"{where}: the error bound of the outputs ({tolerance:.3g}) at max_len={max_len:,} is as "
-                        f"large as their value bound ({largest:.3g}): the model would say nothing; lower max_len "
-                        "or the Input bounds")
+        from lsrl.targets.precision import ToleranceWarning
+
+        warnings.warn(f"{where}: the error bound of the outputs ({tolerance:.3g}) at max_len={max_len:,} is as large "
+                      f"as their value bound ({largest:.3g}): it proves nothing for this program", ToleranceWarning,
+                      stacklevel=4)
     return tolerance
