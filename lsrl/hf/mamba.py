@@ -64,7 +64,8 @@ block (every block reads only slots of lower levels):
    into an unused stream channel is exact), so ``E_s = sum |w| e_ch + gamma_(c+2) sum |w| (B_ch + e_ch)
    + (c + 2) TINY``, ``B_ch`` the channel's bound.
 6. *Output*: ``lm_head`` reads the output form after ``norm_f`` (1.), and the float64 model's logits
-   are cast to float32: ``tolerance = max_j e_(out_j) + U (M_out_j + e_(out_j))``.
+   are cast to float32: ``tolerance = max_j e_(out_j) + U (M_out_j + e_(out_j))``; 0 where every
+   output form is on a grid (below): every output, and so every token decision, is then exact.
 
 *Exactness* (error 0, which keeps step counters and phase indicators exact): a slot is on the grid
 ``q`` when its value is always a multiple of ``2**-q``: an integer Input (``q = 0``, read exactly from
@@ -99,7 +100,7 @@ from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import Channel, Form, Lowered, lower
 from lsrl.hf.rounding import (
-    U, computed_bounds, factor, form_error, informative, on_grid, product_error, reach, scan_error, written,
+    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, reach, scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
 
@@ -125,9 +126,9 @@ def build_mamba(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta: 
     """``model`` as a stock ``MambaForCausalLM`` (module doc); ``beta`` overrides the payload scale."""
     lowered = lower(model, max_len)
     plan = _plan_blocks(lowered)
-    errors = slot_errors(lowered, plan)
+    errors, grids = slot_errors(lowered, plan)
     stream = plan_stream(stream_bounds(lowered, errors), model.name, beta)
-    return _write(model, lowered, stream, plan, dtype, output_tolerance(model, lowered, errors))
+    return _write(model, lowered, stream, plan, dtype, output_tolerance(model, lowered, errors, grids))
 
 
 def _pow2_at_most(value: float) -> float:
@@ -352,9 +353,9 @@ def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], er
 
 
 def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, float]]], chunked: bool = False
-                ) -> list[float]:
-    """``E_s`` per slot (module doc, 1. to 5., and exactness); ``chunked``: Mamba-2 (its scans, and one
-    more float32 rounding of every head's output in its gated group norm)."""
+                ) -> tuple[list[float], list[int | None]]:
+    """``E_s`` and the grid per slot (module doc, 1. to 5., and exactness); ``chunked``: Mamba-2 (its
+    scans, and one more float32 rounding of every head's output in its gated group norm)."""
     bounds = [slot.bound for slot in lowered.slots]
     errors = [0.0] * len(bounds)
     grids: list[int | None] = [0 if lowered.integer_input and i < lowered.input_dim else None
@@ -366,7 +367,7 @@ def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, flo
                                                        chunked))
         for slot, channel_parts in parts.items():
             errors[slot], grids[slot] = written(channel_parts)
-    return errors
+    return errors, grids
 
 
 def stream_bounds(lowered: Lowered, errors: list[float]) -> list[float]:
@@ -375,12 +376,15 @@ def stream_bounds(lowered: Lowered, errors: list[float]) -> list[float]:
                            lowered.max_len)
 
 
-def output_tolerance(model: CompiledProgram, lowered: Lowered, errors: list[float]) -> float:
-    """The stated tolerance (module doc, 6.); ``LsrlError`` where it is as large as the outputs' bound."""
+def output_tolerance(model: CompiledProgram, lowered: Lowered, errors: list[float], grids: list[int | None]
+                     ) -> float:
+    """The stated tolerance (module doc, 6.: 0 for outputs on a grid); a ``ToleranceWarning`` where it
+    is as large as the outputs' bound."""
     bounds = [slot.bound for slot in lowered.slots]
     tolerance = 0.0
     for form in lowered.outputs:
-        error = form_error(form, bounds, errors)
-        tolerance = max(tolerance, error + U * (form.bound + error))
+        if form_grid(form, bounds, grids) is None:
+            error = form_error(form, bounds, errors)
+            tolerance = max(tolerance, error + U * (form.bound + error))
     return informative(model.name, tolerance, max((form.bound for form in lowered.outputs), default=0.0),
                        lowered.max_len)

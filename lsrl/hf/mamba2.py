@@ -89,7 +89,7 @@ def build_mamba2(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta:
     lowered = lower(model, max_len)
     blocks = [_heads(lowered, level) for level in range(1, max(lowered.depth, 1) + 1)]
     rows = [[(h.slot, *h.error) for h in heads if h.slot is not None and h.error is not None] for heads in blocks]
-    errors = slot_errors(lowered, rows, chunked=True)
+    errors, grids = slot_errors(lowered, rows, chunked=True)
     stream = plan_stream(stream_bounds(lowered, errors), model.name, beta)
     hidden, anchors_per_hidden = stream.hidden_size, len(stream.anchors)
     expand = max(1, math.ceil(max(len(heads) for heads in blocks) / (hidden - anchors_per_hidden)))
@@ -107,7 +107,7 @@ def build_mamba2(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta:
         weights.update(_block_weights(f"backbone.layers.{layer}.", heads, stream, inner, anchors, kernel,
                                       model.name))
     weights.update(ends(model, lowered, stream, vocab))
-    tolerance = output_tolerance(model, lowered, errors)
+    tolerance = output_tolerance(model, lowered, errors, grids)
     return finished(Mamba2ForCausalLM(config), weights, model, lowered, stream, dtype, "mamba2", tolerance)
 
 

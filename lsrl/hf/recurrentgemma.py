@@ -92,7 +92,9 @@ them (every op reads slots written before it).
   gelu_tanh(8) = 8`` exactly, so ``h y`` is exact; ``linear_out`` writes the slot (``written``).
   Griffin's attention halves add an exact 0 (``o_proj = 0``).
 - *Output*: ``lm_head`` is a projection row; the soft-cap is the identity (``Output``);
-  ``tolerance = max_j e_j + U (M_j + e_j)``.
+  ``tolerance = max_j e_j + U (M_j + e_j)``; 0 where every output is on a grid (exact: the
+  ``lm_head`` sum, the soft-cap's powers of two and ``tanh(y) == y`` for ``|y| <= 2**-27``, assumed of
+  torch and tested), so that every token decision is exact.
 
 Step counters (integer partial sums below ``2**24``) and their thresholds are exact on grid 0, so
 the phase indicators, and the emulations resting on them, carry no error of their own. Every
@@ -713,8 +715,8 @@ def _channel_part(channel: Channel, plan: Plan, errors: list[float], grids: list
     return channel.weight, error, bound, grid
 
 
-def plan_errors(model: CompiledProgram, plan: Plan, max_len: int) -> list[float]:
-    """``E_s`` per slot (module doc, tolerance), op by op in the order the blocks run them."""
+def plan_errors(model: CompiledProgram, plan: Plan, max_len: int) -> tuple[list[float], list]:
+    """``E_s`` and the grid per slot (module doc, tolerance), op by op in the order the blocks run them."""
     bounds = plan.slot_bounds
     integer = model.input.integer
     errors = [0.0 if integer else 2.0 ** -53 * bound for bound in bounds[: model.input.dim]]
@@ -729,13 +731,17 @@ def plan_errors(model: CompiledProgram, plan: Plan, max_len: int) -> list[float]
                 parts.setdefault(channel.slot, []).append(_channel_part(channel, plan, errors, grids, max_len))
         for slot, slot_parts in parts.items():
             errors[slot], grids[slot] = written(slot_parts)
-    return errors
+    return errors, grids
 
 
-def _tolerance(model: CompiledProgram, plan: Plan, out: Affine, errors: list[float], max_len: int) -> float:
-    """The record's (absolute) tolerance (module doc); ``LsrlError`` where it says nothing."""
+def _tolerance(model: CompiledProgram, plan: Plan, out: Affine, errors: list[float], grids: list, max_len: int
+               ) -> float:
+    """The record's (absolute) tolerance (module doc; 0 where every output is on a grid); a
+    ``ToleranceWarning`` where it proves nothing."""
     tolerance = 0.0
     for j in range(out.W.shape[0]):
+        if form_grid(_row(out.rows([j])), plan.slot_bounds, grids) is not None:
+            continue
         error = form_error(_row(out.rows([j])), plan.slot_bounds, errors)
         tolerance = max(tolerance, error + U * (_bound(out.rows([j]), plan) + error))
     largest = float(np.max(out.bound(plan.slot_bounds), initial=0.0))
@@ -752,8 +758,8 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
     pattern = ("recurrent",) if arch == "hawk" else GRIFFIN_PATTERN
     plan, out = plan_program(model, max_len, dtype)
     blocks = place(plan.ops, pattern)
-    errors = plan_errors(model, plan, max_len)
-    tolerance = _tolerance(model, plan, out, errors, max_len)
+    errors, grids = plan_errors(model, plan, max_len)
+    tolerance = _tolerance(model, plan, out, errors, grids, max_len)
     stream = _stream(plan, f"{arch}: {model.name}", computed_bounds(plan.names, plan.slot_bounds, errors, max_len),
                      beta)
     writer = _Writer(stream, len(plan.slot_bounds))
