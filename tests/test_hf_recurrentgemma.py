@@ -129,12 +129,15 @@ LISTING_2_MAPS = {
 
 
 @pytest.mark.parametrize("arch,dtype,n", [("hawk", torch.float32, 2), ("hawk", torch.float64, 2),
-                                          ("hawk", torch.float32, 3)])
+                                          ("hawk", torch.float32, 3), ("griffin", torch.float32, 2),
+                                          ("griffin", torch.float64, 3)])
 def test_listing_2_answers_every_query(arch, dtype, n):
     mapping = LISTING_2_MAPS[n]
     prompts = np.stack([lsrl.programs.discrete_prompt(mapping, query) for query in mapping]).astype(float)
     model = lsrl.compile(lsrl.programs.discrete_approximator(n, robust=True, vocabulary=9))
     hf = H.to_hf(model, arch, prompts.shape[1], dtype)
+    blocks = hf.config.layers_block_type[: hf.config.num_hidden_layers]
+    assert ("sliding_attention" in blocks) == (arch == "griffin")  # Griffin's local attention blocks are there
     answers = np.rint(_run(hf, prompts)[:, -n:, 0]).astype(int)
     assert [tuple(answer) for answer in answers] == list(mapping.values())
 
