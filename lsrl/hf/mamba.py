@@ -92,13 +92,13 @@ above the error measured (0 there).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
-from lsrl.hf.lowering import Channel, Form, Lowered, lower
+from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
     U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, reach, scan_error, written,
 )
@@ -109,6 +109,8 @@ if TYPE_CHECKING:
     from transformers import MambaForCausalLM, PreTrainedModel
 
     from lsrl.model.compiled import CompiledProgram
+
+ModelT = TypeVar("ModelT", bound="PreTrainedModel")
 
 GATE = 64.0  # silu(64) == 64 in float32 and float64
 CONSTANT = 64.0  # the conv bias of channel 0
@@ -222,20 +224,13 @@ def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
     for layer, rows in enumerate(plan):
         weights.update(_block_weights(f"backbone.layers.{layer}.", rows, stream, inner, kernel, hidden))
     weights.update(ends(model, lowered, stream, vocab))
-    return finished(MambaForCausalLM(config), weights, model, lowered, stream, dtype, "mamba", tolerance)
-
-
-def token_input(model: CompiledProgram) -> bool:
-    """Whether the program reads tokens: one integer input with finite bounds."""
-    low, high = model.input.bounds
-    return model.input.integer and model.input.dim == 1 and math.isfinite(low[0]) and math.isfinite(high[0])
+    record = {"arch": "mamba", "max_len": lowered.max_len, "tolerance": tolerance, "outputs": len(lowered.outputs)}
+    return finished(MambaForCausalLM(config), weights, model, stream, dtype, record)
 
 
 def vocabulary_size(model: CompiledProgram, lowered: Lowered) -> int:
     """Tokens ``low .. high`` for a token program, and at least one logit per output."""
-    low, high = model.input.bounds
-    tokens = int(high[0]) - int(low[0]) + 1 if token_input(model) else 1
-    return max(tokens, len(lowered.outputs))
+    return declared(model).vocabulary(len(lowered.outputs))
 
 
 def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -> dict[str, np.ndarray]:
@@ -245,34 +240,39 @@ def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -
         for column, value in _form_row(form, stream, 1.0).items():
             head[j, column] = value
     embeddings = np.zeros((vocab, stream.hidden_size))
-    if token_input(model):
+    spec = declared(model)
+    if spec.token:
         embeddings[:, list(stream.anchors)] = stream.alpha
-        embeddings[:, stream.payload[0]] = stream.beta * (int(model.input.bounds[0][0]) + np.arange(vocab))
+        embeddings[:, stream.payload[0]] = stream.beta * (spec.token_low + np.arange(vocab))
     return {"backbone.embeddings.weight": embeddings, "backbone.norm_f.weight": np.ones(stream.hidden_size),
             "lm_head.weight": head}
 
 
-def finished(hf: PreTrainedModel, weights: dict[str, np.ndarray], model: CompiledProgram, lowered: Lowered,
-             stream: Stream, dtype: torch.dtype, arch: str, tolerance: float) -> PreTrainedModel:
-    """``hf`` (a fresh stock model) with ``weights`` loaded after the overflow check, in ``dtype``, and its
-    ``config.lsrl_io`` record."""
+def finished(hf: ModelT, weights: dict[str, np.ndarray], model: CompiledProgram, stream: Stream, dtype: torch.dtype,
+             record: dict[str, Any]) -> ModelT:
+    """``hf`` (a fresh stock model) in ``dtype`` with ``weights`` loaded after the overflow check, and its
+    ``config.lsrl_io`` record: ``record`` holds ``arch``, ``max_len``, ``tolerance``, ``outputs`` (their
+    number) and optionally ``embed_factor`` (what the stock model multiplies its embeddings by)."""
     import torch
 
-    largest = max(float(np.abs(w).max()) for w in weights.values())
+    largest = max(float(np.max(np.abs(w), initial=0.0)) for w in weights.values())
     limit = float(torch.finfo(dtype).max) / 2.0 ** 8  # a weight times what it reads is at most LARGEST
     if largest > limit:
         raise LsrlError(f"{model.name}: a weight of {largest:.3g} would overflow {dtype}")
+    stock: Any = hf  # transformers wraps ``to`` in a decorator mypy cannot read; it converts in place
+    stock.to(dtype)  # before loading: float32 parameters would round the weights
     state = hf.state_dict()
     if set(weights) != set(state):
         raise InternalError(f"weight names differ from the stock model's: {sorted(set(state) ^ set(weights))}")
     hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
                         for name, value in weights.items()})
-    hf = hf.to(dtype).eval()
-    feeding = {"token_low": int(model.input.bounds[0][0])} if token_input(model) else {
-        "embed_channels": [stream.payload[i] for i in range(model.input.dim)], "embed_scale": stream.beta,
-        "embed_constants": {str(a): stream.alpha for a in stream.anchors}}
-    hf.config.lsrl_io = make_record(model, arch, lowered.max_len, str(dtype).removeprefix("torch."), tolerance,
-                                    list(range(len(lowered.outputs))), 1.0, largest, **feeding)
+    hf.eval()
+    spec, factor = declared(model), record.get("embed_factor", 1.0)
+    feeding = {"token_low": spec.token_low} if spec.token else {
+        "embed_channels": [stream.payload[i] for i in range(spec.dim)], "embed_scale": stream.beta / factor,
+        "embed_constants": {str(a): stream.alpha / factor for a in stream.anchors}}
+    hf.config.lsrl_io = make_record(model, record["arch"], record["max_len"], str(dtype).removeprefix("torch."),
+                                    record["tolerance"], list(range(record["outputs"])), 1.0, largest, **feeding)
     return hf
 
 

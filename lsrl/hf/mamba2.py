@@ -108,7 +108,8 @@ def build_mamba2(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta:
                                       model.name))
     weights.update(ends(model, lowered, stream, vocab))
     tolerance = output_tolerance(model, lowered, errors, grids)
-    return finished(Mamba2ForCausalLM(config), weights, model, lowered, stream, dtype, "mamba2", tolerance)
+    record = {"arch": "mamba2", "max_len": max_len, "tolerance": tolerance, "outputs": len(lowered.outputs)}
+    return finished(Mamba2ForCausalLM(config), weights, model, stream, dtype, record)
 
 
 def _heads(lowered: Lowered, level: int) -> list[Head]:

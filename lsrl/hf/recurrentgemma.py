@@ -116,7 +116,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
-from lsrl.hf.io import make_record
+from lsrl.hf.lowering import decay_and_rotation, declared
+from lsrl.hf.mamba import finished
 from lsrl.hf.rounding import (
     U, computed_bounds, factor, form_error, form_grid, gamma, informative, on_grid, product_error, reach, scan_error,
     written,
@@ -358,19 +359,6 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
     return _stack([row for row in rows if row is not None], len(plan.slot_bounds))
 
 
-def _rotation(J: np.ndarray) -> tuple[float, np.ndarray, int] | None:
-    """``(rho, R, p)`` with ``J = rho R``, ``0 < rho <= 1`` and ``R**p = I`` (``p <= MAX_ROTATION``), or None."""
-    rho = abs(float(J[0, 0])) if J.shape[0] == 1 else math.sqrt(abs(float(np.linalg.det(J))))
-    if not 0 < rho <= 1:
-        return None
-    R, power = J / rho, np.eye(J.shape[0])
-    for period in range(1, MAX_ROTATION + 1):
-        power = R @ power
-        if np.allclose(power, np.eye(J.shape[0]), rtol=0, atol=1e-12):
-            return rho, R, period
-    return None
-
-
 def _phase_products(phase: Affine, matrices: list[np.ndarray], v: Affine, out: list[int]) -> list[Unit]:
     """Units adding ``matrices[r] @ v`` to ``out`` where the phase is r: ``gelu(G [phase = r]) * (M v / G)``."""
     units = []
@@ -385,7 +373,7 @@ def _rotated(plan: Plan, J: np.ndarray, w: Affine, start: np.ndarray, bounds: li
     """A driven block ``s_t = J s_(t-1) + w_t`` with ``J = rho R``, ``R**p = I``: ``s_t = R^t z_t`` with
     ``z_t = rho z_(t-1) + R^-t w_t`` (``z_0 = s_0``; check: ``R^t z_t = rho R R^(t-1) z_(t-1) + w_t``), the
     phase ``t mod p`` from the clock; returns the slots of ``s``."""
-    rotation = _rotation(J)
+    rotation = decay_and_rotation(J, MAX_ROTATION)
     if rotation is None:
         eigen = "complex eigenvalues" if J.shape[0] == 2 else f"eigenvalue {J[0, 0]:g}"
         raise LsrlError(f"{where}: the RG-LRU's decays lie in [0, 1], so a state with {eigen} cannot be written "
@@ -508,13 +496,14 @@ def _sum(a: Affine, b: Affine, n: int) -> Affine:
 
 def plan_program(model: CompiledProgram, max_len: int, dtype: Any) -> tuple[Plan, Affine]:
     """The slots and operations computing ``model`` (diagonal form), and its output as an affine map."""
-    low, high = model.input.bounds
+    spec = declared(model)
     plan = Plan(dtype)
-    where = f"Input '{model.input.name}'"
-    current = plan.reading(plan.slots([max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)], where))
+    where = f"Input '{spec.name}'"
+    current = plan.reading(plan.slots([max(abs(lo), abs(hi)) for lo, hi in zip(spec.low, spec.high)], where))
     originals = {layer.name: layer for layer in model.layers}
-    for layer in _diagonal(model).layers:
-        layer.bounded_by = _same_values(layer, originals.get(layer.name))  # type: ignore[attr-defined]
+    layers: list[Any] = list(_diagonal(model).layers)
+    for layer in layers:
+        layer.bounded_by = _same_values(layer, originals.get(layer.name))
         if layer.kind == "Linear":
             current = current.then(layer.A.to_numpy(), layer.b.to_numpy())
         elif layer.kind == "LinState":
@@ -718,10 +707,10 @@ def _channel_part(channel: Channel, plan: Plan, errors: list[float], grids: list
 def plan_errors(model: CompiledProgram, plan: Plan, max_len: int) -> tuple[list[float], list]:
     """``E_s`` and the grid per slot (module doc, tolerance), op by op in the order the blocks run them."""
     bounds = plan.slot_bounds
-    integer = model.input.integer
-    errors = [0.0 if integer else 2.0 ** -53 * bound for bound in bounds[: model.input.dim]]
+    spec = declared(model)
+    errors = [0.0 if spec.integer else 2.0 ** -53 * bound for bound in bounds[: spec.dim]]
     errors += [0.0] * (len(bounds) - len(errors))
-    grids: list = [0 if integer and i < model.input.dim else None for i in range(len(bounds))]
+    grids: list = [0 if spec.integer and i < spec.dim else None for i in range(len(bounds))]
     for op in plan.ops:
         parts: dict[int, list] = {}
         for unit in op.units:
@@ -752,7 +741,6 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
           ) -> PreTrainedModel:
     """``model`` in a stock ``RecurrentGemmaForCausalLM`` (``arch``: "hawk" or "griffin"); ``beta``
     overrides the stream's payload scale (for the tests of its bound)."""
-    import torch
     from transformers import RecurrentGemmaConfig, RecurrentGemmaForCausalLM
 
     pattern = ("recurrent",) if arch == "hawk" else GRIFFIN_PATTERN
@@ -766,9 +754,8 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
     lru = max([len(b["temporal"].channels) for b in blocks if b["temporal"]] + [1])
     inner = max([len(b["mlp"].units) for b in blocks if b["mlp"]] + [1])
     kernel = max([2] + [max(c.taps) + 1 for b in blocks if b["temporal"] for c in b["temporal"].channels])
-    low, high = model.input.bounds
-    token = model.input.integer and model.input.dim == 1 and all(map(math.isfinite, (low[0], high[0])))
-    vocab = max(int(high[0]) - int(low[0]) + 1 if token else 1, out.W.shape[0])
+    spec = declared(model)
+    vocab = spec.vocabulary(out.W.shape[0])
     out_bound = float(max(out.bound(plan.slot_bounds), default=1.0))
     cap = 2.0 ** (math.ceil(math.log2(max(out_bound, 1.0))) + 40)
     config = RecurrentGemmaConfig(
@@ -777,7 +764,7 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
         conv1d_width=kernel, logits_soft_cap=cap, rms_norm_eps=0.0, block_types=list(pattern),
         tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
         use_cache=False)  # a stock Hawk fails to count its cache (no attention layer): step with position_ids
-    hf = RecurrentGemmaForCausalLM(config).to(dtype=dtype)  # before loading: float32 parameters would round
+    hf = RecurrentGemmaForCausalLM(config)
     weights = {name: np.zeros(tuple(p.shape)) for name, p in hf.state_dict().items()}
     for index, block in enumerate(blocks):
         prefix = f"model.layers.{index}."
@@ -788,22 +775,14 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
             weights[prefix + "mlp_block." + name] = value
     scale = math.sqrt(stream.hidden_size)  # the stock embedding factor, a power of two here
     embed = weights["model.embed_tokens.weight"]
-    if token:
+    if spec.token:
         embed[:, stream.anchor] = stream.alpha / scale
-        embed[:, stream.payload[0]] = stream.beta * np.arange(int(low[0]), int(high[0]) + 1) / scale
+        embed[:, stream.payload[0]] = stream.beta * (spec.token_low + np.arange(vocab)) / scale
     weights["lm_head.weight"][: out.W.shape[0]] = writer.with_anchor(out)
     _check_sizes(plan, out, weights, f"{arch}: {model.name}")
-    state = hf.state_dict()
-    hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
-                        for name, value in weights.items()})
-    hf.eval()
-    feeding = {"token_low": int(low[0])} if token else {
-        "embed_channels": list(stream.payload[: model.input.dim]), "embed_scale": stream.beta / scale,
-        "embed_constants": {str(a): stream.alpha / scale for a in stream.anchors}}
-    largest = max(float(np.max(np.abs(value), initial=0.0)) for value in weights.values())
-    hf.config.lsrl_io = make_record(model, arch, max_len, str(dtype).removeprefix("torch."),
-                                    tolerance, list(range(out.W.shape[0])), 1.0, largest, **feeding)
-    return hf
+    record = {"arch": arch, "max_len": max_len, "tolerance": tolerance, "outputs": out.W.shape[0],
+              "embed_factor": scale}
+    return finished(hf, weights, model, stream, dtype, record)
 
 
 def build_hawk(model: CompiledProgram, max_len: int, dtype: torch.dtype) -> PreTrainedModel:
