@@ -139,7 +139,7 @@ def test_mamba2_group_norm_anchor_smallest_allowed_is_exact_and_16_times_smaller
 # ---- a real-valued program with every kind of state, inputs at their bounds -----------------------
 
 
-@pytest.mark.parametrize("arch", ["mamba", "mamba2", "hawk"])
+@pytest.mark.parametrize("arch", ["mamba", "mamba2", "hawk", "griffin"])
 def test_stated_tolerance_holds_with_inputs_at_their_bounds(arch):
     """Decays 1, 1/2 and 0, a sign flip, a quarter turn, a delay line with an initial state, ReLU and Multi
     (tests/test_hf_mamba.py), T = max_len, every input at -2 or +2."""
