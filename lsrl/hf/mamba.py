@@ -358,8 +358,9 @@ def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, flo
     scans, and one more float32 rounding of every head's output in its gated group norm)."""
     bounds = [slot.bound for slot in lowered.slots]
     errors = [0.0] * len(bounds)
-    grids: list[int | None] = [0 if lowered.integer_input and i < lowered.input_dim else None
-                               for i in range(len(bounds))]
+    # integer inputs, and slots no channel writes (the stream holds an exact 0 there), are on grid 0
+    grids: list[int | None] = [0 if (lowered.integer_input or i >= lowered.input_dim) and not slot.channels else None
+                               for i, slot in enumerate(lowered.slots)]
     for rows in plan:
         parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
         for slot, channel, gain, gate in rows:
