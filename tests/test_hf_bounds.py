@@ -150,3 +150,25 @@ def test_stated_tolerance_holds_with_inputs_at_their_bounds(arch):
     hf = H.to_hf(model, arch, T)
     error = np.max(np.abs(_run(hf, xs) - np.asarray(model(xs, exact=True), dtype=float)))
     assert error <= hf.config.lsrl_io["tolerance"] < 2.0
+
+
+# ---- refusals and warnings ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["mamba", "hawk"])
+def test_a_scan_too_long_for_its_rounding_bound_is_refused_naming_the_state(arch):
+    """A real-valued sum over 2**23 steps: ``2 U R >= 1/2``, no finite error bound (lsrl.hf.rounding)."""
+    x = lsrl.Input(1, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[1]], [[1]], name="long_sum")))
+    with pytest.raises(lsrl.LsrlError, match="long_sum.*rounding error bound"):
+        H.to_hf(model, arch, 2 ** 23)
+
+
+def test_a_tolerance_that_proves_nothing_warns():
+    """Listing 1's steep steps (slope 1000) and its sums over all cells make its interval bound exceed its
+    outputs' bound: the model is written, with a ToleranceWarning."""
+    from lsrl.targets.precision import ToleranceWarning
+
+    model = lsrl.compile(lsrl.programs.continuous_approximator(1, 1, robust=True, value_bound=1))
+    with pytest.warns(ToleranceWarning, match="proves nothing"):
+        H.to_hf(model, "hawk", 9)

@@ -747,9 +747,9 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
     plan, out = plan_program(model, max_len, dtype)
     blocks = place(plan.ops, pattern)
     errors, grids = plan_errors(model, plan, max_len)
-    tolerance = _tolerance(model, plan, out, errors, grids, max_len)
     stream = _stream(plan, f"{arch}: {model.name}", computed_bounds(plan.names, plan.slot_bounds, errors, max_len),
                      beta)
+    tolerance = _tolerance(model, plan, out, errors, grids, max_len)
     writer = _Writer(stream, len(plan.slot_bounds))
     lru = max([len(b["temporal"].channels) for b in blocks if b["temporal"]] + [1])
     inner = max([len(b["mlp"].units) for b in blocks if b["mlp"]] + [1])
