@@ -22,8 +22,9 @@ lsrl can feed the model and read it. Format 1:
 ``output_scale``    a power of two (the model's own scale is undone exactly)
 ``max_len``         the longest sequence the construction is proved for
 ``dtype``           "float32" or "float64": the dtype the model was built and checked in
-``tolerance``       every output is within ``tolerance`` (absolute) of the program's; an output that
-                    is an integer (a token) is read exactly by rounding when ``tolerance < 1/2``
+``tolerance``       every output is within ``tolerance`` (absolute) of the program's, a proved bound
+                    (``lsrl.hf.rounding``; 0: every output exact); an output that is an integer (a
+                    token) is read exactly by rounding when ``tolerance < 1/2``
 ``largest_weight``  the largest weight magnitude written (float16 cannot hold more than 65504)
 """
 

@@ -91,6 +91,38 @@ def tightened(form: Form, low: float, high: float) -> Form:
     return Form(form.coef, form.const, max(form.low, low), min(form.high, high))
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What a program's ``Input`` declares, as the builders read it."""
+
+    name: str
+    dim: int
+    low: list[float]
+    high: list[float]
+    integer: bool
+
+    @property
+    def token(self) -> bool:
+        """Whether the program reads tokens (``input_ids``): one integer input with finite bounds."""
+        return self.integer and self.dim == 1 and math.isfinite(self.low[0]) and math.isfinite(self.high[0])
+
+    @property
+    def token_low(self) -> int:
+        return int(self.low[0])
+
+    def vocabulary(self, outputs: int) -> int:
+        """Tokens ``low .. high`` for a token program, and at least one logit per output."""
+        return max(int(self.high[0]) - self.token_low + 1 if self.token else 1, outputs)
+
+
+def declared(model: CompiledProgram) -> Declared:
+    """``model``'s Input declarations."""
+    node: Any = model.input
+    low, high = node.bounds
+    return Declared(str(node.name), int(node.dim), [float(v) for v in low], [float(v) for v in high],
+                    bool(node.integer))
+
+
 @dataclass
 class Channel:
     kind: str  # "relu", "product", "scan", "pulse"
@@ -123,6 +155,7 @@ class Lowered:
     outputs: list[Form]
     max_len: int
     input_dim: int
+    integer_input: bool = False  # the Input declares integer tokens
 
     @property
     def depth(self) -> int:
@@ -224,10 +257,11 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     """``model`` as slots (see the module doc); ``LsrlError`` for an unbounded value or a state the
     stock blocks cannot express."""
     _require_bounded(model, max_len)
-    diagonal = float_diagonal(model)
-    builder = _Builder(max_len, model.input.dim, model.input.bounds)
+    spec = declared(model)
+    builder = _Builder(max_len, spec.dim, (spec.low, spec.high))
     current = list(builder.inputs)
-    for layer in diagonal.layers:
+    layers: list[Any] = list(float_diagonal(model).layers)
+    for layer in layers:
         first_new = len(builder.slots)
         low, high = (list(map(float, side)) for side in value_bounds(layer, max_len))
         if layer.kind == "Linear":
@@ -244,7 +278,7 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
                             "cannot be expressed")
         current = [tightened(form, lo, hi) for form, lo, hi in zip(current, low, high)]
         _tighten_new_slots(builder.slots, first_new, current)
-    return Lowered(builder.slots, current, max_len, model.input.dim)
+    return Lowered(builder.slots, current, max_len, spec.dim, spec.integer)
 
 
 def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
@@ -316,19 +350,31 @@ def _delay_line(builder: _Builder, layer: Any, block: np.ndarray, indices: list[
     return forms
 
 
+def decay_and_rotation(block: np.ndarray, max_period: int) -> tuple[float, np.ndarray, int] | None:
+    """``(rho, R, p)`` with ``block = rho R``, ``0 < rho <= 1`` and ``R**p = I`` (``p <= max_period``, the
+    least such), or None: a state block a step counter can emulate (module doc)."""
+    rho = abs(float(block[0, 0])) if block.shape[0] == 1 else math.sqrt(abs(float(np.linalg.det(block))))
+    if not 0 < rho <= 1:
+        return None
+    rotation, power = block / rho, np.eye(block.shape[0])
+    for period in range(1, max_period + 1):
+        power = rotation @ power
+        if np.allclose(power, np.eye(block.shape[0]), rtol=0, atol=1e-12):
+            return rho, rotation, period
+    return None
+
+
 def _periodic(builder: _Builder, layer: Any, block: np.ndarray, drive: list[Form], init: np.ndarray) -> list[Form]:
     """A block ``rho R`` with ``R**p = I`` through a phase-selected scan (module doc)."""
     size = block.shape[0]
-    rho = abs(float(block[0, 0])) if size == 1 else math.sqrt(abs(float(np.linalg.det(block))))
-    rotation = block / rho if rho else block
-    period = next((p for p in range(1, MAX_PERIOD + 1)
-                   if np.allclose(np.linalg.matrix_power(rotation, p), np.eye(size), atol=1e-12)), None)
-    if rho == 0 or rho > 1 or period is None:
+    found = decay_and_rotation(block, MAX_PERIOD)
+    if found is None:
         raise LsrlError(
             f"{layer.describe()}: a state block with eigenvalues {np.round(np.linalg.eigvals(block), 6).tolist()}: the "
             f"stock blocks decay by factors in [0, 1], and this block is no decay times a rotation of period at most "
             f"{MAX_PERIOD}, so it cannot be emulated with a step counter"
         )
+    rho, rotation, period = found
     phases = builder.phase(period)
     powers = [np.linalg.matrix_power(rotation, r) for r in range(period)]
     inverse = [powers[(period - r) % period] for r in range(period)]  # R^-r = R^(p-r)

@@ -30,25 +30,78 @@ for ``x`` outside (-88.8, 16.7) in float32 and (-709.8, 36.8) in float64; ``soft
 ``2**16`` is refused before anything is written (the values are too large for float32), naming the
 node. The largest weight is recorded as ``config.lsrl_io["largest_weight"]``.
 
-**Tolerance.** A first-order forward error bound, slot by slot: each value read by a block is
-rounded to float32 (relative ``u = 2**-24``), a dot product of ``n`` terms adds ``(n + 2) u`` times
-the sum of the magnitudes of its terms, a relu channel adds ``0.2785 / k`` (the silu window), a
-product ``A e_b + B e_a + e_a e_b``, a scan ``reach`` times its drive's error plus ``reach u`` times
-its bound, and a decay's rounding ``|decay' - decay| reach`` times its bound. It is stated in
-``config.lsrl_io["tolerance"]`` (absolute) and checked by the tests; the analysis is first order (it
-ignores products of rounding errors), not a machine-checked proof.
+**Tolerance (the proof).** Write ``U = 2**-24``, ``gamma_n = n U / (1 - n U)``. ``U`` bounds the
+relative error of every rounding in either dtype (the stock RMSNorm and the float64 model's cast of the
+scan input and of the logits are float32). Underflow: every quantity is a value of the program times a
+scale of at least ``beta >= 2**-100`` (the stream), 1 (the scan) or a gain, so a rounding in the
+subnormal range adds at most ``2**-150 / 2**-100 = TINY`` in value units; ``TINY`` is added per
+rounding below. Each slot ``s`` has its bound ``M_s`` (``lsrl.hf.lowering``, from ``value_bounds`` at
+``max_len``) and an error bound ``E_s`` on its stored value ``v^_s = h_s / beta``, built block by
+block (every block reads only slots of lower levels):
+
+1. *Reading a form* ``f = sum c_i v_i + c_0`` with gain ``k``: the norm gives ``fl32(beta v^_i)`` (the
+   stream's claim, ``lsrl.hf.stream``, holds for the computed values since the stream is planned for
+   the bounds ``M_s + E_s``); in_proj holds ``fl(k c_i / beta)`` (``k``, ``beta`` powers of two) and
+   sums ``m`` non-zero terms, so ``|x^ / k - f| <= e_f = sum |c_i| (E_i + U M'_i) + gamma_(m+2) (sum
+   |c_i| M'_i + |c_0|) + (m + 2) TINY`` with ``M'_i = (1 + U)(M_i + E_i)`` (the spare rounding in
+   ``m + 2`` covers the float64 composition of the program's Linears into ``c``). The conv copies with
+   tap 1 (an impulse: ``x - x = 0`` on identical values), exactly.
+2. *SiLU* (an assumption on torch, tested in ``tests/test_hf_mamba.py``: ``silu(x) == relu(x)`` for
+   ``|x| >= 710`` and ``|fl(silu(x)) - relu(x)| <= SILU_GAP = 0.28`` elsewhere, which holds in real
+   arithmetic by 0.2785 plus 4 ulps of ``|x| < 710``): a relu channel's ``y = silu(x^) / k`` (``D = 1/k``,
+   exact) is within ``e = e_f + SILU_GAP / k`` of ``relu(f)`` (relu is 1-Lipschitz); ``silu(z) = 64``
+   exactly.
+3. *Product*: with ``e_a``, ``e_b`` as in 2 for both factors (bounds ``A``, ``B``), ``y silu(z)`` is
+   within ``A e_b + B e_a + e_a e_b + U (A + e_a)(B + e_b)`` of ``relu(a) relu(b)``.
+4. *Scan* of decay ``a`` (``S_t = a S_(t-1) + d_t``, ``d = relu(f)``, ``|S| <= S_max = R D`` with
+   ``R = sum_(j < T) a^j``): ``dt B_t = 1/k`` exactly, the drive is ``d^ = fl32(silu(x^)) / k`` with
+   ``e_d = e + U (D + e)``; the computed decay ``a^ = exp(32 fl32(A))`` (1 exactly for decay 1) lies
+   within ``delta = |a^(float64) - a| + 2U`` of ``a``; each step rounds ``a^ S`` and the sum. So
+   ``eps_t <= a^ eps_(t-1) + delta S_max + e_d + 2U (S_max + eps) + 2 TINY`` and, summed,
+   ``eps <= R' (e_d + delta S_max + 2U S_max + 2 TINY) / (1 - 2U R')`` with ``R' = sum_(j<T) a^^j``
+   (refused unless ``2U R' < 1/2``). ``C_t = 1``, ``D = 0`` and ``silu(z) = 64``: exact.
+5. *Writing a slot*: out_proj holds ``fl(beta w / 64)`` and sums the slot's ``c`` channels (``0 + x``
+   into an unused stream channel is exact), so ``E_s = sum |w| e_ch + gamma_(c+2) sum |w| (B_ch + e_ch)
+   + (c + 2) TINY``, ``B_ch`` the channel's bound.
+6. *Output*: ``lm_head`` reads the output form after ``norm_f`` (1.), and the float64 model's logits
+   are cast to float32: ``tolerance = max_j e_(out_j) + U (M_out_j + e_(out_j))``; 0 where every
+   output form is on a grid (below): every output, and so every token decision, is then exact.
+
+*Exactness* (error 0, which keeps step counters and phase indicators exact): a slot is on the grid
+``q`` when its value is always a multiple of ``2**-q``: an integer Input (``q = 0``, read exactly from
+the embeddings), or a slot every channel of which is exact on a grid, written with weights ``w`` of
+at most 24 significant bits. A form ``sum c_i v_i + c_0`` of such slots with dyadic ``c_i = n_i
+2**-p_i`` (``|n_i| < 2**24``) is a multiple of ``2**-q`` (``q = max(p_i + q_i)``), and when ``(sum |c_i| M_i +
+|c_0|) 2**q < 2**24`` every partial sum of its dot product is exactly representable in float32, in any
+order: it is computed exactly (``dyadic_exponent``, ``form_grid``). Its SiLU is exact where ``k 2**-q
+>= 710`` (a non-zero value is then beyond the window; ``silu(0) = 0``); a product of exact factors,
+a decay-1 scan of an exact drive and the out_proj sum are exact under the same ``2**24`` condition
+(a scan's bound is ``T`` times its drive's).
+
+Every value stays within ``M_s + E_s``: the stream is planned for these bounds, and the gains keep
+intermediates below ``2**100`` for ``M_s``, so ``E_s <= 2**20 (M_s + 1)`` (checked) keeps them below
+``2**121``, finite in float32. A stated tolerance as large as the outputs' bound proves
+nothing: the builder warns (``ToleranceWarning``, naming the program) and still writes the model. An output
+that is a whole number is read exactly by rounding where ``tolerance < 1/2``. The bound is in
+``config.lsrl_io["tolerance"]`` (absolute); the pieces are in ``lsrl.hf.rounding``. What is *not*
+proved: ``value_bounds`` gives interval bounds, so for programs with wide intervals (Listing 2:
+outputs bounded by 5.2e9 at ``max_len = 21``, beyond float32's exact integers) the stated tolerance is far
+above the error measured (0 there).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
-from lsrl.hf.lowering import Channel, Form, Lowered, lower
+from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
+from lsrl.hf.rounding import (
+    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, reach, scan_error, written,
+)
 from lsrl.hf.stream import Stream, plan_stream
 
 if TYPE_CHECKING:
@@ -57,6 +110,8 @@ if TYPE_CHECKING:
 
     from lsrl.model.compiled import CompiledProgram
 
+ModelT = TypeVar("ModelT", bound="PreTrainedModel")
+
 GATE = 64.0  # silu(64) == 64 in float32 and float64
 CONSTANT = 64.0  # the conv bias of channel 0
 DT_ON, DT_OFF = 32.0, -1000.0  # softplus: exactly 32, exactly 0
@@ -64,17 +119,18 @@ EXACT_DECAY_LOG = -200.0  # A = -exp(-200) == -0.0 in float32
 LARGEST = 2.0 ** 100  # the largest intermediate allowed
 GAIN_CAP = 2.0 ** 30
 SMALLEST_GAIN = 2.0 ** 16
-ROUNDING = 2.0 ** -24  # the stock RMSNorm computes in float32 in every dtype
-SILU_GAP = 0.2785  # max |silu(x) - relu(x)|
+SILU_GAP = 0.28  # |fl(silu(x)) - relu(x)|: 0.2785 plus the rounding of silu on |x| < 710
+SILU_EXACT = 710.0  # silu(x) == relu(x) for |x| >= this, in float32 and float64
 
 
 def build_mamba(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta: float | None = None
                 ) -> MambaForCausalLM:
     """``model`` as a stock ``MambaForCausalLM`` (module doc); ``beta`` overrides the payload scale."""
     lowered = lower(model, max_len)
-    stream = plan_stream([slot.bound for slot in lowered.slots], model.name, beta)
     plan = _plan_blocks(lowered)
-    return _write(model, lowered, stream, plan, dtype)
+    errors, grids = slot_errors(lowered, plan)
+    stream = plan_stream(stream_bounds(lowered, errors), model.name, beta)
+    return _write(model, lowered, stream, plan, dtype, output_tolerance(model, lowered, errors, grids))
 
 
 def _pow2_at_most(value: float) -> float:
@@ -88,7 +144,7 @@ def _gain(*magnitudes: float) -> float:
 
 
 def _reach(channel: Channel, max_len: int) -> float:
-    return float(max_len) if channel.decay == 1 else min(float(max_len), 1.0 / (1.0 - channel.decay))
+    return reach(channel.decay, max_len)
 
 
 def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float]]]:
@@ -148,7 +204,8 @@ def _realised_decay(decay: float) -> float:
 
 
 def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
-           plan: list[list[tuple[int, Channel, float, float]]], dtype: torch.dtype) -> MambaForCausalLM:
+           plan: list[list[tuple[int, Channel, float, float]]], dtype: torch.dtype, tolerance: float
+           ) -> MambaForCausalLM:
     from transformers import MambaConfig, MambaForCausalLM
 
     hidden = stream.hidden_size
@@ -167,21 +224,13 @@ def _write(model: CompiledProgram, lowered: Lowered, stream: Stream,
     for layer, rows in enumerate(plan):
         weights.update(_block_weights(f"backbone.layers.{layer}.", rows, stream, inner, kernel, hidden))
     weights.update(ends(model, lowered, stream, vocab))
-    tolerance = max((form_error(form, lowered, slot_errors(lowered, plan)) for form in lowered.outputs), default=0.0)
-    return finished(MambaForCausalLM(config), weights, model, lowered, stream, dtype, "mamba", tolerance)
-
-
-def token_input(model: CompiledProgram) -> bool:
-    """Whether the program reads tokens: one integer input with finite bounds."""
-    low, high = model.input.bounds
-    return model.input.integer and model.input.dim == 1 and math.isfinite(low[0]) and math.isfinite(high[0])
+    record = {"arch": "mamba", "max_len": lowered.max_len, "tolerance": tolerance, "outputs": len(lowered.outputs)}
+    return finished(MambaForCausalLM(config), weights, model, stream, dtype, record)
 
 
 def vocabulary_size(model: CompiledProgram, lowered: Lowered) -> int:
     """Tokens ``low .. high`` for a token program, and at least one logit per output."""
-    low, high = model.input.bounds
-    tokens = int(high[0]) - int(low[0]) + 1 if token_input(model) else 1
-    return max(tokens, len(lowered.outputs))
+    return declared(model).vocabulary(len(lowered.outputs))
 
 
 def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -> dict[str, np.ndarray]:
@@ -191,34 +240,39 @@ def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -
         for column, value in _form_row(form, stream, 1.0).items():
             head[j, column] = value
     embeddings = np.zeros((vocab, stream.hidden_size))
-    if token_input(model):
+    spec = declared(model)
+    if spec.token:
         embeddings[:, list(stream.anchors)] = stream.alpha
-        embeddings[:, stream.payload[0]] = stream.beta * (int(model.input.bounds[0][0]) + np.arange(vocab))
+        embeddings[:, stream.payload[0]] = stream.beta * (spec.token_low + np.arange(vocab))
     return {"backbone.embeddings.weight": embeddings, "backbone.norm_f.weight": np.ones(stream.hidden_size),
             "lm_head.weight": head}
 
 
-def finished(hf: PreTrainedModel, weights: dict[str, np.ndarray], model: CompiledProgram, lowered: Lowered,
-             stream: Stream, dtype: torch.dtype, arch: str, tolerance: float) -> PreTrainedModel:
-    """``hf`` (a fresh stock model) with ``weights`` loaded after the overflow check, in ``dtype``, and its
-    ``config.lsrl_io`` record."""
+def finished(hf: ModelT, weights: dict[str, np.ndarray], model: CompiledProgram, stream: Stream, dtype: torch.dtype,
+             record: dict[str, Any]) -> ModelT:
+    """``hf`` (a fresh stock model) in ``dtype`` with ``weights`` loaded after the overflow check, and its
+    ``config.lsrl_io`` record: ``record`` holds ``arch``, ``max_len``, ``tolerance``, ``outputs`` (their
+    number) and optionally ``embed_factor`` (what the stock model multiplies its embeddings by)."""
     import torch
 
-    largest = max(float(np.abs(w).max()) for w in weights.values())
+    largest = max(float(np.max(np.abs(w), initial=0.0)) for w in weights.values())
     limit = float(torch.finfo(dtype).max) / 2.0 ** 8  # a weight times what it reads is at most LARGEST
     if largest > limit:
         raise LsrlError(f"{model.name}: a weight of {largest:.3g} would overflow {dtype}")
+    stock: Any = hf  # transformers wraps ``to`` in a decorator mypy cannot read; it converts in place
+    stock.to(dtype)  # before loading: float32 parameters would round the weights
     state = hf.state_dict()
     if set(weights) != set(state):
         raise InternalError(f"weight names differ from the stock model's: {sorted(set(state) ^ set(weights))}")
     hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
                         for name, value in weights.items()})
-    hf = hf.to(dtype).eval()
-    feeding = {"token_low": int(model.input.bounds[0][0])} if token_input(model) else {
-        "embed_channels": [stream.payload[i] for i in range(model.input.dim)], "embed_scale": stream.beta,
-        "embed_constants": {str(a): stream.alpha for a in stream.anchors}}
-    hf.config.lsrl_io = make_record(model, arch, lowered.max_len, str(dtype).removeprefix("torch."), tolerance,
-                                    list(range(len(lowered.outputs))), 1.0, largest, **feeding)
+    hf.eval()
+    spec, factor = declared(model), record.get("embed_factor", 1.0)
+    feeding = {"token_low": spec.token_low} if spec.token else {
+        "embed_channels": [stream.payload[i] for i in range(spec.dim)], "embed_scale": stream.beta / factor,
+        "embed_constants": {str(a): stream.alpha / factor for a in stream.anchors}}
+    hf.config.lsrl_io = make_record(model, record["arch"], record["max_len"], str(dtype).removeprefix("torch."),
+                                    record["tolerance"], list(range(record["outputs"])), 1.0, largest, **feeding)
     return hf
 
 
@@ -268,27 +322,70 @@ def _block_weights(prefix: str, rows: list[tuple[int, Channel, float, float]], s
 
 # ---- the tolerance (module doc) ---------------------------------------------------------------------
 
-def form_error(form: Form, lowered: Lowered, errors: list[float]) -> float:
-    """Error bound of ``form`` read by a block from slots with errors ``errors``."""
-    magnitude = sum(abs(c) * lowered.slots[s].bound for s, c in form.coef) + abs(form.const)
-    carried = sum(abs(c) * (errors[s] + ROUNDING * lowered.slots[s].bound) for s, c in form.coef)
-    return carried + (len(form.coef) + 2) * ROUNDING * magnitude
+def scan_decay(decay: float) -> tuple[float, float]:
+    """``(computed, delta)``: an upper bound on the decay the stock scan computes, and its distance
+    from ``decay`` (module doc, 4.)."""
+    if decay == 1:
+        return 1.0, 0.0
+    computed = _realised_decay(decay)
+    return min(1.0, computed + 2 * U), abs(computed - decay) + 2 * U
 
 
-def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, float]]]) -> list[float]:
-    """An error bound per slot: its rounding in the stream, plus what its channels add."""
-    errors = [ROUNDING * slot.bound for slot in lowered.slots]
+def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], errors: list[float],
+             grids: list[int | None], max_len: int, chunked: bool) -> tuple[float, float, float, int | None]:
+    """``(weight, error, bound, grid)`` of one channel's output (module doc, 2. to 4., and exactness)."""
+    e, grid = factor(channel.form, gain, SILU_EXACT, SILU_GAP, bounds, errors, grids)
+    if channel.kind == "product":
+        a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
+        e_b, other = factor(channel.gate, gate, SILU_EXACT, SILU_GAP, bounds, errors, grids)  # type: ignore[arg-type]
+        grid = on_grid([(1.0, grid + other, a * b)]) if grid is not None and other is not None else None
+        error, bound = product_error(a, e, b, e_b), a * b
+    elif channel.kind in ("scan", "pulse"):
+        drive = max(channel.form.high, 0.0)
+        bound = drive * reach(channel.decay, max_len)
+        grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
+        error = scan_error(drive, e + U * (drive + e), channel.decay, *scan_decay(channel.decay), max_len, chunked)
+    else:
+        error, bound = e, max(channel.form.high, 0.0)
+    if chunked:  # Mamba-2's gated group norm rounds every head's output to float32
+        error += U * (bound + error)
+    return channel.weight, (0.0 if grid is not None else error), bound, grid
+
+
+def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, float]]], chunked: bool = False
+                ) -> tuple[list[float], list[int | None]]:
+    """``E_s`` and the grid per slot (module doc, 1. to 5., and exactness); ``chunked``: Mamba-2 (its
+    scans, and one more float32 rounding of every head's output in its gated group norm)."""
+    bounds = [slot.bound for slot in lowered.slots]
+    errors = [0.0] * len(bounds)
+    # integer inputs, and slots no channel writes (the stream holds an exact 0 there), are on grid 0
+    grids: list[int | None] = [0 if (lowered.integer_input or i >= lowered.input_dim) and not slot.channels else None
+                               for i, slot in enumerate(lowered.slots)]
     for rows in plan:
+        parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
         for slot, channel, gain, gate in rows:
-            error = form_error(channel.form, lowered, errors) + SILU_GAP / gain
-            if channel.kind == "product":
-                other = form_error(channel.gate, lowered, errors) + SILU_GAP / gate  # type: ignore[arg-type]
-                a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
-                error = a * other + b * error + error * other + 2 * ROUNDING * a * b
-            elif channel.kind in ("scan", "pulse"):
-                reach = _reach(channel, lowered.max_len)
-                bound = channel.form.bound * reach
-                drift = abs(_realised_decay(channel.decay) - channel.decay) * reach * bound
-                error = reach * error + reach * ROUNDING * bound + drift
-            errors[slot] += abs(channel.weight) * error
-    return errors
+            parts.setdefault(slot, []).append(_channel(channel, gain, gate, bounds, errors, grids, lowered.max_len,
+                                                       chunked))
+        for slot, channel_parts in parts.items():
+            errors[slot], grids[slot] = written(channel_parts)
+    return errors, grids
+
+
+def stream_bounds(lowered: Lowered, errors: list[float]) -> list[float]:
+    """``M_s + E_s`` per slot, what the stream holds (``lsrl.hf.rounding.computed_bounds``)."""
+    return computed_bounds([slot.name for slot in lowered.slots], [slot.bound for slot in lowered.slots], errors,
+                           lowered.max_len)
+
+
+def output_tolerance(model: CompiledProgram, lowered: Lowered, errors: list[float], grids: list[int | None]
+                     ) -> float:
+    """The stated tolerance (module doc, 6.: 0 for outputs on a grid); a ``ToleranceWarning`` where it
+    is as large as the outputs' bound."""
+    bounds = [slot.bound for slot in lowered.slots]
+    tolerance = 0.0
+    for form in lowered.outputs:
+        if form_grid(form, bounds, grids) is None:
+            error = form_error(form, bounds, errors)
+            tolerance = max(tolerance, error + U * (form.bound + error))
+    return informative(model.name, tolerance, max((form.bound for form in lowered.outputs), default=0.0),
+                       lowered.max_len)

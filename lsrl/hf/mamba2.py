@@ -22,9 +22,19 @@ block ``L`` writes the slots of level ``L``. Mamba-2 differs in three ways, each
   heads' outputs are at most about ``2**48``; a program whose bounds need more is refused, naming a
   node (a scan head's output is ``2**23`` times its state, the tightest limit).
 
-The rest (relu and product heads, pulses for initial states, the gains, the refusals, the error
-bound) is as in ``lsrl.hf.mamba``; the chunked scan computes decay-1 states exactly (its segment
-sums are sums of ``-0.0``).
+The rest (relu and product heads, pulses for initial states, the gains, the refusals) is as in
+``lsrl.hf.mamba``.
+
+**Tolerance.** ``lsrl.hf.mamba``'s proof, slot by slot, with three changes. (a) Every head's output
+``y silu(z)`` passes the float32 gated group norm: one more rounding, ``U`` times its bound (the
+norm's scaling is exact by the anchors' claim, as the stream's). (b) A scan head's drive is ``g form
++ c`` with ``silu`` the identity there (``x >= 64``): no SiLU gap, and the offset's share enters the
+form's magnitude; its companion (the constant ``c``) is a scan of its own in the bound. (c) The
+chunked scan (segment sums, exponentials, einsum reductions) is **assumed**, not proved: each output
+within ``gamma_(2T+8) R (D + e_d)`` of the recurrence on its computed drive (at most ``2T + 8``
+roundings along any path), and a decay-1 scan of a drive on a grid exact (its segment sums are sums
+of ``-0.0``, ``exp(0) = 1``, so it adds grid values below ``2**24`` units). The tests check the stated
+bound against the interpreter on random programs at ``T = max_len``.
 """
 
 from __future__ import annotations
@@ -35,10 +45,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lsrl.errors import LsrlError
-from lsrl.hf.lowering import Channel, Lowered, lower
+from lsrl.hf.lowering import Channel, Form, Lowered, lower
 from lsrl.hf.mamba import (
-    CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, _decay_log, _form_row, _gain, _reach, ends,
-    finished, form_error, slot_errors, vocabulary_size,
+    CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, _decay_log, _form_row, _gain, _reach,
+    ends, finished, output_tolerance, slot_errors, stream_bounds, vocabulary_size,
 )
 from lsrl.hf.stream import MARGIN_BITS, Stream, plan_stream
 
@@ -77,8 +87,10 @@ def build_mamba2(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta:
     from transformers import Mamba2Config, Mamba2ForCausalLM
 
     lowered = lower(model, max_len)
-    stream = plan_stream([slot.bound for slot in lowered.slots], model.name, beta)
     blocks = [_heads(lowered, level) for level in range(1, max(lowered.depth, 1) + 1)]
+    rows = [[(h.slot, *h.error) for h in heads if h.slot is not None and h.error is not None] for heads in blocks]
+    errors, grids = slot_errors(lowered, rows, chunked=True)
+    stream = plan_stream(stream_bounds(lowered, errors), model.name, beta)
     hidden, anchors_per_hidden = stream.hidden_size, len(stream.anchors)
     expand = max(1, math.ceil(max(len(heads) for heads in blocks) / (hidden - anchors_per_hidden)))
     inner, anchors = expand * hidden, expand * anchors_per_hidden
@@ -95,9 +107,9 @@ def build_mamba2(model: CompiledProgram, max_len: int, dtype: torch.dtype, beta:
         weights.update(_block_weights(f"backbone.layers.{layer}.", heads, stream, inner, anchors, kernel,
                                       model.name))
     weights.update(ends(model, lowered, stream, vocab))
-    rows = [[(h.slot, *h.error) for h in heads if h.slot is not None and h.error is not None] for heads in blocks]
-    tolerance = max((form_error(form, lowered, slot_errors(lowered, rows)) for form in lowered.outputs), default=0.0)
-    return finished(Mamba2ForCausalLM(config), weights, model, lowered, stream, dtype, "mamba2", tolerance)
+    tolerance = output_tolerance(model, lowered, errors, grids)
+    record = {"arch": "mamba2", "max_len": max_len, "tolerance": tolerance, "outputs": len(lowered.outputs)}
+    return finished(Mamba2ForCausalLM(config), weights, model, stream, dtype, record)
 
 
 def _heads(lowered: Lowered, level: int) -> list[Head]:
@@ -153,6 +165,8 @@ def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list
         head.error = (Channel("scan", shifted.scaled(1 / gain), channel.weight, decay=channel.decay), math.inf, 0.0)
         companion = Head(slot, -channel.weight * offset / gain, SCAN_FACTOR * offset, SCAN_FACTOR * reach * offset)
         companion.conv_bias = offset
+        companion.error = (Channel("scan", Form((), offset / gain, offset / gain, offset / gain), channel.weight,
+                                   decay=channel.decay), math.inf, 0.0)
         heads = [head, companion]
     for item in heads:
         item.z, item.dt_bias, item.a_log = (None, GATE), DT_ON, _decay_log(channel.decay)

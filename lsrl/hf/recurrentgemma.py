@@ -37,8 +37,7 @@ half of its kind after the layer it reads (Griffin's attention halves are never 
     computes ``a**2`` as ``a * a``, or bf16, breaks it (then ``m = 0``). The genuine decay ``a =
     1 - 2**-24`` would instead give an error up to ``2**-24 T**2``.
   - ``0 < l < 1``: the genuine decay ``a = exp(-8 softplus(L))``, ``L`` solved for ``l``, the
-    drive fed as ``w / m`` with ``m`` the stock code's own; error a few float32 roundings per step,
-    bounded by ``2**-22 l / (1 - l)**2 max|w|``.
+    drive fed as ``w / m`` with ``m`` the stock code's own; its error is in the tolerance below.
   - The stock RG-LRU resets where ``position_ids == 0`` (``a = 0`` and ``m = 1`` there), so each
     such mode is two channels with the same ``a``: ``P`` fed ``w / m`` and gated off at the first
     step, ``Q`` fed ``w + l z_0`` (the initial state's share) and gated on only at the first step;
@@ -66,14 +65,46 @@ half of its kind after the layer it reads (Griffin's attention halves are never 
 ``tanh(l / cap) * cap`` is the identity in floating point since ``cap`` is a power of two at
 least ``2**40`` times the largest output bound (``tanh(y) == y`` for ``|y| < 2**-27``).
 
-**Tolerance.** Exact (bit-identical to rounding the program's arithmetic once per operation) for
-programs whose modes have eigenvalues in ``{0, 1}`` or are emulated; otherwise the decay error
-above. The stock model computes its norms and its RG-LRU scan in float32 even in a float64 model,
-so a float64 model has float32's precision there. The record's (absolute) ``tolerance`` is an
-estimate, not a proof: ``2**-20 * (1 + number of layers) * max(1, scale) * max(1, output bound)``
-(``scale``: the largest weight or declared input bound, ``lsrl.targets.precision``; the output
-bound from ``value_bounds``), plus the decay bound; the tests check it against the interpreter on
-random programs, where the measured error is 1e-6 or less.
+**Tolerance (the proof).** Slot by slot, with ``lsrl.hf.rounding``'s pieces (``U = 2**-24`` for
+every rounding, ``gamma_n``, ``TINY``, grids for exact slots); ``M_s`` from ``value_bounds`` at
+``max_len`` (the plan's slot bounds), ``E_s`` the error bound, ops taken in the order the blocks run
+them (every op reads slots written before it).
+
+- *Inputs*: a token is read exactly (``beta * token / s`` times the embedding factor ``s``, powers
+  of two); ``inputs_embeds`` holds ``fl(beta x / s)`` in the dtype: ``E = 2**-53 M`` beyond the
+  norm's own rounding (float64; in float32 the two are one rounding).
+- *Reads*: each RMSNorm is the identity up to its float32 rounding (the stream's claim, for the
+  bounds ``M_s + E_s`` the stream is planned for); a projection row is ``lsrl.hf.rounding.form_error``.
+- *MLP units* ``gelu(G f) * (b / G)`` added with weight ``w``: **assumed of torch, tested**:
+  ``gelu_tanh(y) == relu(y)`` for ``|y| >= 8`` and ``|fl(gelu_tanh(y)) - relu(y)| <= 0.171`` elsewhere
+  (0.1700 in real arithmetic); so ``relu(f)`` within ``e_f + 0.171 / G`` (exact on a grid ``q`` with
+  ``G 2**-q >= 8``), and the unit is ``product_error`` of that and ``b`` (a ReLU's ``b = 1``; a
+  product's pair ``gelu(+-G q) (+-p / G)`` two such units; a phase product's gate is an exact 0 / 1).
+- *Recurrent channels*: the conv (taps ``c_k``) adds ``sum |c_k| e_x + gamma_(K+1) sum |c_k| (X + e_x)``
+  (exact for one tap 1, or on a grid); ``a = 0`` channels copy it (``m = 1``, ``i = 1`` exactly:
+  ``sigmoid(+-1024)`` and ``exp(-8192)`` are exact 1 / 0); decay channels scale their drive by ``m``
+  (exact for the unit decay, ``m = 2**-12``; one rounding for a genuine decay, whose ``m`` the builder
+  computes with the stock code's own operations: **assumed**, as for ``a`` below, that torch computes
+  the same operation on the same values identically), round it to float32 (one more ``U``) and scan
+  it: ``lsrl.hf.rounding.scan_error`` with ``a^`` the float32 decay ``_rglru_decay`` computes (1.0
+  exactly for the unit decay, checked by ``unit_decay``) and ``delta = |a^ - l|``. The reset at
+  ``position_ids == 0`` and the first-step gates are exact (``F`` is exactly 1 then 0). ``y =
+  gelu_tanh(8) = 8`` exactly, so ``h y`` is exact; ``linear_out`` writes the slot (``written``).
+  Griffin's attention halves add an exact 0 (``o_proj = 0``).
+- *Output*: ``lm_head`` is a projection row; the soft-cap is the identity (``Output``);
+  ``tolerance = max_j e_j + U (M_j + e_j)``; 0 where every output is on a grid (exact: the
+  ``lm_head`` sum, the soft-cap's powers of two and ``tanh(y) == y`` for ``|y| <= 2**-27``, assumed of
+  torch and tested), so that every token decision is exact.
+
+Step counters (integer partial sums below ``2**24``) and their thresholds are exact on grid 0, so
+the phase indicators, and the emulations resting on them, carry no error of their own. Every
+computed value lies within ``M_s + E_s``; ``LsrlError`` naming the node where an ``E_s`` exceeds
+``2**20 (M_s + 1)`` or a scan is too long for its rounding (``2 U R >= 1/2``). A tolerance as large as
+the outputs' bound proves nothing: ``ToleranceWarning``. Not proved: the float64 values the builder
+computes for coefficients (eigen-decompositions of a float diagonal form, the sequences of emulated
+driveless modes) are taken as the program's up to the spare rounding in ``gamma_(m+2)``; and since
+``value_bounds`` gives interval bounds, programs with wide intervals (Listing 2: outputs bounded by
+5.2e9, beyond float32's exact integers) get a stated tolerance far above the error measured (0).
 """
 
 from __future__ import annotations
@@ -85,7 +116,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
-from lsrl.hf.io import make_record
+from lsrl.hf.lowering import decay_and_rotation, declared
+from lsrl.hf.mamba import finished
+from lsrl.hf.rounding import (
+    U, computed_bounds, factor, form_error, form_grid, gamma, informative, on_grid, product_error, reach, scan_error,
+    written,
+)
 from lsrl.hf.stream import Stream, plan_stream
 from lsrl.lang import value_bounds
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
@@ -97,6 +133,8 @@ if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
 
 GATE_GAIN = 2.0 ** 40  # G: gelu_tanh(G x) / G == relu(x) once |G x| >= 8
+GELU_EXACT = 8.0  # gelu_tanh(y) == relu(y) for |y| >= 8, in float32 and float64
+GELU_GAP = 0.171  # |fl(gelu_tanh(y)) - relu(y)| for |y| < 8: 0.1700 plus the rounding of gelu
 SATURATE = 1024.0  # sigmoid(+-SATURATE) is exactly 1 / 0; exp(-8 * SATURATE) is exactly 0
 Y_GAIN = 8.0  # the gate branch y = gelu_tanh(8) == 8 exactly
 MAX_PERIOD = 64  # a driveless emulated mode's period (or max_len) at most this
@@ -214,7 +252,7 @@ class Plan:
     ops: list = field(default_factory=list)
     clock: dict = field(default_factory=dict)  # period -> Affine of its one-hot (rows: phase 0 .. p-1)
     clock_ops: list = field(default_factory=list)
-    decay_error: float = 0.0
+    names: list = field(default_factory=list)  # per slot, the node it belongs to (for messages)
 
     def slots(self, bounds: Any, where: str) -> list[int]:
         """New slots for values bounded by ``bounds`` (LsrlError naming ``where`` for an infinite one)."""
@@ -227,6 +265,7 @@ class Plan:
                             "residual stream beside its anchors; lower max_len or the Input bounds")
         start = len(self.slot_bounds)
         self.slot_bounds.extend(bounds)
+        self.names.extend([where] * len(bounds))
         return list(range(start, start + len(bounds)))
 
     def reading(self, slots: list[int]) -> Affine:
@@ -320,19 +359,6 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
     return _stack([row for row in rows if row is not None], len(plan.slot_bounds))
 
 
-def _rotation(J: np.ndarray) -> tuple[float, np.ndarray, int] | None:
-    """``(rho, R, p)`` with ``J = rho R``, ``0 < rho <= 1`` and ``R**p = I`` (``p <= MAX_ROTATION``), or None."""
-    rho = abs(float(J[0, 0])) if J.shape[0] == 1 else math.sqrt(abs(float(np.linalg.det(J))))
-    if not 0 < rho <= 1:
-        return None
-    R, power = J / rho, np.eye(J.shape[0])
-    for period in range(1, MAX_ROTATION + 1):
-        power = R @ power
-        if np.allclose(power, np.eye(J.shape[0]), rtol=0, atol=1e-12):
-            return rho, R, period
-    return None
-
-
 def _phase_products(phase: Affine, matrices: list[np.ndarray], v: Affine, out: list[int]) -> list[Unit]:
     """Units adding ``matrices[r] @ v`` to ``out`` where the phase is r: ``gelu(G [phase = r]) * (M v / G)``."""
     units = []
@@ -347,7 +373,7 @@ def _rotated(plan: Plan, J: np.ndarray, w: Affine, start: np.ndarray, bounds: li
     """A driven block ``s_t = J s_(t-1) + w_t`` with ``J = rho R``, ``R**p = I``: ``s_t = R^t z_t`` with
     ``z_t = rho z_(t-1) + R^-t w_t`` (``z_0 = s_0``; check: ``R^t z_t = rho R R^(t-1) z_(t-1) + w_t``), the
     phase ``t mod p`` from the clock; returns the slots of ``s``."""
-    rotation = _rotation(J)
+    rotation = decay_and_rotation(J, MAX_ROTATION)
     if rotation is None:
         eigen = "complex eigenvalues" if J.shape[0] == 2 else f"eigenvalue {J[0, 0]:g}"
         raise LsrlError(f"{where}: the RG-LRU's decays lie in [0, 1], so a state with {eigen} cannot be written "
@@ -378,7 +404,6 @@ def _decay_channels(plan: Plan, w: Affine, eigenvalue: float, start: float, slot
         m = unit_decay(dtype)[1]
     else:
         decay, m = float(eigenvalue), decay_param(float(eigenvalue), dtype)[1]
-        plan.decay_error = max(plan.decay_error, 2.0 ** -22 * eigenvalue / (1 - eigenvalue) ** 2 * max(bounds))
     later = Channel(w.then(np.array([[1.0 / m]]), np.zeros(1)), {0: 1.0}, decay, "later", slot, 1.0)
     first = Channel(w.then(np.eye(1), np.array([eigenvalue * start])), {0: 1.0}, decay, "first", slot, 1.0)
     return [later, first]
@@ -471,13 +496,14 @@ def _sum(a: Affine, b: Affine, n: int) -> Affine:
 
 def plan_program(model: CompiledProgram, max_len: int, dtype: Any) -> tuple[Plan, Affine]:
     """The slots and operations computing ``model`` (diagonal form), and its output as an affine map."""
-    low, high = model.input.bounds
+    spec = declared(model)
     plan = Plan(dtype)
-    where = f"Input '{model.input.name}'"
-    current = plan.reading(plan.slots([max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)], where))
+    where = f"Input '{spec.name}'"
+    current = plan.reading(plan.slots([max(abs(lo), abs(hi)) for lo, hi in zip(spec.low, spec.high)], where))
     originals = {layer.name: layer for layer in model.layers}
-    for layer in _diagonal(model).layers:
-        layer.bounded_by = _same_values(layer, originals.get(layer.name))  # type: ignore[attr-defined]
+    layers: list[Any] = list(_diagonal(model).layers)
+    for layer in layers:
+        layer.bounded_by = _same_values(layer, originals.get(layer.name))
         if layer.kind == "Linear":
             current = current.then(layer.A.to_numpy(), layer.b.to_numpy())
         elif layer.kind == "LinState":
@@ -522,13 +548,13 @@ def place(ops: list[Op], block_types: tuple[str, ...]) -> list[dict]:
 # ---- weights ------------------------------------------------------------------------------------
 
 
-def _stream(plan: Plan, where: str, beta: float | None = None) -> Stream:
+def _stream(plan: Plan, where: str, bounds: list[float], beta: float | None = None) -> Stream:
     """``lsrl.hf.stream``'s stream, widened to a power of 4 channels with one anchor, so that the
     stock embedding factor ``bf16(sqrt(hidden_size))`` is a power of two (an exact scaling)."""
     width = len(plan.slot_bounds)
     size = 4 ** math.ceil(math.log(width + 1, 4) - 1e-12) if width else 4
     size = max(size, 16)
-    return plan_stream(plan.slot_bounds, where, beta, extra_width=size - 1 - width)
+    return plan_stream(bounds, where, beta, extra_width=size - 1 - width)
 
 
 class _Writer:
@@ -616,33 +642,120 @@ def _check_sizes(plan: Plan, out: Affine, weights: dict, where: str) -> None:
                 raise LsrlError(f"{where}: an MLP gate would reach {reach:.3g}, beyond float32's range")
 
 
-def _tolerance(model: CompiledProgram, plan: Plan, out: Affine) -> float:
-    """The record's (absolute) tolerance: module doc."""
-    from lsrl.targets.precision import precision_of
+# ---- the tolerance (module doc) -------------------------------------------------------------------
 
-    scale = max(1.0, precision_of(model).scale)
-    outputs = max(1.0, float(np.max(out.bound(plan.slot_bounds), initial=1.0)))
-    return 2.0 ** -20 * (1 + len(model.layers)) * scale * outputs + plan.decay_error
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of an ``Affine`` as ``lsrl.hf.rounding`` reads forms."""
+
+    coef: tuple[tuple[int, float], ...]
+    const: float
+
+
+def _row(form: Affine, scale: float = 1.0) -> _Row:
+    """Row 0 of ``form`` times ``scale``."""
+    return _Row(tuple((s, float(c) * scale) for s, c in enumerate(form.W[0]) if c), float(form.c[0]) * scale)
+
+
+def _bound(form: Affine, plan: Plan, scale: float = 1.0) -> float:
+    return float(form.bound(plan.slot_bounds)[0]) * abs(scale)
+
+
+def _unit_part(unit: Unit, plan: Plan, errors: list[float], grids: list) -> tuple[float, float, float, Any]:
+    """``(weight, error, bound, grid)`` of an MLP unit ``gelu(G f) * (b / G)`` (module doc, MLP)."""
+    bounds = plan.slot_bounds
+    gate, up = _row(unit.gate, 1 / GATE_GAIN), _row(unit.up, GATE_GAIN)
+    e_a, grid_a = factor(gate, GATE_GAIN, GELU_EXACT, GELU_GAP, bounds, errors, grids)
+    grid_b = form_grid(up, bounds, grids)
+    e_b = 0.0 if grid_b is not None else form_error(up, bounds, errors)
+    a, b = _bound(unit.gate, plan, 1 / GATE_GAIN), _bound(unit.up, plan, GATE_GAIN)
+    grid = on_grid([(1.0, grid_a + grid_b, a * b)]) if grid_a is not None and grid_b is not None else None
+    return unit.weight, (0.0 if grid is not None else product_error(a, e_a, b, e_b)), a * b, grid
+
+
+def _channel_part(channel: Channel, plan: Plan, errors: list[float], grids: list, max_len: int
+                  ) -> tuple[float, float, float, Any]:
+    """``(weight, error, bound, grid)`` of an RG-LRU channel (module doc, recurrent blocks)."""
+    bounds, x = plan.slot_bounds, _row(channel.x)
+    x_grid = form_grid(x, bounds, grids)
+    e_x = 0.0 if x_grid is not None else form_error(x, bounds, errors)
+    size = _bound(channel.x, plan)
+    taps = [float(tap) for tap in channel.taps.values()]
+    grid = on_grid([(tap, x_grid, size) for tap in taps]) if x_grid is not None else None
+    conv_error = sum(map(abs, taps)) * e_x if taps == [1.0] else (
+        sum(map(abs, taps)) * (e_x + gamma(len(taps) + 1) * (size + e_x)))
+    conv_bound = sum(map(abs, taps)) * size
+    if channel.decay == "pass":  # h = x exactly (a = 0, m = 1, i = 1)
+        return channel.weight, (0.0 if grid is not None else conv_error), conv_bound, grid
+    m = 1.0 if channel.gate == "first" else (
+        unit_decay(plan.dtype)[1] if channel.decay == "unit" else decay_param(channel.decay, plan.dtype)[1])
+    drive, drive_error = conv_bound * m, conv_error * m
+    drive_error += U * (drive + drive_error) * (1 if channel.decay == "unit" else 2)  # x m; float32 scan input
+    if channel.decay == "unit":
+        decay, computed, delta = 1.0, 1.0, 0.0
+    else:
+        decay = float(channel.decay)
+        computed = _rglru_decay(decay_param(decay, plan.dtype)[0], plan.dtype)[0]
+        delta = abs(computed - decay) * (1 + 2.0 ** -52)
+    bound = drive * reach(decay, max_len)
+    grid = on_grid([(1.0, grid, bound)]) if decay == 1 and grid is not None else None
+    error = 0.0 if grid is not None else scan_error(drive, drive_error, decay, computed, delta, max_len)
+    return channel.weight, error, bound, grid
+
+
+def plan_errors(model: CompiledProgram, plan: Plan, max_len: int) -> tuple[list[float], list]:
+    """``E_s`` and the grid per slot (module doc, tolerance), op by op in the order the blocks run them."""
+    bounds = plan.slot_bounds
+    spec = declared(model)
+    errors = [0.0 if spec.integer else 2.0 ** -53 * bound for bound in bounds[: spec.dim]]
+    errors += [0.0] * (len(bounds) - len(errors))
+    grids: list = [0 if spec.integer and i < spec.dim else None for i in range(len(bounds))]
+    for op in plan.ops:
+        parts: dict[int, list] = {}
+        for unit in op.units:
+            parts.setdefault(unit.slot, []).append(_unit_part(unit, plan, errors, grids))
+        for channel in op.channels:
+            if channel.slot is not None:
+                parts.setdefault(channel.slot, []).append(_channel_part(channel, plan, errors, grids, max_len))
+        for slot, slot_parts in parts.items():
+            errors[slot], grids[slot] = written(slot_parts)
+    return errors, grids
+
+
+def _tolerance(model: CompiledProgram, plan: Plan, out: Affine, errors: list[float], grids: list, max_len: int
+               ) -> float:
+    """The record's (absolute) tolerance (module doc; 0 where every output is on a grid); a
+    ``ToleranceWarning`` where it proves nothing."""
+    tolerance = 0.0
+    for j in range(out.W.shape[0]):
+        if form_grid(_row(out.rows([j])), plan.slot_bounds, grids) is not None:
+            continue
+        error = form_error(_row(out.rows([j])), plan.slot_bounds, errors)
+        tolerance = max(tolerance, error + U * (_bound(out.rows([j]), plan) + error))
+    largest = float(np.max(out.bound(plan.slot_bounds), initial=0.0))
+    return informative(model.name, tolerance, largest, max_len)
 
 
 def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, beta: float | None = None
           ) -> PreTrainedModel:
     """``model`` in a stock ``RecurrentGemmaForCausalLM`` (``arch``: "hawk" or "griffin"); ``beta``
     overrides the stream's payload scale (for the tests of its bound)."""
-    import torch
     from transformers import RecurrentGemmaConfig, RecurrentGemmaForCausalLM
 
     pattern = ("recurrent",) if arch == "hawk" else GRIFFIN_PATTERN
     plan, out = plan_program(model, max_len, dtype)
     blocks = place(plan.ops, pattern)
-    stream = _stream(plan, f"{arch}: {model.name}", beta)
+    errors, grids = plan_errors(model, plan, max_len)
+    stream = _stream(plan, f"{arch}: {model.name}", computed_bounds(plan.names, plan.slot_bounds, errors, max_len),
+                     beta)
+    tolerance = _tolerance(model, plan, out, errors, grids, max_len)
     writer = _Writer(stream, len(plan.slot_bounds))
     lru = max([len(b["temporal"].channels) for b in blocks if b["temporal"]] + [1])
     inner = max([len(b["mlp"].units) for b in blocks if b["mlp"]] + [1])
     kernel = max([2] + [max(c.taps) + 1 for b in blocks if b["temporal"] for c in b["temporal"].channels])
-    low, high = model.input.bounds
-    token = model.input.integer and model.input.dim == 1 and all(map(math.isfinite, (low[0], high[0])))
-    vocab = max(int(high[0]) - int(low[0]) + 1 if token else 1, out.W.shape[0])
+    spec = declared(model)
+    vocab = spec.vocabulary(out.W.shape[0])
     out_bound = float(max(out.bound(plan.slot_bounds), default=1.0))
     cap = 2.0 ** (math.ceil(math.log2(max(out_bound, 1.0))) + 40)
     config = RecurrentGemmaConfig(
@@ -651,7 +764,7 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
         conv1d_width=kernel, logits_soft_cap=cap, rms_norm_eps=0.0, block_types=list(pattern),
         tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
         use_cache=False)  # a stock Hawk fails to count its cache (no attention layer): step with position_ids
-    hf = RecurrentGemmaForCausalLM(config).to(dtype=dtype)  # before loading: float32 parameters would round
+    hf = RecurrentGemmaForCausalLM(config)
     weights = {name: np.zeros(tuple(p.shape)) for name, p in hf.state_dict().items()}
     for index, block in enumerate(blocks):
         prefix = f"model.layers.{index}."
@@ -662,22 +775,14 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
             weights[prefix + "mlp_block." + name] = value
     scale = math.sqrt(stream.hidden_size)  # the stock embedding factor, a power of two here
     embed = weights["model.embed_tokens.weight"]
-    if token:
+    if spec.token:
         embed[:, stream.anchor] = stream.alpha / scale
-        embed[:, stream.payload[0]] = stream.beta * np.arange(int(low[0]), int(high[0]) + 1) / scale
+        embed[:, stream.payload[0]] = stream.beta * (spec.token_low + np.arange(vocab)) / scale
     weights["lm_head.weight"][: out.W.shape[0]] = writer.with_anchor(out)
     _check_sizes(plan, out, weights, f"{arch}: {model.name}")
-    state = hf.state_dict()
-    hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
-                        for name, value in weights.items()})
-    hf.eval()
-    feeding = {"token_low": int(low[0])} if token else {
-        "embed_channels": list(stream.payload[: model.input.dim]), "embed_scale": stream.beta / scale,
-        "embed_constants": {str(a): stream.alpha / scale for a in stream.anchors}}
-    largest = max(float(np.max(np.abs(value), initial=0.0)) for value in weights.values())
-    hf.config.lsrl_io = make_record(model, arch, max_len, str(dtype).removeprefix("torch."),
-                                    _tolerance(model, plan, out), list(range(out.W.shape[0])), 1.0, largest, **feeding)
-    return hf
+    record = {"arch": arch, "max_len": max_len, "tolerance": tolerance, "outputs": out.W.shape[0],
+              "embed_factor": scale}
+    return finished(hf, weights, model, stream, dtype, record)
 
 
 def build_hawk(model: CompiledProgram, max_len: int, dtype: torch.dtype) -> PreTrainedModel:

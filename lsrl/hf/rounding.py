@@ -1,0 +1,164 @@
+"""The rounding analysis the constructions share: error bounds on the slots of a residual stream.
+
+Each builder tracks, per slot ``s`` (bound ``M_s`` from ``value_bounds`` at ``max_len``), a bound
+``E_s`` on the distance of its computed value from the program's, and a *grid*: ``q`` where the
+computed value is provably exact and a multiple of ``2**-q``, else None. The module docs of
+``lsrl.hf.mamba`` and ``lsrl.hf.recurrentgemma`` give the proofs; this module holds the pieces:
+
+- ``U = 2**-24`` bounds the relative error of every rounding in either dtype (the stock norms, and
+  some casts, are float32 also in a float64 model); ``gamma(n) = n U / (1 - n U)``.
+- ``TINY = 2**-50``: every quantity is a program value times a scale of at least ``2**-100`` (the
+  stream's smallest payload scale), so a rounding in float32's subnormal range (absolute error at most
+  ``2**-150``) adds at most ``TINY`` in value units.
+- ``form_error``: a dot product ``sum c_i v_i + c_0`` over the normed stream, with weights rounded
+  to the dtype: ``sum |c_i| (E_i + U M'_i) + gamma_(m+2) (sum |c_i| M'_i + |c_0|) + (m + 2) TINY``,
+  ``M'_i = (1 + U)(M_i + E_i)`` (the norm's float32 rounding of each value read, the weights' rounding
+  and ``m`` additions; the spare rounding covers the float64 composition of Linears into ``c``).
+- exactness (``dyadic_exponent``, ``on_grid``, ``form_grid``): a sum of multiples of ``2**-q`` whose
+  magnitudes add up to less than ``2**(24 - q)`` is computed exactly in float32 in any order (every
+  partial sum is such a multiple, representable), when every coefficient has at most 24 bits.
+- ``factor``: ``relu(f)`` through a saturating activation of gain ``k`` (``act(k x) / k``), exact
+  beyond ``window`` and within ``gap`` of ``relu`` elsewhere: error ``e_f + gap / k``, or exact (0) on a
+  grid ``q`` with ``k 2**-q >= window``.
+- ``product_error``: ``|a^ b^ - a b| + U |a^ b^|`` for ``|a| <= A``, ``|b| <= B``.
+- ``scan_error``: a recurrence ``S_t = a S_(t-1) + d_t`` (``|d| <= D``, error ``e_d``, reach ``R =
+  sum_(j<T) a^j``) run with a computed decay ``a^`` within ``delta`` of ``a`` and two roundings per
+  step: ``eps_t <= a^ eps_(t-1) + delta R D + e_d + 2 U (R D + eps) + 2 TINY``, so ``eps <= R' (e_d +
+  delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j``; a chunked scan (Mamba-2)
+  replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``.
+- ``written``: a slot written as ``sum_ch w_ch y_ch`` (one output projection, weights rounded, into
+  an unused stream channel, so the residual addition ``0 + x`` is exact).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Protocol
+
+from lsrl.errors import LsrlError
+
+U = 2.0 ** -24
+TINY = 2.0 ** -50
+EXACT_SPAN = 2.0 ** 24  # multiples of 2**-q below 2**(24 - q) are exact in float32
+ERROR_HEADROOM = 2.0 ** 20  # E_s <= ERROR_HEADROOM (M_s + 1) keeps every intermediate finite
+
+
+class Row(Protocol):
+    """An affine form over slots: ``coef`` ``((slot, c), ...)`` and ``const``."""
+
+    @property
+    def coef(self) -> tuple[tuple[int, float], ...]: ...
+
+    @property
+    def const(self) -> float: ...
+
+
+def gamma(n: float) -> float:
+    """``gamma_n = n U / (1 - n U)``: the relative error of ``n`` roundings (``n U < 1``)."""
+    return n * U / (1.0 - n * U)
+
+
+def form_error(form: Row, bounds: Sequence[float], errors: Sequence[float]) -> float:
+    """A bound on the error of ``form`` computed from the normed stream (module doc)."""
+    read = [(abs(c), bounds[s], errors[s]) for s, c in form.coef]
+    carried = sum(c * (e + U * (m + e)) for c, m, e in read)
+    magnitude = sum(c * (1 + U) * (m + e) for c, m, e in read) + abs(form.const)
+    return carried + gamma(len(read) + 2) * magnitude + (len(read) + 2) * TINY
+
+
+def dyadic_exponent(value: float) -> int | None:
+    """The least ``p >= 0`` with ``value * 2**p`` an integer below ``2**24`` in magnitude, or None."""
+    for p in range(25):
+        scaled = value * 2.0 ** p
+        if scaled == math.floor(scaled):
+            return p if abs(scaled) < EXACT_SPAN else None
+    return None
+
+
+def on_grid(terms: Sequence[tuple[float, int | None, float]]) -> int | None:
+    """``q`` where ``sum c v`` (terms ``(c, q_v, bound of v)``, ``v`` a multiple of ``2**-q_v``, None: not
+    exact) is a multiple of ``2**-q`` computed exactly in float32 in any order, or None."""
+    exponents = [dyadic_exponent(c) for c, _, _ in terms]
+    grids = [q for _, q, _ in terms]
+    if any(p is None for p in exponents) or any(q is None for q in grids):
+        return None
+    q = max((p + g for p, g in zip(exponents, grids) if p is not None and g is not None), default=0)
+    magnitude = sum(abs(c) * bound for c, _, bound in terms)
+    return q if magnitude * 2.0 ** q < EXACT_SPAN else None
+
+
+def form_grid(form: Row, bounds: Sequence[float], grids: Sequence[int | None]) -> int | None:
+    """The grid of ``form`` over exact slots, or None."""
+    terms = [(c, grids[s], bounds[s]) for s, c in form.coef]
+    return on_grid(terms + ([(form.const, 0, 1.0)] if form.const else []))
+
+
+def factor(form: Row, gain: float, window: float, gap: float, bounds: Sequence[float], errors: Sequence[float],
+           grids: Sequence[int | None]) -> tuple[float, int | None]:
+    """``(error, grid)`` of ``relu(form)`` through ``act(gain x) / gain`` (``act == relu`` beyond
+    ``window``, within ``gap`` of it elsewhere; ``gain`` inf: the activation is the identity)."""
+    grid = form_grid(form, bounds, grids)
+    if grid is not None and gain * 2.0 ** -grid >= window:
+        return 0.0, grid
+    return form_error(form, bounds, errors) + (gap / gain if math.isfinite(gain) else 0.0), None
+
+
+def product_error(a: float, e_a: float, b: float, e_b: float) -> float:
+    """``|a^ b^ - a b|`` plus the product's rounding, for ``|a| <= a``, ``|b| <= b`` with errors ``e_a``, ``e_b``."""
+    return a * e_b + b * e_a + e_a * e_b + U * (a + e_a) * (b + e_b)
+
+
+def reach(decay: float, max_len: int) -> float:
+    """``sum_(j < max_len) decay**j`` bounded above: ``min(max_len, 1 / (1 - decay))``."""
+    return float(max_len) if decay >= 1 else min(float(max_len), 1.0 / (1.0 - decay))
+
+
+def scan_error(drive: float, drive_error: float, decay: float, computed: float, delta: float, max_len: int,
+               chunked: bool = False) -> float:
+    """``eps`` of a scan (module doc): drive at most ``drive`` in magnitude with error ``drive_error``,
+    exact decay ``decay``, computed decay at most ``computed`` and within ``delta`` of ``decay``; inf
+    where ``2 U R' >= 1/2``."""
+    exact_reach, computed_reach = reach(decay, max_len), reach(computed, max_len)
+    largest = exact_reach * drive
+    if 2 * U * computed_reach >= 0.5:
+        return math.inf
+    step = drive_error + delta * largest + 2 * TINY
+    rounding = (gamma(2 * max_len + 8) * max(exact_reach, computed_reach) * (drive + drive_error) if chunked
+                else computed_reach * 2 * U * largest)
+    return (computed_reach * step + rounding) / (1 - 2 * U * computed_reach)
+
+
+def written(parts: Sequence[tuple[float, float, float, int | None]]) -> tuple[float, int | None]:
+    """``(E_s, grid)`` of a slot written as ``sum w y`` (parts ``(w, error of y, bound of y, grid of y)``)."""
+    grid = on_grid([(w, g, b) for w, _, b, g in parts])
+    if grid is not None:
+        return 0.0, grid
+    magnitude = sum(abs(w) * (b + e) for w, e, b, _ in parts)
+    error = sum(abs(w) * e for w, e, _, _ in parts) + gamma(len(parts) + 2) * magnitude + (len(parts) + 2) * TINY
+    return error, None
+
+
+def computed_bounds(names: Sequence[str], bounds: Sequence[float], errors: Sequence[float], max_len: int
+                    ) -> list[float]:
+    """``M_s + E_s`` per slot (what the stream must hold); ``LsrlError`` naming the node where an error
+    bound is infinite or beyond ``ERROR_HEADROOM (M_s + 1)``."""
+    for name, bound, error in zip(names, bounds, errors):
+        if not error <= ERROR_HEADROOM * (bound + 1):
+            raise LsrlError(f"{name}: its rounding error bound ({error:.3g}) at max_len={max_len:,} is beyond what "
+                            f"its bound ({bound:.3g}) allows; lower max_len or the Input bounds")
+    return [bound + error for bound, error in zip(bounds, errors)]
+
+
+def informative(where: str, tolerance: float, largest: float, max_len: int) -> float:
+    """``tolerance``, with a ``ToleranceWarning`` naming ``where`` when it is as large as the outputs'
+    bound ``largest`` (it proves nothing; the model is still written: Listings 1 and 2 are such, their
+    interval bounds being far wider than their values)."""
+    if largest > 0 and not tolerance < largest:
+        from lsrl.targets.precision import ToleranceWarning
+
+        warnings.warn(f"{where}: the error bound of the outputs ({tolerance:.3g}) at max_len={max_len:,} is as large "
+                      f"as their value bound ({largest:.3g}): it proves nothing for this program", ToleranceWarning,
+                      stacklevel=4)
+    return tolerance

@@ -1,0 +1,174 @@
+"""The proved tolerances of the hf targets (``lsrl.hf.rounding``) at their boundaries: the assumptions
+on torch's activations the proofs rest on, and each scale the builders choose (SiLU / GELU gains, the
+stream's payload scale, Mamba-2's group-norm anchor) at the smallest value the proof allows (the model
+is exact, as stated) and a clearly worse one (the stated tolerance no longer holds). Inputs at their
+declared bounds, T = max_len."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lsrl
+import lsrl.hf as H
+import lsrl.hf.mamba as mamba
+import lsrl.hf.mamba2 as mamba2
+import lsrl.hf.recurrentgemma as recurrentgemma
+from lsrl.hf.mamba import SILU_EXACT, SILU_GAP
+from lsrl.hf.recurrentgemma import GELU_EXACT, GELU_GAP, SATURATE
+
+DTYPES = (torch.float32, torch.float64)
+T = 12
+
+
+def _run(hf, xs) -> np.ndarray:
+    with torch.no_grad():
+        return H.outputs(hf, hf(**H.inputs(hf, xs))).double().numpy()
+
+
+def _integer_program() -> lsrl.CompiledProgram:
+    """ReLUs of integer inputs with integer offsets: every value on the grid of whole numbers, so the
+    proofs state tolerance 0 (every output exact)."""
+    x = lsrl.Input(4, name="x", bounds=(-3, 3), integer=True)
+    return lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, np.eye(4), [1, 0, -1, 2])), name="integer_relus"))
+
+
+MODEL = _integer_program()
+# at the declared bounds (+-3, all of them at once: the largest payload energy) and next to the ReLUs' knees
+XS = np.stack([np.full((T, 4), 3.0), np.full((T, 4), -3.0),
+               np.random.default_rng(7).choice([-3.0, -2.0, -1.0, 0.0, 1.0, 3.0], size=(T, 4))])
+REFERENCE = np.asarray(MODEL(XS, exact=True), dtype=float)
+
+
+# ---- the assumptions on torch ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_is_relu_beyond_its_window_and_within_its_gap_inside(dtype):
+    outside = torch.tensor([SILU_EXACT, -SILU_EXACT, 1e3, -1e3, 2.0 ** 90, -(2.0 ** 90), 0.0] * 9, dtype=dtype)
+    assert torch.equal(F.silu(outside), torch.relu(outside))  # the vectorised path
+    for value in outside[:7]:
+        assert F.silu(value.reshape(1)).item() == torch.relu(value).item()  # the scalar path
+    inside = torch.linspace(-SILU_EXACT, SILU_EXACT, 200_001, dtype=dtype)
+    assert float(torch.max(torch.abs(F.silu(inside) - torch.relu(inside)))) <= SILU_GAP
+    assert float(torch.max(torch.abs(F.silu(inside) - torch.relu(inside)))) > 0.27  # the gap is real
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_sigmoid_exp_and_tanh_where_the_recurrentgemma_proof_needs_them(dtype):
+    outside = torch.tensor([GELU_EXACT, -GELU_EXACT, 9.5, -9.5, 2.0 ** 60, -(2.0 ** 60)] * 9, dtype=dtype)
+    assert torch.equal(F.gelu(outside, approximate="tanh"), torch.relu(outside))
+    inside = torch.linspace(-GELU_EXACT, GELU_EXACT, 200_001, dtype=dtype)
+    gap = float(torch.max(torch.abs(F.gelu(inside, approximate="tanh") - torch.relu(inside))))
+    assert 0.16 < gap <= GELU_GAP
+    gates = torch.sigmoid(torch.tensor([SATURATE, -SATURATE], dtype=dtype))
+    assert gates.tolist() == [1.0, 0.0] and torch.exp(torch.tensor(-8 * SATURATE, dtype=dtype)).item() == 0.0
+    small = torch.tensor([2.0 ** -27, -(2.0 ** -27), 2.0 ** -60, 3 * 2.0 ** -40], dtype=dtype)
+    assert torch.equal(torch.tanh(small), small)  # the logits soft-cap is the identity
+
+
+# ---- the gains ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["mamba", "mamba2"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_gain_smallest_allowed_is_exact_and_a_16_times_smaller_one_is_not(arch, dtype, monkeypatch):
+    """On the grid of whole numbers the proof needs ``k >= 710`` (module doc of lsrl.hf.mamba,
+    exactness): ``k = 1024`` gives the stated tolerance 0; ``k = 64`` leaves ``silu(-64) / 64 != 0`` (1.6e-28:
+    the window is a bit-exactness margin), within the tolerance the proof states for that gain (0.0044)."""
+    monkeypatch.setattr(mamba, "SMALLEST_GAIN", 1.0)
+    monkeypatch.setattr(mamba, "GAIN_CAP", 1024.0)
+    exact = H.to_hf(MODEL, arch, T, dtype)
+    assert exact.config.lsrl_io["tolerance"] == 0.0
+    np.testing.assert_array_equal(_run(exact, XS), REFERENCE)
+    monkeypatch.setattr(mamba, "GAIN_CAP", 64.0)
+    smaller = H.to_hf(MODEL, arch, T, dtype)
+    error = np.max(np.abs(_run(smaller, XS) - REFERENCE))
+    assert 0.0 < error <= smaller.config.lsrl_io["tolerance"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_gain_smallest_allowed_is_exact_and_a_16_times_smaller_one_is_not(dtype, monkeypatch):
+    """RecurrentGemma's MLP units: on whole numbers ``G = 8`` is the smallest gain the proof allows
+    (``gelu_tanh(G x) == relu(G x)`` for ``|G x| >= 8``); ``G = 1/2`` gives wrong outputs (0.32 off), within
+    the tolerance the proof states for that gain (0.34: the bound is nearly tight)."""
+    monkeypatch.setattr(recurrentgemma, "GATE_GAIN", 8.0)
+    exact = H.to_hf(MODEL, "hawk", T, dtype)
+    assert exact.config.lsrl_io["tolerance"] == 0.0
+    np.testing.assert_array_equal(_run(exact, XS), REFERENCE)
+    monkeypatch.setattr(recurrentgemma, "GATE_GAIN", 0.5)
+    smaller = H.to_hf(MODEL, "hawk", T, dtype)
+    error = np.max(np.abs(_run(smaller, XS) - REFERENCE))
+    assert 0.1 < error <= smaller.config.lsrl_io["tolerance"]
+
+
+# ---- the stream's payload scale and Mamba-2's anchor ----------------------------------------------
+
+
+def _payload_scale(hf) -> float:
+    record = hf.config.lsrl_io
+    return record["embed_scale"] * (math.sqrt(hf.config.hidden_size) if record["arch"] in ("hawk", "griffin") else 1)
+
+
+@pytest.mark.parametrize("arch", ["mamba", "hawk"])
+def test_payload_scale_largest_allowed_is_exact_and_16_times_larger_is_not(arch):
+    """``lsrl.hf.stream``'s claim: beta from the bounds ``M + E`` keeps every RMSNorm the identity (the
+    stated tolerance, 0, holds); 16 times that beta (payload energy 2**-18 of the anchors') does not."""
+    builder = {"mamba": lambda **kw: mamba.build_mamba(MODEL, T, torch.float32, **kw),
+               "hawk": lambda **kw: recurrentgemma.build(MODEL, T, torch.float32, "hawk", **kw)}[arch]
+    exact = builder()
+    assert exact.config.lsrl_io["tolerance"] == 0.0
+    np.testing.assert_array_equal(_run(exact, XS), REFERENCE)
+    loose = builder(beta=_payload_scale(exact) * 16)
+    assert np.max(np.abs(_run(loose, XS) - REFERENCE)) > 0.0
+
+
+def test_mamba2_group_norm_anchor_smallest_allowed_is_exact_and_16_times_smaller_is_not(monkeypatch):
+    exact = H.to_hf(MODEL, "mamba2", T, torch.float32)
+    assert exact.config.lsrl_io["tolerance"] == 0.0
+    np.testing.assert_array_equal(_run(exact, XS), REFERENCE)
+    smallest = mamba2._anchor_value
+    monkeypatch.setattr(mamba2, "_anchor_value", lambda heads, where: smallest(heads, where) / 16)
+    assert np.max(np.abs(_run(H.to_hf(MODEL, "mamba2", T, torch.float32), XS) - REFERENCE)) > 0.0
+
+
+# ---- a real-valued program with every kind of state, inputs at their bounds -----------------------
+
+
+@pytest.mark.parametrize("arch", ["mamba", "mamba2", "hawk", "griffin"])
+def test_stated_tolerance_holds_with_inputs_at_their_bounds(arch):
+    """Decays 1, 1/2 and 0, a sign flip, a quarter turn, a delay line with an initial state, ReLU and Multi
+    (tests/test_hf_mamba.py), T = max_len, every input at -2 or +2."""
+    from test_hf_mamba import every_state_program
+
+    model = lsrl.compile(every_state_program())
+    xs = np.random.default_rng(11).choice([-2.0, 2.0], size=(3, T, 2))
+    hf = H.to_hf(model, arch, T)
+    error = np.max(np.abs(_run(hf, xs) - np.asarray(model(xs, exact=True), dtype=float)))
+    assert error <= hf.config.lsrl_io["tolerance"] < 2.0
+
+
+# ---- refusals and warnings ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["mamba", "hawk"])
+def test_a_scan_too_long_for_its_rounding_bound_is_refused_naming_the_state(arch):
+    """A real-valued sum over 2**23 steps: ``2 U R >= 1/2``, no finite error bound (lsrl.hf.rounding)."""
+    x = lsrl.Input(1, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[1]], [[1]], name="long_sum")))
+    with pytest.raises(lsrl.LsrlError, match="long_sum.*rounding error bound"):
+        H.to_hf(model, arch, 2 ** 23)
+
+
+def test_a_tolerance_that_proves_nothing_warns():
+    """Listing 1's steep steps (slope 1000) and its sums over all cells make its interval bound exceed its
+    outputs' bound: the model is written, with a ToleranceWarning."""
+    from lsrl.targets.precision import ToleranceWarning
+
+    model = lsrl.compile(lsrl.programs.continuous_approximator(1, 1, robust=True, value_bound=1))
+    with pytest.warns(ToleranceWarning, match="proves nothing"):
+        H.to_hf(model, "hawk", 9)
