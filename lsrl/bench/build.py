@@ -16,7 +16,7 @@ import json
 import os
 import re
 import shutil
-import zlib
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from tqdm import tqdm
 import lsrl
 from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
+from lsrl.bench.data import npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.tasks import TASKS, Task
@@ -41,45 +42,10 @@ if TYPE_CHECKING:
 
 FORMAT = standalone.FORMAT
 FORMAT_VERSION = standalone.VERSION
-SEQUENCES_PER_LENGTH = 4
 _GENERATED_NAME = re.compile(r"^(input|linear|relu|linstate|concat|multi)_\d+(#\d+)?$")
 
 
 # ---- data --------------------------------------------------------------------------------------------
-
-
-def task_data(task: Task) -> dict[str, np.ndarray]:
-    """Inputs and expected outputs of both splits, padded to the split's longest sequence: arrays
-    ``{split}_inputs (N, T, d_in)``, ``{split}_outputs (N, T, d_out)`` (NaN past a sequence's end) and
-    ``{split}_lengths (N,)``. Expected outputs come from the program's interpreter (exact) or the
-    automaton's transition table, never from a compiled model."""
-    rng = np.random.default_rng(zlib.crc32(task.name.encode()))
-    program = task.build() if task.build else None
-    machine = task.automaton() if task.automaton else None
-    data = {}
-    for split, (shortest, longest) in (("train", task.train_lengths), ("test", task.test_lengths)):
-        inputs, outputs = [], []
-        for size in range(shortest, longest + 1):
-            samples = [task.sample(rng, size) for _ in range(SEQUENCES_PER_LENGTH)]
-            if machine is not None:
-                indices = np.stack(samples)
-                inputs += list(np.eye(len(machine.alphabet))[indices])
-                outputs += list(machine.reference(indices).astype(np.float64))
-            else:
-                batch = np.stack(samples)
-                inputs += list(batch.astype(np.float64))
-                outputs += list(np.vectorize(float, otypes=[np.float64])(program(batch, exact=True)))
-        data.update(_padded(split, inputs, outputs))
-    return data
-
-
-def _padded(split, inputs, outputs) -> dict:
-    steps = max(len(x) for x in inputs)
-    x = np.zeros((len(inputs), steps, inputs[0].shape[1]))
-    y = np.full((len(outputs), steps, outputs[0].shape[1]), np.nan)
-    for i, (a, b) in enumerate(zip(inputs, outputs)):
-        x[i, : len(a)], y[i, : len(b)] = a, b
-    return {f"{split}_inputs": x, f"{split}_outputs": y, f"{split}_lengths": np.array([len(a) for a in inputs])}
 
 
 # ---- models ------------------------------------------------------------------------------------------
@@ -98,15 +64,17 @@ def task_models(task: Task) -> dict[str, CompiledProgram | nn.Module]:
 
 
 def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn.Module,
-                data: dict[str, np.ndarray]) -> Path:
-    """One suite folder for ``model`` (architecture ``arch`` of ``task``)."""
+                data: dict[str, np.ndarray], data_bytes: bytes | None = None) -> Path:
+    """One suite folder for ``model`` (architecture ``arch`` of ``task``); ``data_bytes``: ``data`` as written
+    (``npz_bytes``), when the caller has them already."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
     used = set(tensor_names(layers))
     tensors = {name: tensor for name, tensor in tensors.items() if name in used}  # not the targets' index buffers
     dtype = str(next(t for t in tensors.values() if t.is_floating_point()).dtype).replace("torch.", "")
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT, "task": task.name, "arch": arch})
+    # one metadata key: safetensors writes several in a random order, and the build must give the same bytes
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT})
     d_in, d_out = data["train_inputs"].shape[-1], data["train_outputs"].shape[-1]
     config = {
         "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "dtype": dtype,
@@ -120,9 +88,8 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     circuit = folder_circuit(task, config, tensors, labels, data)
     (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
     shutil.copyfile(Path(__file__).with_name("standalone.py"), folder / "load_model.py")
-    np.savez_compressed(folder / "data.npz", **data)
-    source = task.build or task.automaton
-    (folder / "program.py").write_text(inspect.getsource(source) if task.build else f"# {task.summary}\n")
+    (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
+    (folder / "program.py").write_text(program_source(task))
     (folder / "README.md").write_text(model_card(task, arch, layers, tensors, labels, data))
     write_manifest(folder)
     try:
@@ -130,6 +97,38 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     except standalone.SuiteFileError as error:
         raise InternalError(f"bench: the folder just written does not load back: {error}") from None
     return folder
+
+
+_RUN = '''
+
+if __name__ == "__main__":  # the outputs on this folder's test data, against the expected ones of data.npz
+    data = np.load(Path(__file__).with_name("data.npz"))
+    xs, lengths, expected = data["test_inputs"], data["test_lengths"], data["test_outputs"]
+    outputs = {run}
+    for x, y, n in zip(xs[:5], outputs[:5], lengths[:5]):
+        print({shown}, "->", y[:n, 0].tolist())
+    real = ~np.isnan(expected)
+    print(f"{{len(xs)}} test sequences; the outputs equal data.npz's test_outputs: "
+          f"{{bool(np.array_equal(outputs[real], expected[real]))}}")
+'''
+
+
+def program_source(task: Task) -> str:
+    """``program.py``: the task's builder (its source, with the names it uses imported from ``lsrl.bench.tasks``
+    and its closure's values written out), or its automaton; run, it prints the outputs on the test data."""
+    head = f'"""{task.name}: {task.description}"""\n\nfrom pathlib import Path\n\nimport numpy as np\n\n'
+    if task.build is None:
+        return (head + f"from lsrl.bench.tasks import TASKS\n\nmachine = TASKS[{task.name!r}].automaton()\n"
+                + _RUN.format(run="machine.reference(np.argmax(xs, axis=-1)).astype(np.float64)",
+                              shown="np.argmax(x[:n], axis=-1).tolist()"))
+    names = inspect.getclosurevars(task.build)
+    lines = inspect.getsource(task.build).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))  # after the decorator
+    source = textwrap.dedent("\n".join(lines[start:]))
+    imported = ", ".join(sorted(names.globals))
+    values = "".join(f"{key} = {value!r}\n" for key, value in sorted(names.nonlocals.items()))
+    return (head + f"from lsrl.bench.tasks import {imported}\n\n{values}\n\n{source}\n"
+            + _RUN.format(run=f"{task.build.__name__}()(xs, check_bounds=False)", shown="x[:n, 0].tolist()"))
 
 
 MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "circuit.json", "data.npz", "program.py",
@@ -245,8 +244,9 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
         for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
             task = TASKS[name]
             data = task_data(task)
+            data_bytes = npz_bytes(data)  # one data.npz for every architecture of the task
             for arch, model in task_models(task).items():
-                folders.append(write_model(root / name / arch, task, arch, model, data))
+                folders.append(write_model(root / name / arch, task, arch, model, data, data_bytes))
     except OSError as error:
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
                         f"{error.strerror or error}") from None
