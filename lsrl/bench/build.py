@@ -1,11 +1,13 @@
-"""Writing the suite: one folder per (task, architecture) under ``DIR/<task>/<arch>/``, and
-``DIR/load_model.py`` (``lsrl/bench/standalone.py``) to load any of them without lsrl.
+"""Writing the suite: one folder per (task, architecture) under ``DIR/<task>/<arch>/``; at the root the
+dataset card ``README.md``, ``croissant.json`` (``lsrl.bench.cards``) and a copy of ``load_model.py``.
 
 A folder holds ``model.safetensors`` and ``config.json`` (the layers, ``standalone.py``'s format),
-``labels.json`` (the unit labels), ``data.npz`` (inputs and expected outputs per split), ``program.py``
-(the task's source), ``README.md`` (the model card) and ``manifest.json``: the sha256 of every other file,
-which the loaders check, so that a file changed after the build is refused instead of loading silently.
-Each folder is loaded back once as it is written (``standalone.load_folder``, every check).
+``load_model.py`` (``lsrl/bench/standalone.py``, torch only), ``labels.json`` (the unit labels per hook),
+``circuit.json`` (``lsrl.bench.circuit``), ``data.npz`` (``lsrl.bench.data``), ``program.py`` (the task's
+program, runnable), ``README.md`` (the model card, from ``circuit.json``) and ``manifest.json``: the sha256 of
+every other file, which the loaders check, so that a file changed after the build is refused instead of
+loading silently. Each folder is loaded back once as it is written (``standalone.load_folder``, every check).
+Two builds write the same bytes: fixed seeds, sorted entries, no times or random orders in any file.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import shutil
 import textwrap
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ from tqdm import tqdm
 import lsrl
 from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
+from lsrl.bench.cards import model_card, write_root_cards
 from lsrl.bench.data import npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
@@ -42,7 +44,6 @@ if TYPE_CHECKING:
 
 FORMAT = standalone.FORMAT
 FORMAT_VERSION = standalone.VERSION
-_GENERATED_NAME = re.compile(r"^(input|linear|relu|linstate|concat|multi)_\d+(#\d+)?$")
 
 
 # ---- data --------------------------------------------------------------------------------------------
@@ -90,7 +91,8 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     shutil.copyfile(Path(__file__).with_name("standalone.py"), folder / "load_model.py")
     (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
     (folder / "program.py").write_text(program_source(task))
-    (folder / "README.md").write_text(model_card(task, arch, layers, tensors, labels, data))
+    widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
+    (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data))
     write_manifest(folder)
     try:
         standalone.load_folder(folder)
@@ -167,54 +169,6 @@ def tensor_names(layers: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def circuit_nodes(task: Task) -> list[tuple[str, int]]:
-    """``(name, dim)`` of the program's nodes the task names as its circuit (user-named nodes)."""
-    if task.build is None:
-        return []
-    program = task.build()
-    named = {node.name: node.dim for node in program.nodes if not _GENERATED_NAME.match(node.name)}
-    return [(name, named[name]) for name in task.circuit if name in named]
-
-
-def model_card(task: Task, arch: str, layers: list[dict[str, Any]], tensors: dict[str, torch.Tensor],
-               labels: list[LayerLabels] | dict[str, LayerLabels] | None, data: dict[str, np.ndarray]) -> str:
-    widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
-    lines = [
-        f"# {task.name} · {arch}", "",
-        f"**Task.** {task.description}", "",
-        f"**Architecture.** `{arch}`: layers {widths} (see `config.json`; `load_model.py` at the suite's root "
-        "builds the PyTorch module without lsrl).", "",
-        f"**Data.** `data.npz`: train lengths {task.train_lengths[0]}–{task.train_lengths[1]}, test lengths "
-        f"{task.test_lengths[0]}–{task.test_lengths[1]} ({len(data['train_lengths'])} / {len(data['test_lengths'])} "
-        "sequences); outputs past a sequence's length are NaN. Expected outputs come from the program's exact "
-        "interpreter (or the automaton's table).", "",
-    ]
-    circuit = circuit_nodes(task)
-    if circuit:
-        lines.append("**Circuit.** The algorithm's variables are the program nodes "
-                     + ", ".join(f"`{name}` (dim {dim})" for name, dim in circuit) + ".")
-        if labels is not None:
-            names = {name for name, _ in circuit}
-            # per layer of a compiled model, per sub-module of a torch target (net.labels)
-            layers = (labels.items() if isinstance(labels, dict)
-                      else ((f"layer {k}", layer) for k, layer in enumerate(labels)))
-            for where, layer in layers:
-                units = [f"{i}: {node}[{index}] {role}" for i, (node, index, role) in enumerate(layer) if node in names]
-                if units:
-                    lines.append(f"- {where}: " + "; ".join(units))
-        else:
-            lines.append("Unit labels (which unit holds which node) are not in this build: `labels.json` says "
-                         "`available: false`.")
-    elif task.automaton:
-        lines.append("**Circuit.** One hidden unit per automaton transition (state, symbol): it is on exactly when "
-                     "that transition was taken at this step; `labels.json` lists them; the readout sums the units "
-                     "entering accepting states.")
-    lines += ["", "```python", "import sys, torch, numpy as np", "sys.path.insert(0, '../..')  # the suite's root",
-              "from load_model import load_folder", "net = load_folder('.')", "data = np.load('data.npz')",
-              "outputs = net(torch.as_tensor(data['test_inputs']))", "```", ""]
-    return "\n".join(lines)
-
-
 def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> str:
     """A config layer in a few words: its op and width, or its sub-layers."""
     if spec["op"] == "block":
@@ -247,6 +201,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
             data_bytes = npz_bytes(data)  # one data.npz for every architecture of the task
             for arch, model in task_models(task).items():
                 folders.append(write_model(root / name / arch, task, arch, model, data, data_bytes))
+        write_root_cards(root)
     except OSError as error:
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
                         f"{error.strerror or error}") from None
