@@ -52,7 +52,7 @@ from torch import nn
 from torch.nn import functional as F
 
 FORMAT = "lsrl.bench"
-VERSION = 2  # version 1 folders (no manifest.json) are refused: rebuild them with ``lsrl bench build``
+VERSION = 3  # older folders (1: no manifest.json; 2: no hooks, labels per module) are refused: rebuild them
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lsrl.bench.manifest"
 MODEL_FILES = ("config.json", "model.safetensors")  # the files load_folder reads, checked against the manifest
