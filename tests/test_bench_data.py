@@ -71,7 +71,9 @@ def test_program_py_runs_and_prints_the_outputs(builds):
 
 
 def test_load_model_runs_with_torch_alone_in_its_folder(builds):
-    """The folder's own ``load_model.py`` (no lsrl on the path) loads and runs the model."""
+    """The folder's own ``load_model.py`` (no lsrl on the path) loads and runs the model; it is
+    ``lsrl/bench/standalone.py`` with the cells' steps of ``lsrl/targets/cell_steps.py`` inlined verbatim (the one
+    copy of the gate maths, which lsrl's GRU / LSTM run too)."""
     root, _ = builds
     folder = root / "parity" / "gru"
     code = ("import numpy as np; from load_model import load_folder; net = load_folder('.'); "
@@ -82,8 +84,17 @@ def test_load_model_runs_with_torch_alone_in_its_folder(builds):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "True"
-    assert (folder / "load_model.py").read_text() == (Path(__file__).parents[1] / "lsrl" / "bench" /
-                                                       "standalone.py").read_text()
+    lsrl_root = Path(__file__).resolve().parents[1] / "lsrl"
+    loader = (lsrl_root / "bench" / "standalone.py").read_text()
+    steps = (lsrl_root / "targets" / "cell_steps.py").read_text()
+    marker = "# ---- inlined into load_model.py from here on ----\n"
+    body = steps[steps.index(marker) + len(marker):]
+    shipped = (folder / "load_model.py").read_text()
+    assert body in shipped and "def gru_step" in body and "import lsrl" not in shipped and "from lsrl" not in shipped
+    # the rest is standalone.py verbatim, the import of the steps replaced by them
+    import_line = next(line for line in loader.splitlines(keepends=True) if line.startswith("from lsrl.targets"))
+    before, after = loader.split(import_line)
+    assert shipped.startswith(before) and shipped.endswith(after)
 
 
 def test_dataset_card_and_croissant(builds):

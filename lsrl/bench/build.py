@@ -16,7 +16,6 @@ import hashlib
 import inspect
 import json
 import os
-import shutil
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -88,7 +87,7 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "hooks": labels}))
     circuit = folder_circuit(task, config, tensors, labels, data)
     (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
-    shutil.copyfile(Path(__file__).with_name("standalone.py"), folder / "load_model.py")
+    (folder / "load_model.py").write_text(loader_source())
     (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
     (folder / "program.py").write_text(program_source(task))
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
@@ -113,6 +112,21 @@ if __name__ == "__main__":  # the outputs on this folder's test data, against th
     print(f"{{len(xs)}} test sequences; the outputs equal data.npz's test_outputs: "
           f"{{bool(np.array_equal(outputs[real], expected[real]))}}")
 '''
+
+
+STEPS_IMPORT = "from lsrl.targets.cell_steps import at_step, gru_step, lstm_step, rnn_step"
+STEPS_MARKER = "# ---- inlined into load_model.py from here on ----\n"
+
+
+def loader_source() -> str:
+    """``load_model.py``: ``lsrl/bench/standalone.py`` with the cells' steps of ``lsrl/targets/cell_steps.py``
+    written in place of their import, verbatim (the one copy of the gate maths; the file needs torch only)."""
+    from lsrl.targets import cell_steps
+
+    loader = Path(standalone.__file__).read_text(encoding="utf-8")
+    steps = Path(cell_steps.__file__).read_text(encoding="utf-8").split(STEPS_MARKER, 1)[1]
+    line = next(line for line in loader.splitlines(keepends=True) if line.startswith(STEPS_IMPORT))
+    return loader.replace(line, "# ---- the cells' steps: lsrl/targets/cell_steps.py, verbatim ----\n\n" + steps, 1)
 
 
 def program_source(task: Task) -> str:
@@ -193,7 +207,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
         raise LsrlError(f"unknown benchmark task(s) {unknown}; the tasks are {sorted(TASKS)}")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(Path(__file__).with_name("standalone.py"), root / "load_model.py")
+        (root / "load_model.py").write_text(loader_source())
         folders = []
         for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
             task = TASKS[name]
