@@ -51,8 +51,10 @@ from safetensors.torch import load_file
 from torch import nn
 from torch.nn import functional as F
 
+from lsrl.targets.cell_steps import at_step, gru_step, lstm_step, rnn_step  # INLINED: load_model.py holds the code
+
 FORMAT = "lsrl.bench"
-VERSION = 2  # version 1 folders (no manifest.json) are refused: rebuild them with ``lsrl bench build``
+VERSION = 3  # older folders (1: no manifest.json; 2: no hooks, labels per module) are refused: rebuild them
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lsrl.bench.manifest"
 MODEL_FILES = ("config.json", "model.safetensors")  # the files load_folder reads, checked against the manifest
@@ -503,10 +505,6 @@ def _hook_points(name: str | None, gates: tuple[str, ...]) -> nn.ModuleDict:
     return nn.ModuleDict({"h": HookPoint(name), **{gate: HookPoint(f"{name}.{gate}") for gate in gates}})
 
 
-def _at(points: nn.ModuleDict, key: str, value: torch.Tensor, step: int) -> torch.Tensor:
-    return points[key](value, step) if key in points else value
-
-
 class LinearRecurrence(nn.Module):
     def __init__(self, A: torch.Tensor, B: torch.Tensor, b: torch.Tensor, s0: torch.Tensor,
                  hook: str | None = None) -> None:
@@ -518,40 +516,9 @@ class LinearRecurrence(nn.Module):
         drive = x @ self.B.T + self.b
         state, states = self.s0.expand(x.shape[0], -1), []
         for t in range(x.shape[1]):
-            state = _at(self.points, "h", state @ self.A.T + drive[:, t], t)
+            state = at_step(self.points, "h", state @ self.A.T + drive[:, t], t)
             states.append(state)
         return torch.stack(states, dim=1)
-
-
-# ---- the steps of the cells: PyTorch's equations, the activations given -------------------------------------------
-
-
-def rnn_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
-             bias_hh: torch.Tensor, activation: Any) -> torch.Tensor:
-    """``h' = act(W_ih x + b_ih + W_hh h + b_hh)`` (``gi``: the input part); the hook ``h``."""
-    return _at(points, "h", activation(gi + F.linear(h, weight_hh, bias_hh)), t)
-
-
-def gru_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
-             bias_hh: torch.Tensor, gate: Any, candidate: Any) -> torch.Tensor:
-    """``torch.nn.GRU``'s step (gates r, z, n) with the activations ``gate`` and ``candidate``; each gate a hook."""
-    i_r, i_z, i_n = gi.chunk(3, dim=-1)
-    h_r, h_z, h_n = F.linear(h, weight_hh, bias_hh).chunk(3, dim=-1)
-    r = _at(points, "r", gate(i_r + h_r), t)
-    z = _at(points, "z", gate(i_z + h_z), t)
-    n = _at(points, "n", candidate(i_n + r * h_n), t)
-    return _at(points, "h", (1 - z) * n + z * h, t)
-
-
-def lstm_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-              weight_hh: torch.Tensor, bias_hh: torch.Tensor, gate: Any, candidate: Any
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.nn.LSTM``'s step (gates i, f, g, o; cell c) with the activations given; each a hook."""
-    i, f, g, o = (gi + F.linear(h, weight_hh, bias_hh)).chunk(4, dim=-1)
-    i, f = _at(points, "i", gate(i), t), _at(points, "f", gate(f), t)
-    g, o = _at(points, "g", candidate(g), t), _at(points, "o", gate(o), t)
-    c = _at(points, "c", f * c + i * g, t)
-    return _at(points, "h", o * candidate(c), t), c
 
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}

@@ -84,6 +84,7 @@ from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, n
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
+from lsrl.targets.cell_steps import gru_step, lstm_step
 from lsrl.targets.checks import checked_input
 from lsrl.targets.precision import ERROR_BUDGET, SIGNIFICAND_BITS, gate_bound_range
 
@@ -167,11 +168,7 @@ class ReluGRU(_CellStack):
         h = h0.expand(x.shape[0], hidden)
         outputs = []
         for t in range(x.shape[1]):
-            h_r, h_z, h_n = F.linear(h, w_hh, b_hh).split(hidden, dim=-1)
-            r = gate(i_r[:, t] + h_r)
-            z = gate(i_z[:, t] + h_z)
-            n = candidate(i_n[:, t] + r * h_n)
-            h = (1 - z) * n + z * h
+            h = gru_step({}, t, gi[:, t], h, w_hh, b_hh, gate, candidate)
             if patch is not None:
                 h = patch(h, t)
             outputs.append(h)
@@ -202,9 +199,7 @@ class ReluLSTM(_CellStack):
         c = c0.expand(x.shape[0], hidden)
         outputs = []
         for t in range(x.shape[1]):
-            i, f, g, o = (gi[:, t] + F.linear(h, w_hh, b_hh)).split(hidden, dim=-1)
-            c = gate(f) * c + gate(i) * candidate(g)
-            h = gate(o) * candidate(c)
+            h, c = lstm_step({}, t, gi[:, t], h, c, w_hh, b_hh, gate, candidate)
             if patch is not None:
                 h = patch(h, t)
             outputs.append(h)
