@@ -2,6 +2,7 @@
 the expected outputs of interchanges, checked against references written from the tasks' rules), two builds
 byte-identical, ``program.py`` runnable, the dataset card and Croissant file."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -10,24 +11,32 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from lsrl.bench import TASKS, build_suite
+from lsrl.bench import TASKS, build_suite, load
+from lsrl.errors import LsrlError
 
 TASK_NAMES = ("parity", "tomita_3")
+TIERS = ("distractors", "rotated")  # beside the compiled one, of parity
+
+
+def _build(root):
+    build_suite(root, TASK_NAMES, progress=False)
+    build_suite(root, ["parity"], progress=False, tiers=TIERS)  # ROOT/TIER/parity/ARCH; the root cards list all
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
-    build_suite(first, TASK_NAMES, progress=False)
-    build_suite(second, TASK_NAMES, progress=False)
+    _build(first)
+    _build(second)
     return first, second
 
 
 def test_two_builds_are_byte_identical(builds):
     first, second = builds
     files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
-    assert len(files) == 2 + 1 + 8 * 9  # root: README.md, croissant.json, load_model.py; 8 folders of 9 files
+    assert len(files) == 2 + 1 + (8 + 2 * 5) * 9  # root: README.md, croissant.json, load_model.py; folders of 9 files
     assert files == sorted(path.relative_to(second) for path in second.rglob("*") if path.is_file())
     for name in files:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
@@ -109,4 +118,42 @@ def test_dataset_card_and_croissant(builds):
     files = {entry["contentUrl"]: entry["sha256"] for entry in described["distribution"]}
     manifest = json.loads((root / "parity" / "lstm" / "manifest.json").read_text())["sha256"]
     assert {name: files[f"parity/lstm/{name}"] for name in manifest} == manifest
-    assert len(files) == 8 * 8
+    assert len(files) == (8 + 2 * 5) * 8 and "rotated/parity/gru/config.json" in files
+
+
+def test_every_folder_of_every_tier_says_its_tier_and_loads_standalone(builds):
+    """``config.json``'s ``"tier"`` is the tier whose folder holds it; each folder's own ``load_model.py`` (torch
+    alone: test_load_model_runs_with_torch_alone_in_its_folder) loads it and reproduces ``data.npz``'s test
+    outputs; ``load(..., tier=...)`` reads the tier's folder."""
+    root, _ = builds
+    folders = sorted(manifest.parent for manifest in root.rglob("manifest.json"))
+    assert len(folders) == 8 + 2 * 5
+    for folder in folders:
+        relative = folder.relative_to(root).parts
+        tier = relative[0] if len(relative) == 3 else "compiled"
+        config = json.loads((folder / "config.json").read_text())
+        assert (config["tier"], config["task"], config["architecture"]) == (tier, *relative[-2:]), folder
+        own = importlib.util.spec_from_file_location(f"load_model_{len(relative)}_{'_'.join(relative)}",
+                                                     folder / "load_model.py")
+        loader = importlib.util.module_from_spec(own)
+        own.loader.exec_module(loader)
+        with np.load(folder / "data.npz") as data, torch.no_grad():
+            outputs = loader.load_folder(folder)(torch.as_tensor(data["test_inputs"][:64])).double().numpy()
+            expected = data["test_outputs"][:64]
+        real = ~np.isnan(expected)
+        np.testing.assert_allclose(outputs[real], expected[real], rtol=0, atol=1e-9, err_msg=str(folder))
+    distractors = load("parity/lstm", root=root, tier="distractors")
+    names = {unit["node"] for unit in distractors.circuit.units}
+    assert any(name.startswith("distractor.") for name in names)
+    with np.load(root / "parity" / "lstm" / "data.npz") as data, torch.no_grad():
+        outputs = distractors.model(torch.as_tensor(data["test_inputs"][:8])).numpy()
+        np.testing.assert_allclose(outputs, np.nan_to_num(data["test_outputs"][:8], nan=outputs), atol=1e-9)
+
+
+def test_tiers_a_task_lacks_are_one_line_errors(tmp_path):
+    with pytest.raises(LsrlError, match="only token programs .* not tomita_3 \\(rotated\\)"):
+        build_suite(tmp_path, ["tomita_3"], progress=False, tiers=["rotated"])
+    with pytest.raises(LsrlError, match="tiers must be among"):
+        build_suite(tmp_path, ["parity"], progress=False, tiers=["trained"])
+    with pytest.raises(LsrlError, match="has no tier 'rotated'"):
+        load("tomita_3/rnn", root=tmp_path, tier="rotated")

@@ -33,12 +33,14 @@ from lsrl.bench.data import npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.tasks import TASKS, Task
+from lsrl.bench.tiers import TIERS, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
 
 FORMAT = standalone.FORMAT
@@ -56,17 +58,38 @@ def task_models(task: Task) -> dict[str, CompiledProgram | nn.Module]:
     if task.automaton is not None:
         machine = task.automaton()
         return {arch: lsrl.automata.to_torch(machine, arch) for arch in task.archs}
-    compiled = lsrl.compile(task.build(), backend="exact")
-    return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in task.archs}
+    return _targets(lsrl.compile(task.build(), backend="exact"), task.archs)
+
+
+def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, CompiledProgram | nn.Module]:
+    return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in archs}
+
+
+def tier_models(task: Task, tier: str) -> tuple[dict[str, CompiledProgram | nn.Module], ForEach | None]:
+    """``({arch: model}, program)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program for the
+    compiled one; else the ``lsrl.bench.tiers.tier_model`` in the task's architectures and the program it runs
+    (the task's outputs first, then the distractors')."""
+    if tier == "compiled":
+        return task_models(task), None
+    model = tier_model(task.name, tier)
+    return _targets(model.model, task.archs), model.program
+
+
+def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Path:
+    """Where the suite under ``root`` keeps a model: ``root/TASK/ARCH``, or ``root/TIER/TASK/ARCH`` for a tier
+    beside the compiled one (each tier's folder a suite of its own, for ``lsrl.bench.load(..., root=...)``)."""
+    return (root if tier == "compiled" else root / tier) / task / arch
 
 
 # ---- folders -----------------------------------------------------------------------------------------
 
 
 def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn.Module,
-                data: dict[str, np.ndarray], data_bytes: bytes | None = None) -> Path:
-    """One suite folder for ``model`` (architecture ``arch`` of ``task``); ``data_bytes``: ``data`` as written
-    (``npz_bytes``), when the caller has them already."""
+                data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
+                program: ForEach | None = None) -> Path:
+    """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
+    by default the task's own); ``data_bytes``: ``data`` as written (``npz_bytes``), when the caller has them
+    already."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
@@ -77,21 +100,21 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT})
     d_in, d_out = data["train_inputs"].shape[-1], data["train_outputs"].shape[-1]
     config = {
-        "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "dtype": dtype,
-        "input_size": d_in, "output_size": d_out, "layers": layers,
+        "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "tier": tier,
+        "dtype": dtype, "input_size": d_in, "output_size": d_out, "layers": layers,
         "loader": "load_model.py (torch and safetensors only): load_folder(this folder) builds the torch module",
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     labels = automaton_labels(task.automaton(), model) if task.automaton else unit_labels(model)
     check_hooks(labels, standalone.check_layers(config, tensors, folder), f"{task.name}/{arch}")
     (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "hooks": labels}))
-    circuit = folder_circuit(task, config, tensors, labels, data)
+    circuit = folder_circuit(task, config, tensors, labels, data, program)
     (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
     (folder / "load_model.py").write_text(loader_source())
     (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
     (folder / "program.py").write_text(program_source(task))
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
-    (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data))
+    (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier))
     write_manifest(folder)
     try:
         standalone.load_folder(folder)
@@ -152,13 +175,15 @@ MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "circuit.js
 
 
 def folder_circuit(task: Task, config: dict[str, Any], tensors: dict[str, torch.Tensor],
-                   labels: dict[str, LayerLabels] | None, data: dict[str, np.ndarray]) -> Circuit:
-    """The folder's ``Circuit`` (``lsrl.bench.circuit``), its liveness and equivalences read on the test data."""
+                   labels: dict[str, LayerLabels] | None, data: dict[str, np.ndarray],
+                   program: ForEach | None = None) -> Circuit:
+    """The folder's ``Circuit`` (``lsrl.bench.circuit``), its liveness and equivalences read on the test data;
+    ``program``: the one the model runs (default: the task's)."""
     net = standalone.Layers(config["layers"], tensors)
     xs = data["test_inputs"]
     _, cache = net.run_with_cache(xs)
     real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
-    program = task.build() if task.build else None
+    program = program if program is not None else task.build() if task.build else None
     trace = program.trace(xs, check_bounds=False) if program is not None else None
     return build_circuit(task.name, config["architecture"], config, tensors, labels, cache, real, program, trace)
 
@@ -195,9 +220,11 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
     return f"{spec['op']}({width})" if width else spec["op"]
 
 
-def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True) -> list[Path]:
-    """Write every (task, architecture) folder under ``root`` (``tasks``: a task name or names, default all);
-    returns the folders."""
+def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
+                tiers: Iterable[str] = ("compiled",)) -> list[Path]:
+    """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.TIERS``) under ``root``
+    (``tier_folder``; ``tasks``: a task name or names, default all, for a tier beside the compiled one all that
+    have it); returns the folders."""
     if not isinstance(root, (str, os.PathLike)) or not str(root):
         raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
     root = Path(root)
@@ -207,16 +234,27 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     unknown = [name for name in names if not isinstance(name, str) or name not in TASKS]
     if unknown:
         raise LsrlError(f"unknown benchmark task(s) {unknown}; the tasks are {sorted(TASKS)}")
+    tiers = [tiers] if isinstance(tiers, str) else list(tiers) if isinstance(tiers, Iterable) else [tiers]
+    if not tiers or any(tier not in TIERS for tier in tiers):
+        raise LsrlError(f"build_suite: tiers must be among {TIERS}, got {tiers!r}")
+    jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
+            if has_tier(name, tier) or tasks is not None]  # named tasks must have the tier
+    lacking = [f"{name} ({tier})" for name, tier in jobs if not has_tier(name, tier)]
+    if lacking:
+        raise LsrlError(f"build_suite: only token programs (with two others on their tokens) have the distractor "
+                        f"and rotated tiers, not {lacking[0]}")
     try:
         root.mkdir(parents=True, exist_ok=True)
         (root / "load_model.py").write_text(loader_source())
         folders = []
-        for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
+        for name, tier in tqdm(jobs, desc="lsrl bench", unit="task", disable=not progress):
             task = TASKS[name]
             data = task_data(task)
-            data_bytes = npz_bytes(data)  # one data.npz for every architecture of the task
-            for arch, model in task_models(task).items():
-                folders.append(write_model(root / name / arch, task, arch, model, data, data_bytes))
+            data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
+            models, program = tier_models(task, tier)
+            for arch, model in models.items():
+                folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
+                                           tier, program))
         write_root_cards(root)
     except OSError as error:
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "

@@ -29,16 +29,26 @@ def _front_matter(fields: dict[str, Any]) -> str:
     return "---\n" + "".join(f"{key}: {json.dumps(value)}\n" for key, value in fields.items()) + "---\n"
 
 
-def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[str, np.ndarray]) -> str:
-    """A folder's ``README.md``: the task, the layers (``layers``: in words), the data and the circuit of
-    ``circuit.json``, with how to load, run and patch the model."""
+TIER_NOTES = {
+    "compiled": "",
+    "distractors": " **Tier `distractors`**: compiled together with the programs of other tasks on the same tokens "
+                   "(nodes `distractor.TASK.NODE`); their units are active but never reach the output.",
+    "rotated": " **Tier `rotated`**: the distractor model after an exact orthogonal change of basis of every layer a "
+               "linear layer reads; a unit's label names the direction it had before the rotation.",
+}
+
+
+def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[str, np.ndarray],
+               tier: str = "compiled") -> str:
+    """A folder's ``README.md``: the task (and tier), the layers (``layers``: in words), the data and the
+    circuit of ``circuit.json``, with how to load, run and patch the model."""
     units = circuit.units
     counts = Counter((u["live"], u["in_circuit"]) for u in units)
     lines = [
         _front_matter({"license": LICENSE, "library_name": "pytorch", "tags": list(TAGS),
                        "pipeline_tag": "other"}),
-        f"# {task.name} · {arch}", "",
-        f"**Task.** {task.description}", "",
+        f"# {task.name} · {arch}" + (f" · {tier}" if tier != "compiled" else ""), "",
+        f"**Task.** {task.description}{TIER_NOTES[tier]}", "",
         f"**Architecture.** `{arch}`: layers {layers} (`config.json`; `load_model.py` builds the PyTorch module "
         "with torch and safetensors only).", "",
         f"**Data.** `data.npz`: train lengths {task.train_lengths[0]}–{task.train_lengths[1]} "
@@ -75,18 +85,20 @@ def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[
     return "\n".join(lines)
 
 
-def _folders(root: Path) -> list[Path]:
-    return sorted(manifest.parent for manifest in root.glob("*/*/manifest.json"))
+def _folders(root: Path) -> list[str]:
+    """The suite's folders below ``root``, as paths relative to it (``TASK/ARCH``, ``TIER/TASK/ARCH``)."""
+    manifests = [*root.glob("*/*/manifest.json"), *root.glob("*/*/*/manifest.json")]
+    return sorted(manifest.parent.relative_to(root).as_posix() for manifest in manifests)
 
 
 def dataset_card(root: Path) -> str:
     """The suite's ``README.md``: the dataset card, from the folders under ``root``."""
     folders = _folders(root)
-    tasks = sorted({folder.parent.name for folder in folders})
+    tasks = {folder.split("/")[-2] for folder in folders}
     rows = ["| folder | units | in circuit |", "| --- | --- | --- |"]
     for folder in folders:
-        units = json.loads((folder / "circuit.json").read_text())["units"]
-        rows.append(f"| `{folder.parent.name}/{folder.name}` | {len(units)} | {sum(u['in_circuit'] for u in units)} |")
+        units = json.loads((root / folder / "circuit.json").read_text())["units"]
+        rows.append(f"| `{folder}` | {len(units)} | {sum(u['in_circuit'] for u in units)} |")
     return "\n".join([
         _front_matter({"pretty_name": "lsrl benchmark suite: recurrent models with known circuits",
                        "license": LICENSE, "tags": list(TAGS), "task_categories": ["other"],
@@ -97,8 +109,10 @@ def dataset_card(root: Path) -> str:
         "the units' graphs, traces of every variable and counterfactual pairs with their expected outputs "
         "(`data.npz`). For scoring interpretability methods (activation and attribution patching, probes, "
         "circuit discovery) on RNNs, LSTMs, GRUs and linear recurrences.", "",
-        "Each folder `TASK/ARCH/` is self-contained: `load_model.py` (torch and safetensors only) builds the model "
-        "with a named hook at every labelled site, `model.safetensors` + `config.json`, `labels.json`, "
+        "Each folder `TASK/ARCH/` (the compiled model; `TIER/TASK/ARCH/` for the `distractors` and `rotated` "
+        "tiers of the same task, with the same labels; `config.json` says the tier) is self-contained: "
+        "`load_model.py` (torch and safetensors only) builds the model with a named hook at every labelled site, "
+        "`model.safetensors` + `config.json`, `labels.json`, "
         "`circuit.json`, `data.npz`, `program.py` (the program; `python program.py` runs it on the test data), "
         "a model card `README.md`, and `manifest.json` with the sha256 of every file. `croissant.json` "
         "describes the files in Croissant JSON-LD. The build is byte-deterministic (`lsrl bench build DIR`).", "",
@@ -110,9 +124,9 @@ def croissant(root: Path) -> dict[str, Any]:
     """The suite's Croissant 1.0 JSON-LD: the dataset and one ``cr:FileObject`` per file of every folder."""
     files = []
     for folder in _folders(root):
-        digests = json.loads((folder / "manifest.json").read_text())["sha256"]
+        digests = json.loads((root / folder / "manifest.json").read_text())["sha256"]
         for name, digest in sorted(digests.items()):
-            path = f"{folder.parent.name}/{folder.name}/{name}"
+            path = f"{folder}/{name}"
             files.append({"@type": "cr:FileObject", "@id": path, "name": path, "contentUrl": path,
                           "encodingFormat": _FORMATS.get(Path(name).suffix, "application/octet-stream"),
                           "sha256": digest})

@@ -4,8 +4,9 @@
     net = load_folder("SUITE/parity/rnn")            # a torch.nn.Module
     outputs = net(torch.as_tensor(inputs))            # (B, T, d_in) -> (B, T, d_out)
 
-``config.json`` lists the model's layers (``"layers"``), applied in order. Each names its tensors in
-``model.safetensors`` and is one of:
+``config.json`` says which model of the task it is (``"task"``, ``"architecture"``, and ``"tier"``: ``"compiled"``,
+``"distractors"``, ``"rotated"`` or ``"trained"``) and lists its layers (``"layers"``), applied in order. Each
+names its tensors in ``model.safetensors`` and is one of:
 
 - ``linear``: ``torch.nn.Linear`` (``weight``, ``bias`` or null);  ``relu``: ``torch.nn.ReLU``;
 - ``multiply_halves``: the first half of the features times the second half (a gate);
@@ -54,12 +55,14 @@ from torch.nn import functional as F
 from lsrl.targets.cell_steps import at_step, gru_step, lstm_step, rnn_step  # INLINED: load_model.py holds the code
 
 FORMAT = "lsrl.bench"
-VERSION = 3  # older folders (1: no manifest.json; 2: no hooks, labels per module) are refused: rebuild them
+VERSION = 4  # older folders (1: no manifest.json; 2: no hooks, labels per module; 3: no tier) are refused: rebuild
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lsrl.bench.manifest"
 MODEL_FILES = ("config.json", "model.safetensors")  # the files load_folder reads, checked against the manifest
 DTYPES = ("float32", "float64")
-CONFIG_FIELDS = ("format", "version", "task", "architecture", "dtype", "input_size", "output_size", "layers", "loader")
+CONFIG_FIELDS = ("format", "version", "task", "architecture", "tier", "dtype", "input_size", "output_size", "layers",
+                 "loader")
+TIERS = ("compiled", "distractors", "rotated", "trained")  # what a folder's model is (docs: the suite's tiers)
 STOCK = {"torch.nn.RNN": 1, "torch.nn.GRU": 3, "torch.nn.LSTM": 4}  # op -> gate blocks
 RELU_CELLS = {"relu_gru": 3, "relu_lstm": 4}
 GRU_GATES, LSTM_GATES = ("r", "z", "n"), ("i", "f", "g", "o", "c")  # the hooks inside a cell (c: the LSTM's cell)
@@ -190,6 +193,8 @@ def read_config(folder: Path) -> dict[str, Any]:
                              f"folder with this version of `lsrl bench build`)")
     for key in ("task", "architecture", "loader"):
         _field(config, key, str, where)
+    if _field(config, "tier", str, where) not in TIERS:
+        raise SuiteFileError(f"{where}: field 'tier' must be one of {list(TIERS)}, got {config['tier']!r}")
     if _field(config, "dtype", str, where) not in DTYPES:
         raise SuiteFileError(f"{where}: field 'dtype' must be one of {list(DTYPES)}, got {config['dtype']!r}")
     _count(config, "input_size", where)
