@@ -137,7 +137,7 @@ if __name__ == "__main__":  # the outputs on this folder's test data, against th
 '''
 
 
-STEPS_IMPORT = "from lsrl.targets.cell_steps import at_step, gru_step, lstm_step, rnn_step"
+STEPS_IMPORT = "from lsrl.targets.cell_steps import Run, at_step, run_steps"
 STEPS_MARKER = "# ---- inlined into load_model.py from here on ----\n"
 
 

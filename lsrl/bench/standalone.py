@@ -52,7 +52,7 @@ from safetensors.torch import load_file
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.targets.cell_steps import at_step, gru_step, lstm_step, rnn_step  # INLINED: load_model.py holds the code
+from lsrl.targets.cell_steps import Run, at_step, run_steps  # INLINED: load_model.py holds the code
 
 FORMAT = "lsrl.bench"
 VERSION = 4  # older folders (1: no manifest.json; 2: no hooks, labels per module; 3: no tier) are refused: rebuild
@@ -368,31 +368,6 @@ def check_layers(config: dict[str, Any], tensors: dict[str, torch.Tensor], folde
 # ---- the modules -----------------------------------------------------------------------------------------------
 
 
-class Run:
-    """What one ``run_with_cache`` call records and patches: ``cache`` maps a hook to its values (whole sequences,
-    or one ``(B, width)`` tensor per step inside a recurrence), ``patch`` a hook to ``(B, T, width)`` values."""
-
-    def __init__(self, patch: dict[str, torch.Tensor]) -> None:
-        self.patch, self.cache = patch, {}
-
-    def visit(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
-        if name in self.patch:
-            values = self.patch[name] if step is None else self.patch[name][:, step]
-            if values.shape != value.shape:
-                raise ValueError(f"patch for hook {name!r}: values of shape {tuple(values.shape)}, the hook holds "
-                                 f"{tuple(value.shape)} (per step: {step is not None})")
-            value = torch.where(torch.isnan(values), value, values.to(value.dtype))
-        if step is None:
-            self.cache[name] = value
-        else:
-            self.cache.setdefault(name, []).append(value)
-        return value
-
-    def finished(self) -> dict[str, torch.Tensor]:
-        return {name: torch.stack(value, dim=1) if isinstance(value, list) else value
-                for name, value in self.cache.items()}
-
-
 class HookPoint(nn.Module):
     """The identity at a named site; while ``run_with_cache`` runs, it records and patches the site's values."""
 
@@ -441,7 +416,7 @@ class Layers(nn.Module):
         unknown = sorted(set(patch or {}) - set(self.hook_names))
         if unknown:
             raise ValueError(f"run_with_cache: no hook named {unknown[0]!r}; the hooks are net.hook_names")
-        run = Run({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()})
+        run = Run({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()}, x.shape[1])
         points = [module for module in self.modules() if isinstance(module, HookPoint)]
         for point in points:
             point.run = run
@@ -546,18 +521,9 @@ class Cell(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, candidate = (ACTIVATIONS[name] for name in self.activations)
         gi = F.linear(x.to(self.h0.dtype), self.weight_ih, self.bias_ih)  # every step at once
-        h = self.h0.expand(x.shape[0], -1)
-        c = self.c0.expand(x.shape[0], -1) if self.c0 is not None else None
-        outputs = []
-        for t in range(x.shape[1]):
-            if self.kind == "lstm":
-                h, c = lstm_step(self.points, t, gi[:, t], h, c, self.weight_hh, self.bias_hh, gate, candidate)
-            elif self.kind == "gru":
-                h = gru_step(self.points, t, gi[:, t], h, self.weight_hh, self.bias_hh, gate, candidate)
-            else:
-                h = rnn_step(self.points, t, gi[:, t], h, self.weight_hh, self.bias_hh, candidate)
-            outputs.append(h)
-        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, self.h0.shape[0])
+        c0 = self.c0.expand(x.shape[0], -1) if self.c0 is not None else None
+        return run_steps(self.kind, self.points, gi, self.h0.expand(x.shape[0], -1), c0, self.weight_hh,
+                         self.bias_hh, gate, candidate)[0]
 
     def hooked(self) -> bool:
         """Whether a ``run_with_cache`` is running (the hooks then see every step)."""
