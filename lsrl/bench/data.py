@@ -47,8 +47,8 @@ EXACT_CHECKS = 4
 EXACT_NODES = 4  # interchanges checked against the exact interpreter, per task
 MAX_INTERCHANGES = 64  # a program with more nodes has interchanges of its named nodes only
 
-def task_data(task: Task) -> dict[str, np.ndarray]:
-    """Every array of the module docstring for ``task`` (seeded by the task's name: the same on every build)."""
+def _sequences(task: Task) -> tuple[list[np.ndarray], ...]:
+    """The train, test, clean and corrupted sequences of ``task``, drawn from a generator seeded by its name."""
     rng = np.random.default_rng(zlib.crc32(task.name.encode()))
     shortest, longest = task.test_lengths
     per_length = -(-TEST_SEQUENCES // (longest - shortest + 1))
@@ -60,7 +60,26 @@ def task_data(task: Task) -> dict[str, np.ndarray]:
     clean = [task.sample(rng, int(size)) for size in sizes]
     corrupted = [task.sample(rng, int(size) if k < PAIRS // 2 else other)
                  for k, (size, other) in enumerate(zip(sizes, others))]
-    run = _ProgramRuns(task.build()) if task.build else _AutomatonRuns(task.automaton())
+    return train, test, clean, corrupted
+
+
+def _runs(task: Task) -> _ProgramRuns | _AutomatonRuns:
+    return _ProgramRuns(task.build()) if task.build else _AutomatonRuns(task.automaton())
+
+
+def pair_inputs(task: Task) -> dict[str, np.ndarray]:
+    """``data.npz``'s ``pairs_clean_inputs``, ``pairs_clean_lengths``, ``pairs_corrupted_inputs`` and
+    ``pairs_corrupted_lengths`` of ``task`` (the same arrays), without running the program."""
+    *_, clean, corrupted = _sequences(task)
+    run = _runs(task)
+    return {f"pairs_{kind}_{part}": values for kind, sequences in (("clean", clean), ("corrupted", corrupted))
+            for part, values in (("inputs", run.inputs(sequences)), ("lengths", np.array([len(x) for x in sequences])))}
+
+
+def task_data(task: Task) -> dict[str, np.ndarray]:
+    """Every array of the module docstring for ``task`` (seeded by the task's name: the same on every build)."""
+    train, test, clean, corrupted = _sequences(task)
+    run = _runs(task)
     data = {}
     for split, sequences in (("train", train), ("test", test)):
         data.update(_split(split, run, sequences))
@@ -93,7 +112,7 @@ def _masked(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return values
 
 
-def _held(values: np.ndarray, lengths: np.ndarray, steps: int) -> np.ndarray:
+def held(values: np.ndarray, lengths: np.ndarray, steps: int) -> np.ndarray:
     """``values (N, T, d)`` over ``steps`` steps, each sequence's value at its last step held after its length."""
     index = np.minimum(np.arange(steps)[None], lengths[:, None] - 1)
     return np.take_along_axis(values, index[..., None], axis=1)
@@ -139,7 +158,7 @@ class _ProgramRuns:
         names = self.names if len(self.names) <= MAX_INTERCHANGES else [
             self.program.names[node] for node in self.program.nodes if node.named and node is not self.program.input]
         checked = set(names[:: max(1, len(names) // EXACT_NODES)])
-        return {name: self._run(clean, {name: _held(donors[name], lengths, steps)}, check=name in checked)
+        return {name: self._run(clean, {name: held(donors[name], lengths, steps)}, check=name in checked)
                 for name in names}
 
 
@@ -163,7 +182,7 @@ class _AutomatonRuns:
 
     def interchanges(self, clean, corrupted):
         accepting = self.machine.accepting.astype(np.float64)
-        states = _held(padded([self._states(y)[:, None] for y in corrupted], 0), np.array([len(y) for y in corrupted]),
+        states = held(padded([self._states(y)[:, None] for y in corrupted], 0), np.array([len(y) for y in corrupted]),
                        max(len(x) for x in clean))
         return {"state": _masked(accepting[states[..., 0].astype(int)][..., None], np.array([len(x) for x in clean]))}
 
