@@ -21,7 +21,7 @@ from lsrl.cli import main
 def suite(tmp_path_factory):
     root = tmp_path_factory.mktemp("suite")
     torch.set_num_threads(1)
-    return root, build_suite(root, progress=False)
+    return root, build_suite(root, progress=False, test_sequences=40)  # every task, a short test split
 
 
 def _standalone(root):

@@ -22,7 +22,8 @@ TIERS = ("distractors", "rotated")  # beside the compiled one, of parity
 
 def _build(root):
     build_suite(root, TASK_NAMES, progress=False)
-    build_suite(root, ["parity"], progress=False, tiers=TIERS)  # ROOT/TIER/parity/ARCH; the root cards list all
+    # ROOT/TIER/parity/ARCH (a short test split: quicker); the root cards list every folder
+    build_suite(root, ["parity"], progress=False, tiers=TIERS, test_sequences=40)
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +156,8 @@ def test_tiers_a_task_lacks_are_one_line_errors(tmp_path):
         build_suite(tmp_path, ["tomita_3"], progress=False, tiers=["rotated"])
     with pytest.raises(LsrlError, match="tiers must be among"):
         build_suite(tmp_path, ["parity"], progress=False, tiers=["trained"])
+    with pytest.raises(LsrlError, match="test_sequences must be a whole number >= 1, got 0"):
+        build_suite(tmp_path, ["parity"], progress=False, test_sequences=0)
     with pytest.raises(LsrlError, match="has no tier 'rotated'"):
         load("tomita_3/rnn", root=tmp_path, tier="rotated")
 

@@ -29,7 +29,7 @@ import lsrl
 from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
 from lsrl.bench.cards import model_card, write_root_cards
-from lsrl.bench.data import npz_bytes, task_data
+from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.tasks import TASKS, Task
@@ -221,10 +221,11 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
 
 
 def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
-                tiers: Iterable[str] = ("compiled",)) -> list[Path]:
+                tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES) -> list[Path]:
     """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.TIERS``) under ``root``
     (``tier_folder``; ``tasks``: a task name or names, default all, for a tier beside the compiled one all that
-    have it); returns the folders."""
+    have it); returns the folders. ``test_sequences`` below the default (1,000) writes a smaller test split, for
+    quick checks of the build (the published suite has the default)."""
     if not isinstance(root, (str, os.PathLike)) or not str(root):
         raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
     root = Path(root)
@@ -237,6 +238,8 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     tiers = [tiers] if isinstance(tiers, str) else list(tiers) if isinstance(tiers, Iterable) else [tiers]
     if not tiers or any(tier not in TIERS for tier in tiers):
         raise LsrlError(f"build_suite: tiers must be among {TIERS}, got {tiers!r}")
+    if isinstance(test_sequences, bool) or not isinstance(test_sequences, int) or test_sequences < 1:
+        raise LsrlError(f"build_suite: test_sequences must be a whole number >= 1, got {test_sequences!r}")
     jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
             if has_tier(name, tier) or tasks is not None]  # named tasks must have the tier
     lacking = [f"{name} ({tier})" for name, tier in jobs if not has_tier(name, tier)]
@@ -249,7 +252,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
         folders = []
         for name, tier in tqdm(jobs, desc="lsrl bench", unit="task", disable=not progress):
             task = TASKS[name]
-            data = task_data(task)
+            data = task_data(task, test_sequences)
             data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
             models, program = tier_models(task, tier)
             for arch, model in models.items():

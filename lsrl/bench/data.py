@@ -47,8 +47,9 @@ EXACT_CHECKS = 4
 EXACT_NODES = 4  # interchanges checked against the exact interpreter, per task
 MAX_INTERCHANGES = 64  # a program with more nodes has interchanges of its named nodes only
 
-def _sequences(task: Task) -> tuple[list[np.ndarray], ...]:
-    """The train, test, clean and corrupted sequences of ``task``, drawn from a generator seeded by its name."""
+def _sequences(task: Task, test_sequences: int = TEST_SEQUENCES) -> tuple[list[np.ndarray], ...]:
+    """The train, test, clean and corrupted sequences of ``task``, drawn from a generator seeded by its name
+    (``test_sequences`` below ``TEST_SEQUENCES``: every k-th test sequence kept, the rest the same)."""
     rng = np.random.default_rng(zlib.crc32(task.name.encode()))
     shortest, longest = task.test_lengths
     per_length = -(-TEST_SEQUENCES // (longest - shortest + 1))
@@ -60,7 +61,7 @@ def _sequences(task: Task) -> tuple[list[np.ndarray], ...]:
     clean = [task.sample(rng, int(size)) for size in sizes]
     corrupted = [task.sample(rng, int(size) if k < PAIRS // 2 else other)
                  for k, (size, other) in enumerate(zip(sizes, others))]
-    return train, test, clean, corrupted
+    return train, test[:: max(1, len(test) // test_sequences)], clean, corrupted
 
 
 def _runs(task: Task) -> _ProgramRuns | _AutomatonRuns:
@@ -76,9 +77,10 @@ def pair_inputs(task: Task) -> dict[str, np.ndarray]:
             for part, values in (("inputs", run.inputs(sequences)), ("lengths", np.array([len(x) for x in sequences])))}
 
 
-def task_data(task: Task) -> dict[str, np.ndarray]:
-    """Every array of the module docstring for ``task`` (seeded by the task's name: the same on every build)."""
-    train, test, clean, corrupted = _sequences(task)
+def task_data(task: Task, test_sequences: int = TEST_SEQUENCES) -> dict[str, np.ndarray]:
+    """Every array of the module docstring for ``task`` (seeded by the task's name: the same on every build);
+    ``test_sequences`` fewer than ``TEST_SEQUENCES`` makes a smaller test split (quick checks, not the suite)."""
+    train, test, clean, corrupted = _sequences(task, test_sequences)
     run = _runs(task)
     data = {}
     for split, sequences in (("train", train), ("test", test)):
