@@ -151,6 +151,20 @@ def test_every_folder_of_every_tier_says_its_tier_and_loads_standalone(builds):
         np.testing.assert_allclose(outputs, np.nan_to_num(data["test_outputs"][:8], nan=outputs), atol=1e-9)
 
 
+def test_a_distractor_folder_is_scored_as_its_tier(builds):
+    """``lsrl bench eval`` on a folder of the distractor tier: its truth from ``circuit.json`` separates the task's
+    units from the distractors' (resample patching near AUROC 1, random below)."""
+    from lsrl.bench.eval import evaluate
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    root, _ = builds
+    subject = HookedSubject.from_folder(root / "distractors" / "parity" / "gru")
+    assert subject.tier == "distractors" and any(node.startswith("distractor.") for node in subject.nodes)
+    found = evaluate(subject, "resample", pairs=8)
+    assert found["tier"] == "distractors" and found["unit_auroc"] >= 0.9, found
+    assert evaluate(subject, "random", pairs=8)["unit_auroc"] < found["unit_auroc"]
+
+
 def test_tiers_a_task_lacks_are_one_line_errors(tmp_path):
     with pytest.raises(LsrlError, match="only token programs .* not tomita_3 \\(rotated\\)"):
         build_suite(tmp_path, ["tomita_3"], progress=False, tiers=["rotated"])
