@@ -239,11 +239,13 @@ def bench() -> None:
 @bench.command(name="build")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: all)")
-def bench_build(out_dir: str, tasks: tuple[str, ...]) -> None:
+@click.option("--tier", "tiers", multiple=True, type=click.Choice(["compiled", "distractors", "rotated"]),
+              help="write this tier (repeatable; default: compiled); others go to OUT_DIR/TIER/TASK/ARCH")
+def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...]) -> None:
     """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
     from lsrl.bench import build_suite
 
-    folders = build_suite(out_dir, tasks or None)
+    folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",))
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 

@@ -21,7 +21,7 @@ from lsrl.cli import main
 def suite(tmp_path_factory):
     root = tmp_path_factory.mktemp("suite")
     torch.set_num_threads(1)
-    return root, build_suite(root, progress=False)
+    return root, build_suite(root, progress=False, test_sequences=40)  # every task, a short test split
 
 
 def _standalone(root):
@@ -40,6 +40,7 @@ def test_suite_has_thirty_tasks_and_complete_folders(suite):
                          "README.md", "manifest.json", "load_model.py"}
         config = json.loads((folder / "config.json").read_text())
         assert config["architecture"] == folder.name and config["task"] == folder.parent.name
+        assert config["tier"] == "compiled"
         task = TASKS[folder.parent.name]
         assert task.test_lengths[0] > task.train_lengths[1]  # test sequences are longer than training ones
         if task.build is not None:

@@ -147,14 +147,54 @@ def test_standalone_hook_patches_equal_lsrl_node_patches(folders, name):
 
 def test_a_patched_state_is_carried_to_the_next_step(folders):
     """Setting the parity counter's state at step 0 changes every later output (patched inside the recurrence),
-    in every architecture, through the loader's hooks."""
+    in every architecture, through the loader's hooks and through lsrl's ``net.run_with_cache`` by the same name."""
     root, _ = folders
     xs = np.zeros((1, 5, 1))
+    targets = task_models(TASKS["parity"])
     for arch, hook, unit in (("linear_rnn", "blocks.1.state", 0), ("lstm", "rnn.l2", 0), ("gru", "rnn.l2", 0)):
         net, labels, _, _ = load(f"parity/{arch}", root=root)
         assert labels[hook][unit] == UnitLabel("count_1", 0, "value" if arch == "linear_rnn" else "pos")
         values = np.full((1, 5, len(labels[hook])), np.nan)
         values[0, 0, unit] = 1.0  # one 1 read at step 0: the parity is odd from there on
-        outputs, cache = net.run_with_cache(xs, patch={hook: values})
-        assert outputs[0, :, 0].tolist() == [1.0] * 5, arch
-        assert cache[hook][0, :, unit].tolist() == [1.0] * 5
+        for run in (net.run_with_cache, targets[arch].run_with_cache):
+            outputs, cache = run(torch.as_tensor(xs), patch={hook: values})
+            assert outputs[0, :, 0].tolist() == [1.0] * 5, arch
+            assert cache[hook][0, :, unit].tolist() == [1.0] * 5
+
+
+@pytest.mark.parametrize("name", ["parity", "histogram", "tomita_3"])
+def test_lsrl_run_with_cache_patches_every_hook_as_the_standalone_loader(folders, name):
+    """lsrl's ``net.run_with_cache`` has every hook of the folder's loader under the same name with the same values,
+    and patching one hook there (a few units at a few steps, NaN elsewhere: states, gates, cells and layers, inside
+    the recurrence) gives the loader's outputs and cache (float64 to 1e-9; the float32 automata to 1e-5)."""
+    root, _ = folders
+    task = TASKS[name]
+    rng = np.random.default_rng(5)
+    xs = np.stack([task.sample(rng, 7) for _ in range(2)])
+    xs = np.eye(len(task.automaton().alphabet))[xs] if task.automaton else xs.astype(np.float64)
+    for arch, net in task_models(task).items():
+        if arch == "path":
+            continue
+        loaded = load(f"{name}/{arch}", root=root).model
+        tolerance = 1e-5 if task.automaton else 1e-9
+        _, own = net.run_with_cache(torch.as_tensor(xs))
+        _, theirs = loaded.run_with_cache(xs)
+        assert set(loaded.hook_names) <= set(own), sorted(set(loaded.hook_names) - set(own))
+        carried = 0
+        for hook in loaded.hook_names:
+            values = np.full(theirs[hook].shape, np.nan)
+            units = rng.choice(values.shape[-1], size=min(2, values.shape[-1]), replace=False)
+            values[:, 1, units] = rng.uniform(0, 2, size=(2, len(units)))
+            values[:, 4, units[0]] = 0.5
+            expected, expected_cache = loaded.run_with_cache(xs, patch={hook: values})
+            outputs, cache = net.run_with_cache(torch.as_tensor(xs), patch={hook: values})
+            np.testing.assert_allclose(outputs.double().numpy(), expected.double().numpy(), rtol=0, atol=tolerance,
+                                       err_msg=f"{name}/{arch} {hook}")
+            for key in loaded.hook_names:
+                np.testing.assert_allclose(cache[key].double().numpy(), expected_cache[key].double().numpy(),
+                                           rtol=0, atol=tolerance, err_msg=f"{name}/{arch} {hook}: {key}")
+            np.testing.assert_allclose(cache[hook][:, 1, units].double().numpy(), values[:, 1, units], rtol=tolerance)
+            unpatched = own[next(reversed(own))].double().numpy()
+            patched_last = cache[next(reversed(cache))].double().numpy()
+            carried += not np.allclose(patched_last[:, 2:4], unpatched[:, 2:4])  # a step after 1, before 4 moved
+        assert carried, f"{name}/{arch}: no patch at step 1 reached the outputs of steps 2-3"

@@ -189,7 +189,7 @@ def test_a_planted_perfect_method_scores_auroc_1():
 
 def test_a_random_method_scores_auroc_near_one_half():
     subject = _subject("balanced_parens", "distractors")
-    pairs = Pairs.sample(subject, 4, 4)
+    pairs = Pairs.from_data(subject, 4)
     rows = [score(subject, random_scores(subject, pairs, seed)) for seed in range(40)]
     for level in ("unit", "node", "edge"):
         assert abs(np.mean([row[f"{level}_auroc"] for row in rows]) - 0.5) < 0.06, level

@@ -93,7 +93,9 @@ def _set(path, value):
 
 
 EDITS = [  # (folder, path in config.json, new value or KeyError to delete, words of the message)
-    ("majority/rnn", ["version"], 1, "field 'version' must be 2"),
+    ("majority/rnn", ["version"], 3, "field 'version' must be 4"),
+    ("majority/rnn", ["tier"], "noisy", "field 'tier' must be one of"),
+    ("majority/rnn", ["tier"], KeyError, "missing field 'tier'"),
     ("majority/rnn", ["format"], "x", "field 'format'"),
     ("majority/rnn", ["dtype"], "float16", "field 'dtype' must be one of"),
     ("majority/rnn", ["input_size"], 0, "field 'input_size' must be at least 1"),

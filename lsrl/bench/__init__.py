@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from lsrl.bench import standalone
-from lsrl.bench.build import build_suite
+from lsrl.bench.build import build_suite, tier_folder
 from lsrl.bench.circuit import Circuit, read_circuit
 from lsrl.bench.tasks import TASKS
+from lsrl.bench.tiers import TIERS, has_tier
 from lsrl.errors import LsrlError, ModelFileError, shown
 from lsrl.ir.labels import UnitLabel
 from lsrl.model.writing import as_path
@@ -38,10 +39,10 @@ class Folder(NamedTuple):
     circuit: Circuit
 
 
-def load(name: str, root: str | Path | None = None) -> Folder:
+def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> Folder:
     """``(model, labels, data, circuit)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
-    ``path`` model, or its first architecture) under ``root`` (default ``$LSRL_BENCH`` or
-    ``~/.cache/lsrl/bench``; a task missing there is built first).
+    ``path`` model, or its first architecture) of tier ``tier`` (``lsrl.bench.tiers.TIERS``) under ``root``
+    (default ``$LSRL_BENCH`` or ``~/.cache/lsrl/bench``; a task missing there is built first).
 
     ``model``: a ``torch.nn.Module`` built by the folder's ``load_model.py`` (``lsrl.bench.standalone``; plain
     torch layers), ``(B, T, d_in) -> (B, T, d_out)``, with ``model.run_with_cache(xs, patch=...)`` and one hook
@@ -61,9 +62,12 @@ def load(name: str, root: str | Path | None = None) -> Folder:
     arch = arch or ("path" if "path" in TASKS[task].archs else TASKS[task].archs[0])
     if arch not in TASKS[task].archs:
         raise LsrlError(f"benchmark task {task!r} has no architecture {arch!r}; it has {TASKS[task].archs}")
-    folder = root / task / arch
+    if tier not in TIERS or not has_tier(task, tier):
+        raise LsrlError(f"benchmark task {task!r} has no tier {tier!r}; the tiers are {TIERS} (only token programs "
+                        f"have the distractor and rotated ones)")
+    folder = tier_folder(root, task, arch, tier)
     if not (folder / "config.json").is_file():
-        build_suite(root, [task], progress=False)
+        build_suite(root, [task], progress=False, tiers=[tier])
     try:
         model = standalone.load_folder(folder)
         standalone.verify_checksums(folder, ("labels.json", "data.npz", "circuit.json"))

@@ -1,11 +1,13 @@
-"""Writing the suite: one folder per (task, architecture) under ``DIR/<task>/<arch>/``, and
-``DIR/load_model.py`` (``lsrl/bench/standalone.py``) to load any of them without lsrl.
+"""Writing the suite: one folder per (task, architecture) under ``DIR/<task>/<arch>/``; at the root the
+dataset card ``README.md``, ``croissant.json`` (``lsrl.bench.cards``) and a copy of ``load_model.py``.
 
 A folder holds ``model.safetensors`` and ``config.json`` (the layers, ``standalone.py``'s format),
-``labels.json`` (the unit labels), ``data.npz`` (inputs and expected outputs per split), ``program.py``
-(the task's source), ``README.md`` (the model card) and ``manifest.json``: the sha256 of every other file,
-which the loaders check, so that a file changed after the build is refused instead of loading silently.
-Each folder is loaded back once as it is written (``standalone.load_folder``, every check).
+``load_model.py`` (``lsrl/bench/standalone.py``, torch only), ``labels.json`` (the unit labels per hook),
+``circuit.json`` (``lsrl.bench.circuit``), ``data.npz`` (``lsrl.bench.data``), ``program.py`` (the task's
+program, runnable), ``README.md`` (the model card, from ``circuit.json``) and ``manifest.json``: the sha256 of
+every other file, which the loaders check, so that a file changed after the build is refused instead of
+loading silently. Each folder is loaded back once as it is written (``standalone.load_folder``, every check).
+Two builds write the same bytes: fixed seeds, sorted entries, no times or random orders in any file.
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ import hashlib
 import inspect
 import json
 import os
-import re
-import shutil
-import zlib
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,58 +28,26 @@ from tqdm import tqdm
 import lsrl
 from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
+from lsrl.bench.cards import model_card, write_root_cards
+from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.tasks import TASKS, Task
+from lsrl.bench.tiers import TIERS, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
 
 FORMAT = standalone.FORMAT
 FORMAT_VERSION = standalone.VERSION
-SEQUENCES_PER_LENGTH = 4
-_GENERATED_NAME = re.compile(r"^(input|linear|relu|linstate|concat|multi)_\d+(#\d+)?$")
 
 
 # ---- data --------------------------------------------------------------------------------------------
-
-
-def task_data(task: Task) -> dict[str, np.ndarray]:
-    """Inputs and expected outputs of both splits, padded to the split's longest sequence: arrays
-    ``{split}_inputs (N, T, d_in)``, ``{split}_outputs (N, T, d_out)`` (NaN past a sequence's end) and
-    ``{split}_lengths (N,)``. Expected outputs come from the program's interpreter (exact) or the
-    automaton's transition table, never from a compiled model."""
-    rng = np.random.default_rng(zlib.crc32(task.name.encode()))
-    program = task.build() if task.build else None
-    machine = task.automaton() if task.automaton else None
-    data = {}
-    for split, (shortest, longest) in (("train", task.train_lengths), ("test", task.test_lengths)):
-        inputs, outputs = [], []
-        for size in range(shortest, longest + 1):
-            samples = [task.sample(rng, size) for _ in range(SEQUENCES_PER_LENGTH)]
-            if machine is not None:
-                indices = np.stack(samples)
-                inputs += list(np.eye(len(machine.alphabet))[indices])
-                outputs += list(machine.reference(indices).astype(np.float64))
-            else:
-                batch = np.stack(samples)
-                inputs += list(batch.astype(np.float64))
-                outputs += list(np.vectorize(float, otypes=[np.float64])(program(batch, exact=True)))
-        data.update(_padded(split, inputs, outputs))
-    return data
-
-
-def _padded(split, inputs, outputs) -> dict:
-    steps = max(len(x) for x in inputs)
-    x = np.zeros((len(inputs), steps, inputs[0].shape[1]))
-    y = np.full((len(outputs), steps, outputs[0].shape[1]), np.nan)
-    for i, (a, b) in enumerate(zip(inputs, outputs)):
-        x[i, : len(a)], y[i, : len(b)] = a, b
-    return {f"{split}_inputs": x, f"{split}_outputs": y, f"{split}_lengths": np.array([len(a) for a in inputs])}
 
 
 # ---- models ------------------------------------------------------------------------------------------
@@ -90,40 +58,63 @@ def task_models(task: Task) -> dict[str, CompiledProgram | nn.Module]:
     if task.automaton is not None:
         machine = task.automaton()
         return {arch: lsrl.automata.to_torch(machine, arch) for arch in task.archs}
-    compiled = lsrl.compile(task.build(), backend="exact")
-    return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in task.archs}
+    return _targets(lsrl.compile(task.build(), backend="exact"), task.archs)
+
+
+def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, CompiledProgram | nn.Module]:
+    return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in archs}
+
+
+def tier_models(task: Task, tier: str) -> tuple[dict[str, CompiledProgram | nn.Module], ForEach | None]:
+    """``({arch: model}, program)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program for the
+    compiled one; else the ``lsrl.bench.tiers.tier_model`` in the task's architectures and the program it runs
+    (the task's outputs first, then the distractors')."""
+    if tier == "compiled":
+        return task_models(task), None
+    model = tier_model(task.name, tier)
+    return _targets(model.model, task.archs), model.program
+
+
+def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Path:
+    """Where the suite under ``root`` keeps a model: ``root/TASK/ARCH``, or ``root/TIER/TASK/ARCH`` for a tier
+    beside the compiled one (each tier's folder a suite of its own, for ``lsrl.bench.load(..., root=...)``)."""
+    return (root if tier == "compiled" else root / tier) / task / arch
 
 
 # ---- folders -----------------------------------------------------------------------------------------
 
 
 def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn.Module,
-                data: dict[str, np.ndarray]) -> Path:
-    """One suite folder for ``model`` (architecture ``arch`` of ``task``)."""
+                data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
+                program: ForEach | None = None) -> Path:
+    """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
+    by default the task's own); ``data_bytes``: ``data`` as written (``npz_bytes``), when the caller has them
+    already."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
     used = set(tensor_names(layers))
     tensors = {name: tensor for name, tensor in tensors.items() if name in used}  # not the targets' index buffers
     dtype = str(next(t for t in tensors.values() if t.is_floating_point()).dtype).replace("torch.", "")
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT, "task": task.name, "arch": arch})
+    # one metadata key: safetensors writes several in a random order, and the build must give the same bytes
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": FORMAT})
     d_in, d_out = data["train_inputs"].shape[-1], data["train_outputs"].shape[-1]
     config = {
-        "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "dtype": dtype,
-        "input_size": d_in, "output_size": d_out, "layers": layers,
+        "format": FORMAT, "version": FORMAT_VERSION, "task": task.name, "architecture": arch, "tier": tier,
+        "dtype": dtype, "input_size": d_in, "output_size": d_out, "layers": layers,
         "loader": "load_model.py (torch and safetensors only): load_folder(this folder) builds the torch module",
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     labels = automaton_labels(task.automaton(), model) if task.automaton else unit_labels(model)
     check_hooks(labels, standalone.check_layers(config, tensors, folder), f"{task.name}/{arch}")
     (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "hooks": labels}))
-    circuit = folder_circuit(task, config, tensors, labels, data)
+    circuit = folder_circuit(task, config, tensors, labels, data, program)
     (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
-    shutil.copyfile(Path(__file__).with_name("standalone.py"), folder / "load_model.py")
-    np.savez_compressed(folder / "data.npz", **data)
-    source = task.build or task.automaton
-    (folder / "program.py").write_text(inspect.getsource(source) if task.build else f"# {task.summary}\n")
-    (folder / "README.md").write_text(model_card(task, arch, layers, tensors, labels, data))
+    (folder / "load_model.py").write_text(loader_source())
+    (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
+    (folder / "program.py").write_text(program_source(task))
+    widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
+    (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier))
     write_manifest(folder)
     try:
         standalone.load_folder(folder)
@@ -132,18 +123,67 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     return folder
 
 
+_RUN = '''
+
+if __name__ == "__main__":  # the outputs on this folder's test data, against the expected ones of data.npz
+    data = np.load(Path(__file__).with_name("data.npz"))
+    xs, lengths, expected = data["test_inputs"], data["test_lengths"], data["test_outputs"]
+    outputs = {run}
+    for x, y, n in zip(xs[:5], outputs[:5], lengths[:5]):
+        print({shown}, "->", y[:n, 0].tolist())
+    real = ~np.isnan(expected)
+    print(f"{{len(xs)}} test sequences; the outputs equal data.npz's test_outputs: "
+          f"{{bool(np.array_equal(outputs[real], expected[real]))}}")
+'''
+
+
+STEPS_IMPORT = "from lsrl.targets.cell_steps import Run, at_step, run_steps"
+STEPS_MARKER = "# ---- inlined into load_model.py from here on ----\n"
+
+
+def loader_source() -> str:
+    """``load_model.py``: ``lsrl/bench/standalone.py`` with the cells' steps of ``lsrl/targets/cell_steps.py``
+    written in place of their import, verbatim (the one copy of the gate maths; the file needs torch only)."""
+    from lsrl.targets import cell_steps
+
+    loader = Path(standalone.__file__).read_text(encoding="utf-8")
+    steps = Path(cell_steps.__file__).read_text(encoding="utf-8").split(STEPS_MARKER, 1)[1]
+    line = next(line for line in loader.splitlines(keepends=True) if line.startswith(STEPS_IMPORT))
+    return loader.replace(line, "# ---- the cells' steps: lsrl/targets/cell_steps.py, verbatim ----\n\n" + steps, 1)
+
+
+def program_source(task: Task) -> str:
+    """``program.py``: the task's builder (its source, with the names it uses imported from ``lsrl.bench.tasks``
+    and its closure's values written out), or its automaton; run, it prints the outputs on the test data."""
+    head = f'"""{task.name}: {task.description}"""\n\nfrom pathlib import Path\n\nimport numpy as np\n\n'
+    if task.build is None:
+        return (head + f"from lsrl.bench.tasks import TASKS\n\nmachine = TASKS[{task.name!r}].automaton()\n"
+                + _RUN.format(run="machine.reference(np.argmax(xs, axis=-1)).astype(np.float64)",
+                              shown="np.argmax(x[:n], axis=-1).tolist()"))
+    names = inspect.getclosurevars(task.build)
+    lines = inspect.getsource(task.build).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))  # after the decorator
+    source = textwrap.dedent("\n".join(lines[start:]))
+    imported = ", ".join(sorted(names.globals))
+    values = "".join(f"{key} = {value!r}\n" for key, value in sorted(names.nonlocals.items()))
+    return (head + f"from lsrl.bench.tasks import {imported}\n\n{values}\n\n{source}\n"
+            + _RUN.format(run=f"{task.build.__name__}()(xs, check_bounds=False)", shown="x[:n, 0].tolist()"))
+
+
 MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "circuit.json", "data.npz", "program.py",
                   "README.md", "load_model.py")
 
 
 def folder_circuit(task: Task, config: dict[str, Any], tensors: dict[str, torch.Tensor],
-                   labels: dict[str, LayerLabels] | None, data: dict[str, np.ndarray]) -> Circuit:
-    """The folder's ``Circuit`` (``lsrl.bench.circuit``), its liveness and equivalences read on the test data."""
+                   labels: dict[str, LayerLabels] | None, data: dict[str, np.ndarray],
+                   program: ForEach | None = None) -> Circuit:
+    """The folder's ``Circuit`` (``lsrl.bench.circuit``), its liveness and equivalences read on the test data;
+    ``program``: the one the model runs (default: the task's)."""
     net = standalone.Layers(config["layers"], tensors)
     xs = data["test_inputs"]
     _, cache = net.run_with_cache(xs)
     real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
-    program = task.build() if task.build else None
+    program = program if program is not None else task.build() if task.build else None
     trace = program.trace(xs, check_bounds=False) if program is not None else None
     return build_circuit(task.name, config["architecture"], config, tensors, labels, cache, real, program, trace)
 
@@ -168,54 +208,6 @@ def tensor_names(layers: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def circuit_nodes(task: Task) -> list[tuple[str, int]]:
-    """``(name, dim)`` of the program's nodes the task names as its circuit (user-named nodes)."""
-    if task.build is None:
-        return []
-    program = task.build()
-    named = {node.name: node.dim for node in program.nodes if not _GENERATED_NAME.match(node.name)}
-    return [(name, named[name]) for name in task.circuit if name in named]
-
-
-def model_card(task: Task, arch: str, layers: list[dict[str, Any]], tensors: dict[str, torch.Tensor],
-               labels: list[LayerLabels] | dict[str, LayerLabels] | None, data: dict[str, np.ndarray]) -> str:
-    widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
-    lines = [
-        f"# {task.name} · {arch}", "",
-        f"**Task.** {task.description}", "",
-        f"**Architecture.** `{arch}`: layers {widths} (see `config.json`; `load_model.py` at the suite's root "
-        "builds the PyTorch module without lsrl).", "",
-        f"**Data.** `data.npz`: train lengths {task.train_lengths[0]}–{task.train_lengths[1]}, test lengths "
-        f"{task.test_lengths[0]}–{task.test_lengths[1]} ({len(data['train_lengths'])} / {len(data['test_lengths'])} "
-        "sequences); outputs past a sequence's length are NaN. Expected outputs come from the program's exact "
-        "interpreter (or the automaton's table).", "",
-    ]
-    circuit = circuit_nodes(task)
-    if circuit:
-        lines.append("**Circuit.** The algorithm's variables are the program nodes "
-                     + ", ".join(f"`{name}` (dim {dim})" for name, dim in circuit) + ".")
-        if labels is not None:
-            names = {name for name, _ in circuit}
-            # per layer of a compiled model, per sub-module of a torch target (net.labels)
-            layers = (labels.items() if isinstance(labels, dict)
-                      else ((f"layer {k}", layer) for k, layer in enumerate(labels)))
-            for where, layer in layers:
-                units = [f"{i}: {node}[{index}] {role}" for i, (node, index, role) in enumerate(layer) if node in names]
-                if units:
-                    lines.append(f"- {where}: " + "; ".join(units))
-        else:
-            lines.append("Unit labels (which unit holds which node) are not in this build: `labels.json` says "
-                         "`available: false`.")
-    elif task.automaton:
-        lines.append("**Circuit.** One hidden unit per automaton transition (state, symbol): it is on exactly when "
-                     "that transition was taken at this step; `labels.json` lists them; the readout sums the units "
-                     "entering accepting states.")
-    lines += ["", "```python", "import sys, torch, numpy as np", "sys.path.insert(0, '../..')  # the suite's root",
-              "from load_model import load_folder", "net = load_folder('.')", "data = np.load('data.npz')",
-              "outputs = net(torch.as_tensor(data['test_inputs']))", "```", ""]
-    return "\n".join(lines)
-
-
 def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> str:
     """A config layer in a few words: its op and width, or its sub-layers."""
     if spec["op"] == "block":
@@ -228,9 +220,12 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
     return f"{spec['op']}({width})" if width else spec["op"]
 
 
-def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True) -> list[Path]:
-    """Write every (task, architecture) folder under ``root`` (``tasks``: a task name or names, default all);
-    returns the folders."""
+def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
+                tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES) -> list[Path]:
+    """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.TIERS``) under ``root``
+    (``tier_folder``; ``tasks``: a task name or names, default all, for a tier beside the compiled one all that
+    have it); returns the folders. ``test_sequences`` below the default (1,000) writes a smaller test split, for
+    quick checks of the build (the published suite has the default)."""
     if not isinstance(root, (str, os.PathLike)) or not str(root):
         raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
     root = Path(root)
@@ -240,15 +235,30 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     unknown = [name for name in names if not isinstance(name, str) or name not in TASKS]
     if unknown:
         raise LsrlError(f"unknown benchmark task(s) {unknown}; the tasks are {sorted(TASKS)}")
+    tiers = [tiers] if isinstance(tiers, str) else list(tiers) if isinstance(tiers, Iterable) else [tiers]
+    if not tiers or any(tier not in TIERS for tier in tiers):
+        raise LsrlError(f"build_suite: tiers must be among {TIERS}, got {tiers!r}")
+    if isinstance(test_sequences, bool) or not isinstance(test_sequences, int) or test_sequences < 1:
+        raise LsrlError(f"build_suite: test_sequences must be a whole number >= 1, got {test_sequences!r}")
+    jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
+            if has_tier(name, tier) or tasks is not None]  # named tasks must have the tier
+    lacking = [f"{name} ({tier})" for name, tier in jobs if not has_tier(name, tier)]
+    if lacking:
+        raise LsrlError(f"build_suite: only token programs (with two others on their tokens) have the distractor "
+                        f"and rotated tiers, not {lacking[0]}")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(Path(__file__).with_name("standalone.py"), root / "load_model.py")
+        (root / "load_model.py").write_text(loader_source())
         folders = []
-        for name in tqdm(names, desc="lsrl bench", unit="task", disable=not progress):
+        for name, tier in tqdm(jobs, desc="lsrl bench", unit="task", disable=not progress):
             task = TASKS[name]
-            data = task_data(task)
-            for arch, model in task_models(task).items():
-                folders.append(write_model(root / name / arch, task, arch, model, data))
+            data = task_data(task, test_sequences)
+            data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
+            models, program = tier_models(task, tier)
+            for arch, model in models.items():
+                folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
+                                           tier, program))
+        write_root_cards(root)
     except OSError as error:
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
                         f"{error.strerror or error}") from None

@@ -4,8 +4,9 @@
     net = load_folder("SUITE/parity/rnn")            # a torch.nn.Module
     outputs = net(torch.as_tensor(inputs))            # (B, T, d_in) -> (B, T, d_out)
 
-``config.json`` lists the model's layers (``"layers"``), applied in order. Each names its tensors in
-``model.safetensors`` and is one of:
+``config.json`` says which model of the task it is (``"task"``, ``"architecture"``, and ``"tier"``: ``"compiled"``,
+``"distractors"``, ``"rotated"`` or ``"trained"``) and lists its layers (``"layers"``), applied in order. Each
+names its tensors in ``model.safetensors`` and is one of:
 
 - ``linear``: ``torch.nn.Linear`` (``weight``, ``bias`` or null);  ``relu``: ``torch.nn.ReLU``;
 - ``multiply_halves``: the first half of the features times the second half (a gate);
@@ -51,13 +52,17 @@ from safetensors.torch import load_file
 from torch import nn
 from torch.nn import functional as F
 
+from lsrl.targets.cell_steps import Run, at_step, run_steps  # INLINED: load_model.py holds the code
+
 FORMAT = "lsrl.bench"
-VERSION = 2  # version 1 folders (no manifest.json) are refused: rebuild them with ``lsrl bench build``
+VERSION = 4  # older folders (1: no manifest.json; 2: no hooks, labels per module; 3: no tier) are refused: rebuild
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lsrl.bench.manifest"
 MODEL_FILES = ("config.json", "model.safetensors")  # the files load_folder reads, checked against the manifest
 DTYPES = ("float32", "float64")
-CONFIG_FIELDS = ("format", "version", "task", "architecture", "dtype", "input_size", "output_size", "layers", "loader")
+CONFIG_FIELDS = ("format", "version", "task", "architecture", "tier", "dtype", "input_size", "output_size", "layers",
+                 "loader")
+TIERS = ("compiled", "distractors", "rotated", "trained")  # what a folder's model is (docs: the suite's tiers)
 STOCK = {"torch.nn.RNN": 1, "torch.nn.GRU": 3, "torch.nn.LSTM": 4}  # op -> gate blocks
 RELU_CELLS = {"relu_gru": 3, "relu_lstm": 4}
 GRU_GATES, LSTM_GATES = ("r", "z", "n"), ("i", "f", "g", "o", "c")  # the hooks inside a cell (c: the LSTM's cell)
@@ -188,6 +193,8 @@ def read_config(folder: Path) -> dict[str, Any]:
                              f"folder with this version of `lsrl bench build`)")
     for key in ("task", "architecture", "loader"):
         _field(config, key, str, where)
+    if _field(config, "tier", str, where) not in TIERS:
+        raise SuiteFileError(f"{where}: field 'tier' must be one of {list(TIERS)}, got {config['tier']!r}")
     if _field(config, "dtype", str, where) not in DTYPES:
         raise SuiteFileError(f"{where}: field 'dtype' must be one of {list(DTYPES)}, got {config['dtype']!r}")
     _count(config, "input_size", where)
@@ -361,31 +368,6 @@ def check_layers(config: dict[str, Any], tensors: dict[str, torch.Tensor], folde
 # ---- the modules -----------------------------------------------------------------------------------------------
 
 
-class Run:
-    """What one ``run_with_cache`` call records and patches: ``cache`` maps a hook to its values (whole sequences,
-    or one ``(B, width)`` tensor per step inside a recurrence), ``patch`` a hook to ``(B, T, width)`` values."""
-
-    def __init__(self, patch: dict[str, torch.Tensor]) -> None:
-        self.patch, self.cache = patch, {}
-
-    def visit(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
-        if name in self.patch:
-            values = self.patch[name] if step is None else self.patch[name][:, step]
-            if values.shape != value.shape:
-                raise ValueError(f"patch for hook {name!r}: values of shape {tuple(values.shape)}, the hook holds "
-                                 f"{tuple(value.shape)} (per step: {step is not None})")
-            value = torch.where(torch.isnan(values), value, values.to(value.dtype))
-        if step is None:
-            self.cache[name] = value
-        else:
-            self.cache.setdefault(name, []).append(value)
-        return value
-
-    def finished(self) -> dict[str, torch.Tensor]:
-        return {name: torch.stack(value, dim=1) if isinstance(value, list) else value
-                for name, value in self.cache.items()}
-
-
 class HookPoint(nn.Module):
     """The identity at a named site; while ``run_with_cache`` runs, it records and patches the site's values."""
 
@@ -434,7 +416,7 @@ class Layers(nn.Module):
         unknown = sorted(set(patch or {}) - set(self.hook_names))
         if unknown:
             raise ValueError(f"run_with_cache: no hook named {unknown[0]!r}; the hooks are net.hook_names")
-        run = Run({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()})
+        run = Run({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()}, x.shape[1])
         points = [module for module in self.modules() if isinstance(module, HookPoint)]
         for point in points:
             point.run = run
@@ -503,10 +485,6 @@ def _hook_points(name: str | None, gates: tuple[str, ...]) -> nn.ModuleDict:
     return nn.ModuleDict({"h": HookPoint(name), **{gate: HookPoint(f"{name}.{gate}") for gate in gates}})
 
 
-def _at(points: nn.ModuleDict, key: str, value: torch.Tensor, step: int) -> torch.Tensor:
-    return points[key](value, step) if key in points else value
-
-
 class LinearRecurrence(nn.Module):
     def __init__(self, A: torch.Tensor, B: torch.Tensor, b: torch.Tensor, s0: torch.Tensor,
                  hook: str | None = None) -> None:
@@ -518,40 +496,9 @@ class LinearRecurrence(nn.Module):
         drive = x @ self.B.T + self.b
         state, states = self.s0.expand(x.shape[0], -1), []
         for t in range(x.shape[1]):
-            state = _at(self.points, "h", state @ self.A.T + drive[:, t], t)
+            state = at_step(self.points, "h", state @ self.A.T + drive[:, t], t)
             states.append(state)
         return torch.stack(states, dim=1)
-
-
-# ---- the steps of the cells: PyTorch's equations, the activations given -------------------------------------------
-
-
-def rnn_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
-             bias_hh: torch.Tensor, activation: Any) -> torch.Tensor:
-    """``h' = act(W_ih x + b_ih + W_hh h + b_hh)`` (``gi``: the input part); the hook ``h``."""
-    return _at(points, "h", activation(gi + F.linear(h, weight_hh, bias_hh)), t)
-
-
-def gru_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
-             bias_hh: torch.Tensor, gate: Any, candidate: Any) -> torch.Tensor:
-    """``torch.nn.GRU``'s step (gates r, z, n) with the activations ``gate`` and ``candidate``; each gate a hook."""
-    i_r, i_z, i_n = gi.chunk(3, dim=-1)
-    h_r, h_z, h_n = F.linear(h, weight_hh, bias_hh).chunk(3, dim=-1)
-    r = _at(points, "r", gate(i_r + h_r), t)
-    z = _at(points, "z", gate(i_z + h_z), t)
-    n = _at(points, "n", candidate(i_n + r * h_n), t)
-    return _at(points, "h", (1 - z) * n + z * h, t)
-
-
-def lstm_step(points: nn.ModuleDict, t: int, gi: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-              weight_hh: torch.Tensor, bias_hh: torch.Tensor, gate: Any, candidate: Any
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.nn.LSTM``'s step (gates i, f, g, o; cell c) with the activations given; each a hook."""
-    i, f, g, o = (gi + F.linear(h, weight_hh, bias_hh)).chunk(4, dim=-1)
-    i, f = _at(points, "i", gate(i), t), _at(points, "f", gate(f), t)
-    g, o = _at(points, "g", candidate(g), t), _at(points, "o", gate(o), t)
-    c = _at(points, "c", f * c + i * g, t)
-    return _at(points, "h", o * candidate(c), t), c
 
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
@@ -574,18 +521,9 @@ class Cell(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, candidate = (ACTIVATIONS[name] for name in self.activations)
         gi = F.linear(x.to(self.h0.dtype), self.weight_ih, self.bias_ih)  # every step at once
-        h = self.h0.expand(x.shape[0], -1)
-        c = self.c0.expand(x.shape[0], -1) if self.c0 is not None else None
-        outputs = []
-        for t in range(x.shape[1]):
-            if self.kind == "lstm":
-                h, c = lstm_step(self.points, t, gi[:, t], h, c, self.weight_hh, self.bias_hh, gate, candidate)
-            elif self.kind == "gru":
-                h = gru_step(self.points, t, gi[:, t], h, self.weight_hh, self.bias_hh, gate, candidate)
-            else:
-                h = rnn_step(self.points, t, gi[:, t], h, self.weight_hh, self.bias_hh, candidate)
-            outputs.append(h)
-        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, self.h0.shape[0])
+        c0 = self.c0.expand(x.shape[0], -1) if self.c0 is not None else None
+        return run_steps(self.kind, self.points, gi, self.h0.expand(x.shape[0], -1), c0, self.weight_hh,
+                         self.bias_hh, gate, candidate)[0]
 
     def hooked(self) -> bool:
         """Whether a ``run_with_cache`` is running (the hooks then see every step)."""

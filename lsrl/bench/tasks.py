@@ -50,6 +50,13 @@ class Task:
         """The builder's docstring on one line (an automaton task's summary)."""
         return " ".join((self.build.__doc__ or "").split()) if self.build else self.summary
 
+    def circuit_nodes(self) -> list[tuple[str, int]]:
+        """``(name, dim)`` of the program's user-named nodes that the task names as its circuit."""
+        if self.build is None:
+            return []
+        named = {node.name: node.dim for node in self.build().nodes if node.named}
+        return [(name, named[name]) for name in self.circuit if name in named]
+
 
 TASKS: dict[str, Task] = {}
 

@@ -60,6 +60,21 @@ def _token_range(task: Task) -> int | None:
     return getattr(task.sample, "largest", None)
 
 
+def _token_peers(task: Task) -> list[str]:
+    """The other program tasks that read the same tokens as ``task`` (none if it is no token program)."""
+    largest = _token_range(task)
+    if task.build is None or largest is None:
+        return []
+    return sorted(other for other, candidate in TASKS.items()
+                  if other != task.name and candidate.build is not None and _token_range(candidate) == largest)
+
+
+def has_tier(name: str, tier: str) -> bool:
+    """Whether task ``name`` has tier ``tier``: every task its compiled one, token programs with enough peers
+    (``distractor_tasks``) the others."""
+    return tier == "compiled" or (tier in TIERS and len(_token_peers(TASKS[name])) >= DISTRACTORS_PER_TASK)
+
+
 def distractor_tasks(name: str, count: int = DISTRACTORS_PER_TASK) -> tuple[str, ...]:
     """``count`` other program tasks that read the same tokens as task ``name`` (a fixed choice)."""
     task = TASKS[name]
@@ -67,8 +82,7 @@ def distractor_tasks(name: str, count: int = DISTRACTORS_PER_TASK) -> tuple[str,
     if task.build is None or largest is None:
         raise LsrlError(f"task {name!r} has no distractor tier: only token programs have one (tasks of one "
                         f"integer token per step)")
-    others = sorted(other for other, candidate in TASKS.items()
-                    if other != name and candidate.build is not None and _token_range(candidate) == largest)
+    others = _token_peers(task)
     if len(others) < count:
         raise LsrlError(f"task {name!r}: only {len(others)} other tasks read tokens 0..{largest}, {count} needed")
     start = zlib.crc32(name.encode()) % len(others)

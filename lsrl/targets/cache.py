@@ -1,17 +1,20 @@
-"""``run_with_cache``: every sub-layer's activations of a torch model, per step (as TransformerLens's
-``run_with_cache`` does for transformers), by forward hooks.
+"""``run_with_cache``: every hook's activations of a torch model, per step (as TransformerLens's
+``run_with_cache`` does for transformers), with the names of ``net.labels`` and of the benchmark suite's hooks.
 
-The cache maps a sub-module's name (``net.named_modules()``) to its output ``(B, T, width)``, in the
-order the sub-modules finish, so the last entry of a compiled target is its output layer. A recurrent
-layer that returns ``(sequence, final state)`` (``torch.nn.RNN`` / ``GRU`` / ``LSTM``) is cached by its
-sequence of hidden states. Gates are recomputed from the layer's weights, its input and its hidden
-states: ``NAME.r``, ``NAME.z``, ``NAME.n`` for a GRU, ``NAME.i``, ``NAME.f``, ``NAME.g``, ``NAME.o`` and
-the cell states ``NAME.c`` for an LSTM. The ReLU GRU / LSTM stacks of ``lsrl.targets.gru_lstm`` run
-their layers by a method, not as sub-modules: layer ``k`` of the stack ``NAME`` is ``NAME.l{k}``.
+The cache maps a hook name to its values ``(B, T, width)``, in the order the hooks are first reached, so the
+last entry of a compiled target is its output layer. Hooks are the sub-modules (``net.named_modules()``; a
+recurrent layer that returns ``(sequence, final state)`` by its sequence of hidden states), and inside the
+recurrences, per step: a one-layer stock ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` ``NAME`` runs step by step with
+the equations of ``lsrl.targets.cell_steps`` (the one copy of the gate maths) and has the hooks ``NAME`` (its
+state), ``NAME.r``, ``NAME.z``, ``NAME.n`` (GRU) or ``NAME.i``, ``NAME.f``, ``NAME.g``, ``NAME.o`` and the cell
+``NAME.c`` (LSTM); layer ``k`` of a ReLU GRU / LSTM stack ``NAME`` (``lsrl.targets.gru_lstm``) is ``NAME.l{k}``,
+with its gates ``NAME.l{k}.r`` ...
 
-``patch={name: values}`` replaces a sub-layer's output (an interchange intervention at the level of
-a layer); the cache then holds the patched values, and gates after a patched layer are recomputed
-from them. A key that is a program node of ``net.patchable`` (not a sub-layer name) patches that
+``patch={name: values}`` sets hook ``name`` to ``values`` (``(B, T, width)``; NaN entries keep the model's own
+value, so single units can be set) before anything reads it, as the suite's ``load_model.py`` does: a
+recurrence's state (a stock layer's, a stack's layer, ``blocks.{i}.state`` of a linear RNN, a diagonal
+recurrence) and its gates are set inside the recurrence, so the next step reads the patched value; the cache
+holds the patched values. A key that is a program node of ``net.patchable`` (not a hook name) patches that
 node as ``net(xs, patch=...)`` does (``lsrl.targets.patch``), by its labelled units.
 """
 
@@ -26,6 +29,7 @@ from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, LsrlError, SequenceError
 from lsrl.lang.evaluate import patch_items, patch_key_name, finite_numbers
+from lsrl.targets.cell_steps import Run, run_steps
 
 Patch = Mapping[Any, Any]  # {sub-layer name or program node (name or node): values}
 
@@ -55,12 +59,11 @@ def run_with_cache(net: nn.Module, xs: Any, patch: Patch | None = None, **forwar
     """Run ``net`` on ``xs`` (``(B, T, d)`` or ``(T, d)``, array or tensor) without gradients; returns its
     outputs and the cache (module docstring), both without the batch axis when ``xs`` had none.
 
-    ``patch={name: values}`` replaces the output of the sub-layer ``name`` (a key of the cache, not a
-    recomputed gate) by ``values`` of its shape (``(B, T, width)``, or ``(T, width)`` for a ``(T, d)``
-    input) at every step; the layers after it read the patched values. A recurrent layer's own
-    recurrence is not changed: its whole output sequence is replaced. A ``name`` that is no sub-layer
-    but a program node of ``net.patchable`` patches the node's labelled units (``lsrl.targets.patch``;
-    ``values`` as for the program); the cache holds the values of the patched run.
+    ``patch={name: values}`` sets the hook ``name`` (a key of the cache) to ``values`` of its shape
+    (``(B, T, width)``, or ``(T, width)`` for a ``(T, d)`` input; NaN: keep the model's value) at every step,
+    inside the recurrence for a state or a gate (module docstring). A ``name`` that is no hook but a program
+    node of ``net.patchable`` patches the node's labelled units (``lsrl.targets.patch``; ``values`` as for the
+    program); the cache holds the values of the patched run.
     """
     from lsrl.targets.patch import node_patches
 
@@ -77,25 +80,103 @@ def run_with_cache(net: nn.Module, xs: Any, patch: Patch | None = None, **forwar
 
 
 def _cached_run(net, x, squeeze, patches, forward_options):
-    cache = {}
-    handles = [
-        module.register_forward_hook(_recorder(name, cache, x.shape[:2], patches.get(name)))
-        for name, module in net.named_modules() if name
-    ]
-    stacks = [(name, module) for name, module in net.named_modules() if _is_cell_stack(module)]
-    for name, stack in stacks:
-        stack.layer = _recording_layer(name, stack, cache, patches)  # an instance attribute shadows the method
+    run = Run(patches, x.shape[1], DimensionError)
+    stock = dict(_stock_layers(net))
+    handles = [module.register_forward_hook(_recorder(name, run, tuple(x.shape[:2])))
+               for name, module in net.named_modules() if name and name not in stock]
+    undo = [handle.remove for handle in handles]
     try:
+        undo += _step_hooks(net, run, stock)
         with torch.no_grad():
             outputs = net(x, **forward_options)
     finally:
-        for handle in handles:
-            handle.remove()
-        for _, stack in stacks:
-            del stack.layer
+        for step in reversed(undo):
+            step()
+    cache = run.finished()
     if squeeze:
         return outputs[0], {name: value[0] for name, value in cache.items()}
     return outputs, cache
+
+
+def _step_hooks(net, run, stock) -> list:
+    """Hooks inside the recurrences for ``run`` (module docstring); returns what undoes them."""
+    from lsrl.targets.gru_lstm import _CellStack
+    from lsrl.targets.patch import _carriers
+
+    undo = []
+    carriers = _carriers(net)
+    for name, module in stock.items():  # run step by step; a carrier's node patch moves into the steps
+        owner = carriers.get(name, (None, None))[0]
+        node_patch = getattr(owner, "state_patch", None)
+        if node_patch is not None:
+            owner.state_patch = None  # its states() then calls the stock layer on the whole sequence
+            undo.append(lambda owner=owner, node_patch=node_patch: setattr(owner, "state_patch", node_patch))
+        module.forward = _stepwise(module, _points(run, name, _gates(module), node_patch))
+        undo.append(lambda module=module: delattr(module, "forward"))
+    for name, module in net.named_modules():
+        if isinstance(module, _CellStack):
+            gates = GATES[module.kind]
+            module.step_points = {k: _points(run, f"{name}.l{k}", gates) for k in range(module.num_layers)}
+            undo.append(lambda module=module: setattr(module, "step_points", None))
+    for key, (module, layer) in carriers.items():  # other recurrences: the state patched before it is carried
+        if layer is None and key in run.patch and key not in stock:
+            node_patch = module.state_patch
+            module.state_patch = _then(node_patch, lambda value, t, key=key: run.patched(key, value, t))
+            undo.append(lambda module=module, node_patch=node_patch: setattr(module, "state_patch", node_patch))
+    return undo
+
+
+def _then(first, second):
+    """``second`` after ``first`` (either may be None)."""
+    if first is None or second is None:
+        return first or second
+    return lambda value, t: second(first(value, t), t)
+
+
+def _points(run, name, gates, node_patch=None) -> dict:
+    """The hook points of a recurrent layer's steps (``lsrl.targets.cell_steps``): its state ``name`` (after
+    ``node_patch``) and its gates ``name.gate``, each patched and recorded by ``run``."""
+    points = {gate: (lambda value, t, key=f"{name}.{gate}": run.visit(key, value, t)) for gate in gates}
+    points["h"] = _then(node_patch, lambda value, t: run.visit(name, value, t))
+    return points
+
+
+GATES = {"rnn": (), "gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o", "c")}  # the hooks inside a cell
+
+
+def _kind(module) -> str:
+    return "lstm" if isinstance(module, nn.LSTM) else "gru" if isinstance(module, nn.GRU) else "rnn"
+
+
+def _gates(module) -> tuple[str, ...]:
+    return GATES[_kind(module)]
+
+
+def _stock_layers(net) -> list:
+    """``(name, module)`` of the one-layer batch-first stock ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` sub-modules."""
+    return [(name, module) for name, module in net.named_modules()
+            if isinstance(module, nn.RNNBase) and module.num_layers == 1 and module.batch_first
+            and not module.bidirectional and not getattr(module, "proj_size", 0)]
+
+
+def _stepwise(module, points):
+    """The stock layer's ``forward``, one step at a time through ``points`` (its output and final state as
+    ``torch.nn``'s: ``(states, h_n)``, ``(states, (h_n, c_n))`` for an LSTM)."""
+    kind = _kind(module)
+    weights = [getattr(module, f"{w}_l0", None) for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    candidate = torch.relu if getattr(module, "nonlinearity", "tanh") == "relu" else torch.tanh
+
+    def forward(x, hx=None):
+        zeros = x.new_zeros(x.shape[0], module.hidden_size)
+        if kind == "lstm":
+            h0, c0 = (hx[0][0], hx[1][0]) if hx is not None else (zeros, zeros)
+        else:
+            h0, c0 = (hx[0] if hx is not None else zeros), None
+        gi = F.linear(x, weights[0], weights[2])
+        states, h, c = run_steps(kind, points, gi, h0, c0, weights[1], weights[3], torch.sigmoid, candidate)
+        return states, ((h[None], c[None]) if kind == "lstm" else h[None])
+
+    return forward
 
 
 def _as_batch(net, xs) -> torch.Tensor:
@@ -116,34 +197,42 @@ def _as_batch(net, xs) -> torch.Tensor:
 
 
 def _sub_layers(net) -> set:
-    """The names ``patch`` can replace: sub-modules and GRU / LSTM stacks' layers."""
+    """The names ``patch`` can replace: sub-modules, GRU / LSTM stacks' layers and the gates of both."""
     layers = {name for name, module in net.named_modules() if name}
+    for name, module in _stock_layers(net):
+        layers |= {f"{name}.{gate}" for gate in _gates(module)}
     for name, module in net.named_modules():
         if _is_cell_stack(module):
-            layers |= {f"{name}.l{k}" for k in range(module.num_layers)}
+            for k in range(module.num_layers):
+                layers |= {f"{name}.l{k}"} | {f"{name}.l{k}.{gate}" for gate in GATES[module.kind]}
     return layers
 
 
 def _read_patches(net, patch, squeeze) -> dict:
-    """``{name: tensor (B, T, width)}``; a name must be a sub-module or a GRU / LSTM stack's layer."""
+    """``{name: tensor (B, T, width)}``; a name must be a sub-module, a GRU / LSTM stack's layer or a gate."""
     layers = _sub_layers(net)
     patches = {}
     for name, values in patch.items():
         if name not in layers:
             raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
                             f"a sub-layer of this {type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
-        array = finite_numbers(values, f"run_with_cache: patch values for {name!r}")
-        tensor = torch.as_tensor(np.asarray(array, dtype=np.float64))
+        tensor = torch.as_tensor(_hook_values(values, f"run_with_cache: patch values for {name!r}"))
         patches[name] = tensor[None] if squeeze else tensor
     return patches
 
 
-def _patched(name, output, values):
-    """``values`` in place of ``output``, checked to have its shape and cast to its dtype."""
-    if tuple(values.shape) != tuple(output.shape):
-        raise DimensionError(f"run_with_cache: patch for {name!r} has shape {tuple(values.shape)}, the layer's "
-                             f"output has shape {tuple(output.shape)}")
-    return values.to(output.dtype)
+def _hook_values(values, where) -> np.ndarray:
+    """Real numbers as float64, NaN allowed (the model's own value is kept there), infinity and the rest refused."""
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    try:
+        array = None if isinstance(values, np.ma.MaskedArray) else np.asarray(values)
+    except (TypeError, ValueError):  # ragged: finite_numbers says so
+        array = None
+    if array is not None and array.dtype.kind == "f":
+        finite_numbers(np.where(np.isnan(array), 0.0, array), where)
+        return array.astype(np.float64)
+    return np.asarray(finite_numbers(values, where), dtype=np.float64)
 
 
 def _is_cell_stack(module) -> bool:
@@ -152,88 +241,17 @@ def _is_cell_stack(module) -> bool:
     return isinstance(module, _CellStack)
 
 
-def _recorder(name, cache, batch_steps, patch):
+def _recorder(name, run, batch_steps):
     def hook(module, args, output):
         sequence = output[0] if isinstance(output, tuple) else output
         per_step = isinstance(sequence, torch.Tensor) and sequence.dim() == 3
-        if not per_step or tuple(sequence.shape[:2]) != tuple(batch_steps):
-            if patch is not None:
+        if not per_step or tuple(sequence.shape[:2]) != batch_steps:
+            if name in run.patch:
                 raise LsrlError(f"run_with_cache: cannot patch {name!r}: its output is not a sequence of activations")
             return None  # not a per-step activation (e.g. a final state alone)
-        if patch is not None:
-            sequence = _patched(name, sequence, patch)
-        cache[name] = sequence.detach()
-        if isinstance(module, (nn.GRU, nn.LSTM)) and module.num_layers == 1 and not module.bidirectional:
-            x, initial = args[0], (args[1] if len(args) > 1 else None)
-            cache.update(_stock_gates(name, module, x, sequence, initial))
-        if patch is None:
+        patched = run.visit(name, sequence.detach(), None)
+        if name not in run.patch:
             return None
-        return (sequence,) + tuple(output[1:]) if isinstance(output, tuple) else sequence
+        return (patched,) + tuple(output[1:]) if isinstance(output, tuple) else patched
 
     return hook
-
-
-def _stock_gates(name, module, x, h, initial) -> dict:
-    """Gates of a one-layer batch-first stock GRU / LSTM (sigmoid and tanh) from its input and states."""
-    weights = [getattr(module, f"{w}_l0") for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-    if not module.batch_first:
-        return {}
-    zeros = h.new_zeros(h.shape[0], h.shape[2])
-    if isinstance(module, nn.LSTM):
-        h0, c0 = (initial[0][0], initial[1][0]) if initial is not None else (zeros, zeros)
-        return _lstm_gates(name, x, h, h0, c0, weights, torch.sigmoid, torch.tanh)
-    h0 = initial[0] if initial is not None else zeros
-    return _gru_gates(name, x, h, h0, weights, torch.sigmoid, torch.tanh)
-
-
-def _recording_layer(name, stack, cache, patches):
-    """``stack.layer`` that also caches layer k's hidden states, gates (and cells) as ``NAME.l{k}...``."""
-    from lsrl.targets.gru_lstm import ACTIVATIONS
-
-    method = type(stack).layer
-
-    def layer(k, x):
-        key = f"{name}.l{k}"
-        h = method(stack, k, x)
-        if key in patches:
-            h = _patched(key, h, patches[key])
-        tensors = stack.layer_tensors(k)
-        weights = [tensors[w] for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        h0 = tensors["h0"].expand(x.shape[0], -1)
-        gate, candidate = (ACTIVATIONS[activation] for activation in stack.activations)
-        cache[key] = h.detach()
-        if stack.kind == "lstm":
-            c0 = tensors["c0"].expand(x.shape[0], -1)
-            cache.update(_lstm_gates(key, x, h, h0, c0, weights, gate, candidate))
-        else:
-            cache.update(_gru_gates(key, x, h, h0, weights, gate, candidate))
-        return h
-
-    return layer
-
-
-def _previous(h, h0):
-    """``h_{t-1}`` for every step: the initial state, then the states shifted by one."""
-    return torch.cat([h0[:, None], h[:, :-1]], dim=1)
-
-
-def _gru_gates(key, x, h, h0, weights, gate, candidate) -> dict:
-    w_ih, w_hh, b_ih, b_hh = weights
-    hidden = h.shape[-1]
-    i_r, i_z, i_n = F.linear(x, w_ih, b_ih).split(hidden, dim=-1)
-    h_r, h_z, h_n = F.linear(_previous(h, h0), w_hh, b_hh).split(hidden, dim=-1)
-    r = gate(i_r + h_r)
-    return {f"{key}.r": r, f"{key}.z": gate(i_z + h_z), f"{key}.n": candidate(i_n + r * h_n)}
-
-
-def _lstm_gates(key, x, h, h0, c0, weights, gate, candidate) -> dict:
-    w_ih, w_hh, b_ih, b_hh = weights
-    hidden = h.shape[-1]
-    i, f, g, o = (F.linear(x, w_ih, b_ih) + F.linear(_previous(h, h0), w_hh, b_hh)).split(hidden, dim=-1)
-    i, f, g, o = gate(i), gate(f), candidate(g), gate(o)
-    cells, c = [], c0
-    for t in range(h.shape[1]):  # c_t = f_t c_{t-1} + i_t g_t
-        c = f[:, t] * c + i[:, t] * g[:, t]
-        cells.append(c)
-    c = torch.stack(cells, dim=1) if cells else h.new_zeros(h.shape)
-    return {f"{key}.i": i, f"{key}.f": f, f"{key}.g": g, f"{key}.o": o, f"{key}.c": c}

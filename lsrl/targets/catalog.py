@@ -18,7 +18,7 @@ def _block_labels(state: str) -> str:
     )
 
 
-_STATE = "``blocks.{i}.state`` (no module outputs it: ``block.states(x)`` computes it)"
+_STATE = "``blocks.{i}.state`` (the identity module ``block.state`` outputs ``block.states(x)``)"
 _BLOCK_LABELS = _block_labels(_STATE)
 _CLASSIC_LABELS = _block_labels(_STATE + ", and the stock RNN's ``[s+; s-]`` (Eq. (11)): ``blocks.{i}.rnn``")
 _DIAGONAL_LABELS = _block_labels("``blocks.{i}.recurrence``")

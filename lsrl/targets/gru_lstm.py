@@ -84,6 +84,7 @@ from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, n
 from lsrl.errors import LsrlError, SequenceError
 from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
+from lsrl.targets.cell_steps import run_steps
 from lsrl.targets.checks import checked_input
 from lsrl.targets.precision import ERROR_BUDGET, SIGNIFICAND_BITS, gate_bound_range
 
@@ -100,6 +101,7 @@ class _CellStack(nn.Module):
 
     kind = ""
     state_patch = None  # {layer: StatePatch} while a patched call runs (lsrl.targets.patch): h overwritten per step
+    step_points = None  # {layer: {name: hook(value, step)}} while run_with_cache runs (lsrl.targets.cache)
 
     def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")) -> None:
         super().__init__()
@@ -141,6 +143,16 @@ class _CellStack(nn.Module):
     def layer(self, k: int, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def points(self, k: int) -> dict:
+        """The hooks of layer ``k``'s steps (``lsrl.targets.cell_steps``): ``run_with_cache``'s, and the node
+        patch of its state, set before them (so they see the state that is carried)."""
+        points = dict((self.step_points or {}).get(k, {}))
+        patch = (self.state_patch or {}).get(k)
+        if patch is not None:
+            seen = points.get("h")
+            points["h"] = patch if seen is None else (lambda value, t: seen(patch(value, t), t))
+        return points
+
 
 class ReluGRU(_CellStack):
     """Stacked GRU layers: ``torch.nn.GRU``'s equations and parameters, with ReLU in place of both
@@ -157,25 +169,14 @@ class ReluGRU(_CellStack):
         )
         hidden = h0.shape[0]
         gi = F.linear(x, w_ih, b_ih)  # all time steps at once
-        i_r, i_z, i_n = gi.split(hidden, dim=-1)
-        patch = (self.state_patch or {}).get(k)
-        if patch is None and not torch.any(w_hh):  # no recurrent weights: r, z and W_hn h + b_hn are known for all t
+        points = self.points(k)
+        if not points and not torch.any(w_hh):  # no recurrent weights: r, z and W_hn h + b_hn are known for all t
+            i_r, i_z, i_n = gi.split(hidden, dim=-1)
             h_r, h_z, h_n = b_hh.split(hidden)
             z = gate(i_z + h_z)
             if not torch.any(z):  # h' = (1 - 0) * n + 0 * h = n at every step
                 return candidate(i_n + gate(i_r + h_r) * h_n)
-        h = h0.expand(x.shape[0], hidden)
-        outputs = []
-        for t in range(x.shape[1]):
-            h_r, h_z, h_n = F.linear(h, w_hh, b_hh).split(hidden, dim=-1)
-            r = gate(i_r[:, t] + h_r)
-            z = gate(i_z[:, t] + h_z)
-            n = candidate(i_n[:, t] + r * h_n)
-            h = (1 - z) * n + z * h
-            if patch is not None:
-                h = patch(h, t)
-            outputs.append(h)
-        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
+        return run_steps("gru", points, gi, h0.expand(x.shape[0], hidden), None, w_hh, b_hh, gate, candidate)[0]
 
 
 class ReluLSTM(_CellStack):
@@ -192,23 +193,14 @@ class ReluLSTM(_CellStack):
         )
         hidden = h0.shape[0]
         gi = F.linear(x, w_ih, b_ih)
-        patch = (self.state_patch or {}).get(k)
-        if patch is None and not torch.any(w_hh):  # gates known for all t
+        points = self.points(k)
+        if not points and not torch.any(w_hh):  # gates known for all t
             i, f, g, o = (gi + b_hh).split(hidden, dim=-1)
             f = gate(f)
             if not torch.any(f):  # c' = 0 * c + i * g at every step
                 return gate(o) * candidate(gate(i) * candidate(g))
-        h = h0.expand(x.shape[0], hidden)
-        c = c0.expand(x.shape[0], hidden)
-        outputs = []
-        for t in range(x.shape[1]):
-            i, f, g, o = (gi[:, t] + F.linear(h, w_hh, b_hh)).split(hidden, dim=-1)
-            c = gate(f) * c + gate(i) * candidate(g)
-            h = gate(o) * candidate(c)
-            if patch is not None:
-                h = patch(h, t)
-            outputs.append(h)
-        return torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape[0], 0, hidden)
+        h, c = h0.expand(x.shape[0], hidden), c0.expand(x.shape[0], hidden)
+        return run_steps("lstm", points, gi, h, c, w_hh, b_hh, gate, candidate)[0]
 
 
 class CellModel(CachedRun, nn.Module):

@@ -60,6 +60,7 @@ class LinearRNNBlock(nn.Module):
         self.B = nn.Parameter(float64_tensor(block.B))
         self.b = nn.Parameter(float64_tensor(block.b))
         self.s0 = nn.Parameter(float64_tensor(block.s0))
+        self.state = nn.Identity()  # outputs s_t, so that run_with_cache names it blocks.{i}.state as the labels do
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
@@ -72,7 +73,7 @@ class LinearRNNBlock(nn.Module):
             if self.state_patch is not None:
                 state = self.state_patch(state, t)
             states.append(state)
-        return torch.stack(states, dim=1)
+        return self.state(torch.stack(states, dim=1))
 
     @property
     def hidden_size(self) -> int:
@@ -102,6 +103,7 @@ class ClassicRNNBlock(LinearRNNBlock):
             self.rnn.bias_hh_l0.zero_()
         self.h0 = nn.Parameter(float64_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
         self.register_buffer("merge", float64_tensor(np.hstack([np.eye(d), -np.eye(d)])))
+        self.state = nn.Identity()
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
@@ -116,6 +118,7 @@ class ClassicRNNBlock(LinearRNNBlock):
             self.rnn.bias_hh_l0.zero_()
         self.h0 = nn.Parameter(float64_tensor(block.s0))
         self.register_buffer("merge", float64_tensor(np.eye(d)))
+        self.state = nn.Identity()
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
@@ -127,7 +130,7 @@ class ClassicRNNBlock(LinearRNNBlock):
     def states(self, x: torch.Tensor) -> torch.Tensor:
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
         split = self.rnn(x, h0)[0] if self.state_patch is None else self._patched_split(x, h0)
-        return split @ self.merge.T
+        return self.state(split @ self.merge.T)
 
     def _patched_split(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """The stock RNN one step at a time, its hidden ``[s+; s-]`` patched before it is carried."""

@@ -19,7 +19,6 @@ from tqdm import tqdm
 from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs
 from lsrl.bench.eval.metrics import auroc, rates
 from lsrl.bench.eval.subject import Subject
-from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import LsrlError
 
@@ -97,12 +96,13 @@ def score(subject: Subject, found: Found) -> dict[str, float]:
     return row
 
 
-def evaluate(subject: Subject, method: str, pairs: int = PAIRS, seed: int = 0) -> dict[str, object]:
-    """One row of the results table: ``method`` (a key of ``METHODS``) scored on ``subject``."""
+def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, object]:
+    """One row of the results table: ``method`` (a key of ``METHODS``) scored on ``subject`` with ``pairs`` of the
+    fixed clean / corrupted pairs of the task's ``data.npz`` (``Pairs.from_data``)."""
     if method not in METHODS:
         raise LsrlError(f"unknown method {method!r}; the methods are {sorted(METHODS)}")
     start = time.perf_counter()
-    data = Pairs.sample(subject, pairs, TASKS[subject.task].train_lengths[1], seed)
+    data = Pairs.from_data(subject, pairs)
     found = METHODS[method](subject, data)
     row = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
     row.update(score(subject, found))

@@ -22,7 +22,7 @@ from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, u
 from lsrl.bench.export import export
 from lsrl.bench.labels import unit_labels
 from lsrl.bench.tasks import TASKS
-from lsrl.bench.tiers import TierModel
+from lsrl.bench.tiers import TierModel, distractor_program
 from lsrl.errors import InternalError, LsrlError
 from lsrl.lang.program import ForEach
 
@@ -57,18 +57,19 @@ class HookedSubject(Subject):
     def from_folder(cls, folder: str | Path) -> Subject:
         """A suite folder (``lsrl bench build``), read by ``lsrl.bench.load``: a path model as a ``PathSubject``
         (every method runs), any other as a ``HookedSubject``; the truth is its ``circuit.json``. Its tier is
-        ``config.json``'s ``"tier"`` (``"compiled"`` where the field is missing)."""
+        ``config.json``'s ``"tier"``."""
         from lsrl.bench import load
 
         folder = Path(folder)
         config = standalone.read_config(folder)
-        task, arch = config["task"], config["architecture"]
-        loaded = load(f"{task}/{arch}", root=folder.parent.parent)
+        task, arch, tier = config["task"], config["architecture"], config["tier"]
+        root = folder.parent.parent if tier == "compiled" else folder.parent.parent.parent
+        loaded = load(f"{task}/{arch}", root=root, tier=tier)
         if loaded.labels is None or TASKS[task].build is None:
             raise LsrlError(f"{folder}: the folder has no unit labels or no program (an automaton), so there are no "
                             "variables to score methods against")
-        subject = cls.from_circuit(task, config.get("tier", "compiled"), loaded.model, loaded.circuit,
-                                   TASKS[task].build(), config["output_size"])
+        program = TASKS[task].build() if tier == "compiled" else distractor_program(task)  # the program it runs
+        subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
         if arch != "path":
             return subject
         tensors = standalone.read_tensors(folder)

@@ -1,7 +1,9 @@
 """The methods the harness scores, each ``method(subject, pairs) -> Found``.
 
-Every method sees only the model's weights and activations on clean / corrupted input pairs (and, for
-probes, the variables' values the program computes): never the labels' truth.
+Every method sees only the model's weights and activations on the fixed clean / corrupted input pairs of the
+task's ``data.npz`` (``Pairs.from_data``: half of equal lengths, half of different ones; the outputs' changes
+counted over the clean sequences' steps) and, for probes, the variables' values the program computes: never the
+labels' truth.
 
 * ``activation_patching`` (``resample``, ``mean``, ``zero``): each unit in turn set, at every step and
   inside the recurrence, to its value on the corrupted input, its mean over the inputs, or 0; a
@@ -27,7 +29,9 @@ from typing import Callable
 import numpy as np
 import torch
 
+from lsrl.bench.data import pair_inputs
 from lsrl.bench.eval.subject import Edge, Intervention, Subject
+from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 
 ROWS = 8192  # rows (units x pairs) per batched forward
@@ -37,27 +41,51 @@ R2_FOUND = 0.99  # a probe fitting at least this well has found its variable
 
 @dataclass
 class Pairs:
-    """Clean and corrupted inputs ``(P, T, d_in)`` of one length and the subject's runs on them."""
+    """Clean and corrupted inputs ``(P, T, d_in)`` and the subject's runs on them; ``real`` ``(P, T, 1)``: 1 at
+    the clean sequences' steps, 0 on their padding. A corrupted run shorter than its clean one holds its last
+    step's values (inputs, outputs and activations): the interchange of ``data.npz``."""
 
     clean: np.ndarray
-    corrupt: np.ndarray
+    corrupt: np.ndarray  # as run: the held steps are in corrupt_outputs, corrupt_layers and held(...)
     clean_outputs: torch.Tensor
     corrupt_outputs: torch.Tensor
     clean_layers: list[torch.Tensor]
     corrupt_layers: list[torch.Tensor]
+    real: torch.Tensor
+    corrupt_steps: np.ndarray  # (P, T): the corrupted run's step whose values stand at each clean step
 
     @classmethod
-    def sample(cls, subject: Subject, count: int, length: int, seed: int = 0) -> Pairs:
-        rng = np.random.default_rng(seed)
-        clean, corrupt = subject.sample(rng, count, length), subject.sample(rng, count, length)
+    def from_data(cls, subject: Subject, count: int = 0) -> Pairs:
+        """The fixed pairs of the task's ``data.npz`` (``lsrl.bench.data.pair_inputs``): all of them, or ``count``
+        taken evenly from its pairs of equal and of different lengths."""
+        data = pair_inputs(TASKS[subject.task])
+        total = len(data["pairs_clean_lengths"])
+        if not 2 <= (count or total) <= total:
+            raise LsrlError(f"pairs: the data has {total} fixed clean / corrupted pairs, asked for {count}")
+        half = (count or total) // 2
+        chosen = np.r_[0:half, total // 2:total // 2 + (count or total) - half]
+        clean, lengths = data["pairs_clean_inputs"][chosen], data["pairs_clean_lengths"][chosen]
+        steps = int(lengths.max())
+        clean = clean[:, :steps]
+        corrupt = np.zeros_like(clean)
+        ours = data["pairs_corrupted_inputs"][chosen, :steps]
+        corrupt[:, :ours.shape[1]] = ours
+        held = np.minimum(np.arange(steps)[None], data["pairs_corrupted_lengths"][chosen][:, None] - 1)
+        real = torch.as_tensor((np.arange(steps)[None] < lengths[:, None])[..., None].astype(np.float64))
         with torch.no_grad():
             clean_run, corrupt_run = subject.run(clean), subject.run(corrupt)
-        return cls(clean, corrupt, clean_run[0], corrupt_run[0], clean_run[1], corrupt_run[1])
+        rows = np.arange(len(chosen))[:, None]
+        corrupt_outputs, corrupt_layers = (corrupt_run[0][rows, held], [layer[rows, held] for layer in corrupt_run[1]])
+        return cls(clean, corrupt, clean_run[0], corrupt_outputs, clean_run[1], corrupt_layers, real, held)
+
+    def held(self, values: np.ndarray) -> np.ndarray:
+        """Values ``(P, T, ...)`` of the corrupted runs at the steps that stand at each clean step."""
+        return values[np.arange(len(values))[:, None], self.corrupt_steps]
 
     def layer_input(self, subject: Subject, index: int, corrupted: bool = False) -> torch.Tensor:
         """What layer ``index`` reads on the clean (or corrupted) inputs."""
         if index == 0:
-            return torch.as_tensor(self.corrupt if corrupted else self.clean)
+            return torch.as_tensor(self.held(self.corrupt) if corrupted else self.clean)
         return (self.corrupt_layers if corrupted else self.clean_layers)[index - 1]
 
 
@@ -74,10 +102,14 @@ class Found:
     interchange: dict[str, float] = field(default_factory=dict)
 
 
-def _effects(outputs: torch.Tensor, clean: torch.Tensor, count: int) -> np.ndarray:
-    """Per patched candidate (rows grouped by candidate, ``count`` pairs each): the mean absolute change."""
-    change = (outputs - clean.repeat(outputs.shape[0] // clean.shape[0], 1, 1)).abs()
-    return change.mean(dim=(1, 2)).reshape(-1, count).mean(dim=1).numpy()
+def _effects(outputs: torch.Tensor, pairs: Pairs) -> np.ndarray:
+    """Per patched candidate (rows grouped by candidate, one per pair each): the mean absolute change of the
+    outputs over the clean sequences' steps."""
+    repeats = outputs.shape[0] // pairs.clean_outputs.shape[0]
+    real = pairs.real.repeat(repeats, 1, 1)
+    change = (outputs - pairs.clean_outputs.repeat(repeats, 1, 1)).abs() * real
+    per_row = change.sum(dim=(1, 2)) / (real.sum(dim=(1, 2)) * outputs.shape[-1])
+    return per_row.reshape(-1, pairs.clean.shape[0]).mean(dim=1).numpy()
 
 
 def _chunks(items: list, per_chunk: int) -> list[list]:
@@ -93,7 +125,7 @@ def _patched_effects(subject: Subject, pairs: Pairs, layer: int, make: Callable[
     with torch.no_grad():
         for chunk in _chunks(items, ROWS // count):
             outputs = subject.patched(pairs, layer, make(chunk), len(chunk))
-            effects.append(_effects(outputs, pairs.clean_outputs, count))
+            effects.append(_effects(outputs, pairs))
     return np.concatenate(effects) if effects else np.zeros(0)
 
 
@@ -138,7 +170,7 @@ def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
     _needs_weights(subject, "attribution")
     deltas = {index: torch.zeros_like(layer, requires_grad=True) for index, layer in enumerate(pairs.clean_layers)}
     outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=d) for index, d in deltas.items()})
-    direction = (pairs.corrupt_outputs - pairs.clean_outputs).detach()
+    direction = ((pairs.corrupt_outputs - pairs.clean_outputs) * pairs.real).detach()
     (outputs * direction).sum().backward()
     scores = np.zeros(len(subject.candidates))
     for position, candidate in enumerate(subject.candidates):
@@ -213,15 +245,16 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
     """Variable-level probes and their interchange (module docstring)."""
     _needs_weights(subject, "probe")
     clean_trace = subject.program.trace(pairs.clean, check_bounds=False)
-    corrupt_trace = subject.program.trace(pairs.corrupt, check_bounds=False)
+    corrupt_trace = {node: pairs.held(values) for node, values in
+                     subject.program.trace(pairs.corrupt, check_bounds=False).items()}
     nodes = list(subject.nodes)
+    real = np.concatenate([pairs.real.numpy()[..., 0]] * 2).reshape(-1) > 0  # fit on the clean steps only
     targets = np.concatenate([np.concatenate([clean_trace[n], corrupt_trace[n]]).reshape(-1, clean_trace[n].shape[-1])
-                              for n in nodes], axis=1)
+                              for n in nodes], axis=1)[real]
     widths = [clean_trace[n].shape[-1] for n in nodes]
-    fits = [_fits(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy(), targets, widths)
+    fits = [_fits(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy()[real], targets, widths)
             for c, k in zip(pairs.clean_layers, pairs.corrupt_layers)]
     r2 = np.nan_to_num(np.stack([fit[0] for fit in fits]), nan=-1.0)  # (layers, nodes)
-    count = pairs.clean.shape[0]
     scores, interchange = {}, {}
     for column, node in enumerate(nodes):
         best = int(np.argmax(r2[:, column]))  # the first layer of the best fit
@@ -231,10 +264,11 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
         intervention = Intervention(values=pairs.corrupt_layers[best], projector=_projector(fits[best][1][column]))
         with torch.no_grad():
             outputs = subject.patched(pairs, best, intervention, 1)
-        scores[node] = float(_effects(outputs, pairs.clean_outputs, count)[0])
+        scores[node] = float(_effects(outputs, pairs)[0])
         expected = subject.program(pairs.clean, check_bounds=False,
                                    patch={node: corrupt_trace[node]})[..., : subject.output_dim]
-        interchange[node] = float((np.abs(outputs.numpy() - expected) <= EFFECT_THRESHOLD).all(axis=-1).mean())
+        equal = (np.abs(outputs.numpy() - expected) <= EFFECT_THRESHOLD).all(axis=-1)
+        interchange[node] = float(equal[pairs.real.numpy()[..., 0] > 0].mean())
     return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
 
 

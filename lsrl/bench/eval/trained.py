@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from lsrl.bench.build import circuit_nodes
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
@@ -105,7 +104,7 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = 
     """Train the trained tier of task ``name`` as a stock ``arch`` (``"lstm"`` or ``"gru"``); see the module
     docstring. ``steps`` Adam steps of ``batch`` sequences, each step one of the three losses in turn."""
     task = TASKS.get(name)
-    variables = circuit_nodes(task) if task is not None else []
+    variables = task.circuit_nodes() if task is not None else []
     if not variables or arch not in ("lstm", "gru"):
         raise LsrlError(f"train: needs a program task with named circuit variables and arch 'lstm' or 'gru', got "
                         f"{name!r}, {arch!r}")
