@@ -236,16 +236,23 @@ def bench() -> None:
     """The benchmark suite of compiled models with known circuits."""
 
 
+# lsrl.bench imports torch: the tiers of its folders (lsrl.bench.tiers.FOLDER_TIERS, kept equal by tests/test_habits.py)
+BUILD_TIERS = ("compiled", "distractors", "rotated", "trained", "all")
+
+
 @bench.command(name="build")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: all)")
-@click.option("--tier", "tiers", multiple=True, type=click.Choice(["compiled", "distractors", "rotated"]),
-              help="write this tier (repeatable; default: compiled); others go to OUT_DIR/TIER/TASK/ARCH")
-def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...]) -> None:
+@click.option("--tier", "tiers", multiple=True, type=click.Choice(BUILD_TIERS),
+              help="write this tier (repeatable; default: compiled; all: every tier a task has); others go to "
+                   "OUT_DIR/TIER/TASK/ARCH")
+@click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1),
+              help="training steps per model of the trained tier")
+def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], steps: int) -> None:
     """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
     from lsrl.bench import build_suite
 
-    folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",))
+    folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",), train_steps=steps)
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 

@@ -169,7 +169,7 @@ def test_tiers_a_task_lacks_are_one_line_errors(tmp_path):
     with pytest.raises(LsrlError, match="only token programs .* not tomita_3 \\(rotated\\)"):
         build_suite(tmp_path, ["tomita_3"], progress=False, tiers=["rotated"])
     with pytest.raises(LsrlError, match="tiers must be among"):
-        build_suite(tmp_path, ["parity"], progress=False, tiers=["trained"])
+        build_suite(tmp_path, ["parity"], progress=False, tiers=["noisy"])
     with pytest.raises(LsrlError, match="test_sequences must be a whole number >= 1, got 0"):
         build_suite(tmp_path, ["parity"], progress=False, test_sequences=0)
     with pytest.raises(LsrlError, match="has no tier 'rotated'"):

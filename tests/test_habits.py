@@ -78,10 +78,10 @@ def test_the_modules_of_demo_and_experiment_noise_need_no_torch():
 
 def test_lsrl_bench_eval_offers_the_harness_methods_and_tiers():
     from lsrl.bench.eval.methods import METHODS
-    from lsrl.bench.tiers import TIERS
-    from lsrl.cli import EVAL_METHODS, EVAL_TIERS
+    from lsrl.bench.tiers import FOLDER_TIERS, TIERS
+    from lsrl.cli import BUILD_TIERS, EVAL_METHODS, EVAL_TIERS
 
-    assert EVAL_METHODS == tuple(METHODS) and EVAL_TIERS == TIERS
+    assert EVAL_METHODS == tuple(METHODS) and EVAL_TIERS == TIERS and BUILD_TIERS == (*FOLDER_TIERS, "all")
 
 
 def test_lsrl_llrnn_help_lists_the_llrnn_commands_as_they_describe_themselves():

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from lsrl.bench import standalone
-from lsrl.bench.build import build_suite, tier_folder
+from lsrl.bench.build import TRAINED_ARCHS, build_suite, tier_folder
 from lsrl.bench.circuit import Circuit, read_circuit
 from lsrl.bench.tasks import TASKS
-from lsrl.bench.tiers import TIERS, has_tier
+from lsrl.bench.tiers import FOLDER_TIERS, has_tier
 from lsrl.errors import LsrlError, ModelFileError, shown
 from lsrl.ir.labels import UnitLabel
 from lsrl.model.writing import as_path
@@ -41,8 +41,9 @@ class Folder(NamedTuple):
 
 def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> Folder:
     """``(model, labels, data, circuit)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
-    ``path`` model, or its first architecture) of tier ``tier`` (``lsrl.bench.tiers.TIERS``) under ``root``
-    (default ``$LSRL_BENCH`` or ``~/.cache/lsrl/bench``; a task missing there is built first).
+    ``path`` model, or its first architecture) of tier ``tier`` (``lsrl.bench.tiers.FOLDER_TIERS``) under ``root``
+    (default ``$LSRL_BENCH`` or ``~/.cache/lsrl/bench``; a task missing there is built first: for the trained tier,
+    its ``lstm`` and ``gru``, trained for ``lsrl.bench.eval.trained.STEPS`` steps).
 
     ``model``: a ``torch.nn.Module`` built by the folder's ``load_model.py`` (``lsrl.bench.standalone``; plain
     torch layers), ``(B, T, d_in) -> (B, T, d_out)``, with ``model.run_with_cache(xs, patch=...)`` and one hook
@@ -59,12 +60,14 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
     task, _, arch = name.partition("/")
     if task not in TASKS:
         raise LsrlError(f"unknown benchmark task {task!r}; the tasks are {sorted(TASKS)}")
-    arch = arch or ("path" if "path" in TASKS[task].archs else TASKS[task].archs[0])
-    if arch not in TASKS[task].archs:
-        raise LsrlError(f"benchmark task {task!r} has no architecture {arch!r}; it has {TASKS[task].archs}")
-    if tier not in TIERS or not has_tier(task, tier):
-        raise LsrlError(f"benchmark task {task!r} has no tier {tier!r}; the tiers are {TIERS} (only token programs "
-                        f"have the distractor and rotated ones)")
+    if tier not in FOLDER_TIERS or not has_tier(task, tier):
+        raise LsrlError(f"benchmark task {task!r} has no tier {tier!r}; the tiers are {FOLDER_TIERS} (only token "
+                        f"programs have the distractor and rotated ones, tasks with named circuit variables the "
+                        f"trained one)")
+    archs = TRAINED_ARCHS if tier == "trained" else TASKS[task].archs
+    arch = arch or ("path" if "path" in archs else archs[0])
+    if arch not in archs:
+        raise LsrlError(f"benchmark task {task!r} has no architecture {arch!r} in tier {tier!r}; it has {archs}")
     folder = tier_folder(root, task, arch, tier)
     if not (folder / "config.json").is_file():
         build_suite(root, [task], progress=False, tiers=[tier])

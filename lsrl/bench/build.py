@@ -33,15 +33,18 @@ from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.tasks import TASKS, Task
-from lsrl.bench.tiers import TIERS, has_tier, tier_model
+from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from lsrl.bench.eval.trained import TrainedModel
     from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
+
+    Model = CompiledProgram | nn.Module | TrainedModel
 
 FORMAT = standalone.FORMAT
 FORMAT_VERSION = standalone.VERSION
@@ -65,12 +68,20 @@ def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, Compi
     return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in archs}
 
 
-def tier_models(task: Task, tier: str) -> tuple[dict[str, CompiledProgram | nn.Module], ForEach | None]:
+TRAINED_ARCHS = ("lstm", "gru")
+
+
+def tier_models(task: Task, tier: str, train_steps: int | None = None) -> tuple[dict[str, Model], ForEach | None]:
     """``({arch: model}, program)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program for the
-    compiled one; else the ``lsrl.bench.tiers.tier_model`` in the task's architectures and the program it runs
-    (the task's outputs first, then the distractors')."""
+    compiled one; the ``TrainedModel``s of ``TRAINED_ARCHS`` (``train_steps`` Adam steps each, default
+    ``lsrl.bench.eval.trained.STEPS``; seed 0) for the trained one; else the ``lsrl.bench.tiers.tier_model`` in the
+    task's architectures and the program it runs (the task's outputs first, then the distractors')."""
     if tier == "compiled":
         return task_models(task), None
+    if tier == "trained":
+        from lsrl.bench.eval.trained import STEPS, train
+
+        return {arch: train(task.name, arch, train_steps or STEPS) for arch in TRAINED_ARCHS}, None
     model = tier_model(task.name, tier)
     return _targets(model.model, task.archs), model.program
 
@@ -84,7 +95,7 @@ def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Pat
 # ---- folders -----------------------------------------------------------------------------------------
 
 
-def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn.Module,
+def write_model(folder: Path, task: Task, arch: str, model: Model,
                 data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
                 program: ForEach | None = None) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
@@ -114,7 +125,8 @@ def write_model(folder: Path, task: Task, arch: str, model: CompiledProgram | nn
     (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
     (folder / "program.py").write_text(program_source(task))
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
-    (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier))
+    note = model.card() if tier == "trained" else None  # its training and measured accuracies
+    (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier, note))
     write_manifest(folder)
     try:
         standalone.load_folder(folder)
@@ -221,11 +233,14 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
 
 
 def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
-                tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES) -> list[Path]:
-    """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.TIERS``) under ``root``
-    (``tier_folder``; ``tasks``: a task name or names, default all, for a tier beside the compiled one all that
-    have it); returns the folders. ``test_sequences`` below the default (1,000) writes a smaller test split, for
-    quick checks of the build (the published suite has the default)."""
+                tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES,
+                train_steps: int | None = None) -> list[Path]:
+    """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.FOLDER_TIERS``, or
+    ``"all"``: every tier) under ``root`` (``tier_folder``); returns the folders. ``tasks``: a task name or names,
+    default all (for the distractor and rotated tiers all that have them, for the trained one ``TASKS_TRAINED``);
+    named tasks must have each tier named, and with ``"all"`` get the tiers they have. ``test_sequences`` below
+    the default (1,000) writes a smaller test split, for quick checks of the build (the published suite has the
+    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``)."""
     if not isinstance(root, (str, os.PathLike)) or not str(root):
         raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
     root = Path(root)
@@ -236,16 +251,22 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     if unknown:
         raise LsrlError(f"unknown benchmark task(s) {unknown}; the tasks are {sorted(TASKS)}")
     tiers = [tiers] if isinstance(tiers, str) else list(tiers) if isinstance(tiers, Iterable) else [tiers]
-    if not tiers or any(tier not in TIERS for tier in tiers):
-        raise LsrlError(f"build_suite: tiers must be among {TIERS}, got {tiers!r}")
+    every = "all" in tiers
+    tiers = list(FOLDER_TIERS) if every else tiers
+    if not tiers or any(tier not in FOLDER_TIERS for tier in tiers):
+        raise LsrlError(f"build_suite: tiers must be among {FOLDER_TIERS} or 'all', got {tiers!r}")
     if isinstance(test_sequences, bool) or not isinstance(test_sequences, int) or test_sequences < 1:
         raise LsrlError(f"build_suite: test_sequences must be a whole number >= 1, got {test_sequences!r}")
+    if train_steps is not None and (isinstance(train_steps, bool) or not isinstance(train_steps, int)
+                                    or train_steps < 1):
+        raise LsrlError(f"build_suite: train_steps must be a whole number >= 1, got {train_steps!r}")
     jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
-            if has_tier(name, tier) or tasks is not None]  # named tasks must have the tier
+            if _builds(name, tier, named=tasks is not None, every=every)]
     lacking = [f"{name} ({tier})" for name, tier in jobs if not has_tier(name, tier)]
     if lacking:
         raise LsrlError(f"build_suite: only token programs (with two others on their tokens) have the distractor "
-                        f"and rotated tiers, not {lacking[0]}")
+                        f"and rotated tiers, and program tasks with named circuit variables the trained one, "
+                        f"not {lacking[0]}")
     try:
         root.mkdir(parents=True, exist_ok=True)
         (root / "load_model.py").write_text(loader_source())
@@ -254,7 +275,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
             task = TASKS[name]
             data = task_data(task, test_sequences)
             data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
-            models, program = tier_models(task, tier)
+            models, program = tier_models(task, tier, train_steps)
             for arch, model in models.items():
                 folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
                                            tier, program))
@@ -263,3 +284,11 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
                         f"{error.strerror or error}") from None
     return folders
+
+
+def _builds(name: str, tier: str, named: bool, every: bool) -> bool:
+    """Whether ``build_suite`` writes task ``name``'s tier ``tier``: a named task each tier named (one it lacks is
+    an error) or, with ``"all"``, each it has; by default, each it has (the trained tier: ``TASKS_TRAINED``)."""
+    if named and not every:
+        return True
+    return has_tier(name, tier) and (named or tier != "trained" or name in TASKS_TRAINED)

@@ -35,20 +35,23 @@ TIER_NOTES = {
                    "(nodes `distractor.TASK.NODE`); their units are active but never reach the output.",
     "rotated": " **Tier `rotated`**: the distractor model after an exact orthogonal change of basis of every layer a "
                "linear layer reads; a unit's label names the direction it had before the rotation.",
+    "trained": " **Tier `trained`**: a stock LSTM / GRU trained by interchange intervention training towards the "
+               "program's causal graph.",
 }
 
 
 def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[str, np.ndarray],
-               tier: str = "compiled") -> str:
-    """A folder's ``README.md``: the task (and tier), the layers (``layers``: in words), the data and the
-    circuit of ``circuit.json``, with how to load, run and patch the model."""
+               tier: str = "compiled", note: str | None = None) -> str:
+    """A folder's ``README.md``: the task (and tier: ``note``, default ``TIER_NOTES[tier]``), the layers
+    (``layers``: in words), the data and the circuit of ``circuit.json``, with how to load, run and patch the
+    model."""
     units = circuit.units
     counts = Counter((u["live"], u["in_circuit"]) for u in units)
     lines = [
         _front_matter({"license": LICENSE, "library_name": "pytorch", "tags": list(TAGS),
                        "pipeline_tag": "other"}),
         f"# {task.name} · {arch}" + (f" · {tier}" if tier != "compiled" else ""), "",
-        f"**Task.** {task.description}{TIER_NOTES[tier]}", "",
+        f"**Task.** {task.description}{TIER_NOTES[tier] if note is None else note}", "",
         f"**Architecture.** `{arch}`: layers {layers} (`config.json`; `load_model.py` builds the PyTorch module "
         "with torch and safetensors only).", "",
         f"**Data.** `data.npz`: train lengths {task.train_lengths[0]}–{task.train_lengths[1]} "

@@ -20,11 +20,14 @@ from lsrl.model.compiled import CompiledProgram
 def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``(layers, tensors)`` of a ``CompiledProgram``, a compiled torch target or an automaton network."""
     from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.bench.eval.trained import TrainedModel
     from lsrl.targets.gru_lstm import CellModel
     from lsrl.targets.recurrent import BlockModel
 
     if isinstance(model, CompiledProgram):
         return _path(model)
+    if isinstance(model, TrainedModel):
+        return _trained(model)
     tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
     if isinstance(model, BlockModel):
         return [_block(f"blocks.{i}", block) for i, block in enumerate(model.blocks)], tensors
@@ -100,7 +103,23 @@ def _cells(model) -> list:
     return layers + [{"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}]
 
 
+def _core_readout(core: nn.RNNBase) -> list:
+    """A stock recurrent ``core`` from the initial states ``h0`` (and ``c0``), then a linear ``readout``."""
+    c0 = "c0" if isinstance(core, nn.LSTM) else None
+    return [_stock("core", core, "h0", c0, hook="core"),
+            {"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}]
+
+
 def _automaton(model) -> list:
-    c0 = "c0" if isinstance(model.core, nn.LSTM) else None
-    return [_stock("core", model.core, "h0", c0, hook="core"),
-            {"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}, {"op": "positive"}]
+    return _core_readout(model.core) + [{"op": "positive"}]
+
+
+def _trained(model) -> tuple:
+    """A trained tier's cell as the stock module it is (``TrainedModel.stock``), from zero states."""
+    core = model.stock()
+    zeros = torch.zeros(core.hidden_size, dtype=core.weight_ih_l0.dtype)
+    tensors = {f"core.{name}": tensor.detach().contiguous() for name, tensor in core.state_dict().items()}
+    tensors.update({"h0": zeros, **({"c0": zeros.clone()} if isinstance(core, nn.LSTM) else {}),
+                    **{f"readout.{name}": tensor.detach().contiguous()
+                       for name, tensor in model.readout.state_dict().items()}})
+    return _core_readout(core), tensors

@@ -10,6 +10,9 @@
   a unit label now names a direction, column ``u`` of ``Q`` for unit ``u``, and a variable's ground
   truth is the subspace its units span.
 * ``"compiled"``: the task's compiled model itself.
+* ``"trained"`` (``FOLDER_TIERS`` only, not a ``tier_model``): stock LSTM / GRU trained towards the program's
+  causal graph (``lsrl.bench.eval.trained``); every program task with named circuit variables has it, the suite
+  builds it for ``TASKS_TRAINED``.
 
 ``tier_model(task, tier)`` builds one; every tier keeps the unit labels of the compiled model.
 """
@@ -31,7 +34,10 @@ from lsrl.lang.program import ForEach
 from lsrl.model import CompiledProgram
 from lsrl.numbers import EXACT, Matrix
 
-TIERS = ("compiled", "distractors", "rotated")
+TIERS = ("compiled", "distractors", "rotated")  # the tiers of exact models (tier_model)
+FOLDER_TIERS = (*TIERS, "trained")  # the tiers of suite folders (lsrl bench build --tier)
+TASKS_TRAINED = ("count_ones", "majority", "paren_depth", "at_least_3_ones", "seen_token_3", "all_ones",
+                 "equal_counts", "count_token_2", "first_token_1", "copy_delay_1")  # small circuits: CPU minutes
 DISTRACTOR_PREFIX = "distractor."
 DISTRACTORS_PER_TASK = 2
 ROTATION_ROUNDS = 3  # rounds of random pairings: each coordinate of a rotated layer mixes up to 2**3 units
@@ -70,8 +76,11 @@ def _token_peers(task: Task) -> list[str]:
 
 
 def has_tier(name: str, tier: str) -> bool:
-    """Whether task ``name`` has tier ``tier``: every task its compiled one, token programs with enough peers
-    (``distractor_tasks``) the others."""
+    """Whether task ``name`` has tier ``tier`` (of ``FOLDER_TIERS``): every task its compiled one, token programs
+    with enough peers (``distractor_tasks``) the distractor and rotated ones, program tasks with named circuit
+    variables the trained one."""
+    if tier == "trained":
+        return bool(TASKS[name].circuit_nodes())
     return tier == "compiled" or (tier in TIERS and len(_token_peers(TASKS[name])) >= DISTRACTORS_PER_TASK)
 
 

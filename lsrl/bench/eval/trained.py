@@ -26,6 +26,7 @@ from torch import nn
 
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tasks import TASKS
+from lsrl.bench.tiers import TASKS_TRAINED
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import UnitLabel
 from lsrl.lang.program import ForEach
@@ -34,8 +35,6 @@ UNITS_PER_COMPONENT = 4
 FREE_UNITS = 8
 STEPS = 600
 BATCH = 64
-TASKS_TRAINED = ("count_ones", "majority", "paren_depth", "at_least_3_ones", "seen_token_3", "all_ones",
-                 "equal_counts", "count_token_2", "first_token_1", "copy_delay_1")  # small circuits: CPU minutes
 
 
 @dataclass
@@ -50,6 +49,38 @@ class TrainedModel:
     accuracy: float = float("nan")
     interchange_accuracy: dict[str, float] | None = None
     seconds: float = 0.0
+    steps: int = 0
+    seed: int = 0
+
+    @property
+    def labels(self) -> dict[str, list[tuple[str, int, str]]]:
+        """The unit labels per hook of its suite folder (``lsrl.bench.export``): ``core`` (and the LSTM's cell
+        ``core.c``) the alignment, ``(variable, component, "value")``, and ``("free", unit, "helper")`` for a free
+        unit (trained to be inert); the gates ``(..., "helper")`` of their unit; ``readout`` the program's output."""
+        from lsrl.bench.standalone import GATES
+
+        owner = {unit: (variable, units_index(units, unit)) for variable, units in self.alignment.items()
+                 for unit in units}
+        state = [(*owner[u], "value") if u in owner else ("free", u, "helper") for u in range(self.cell.hidden_size)]
+        helpers = [(node, index, "helper") for node, index, _ in state]
+        gates = {f"core.{gate}": state if gate == "c" else helpers
+                 for gate in GATES[f"torch.nn.{self.arch.upper()}"]}
+        program = TASKS[self.task].build()
+        output = program.names[program.output]
+        return {"core": state, **gates, "readout": [(output, k, "value") for k in range(self.readout.out_features)]}
+
+    def card(self) -> str:
+        """What the model card says of its training and its measured accuracies."""
+        hooks = "`core`, `core.c`" if self.arch == "lstm" else "`core`"
+        per_variable = ", ".join(f"`{variable}` {accuracy:.3f}"
+                                 for variable, accuracy in (self.interchange_accuracy or {}).items())
+        return (f" **Tier `trained`**: a stock `torch.nn.{self.arch.upper()}` trained by interchange intervention "
+                f"training ({self.steps} Adam steps, seed {self.seed}; `lsrl.bench.eval.trained`), each circuit "
+                f"variable aligned with its own block of hidden units (labels {hooks}; "
+                f"`free` units are trained to be inert). Measured on fresh sequences of the training lengths "
+                f"(outputs rounded): **task accuracy {self.accuracy:.3f}**, **interchange-intervention accuracy "
+                f"{np.mean(list((self.interchange_accuracy or {0: np.nan}).values())):.3f}** (per variable: "
+                f"{per_variable}). Its outputs are floats: close to, not equal to, `data.npz`'s.")
 
     def run(self, xs: torch.Tensor, units: list[int] | None = None, source: list | None = None
             ) -> tuple[torch.Tensor, list]:
@@ -137,7 +168,7 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = 
         loss.backward()
         optimizer.step()
     model.accuracy, model.interchange_accuracy = measure(model, program, rng)
-    model.seconds = time.perf_counter() - start
+    model.seconds, model.steps, model.seed = time.perf_counter() - start, steps, seed
     return model
 
 

@@ -1,0 +1,101 @@
+"""Tier folders of the suite beyond the exact ones: the trained tier as folders (``lsrl bench build --tier
+trained``), checked against the in-memory trained model and its alignment, and rebuilt byte for byte."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lsrl.bench import build_suite, load
+from lsrl.bench.eval.trained import train
+from lsrl.errors import LsrlError
+from lsrl.ir.labels import UnitLabel
+
+TASK, STEPS = "count_ones", 30  # a short run (the suite trains 600 steps): the folders, not the accuracy, are tested
+
+
+def _build_trained(root):
+    return build_suite(root, [TASK], progress=False, tiers=["trained"], test_sequences=40, train_steps=STEPS)
+
+
+@pytest.fixture(scope="module")
+def trained_builds(tmp_path_factory):
+    first, second = tmp_path_factory.mktemp("trained_first"), tmp_path_factory.mktemp("trained_second")
+    torch.set_num_threads(1)
+    _build_trained(first)
+    _build_trained(second)
+    return first, second
+
+
+def _own_loader(folder):
+    """The folder's own ``load_model.py``, imported from the folder (torch and safetensors only)."""
+    spec = importlib.util.spec_from_file_location(f"load_model_{folder.parent.name}_{folder.name}",
+                                                  folder / "load_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru"])
+def test_a_trained_folder_loads_standalone_and_is_the_trained_model(trained_builds, arch):
+    root, _ = trained_builds
+    folder = root / "trained" / TASK / arch
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["tier"], config["task"], config["architecture"]) == ("trained", TASK, arch)
+    net = _own_loader(folder).load_folder(folder)
+    labels = json.loads((folder / "labels.json").read_text())["hooks"]
+    assert sorted(net.hook_names) == sorted(labels)
+    model = train(TASK, arch, STEPS)  # the same seed: the same weights
+    with np.load(folder / "data.npz") as data:
+        xs, source = torch.as_tensor(data["test_inputs"][:16]), torch.as_tensor(data["test_inputs"][16:32])
+    with torch.no_grad():
+        expected, _ = model.run(xs)
+        np.testing.assert_allclose(net(xs).numpy(), expected.numpy(), rtol=0, atol=1e-12)  # fused stock module
+        # the alignment's units, interchanged through the folder's hooks inside the recurrence, are the in-memory
+        # model's interchange of the variable
+        units = model.alignment["count"]
+        assert [labels["core"][u] for u in units] == [["count", 0, "value"]] * len(units)
+        _, source_states = model.run(source)
+        _, cache = net.run_with_cache(source)
+        carried = ("core", "core.c") if arch == "lstm" else ("core",)
+        patch = {}
+        for hook in carried:
+            values = np.full(cache[hook].shape, np.nan)
+            values[..., units] = cache[hook][..., units]
+            patch[hook] = values
+        patched, _ = net.run_with_cache(xs, patch=patch)
+        interchanged, _ = model.run(xs, units, source_states)
+        np.testing.assert_allclose(patched.numpy(), interchanged.numpy(), rtol=0, atol=1e-12)
+        assert not np.allclose(interchanged.numpy(), expected.numpy())  # the interchange did change something
+    card = (folder / "README.md").read_text()
+    assert f"task accuracy {model.accuracy:.3f}" in card
+    mean = np.mean(list(model.interchange_accuracy.values()))
+    assert f"interchange-intervention accuracy {mean:.3f}" in card
+
+
+def test_trained_folders_are_byte_identical_on_rebuild(trained_builds):
+    first, second = trained_builds
+    files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
+    assert len(files) == 3 + 2 * 9
+    for name in files:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_bench_load_reads_the_trained_tier(trained_builds):
+    root, _ = trained_builds
+    folder = load(f"{TASK}/gru", root=root, tier="trained")
+    assert sorted(folder.labels) == sorted(folder.model.hook_names)
+    assert folder.labels["core"][0] == UnitLabel("count", 0, "value")
+    free = [label for label in folder.labels["core"] if label.node == "free"]
+    assert free and all(label.role == "helper" for label in free)
+    in_circuit = {unit for hook, unit in folder.circuit.in_circuit() if hook == "core"}
+    assert in_circuit == set(train(TASK, "gru", STEPS).alignment["count"])
+    with pytest.raises(LsrlError, match="has no architecture 'rnn' in tier 'trained'"):
+        load(f"{TASK}/rnn", root=root, tier="trained")
+    with pytest.raises(LsrlError, match="has no tier 'trained'"):
+        load("tomita_3/rnn", root=root, tier="trained")
+
