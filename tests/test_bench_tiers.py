@@ -12,6 +12,7 @@ import torch
 
 from lsrl.bench import build_suite, load
 from lsrl.bench.eval.trained import train
+from lsrl.bench.rotations import read_rotations
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import UnitLabel
 
@@ -99,3 +100,49 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
     with pytest.raises(LsrlError, match="has no tier 'trained'"):
         load("tomita_3/rnn", root=root, tier="trained")
 
+
+# ---- the rotated tier's rotations --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rotated_suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rotated")
+    build_suite(root, ["parity"], progress=False, tiers=["distractors", "rotated"], test_sequences=40)
+    return root
+
+
+def test_a_rotated_folder_carries_its_exact_orthogonal_rotations(rotated_suite):
+    folder = rotated_suite / "rotated" / "parity" / "path"
+    manifest = json.loads((folder / "manifest.json").read_text())["sha256"]
+    assert "rotations.json" in manifest
+    rotations = read_rotations(folder)
+    assert rotations and all(hook.startswith("layers.") for hook in rotations)
+    for hook, rotation in rotations.items():
+        identity = np.eye(len(rotation), dtype=int).astype(object)
+        assert np.array_equal(rotation @ rotation.T, identity), hook  # exactly, in fractions
+        assert np.count_nonzero(rotation != 0) > len(rotation), hook  # mixes units
+    assert read_rotations(rotated_suite / "distractors" / "parity" / "path") == {}
+    assert not (rotated_suite / "rotated" / "parity" / "gru" / "rotations.json").exists()  # targets: not yet
+
+
+def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite):
+    """``Q^T`` applied to a rotated hook's values gives the un-rotated model's values at that hook (the distractor
+    folder's), and the units labelled with a program variable hold its trace (``data.npz``, from the interpreter)."""
+    rotated, plain = (load("parity/path", root=rotated_suite, tier=tier) for tier in ("rotated", "distractors"))
+    rotations = read_rotations(rotated_suite / "rotated" / "parity" / "path")
+    xs, lengths = rotated.data["test_inputs"][:8], rotated.data["test_lengths"][:8]
+    real = np.arange(xs.shape[1])[None] < lengths[:, None]
+    _, rotated_cache = rotated.model.run_with_cache(xs)
+    _, plain_cache = plain.model.run_with_cache(xs)
+    checked = 0
+    for hook, rotation in rotations.items():
+        assert not np.allclose(rotated_cache[hook].numpy(), plain_cache[hook].numpy()), hook
+        recovered = rotated_cache[hook].numpy() @ rotation.astype(float)  # (Q^T h^T)^T = h Q
+        np.testing.assert_allclose(recovered, plain_cache[hook].numpy(), rtol=0, atol=1e-9, err_msg=hook)
+        for unit, label in enumerate(rotated.labels[hook]):
+            trace = rotated.data.get(f"trace.{label.node}")
+            if label.role == "value" and trace is not None:
+                np.testing.assert_allclose(recovered[..., unit][real], trace[:8, : xs.shape[1], label.index][real],
+                                           rtol=0, atol=1e-9, err_msg=f"{hook}[{unit}]")
+                checked += 1
+    assert checked >= 2

@@ -18,6 +18,7 @@ import numpy as np
 from lsrl.bench import standalone
 from lsrl.bench.build import TRAINED_ARCHS, build_suite, tier_folder
 from lsrl.bench.circuit import Circuit, read_circuit
+from lsrl.bench.rotations import read_rotations
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import FOLDER_TIERS, has_tier
 from lsrl.errors import LsrlError, ModelFileError, shown
@@ -136,4 +137,4 @@ def _read_data(path: Path) -> dict[str, np.ndarray]:
     return data
 
 
-__all__ = ["TASKS", "Circuit", "Folder", "build_suite", "load", "read_circuit"]
+__all__ = ["TASKS", "Circuit", "Folder", "build_suite", "load", "read_circuit", "read_rotations"]

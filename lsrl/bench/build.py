@@ -32,6 +32,8 @@ from lsrl.bench.cards import model_card, write_root_cards
 from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
+from lsrl.bench.rotations import FILE as ROTATIONS
+from lsrl.bench.rotations import path_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from lsrl.bench.eval.trained import TrainedModel
     from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
+    from lsrl.numbers import Matrix
 
     Model = CompiledProgram | nn.Module | TrainedModel
 
@@ -71,19 +74,21 @@ def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, Compi
 TRAINED_ARCHS = ("lstm", "gru")
 
 
-def tier_models(task: Task, tier: str, train_steps: int | None = None) -> tuple[dict[str, Model], ForEach | None]:
-    """``({arch: model}, program)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program for the
-    compiled one; the ``TrainedModel``s of ``TRAINED_ARCHS`` (``train_steps`` Adam steps each, default
+def tier_models(task: Task, tier: str, train_steps: int | None = None
+                ) -> tuple[dict[str, Model], ForEach | None, dict[str, Matrix]]:
+    """``({arch: model}, program, rotations)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program
+    for the compiled one; the ``TrainedModel``s of ``TRAINED_ARCHS`` (``train_steps`` Adam steps each, default
     ``lsrl.bench.eval.trained.STEPS``; seed 0) for the trained one; else the ``lsrl.bench.tiers.tier_model`` in the
-    task's architectures and the program it runs (the task's outputs first, then the distractors')."""
+    task's architectures and the program it runs (the task's outputs first, then the distractors').
+    ``rotations``: the path model's rotated hooks (``lsrl.bench.rotations``), empty but for the rotated tier."""
     if tier == "compiled":
-        return task_models(task), None
+        return task_models(task), None, {}
     if tier == "trained":
         from lsrl.bench.eval.trained import STEPS, train
 
-        return {arch: train(task.name, arch, train_steps or STEPS) for arch in TRAINED_ARCHS}, None
+        return {arch: train(task.name, arch, train_steps or STEPS) for arch in TRAINED_ARCHS}, None, {}
     model = tier_model(task.name, tier)
-    return _targets(model.model, task.archs), model.program
+    return _targets(model.model, task.archs), model.program, path_rotations(model.bases)
 
 
 def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Path:
@@ -97,10 +102,10 @@ def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Pat
 
 def write_model(folder: Path, task: Task, arch: str, model: Model,
                 data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
-                program: ForEach | None = None) -> Path:
+                program: ForEach | None = None, rotations: dict[str, Matrix] | None = None) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
     by default the task's own); ``data_bytes``: ``data`` as written (``npz_bytes``), when the caller has them
-    already."""
+    already; ``rotations``: ``{hook: Q}`` of a rotated model, written to ``rotations.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
@@ -124,6 +129,9 @@ def write_model(folder: Path, task: Task, arch: str, model: Model,
     (folder / "load_model.py").write_text(loader_source())
     (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
     (folder / "program.py").write_text(program_source(task))
+    (folder / ROTATIONS).unlink(missing_ok=True)
+    if rotations:
+        (folder / ROTATIONS).write_text(rotations_json(rotations))
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
     note = model.card() if tier == "trained" else None  # its training and measured accuracies
     (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier, note))
@@ -201,8 +209,10 @@ def folder_circuit(task: Task, config: dict[str, Any], tensors: dict[str, torch.
 
 
 def write_manifest(folder: Path) -> None:
-    """``manifest.json``: the sha256 of each file of ``MANIFEST_FILES`` as written."""
-    digests = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in MANIFEST_FILES}
+    """``manifest.json``: the sha256 of each file of ``MANIFEST_FILES`` as written (and of ``rotations.json``
+    where the folder has one)."""
+    names = [*MANIFEST_FILES, *([ROTATIONS] if (folder / ROTATIONS).is_file() else [])]
+    digests = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in names}
     manifest = {"format": standalone.MANIFEST_FORMAT, "sha256": digests,
                 "note": "written by lsrl bench build; the loaders refuse a file whose sha256 differs"}
     (folder / standalone.MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -275,10 +285,10 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
             task = TASKS[name]
             data = task_data(task, test_sequences)
             data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
-            models, program = tier_models(task, tier, train_steps)
+            models, program, rotations = tier_models(task, tier, train_steps)
             for arch, model in models.items():
                 folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
-                                           tier, program))
+                                           tier, program, rotations if arch == "path" else None))
         write_root_cards(root)
     except OSError as error:
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "

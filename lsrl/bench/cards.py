@@ -34,7 +34,10 @@ TIER_NOTES = {
     "distractors": " **Tier `distractors`**: compiled together with the programs of other tasks on the same tokens "
                    "(nodes `distractor.TASK.NODE`); their units are active but never reach the output.",
     "rotated": " **Tier `rotated`**: the distractor model after an exact orthogonal change of basis of every layer a "
-               "linear layer reads; a unit's label names the direction it had before the rotation.",
+               "linear layer reads; a unit's label names the direction it had before the rotation. The path model's "
+               "folder holds the rotations in `rotations.json` (per rotated hook the exact orthogonal `Q`: the "
+               "hook's values are `Q h`, `h` the labelled units; `lsrl.bench.read_rotations`); a target's folder "
+               "does not yet.",
     "trained": " **Tier `trained`**: a stock LSTM / GRU trained by interchange intervention training towards the "
                "program's causal graph.",
 }
@@ -112,8 +115,10 @@ def dataset_card(root: Path) -> str:
         "the units' graphs, traces of every variable and counterfactual pairs with their expected outputs "
         "(`data.npz`). For scoring interpretability methods (activation and attribution patching, probes, "
         "circuit discovery) on RNNs, LSTMs, GRUs and linear recurrences.", "",
-        "Each folder `TASK/ARCH/` (the compiled model; `TIER/TASK/ARCH/` for the `distractors` and `rotated` "
-        "tiers of the same task, with the same labels; `config.json` says the tier) is self-contained: "
+        "Each folder `TASK/ARCH/` (the compiled model; `TIER/TASK/ARCH/` for the `distractors`, `rotated` and "
+        "`trained` tiers of the same task, with the same labels, the trained ones aligned by training; "
+        "`config.json` says the tier; a rotated path model's `rotations.json` gives each rotated hook's exact "
+        "orthogonal `Q`: its values are `Q h`, `h` the labelled units) is self-contained: "
         "`load_model.py` (torch and safetensors only) builds the model with a named hook at every labelled site, "
         "`model.safetensors` + `config.json`, `labels.json`, "
         "`circuit.json`, `data.npz`, `program.py` (the program; `python program.py` runs it on the test data), "
