@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from lsrl.bench import build_suite, load
-from lsrl.bench.eval.trained import train
+from lsrl.bench.eval import evaluate
+from lsrl.bench.eval.hooked import HookedSubject
+from lsrl.bench.eval.trained import FREE_UNITS, train
 from lsrl.bench.rotations import read_rotations
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import UnitLabel
@@ -92,9 +94,15 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
     assert sorted(folder.labels) == sorted(folder.model.hook_names)
     assert folder.labels["core"][0] == UnitLabel("count", 0, "value")
     free = [label for label in folder.labels["core"] if label.node == "free"]
-    assert free and all(label.role == "helper" for label in free)
+    assert len(free) == FREE_UNITS
     in_circuit = {unit for hook, unit in folder.circuit.in_circuit() if hook == "core"}
     assert in_circuit == set(train(TASK, "gru", STEPS).alignment["count"])
+    # lsrl bench eval scores the folder: the aligned units against the free ones
+    subject = HookedSubject.from_folder(root / "trained" / TASK / "gru")
+    core = subject.hooks.index("core")
+    truth = {c.unit: c.truth for c in subject.candidates if c.layer == core}
+    assert sorted(truth) == list(range(len(folder.labels["core"]))) and sum(truth.values()) == len(in_circuit)
+    assert 0.0 <= evaluate(subject, "resample", pairs=8)["unit_auroc"] <= 1.0
     with pytest.raises(LsrlError, match="has no architecture 'rnn' in tier 'trained'"):
         load(f"{TASK}/rnn", root=root, tier="trained")
     with pytest.raises(LsrlError, match="has no tier 'trained'"):
@@ -146,3 +154,21 @@ def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite):
                                            rtol=0, atol=1e-9, err_msg=f"{hook}[{unit}]")
                 checked += 1
     assert checked >= 2
+
+
+# ---- every tier in one command ---------------------------------------------------------------------------------
+
+
+def test_tier_all_builds_the_tiers_a_task_has(tmp_path):
+    from click.testing import CliRunner
+
+    from lsrl.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "build", str(tmp_path), "--task", "tomita_3", "--tier", "all"])
+    assert result.exit_code == 0, result.output
+    tiers = {json.loads(path.read_text())["tier"] for path in tmp_path.rglob("config.json")}
+    assert tiers == {"compiled"} and (tmp_path / "tomita_3" / "gru" / "config.json").is_file()  # an automaton
+    with pytest.raises(LsrlError, match="the trained one, not tomita_3 \\(trained\\)"):
+        build_suite(tmp_path, ["tomita_3"], progress=False, tiers=["trained"])
+    with pytest.raises(LsrlError, match="train_steps must be a whole number >= 1, got 0"):
+        build_suite(tmp_path, [TASK], progress=False, tiers=["trained"], train_steps=0)

@@ -68,7 +68,8 @@ class HookedSubject(Subject):
         if loaded.labels is None or TASKS[task].build is None:
             raise LsrlError(f"{folder}: the folder has no unit labels or no program (an automaton), so there are no "
                             "variables to score methods against")
-        program = TASKS[task].build() if tier == "compiled" else distractor_program(task)  # the program it runs
+        # the program it runs
+        program = distractor_program(task) if tier in ("distractors", "rotated") else TASKS[task].build()
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
         if arch != "path":
             return subject

@@ -55,13 +55,14 @@ class TrainedModel:
     @property
     def labels(self) -> dict[str, list[tuple[str, int, str]]]:
         """The unit labels per hook of its suite folder (``lsrl.bench.export``): ``core`` (and the LSTM's cell
-        ``core.c``) the alignment, ``(variable, component, "value")``, and ``("free", unit, "helper")`` for a free
-        unit (trained to be inert); the gates ``(..., "helper")`` of their unit; ``readout`` the program's output."""
+        ``core.c``) the alignment, ``(variable, component, "value")``, and ``("free", unit, "value")`` for a free
+        unit (a pseudo-variable of no program node, trained to be inert: never in the circuit, a true negative); the
+        gates ``(..., "helper")`` of their unit; ``readout`` the program's output."""
         from lsrl.bench.standalone import GATES
 
         owner = {unit: (variable, units_index(units, unit)) for variable, units in self.alignment.items()
                  for unit in units}
-        state = [(*owner[u], "value") if u in owner else ("free", u, "helper") for u in range(self.cell.hidden_size)]
+        state = [(*owner[u], "value") if u in owner else ("free", u, "value") for u in range(self.cell.hidden_size)]
         helpers = [(node, index, "helper") for node, index, _ in state]
         gates = {f"core.{gate}": state if gate == "c" else helpers
                  for gate in GATES[f"torch.nn.{self.arch.upper()}"]}
