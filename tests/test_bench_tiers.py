@@ -28,9 +28,13 @@ def _build_trained(root):
 @pytest.fixture(scope="module")
 def trained_builds(tmp_path_factory):
     first, second = tmp_path_factory.mktemp("trained_first"), tmp_path_factory.mktemp("trained_second")
-    torch.set_num_threads(1)
-    _build_trained(first)
-    _build_trained(second)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the determinism claimed: on one CPU thread
+    try:
+        _build_trained(first)
+        _build_trained(second)
+    finally:
+        torch.set_num_threads(threads)
     return first, second
 
 
