@@ -21,6 +21,7 @@ from lsrl.bench.circuit import Circuit, read_circuit
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, ModelFileError
 from lsrl.ir.labels import UnitLabel
+from lsrl.model.writing import as_path
 
 if TYPE_CHECKING:
     from torch import nn
@@ -55,7 +56,7 @@ def load(name: str, root: str | Path | None = None) -> Folder:
         raise LsrlError(f"bench.load: name must be 'task' or 'task/arch', got {name!r}")
     if root is not None and not isinstance(root, (str, os.PathLike)):
         raise LsrlError(f"bench.load: root must be a folder name (str or Path) or None, got {type(root).__name__}")
-    root = Path(root) if root is not None else DEFAULT_ROOT
+    root = as_path(root, "bench.load: root") if root is not None else DEFAULT_ROOT
     task, _, arch = name.partition("/")
     if task not in TASKS:
         raise LsrlError(f"unknown benchmark task {task!r}; the tasks are {sorted(TASKS)}")

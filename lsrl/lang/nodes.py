@@ -185,21 +185,21 @@ class Input(Node):
             low, high = bounds
         except (TypeError, ValueError):
             raise DimensionError(f"{self.describe()}: bounds must be a pair (lo, hi)") from None
-        lows = self._bound_list(low, -math.inf, "lower bound")
-        highs = self._bound_list(high, math.inf, "upper bound")
+        lows = self._bound_list(low, -math.inf, "the lower bound of bounds")
+        highs = self._bound_list(high, math.inf, "the upper bound of bounds")
         for i, (lo, hi) in enumerate(zip(lows, highs)):
             if lo > hi:
-                raise DimensionError(f"{self.describe()}: lower bound {lo} > upper bound {hi} at component {i}")
+                raise DimensionError(f"{self.describe()}: bounds has lower bound {lo} > upper bound {hi} "
+                                     f"at component {i}")
         return lows, highs
 
     def _bound_list(self, value, unbounded, label):
         values = value if isinstance(value, (list, tuple)) else [value] * self.dim
         if len(values) != self.dim:
             raise DimensionError(f"{self.describe()}: {label} has {len(values)} entries, expected {self.dim}")
-        return [
-            unbounded if v is None or (isinstance(v, float) and math.isinf(v)) else to_rational(v, self.describe())
-            for v in values
-        ]
+        where = f"{self.describe()}: {label}"
+        return [unbounded if v is None or (isinstance(v, float) and math.isinf(v)) else to_rational(v, where)
+                for v in values]
 
 
 class Linear(Node):
