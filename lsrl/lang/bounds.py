@@ -366,7 +366,7 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     ``max_length``, that has at most ``max_length`` steps). ``.finite`` says whether all are finite,
     ``.unbounded`` lists the components that are not."""
     if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral)
-                                   or max_length < 1):
+                                   or type(max_length).__name__ == "timedelta64" or max_length < 1):
         raise LsrlError(f"value_bounds: max_length must be a positive integer (the longest sequence) or None, "
                         f"got {type(max_length).__name__} {max_length!r}")
     if not isinstance(node, N.Node):

@@ -13,8 +13,12 @@ import math
 import numbers
 from collections.abc import Iterable
 
-from lsrl.errors import DimensionError, GraphError, LsrlError
+import numpy as np
+
+from lsrl.errors import DimensionError, GraphError, LsrlError, shown
 from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
+
+MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
 
 _name_counters: dict = {}
 rewirings = 0  # how many edges ``replace_input`` has changed, program-wide
@@ -168,10 +172,12 @@ class Input(Node):
     def __init__(self, dim: int, name: str | None = None, bounds: tuple[object, object] | None = None,
                  integer: bool = False) -> None:
         super().__init__((), dim, name)
-        if not isinstance(dim, numbers.Integral) or dim < 1:
-            raise DimensionError(f"{self.describe()}: dim must be a positive integer, got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not 1 <= dim <= MAX_INPUT_DIM:
+            raise DimensionError(f"{self.describe()}: dim must be an integer in 1..{MAX_INPUT_DIM:,}, got {shown(dim)}")
         self.dim = int(dim)
         self.bounds = self._parse_bounds(bounds)
+        if not isinstance(integer, (bool, np.bool_)):
+            raise DimensionError(f"{self.describe()}: integer must be True or False, got {shown(integer)}")
         self.integer = bool(integer)
 
     def fresh(self) -> "Input":
