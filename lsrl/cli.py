@@ -263,6 +263,8 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arc
 
     if (folder is None) == (task is None):
         raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
+    if arch != "path" and arch not in ARCHITECTURES:
+        raise LsrlError(f"lsrl bench eval: --arch must be path or one of {', '.join(ARCHITECTURES)}, got {arch!r}")
     subject = HookedSubject.from_folder(folder) if folder else Subject.from_tier(tier_model(task, tier), arch)
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:

@@ -25,7 +25,7 @@ Operand: TypeAlias = "Node | MatrixLike"  # a node, or a constant (scalar or vec
 
 DEFAULT_MU = 1000
 DEFAULT_LAMBDA = 10**10
-MAX_DIVISOR = 10**6  # f_modulo_counter's permutation state has one unit per residue
+MAX_DIVISOR = 10**5  # f_modulo_counter: one state unit per residue; 10**5 builds in seconds, 10**6 took a minute
 IFELSE_VARIANTS = (
     "original",
     "optimized",

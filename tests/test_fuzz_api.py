@@ -256,7 +256,7 @@ def check_step(node: lsrl.Node, args: dict) -> None:
 def check_bump(node: lsrl.Node, args: dict) -> None:
     mu, lb, ub = (Fraction(str(args[key])) for key in ("mu", "lb", "ub"))
     inside = [(lb + ub) / 2] if ub - lb > 4 / mu and -8 <= (lb + ub) / 2 <= 8 else []
-    outside = [v for v in (lb - 1, ub + 1) if -8 <= v <= 8]
+    outside = [v for v in (lb - 1, ub + 1 / mu + 1) if -8 <= v <= 8]  # each edge is 1/mu wide
     got = outputs(node, inside + outside)
     assert got == [1] * len(inside) + [0] * len(outside), (got, inside, outside)
 

@@ -74,6 +74,9 @@ BASE = {
     ("inspect",): lambda w: [str(w / "model")],
     ("experiment", "noise"): lambda w: ["--output", fresh("noise"), "--workers", "1", "--quick"],
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
+    ("bench", "eval"): lambda w: ["--method", "random", "--task", "parity", "--tier", "compiled", "--pairs", "2"],
+    ("bench", "eval-all"): lambda w: ["--output", fresh("eval"), "--task", "parity", "--pairs", "2"],
+    ("bench", "train-tier"): lambda w: ["--output", fresh("trained"), "--task", "parity", "--steps", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
     ("llrnn", "train"): lambda w: [*TINY_TRAINING, "--checkpoint-every", "1", "--output", fresh("train")],
     ("llrnn", "experiment"): lambda w: [*TINY_TRAINING, "--models", "ntm", "--tasks", "copy", "--seeds", "1", "--workers", "1",
@@ -92,6 +95,8 @@ def test_every_command_has_small_valid_arguments() -> None:
 def stubbed(monkeypatch):
     """The long loops of demo, experiment noise and llrnn experiment / reproduce replaced by quick stubs that
     write what the command reads back."""
+    import lsrl.bench.eval.harness as harness
+    import lsrl.bench.eval.trained as trained
     import lsrl.demo
     import lsrl.experiments.noise as noise
     import lsrl.llrnn.cli as llrnn_cli
@@ -113,6 +118,22 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(noise, "summary_markdown", lambda rows: "")
     monkeypatch.setattr(llrnn_cli, "run_experiment", lambda out_dir, *args, **kwargs: write(out_dir, "experiment.md"))
     monkeypatch.setattr(llrnn_cli, "run_reproduction", reproduction)
+    monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress: known_tasks(tasks, "bench eval-all"))
+    monkeypatch.setattr(harness, "plot_summary", lambda table, path: write(Path(path).parent, Path(path).name)
+                        and path or path)
+    monkeypatch.setattr(trained, "train_all", lambda tasks, steps, progress: known_tasks(tasks, "bench train-tier"))
+
+
+def known_tasks(tasks, command):
+    """The stubs of the benchmark's long loops (every method x tier, training a tier): no rows, after the
+    check the loops make first, that every task is one of the suite's."""
+    from lsrl.bench import TASKS
+    from lsrl.errors import LsrlError
+
+    unknown = [task for task in tasks if task not in TASKS]
+    if unknown:
+        raise LsrlError(f"{command}: unknown task {unknown[0]!r}")
+    return []
 
 
 def hostile_values(parameter: click.Parameter) -> st.SearchStrategy[str]:
@@ -157,6 +178,8 @@ def with_value(args: list[str], parameter: click.Parameter, value: str) -> list[
             kept.append(arg)
         return [*kept, parameter.opts[-1], value]
     position = [p for p in COMMAND_OF[id(parameter)].params if isinstance(p, click.Argument)].index(parameter)
+    if position >= len(args) or args[position].startswith("-"):  # an optional argument the base leaves out
+        return [*args[:position], value, *args[position:]]
     return [value if i == position else arg for i, arg in enumerate(args)]
 
 
