@@ -58,8 +58,9 @@ def flag(value: object, where: str) -> bool:
 
 def positive_integer(value: object, where: str, at_most: int | None = None) -> int:
     """``value`` as a positive ``int`` (at most ``at_most``), or an ``LsrlError`` naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {value!r}")
+    # a bool is no count, and a numpy timedelta64 (a numpy integer type) is a duration
+    if isinstance(value, (bool, np.timedelta64)) or not isinstance(value, numbers.Integral):
+        raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {shown(value)}")
     if value < 1 or (at_most is not None and value > at_most):
         limit = "" if at_most is None else f" up to {at_most}"
         raise LsrlError(f"{where} must be a positive integer{limit}, got {value!r}")

@@ -731,7 +731,7 @@ AUTOMATA = [
     Boundary("lsrl.automata.from_regex", automata.from_regex,
              {"pattern": st.sampled_from(["a*b", "(ab)*", "a|b", "b*"]), "alphabet": st.just(list(ALPHABET)),
               "max_states": st.sampled_from([None, 100])}, check_regex,
-             words={"pattern": ("regex", "regular"), "alphabet": ("symbol",)}),
+             words={"pattern": ("regex", "regular"), "alphabet": ("symbol", "symbols", "alphabet")}),
     Boundary("lsrl.automata.random_dfa", automata.random_dfa,
              {"n_states": st.integers(1, 5), "n_symbols": st.integers(1, 3), "rng": st.integers(0, 100)},
              lambda dfa, args: None if len(dfa.alphabet) == args["n_symbols"] else pytest.fail(str(dfa))),
