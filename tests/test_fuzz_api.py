@@ -797,7 +797,7 @@ def bench_root() -> str:
 
 def check_bench(loaded: tuple, args: dict) -> None:
     """The folder's model reproduces its own test outputs (the interpreter's, written at build)."""
-    model, _, data = loaded
+    model, data = loaded.model, loaded.data
     with torch.no_grad():
         got = model(torch.as_tensor(data["test_inputs"], dtype=torch.float64)).numpy()
     for sequence, length in enumerate(data["test_lengths"]):
@@ -976,15 +976,16 @@ def check_word_cell(cell: llrnn.LLRNN, args: dict) -> None:
     generator = torch.Generator().manual_seed(1)
     h = torch.rand(batch, d, generator=generator, dtype=dtype)
     x = torch.randn(batch, cell.input_dim, generator=generator, dtype=dtype)
-    command, data = cell.commands[0].name, cell.data[0]
     with torch.no_grad():
-        p = torch.softmax(h @ cell.W_p[command].T + cell.B_p[command], dim=-1)
-        beta = ACTIVATION_FUNCTIONS[data.activation](h @ cell.W_b[data.name].T + cell.B_b[data.name]).reshape(-1, d, d)
-        alpha = (x @ cell.W_c.T).reshape(-1, d, d)
+        if cell.masters["in"] is not None:  # without a master the cell is an Elman RNN: Z = 0
+            command, data = cell.commands[0].name, cell.data[0]
+            p = torch.softmax(h @ cell.W_p[command].T + cell.B_p[command], dim=-1)
+            beta = ACTIVATION_FUNCTIONS[data.activation](h @ cell.W_b[data.name].T + cell.B_b[data.name])
+            beta, alpha = beta.reshape(-1, d, d), (x @ cell.W_c.T).reshape(-1, d, d)
         expected = []
         for i in range(batch):
             Z = torch.zeros(d, d, dtype=dtype)
-            for k, word in enumerate(CELL_WORDS):
+            for k, word in enumerate(CELL_WORDS if cell.masters["in"] is not None else ()):
                 product = torch.eye(d, dtype=dtype)
                 for letter in word:
                     product = (alpha[i] if letter == "0" else beta[i]) @ product
