@@ -319,7 +319,7 @@ def test_run_configs_checks_workers_and_configs(tmp_path):
 
 def test_ntm_with_no_slots():
     """Issue 28: ``NTM(10, 8, 0)`` was a raw ZeroDivisionError."""
-    with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer at least 1, got 0$"):
+    with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer in 1 \.\. 100000, got 0$"):
         NTM(10, 8, 0)
 
 

@@ -43,6 +43,7 @@ from lsrl.llrnn.ring import (
 )
 
 MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
+MAX_SLOTS = 100_000  # ring sizes (as lsrl.llrnn.train allows); the head moves are K x N indices, checked too
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -52,7 +53,7 @@ DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
 def _optional_size(owner: str, name: str, value: int | None) -> int | None:
     """None (the default size) or a size of at least 1."""
-    return None if value is None else count(owner, name, value)
+    return None if value is None else count(owner, name, value, high=MAX_SLOTS if "slots" in name else None)
 
 
 def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]:
@@ -325,12 +326,23 @@ def read(parts: dict[str, torch.Tensor], label: str) -> torch.Tensor:
 
 def rotation_moves(N: int, powers: Iterable[int]) -> torch.Tensor:
     """Gather indices (K, N) of ``R^n`` for ``n`` in ``powers``."""
+    powers = _few_moves(N, powers)
     return torch.stack([power_index(N, n) for n in powers])
 
 
 def word_moves(N: int, words: Iterable[str]) -> torch.Tensor:
     """Gather indices (K, N) of ``[[S]](R, R')`` for ``S`` in ``words``."""
+    words = _few_moves(N, words)
     return torch.stack([word_index(N, word) for word in words])
+
+
+def _few_moves(N: int, moves: Iterable) -> list:
+    """``moves`` as a list, refused before the (K, N) indices are built if they exceed ``MAX_PARAMETERS``."""
+    moves = list(moves)
+    if len(moves) * N > MAX_PARAMETERS:
+        raise LlrnnArgumentError(f"a ring of {N:,} slots with {len(moves):,} head moves needs {len(moves) * N:,} "
+                                 f"gather indices, more than {MAX_PARAMETERS:,}: choose fewer slots or moves")
+    return moves
 
 
 ERASES = ("location", "matrix")
@@ -594,7 +606,8 @@ class NTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, powers: Iterable[int] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, controller_dim = count(self.name, "slots", slots), count(self.name, "controller_dim", controller_dim)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        controller_dim = count(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         powers = ring_powers(slots, None if powers is None else integers(self.name, "powers", powers))
         moves = rotation_moves(slots, powers)
@@ -612,7 +625,8 @@ class DihedralNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, words: Iterable[str] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, controller_dim = count(self.name, "slots", slots), count(self.name, "controller_dim", controller_dim)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        controller_dim = count(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         words = DIHEDRAL_WORDS if words is None else binary_words(self.name, "words", words)
         moves = word_moves(slots, words)
@@ -640,7 +654,7 @@ class PatternNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
                  pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
@@ -676,7 +690,7 @@ class MultiplePatternNTM(RingMachine):
         slots = integers(self.name, "slots", slots)
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
-        slots = tuple(count(self.name, f"slots[{i}]", N) for i, N in enumerate(slots))
+        slots = tuple(count(self.name, f"slots[{i}]", N, high=MAX_SLOTS) for i, N in enumerate(slots))
         symbol_dim = count(self.name, "symbol_dim", symbol_dim)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         switch_words = binary_words(self.name, "switch_words", switch_words)
@@ -730,7 +744,7 @@ class PolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         if isinstance(polynomials, (str, bytes)) or not isinstance(polynomials, Iterable):
@@ -766,7 +780,7 @@ class DihedralPolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_words = binary_words(self.name, "pattern_words", pattern_words)
         transforms = strings(self.name, "transforms", transforms)
