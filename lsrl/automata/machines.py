@@ -301,8 +301,6 @@ def from_regex(pattern: str, alphabet: Iterable[str], *, max_states: int | None 
     if max_states is not None:
         max_states = whole_number(max_states, "max_states", "from_regex", minimum=1)
     alphabet = _distinct(alphabet, "symbol")
-    if not alphabet:
-        raise AutomatonError("from_regex: the alphabet must hold at least one symbol")
     for symbol in alphabet:
         if not (isinstance(symbol, str) and len(symbol) == 1):
             raise AutomatonError(f"from_regex: symbols must be single characters, got {symbol!r}")

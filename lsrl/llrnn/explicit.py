@@ -44,6 +44,7 @@ from lsrl.llrnn.ring import (
 
 MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
 MAX_SLOTS = 100_000  # ring sizes (as lsrl.llrnn.train allows); the head moves are K x N indices, checked too
+MAX_POWER = 64  # HigherOrderRNN: V(x)^0 .. V(x)^max_power, one product each per step (as lsrl.llrnn.train allows)
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -253,7 +254,7 @@ class HigherOrderRNN(RecurrentModel):
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
         hidden_dim, input_dim = self.controller_dim, self.input_dim
-        max_power = count(self.name, "max_power", max_power, low=0)
+        max_power = count(self.name, "max_power", max_power, low=0, high=MAX_POWER)
         self.max_power = max_power
         self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
         self.add_weight("W_p", (max_power + 1, hidden_dim), hidden_dim)
