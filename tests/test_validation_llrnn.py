@@ -319,7 +319,7 @@ def test_run_configs_checks_workers_and_configs(tmp_path):
 
 def test_ntm_with_no_slots():
     """Issue 28: ``NTM(10, 8, 0)`` was a raw ZeroDivisionError."""
-    with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer at least 1, got 0$"):
+    with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer in 1 \.\. 100000, got 0$"):
         NTM(10, 8, 0)
 
 
@@ -450,6 +450,9 @@ def test_sizes_must_be_positive_integers(build, argument, value):
     (lambda: DihedralPolynomialStepNTM(3, 4, 5, 2, transforms=("twice",)), "word transform"),
     (lambda: DihedralPolynomialStepNTM(3, 4, 5, 2, pattern_words=()), "pattern_words"),
     (lambda: HigherOrderRNN(3, 4, -1), "max_power"),
+    (lambda: HigherOrderRNN(3, 4, 10**6), "max_power"),  # numerals up to 10**6 exhausted memory
+    (lambda: NTM(3, 4, 10**7), "slots"),
+    (lambda: NTM(3, 4, 10**4), "gather indices"),  # every rotation of 10**4 slots: 10**8 indices
     (lambda: NTM(3, 4, 5, dtype=torch.int64), "dtype"),
     (lambda: NTM(3, 4, 5, dtype="float64"), "dtype"),
     (lambda: NTM(3, 4, 5, erase_matrix=True), "unknown option"),

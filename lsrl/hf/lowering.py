@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from lsrl.compiler.diagonal import float_diagonal
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.lang.bounds import value_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
@@ -237,7 +237,7 @@ class _Builder:
             return self.phases[period]
         rest = self.step_counter()
         power = 1
-        while period * power * 2 <= self.max_len:
+        while period * power * 2 <= self.max_len:  # doubles power: at most log2(max_len) rounds
             power *= 2
         while power >= 1:  # invariant: rest = t mod (2 * period * power), at most max_len
             size = period * power
@@ -337,7 +337,9 @@ def _delay_line(builder: _Builder, layer: Any, block: np.ndarray, indices: list[
     forms = []
     for i in range(len(indices)):
         terms, position, factor, lag = [], i, 1.0, 0
-        while True:
+        while True:  # a DELAY block is a nilpotent shift (state_blocks): its chains end within len(indices) steps
+            if lag >= len(indices):
+                raise InternalError(f"{layer.name}: the delay line from unit {indices[i]} is longer than its block")
             terms.append((1.0, builder.delayed(drive[indices[position]].scaled(factor), lag, layer.name)))
             if position not in successor:
                 break

@@ -532,13 +532,13 @@ def place(ops: list[Op], block_types: tuple[str, ...]) -> list[dict]:
     blocks: list[dict] = []
     half = 0  # the next free half: block half // 2, temporal when even
     for op in ops:
-        while True:
+        while True:  # both patterns hold a recurrent block: a fitting half lies within 2 len(block_types) rounds
             index, temporal = divmod(half, 2)[0], half % 2 == 0
             recurrent = block_types[index % len(block_types)] == "recurrent"
             if (op.kind == "temporal") == temporal and (recurrent or not temporal):
                 break
             half += 1
-        while len(blocks) <= index:
+        while len(blocks) <= index:  # one block appended per round: at most index + 1 rounds
             blocks.append({"temporal": None, "mlp": None})
         blocks[index][op.kind] = op
         half += 1

@@ -25,7 +25,7 @@ def topological_order(output: Node) -> list[Node]:
     order, state = [], {}  # state: 1 = on the current path, 2 = done
     stack = [(output, iter(output.inputs))]
     state[output] = 1
-    while stack:
+    while stack:  # one round per edge followed and per node finished: at most edges + nodes rounds
         node, pending = stack[-1]
         child = next(pending, None)
         if child is None:

@@ -61,7 +61,7 @@ def _dense_ring(owner: str, N: int, dtype: torch.dtype, device: torch.device | s
         raise LlrnnArgumentError(f"{owner}: dtype must be a torch.dtype, got {type(dtype).__name__}")
     try:
         device = torch.device(device) if device is not None else None
-    except (RuntimeError, TypeError):
+    except (RuntimeError, TypeError, ValueError):  # ValueError: an index beyond a C long
         raise LlrnnArgumentError(f"{owner}: device must be a torch device or its name, got {device!r}"[:200]) from None
     return N, {"dtype": dtype, "device": device}
 

@@ -140,9 +140,9 @@ def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: in
     ``f`` maps a length-d_in numpy vector to d_out values. With ``exact=True`` the grid numbers are
     Fractions (object array) so that an exact run sees exactly the cells of the grid.
     """
-    d_in = positive_integer(d_in, "continuous_prompt: d_in")
-    d_out = positive_integer(d_out, "continuous_prompt: d_out")
-    cells_per_dim = positive_integer(cells_per_dim, "continuous_prompt: cells_per_dim")
+    d_in = positive_integer(d_in, "continuous_prompt: d_in", MAX_DIMENSION)
+    d_out = positive_integer(d_out, "continuous_prompt: d_out", MAX_DIMENSION)
+    cells_per_dim = positive_integer(cells_per_dim, "continuous_prompt: cells_per_dim", MAX_PROMPT_CELLS)
     if not callable(f):
         raise LsrlError(f"continuous_prompt: f must be a function of a length-d_in vector, got {type(f).__name__}")
     if cells_per_dim ** d_in > MAX_PROMPT_CELLS:
