@@ -390,7 +390,10 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
     if variant not in IFELSE_VARIANTS:
         raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
                         f"expected one of {IFELSE_VARIANTS}")
-    positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
+    mu = positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
+    if variant.startswith("step") and mu < 2:  # f_step(cond -+ 1/2) reaches 1 only where 1/2 >= 1/mu
+        raise LsrlError(f"f_ifelse on {cond.describe()}: the step variants need mu >= 2 (their steps at cond -+ 1/2 "
+                        f"must reach 1 within 1/2), got mu={mu}")
     _require_selecting(cond)
     if not (isinstance(lambda_, str) and lambda_ == "auto"):
         if isinstance(lambda_, str):

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from lsrl.compiler.diagonal import float_diagonal
-from lsrl.errors import InternalError, LsrlError
+from lsrl.errors import InternalError, LsrlError, shown
 from lsrl.lang.bounds import value_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
@@ -299,7 +299,7 @@ def _require_bounded(model: CompiledProgram, max_len: int) -> None:
         largest = max((abs(value) for side in bounds for value in side), default=0)
         if largest > FLOAT64_MAX:
             raise LsrlError(f"{layer.describe()}: its values may exceed float64's range (1.8e308) on sequences of "
-                            f"up to max_len={max_len:,} steps; choose a smaller max_len")
+                            f"up to max_len={shown(max_len)} steps; choose a smaller max_len")
 
 
 def _affine(A: np.ndarray, b: np.ndarray, forms: list[Form]) -> list[Form]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
-from lsrl.lang.evaluate import mode_for, patch_array, patch_items, step_node
+from lsrl.lang.evaluate import mode_for, patch_array, patch_items, refuse_float_overflow, step_node
 from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
@@ -157,10 +157,14 @@ class ForEach:
                     values[node] = step_node(mode, node, [values[x] for x in node.inputs], states)
             for node in record:
                 history[node].append(values[node])
-        return {
+        result = {
             node: _squeezed(mode.stack(rows) if count and steps else mode.empty(count, steps, node.dim), squeeze)
             for node, rows in history.items()
         }
+        if not exact:
+            for node, values in result.items():
+                refuse_float_overflow(values, f"ForEach '{self.name}': {node.describe()}")
+        return result
 
     def _read_patch(self, patch: Patch, mode: Mode, count: int, steps: int) -> dict[Node, object]:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""

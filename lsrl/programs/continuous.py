@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from lsrl.errors import LsrlError
+from lsrl.lang.evaluate import finite_numbers
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
@@ -173,6 +174,7 @@ def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: in
 def continuous_query(q: ArrayLike, d_out: int) -> np.ndarray:
     """The query token ``[q', 0_{d_out+1}]`` as a ``(1, 1 + d_in + d_out)`` array; it is the model's
     first input token, before ``continuous_prompt``'s."""
-    d_out = positive_integer(d_out, "continuous_query: d_out")
+    d_out = positive_integer(d_out, "continuous_query: d_out", MAX_DIMENSION)
+    finite_numbers(q, "continuous_query: q")  # no complex, text, None, NaN or infinity
     q = list(np.asarray(q, dtype=object).reshape(-1))
     return np.array([q + [0] * (d_out + 1)], dtype=object)
