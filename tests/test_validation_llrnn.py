@@ -478,3 +478,21 @@ def test_valid_models_are_unchanged():
         first = build()(xs)
         torch.manual_seed(0)
         assert torch.equal(first, build()(xs)), name
+
+
+def test_a_real_option_beyond_float64_is_refused_in_one_line():
+    """Found by the deep fuzz profile: an int too large for a float raised a raw OverflowError."""
+    from lsrl.llrnn.train import TrainConfig
+
+    with pytest.raises(LsrlError, match="learning_rate must be finite") as error:
+        TrainConfig(learning_rate=10**400)
+    assert "\n" not in str(error.value)
+
+
+def test_an_unhashable_word_transform_name_is_refused_in_one_line():
+    from lsrl.llrnn.ring import word_transform
+
+    with pytest.raises(LsrlError, match="unknown word transform slice") as error:
+        word_transform(slice(1), "01")
+    assert "\n" not in str(error.value)
+    assert word_transform("repeat", "001") == "001001"

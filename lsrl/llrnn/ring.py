@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import torch
 
+from lsrl.errors import shown
 from lsrl.llrnn.checks import LlrnnArgumentError, count, integers
 
 WORD_TRANSFORMS = {
@@ -97,8 +98,8 @@ def word_counts(word: str) -> tuple[int, int]:
 
 def word_transform(name: str, word: str) -> str:
     """The word ``f(word)`` for a transform ``f`` in ``WORD_TRANSFORMS`` (Sec. 4.3.1)."""
-    if name not in WORD_TRANSFORMS:
-        raise LlrnnArgumentError(f"unknown word transform {name!r}; known: {sorted(WORD_TRANSFORMS)}")
+    if not isinstance(name, str) or name not in WORD_TRANSFORMS:
+        raise LlrnnArgumentError(f"unknown word transform {shown(name)}; known: {sorted(WORD_TRANSFORMS)}")
     return WORD_TRANSFORMS[name](check_word(word))
 
 
