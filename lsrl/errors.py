@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 REPORT_REQUEST = ("This is a bug in lsrl, not in your program: please report it with the traceback and the program "
                   "that triggered it.")
 
 
 class LsrlError(Exception):
-    """Base class of every error lsrl raises on purpose."""
+    """Base class of every error lsrl raises on purpose. Its message is one line: a value shown in it whose
+    repr spans several (a numpy or masked array's) is folded onto one."""
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str) and "\n" in args[0]:
+            args = (re.sub(r"\s*\n\s*", " ", args[0]),)
+        super().__init__(*args)
 
 
 class DimensionError(LsrlError):

@@ -22,7 +22,7 @@ import gmpy2
 import numpy as np
 import scipy.sparse as sp
 
-from lsrl.errors import BackendError, DimensionError
+from lsrl.errors import BackendError, DimensionError, shown
 
 mpq = gmpy2.mpq
 MPQ_TYPE = type(mpq(0))
@@ -38,6 +38,8 @@ def to_rational(value: object, where: str = "value") -> gmpy2.mpq:
     """One number as an exact rational; floats are read as the shortest decimal they print as."""
     if isinstance(value, MPQ_TYPE):
         return value
+    if isinstance(value, np.timedelta64):  # a numpy integer type, but a duration, not a number
+        raise DimensionError(f"{where}: expected a number, got {type(value).__name__} {value!r}")
     if isinstance(value, (bool, int, np.integer)):
         return mpq(int(value))
     if isinstance(value, Fraction):
@@ -68,6 +70,8 @@ FLOAT64_MAX = mpq(int(np.finfo(np.float64).max))  # the largest finite float64, 
 
 def is_number(value: object) -> bool:
     """Whether ``value`` is a number ``to_rational`` may read (None, strings, dates are not)."""
+    if isinstance(value, np.timedelta64):
+        return False
     if isinstance(value, (_AbstractRational, MPQ_TYPE, float, int, complex, np.number, np.bool_)):
         return True
     return type(value).__name__ in ("mpz", "mpfr", "fmpq", "fmpz")
@@ -500,9 +504,6 @@ BACKENDS = {"exact": EXACT, "float": FLOAT}
 def get_backend(name: str | Backend) -> Backend:
     if isinstance(name, Backend):
         return name
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise BackendError(
-            f"unknown backend {name!r}; expected one of {sorted(BACKENDS)}"
-        ) from None
+    if not isinstance(name, str) or name not in BACKENDS:
+        raise BackendError(f"unknown backend {shown(name)}; expected one of {sorted(BACKENDS)}")
+    return BACKENDS[name]

@@ -11,7 +11,9 @@ import math
 import numbers
 from typing import TYPE_CHECKING, TypeAlias
 
-from lsrl.errors import DimensionError, LsrlError
+import numpy as np
+
+from lsrl.errors import DimensionError, LsrlError, shown
 from lsrl.lang.bounds import ValueRange, is_nonnegative, is_nonpositive, is_zero, max_abs, value_bounds
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
 from lsrl.numbers import EXACT, MatrixLike, is_number, to_rational
@@ -23,7 +25,7 @@ Operand: TypeAlias = "Node | MatrixLike"  # a node, or a constant (scalar or vec
 
 DEFAULT_MU = 1000
 DEFAULT_LAMBDA = 10**10
-MAX_DIVISOR = 10**6  # f_modulo_counter's permutation state has one unit per residue
+MAX_DIVISOR = 10**5  # f_modulo_counter: one state unit per residue; 10**5 builds in seconds, 10**6 took a minute
 IFELSE_VARIANTS = (
     "original",
     "optimized",
@@ -47,10 +49,18 @@ def positive_number(value: object, where: str) -> gmpy2.mpq:
     return number
 
 
+def flag(value: object, where: str) -> bool:
+    """``value`` if it is True or False (numpy's too), else an ``LsrlError`` naming ``where``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise LsrlError(f"{where} must be True or False, got {type(value).__name__} {shown(value)}")
+    return bool(value)
+
+
 def positive_integer(value: object, where: str, at_most: int | None = None) -> int:
     """``value`` as a positive ``int`` (at most ``at_most``), or an ``LsrlError`` naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {value!r}")
+    # a bool is no count, and a numpy timedelta64 (a numpy integer type) is a duration
+    if isinstance(value, (bool, np.timedelta64)) or not isinstance(value, numbers.Integral):
+        raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {shown(value)}")
     if value < 1 or (at_most is not None and value > at_most):
         limit = "" if at_most is None else f" up to {at_most}"
         raise LsrlError(f"{where} must be a positive integer{limit}, got {value!r}")
@@ -71,9 +81,14 @@ def _operand(value: Operand, like: Node, where: str) -> Node:
     """A node, or a constant (scalar or vector) turned into ``f_constant(like, value)``; ``where`` names
     the argument in the error for anything else."""
     if isinstance(value, Node):
-        return value
-    if isinstance(value, numbers.Number) or (hasattr(value, "__len__") and not isinstance(value, (str, bytes))):
-        return _constant(like, value, where)
+        node = value
+    elif isinstance(value, numbers.Number) or (hasattr(value, "__len__") and not isinstance(value, (str, bytes))):
+        node = _constant(like, value, where)
+    else:
+        raise LsrlError(f"{where}: expected a node or a number, got {type(value).__name__}"[:300])
+    if node.dim not in (1, like.dim):  # it meets like component by component (a dim-1 operand is broadcast)
+        raise LsrlError(f"{where} has {node.dim} components; {like.describe()} has {like.dim} (or give 1)")
+    return node
     raise LsrlError(f"{where}: expected a node or a number, got {type(value).__name__}"[:300])
 
 
@@ -83,8 +98,7 @@ def _node_or_number(value: Node | float, where: str) -> Node | float:
         return value
     if isinstance(value, bool) or not is_number(value):
         raise LsrlError(f"{where} must be a node or a number, got {type(value).__name__} {value!r}"[:300])
-    to_rational(value, where)  # NaN, infinity and complex numbers are refused here
-    return value
+    return to_rational(value, where)  # exact (a numpy integer would wrap in y - tolerance); NaN, inf, complex refused
 
 
 def f_constant(x: Node, value: MatrixLike, name: str | None = None) -> Linear:
@@ -96,7 +110,11 @@ def _constant(x: Node, value: MatrixLike, where: str, name: str | None = None) -
     """``f_constant(x, value)``, its errors naming the argument as ``where``."""
     if value is None:  # EXACT.vector reads None as "no vector" (zeros): a constant must be given
         raise LsrlError(f"{where} must be a number or a vector of numbers, got None")
-    vector = EXACT.vector(value, len(value) if hasattr(value, "__len__") else 1, where)
+    try:  # a 0-d array or tensor has __len__ yet no length: a scalar
+        length = len(value) if hasattr(value, "__len__") and np.ndim(value) > 0 else 1
+    except (TypeError, ValueError):  # ragged
+        raise LsrlError(f"{where} must be a number or a vector of numbers, got {shown(value)}") from None
+    vector = EXACT.vector(value, length, where)
     return Linear(x, EXACT.zeros(vector.shape2d[0], x.dim), vector, name=name)
 
 
@@ -111,6 +129,7 @@ def f_step(x: Node, mu: float = DEFAULT_MU, name: str | None = None, saturating:
     """
     x = as_node(x, "f_step")
     mu = positive_number(mu, f"f_step on {x.describe()}: mu")
+    saturating = flag(saturating, f"f_step on {x.describe()}: saturating")
     d = x.dim
     if saturating:
         return ReLU(Linear(ReLU(Linear(x, EXACT.eye(d, -mu), [1] * d)), EXACT.eye(d, -1), [1] * d), name=name)
@@ -197,7 +216,7 @@ def f_eq(x: Node, y: Node | float, tolerance: float = 0.5, mu: float = DEFAULT_M
     if rational_tolerance * rational_mu < 1:
         raise LsrlError(f"f_eq on {x.describe()}: tolerance={tolerance!r} is below the steps' width 1/mu = "
                         f"1/{mu!r}, so equal values would not give 1; raise tolerance or mu")
-    return f_and(f_larger(x, y - tolerance, mu), f_smaller(x, y + tolerance, mu), mu=mu, name=name)
+    return f_and(f_larger(x, y - rational_tolerance, mu), f_smaller(x, y + rational_tolerance, mu), mu=mu, name=name)
 
 
 def f_relu_identity(x: Node, name: str | None = None) -> Linear:
@@ -221,6 +240,9 @@ def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: flo
     if isinstance(divisor, bool) or not isinstance(divisor, numbers.Integral) or not 1 <= divisor <= MAX_DIVISOR:
         raise LsrlError(f"f_modulo_counter on {x.describe()}: divisor must be an integer in 1..{MAX_DIVISOR:,}, got "
                         f"{divisor!r}"[:300])
+    if not isinstance(method, str) or method not in ("permutation", "rotation"):
+        raise LsrlError(f"f_modulo_counter on {x.describe()}: method must be 'permutation' or 'rotation', got "
+                        f"{shown(method)}")
     if method == "permutation":
         cycle = EXACT.from_entries((((i + 1) % divisor, i, 1) for i in range(divisor)), (divisor, divisor))
         # the state is rotated before it is read, so it starts one position before e_0
@@ -368,7 +390,10 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
     if variant not in IFELSE_VARIANTS:
         raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
                         f"expected one of {IFELSE_VARIANTS}")
-    positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
+    mu = positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
+    if variant.startswith("step") and mu < 2:  # f_step(cond -+ 1/2) reaches 1 only where 1/2 >= 1/mu
+        raise LsrlError(f"f_ifelse on {cond.describe()}: the step variants need mu >= 2 (their steps at cond -+ 1/2 "
+                        f"must reach 1 within 1/2), got mu={mu}")
     _require_selecting(cond)
     if not (isinstance(lambda_, str) and lambda_ == "auto"):
         if isinstance(lambda_, str):

@@ -111,11 +111,16 @@ def bad_sequence(draw: st.DrawFn, d: int, steps: int = 3) -> Any:
     return rows
 
 
+class Hang(Exception):
+    """A call still running after its deadline (not a ``TimeoutError``: that is an ``OSError``, which code
+    that writes files may catch and report as a failed write)."""
+
+
 @contextmanager
 def deadline(seconds: int = SECONDS_PER_CALL):
     """Fail (instead of hanging the suite) if the block runs longer than ``seconds``."""
     def expired(*_):
-        raise TimeoutError(f"still running after {seconds} s: a hang")
+        raise Hang(f"still running after {seconds} s: a hang")
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)

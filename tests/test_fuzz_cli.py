@@ -170,6 +170,8 @@ def with_value(args: list[str], parameter: click.Parameter, value: str) -> list[
             kept.append(arg)
         return [*kept, parameter.opts[-1], value]
     position = [p for p in COMMAND_OF[id(parameter)].params if isinstance(p, click.Argument)].index(parameter)
+    if position >= len(args) or args[position].startswith("-"):  # an optional argument the base leaves out
+        return [*args[:position], value, *args[position:]]
     return [value if i == position else arg for i, arg in enumerate(args)]
 
 

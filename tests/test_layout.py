@@ -137,3 +137,12 @@ def test_light_packages_do_not_import_torch(module):
     code = f"import {module}, sys; assert 'torch' not in sys.modules, [m for m in sys.modules if 'torch' in m][:5]"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_module_has_a_room_in_the_layout_page():
+    """docs/layout.md names every module (a top-level one as ``lsrl.name``, the others by file name)."""
+    page = (ROOT.parent / "docs" / "layout.md").read_text()
+    missing = [str(path.relative_to(ROOT.parent)) for path in sorted(ROOT.rglob("*.py"))
+               if path.name != "__init__.py"
+               and not (f"lsrl.{path.stem}" in page if path.parent == ROOT else path.name in page)]
+    assert not missing, f"modules docs/layout.md does not place (add them to its table or rooms): {missing}"

@@ -46,6 +46,19 @@ def test_lambda_must_be_a_positive_number(variant, lam):
     _one_line(caught.value)
 
 
+@pytest.mark.parametrize("variant", ["step", "step_optimized"])
+def test_the_step_conditionals_refuse_a_mu_whose_step_does_not_reach_1(variant):
+    """Found by the fuzzer: with mu = 1, f_step(cond - 1/2) is 1/2, not 1, and every answer was 0."""
+    x = lsrl.Input(3, name="x", bounds=(-5, 5))
+    cond = lsrl.ReLU(x[0])
+    with pytest.raises(lsrl.LsrlError, match=r"need mu >= 2.*got mu=1") as caught:
+        lsrl.f_ifelse(cond, x[1], x[2], variant=variant, mu=1)
+    _one_line(caught.value)
+    xs = np.array([[1, 3, -2], [0, 3, -2], [1, -4, 5], [0, -4, 5]], dtype=object)
+    selected = lsrl.ForEach(lsrl.f_ifelse(cond, x[1], x[2], variant=variant, lambda_=100, mu=2))(xs, exact=True)
+    assert [row[0] for row in selected] == [3, -2, -4, 5]  # t where cond = 1, f where it is 0
+
+
 @pytest.mark.parametrize("mu", [0, -1000, float("nan"), float("inf"), "1000", None])
 def test_mu_must_be_a_positive_number(mu):
     x = lsrl.Input(1, name="x")

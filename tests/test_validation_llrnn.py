@@ -319,7 +319,7 @@ def test_run_configs_checks_workers_and_configs(tmp_path):
 
 def test_ntm_with_no_slots():
     """Issue 28: ``NTM(10, 8, 0)`` was a raw ZeroDivisionError."""
-    with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer at least 1, got 0$"):
+    with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer in 1 \.\. 100000, got 0$"):
         NTM(10, 8, 0)
 
 
@@ -450,6 +450,9 @@ def test_sizes_must_be_positive_integers(build, argument, value):
     (lambda: DihedralPolynomialStepNTM(3, 4, 5, 2, transforms=("twice",)), "word transform"),
     (lambda: DihedralPolynomialStepNTM(3, 4, 5, 2, pattern_words=()), "pattern_words"),
     (lambda: HigherOrderRNN(3, 4, -1), "max_power"),
+    (lambda: HigherOrderRNN(3, 4, 10**6), "max_power"),  # numerals up to 10**6 exhausted memory
+    (lambda: NTM(3, 4, 10**7), "slots"),
+    (lambda: NTM(3, 4, 10**4), "gather indices"),  # every rotation of 10**4 slots: 10**8 indices
     (lambda: NTM(3, 4, 5, dtype=torch.int64), "dtype"),
     (lambda: NTM(3, 4, 5, dtype="float64"), "dtype"),
     (lambda: NTM(3, 4, 5, erase_matrix=True), "unknown option"),
@@ -475,3 +478,21 @@ def test_valid_models_are_unchanged():
         first = build()(xs)
         torch.manual_seed(0)
         assert torch.equal(first, build()(xs)), name
+
+
+def test_a_real_option_beyond_float64_is_refused_in_one_line():
+    """Found by the deep fuzz profile: an int too large for a float raised a raw OverflowError."""
+    from lsrl.llrnn.train import TrainConfig
+
+    with pytest.raises(LsrlError, match="learning_rate must be finite") as error:
+        TrainConfig(learning_rate=10**400)
+    assert "\n" not in str(error.value)
+
+
+def test_an_unhashable_word_transform_name_is_refused_in_one_line():
+    from lsrl.llrnn.ring import word_transform
+
+    with pytest.raises(LsrlError, match="unknown word transform slice") as error:
+        word_transform(slice(1), "01")
+    assert "\n" not in str(error.value)
+    assert word_transform("repeat", "001") == "001001"

@@ -56,7 +56,7 @@ def export_onnx(network: nn.Module, path: str | Path) -> Path:
 
 def _writable(path: str | Path) -> Path:
     """``path`` as a ``Path`` whose folder exists and which is no folder itself, or an ``LsrlError``."""
-    if not isinstance(path, (str, PathLike)) or not str(path):
+    if not isinstance(path, (str, PathLike)) or not str(path) or "\x00" in str(path):  # NUL: no OS takes it
         raise LsrlError(f"export_onnx: path must be a file name (str or Path), got {path!r}")
     path = Path(path)
     if path.is_dir():

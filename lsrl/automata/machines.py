@@ -89,7 +89,7 @@ def _target_index(state, symbol, target, index: dict) -> int:
 
 def _check_reachable(states, table: np.ndarray, start: int) -> None:
     reached, queue = {start}, deque([start])
-    while queue:
+    while queue:  # a state is queued once, when first reached: at most len(states) rounds
         for nxt in table[queue.popleft()]:
             if int(nxt) not in reached:
                 reached.add(int(nxt))
@@ -272,7 +272,7 @@ def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
     if lib_dfa.allow_partial:
         lib_dfa = lib_dfa.to_complete()
     order, queue = {lib_dfa.initial_state: 0}, deque([lib_dfa.initial_state])
-    while queue:
+    while queue:  # a state is queued once, when first numbered: at most len(lib_dfa.states) rounds
         state = queue.popleft()
         for symbol in lib_symbols:
             target = lib_dfa.transitions[state][symbol]
@@ -328,7 +328,7 @@ def _determinised(nfa, alphabet: tuple, max_states: int | None, pattern: str) ->
     def closure(state):  # the states reached from ``state`` by empty moves
         if state not in closures:
             reached, stack = {state}, [state]
-            while stack:
+            while stack:  # a state is pushed once, when first reached: at most len(nfa.states) rounds
                 for nxt in nfa.transitions.get(stack.pop(), {}).get("", ()):
                     if nxt not in reached:
                         reached.add(nxt)
@@ -456,7 +456,7 @@ class Mealy:
             return False
         symbols = [other.alphabet.index(a) for a in self.alphabet]  # other's index of each of our symbols
         seen, queue = {(self.start, other.start)}, deque([(self.start, other.start)])
-        while queue:
+        while queue:  # a pair is queued once, when first seen: at most n * n' rounds
             p, q = queue.popleft()
             for a, b in enumerate(symbols):
                 if self.outputs[self.output_table[p, a]] != other.outputs[other.output_table[q, b]]:
@@ -477,7 +477,7 @@ class Mealy:
         breadth first from (start, none): ``(table, start, state_outputs (|outputs|, n'))``."""
         k = len(self.alphabet)
         pairs, queue, rows = {(self.start, -1): 0}, deque([(self.start, -1)]), {}
-        while queue:
+        while queue:  # a (state, output) pair is queued once: at most n * (|outputs| + 1) rounds
             pair = queue.popleft()
             row = []
             for a in range(k):

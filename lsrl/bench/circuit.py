@@ -245,7 +245,7 @@ def _reaching(targets: set, edges: Iterable[tuple]) -> set:
     for source, target in edges:
         readers[target].add(source)
     found, frontier = set(targets), list(targets)
-    while frontier:
+    while frontier:  # a vertex is pushed once, when first found: at most len(vertices) rounds
         for source in readers[frontier.pop()]:
             if source not in found:
                 found.add(source)

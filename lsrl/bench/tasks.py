@@ -417,7 +417,7 @@ def running_sum_window_3() -> ForEach:
 def _lookup_sample(n, largest):
     def sample(rng, pairs):  # pairs <= (largest + 1) ** n distinct keys
         keys = set()
-        while len(keys) < pairs:
+        while len(keys) < pairs:  # distinct keys by rejection: ends as pairs <= (largest + 1) ** n
             keys.add(tuple(int(v) for v in rng.integers(0, largest + 1, size=n)))
         keys = sorted(keys)
         mapping = {key: tuple(int(v) for v in rng.integers(0, largest + 1, size=n)) for key in keys}

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import sys
 
+from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
 from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Op
 from lsrl.numbers import Entry, Matrix, mpq, to_rational_exactly
@@ -223,6 +224,17 @@ def fuse_at(graph: Graph, op: Op) -> str | None:
     return None
 
 
+def fuse_all_at(graph: Graph, op: Op) -> None:
+    """Apply the preparation rules at ``op`` until none fits or ``op`` is gone. Every rule that fits
+    removes ``op`` (it is fused or replaced: the last round) or an op of the graph (the ReLU after a
+    ReLUState), so at most ``len(graph) + 1`` rules apply; more would mean a rule that removes nothing."""
+    rounds = len(graph) + 1
+    for _ in range(rounds):
+        if op not in graph.users or fuse_at(graph, op) is None:
+            return
+    raise InternalError(f"fusion: {rounds} rules applied at {op.name} without removing it or another op")
+
+
 def computation(op: Op) -> tuple:
     """What ``op`` computes, as a key: equal keys mean equal values at every step."""
     weights = tuple(tuple(getattr(op, w).row_keys()) for w in WEIGHTS.get(op.kind, ()))
@@ -248,7 +260,6 @@ def prepare(graph: Graph) -> Graph:
     subexpressions merged."""
     graph = graph.copy()
     for op in graph.ops():
-        while op in graph.users and fuse_at(graph, op) is not None:
-            pass
+        fuse_all_at(graph, op)
     merge_duplicates(graph)
     return graph

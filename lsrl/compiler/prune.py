@@ -78,7 +78,7 @@ def _constants(layer: Op, known: dict[int, Any], zero: set[int]) -> dict[int, An
 def _state_closure(A: Matrix, rows: Iterable[int], zero: Collection[int]) -> set[int]:
     """State components that ``rows`` depend on through the recurrence ``A`` (0 ones excepted)."""
     closed, frontier = set(rows), list(rows)
-    while frontier:
+    while frontier:  # a component is pushed once, when first reached: at most A's width rounds
         for j in A.row(frontier.pop()):
             if j not in closed and j not in zero:
                 closed.add(j)
@@ -90,7 +90,7 @@ def _fed_by_rigid_layer(layers: Sequence[Op], index: int) -> bool:
     """Whether the ReLUs before layer ``index`` lead back to a LinState or the Input: those may keep
     components nobody asked for (a state's closure, the whole input), which a Multi cannot pair."""
     index -= 1
-    while index >= 0 and layers[index].kind == RELU:
+    while index >= 0 and layers[index].kind == RELU:  # index falls by 1: at most len(layers) rounds
         index -= 1
     return index < 0 or layers[index].kind in STATE_KINDS
 
@@ -201,6 +201,7 @@ def _fuse_layers(path: Graph) -> None:
         if fuse_stateless_linstate(path, layer):
             path.count("fuse_stateless_linstate")
     op = path.only_user(path.input)
+    # each round fuses away one layer of the path or moves one layer on: at most 2 len(path) rounds
     while op is not None:
         user = path.only_user(op)
         fuse = _LINEAR_FUSIONS.get(user.kind) if user else None

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from lsrl.compiler.diagonal import float_diagonal
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError, shown
 from lsrl.lang.bounds import value_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
@@ -237,7 +237,7 @@ class _Builder:
             return self.phases[period]
         rest = self.step_counter()
         power = 1
-        while period * power * 2 <= self.max_len:
+        while period * power * 2 <= self.max_len:  # doubles power: at most log2(max_len) rounds
             power *= 2
         while power >= 1:  # invariant: rest = t mod (2 * period * power), at most max_len
             size = period * power
@@ -299,7 +299,7 @@ def _require_bounded(model: CompiledProgram, max_len: int) -> None:
         largest = max((abs(value) for side in bounds for value in side), default=0)
         if largest > FLOAT64_MAX:
             raise LsrlError(f"{layer.describe()}: its values may exceed float64's range (1.8e308) on sequences of "
-                            f"up to max_len={max_len:,} steps; choose a smaller max_len")
+                            f"up to max_len={shown(max_len)} steps; choose a smaller max_len")
 
 
 def _affine(A: np.ndarray, b: np.ndarray, forms: list[Form]) -> list[Form]:
@@ -337,7 +337,9 @@ def _delay_line(builder: _Builder, layer: Any, block: np.ndarray, indices: list[
     forms = []
     for i in range(len(indices)):
         terms, position, factor, lag = [], i, 1.0, 0
-        while True:
+        while True:  # a DELAY block is a nilpotent shift (state_blocks): its chains end within len(indices) steps
+            if lag >= len(indices):
+                raise InternalError(f"{layer.name}: the delay line from unit {indices[i]} is longer than its block")
             terms.append((1.0, builder.delayed(drive[indices[position]].scaled(factor), lag, layer.name)))
             if position not in successor:
                 break

@@ -124,6 +124,7 @@ from lsrl.hf.rounding import (
 )
 from lsrl.hf.stream import Stream, plan_stream
 from lsrl.lang import value_bounds
+from lsrl.numbers import FLOAT64_MAX
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ class Affine:
     def then(self, A: np.ndarray, b: np.ndarray) -> Affine:
         return Affine(A @ self.W, A @ self.c + b)
 
-    def rows(self, index: Any) -> Affine:
+    def take_rows(self, index: Any) -> Affine:
         return Affine(self.W[index], self.c[index])
 
     def bound(self, slot_bounds: list[float]) -> np.ndarray:
@@ -287,24 +288,26 @@ def _same_values(layer: Any, original: Any) -> Any:
 
 
 def _layer_bound(layer: Any, max_len: int) -> list[float]:
+    """Per component, the largest ``|value|`` at ``max_len`` (inf beyond float64: slots() refuses it)."""
     low, high = value_bounds(getattr(layer, "bounded_by", layer), max_len)
-    return [max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)]
+    largest = [max(abs(lo), abs(hi)) for lo, hi in zip(low, high)]
+    return [math.inf if bound > FLOAT64_MAX else float(bound) for bound in largest]
 
 
 def _relu_units(x: Affine, out: list[int], sign: float = 1.0) -> list[Unit]:
     const = Affine(np.zeros((1, 0)), np.array([1.0 / GATE_GAIN]))
-    return [Unit(x.rows([j]).then(np.array([[sign * GATE_GAIN]]), np.zeros(1)), const, slot)
+    return [Unit(x.take_rows([j]).then(np.array([[sign * GATE_GAIN]]), np.zeros(1)), const, slot)
             for j, slot in enumerate(out)]
 
 
 def _product_units(x: Affine, out: list[int]) -> list[Unit]:
     half = len(out)
-    p, q = x.rows(slice(0, half)), x.rows(slice(half, 2 * half))
+    p, q = x.take_rows(slice(0, half)), x.take_rows(slice(half, 2 * half))
     units = []
     for j, slot in enumerate(out):
         for sign in (1.0, -1.0):
-            units.append(Unit(q.rows([j]).then(np.array([[sign * GATE_GAIN]]), np.zeros(1)),
-                              p.rows([j]).then(np.array([[sign / GATE_GAIN]]), np.zeros(1)), slot))
+            units.append(Unit(q.take_rows([j]).then(np.array([[sign * GATE_GAIN]]), np.zeros(1)),
+                              p.take_rows([j]).then(np.array([[sign / GATE_GAIN]]), np.zeros(1)), slot))
     return units
 
 
@@ -325,21 +328,22 @@ def _state(plan: Plan, layer: Any, x: Affine, max_len: int, dtype: Any) -> Affin
         where = f"LinState '{layer.name}' (units {units})"
         eigenvalue = float(A[units[0], units[0]]) if kind == DIAGONAL else math.nan
         if kind == DIAGONAL and eigenvalue == 0:
-            rows[units[0]] = drive.rows([units[0]])
+            rows[units[0]] = drive.take_rows([units[0]])
         elif kind == DIAGONAL and eigenvalue == 1 and not np.any(B[units]) and b[units[0]] == 0:
             rows[units[0]] = Affine(np.zeros((1, 0)), s0[units])  # a constant: no channel (and no float32 state)
         elif kind == DIAGONAL and 0 < eigenvalue <= 1:
             slot = plan.slots([bounds[units[0]]], where)[0]
-            channels += _decay_channels(plan, drive.rows([units[0]]), eigenvalue, s0[units[0]], slot, dtype, bounds)
+            channels += _decay_channels(plan, drive.take_rows([units[0]]), eigenvalue, s0[units[0]], slot, dtype,
+                                        bounds)
             rows[units[0]] = plan.reading([slot])
         elif kind == DELAY:
             slots = plan.slots([bounds[i] for i in units], where)
-            channels += _delay_channels(A[np.ix_(units, units)], drive.rows(units), s0[units], slots)
+            channels += _delay_channels(A[np.ix_(units, units)], drive.take_rows(units), s0[units], slots)
             for i, slot in zip(units, slots):
                 rows[i] = plan.reading([slot])
         elif kind in (DIAGONAL, PAIR) and np.any(B[units]):
             J = A[np.ix_(units, units)]
-            slots = _rotated(plan, J, drive.rows(units), s0[units], [bounds[i] for i in units], where,
+            slots = _rotated(plan, J, drive.take_rows(units), s0[units], [bounds[i] for i in units], where,
                              (before, after, channels), max_len)
             for i, slot in zip(units, slots):
                 rows[i] = plan.reading([slot])
@@ -363,7 +367,7 @@ def _phase_products(phase: Affine, matrices: list[np.ndarray], v: Affine, out: l
     """Units adding ``matrices[r] @ v`` to ``out`` where the phase is r: ``gelu(G [phase = r]) * (M v / G)``."""
     units = []
     for r, M in enumerate(matrices):
-        gate = phase.rows([r]).then(np.array([[GATE_GAIN]]), np.zeros(1))
+        gate = phase.take_rows([r]).then(np.array([[GATE_GAIN]]), np.zeros(1))
         units += [Unit(gate, v.then(M[[i]] / GATE_GAIN, np.zeros(1)), slot) for i, slot in enumerate(out)]
     return units
 
@@ -418,7 +422,7 @@ def _delay_channels(N: np.ndarray, w: Affine, start: np.ndarray, slots: list[int
         for lag in range(k):
             for j in range(k):
                 if powers[lag][i, j] != 0:
-                    channels.append(Channel(w.rows([j]), {lag: float(powers[lag][i, j])}, slot=slot, weight=1.0))
+                    channels.append(Channel(w.take_rows([j]), {lag: float(powers[lag][i, j])}, slot=slot, weight=1.0))
         fading = [float((powers[t + 1] @ start)[i]) for t in range(k)]  # N^(tau+1) z_0 at step tau
         if any(fading):
             taps = {lag: fading[lag] - (fading[lag - 1] if lag else 0.0) for lag in range(k)}
@@ -532,13 +536,13 @@ def place(ops: list[Op], block_types: tuple[str, ...]) -> list[dict]:
     blocks: list[dict] = []
     half = 0  # the next free half: block half // 2, temporal when even
     for op in ops:
-        while True:
+        while True:  # both patterns hold a recurrent block: a fitting half lies within 2 len(block_types) rounds
             index, temporal = divmod(half, 2)[0], half % 2 == 0
             recurrent = block_types[index % len(block_types)] == "recurrent"
             if (op.kind == "temporal") == temporal and (recurrent or not temporal):
                 break
             half += 1
-        while len(blocks) <= index:
+        while len(blocks) <= index:  # one block appended per round: at most index + 1 rounds
             blocks.append({"temporal": None, "mlp": None})
         blocks[index][op.kind] = op
         half += 1
@@ -729,10 +733,10 @@ def _tolerance(model: CompiledProgram, plan: Plan, out: Affine, errors: list[flo
     ``ToleranceWarning`` where it proves nothing."""
     tolerance = 0.0
     for j in range(out.W.shape[0]):
-        if form_grid(_row(out.rows([j])), plan.slot_bounds, grids) is not None:
+        if form_grid(_row(out.take_rows([j])), plan.slot_bounds, grids) is not None:
             continue
-        error = form_error(_row(out.rows([j])), plan.slot_bounds, errors)
-        tolerance = max(tolerance, error + U * (_bound(out.rows([j]), plan) + error))
+        error = form_error(_row(out.take_rows([j])), plan.slot_bounds, errors)
+        tolerance = max(tolerance, error + U * (_bound(out.take_rows([j]), plan) + error))
     largest = float(np.max(out.bound(plan.slot_bounds), initial=0.0))
     return informative(model.name, tolerance, largest, max_len)
 

@@ -60,7 +60,7 @@ def hidden_size_for(width: int) -> tuple[int, int]:
     best = None
     for anchors in range(1, MAX_ANCHORS + 1):
         power = 0
-        while anchors * 4 ** power < width + anchors:
+        while anchors * 4 ** power < width + anchors:  # at most log4(width) + 1 rounds
             power += 1
         size = anchors * 4 ** power
         if best is None or size < best[0]:
@@ -77,6 +77,7 @@ def payload_scale(bounds: Sequence[float], alpha: float, margin_bits: int = MARG
         return 1.0
     # beta**2 * energy <= 2**-margin * alpha**2  <=>  beta <= alpha * 2**(-margin/2) / sqrt(energy)
     exponent = math.floor(math.log2(alpha) - margin_bits / 2 - math.log2(energy) / 2)
+    # the exact solution's floor already: the loop corrects log2's rounding, a round or two
     while (2.0 ** exponent) ** 2 * energy > 2.0 ** -margin_bits * alpha ** 2:
         exponent -= 1
     return 2.0 ** exponent

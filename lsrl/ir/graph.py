@@ -274,7 +274,7 @@ class Graph:
         """Drop an op that has no users, and then any of its inputs left without users. A node whose
         own op goes without being ``replaced`` by an equal one was fused into its readers."""
         pending = [op]
-        while pending:
+        while pending:  # an op is deleted once and then pushes its inputs: at most 1 + (edges) rounds
             current = pending.pop()
             if current not in self.users or self.users[current] or current is self.output or current is self.input:
                 continue
@@ -302,6 +302,8 @@ class Graph:
         """Components of ``op`` that are ``>= 0`` at every step for every input within the Input's
         declared bounds, as far as signs alone show (``_nonnegative_components``)."""
         stack = [op]
+        # an op pushes its missing inputs once (they are known when it is on top again): at most
+        # 1 + (edges) rounds on the acyclic graph
         while stack:
             current = stack[-1]
             missing = [x for x in current.inputs if x not in self.signs]
@@ -325,7 +327,7 @@ class Graph:
     def ops(self) -> list[Op]:
         """Every op, inputs before users (a topological order from the Input)."""
         order, seen, stack = [], set(), [(self.output, False)]
-        while stack:
+        while stack:  # an op is expanded once (seen): at most 1 + 2 (edges) rounds
             op, expanded = stack.pop()
             if expanded:
                 order.append(op)
@@ -341,7 +343,7 @@ class Graph:
     def path(self) -> list[Op]:
         """The ops from the Input to the output of a graph that is a path."""
         path, current = [self.input], self.input
-        while self.users[current]:
+        while self.users[current]:  # one op further along the acyclic path each round: at most len(self) rounds
             current = next(iter(self.users[current]))
             path.append(current)
         return path

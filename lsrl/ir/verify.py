@@ -133,7 +133,7 @@ def _check_reachability(graph: Graph) -> None:
         if any(position[x] >= position[op] for x in op.inputs):
             _broken(graph, op, "is on a cycle")
     reached, frontier = {graph.input}, [graph.input]
-    while frontier:
+    while frontier:  # an op is pushed once, when first reached: at most len(graph) rounds
         for user in graph.users[frontier.pop()]:
             if user not in reached:
                 reached.add(user)

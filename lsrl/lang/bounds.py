@@ -129,7 +129,7 @@ def _blocks(rows) -> list:
         counter += 1
         stack.append(root)
         on_stack.add(root)
-        while work:
+        while work:  # each round pushes a node first reached or pops a finished one: at most 2 len(rows) rounds
             node, successors = work[-1]
             advanced = False
             for nxt in successors:
@@ -150,7 +150,7 @@ def _blocks(rows) -> list:
                 low[work[-1][0]] = min(low[work[-1][0]], low[node])
             if low[node] == index[node]:
                 block = []
-                while True:
+                while True:  # pops the block's members, node last: at most len(stack) rounds
                     member = stack.pop()
                     on_stack.discard(member)
                     block.append(member)
@@ -243,7 +243,7 @@ def _affine_power(rows, block, start, c, power):
         return any(v.numerator.bit_length() > _MAX_BOUND_BITS or v.denominator.bit_length() > _MAX_BOUND_BITS
                    for v in values)
 
-    while power:
+    while power:  # halves power: at most power.bit_length() rounds
         if power & 1:
             vector = [sum((a * v for a, v in zip(row, vector)), ZERO) for row in square]
             if too_large(vector):
@@ -366,7 +366,7 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     ``max_length``, that has at most ``max_length`` steps). ``.finite`` says whether all are finite,
     ``.unbounded`` lists the components that are not."""
     if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral)
-                                   or max_length < 1):
+                                   or type(max_length).__name__ == "timedelta64" or max_length < 1):
         raise LsrlError(f"value_bounds: max_length must be a positive integer (the longest sequence) or None, "
                         f"got {type(max_length).__name__} {max_length!r}")
     if not isinstance(node, N.Node):
@@ -378,7 +378,7 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
         return _known.get(x, {}).get(key)
 
     stack = [node]
-    while stack:
+    while stack:  # a node pushes its pending inputs once (known when it is on top again): at most 1 + (edges) rounds
         current = stack[-1]
         if known(current) is not None:
             stack.pop()

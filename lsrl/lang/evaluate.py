@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from lsrl.errors import DimensionError, LsrlError, SequenceError
+from lsrl.errors import BackendError, DimensionError, LsrlError, SequenceError
 from lsrl.numbers import ZERO, Matrix, is_number, to_rational
 
 if TYPE_CHECKING:
@@ -325,6 +325,17 @@ def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int 
     except OverflowError:
         raise SequenceError(f"{where}: the values hold an integer beyond float64's range") from None
     return np.broadcast_to(array, (count, steps, width))
+
+
+def refuse_float_overflow(values: np.ndarray, what: str) -> np.ndarray:
+    """``values`` (a float run's ``(..., T, d)`` outputs) unless one is infinite or NaN: the inputs were finite,
+    so float64 overflowed where the exact value is finite. ``BackendError`` naming ``what`` and the step."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        step = int(np.argwhere(~finite)[0][-2]) if values.ndim >= 2 else 0
+        raise BackendError(f"{what} leaves float64's range (about 1.8e308) at step {step} of a float run; "
+                           "run it exactly with exact=True")
+    return values
 
 
 def mode_for(exact: bool, where: str) -> Mode:

@@ -13,8 +13,12 @@ import math
 import numbers
 from collections.abc import Iterable
 
-from lsrl.errors import DimensionError, GraphError, LsrlError
+import numpy as np
+
+from lsrl.errors import DimensionError, GraphError, LsrlError, shown
 from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
+
+MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
 
 _name_counters: dict = {}
 rewirings = 0  # how many edges ``replace_input`` has changed, program-wide
@@ -49,8 +53,11 @@ class Node:
     """A node of an LSRL program: ``inputs`` (tuple of nodes), output ``dim`` and a ``name``."""
 
     kind = "Node"
+    __array_ufunc__ = None  # ``array - node``: numpy defers to Node.__rsub__ instead of looping over the array
 
     def __init__(self, inputs: Iterable[Node], dim: int | None, name: str | None) -> None:
+        if name is not None and (not isinstance(name, str) or not name):
+            raise GraphError(f"{self.kind}: name must be a non-empty string or None, got {shown(name)}")
         self.name = name if name is not None else _auto_name(self.kind)
         self.named = name is not None  # given by the user (auto names depend on what was built before)
         self.inputs = tuple(_check_node(x, self.describe()) for x in inputs)
@@ -137,12 +144,17 @@ class Node:
                 raise DimensionError(f"{self.describe()}: a slice index needs integer bounds and a non-zero step, "
                                      f"got {index!r}"[:300])
             columns = list(range(self.dim))[index]
+        elif isinstance(index, (bool, np.bool_, np.timedelta64)):  # numpy reads a bool as a mask; a timedelta64
+            # is a numpy integer type, yet a duration
+            raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got {index!r}")
         elif isinstance(index, numbers.Integral):
             if not -self.dim <= index < self.dim:
                 raise DimensionError(f"{self.describe()}: index {index} out of range for dim {self.dim}")
             columns = [index % self.dim]
         else:
-            if isinstance(index, (str, bytes)) or not isinstance(index, Iterable) or not all(
+            # a list, tuple, range or 1-d array (not a 0-d one, which cannot be iterated, nor an unordered set or dict)
+            listed = isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) == 1
+            if isinstance(index, (str, bytes)) or not listed or not all(
                     isinstance(i, numbers.Integral) for i in index):
                 raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
                                      f"{type(index).__name__} {index!r}"[:300])
@@ -168,10 +180,12 @@ class Input(Node):
     def __init__(self, dim: int, name: str | None = None, bounds: tuple[object, object] | None = None,
                  integer: bool = False) -> None:
         super().__init__((), dim, name)
-        if not isinstance(dim, numbers.Integral) or dim < 1:
-            raise DimensionError(f"{self.describe()}: dim must be a positive integer, got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not 1 <= dim <= MAX_INPUT_DIM:
+            raise DimensionError(f"{self.describe()}: dim must be an integer in 1..{MAX_INPUT_DIM:,}, got {shown(dim)}")
         self.dim = int(dim)
         self.bounds = self._parse_bounds(bounds)
+        if not isinstance(integer, (bool, np.bool_)):
+            raise DimensionError(f"{self.describe()}: integer must be True or False, got {shown(integer)}")
         self.integer = bool(integer)
 
     def fresh(self) -> "Input":
@@ -185,21 +199,21 @@ class Input(Node):
             low, high = bounds
         except (TypeError, ValueError):
             raise DimensionError(f"{self.describe()}: bounds must be a pair (lo, hi)") from None
-        lows = self._bound_list(low, -math.inf, "lower bound")
-        highs = self._bound_list(high, math.inf, "upper bound")
+        lows = self._bound_list(low, -math.inf, "the lower bound of bounds")
+        highs = self._bound_list(high, math.inf, "the upper bound of bounds")
         for i, (lo, hi) in enumerate(zip(lows, highs)):
             if lo > hi:
-                raise DimensionError(f"{self.describe()}: lower bound {lo} > upper bound {hi} at component {i}")
+                raise DimensionError(f"{self.describe()}: bounds has lower bound {lo} > upper bound {hi} "
+                                     f"at component {i}")
         return lows, highs
 
     def _bound_list(self, value, unbounded, label):
         values = value if isinstance(value, (list, tuple)) else [value] * self.dim
         if len(values) != self.dim:
             raise DimensionError(f"{self.describe()}: {label} has {len(values)} entries, expected {self.dim}")
-        return [
-            unbounded if v is None or (isinstance(v, float) and math.isinf(v)) else to_rational(v, self.describe())
-            for v in values
-        ]
+        where = f"{self.describe()}: {label}"
+        return [unbounded if v is None or (isinstance(v, float) and math.isinf(v)) else to_rational(v, where)
+                for v in values]
 
 
 class Linear(Node):
@@ -212,6 +226,9 @@ class Linear(Node):
         self.A = _weights(A, self.describe(), "A", None)
         self.check()
         self.dim = self.A.shape2d[0]
+        if not self.dim:
+            raise DimensionError(f"{self.describe()}: A has no rows (shape {self.A.shape2d}); a node needs at least "
+                                 "one component")
         self.b = _vector(b, self.A.backend, self.dim, self.describe(), "b")
 
     def check(self) -> None:
@@ -288,8 +305,9 @@ class Concat(Node):
     kind = "Concat"
 
     def __init__(self, xs: Iterable[Node], name: str | None = None) -> None:
-        if isinstance(xs, Node) or not hasattr(xs, "__iter__"):
-            raise GraphError(f"Concat '{name or '?'}': expects a list of nodes, got {type(xs).__name__}")
+        if isinstance(xs, Node) or not hasattr(xs, "__iter__") or getattr(xs, "ndim", 1) == 0:  # 0-d: no list
+            raise GraphError(f"Concat '{name if isinstance(name, str) else '?'}': expects a list of nodes, got "
+                             f"{type(xs).__name__}")
         xs = list(xs)
         super().__init__(xs, None, name)
         if not xs:

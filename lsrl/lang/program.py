@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
-from lsrl.lang.evaluate import mode_for, patch_array, patch_items, step_node
+from lsrl.lang.evaluate import mode_for, patch_array, patch_items, refuse_float_overflow, step_node
 from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 from lsrl.numbers import EXACT
 
@@ -25,7 +25,7 @@ def topological_order(output: Node) -> list[Node]:
     order, state = [], {}  # state: 1 = on the current path, 2 = done
     stack = [(output, iter(output.inputs))]
     state[output] = 1
-    while stack:
+    while stack:  # one round per edge followed and per node finished: at most edges + nodes rounds
         node, pending = stack[-1]
         child = next(pending, None)
         if child is None:
@@ -157,10 +157,14 @@ class ForEach:
                     values[node] = step_node(mode, node, [values[x] for x in node.inputs], states)
             for node in record:
                 history[node].append(values[node])
-        return {
+        result = {
             node: _squeezed(mode.stack(rows) if count and steps else mode.empty(count, steps, node.dim), squeeze)
             for node, rows in history.items()
         }
+        if not exact:
+            for node, values in result.items():
+                refuse_float_overflow(values, f"ForEach '{self.name}': {node.describe()}")
+        return result
 
     def _read_patch(self, patch: Patch, mode: Mode, count: int, steps: int) -> dict[Node, object]:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""

@@ -39,12 +39,65 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.errors import DimensionError
-from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count
+from lsrl.errors import DimensionError, shown
+from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
+from lsrl.llrnn.explicit import MAX_PARAMETERS
 from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
-from lsrl.llrnn.logic.semantics import Function, Given, Matrix, as_value, combine, denote, dirac, split, to_matrix
-from lsrl.llrnn.logic.terms import Const, Term, children
-from lsrl.llrnn.logic.types import Atom, Bang, Lolli, Type, endo, is_first_order, lolli
+from lsrl.llrnn.logic.semantics import (
+    Combination, Distribution, Function, Given, Matrix, Tensors, as_value, combine, denote, dirac, split, to_matrix,
+)
+from lsrl.llrnn.logic.terms import Const, Term, children, free_variables
+from lsrl.llrnn.logic.types import Atom, Bang, Lolli, One, Type, endo, is_first_order, lolli
+
+# The records below (Space, Commands, Data, StateSpace) and LLRNN check what they are given: each wrong value is
+# an LlrnnArgumentError (or the LogicError / DimensionError of the logic) whose one-line message names the owner
+# and the argument.
+
+
+def _of_class(owner: str, name: str, value: object, cls: type | tuple[type, ...], kind: str) -> None:
+    if not isinstance(value, cls) or isinstance(value, bool) and cls is not bool:
+        raise LlrnnArgumentError(f"{owner}: {name} must be {kind}, got {shown(value)}")
+
+
+def _a_name(owner: str, name: str, value: object) -> str:
+    """A non-empty string without "." (it names torch parameters)."""
+    _of_class(owner, name, value, str, "a string")
+    if not value or "." in value:
+        raise LlrnnArgumentError(f"{owner}: {name} must be a non-empty string without '.', got {value!r}")
+    return value
+
+
+def _a_type(owner: str, name: str, value: object) -> Type:
+    _of_class(owner, name, value, Type, "a linear-logic type (lsrl.llrnn.logic.types)")
+    return value
+
+
+def _an_option(owner: str, name: str, value: object, known: Mapping) -> str:
+    if not isinstance(value, str) or value not in known:
+        raise LlrnnArgumentError(f"{owner}: unknown {name} {shown(value)}; known: {sorted(known)}")
+    return value
+
+
+def _records(owner: str, name: str, values: object, cls: type) -> list:
+    """``values`` (an iterable of ``cls``, not a string) as a list whose records have distinct names."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {cls.__name__}, got {shown(values)}")
+    records = list(values)
+    for record in records:
+        _of_class(owner, name, record, cls, f"a sequence of {cls.__name__}")
+    names = [record.name for record in records]
+    if len(set(names)) != len(names):
+        raise LlrnnArgumentError(f"{owner}: {name} has two records named alike: {names}")
+    return records
+
+
+def _spaces(owner: str, name: str, value: object) -> dict[str, Space]:
+    """``value`` (a mapping of names to ``Space``) as a dict."""
+    _of_class(owner, name, value, Mapping, "a mapping of names to Space")
+    for key, space in value.items():
+        _a_name(owner, f"{name} key", key)
+        _of_class(owner, f"{name}[{key!r}]", space, Space, "a Space")
+    return dict(value)
 
 
 @dataclass(frozen=True)
@@ -57,10 +110,17 @@ class Space:
     diagonal: bool = False
 
     def __post_init__(self) -> None:
-        if not is_first_order(self.type):
-            raise LogicError(f"a space of coordinates needs an atom or a map between atoms, not {self.type}")
-        if self.diagonal and (len(self.shape) != 2 or self.shape[0] != self.shape[1]):
-            raise DimensionError(f"a diagonal space needs a square shape, got {self.shape}")
+        if not is_first_order(_a_type("Space", "type", self.type)):
+            raise LogicError(f"Space: type {self.type}: a space of coordinates needs an atom or a map between atoms")
+        shape = tuple(count("Space", "shape", n, high=MAX_PARAMETERS) for n in integers("Space", "shape", self.shape))
+        axes = 1 if isinstance(self.type, (Atom, One)) else 2
+        if len(shape) != axes or math.prod(shape) > MAX_PARAMETERS:
+            raise DimensionError(f"Space: shape {shape} for type {self.type}: expected {axes} size(s) of at most "
+                                 f"{MAX_PARAMETERS:,} coordinates in all")
+        object.__setattr__(self, "shape", shape)
+        _of_class("Space", "diagonal", self.diagonal, bool, "True or False")
+        if self.diagonal and shape[0] != shape[1]:
+            raise DimensionError(f"Space: a diagonal space needs a square shape, got {shape}")
 
     @property
     def dim(self) -> int:
@@ -83,8 +143,38 @@ class Commands:
     basis: tuple[Term, ...]
     dirac_of_sum: bool = False
 
+    def __post_init__(self) -> None:
+        owner = f"Commands {_a_name('Commands', 'name', self.name)}"
+        _a_type(owner, "type", self.type)
+        basis = _terms(owner, self.basis)
+        for i, term in enumerate(basis):
+            if free_variables(term):
+                raise LlrnnArgumentError(f"{owner}: basis[{i}] must be a closed term, it uses "
+                                         f"{', '.join(sorted(free_variables(term)))}")
+            try:
+                actual = type_of(term)
+            except LogicError as error:
+                raise LlrnnArgumentError(f"{owner}: basis[{i}] is ill-typed: {error}") from None
+            if actual != self.type:
+                raise LlrnnArgumentError(f"{owner}: basis[{i}] has type {actual}, not the type {self.type}")
+        object.__setattr__(self, "basis", basis)
+        _of_class(owner, "dirac_of_sum", self.dirac_of_sum, bool, "True or False")
+
+
+def _terms(owner: str, basis: object) -> tuple[Term, ...]:
+    """``basis`` (a non-empty iterable of terms, not a string) as a tuple."""
+    if isinstance(basis, (str, bytes)) or not isinstance(basis, Iterable):
+        raise LlrnnArgumentError(f"{owner}: basis must be a sequence of closed terms, got {shown(basis)}")
+    terms = tuple(basis)
+    if not terms:
+        raise LlrnnArgumentError(f"{owner}: basis must hold at least one term, got none")
+    for term in terms:
+        _of_class(owner, "basis", term, Term, "a sequence of terms (lsrl.llrnn.logic.terms)")
+    return terms
+
 
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "identity": lambda z: z}
+FIXED_VALUES = (torch.Tensor, Matrix, Function, Tensors, Distribution, Combination)  # what a fixed data value may be
 
 
 @dataclass(frozen=True)
@@ -99,8 +189,18 @@ class Data:
     activation: str = "relu"
 
     def __post_init__(self) -> None:
-        if self.activation not in ACTIVATIONS:
-            raise LogicError(f"data {self.name}: unknown activation {self.activation!r}; known: {sorted(ACTIVATIONS)}")
+        owner = f"Data {_a_name('Data', 'name', self.name)}"
+        _a_type(owner, "type", self.type)
+        _an_option(owner, "activation", self.activation, ACTIVATIONS)
+        if (self.space is None) == (self.fixed is None):
+            raise LlrnnArgumentError(f"{owner}: give exactly one of space (learned coordinates) and fixed (a value), "
+                                     f"got {'neither' if self.space is None else 'both'}")
+        if self.space is not None:
+            _of_class(owner, "space", self.space, Space, "a Space")
+            if self.space.type != self.type:
+                raise LlrnnArgumentError(f"{owner}: space has type {self.space.type}, not the data's type {self.type}")
+        else:
+            _of_class(owner, "fixed", self.fixed, FIXED_VALUES, "a torch.Tensor or a value of lsrl.llrnn.logic")
 
 
 _STATE_ATOM = Atom("A")
@@ -110,8 +210,11 @@ class StateSpace:
     """``⟦A⟧`` as the direct sum of named components, each a ``Space`` stored flat, in order."""
 
     def __init__(self, components: Mapping[str, Space], atom: Atom = _STATE_ATOM) -> None:
+        _of_class("StateSpace", "atom", atom, Atom, "an Atom")
         self.atom = atom
-        self.components = dict(components)
+        self.components = _spaces("StateSpace", "components", components)
+        if not self.components:
+            raise LlrnnArgumentError("StateSpace: components must hold at least one Space, got none")
         self.layout, offset = {}, 0
         for name, space in self.components.items():
             self.layout[name] = (offset, tuple(space.shape))
@@ -180,24 +283,38 @@ class LLRNN(nn.Module):
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise LlrnnArgumentError(f"LLRNN: dtype must be a floating torch.dtype (torch.float32, torch.float64), "
                                      f"got {dtype!r}")
-        if activation not in ACTIVATIONS:
-            raise LogicError(f"unknown controller activation {activation!r}; known: {sorted(ACTIVATIONS)}")
-        self.activation = ACTIVATIONS[activation]  # of ``Z_in(h) + H h + U x + B``: ReLU in the paper
+        _of_class("LLRNN", "state", state, StateSpace, "a StateSpace")
+        self.activation = ACTIVATIONS[_an_option("LLRNN", "activation", activation, ACTIVATIONS)]  # ReLU in the paper
         self.state, self.input_dim = state, input_dim
-        self.scratch = tuple(scratch)  # the last components of ``state``: working space of one step, not carried
+        self.scratch = strings("LLRNN", "scratch", scratch, nonempty=False)  # the last components of ``state``:
+        # working space of one step, not carried
         if self.scratch and tuple(state.components)[-len(self.scratch):] != self.scratch:
             raise DimensionError(f"scratch components {self.scratch} must be the last ones of the state")
         carried = [name for name in state.components if name not in self.scratch]
         self.layout = {name: state.layout[name] for name in carried}
         self.state_dim = sum(math.prod(shape) for _, shape in self.layout.values())
-        self.before, self.between = nn.ModuleList(before), nn.ModuleList(between)
-        self.commands, self.data, self.input_space = list(commands), list(data), input_space
+        self.before, self.between = (nn.ModuleList(_modules(name, steps)) for name, steps in (("before", before),
+                                                                                             ("between", between)))
+        self.commands = _records("LLRNN", "commands", commands, Commands)
+        self.data = _records("LLRNN", "data", data, Data)
+        if input_space is not None:
+            _of_class("LLRNN", "input_space", input_space, Space, "a Space or None")
+        self.input_space = input_space
+        _of_class("LLRNN", "reads_state", reads_state, bool, "True or False")
+        if controller is not None and (not isinstance(controller, str) or controller not in carried):
+            raise LlrnnArgumentError(f"LLRNN: controller must be None or a carried component of the state "
+                                     f"({', '.join(carried)}), got {shown(controller)}")
         self.reads_state, self.controller = reads_state, controller
         self.masters = {"in": master_in, "out": master_out, "addr": master_addr}
-        self.fixed_constants = dict(constants or {})
-        self._check_masters(learned or {})
+        for which, master in self.masters.items():
+            if master is not None:
+                _of_class("LLRNN", f"master_{which}", master, Term, "a term (lsrl.llrnn.logic.terms) or None")
+        self.fixed_constants = {} if constants is None else _fixed_constants(constants)
+        learned = {} if learned is None else _spaces("LLRNN", "learned", learned)
+        self._check_masters(learned)
         factory = {"dtype": dtype, "device": device}
         self.controller_dim = self.state_dim if controller is None else math.prod(state.layout[controller][1])
+        self._check_size(learned)
         d_c = self.controller_dim
         self.H = _parameter((d_c, d_c), d_c, factory)
         self.U = _parameter((d_c, input_dim), input_dim, factory)
@@ -224,6 +341,17 @@ class LLRNN(nn.Module):
         if self.reads_state:
             sources.append(Bang(self.state.atom))
         return lolli(*sources, endo(self.state.atom))
+
+    def _check_size(self, learned: dict) -> None:
+        """Refuse, before any memory is asked for, more parameters than ``MAX_PARAMETERS``."""
+        d_c = self.controller_dim
+        rows = d_c + 1 + sum(len(c.basis) for c in self.commands)
+        rows += sum(d.space.dim for d in self.data if d.fixed is None)
+        entries = rows * d_c + d_c * self.input_dim + sum(space.dim for space in learned.values()) + len(self.commands)
+        entries += self.input_space.dim * self.input_dim if self.input_space else 0
+        if entries > MAX_PARAMETERS:
+            raise LlrnnArgumentError(f"LLRNN: {entries:,} parameters are more than {MAX_PARAMETERS:,}; the state, "
+                                     "input_dim, commands and data ask for them: choose smaller spaces")
 
     def _check_masters(self, learned: dict) -> None:
         expected = self.expected_master_type()
@@ -310,6 +438,25 @@ class LLRNN(nn.Module):
         h_next = self.activation(inside)
         h_next = h_next + operators["out"](h) if "out" in operators else h_next
         return h_next[..., :self.state_dim] if self.scratch else h_next
+
+
+def _modules(name: str, modules: object) -> list[nn.Module]:
+    """``before`` or ``between``: an iterable of ``nn.Module`` steps (not a string)."""
+    if isinstance(modules, (str, bytes, nn.Module)) or not isinstance(modules, Iterable):
+        raise LlrnnArgumentError(f"LLRNN: {name} must be a sequence of torch.nn.Module steps, got {shown(modules)}")
+    steps = list(modules)
+    for step in steps:
+        _of_class("LLRNN", name, step, nn.Module, "a sequence of torch.nn.Module steps")
+    return steps
+
+
+def _fixed_constants(constants: object) -> dict[str, Given]:
+    """``constants``: a mapping of constant names to fixed values (``FIXED_VALUES``)."""
+    _of_class("LLRNN", "constants", constants, Mapping, "a mapping of constant names to values")
+    for name, value in constants.items():
+        _of_class("LLRNN", "constants key", name, str, "a constant's name")
+        _of_class("LLRNN", f"constants[{name!r}]", value, FIXED_VALUES, "a torch.Tensor or a value of lsrl.llrnn.logic")
+    return dict(constants)
 
 
 def _parameter(shape, fan_in: int, factory: dict) -> nn.Parameter:

@@ -54,7 +54,10 @@ def real(owner: str, name: str, value: Any, low: float | None = None, high: floa
     """``value`` as a finite float with ``low <= value`` (``<`` if ``low_open``) and ``value <= high``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not _real_scalar(value):
         raise LlrnnArgumentError(f"{owner}: {name} must be a finite number, got {_shown(value)}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float64
+        number = math.inf if value > 0 else -math.inf
     too_low = low is not None and (number <= low if low_open else number < low)
     if not math.isfinite(number) or too_low or high is not None and number > high:
         bounds = [f"> {low}" if low_open else f">= {low}"] if low is not None else []

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lsrl.errors import DimensionError
+from lsrl.errors import DimensionError, shown
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
 from lsrl.llrnn.ring import (
     WORD_TRANSFORMS, content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index,
@@ -43,6 +43,8 @@ from lsrl.llrnn.ring import (
 )
 
 MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
+MAX_SLOTS = 100_000  # ring sizes (as lsrl.llrnn.train allows); the head moves are K x N indices, checked too
+MAX_POWER = 64  # HigherOrderRNN: V(x)^0 .. V(x)^max_power, one product each per step (as lsrl.llrnn.train allows)
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -52,7 +54,7 @@ DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
 def _optional_size(owner: str, name: str, value: int | None) -> int | None:
     """None (the default size) or a size of at least 1."""
-    return None if value is None else count(owner, name, value)
+    return None if value is None else count(owner, name, value, high=MAX_SLOTS if "slots" in name else None)
 
 
 def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]:
@@ -252,7 +254,7 @@ class HigherOrderRNN(RecurrentModel):
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
         hidden_dim, input_dim = self.controller_dim, self.input_dim
-        max_power = count(self.name, "max_power", max_power, low=0)
+        max_power = count(self.name, "max_power", max_power, low=0, high=MAX_POWER)
         self.max_power = max_power
         self.add_weight("V", (hidden_dim, hidden_dim, input_dim), hidden_dim * input_dim)
         self.add_weight("W_p", (max_power + 1, hidden_dim), hidden_dim)
@@ -291,9 +293,31 @@ class Ring:
     write_moves: torch.Tensor
     read_moves: torch.Tensor | None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str):
+            raise LlrnnArgumentError(f"Ring: label must be a string, got {shown(self.label)}")
+        count(f"Ring {self.label!r}", "width", self.width)
+        slots = moves_of(f"Ring {self.label!r}", "write_moves", self.write_moves).shape[1]
+        if self.read_moves is not None:
+            moves_of(f"Ring {self.label!r}", "read_moves", self.read_moves, slots)
+
     @property
     def slots(self) -> int:
         return self.write_moves.shape[1]
+
+
+def moves_of(owner: str, name: str, moves: object, slots: int | None = None) -> torch.Tensor:
+    """``moves``: gather indices, an integer tensor (K, N) with K, N >= 1 (N = ``slots`` if given) whose rows
+    are permutations of 0 .. N-1 (the group elements of ``ring.py``)."""
+    if not isinstance(moves, torch.Tensor) or moves.dtype != torch.long or moves.dim() != 2 or 0 in moves.shape:
+        raise LlrnnArgumentError(f"{owner}: {name} must be a torch.long tensor (K, N) of gather indices, K, N >= 1, "
+                                 f"got {shown(moves)}")
+    N = moves.shape[1]
+    if slots is not None and N != slots:
+        raise LlrnnArgumentError(f"{owner}: {name} moves {N} slots, the ring has {slots}")
+    if not torch.equal(moves.sort(dim=1).values, torch.arange(N, device=moves.device).expand_as(moves)):
+        raise LlrnnArgumentError(f"{owner}: {name} must hold permutations of 0 .. {N - 1} (one per row)")
+    return moves
 
 
 def read(parts: dict[str, torch.Tensor], label: str) -> torch.Tensor:
@@ -303,12 +327,23 @@ def read(parts: dict[str, torch.Tensor], label: str) -> torch.Tensor:
 
 def rotation_moves(N: int, powers: Iterable[int]) -> torch.Tensor:
     """Gather indices (K, N) of ``R^n`` for ``n`` in ``powers``."""
+    powers = _few_moves(N, powers)
     return torch.stack([power_index(N, n) for n in powers])
 
 
 def word_moves(N: int, words: Iterable[str]) -> torch.Tensor:
     """Gather indices (K, N) of ``[[S]](R, R')`` for ``S`` in ``words``."""
+    words = _few_moves(N, words)
     return torch.stack([word_index(N, word) for word in words])
+
+
+def _few_moves(N: int, moves: Iterable) -> list:
+    """``moves`` as a list, refused before the (K, N) indices are built if they exceed ``MAX_PARAMETERS``."""
+    moves = list(moves)
+    if len(moves) * N > MAX_PARAMETERS:
+        raise LlrnnArgumentError(f"a ring of {N:,} slots with {len(moves):,} head moves needs {len(moves) * N:,} "
+                                 f"gather indices, more than {MAX_PARAMETERS:,}: choose fewer slots or moves")
+    return moves
 
 
 ERASES = ("location", "matrix")
@@ -354,10 +389,13 @@ class Stabilisers:
     controller: str = "relu"
 
     def __post_init__(self) -> None:
-        if self.erase not in ERASES:
-            raise DimensionError(f"erase must be one of {ERASES}, got {self.erase!r}")
-        if self.controller not in CONTROLLERS:
-            raise DimensionError(f"controller must be one of {tuple(CONTROLLERS)}, got {self.controller!r}")
+        if not isinstance(self.erase, str) or self.erase not in ERASES:
+            raise DimensionError(f"erase must be one of {ERASES}, got {shown(self.erase)}")
+        if not isinstance(self.controller, str) or self.controller not in CONTROLLERS:
+            raise DimensionError(f"controller must be one of {tuple(CONTROLLERS)}, got {shown(self.controller)}")
+        for switch in ("content_softmax", "gate", "sharpen", "content_addressing"):
+            if not isinstance(getattr(self, switch), bool):
+                raise LlrnnArgumentError(f"{switch} must be True or False, got {shown(getattr(self, switch))}")
 
 
 class RingMachine(RecurrentModel):
@@ -386,7 +424,7 @@ class RingMachine(RecurrentModel):
                  device: torch.device | str | None, **stabilisers: str | bool) -> None:
         super().__init__(input_dim, controller_dim, dtype, device)
         controller_dim = self.controller_dim
-        self.rings, self.drivers = rings, tuple(drivers)
+        self.rings, self.drivers = self.checked_rings(rings, symbol_dim, drivers, pattern_moves)
         unknown = sorted(set(stabilisers) - {field.name for field in fields(Stabilisers)})
         if unknown:
             raise LlrnnArgumentError(f"{self.name}: unknown option(s) {', '.join(unknown)}; the stabilisers are "
@@ -411,6 +449,40 @@ class RingMachine(RecurrentModel):
         # step, and an address moved only by linear maps never recovers from 0.
         self.set_layout(shapes, addresses=tuple(name for name in shapes if name[0] in "rw"),
                         first_program=tuple("M" + label for label in self.drivers))
+
+    def checked_rings(self, rings: object, symbol_dim: object, drivers: object, pattern_moves: object
+                      ) -> tuple[list[Ring], tuple[str, ...]]:
+        """``rings`` and ``drivers`` if they make a machine: ring 1 as wide as ``symbol_dim`` (or the controller),
+        other rings with a read head, and ring 1 without one exactly when driver rings and ``pattern_moves``
+        (K = the product of the drivers' widths, ring 1's slots) move it."""
+        if isinstance(rings, (str, bytes)) or not isinstance(rings, Iterable):
+            raise LlrnnArgumentError(f"{self.name}: rings must be a sequence of Ring, got {shown(rings)}")
+        rings = list(rings)
+        if not rings or not all(isinstance(ring, Ring) for ring in rings):
+            raise LlrnnArgumentError(f"{self.name}: rings must be a non-empty sequence of Ring, got {shown(rings)}")
+        labels = [ring.label for ring in rings]
+        if len(set(labels)) != len(labels):
+            raise LlrnnArgumentError(f"{self.name}: rings must have distinct labels, got {labels}")
+        width = self.controller_dim if symbol_dim is None else count(self.name, "symbol_dim", symbol_dim)
+        if rings[0].width != width:
+            raise LlrnnArgumentError(f"{self.name}: ring 1 has width {rings[0].width}, but the controller reads "
+                                     f"{width} (symbol_dim, else controller_dim)")
+        drivers = strings(self.name, "drivers", drivers, nonempty=False)
+        if any(label not in labels[1:] for label in drivers) or len(set(drivers)) != len(drivers):
+            raise LlrnnArgumentError(f"{self.name}: drivers must name distinct rings after the first ({labels[1:]}), "
+                                     f"got {drivers}")
+        if any(ring.read_moves is None for ring in rings[1:]):
+            raise LlrnnArgumentError(f"{self.name}: only ring 1 may have no read head (read_moves None)")
+        if (rings[0].read_moves is None) != bool(drivers) or bool(drivers) != (pattern_moves is not None):
+            raise LlrnnArgumentError(f"{self.name}: ring 1 without a read head needs drivers and pattern_moves, and "
+                                     "they need it: give all three or none")
+        if drivers:
+            moves = moves_of(self.name, "pattern_moves", pattern_moves, rings[0].slots)
+            width_of = {ring.label: ring.width for ring in rings}
+            if moves.shape[0] != math.prod(width_of[label] for label in drivers):
+                raise LlrnnArgumentError(f"{self.name}: pattern_moves has {moves.shape[0]} rows, the drivers' widths "
+                                         f"make {math.prod(width_of[label] for label in drivers)}")
+        return rings, drivers
 
     def heads(self, ring: Ring) -> list[tuple[str, torch.Tensor]]:
         """The controller's heads on ``ring``: ``("s", moves)`` and, when it has one, ``("q", moves)``."""
@@ -535,7 +607,8 @@ class NTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, powers: Iterable[int] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots = count(self.name, "slots", slots)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        controller_dim = count(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         powers = ring_powers(slots, None if powers is None else integers(self.name, "powers", powers))
         moves = rotation_moves(slots, powers)
@@ -553,7 +626,8 @@ class DihedralNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, words: Iterable[str] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots = count(self.name, "slots", slots)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        controller_dim = count(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         words = DIHEDRAL_WORDS if words is None else binary_words(self.name, "words", words)
         moves = word_moves(slots, words)
@@ -581,7 +655,7 @@ class PatternNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
                  pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
@@ -617,7 +691,7 @@ class MultiplePatternNTM(RingMachine):
         slots = integers(self.name, "slots", slots)
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
-        slots = tuple(count(self.name, f"slots[{i}]", N) for i, N in enumerate(slots))
+        slots = tuple(count(self.name, f"slots[{i}]", N, high=MAX_SLOTS) for i, N in enumerate(slots))
         symbol_dim = count(self.name, "symbol_dim", symbol_dim)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         switch_words = binary_words(self.name, "switch_words", switch_words)
@@ -671,7 +745,7 @@ class PolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         if isinstance(polynomials, (str, bytes)) or not isinstance(polynomials, Iterable):
@@ -707,7 +781,7 @@ class DihedralPolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots), count(self.name, "symbol_dim", symbol_dim)
+        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_words = binary_words(self.name, "pattern_words", pattern_words)
         transforms = strings(self.name, "transforms", transforms)

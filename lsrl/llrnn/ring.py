@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import torch
 
+from lsrl.errors import shown
 from lsrl.llrnn.checks import LlrnnArgumentError, count, integers
 
 WORD_TRANSFORMS = {
@@ -61,7 +62,7 @@ def _dense_ring(owner: str, N: int, dtype: torch.dtype, device: torch.device | s
         raise LlrnnArgumentError(f"{owner}: dtype must be a torch.dtype, got {type(dtype).__name__}")
     try:
         device = torch.device(device) if device is not None else None
-    except (RuntimeError, TypeError):
+    except (RuntimeError, TypeError, ValueError):  # ValueError: an index beyond a C long
         raise LlrnnArgumentError(f"{owner}: device must be a torch device or its name, got {device!r}"[:200]) from None
     return N, {"dtype": dtype, "device": device}
 
@@ -97,8 +98,8 @@ def word_counts(word: str) -> tuple[int, int]:
 
 def word_transform(name: str, word: str) -> str:
     """The word ``f(word)`` for a transform ``f`` in ``WORD_TRANSFORMS`` (Sec. 4.3.1)."""
-    if name not in WORD_TRANSFORMS:
-        raise LlrnnArgumentError(f"unknown word transform {name!r}; known: {sorted(WORD_TRANSFORMS)}")
+    if not isinstance(name, str) or name not in WORD_TRANSFORMS:
+        raise LlrnnArgumentError(f"unknown word transform {shown(name)}; known: {sorted(WORD_TRANSFORMS)}")
     return WORD_TRANSFORMS[name](check_word(word))
 
 

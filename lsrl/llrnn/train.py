@@ -571,7 +571,7 @@ class Trainer:
         """Train until ``config.steps``; checkpoint every ``checkpoint_every`` steps if asked."""
         bar = tqdm(total=self.config.steps, initial=self.step, disable=not progress, desc=self.config.model)
         clock = time.perf_counter()
-        while self.step < self.config.steps:
+        while self.step < self.config.steps:  # train_step adds 1 to step: at most config.steps rounds
             row = self.train_step()
             bar.update()
             bar.set_postfix(loss=f"{row['loss']:.3f}", err=f"{row['running_error']:.3f}", len=row["length"])

@@ -10,7 +10,7 @@ import numpy as np
 
 from lsrl.errors import BackendError, LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
-from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name
+from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name, refuse_float_overflow
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions
@@ -110,7 +110,7 @@ class CompiledProgram:
             if self._plan is None:  # built once: the layers do not change after compiling
                 self.require_float64_weights("model(xs)")
                 self._plan = runner.build_plan(self.input.dim, self.layers)
-            result = runner.run_plan(self._plan, batch)
+            result = refuse_float_overflow(runner.run_plan(self._plan, batch), f"{self.name}: the output")
         return result[0] if squeeze else result
 
     def trace(self, xs: Any, exact: bool = False, check_bounds: bool = True,

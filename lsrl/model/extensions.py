@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from lsrl.errors import InternalError, LsrlError
+from lsrl.errors import InternalError, LsrlError, shown
 
 if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
@@ -46,8 +46,8 @@ def find_target(name: str) -> Target:
     """The target registered as ``name``; ``LsrlError`` listing the architectures for an unknown one."""
     if not TARGETS:
         raise InternalError("no target is registered: lsrl.targets was not imported")
-    if name not in TARGETS:
-        raise LsrlError(f"unknown architecture {name!r}; expected one of {tuple(TARGETS)}")
+    if not isinstance(name, str) or name not in TARGETS:
+        raise LsrlError(f"unknown architecture {shown(name)}; expected one of {tuple(TARGETS)}")
     return TARGETS[name]
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from lsrl.errors import LsrlError
+from lsrl.lang.evaluate import finite_numbers
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
@@ -140,9 +141,9 @@ def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: in
     ``f`` maps a length-d_in numpy vector to d_out values. With ``exact=True`` the grid numbers are
     Fractions (object array) so that an exact run sees exactly the cells of the grid.
     """
-    d_in = positive_integer(d_in, "continuous_prompt: d_in")
-    d_out = positive_integer(d_out, "continuous_prompt: d_out")
-    cells_per_dim = positive_integer(cells_per_dim, "continuous_prompt: cells_per_dim")
+    d_in = positive_integer(d_in, "continuous_prompt: d_in", MAX_DIMENSION)
+    d_out = positive_integer(d_out, "continuous_prompt: d_out", MAX_DIMENSION)
+    cells_per_dim = positive_integer(cells_per_dim, "continuous_prompt: cells_per_dim", MAX_PROMPT_CELLS)
     if not callable(f):
         raise LsrlError(f"continuous_prompt: f must be a function of a length-d_in vector, got {type(f).__name__}")
     if cells_per_dim ** d_in > MAX_PROMPT_CELLS:
@@ -173,6 +174,7 @@ def continuous_prompt(f: Callable[[np.ndarray], ArrayLike], d_in: int, d_out: in
 def continuous_query(q: ArrayLike, d_out: int) -> np.ndarray:
     """The query token ``[q', 0_{d_out+1}]`` as a ``(1, 1 + d_in + d_out)`` array; it is the model's
     first input token, before ``continuous_prompt``'s."""
-    d_out = positive_integer(d_out, "continuous_query: d_out")
+    d_out = positive_integer(d_out, "continuous_query: d_out", MAX_DIMENSION)
+    finite_numbers(q, "continuous_query: q")  # no complex, text, None, NaN or infinity
     q = list(np.asarray(q, dtype=object).reshape(-1))
     return np.array([q + [0] * (d_out + 1)], dtype=object)

@@ -165,7 +165,7 @@ def check_discrete_prompt(prompts: ArrayLike, n: int, vocabulary: int | None = N
 
 def _vocabulary(vocabulary: object, owner: str) -> int:
     """The largest token: a non-negative integer."""
-    if isinstance(vocabulary, bool) or not isinstance(vocabulary, numbers.Integral) or vocabulary < 0:
+    if isinstance(vocabulary, (bool, np.timedelta64)) or not isinstance(vocabulary, numbers.Integral) or vocabulary < 0:
         raise LsrlError(f"{owner}: vocabulary (the largest token) must be a non-negative integer, got {vocabulary!r}")
     return int(vocabulary)
 

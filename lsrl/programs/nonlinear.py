@@ -70,7 +70,7 @@ def conditional_reset(threshold: int = 5) -> ForEach:
     ``ReLU(v), ReLU(v - T), ReLU(v - T - 1)`` (``ReLU(v) = v`` as ``v >= 0``), exact for every integer
     input and every length.
     """
-    if not isinstance(threshold, int) or threshold < 0:
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
         raise LsrlError(f"conditional_reset: threshold must be a non-negative integer, got {threshold!r}")
     increments = Input(1, name="increments", bounds=(0, None), integer=True)
     total = feature_state(
@@ -111,8 +111,11 @@ def squaring(values: Iterable[int] = range(26)) -> ForEach:
     state reaches lies in ``values`` (with ``values = range(26)``: up to three squarings in a row,
     0 -> 1 -> 4 -> 25; outside, ``g`` continues its last segment linearly).
     """
-    if not isinstance(values, Iterable) or isinstance(values, (str, bytes)) or not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+    try:  # a 0-d array or tensor is Iterable, yet cannot be iterated
+        values = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
+    except TypeError:
+        values = None
+    if values is None or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
         raise LsrlError(f"squaring: values must be integers that include 0, got {values!r}"[:300])
     points = sorted({Fraction(int(v)) for v in values})
     if 0 not in points:

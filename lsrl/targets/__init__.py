@@ -72,7 +72,10 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
 
     if not isinstance(model, CompiledProgram):
         raise LsrlError(f"inspect: model must be a CompiledProgram, got {type(model).__name__}")
-    archs = tuple(archs) if isinstance(archs, Iterable) and not isinstance(archs, str) else (archs,)
+    try:  # a 0-d array or tensor is Iterable, yet cannot be iterated
+        archs = tuple(archs) if isinstance(archs, Iterable) and not isinstance(archs, str) else (archs,)
+    except TypeError:
+        archs = (archs,)
     if not all(isinstance(arch, str) and arch in TARGETS for arch in archs):
         raise LsrlError(f"inspect: archs must be architecture names among {ARCHITECTURES}, got {archs!r}"[:300])
     lines = [model.summary()]

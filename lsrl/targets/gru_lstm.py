@@ -555,7 +555,10 @@ def checked_gate_bound(gate_bound: object, dtype: str = "float64") -> float:
     if dtype not in SIGNIFICAND_BITS:
         raise LsrlError(f"gru: no GRU product layer in dtype {dtype!r} (known: {', '.join(SIGNIFICAND_BITS)})")
     low, high = gate_bound_range(dtype)
-    value = float(gate_bound)
+    try:
+        value = float(gate_bound)
+    except OverflowError:  # an int beyond float64: outside the range below
+        value = math.inf
     if not low <= value <= high:  # NaN included
         raise LsrlError(
             f"gru: gate_bound={gate_bound!r} is outside [{low:.3g}, {high:.6g}] = [2^{math.log2(low):.0f}, "

@@ -642,7 +642,7 @@ def _as_stack(stack, construction, max_len, architecture) -> BlockStack:
 
 
 def _check_max_len(max_len, architecture, construction):
-    if construction not in CONSTRUCTIONS:
+    if not isinstance(construction, str) or construction not in CONSTRUCTIONS:
         raise LsrlError(f"{architecture}: construction must be one of {CONSTRUCTIONS}, got {construction!r}")
     if construction == "diagonal":
         if max_len is not None:

@@ -54,7 +54,8 @@ class Target:
 
     def built_on_diagonal(self, options: Mapping[str, Any]) -> bool:
         """Whether the module computes ``model.diagonal()`` (rather than ``model``) given ``options``."""
-        return self.diagonal and options.get("construction", "diagonal") == "diagonal"
+        construction = options.get("construction", "diagonal")  # the builder refuses what is no name
+        return self.diagonal and isinstance(construction, str) and construction == "diagonal"
 
     def to_torch(self, model: CompiledProgram, **options: Any) -> nn.Module:
         """``model`` as a module of this architecture (see ``lsrl.targets.to_torch``)."""
@@ -124,7 +125,8 @@ def whole_number_option(arch: str, option: str, value: object, at_most: int, why
     one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
     (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""
     real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not real or not math.isfinite(value) or value != int(value):
+    integral = real and isinstance(value, numbers.Integral)  # however large (math.isfinite would overflow)
+    if not real or not integral and (not math.isfinite(value) or value != int(value)):
         raise LsrlError(f"{arch}: {option} must be a positive integer, got {type(value).__name__} {value!r}")
     if not 1 <= value <= at_most:
         raise LsrlError(f"{arch}: {option} must be an integer in 1..{at_most}{why}, got {value!r}")

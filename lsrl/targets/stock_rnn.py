@@ -555,11 +555,11 @@ def stock_dtype(name: str) -> torch.dtype:
 
 
 def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str) -> Scales:
-    if dtype not in DTYPES:
+    if not isinstance(dtype, torch.dtype) or dtype not in DTYPES:
         raise LsrlError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
     for option, value in (("amplitude", amplitude), ("gate_amplitude", gate_amplitude), ("gain", gain)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not 0 < value < math.inf):
+        if (value is not None or option == "gain") and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                                        or not 0 < value < math.inf):
             raise LsrlError(f"{name}: {option} must be a positive finite number, got {value!r}")
     return Scales(dtype, float(amplitude or AMPLITUDE[dtype]), float(gate_amplitude or GATE_AMPLITUDE[dtype]),
                   float(gain))

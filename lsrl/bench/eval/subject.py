@@ -256,7 +256,7 @@ class PathSubject(Subject):
             layer = self.layers[index]
             if layer.kind in STATE_KINDS:  # a state unit read by a reached one through A is reached too
                 carry = self._label_weight(index, "A")
-                while True:
+                while True:  # reach grows by a unit or ends: at most the layer's width rounds
                     grown = reach[index] | carry[reach[index]].any(axis=0)
                     if (grown == reach[index]).all():
                         break
