@@ -841,7 +841,24 @@ def check_circuit(circuit: lsrl.bench.Circuit, args: dict) -> None:
     assert all(unit["hook"] in hooks for unit in circuit.units)
 
 
+@functools.cache
+def rotated_folder() -> str:
+    """The rotated tier's path folder of the parity task (built once)."""
+    root = fresh_path("bench-rotated")
+    lsrl.bench.build_suite(root, ["parity"], progress=False, tiers=["rotated"])
+    return str(Path(root) / "rotated" / "parity" / "path")
+
+
+def check_rotations(rotations: dict, args: dict) -> None:
+    """Every stored Q is exactly orthogonal (Fractions: Q Q^T = I)."""
+    assert rotations
+    for Q in rotations.values():
+        assert (Q.dot(Q.T) == np.eye(len(Q), dtype=int)).all()
+
+
 BENCH = [
+    Boundary("lsrl.bench.read_rotations", lsrl.bench.read_rotations, {"folder": st.builds(rotated_folder)},
+             check_rotations, words={"folder": ("read_rotations", "folder", "rotations")}),
     Boundary("lsrl.bench.read_circuit", lsrl.bench.read_circuit,
              {"path": st.builds(lambda: str(Path(bench_root()) / "parity" / "rnn" / "circuit.json"))}, check_circuit,
              words={"path": ("read_circuit", "circuit")}),

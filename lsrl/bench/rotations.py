@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from lsrl.bench import standalone
+from lsrl.errors import ModelFileError, shown
+from lsrl.model.writing import as_path
 from lsrl.numbers import Matrix
 
 FILE = "rotations.json"
@@ -49,12 +51,14 @@ def rotations_json(rotations: dict[str, Matrix]) -> str:
 def read_rotations(folder: str | Path) -> dict[str, np.ndarray]:
     """``{hook: Q}`` of a suite folder's ``rotations.json`` (checked against its manifest), each ``Q`` a square
     array of ``fractions.Fraction`` (exact; ``.astype(float)`` for torch); ``{}`` where the folder has none
-    (``SuiteFileError`` on a changed or malformed file)."""
-    folder = Path(folder)
+    (``ModelFileError`` on a changed or malformed file)."""
+    folder = as_path(folder, "read_rotations")
+    if not (folder / "config.json").is_file():
+        raise ModelFileError(f"read_rotations: {str(folder)!r} is not a suite folder (no config.json)")
     if not (folder / FILE).is_file():
         return {}
-    standalone.verify_checksums(folder, (FILE,))
     try:
+        standalone.verify_checksums(folder, (FILE,))
         stored = json.loads((folder / FILE).read_text(encoding="utf-8"))
         if stored["format"] != FORMAT or stored["version"] != VERSION:
             raise ValueError(f"fields 'format' and 'version' must be {FORMAT!r} and {VERSION}")
@@ -64,6 +68,8 @@ def read_rotations(folder: str | Path) -> dict[str, np.ndarray]:
             for i, j, value in basis["entries"]:
                 matrix[i, j] = Fraction(value)
             rotations[hook] = matrix
-    except (ValueError, KeyError, TypeError, IndexError) as error:
-        raise standalone.SuiteFileError(f"{folder / FILE}: malformed ({error})") from None
+    except standalone.SuiteFileError as error:
+        raise ModelFileError(str(error)) from None
+    except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError) as error:
+        raise ModelFileError(f"{str(folder / FILE)!r}: malformed ({shown(error)})") from None
     return rotations
