@@ -25,6 +25,7 @@ import torch
 import lsrl
 from lsrl.programs import continuous_approximator, discrete_approximator, more_ones_than_zeros
 from lsrl.targets import ARCHITECTURES, STOCK, layer_report
+from lsrl.targets.precision import Tolerance
 from results import add_csv_option, write_csv
 
 REPEATS = 3
@@ -58,6 +59,15 @@ def cpu_seconds(net, xs):
             net(xs)
             times.append(time.process_time() - start)
     return statistics.median(times)
+
+
+def stated_tolerance(net, xs):
+    """The error ``net`` states for a run on ``xs``: a ``Tolerance``'s bound at that length and input size,
+    or the stock targets' number."""
+    tolerance = getattr(net, "tolerance", None)
+    if isinstance(tolerance, Tolerance):
+        return tolerance.bound(xs.shape[-2], float(xs.abs().max()))
+    return tolerance
 
 
 def main():
@@ -96,7 +106,7 @@ def main():
             params = sum(p.numel() for p in net.parameters())
             widest, nonzeros = max(r["hidden"] for r in rows), sum(r["nonzeros"] for r in rows)
             largest = max(float(p.detach().abs().max()) for p in net.parameters() if p.numel())
-            tolerance = getattr(net, "tolerance", None)
+            tolerance = stated_tolerance(net, xs)
             seconds = cpu_seconds(net, xs.to(options.get("dtype", torch.float64)))
             told = f"{tolerance:9.2g}" if tolerance is not None else f"{'':9}"
             print(f"{program.name:46} {label:22} {layers:6d} {widest:6d} {params:9d} {nonzeros:9d} {largest:9.2g} "
