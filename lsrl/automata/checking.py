@@ -30,6 +30,8 @@ from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import AutomatonError, LsrlError
 
+MAX_CHECK_SYMBOLS = 10 ** 8  # strings x max_length per machine: 800 MB of int64 symbols, minutes of CPU
+
 if TYPE_CHECKING:
     from lsrl.automata.networks import AutomatonNetwork
 
@@ -137,6 +139,9 @@ def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHIT
     batch = whole_number(batch, "batch", "check", minimum=1, error=LsrlError)
     seed = whole_number(seed, "seed", "check", minimum=0, error=LsrlError)
     first = whole_number(first, "first", "check", minimum=0, error=LsrlError)
+    if strings * max_length > MAX_CHECK_SYMBOLS:  # the strings are drawn whole, as int64 rows of max_length
+        raise AutomatonError(f"check: strings x max_length must be at most {MAX_CHECK_SYMBOLS:,} symbols per machine, "
+                             f"got {strings:,} x {max_length:,}; check fewer or shorter strings")
     if not isinstance(architectures, Iterable):
         raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, got {shown(architectures)}")
     architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
