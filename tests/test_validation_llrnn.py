@@ -496,3 +496,44 @@ def test_an_unhashable_word_transform_name_is_refused_in_one_line():
         word_transform(slice(1), "01")
     assert "\n" not in str(error.value)
     assert word_transform("repeat", "001") == "001001"
+
+
+# ---- long binary words: share is a loop, and words are capped at what llrnn_form can build (MAX_TERM_WORD) ----
+
+
+def test_share_builds_thousands_of_copies_without_recursion():
+    from lsrl.llrnn.logic import Var
+    from lsrl.llrnn.logic.library import share
+    from lsrl.llrnn.logic.terms import Copy
+
+    term, depth = share("v", 5000, lambda names: Var(names[-1])), 0
+    while isinstance(term, Copy):  # walked by a loop: the term is 4,999 copies deep
+        depth, term = depth + 1, term.body
+    assert depth == 4999 and term == Var("v" + "'" * 5000)
+
+
+def test_the_longest_binary_word_runs_through_llrnn_form_as_the_explicit_model():
+    from lsrl.llrnn.logic.library import MAX_TERM_WORD
+
+    word = ("011" * MAX_TERM_WORD)[:MAX_TERM_WORD]
+    model = DihedralNTM(2, 3, 5, words=("0", word))
+    xs = torch.randn(2, 3, 2, dtype=torch.float64)
+    assert torch.allclose(llrnn_form(model)(xs), model(xs), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("length", [129, 1000, 10 ** 5])
+def test_longer_words_are_refused_in_one_line(length):
+    from lsrl.llrnn.logic import Atom, binary
+    from lsrl.llrnn.logic.check import LogicError
+    from lsrl.llrnn.logic.library import MAX_TERM_WORD
+
+    assert length > MAX_TERM_WORD
+    word = "01" * (length // 2) + "1" * (length % 2)
+    for call, error in ((lambda: binary(word, Atom("A")), LogicError),
+                        (lambda: DihedralNTM(2, 3, 5, words=("0", word)), LlrnnArgumentError),
+                        (lambda: MultiplePatternNTM(2, 3, 2, switch_words=("0", word)), LlrnnArgumentError)):
+        with pytest.raises(error, match=rf"at most {MAX_TERM_WORD} letters") as caught:
+            call()
+        assert "\n" not in str(caught.value)
+    with pytest.raises(LogicError, match="binary: the word must be a string"):
+        binary(7, Atom("A"))
