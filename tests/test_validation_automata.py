@@ -526,3 +526,16 @@ def test_check_at_its_cap_is_accepted():
 
     # the cap itself is allowed: no machines, so nothing is drawn
     assert check([], ["rnn"], strings=MAX_CHECK_SYMBOLS // 1000, max_length=1000)[0].strings == 0
+
+
+@pytest.mark.parametrize("strings, batch", [(10 ** 6, 1), (1001, 1), (10 ** 7, 9999)])
+def test_check_refuses_more_batches_than_its_cap_before_any_work(strings, batch):
+    from lsrl.automata.checking import MAX_CHECK_BATCHES
+
+    assert -(-strings // batch) > MAX_CHECK_BATCHES
+    with deadline(5), pytest.raises(AutomatonError, match=r"^check: strings / batch must be at most") as caught:
+        check(iter([]), ["rnn"], strings=strings, max_length=1, batch=batch)
+    assert "\n" not in str(caught.value)
+    # the largest number of batches allowed runs, and finds no error
+    result = check([tomita(1)], ["rnn"], strings=MAX_CHECK_BATCHES, max_length=2, batch=1)[0]
+    assert result.errors == 0 and result.strings == MAX_CHECK_BATCHES
