@@ -26,6 +26,7 @@ from lsrl.llrnn.reproduce import run_reproduction
 from lsrl.llrnn.tasks import MultiplePattern
 from lsrl.llrnn.train import MAX_STEPS, TrainConfig, Trainer, TrainingError, preset, train
 from lsrl.workers import MAX_WORKERS, StudyError, check_workers
+from fuzz_strategies import deadline
 
 
 def _one_line_failure(args, *words, code=None):
@@ -537,3 +538,43 @@ def test_longer_words_are_refused_in_one_line(length):
         assert "\n" not in str(caught.value)
     with pytest.raises(LogicError, match="binary: the word must be a string"):
         binary(7, Atom("A"))
+
+
+# ---- llrnn_form: the sizes of its dense maps are estimated and refused before anything is allocated ----
+
+
+def _dense_numbers(cell) -> int:
+    """What the built form holds in dense maps: fixed rotations/reflections, erase spaces, the input map."""
+    fixed = sum(d.fixed.matrix.numel() for d in cell.data if d.fixed is not None and hasattr(d.fixed, "matrix"))
+    erase = sum(d.space.dim for d in cell.data if d.fixed is None and d.name.startswith("e"))
+    return fixed + erase + (cell.input_space.dim if cell.input_space is not None and not cell.data else 0)
+
+
+@pytest.mark.parametrize("make", [lambda: NTM(2, 3, 6), lambda: DihedralNTM(2, 3, 5),
+                                  lambda: NTM(2, 3, 6, erase="location"), lambda: SecondOrderRNN(2, 4)])
+def test_form_elements_counts_what_llrnn_form_builds(make):
+    from lsrl.llrnn.forms import form_elements
+
+    # an upper estimate (the contragredients R^∨, P^∨ are counted as dense, though built lazily), within 2x
+    model = make()
+    built = _dense_numbers(llrnn_form(model))
+    assert built <= form_elements(model) <= 2 * built
+
+
+@pytest.mark.parametrize("make, match", [(lambda: NTM(2, 3, 4097), "4,097 slots"),
+                                         (lambda: DihedralNTM(2, 3, 4000), "64,0.* numbers")])
+def test_forms_too_large_are_refused_before_allocating(make, match):
+    model = make()  # the explicit model is accepted: it needs no dense N x N map
+    with deadline(5), pytest.raises(LlrnnArgumentError, match=rf"^llrnn_form: .*{match}") as caught:
+        llrnn_form(model)
+    assert "\n" not in str(caught.value)
+
+
+def test_space_caps_coordinates_as_the_explicit_models_count_parameters():
+    from lsrl.errors import DimensionError
+    from lsrl.llrnn.cell import Space
+    from lsrl.llrnn.logic import Atom, endo
+
+    assert Space(endo(Atom("A")), (7072, 7072), diagonal=True).dim == 7072  # 7,072 coordinates
+    with pytest.raises(DimensionError, match="at most 50,000,000 coordinates"):
+        Space(endo(Atom("A")), (7072, 7072))
