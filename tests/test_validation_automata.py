@@ -539,3 +539,9 @@ def test_check_refuses_more_batches_than_its_cap_before_any_work(strings, batch)
     # the largest number of batches allowed runs, and finds no error
     result = check([tomita(1)], ["rnn"], strings=MAX_CHECK_BATCHES, max_length=2, batch=1)[0]
     assert result.errors == 0 and result.strings == MAX_CHECK_BATCHES
+
+
+@pytest.mark.parametrize("architectures", [np.array(3.0), 3, None])
+def test_check_refuses_architectures_that_cannot_be_listed(architectures):
+    with pytest.raises(LsrlError, match="^check: architectures must be names among"):
+        check([tomita(1)], architectures, strings=1, max_length=1)

@@ -146,9 +146,11 @@ def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHIT
     if -(-strings // batch) > MAX_CHECK_BATCHES:  # each batch costs a torch call and a reference look-up
         raise AutomatonError(f"check: strings / batch must be at most {MAX_CHECK_BATCHES:,} batches per machine, got "
                              f"{strings:,} / {batch:,}; choose a larger batch")
-    if not isinstance(architectures, Iterable):
-        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, got {shown(architectures)}")
-    architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
+    try:  # a 0-d numpy array is an Iterable that cannot be iterated
+        architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
+    except TypeError:
+        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, "
+                        f"got {shown(architectures)}") from None
     for arch in architectures:
         if not isinstance(arch, str) or arch not in ARCHITECTURES:
             raise LsrlError(f"check: architectures must be among {ARCHITECTURES}, got {arch!r}")
