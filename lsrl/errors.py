@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 
 REPORT_REQUEST = ("This is a bug in lsrl, not in your program: please report it with the traceback and the program "
@@ -53,6 +54,18 @@ class InternalError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"{message}\n{REPORT_REQUEST}")
+
+
+def whole_number(value: object) -> int | None:
+    """``value`` as an ``int`` if it is a whole number (a Python or numpy integer), else None: the one test of
+    every integer argument. A bool is no count, and a numpy ``timedelta64`` (which ``numbers.Integral``
+    accepts) is a duration; ``operator.index`` refuses floats, strings and timedelta64."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def shown(value: object) -> str:

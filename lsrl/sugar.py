@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from lsrl.errors import DimensionError, LsrlError, shown
+from lsrl.errors import DimensionError, LsrlError, shown, whole_number
 from lsrl.lang.bounds import ValueRange, is_nonnegative, is_nonpositive, is_zero, max_abs, value_bounds
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
 from lsrl.numbers import EXACT, MatrixLike, is_number, to_rational
@@ -59,12 +59,13 @@ def flag(value: object, where: str) -> bool:
 def positive_integer(value: object, where: str, at_most: int | None = None) -> int:
     """``value`` as a positive ``int`` (at most ``at_most``), or an ``LsrlError`` naming ``where``."""
     # a bool is no count, and a numpy timedelta64 (a numpy integer type) is a duration
-    if isinstance(value, (bool, np.timedelta64)) or not isinstance(value, numbers.Integral):
+    number = whole_number(value)
+    if number is None:
         raise LsrlError(f"{where} must be a positive integer, got {type(value).__name__} {shown(value)}")
-    if value < 1 or (at_most is not None and value > at_most):
+    if number < 1 or (at_most is not None and number > at_most):
         limit = "" if at_most is None else f" up to {at_most}"
         raise LsrlError(f"{where} must be a positive integer{limit}, got {value!r}")
-    return int(value)
+    return number
 
 
 def _never_below(lower: Node, upper: Node) -> tuple[int, ValueRange, ValueRange] | None:
@@ -237,7 +238,7 @@ def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: flo
     stored as the nearest floats (use it with the float backend).
     """
     x = as_node(x, "f_modulo_counter")
-    if isinstance(divisor, bool) or not isinstance(divisor, numbers.Integral) or not 1 <= divisor <= MAX_DIVISOR:
+    if whole_number(divisor) is None or not 1 <= divisor <= MAX_DIVISOR:
         raise LsrlError(f"f_modulo_counter on {x.describe()}: divisor must be an integer in 1..{MAX_DIVISOR:,}, got "
                         f"{divisor!r}"[:300])
     if not isinstance(method, str) or method not in ("permutation", "rotation"):

@@ -9,11 +9,10 @@ any machine (64 processes of torch are already ~20 GB).
 
 from __future__ import annotations
 
-import operator
 import os
 from typing import Any
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, whole_number
 
 
 def usable_cpus() -> int:
@@ -33,10 +32,7 @@ class StudyError(LsrlError):
 
 def check_workers(owner: str, workers: Any) -> int:
     """``workers`` as an int in 1 .. ``MAX_WORKERS``, else a ``StudyError`` naming ``owner``."""
-    try:
-        number = None if isinstance(workers, bool) else operator.index(workers)
-    except TypeError:
-        number = None
+    number = whole_number(workers)
     if number is None or not 1 <= number <= MAX_WORKERS:
         raise StudyError(f"{owner}: workers must be an integer in 1 .. {MAX_WORKERS} (4 per usable CPU, "
                            f"at most 64), got {workers!r}")

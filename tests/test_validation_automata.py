@@ -503,3 +503,45 @@ def test_export_onnx_to_impossible_paths(tmp_path):
             export_onnx(net, path)
         one_line(error)
     assert export_onnx(net, tmp_path / "ok.onnx").is_file()
+
+
+@pytest.mark.parametrize("strings, max_length", [(10 ** 9, 1), (1, 10 ** 9), (10 ** 5, 10 ** 4), (10 ** 60, 10 ** 60)])
+def test_check_refuses_more_symbols_than_its_cap_before_any_work(strings, max_length):
+    from lsrl.automata.checking import MAX_CHECK_SYMBOLS
+
+    drawn = []
+
+    def machines():  # a machine drawn would mean work started
+        drawn.append(1)
+        yield random_dfa(3, 2, 0)
+
+    assert strings * max_length > MAX_CHECK_SYMBOLS
+    with deadline(5), pytest.raises(AutomatonError, match=r"^check: strings x max_length .*at most") as caught:
+        check(machines(), ["rnn"], strings=strings, max_length=max_length)
+    assert "\n" not in str(caught.value) and drawn == []
+
+
+def test_check_at_its_cap_is_accepted():
+    from lsrl.automata.checking import MAX_CHECK_SYMBOLS
+
+    # the cap itself is allowed: no machines, so nothing is drawn
+    assert check([], ["rnn"], strings=MAX_CHECK_SYMBOLS // 1000, max_length=1000)[0].strings == 0
+
+
+@pytest.mark.parametrize("strings, batch", [(10 ** 6, 1), (1001, 1), (10 ** 7, 9999)])
+def test_check_refuses_more_batches_than_its_cap_before_any_work(strings, batch):
+    from lsrl.automata.checking import MAX_CHECK_BATCHES
+
+    assert -(-strings // batch) > MAX_CHECK_BATCHES
+    with deadline(5), pytest.raises(AutomatonError, match=r"^check: strings / batch must be at most") as caught:
+        check(iter([]), ["rnn"], strings=strings, max_length=1, batch=batch)
+    assert "\n" not in str(caught.value)
+    # the largest number of batches allowed runs, and finds no error
+    result = check([tomita(1)], ["rnn"], strings=MAX_CHECK_BATCHES, max_length=2, batch=1)[0]
+    assert result.errors == 0 and result.strings == MAX_CHECK_BATCHES
+
+
+@pytest.mark.parametrize("architectures", [np.array(3.0), 3, None])
+def test_check_refuses_architectures_that_cannot_be_listed(architectures):
+    with pytest.raises(LsrlError, match="^check: architectures must be names among"):
+        check([tomita(1)], architectures, strings=1, max_length=1)

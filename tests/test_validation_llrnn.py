@@ -26,6 +26,7 @@ from lsrl.llrnn.reproduce import run_reproduction
 from lsrl.llrnn.tasks import MultiplePattern
 from lsrl.llrnn.train import MAX_STEPS, TrainConfig, Trainer, TrainingError, preset, train
 from lsrl.workers import MAX_WORKERS, StudyError, check_workers
+from fuzz_strategies import deadline
 
 
 def _one_line_failure(args, *words, code=None):
@@ -496,3 +497,84 @@ def test_an_unhashable_word_transform_name_is_refused_in_one_line():
         word_transform(slice(1), "01")
     assert "\n" not in str(error.value)
     assert word_transform("repeat", "001") == "001001"
+
+
+# ---- long binary words: share is a loop, and words are capped at what llrnn_form can build (MAX_TERM_WORD) ----
+
+
+def test_share_builds_thousands_of_copies_without_recursion():
+    from lsrl.llrnn.logic import Var
+    from lsrl.llrnn.logic.library import share
+    from lsrl.llrnn.logic.terms import Copy
+
+    term, depth = share("v", 5000, lambda names: Var(names[-1])), 0
+    while isinstance(term, Copy):  # walked by a loop: the term is 4,999 copies deep
+        depth, term = depth + 1, term.body
+    assert depth == 4999 and term == Var("v" + "'" * 5000)
+
+
+def test_the_longest_binary_word_runs_through_llrnn_form_as_the_explicit_model():
+    from lsrl.llrnn.logic.library import MAX_TERM_WORD
+
+    word = ("011" * MAX_TERM_WORD)[:MAX_TERM_WORD]
+    model = DihedralNTM(2, 3, 5, words=("0", word))
+    xs = torch.randn(2, 3, 2, dtype=torch.float64)
+    assert torch.allclose(llrnn_form(model)(xs), model(xs), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("length", [129, 1000, 10 ** 5])
+def test_longer_words_are_refused_in_one_line(length):
+    from lsrl.llrnn.logic import Atom, binary
+    from lsrl.llrnn.logic.check import LogicError
+    from lsrl.llrnn.logic.library import MAX_TERM_WORD
+
+    assert length > MAX_TERM_WORD
+    word = "01" * (length // 2) + "1" * (length % 2)
+    for call, error in ((lambda: binary(word, Atom("A")), LogicError),
+                        (lambda: DihedralNTM(2, 3, 5, words=("0", word)), LlrnnArgumentError),
+                        (lambda: MultiplePatternNTM(2, 3, 2, switch_words=("0", word)), LlrnnArgumentError)):
+        with pytest.raises(error, match=rf"at most {MAX_TERM_WORD} letters") as caught:
+            call()
+        assert "\n" not in str(caught.value)
+    with pytest.raises(LogicError, match="binary: the word must be a string"):
+        binary(7, Atom("A"))
+
+
+# ---- llrnn_form: the sizes of its dense maps are estimated and refused before anything is allocated ----
+
+
+def _dense_numbers(cell) -> int:
+    """What the built form holds in dense maps: fixed rotations/reflections, erase spaces, the input map."""
+    fixed = sum(d.fixed.matrix.numel() for d in cell.data if d.fixed is not None and hasattr(d.fixed, "matrix"))
+    erase = sum(d.space.dim for d in cell.data if d.fixed is None and d.name.startswith("e"))
+    return fixed + erase + (cell.input_space.dim if cell.input_space is not None and not cell.data else 0)
+
+
+@pytest.mark.parametrize("make", [lambda: NTM(2, 3, 6), lambda: DihedralNTM(2, 3, 5),
+                                  lambda: NTM(2, 3, 6, erase="location"), lambda: SecondOrderRNN(2, 4)])
+def test_form_elements_counts_what_llrnn_form_builds(make):
+    from lsrl.llrnn.forms import form_elements
+
+    # an upper estimate (the contragredients R^∨, P^∨ are counted as dense, though built lazily), within 2x
+    model = make()
+    built = _dense_numbers(llrnn_form(model))
+    assert built <= form_elements(model) <= 2 * built
+
+
+@pytest.mark.parametrize("make, match", [(lambda: NTM(2, 3, 4097), "4,097 slots"),
+                                         (lambda: DihedralNTM(2, 3, 4000), "64,0.* numbers")])
+def test_forms_too_large_are_refused_before_allocating(make, match):
+    model = make()  # the explicit model is accepted: it needs no dense N x N map
+    with deadline(5), pytest.raises(LlrnnArgumentError, match=rf"^llrnn_form: .*{match}") as caught:
+        llrnn_form(model)
+    assert "\n" not in str(caught.value)
+
+
+def test_space_caps_coordinates_as_the_explicit_models_count_parameters():
+    from lsrl.errors import DimensionError
+    from lsrl.llrnn.cell import Space
+    from lsrl.llrnn.logic import Atom, endo
+
+    assert Space(endo(Atom("A")), (7072, 7072), diagonal=True).dim == 7072  # 7,072 coordinates
+    with pytest.raises(DimensionError, match="at most 50,000,000 coordinates"):
+        Space(endo(Atom("A")), (7072, 7072))

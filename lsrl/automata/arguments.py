@@ -11,14 +11,16 @@ from typing import Any
 import numpy as np
 
 from lsrl.errors import AutomatonError, LsrlError, shown
+from lsrl.errors import whole_number as integer_value
 
 
 def whole_number(value: Any, name: str, where: str, minimum: int = 0, maximum: int | None = None,
                  error: type[LsrlError] = AutomatonError) -> int:
     """``value`` as an ``int`` in ``minimum..maximum``: a Python or numpy integer (not a bool), or ``error``."""
-    if isinstance(value, (bool, np.timedelta64)) or not isinstance(value, numbers.Integral):
+    number = integer_value(value)
+    if number is None:
         raise error(f"{where}: {name} must be an integer, got {shown(value)} ({type(value).__name__})")
-    value = int(value)
+    value = number
     if value < minimum or (maximum is not None and value > maximum):
         allowed = f"at least {minimum}" if maximum is None else f"in {minimum}..{maximum:,}"
         raise error(f"{where}: {name} must be {allowed}, got {value:,}")
@@ -39,7 +41,7 @@ def generator(rng: Any, where: str) -> np.random.Generator:
     """A ``numpy.random.Generator``, or a non-negative integer seed (``numpy.random.default_rng(seed)``)."""
     if isinstance(rng, np.random.Generator):
         return rng
-    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+    if integer_value(rng) is not None:
         return np.random.default_rng(whole_number(rng, "the seed rng", where))
     raise AutomatonError(f"{where}: rng must be a numpy.random.Generator or a non-negative integer seed, got "
                          f"{shown(rng)} ({type(rng).__name__})")

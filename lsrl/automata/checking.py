@@ -30,6 +30,9 @@ from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import AutomatonError, LsrlError
 
+MAX_CHECK_SYMBOLS = 10 ** 7  # strings x max_length per machine (the default 10,000 x 1000): ~10 s per architecture
+MAX_CHECK_BATCHES = 1000  # strings / batch per machine: about 1 ms each (the default 10,000 / 1000 is 10)
+
 if TYPE_CHECKING:
     from lsrl.automata.networks import AutomatonNetwork
 
@@ -137,9 +140,17 @@ def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHIT
     batch = whole_number(batch, "batch", "check", minimum=1, error=LsrlError)
     seed = whole_number(seed, "seed", "check", minimum=0, error=LsrlError)
     first = whole_number(first, "first", "check", minimum=0, error=LsrlError)
-    if not isinstance(architectures, Iterable):
-        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, got {shown(architectures)}")
-    architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
+    if strings * max_length > MAX_CHECK_SYMBOLS:  # the strings are drawn whole, as int64 rows of max_length
+        raise AutomatonError(f"check: strings x max_length must be at most {MAX_CHECK_SYMBOLS:,} symbols per machine, "
+                             f"got {strings:,} x {max_length:,}; check fewer or shorter strings")
+    if -(-strings // batch) > MAX_CHECK_BATCHES:  # each batch costs a torch call and a reference look-up
+        raise AutomatonError(f"check: strings / batch must be at most {MAX_CHECK_BATCHES:,} batches per machine, got "
+                             f"{strings:,} / {batch:,}; choose a larger batch")
+    try:  # a 0-d numpy array is an Iterable that cannot be iterated
+        architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
+    except TypeError:
+        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, "
+                        f"got {shown(architectures)}") from None
     for arch in architectures:
         if not isinstance(arch, str) or arch not in ARCHITECTURES:
             raise LsrlError(f"check: architectures must be among {ARCHITECTURES}, got {arch!r}")

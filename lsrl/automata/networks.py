@@ -10,7 +10,6 @@ word: the outputs are ``(B, 0, C)`` and the state after it is the state before i
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ from torch import nn
 from numpy.typing import ArrayLike
 
 from lsrl.automata.units import TransitionUnits
-from lsrl.errors import DimensionError, SequenceError
+from lsrl.errors import DimensionError, SequenceError, whole_number
 from lsrl.targets.cache import CachedRun
 
 
@@ -39,7 +38,7 @@ class AutomatonNetwork(CachedRun, nn.Module):
 
     def initial_state(self, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The core's state before any symbol, for a batch: what ``hidden`` starts from."""
-        if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 0:
+        if whole_number(batch) is None or batch < 0:
             raise DimensionError(f"{self.architecture} automaton network: the batch size must be an integer >= 0, "
                                  f"got {batch!r}")
         h0 = self.h0.expand(batch, -1)

@@ -36,7 +36,7 @@ from lsrl.bench.rotations import FILE as ROTATIONS
 from lsrl.bench.rotations import path_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
-from lsrl.errors import InternalError, LsrlError
+from lsrl.errors import InternalError, LsrlError, whole_number
 
 if TYPE_CHECKING:
     import torch
@@ -265,11 +265,12 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     tiers = list(FOLDER_TIERS) if every else tiers
     if not tiers or any(tier not in FOLDER_TIERS for tier in tiers):
         raise LsrlError(f"build_suite: tiers must be among {FOLDER_TIERS} or 'all', got {tiers!r}")
-    if isinstance(test_sequences, bool) or not isinstance(test_sequences, int) or test_sequences < 1:
+    if whole_number(test_sequences) is None or test_sequences < 1:
         raise LsrlError(f"build_suite: test_sequences must be a whole number >= 1, got {test_sequences!r}")
-    if train_steps is not None and (isinstance(train_steps, bool) or not isinstance(train_steps, int)
-                                    or train_steps < 1):
+    if train_steps is not None and (whole_number(train_steps) is None or train_steps < 1):
         raise LsrlError(f"build_suite: train_steps must be a whole number >= 1, got {train_steps!r}")
+    test_sequences = int(test_sequences)
+    train_steps = None if train_steps is None else int(train_steps)
     jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
             if _builds(name, tier, named=tasks is not None, every=every)]
     lacking = [f"{name} ({tier})" for name, tier in jobs if not has_tier(name, tier)]

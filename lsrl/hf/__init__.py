@@ -29,7 +29,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from lsrl.errors import LsrlError, shown
+from lsrl.errors import LsrlError, shown, whole_number
 from lsrl.hf.io import inputs, model_card, outputs, save
 from lsrl.model import extensions
 
@@ -58,8 +58,9 @@ def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | 
 
     if arch not in BUILDERS:
         raise LsrlError(f"to_hf: unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+    if whole_number(max_len) is None or max_len < 1:
         raise LsrlError(f"to_hf: max_len must be a positive integer (the longest sequence), got {shown(max_len)}")
+    max_len = int(max_len)
     if dtype is not None and not isinstance(dtype, (str, torch.dtype)):
         raise LsrlError(f"to_hf: dtype must be torch.float32 or torch.float64, got {shown(dtype)}")
     name = str(dtype or "float32").removeprefix("torch.")

@@ -31,11 +31,10 @@ are bounded one after another, starting from the box of the first output ``s_1``
 from __future__ import annotations
 
 import math
-import numbers
 import weakref
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, whole_number
 from lsrl.lang import nodes as N
 from lsrl.numbers import ONE, ZERO, to_rational
 
@@ -365,8 +364,7 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     every step of every sequence whose inputs lie within the declared ``Input`` bounds (and, with
     ``max_length``, that has at most ``max_length`` steps). ``.finite`` says whether all are finite,
     ``.unbounded`` lists the components that are not."""
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral)
-                                   or type(max_length).__name__ == "timedelta64" or max_length < 1):
+    if max_length is not None and (whole_number(max_length) is None or max_length < 1):
         raise LsrlError(f"value_bounds: max_length must be a positive integer (the longest sequence) or None, "
                         f"got {type(max_length).__name__} {max_length!r}")
     if not isinstance(node, N.Node):

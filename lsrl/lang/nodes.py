@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lsrl.errors import DimensionError, GraphError, LsrlError, shown
+from lsrl.errors import DimensionError, GraphError, LsrlError, shown, whole_number
 from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
 
 MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
@@ -139,15 +139,14 @@ class Node:
 
     def __getitem__(self, index: int | slice | Iterable[int]) -> Linear:
         if isinstance(index, slice):
-            if not all(part is None or isinstance(part, numbers.Integral) for part in (index.start, index.stop,
-                                                                                        index.step)) or index.step == 0:
+            if not all(part is None or whole_number(part) is not None for part in (index.start, index.stop,
+                                                                                    index.step)) or index.step == 0:
                 raise DimensionError(f"{self.describe()}: a slice index needs integer bounds and a non-zero step, "
                                      f"got {index!r}"[:300])
             columns = list(range(self.dim))[index]
-        elif isinstance(index, (bool, np.bool_, np.timedelta64)):  # numpy reads a bool as a mask; a timedelta64
-            # is a numpy integer type, yet a duration
+        elif isinstance(index, (bool, np.bool_)):  # numpy reads a bool as a mask
             raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got {index!r}")
-        elif isinstance(index, numbers.Integral):
+        elif whole_number(index) is not None:
             if not -self.dim <= index < self.dim:
                 raise DimensionError(f"{self.describe()}: index {index} out of range for dim {self.dim}")
             columns = [index % self.dim]
@@ -155,7 +154,7 @@ class Node:
             # a list, tuple, range or 1-d array (not a 0-d one, which cannot be iterated, nor an unordered set or dict)
             listed = isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) == 1
             if isinstance(index, (str, bytes)) or not listed or not all(
-                    isinstance(i, numbers.Integral) for i in index):
+                    whole_number(i) is not None for i in index):
                 raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
                                      f"{type(index).__name__} {index!r}"[:300])
             columns = [int(i) for i in index]
@@ -180,7 +179,7 @@ class Input(Node):
     def __init__(self, dim: int, name: str | None = None, bounds: tuple[object, object] | None = None,
                  integer: bool = False) -> None:
         super().__init__((), dim, name)
-        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not 1 <= dim <= MAX_INPUT_DIM:
+        if whole_number(dim) is None or not 1 <= dim <= MAX_INPUT_DIM:
             raise DimensionError(f"{self.describe()}: dim must be an integer in 1..{MAX_INPUT_DIM:,}, got {shown(dim)}")
         self.dim = int(dim)
         self.bounds = self._parse_bounds(bounds)

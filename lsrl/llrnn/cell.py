@@ -114,11 +114,13 @@ class Space:
             raise LogicError(f"Space: type {self.type}: a space of coordinates needs an atom or a map between atoms")
         shape = tuple(count("Space", "shape", n, high=MAX_PARAMETERS) for n in integers("Space", "shape", self.shape))
         axes = 1 if isinstance(self.type, (Atom, One)) else 2
-        if len(shape) != axes or math.prod(shape) > MAX_PARAMETERS:
+        _of_class("Space", "diagonal", self.diagonal, bool, "True or False")
+        # the cap counts coordinates (a diagonal map has d of them), as the explicit models count parameters
+        coordinates = shape[0] if self.diagonal and len(shape) == 2 else math.prod(shape)
+        if len(shape) != axes or coordinates > MAX_PARAMETERS:
             raise DimensionError(f"Space: shape {shape} for type {self.type}: expected {axes} size(s) of at most "
                                  f"{MAX_PARAMETERS:,} coordinates in all")
         object.__setattr__(self, "shape", shape)
-        _of_class("Space", "diagonal", self.diagonal, bool, "True or False")
         if self.diagonal and shape[0] != shape[1]:
             raise DimensionError(f"Space: a diagonal space needs a square shape, got {shape}")
 

@@ -15,13 +15,12 @@ float32 tensor given to a float64 model is refused with the conversion to write,
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from lsrl.errors import LsrlError, SequenceError
+from lsrl.errors import LsrlError, SequenceError, whole_number
 
 
 class LlrnnArgumentError(LsrlError, ValueError):
@@ -37,12 +36,9 @@ def _shown(value: Any) -> str:
 
 def count(owner: str, name: str, value: Any, low: int = 1, high: int | None = None) -> int:
     """``value`` as an int in ``low .. high`` (``high`` None: no upper limit); a bool is not a count."""
-    if isinstance(value, bool):
-        raise LlrnnArgumentError(f"{owner}: {name} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise LlrnnArgumentError(f"{owner}: {name} must be an integer, got {_shown(value)}") from None
+    number = whole_number(value)
+    if number is None:
+        raise LlrnnArgumentError(f"{owner}: {name} must be an integer, got {_shown(value)}")
     if number < low or high is not None and number > high:
         allowed = f"at least {low}" if high is None else f"in {low} .. {high}"
         raise LlrnnArgumentError(f"{owner}: {name} must be an integer {allowed}, got {number}")
@@ -91,14 +87,11 @@ def _items(owner: str, name: str, values: Any, nonempty: bool, kind: str, one: s
 def integers(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[int, ...]:
     """``values`` (an iterable of integers, not a string) as a tuple; empty refused if ``nonempty``."""
     items = _items(owner, name, values, nonempty, "integers", "integer")
-    for item in items:
-        if isinstance(item, bool):
-            raise LlrnnArgumentError(f"{owner}: {name} must hold integers, got {item!r}")
-        try:
-            operator.index(item)
-        except TypeError:
-            raise LlrnnArgumentError(f"{owner}: {name} must hold integers, got {_shown(item)}") from None
-    return tuple(operator.index(item) for item in items)
+    wholes = tuple(whole_number(item) for item in items)
+    for item, number in zip(items, wholes):
+        if number is None:
+            raise LlrnnArgumentError(f"{owner}: {name} must hold integers, got {_shown(item)}")
+    return wholes  # type: ignore[return-value]  # no None left
 
 
 def strings(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from lsrl.errors import DimensionError, shown
+from lsrl.llrnn.logic.library import MAX_TERM_WORD
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
 from lsrl.llrnn.ring import (
     WORD_TRANSFORMS, content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index,
@@ -58,11 +59,15 @@ def _optional_size(owner: str, name: str, value: int | None) -> int | None:
 
 
 def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]:
-    """``words`` as a non-empty tuple of strings over the letters 0 and 1."""
+    """``words`` as a non-empty tuple of strings over the letters 0 and 1, each of at most ``MAX_TERM_WORD``
+    letters (what ``llrnn_form`` can build as a term of the logic)."""
     words = strings(owner, name, words)
     for word in words:
         if set(word) - {"0", "1"}:
-            raise LlrnnArgumentError(f"{owner}: {name} must hold binary words (letters 0 and 1), got {word!r}")
+            raise LlrnnArgumentError(f"{owner}: {name} must hold binary words (letters 0 and 1), got {shown(word)}")
+        if len(word) > MAX_TERM_WORD:
+            raise LlrnnArgumentError(f"{owner}: {name} must hold words of at most {MAX_TERM_WORD} letters (the "
+                                     f"longest llrnn_form builds), got one of {len(word):,}")
     return words
 
 

@@ -67,7 +67,9 @@ from lsrl.llrnn.logic.library import (
 from lsrl.llrnn.logic.semantics import Function, Matrix, coordinates, scale, to_matrix, total
 from lsrl.llrnn.logic.terms import Const, Derelict, Lam, Pair, Promote, Scale, Sum, Var, free_variables, lam
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type, lolli
-from lsrl.llrnn.ring import content_weighting, reflection, ring_powers, rotation, sharpen
+from lsrl.llrnn.checks import LlrnnArgumentError
+from lsrl.llrnn.explicit import MAX_PARAMETERS
+from lsrl.llrnn.ring import MAX_DENSE_RING, content_weighting, reflection, ring_powers, rotation, sharpen
 
 STATE = Atom("A")
 CONTROLLER = Atom("H0")
@@ -86,6 +88,7 @@ def llrnn_form(model: explicit.RecurrentModel) -> LLRNN:
         builder = _ring_machine
     if builder is None:
         raise LsrlError(f"llrnn_form: no LLRNN form for {type(model).__name__}")
+    _check_form_size(model)
     factory = {"dtype": model.H.dtype, "device": model.H.device}
     cell, weights = builder(model, factory)
     with torch.no_grad():
@@ -93,6 +96,34 @@ def llrnn_form(model: explicit.RecurrentModel) -> LLRNN:
             target.copy_(source.reshape(target.shape))
         cell.init_state.copy_(model.initial_state(1)[0])
     return cell
+
+
+def form_elements(model: explicit.RecurrentModel) -> int:
+    """The numbers ``llrnn_form`` allocates beyond the model's weights, from the model's sizes alone: the
+    d x d input map of the second- and higher-order RNNs, and per ring its dense N x N rotations R, R^∨
+    (and reflections P, P^∨ for the dihedral models) and its erase map (width x width, or width when
+    it is a diagonal ``location`` map)."""
+    if isinstance(model, (explicit.SecondOrderRNN, explicit.HigherOrderRNN)):
+        return model.controller_dim ** 2
+    if not isinstance(model, explicit.RingMachine):
+        return 0
+    dense = 4 if isinstance(model, (explicit.DihedralNTM, explicit.DihedralPolynomialStepNTM)) else 2
+    location = model.stabilisers.erase == "location"
+    return sum(dense * ring.slots ** 2 + (ring.width if location else ring.width ** 2) for ring in model.rings)
+
+
+def _check_form_size(model: explicit.RecurrentModel) -> None:
+    """Refuse, before any memory is asked for, a form the model's sizes make too large (``MAX_PARAMETERS``
+    numbers, the explicit models' cap, or a ring beyond ``MAX_DENSE_RING`` slots)."""
+    name = type(model).__name__
+    for ring in getattr(model, "rings", ()):
+        if ring.slots > MAX_DENSE_RING:
+            raise LlrnnArgumentError(f"llrnn_form: {name} ring {ring.label!r} has {ring.slots:,} slots; its form "
+                                     f"holds dense N x N rotations, at most {MAX_DENSE_RING:,} slots")
+    elements = form_elements(model)
+    if elements > MAX_PARAMETERS:
+        raise LlrnnArgumentError(f"llrnn_form: {name} needs {elements:,} numbers for its dense maps (rotations, "
+                                 f"erase, input maps), more than {MAX_PARAMETERS:,}: choose smaller sizes")
 
 
 def _controller_weights(cell, model) -> dict:

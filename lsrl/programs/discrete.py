@@ -12,14 +12,13 @@ to a cyclic permutation state with rational weights (``counter="rotation"`` give
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, whole_number
 from lsrl.lang.nodes import Concat, Input, Linear, LinState
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
@@ -165,9 +164,10 @@ def check_discrete_prompt(prompts: ArrayLike, n: int, vocabulary: int | None = N
 
 def _vocabulary(vocabulary: object, owner: str) -> int:
     """The largest token: a non-negative integer."""
-    if isinstance(vocabulary, (bool, np.timedelta64)) or not isinstance(vocabulary, numbers.Integral) or vocabulary < 0:
+    number = whole_number(vocabulary)
+    if number is None or number < 0:
         raise LsrlError(f"{owner}: vocabulary (the largest token) must be a non-negative integer, got {vocabulary!r}")
-    return int(vocabulary)
+    return number
 
 
 def _is_token(value, vocabulary) -> bool:

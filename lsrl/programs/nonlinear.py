@@ -16,11 +16,10 @@ they stay below 2^53) for every sequence length, as long as its inputs are the d
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, whole_number
 from lsrl.numbers import is_number, to_rational
 from lsrl.lang.nodes import Input, Linear, Node, ReLUState
 from lsrl.lang.program import ForEach
@@ -70,8 +69,9 @@ def conditional_reset(threshold: int = 5) -> ForEach:
     ``ReLU(v), ReLU(v - T), ReLU(v - T - 1)`` (``ReLU(v) = v`` as ``v >= 0``), exact for every integer
     input and every length.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+    if whole_number(threshold) is None or threshold < 0:
         raise LsrlError(f"conditional_reset: threshold must be a non-negative integer, got {threshold!r}")
+    threshold = int(threshold)
     increments = Input(1, name="increments", bounds=(0, None), integer=True)
     total = feature_state(
         increments, readout=[1, -(threshold + 1), threshold], reads_value=[1, 1, 1],
@@ -115,7 +115,7 @@ def squaring(values: Iterable[int] = range(26)) -> ForEach:
         values = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
     except TypeError:
         values = None
-    if values is None or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+    if values is None or any(whole_number(v) is None for v in values):
         raise LsrlError(f"squaring: values must be integers that include 0, got {values!r}"[:300])
     points = sorted({Fraction(int(v)) for v in values})
     if 0 not in points:

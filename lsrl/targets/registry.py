@@ -19,7 +19,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from lsrl.compiler.diagonal import float_diagonal
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, whole_number
 from lsrl.model import extensions
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.precision import precision_of, tolerance_of
@@ -124,8 +124,9 @@ def whole_number_option(arch: str, option: str, value: object, at_most: int, why
     """A builder's integer option (``max_len``, ``window``, ``heads``) as an ``int`` in ``1..at_most``, or
     one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
     (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""
-    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    integral = real and isinstance(value, numbers.Integral)  # however large (math.isfinite would overflow)
+    integral = whole_number(value) is not None  # however large (math.isfinite would overflow)
+    # a real that is no whole number, and not Integral either (a timedelta64 is, and is a duration)
+    real = integral or isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral))
     if not real or not integral and (not math.isfinite(value) or value != int(value)):
         raise LsrlError(f"{arch}: {option} must be a positive integer, got {type(value).__name__} {value!r}")
     if not 1 <= value <= at_most:

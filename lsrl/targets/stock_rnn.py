@@ -75,7 +75,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lsrl.errors import InternalError, LsrlError
+from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.lang import value_bounds
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
@@ -568,9 +568,10 @@ def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, g
 def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, gate_amplitude: float | None,
            gain: float) -> StockRNNModel:
     name = f"stock_{arch}"
-    if max_len is None or isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+    if whole_number(max_len) is None or max_len < 1:
         raise LsrlError(f"{name}: max_len must be a positive integer (the longest sequence the module runs), "
                         f"got {max_len!r}; the scales come from the value bounds at that length")
+    max_len = int(max_len)
     scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
     builder = _Builder(arch, model, max_len, scales)
     builder.walk()

@@ -14,12 +14,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 
+from lsrl.errors import shown
+from lsrl.llrnn.logic.check import LogicError
 from lsrl.llrnn.logic.terms import (
     Copy, Derelict, Discard, Lam, LetPair, LetUnit, Promote, Term, Var, free_variables, lam,
 )
 from lsrl.llrnn.logic.types import Bang, Lolli, Tensor, Type, bint_type, dual, endo, int_type
 
 _fresh = itertools.count()
+MAX_TERM_WORD = 128  # letters of a binary word as a term: about 300 nest past the recursion limit in llrnn_form
 
 
 def fresh(stem: str) -> str:
@@ -32,16 +35,16 @@ def share(variable: str, count: int, body: Callable[[list[str]], Term]) -> Term:
     """``body(names)`` with ``count`` copies ``v', v'', …`` of the !-typed ``variable`` (discarded
     when 0, the variable itself when 1); the intermediate copies are ``v~1, v~2, …``."""
     copies = [variable + "'" * (i + 1) for i in range(count)]
-
-    def split(source: str, index: int) -> Term:
-        if index == count - 2:
-            return Copy(Var(source), copies[index], copies[index + 1], body(copies))
-        rest = f"{variable}~{index + 1}"
-        return Copy(Var(source), copies[index], rest, split(rest, index + 1))
-
     if count == 0:
         return Discard(Var(variable), body([]))
-    return body([variable]) if count == 1 else split(variable, 0)
+    if count == 1:
+        return body([variable])
+    # built from the innermost copy outwards (a loop: one nested call per copy would hit the recursion limit)
+    sources = [variable] + [f"{variable}~{index}" for index in range(1, count - 1)]
+    term = Copy(Var(sources[-1]), copies[-2], copies[-1], body(copies))
+    for index in range(count - 3, -1, -1):
+        term = Copy(Var(sources[index]), copies[index], sources[index + 1], term)
+    return term
 
 
 def discarding(variables: Iterable[str], body: Term) -> Term:
@@ -74,8 +77,11 @@ def numeral(n: int, a: Type) -> Term:
 def binary(word: str, a: Type) -> Term:
     """``S̲ : bint_A`` for a word over {0, 1}: ``⟦S̲⟧_nl(α, β)`` reads α for 0 and β for 1 in reverse
     order, so ``⟦001̲⟧_nl(α, β) = βαα`` (Example 2.3)."""
-    if set(word) - {"0", "1"}:
-        raise ValueError(f"binary: {word!r} is not a word over 0 and 1")
+    if not isinstance(word, str) or set(word) - {"0", "1"}:
+        raise LogicError(f"binary: the word must be a string over the letters 0 and 1, got {shown(word)}")
+    if len(word) > MAX_TERM_WORD:
+        raise LogicError(f"binary: the word must have at most {MAX_TERM_WORD} letters (its term nests one level per "
+                         f"letter, and terms are read recursively), got {len(word):,}")
     q, p, z = "q", "p", "z"
 
     def body(zeros, ones):
