@@ -29,6 +29,16 @@ def run(hf, xs):
         return lsrl.hf.outputs(hf, hf(**lsrl.hf.inputs(hf, xs))).double().numpy()
 
 
+def stepwise_logits(hf, embeds):
+    """The logits of decoding ``embeds`` one step at a time through the stock cache, as generate does."""
+    step = hf(inputs_embeds=embeds[:, :1], use_cache=True)
+    logits = [step.logits]
+    for t in range(1, embeds.shape[1]):
+        step = hf(inputs_embeds=embeds[:, t:t + 1], cache=step.cache, use_cache=True)
+        logits.append(step.logits)
+    return torch.cat(logits, 1)
+
+
 def bounded_random_program(seed):
     """The random program of ``seed`` (tests/test_random_programs.py) with its Input declared in
     [-X_NUM, X_NUM], the range of the generator's inputs."""
@@ -94,13 +104,9 @@ def test_stepwise_decoding_through_the_stock_cache_equals_the_full_forward(dtype
     embeds = lsrl.hf.inputs(hf, np.random.default_rng(2).uniform(-2, 2, (2, 12, 2)))["inputs_embeds"]
     with torch.no_grad():
         full = hf(inputs_embeds=embeds).logits
-        step = hf(inputs_embeds=embeds[:, :1], use_cache=True)
-        logits = [step.logits]
-        for t in range(1, embeds.shape[1]):
-            step = hf(inputs_embeds=embeds[:, t:t + 1], cache=step.cache, use_cache=True)
-            logits.append(step.logits)
+        stepwise = stepwise_logits(hf, embeds)
     # the stock step path computes its state in float32 also in a float64 model
-    assert torch.allclose(torch.cat(logits, 1), full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
+    assert torch.allclose(stepwise, full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
 
 
 def test_listing2_in_stock_mamba_answers_every_query():
@@ -210,12 +216,8 @@ def test_mamba2_stepwise_decoding_and_from_pretrained(tmp_path):
     with torch.no_grad():
         full = hf(inputs_embeds=embeds).logits
         assert torch.equal(loaded(inputs_embeds=embeds).logits, full)
-        step = hf(inputs_embeds=embeds[:, :1], use_cache=True)
-        logits = [step.logits]
-        for t in range(1, embeds.shape[1]):
-            step = hf(inputs_embeds=embeds[:, t:t + 1], cache=step.cache, use_cache=True)
-            logits.append(step.logits)
-    assert torch.allclose(torch.cat(logits, 1), full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
+        stepwise = stepwise_logits(hf, embeds)
+    assert torch.allclose(stepwise, full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
 
 
 def test_mamba2_refuses_listing2_naming_the_state():

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from lsrl.errors import LsrlError, SequenceError, whole_number
+from lsrl.errors import LsrlError, SequenceError, shown, whole_number
 
 
 class LlrnnArgumentError(LsrlError, ValueError):
@@ -28,17 +28,11 @@ class LlrnnArgumentError(LsrlError, ValueError):
     ``ValueError``, which the ring operators raised before)."""
 
 
-def _shown(value: Any) -> str:
-    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
-    text = " ".join(repr(value).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def count(owner: str, name: str, value: Any, low: int = 1, high: int | None = None) -> int:
     """``value`` as an int in ``low .. high`` (``high`` None: no upper limit); a bool is not a count."""
     number = whole_number(value)
     if number is None:
-        raise LlrnnArgumentError(f"{owner}: {name} must be an integer, got {_shown(value)}")
+        raise LlrnnArgumentError(f"{owner}: {name} must be an integer, got {shown(value)}")
     if number < low or high is not None and number > high:
         allowed = f"at least {low}" if high is None else f"in {low} .. {high}"
         raise LlrnnArgumentError(f"{owner}: {name} must be an integer {allowed}, got {number}")
@@ -49,7 +43,7 @@ def real(owner: str, name: str, value: Any, low: float | None = None, high: floa
          low_open: bool = False) -> float:
     """``value`` as a finite float with ``low <= value`` (``<`` if ``low_open``) and ``value <= high``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not _real_scalar(value):
-        raise LlrnnArgumentError(f"{owner}: {name} must be a finite number, got {_shown(value)}")
+        raise LlrnnArgumentError(f"{owner}: {name} must be a finite number, got {shown(value)}")
     try:
         number = float(value)
     except OverflowError:  # an int beyond float64
@@ -77,7 +71,7 @@ def _real_scalar(value: Any) -> bool:
 def _items(owner: str, name: str, values: Any, nonempty: bool, kind: str, one: str) -> tuple:
     """``values`` (an iterable, not a string itself) as a tuple; empty refused if ``nonempty``."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {_shown(values)}")
+        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {shown(values)}")
     items = tuple(values)
     if nonempty and not items:
         raise LlrnnArgumentError(f"{owner}: {name} must hold at least one {one}, got an empty sequence")
@@ -90,7 +84,7 @@ def integers(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple
     wholes = tuple(whole_number(item) for item in items)
     for item, number in zip(items, wholes):
         if number is None:
-            raise LlrnnArgumentError(f"{owner}: {name} must hold integers, got {_shown(item)}")
+            raise LlrnnArgumentError(f"{owner}: {name} must hold integers, got {shown(item)}")
     return wholes  # type: ignore[return-value]  # no None left
 
 
@@ -99,7 +93,7 @@ def strings(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[
     items = _items(owner, name, values, nonempty, "strings", "entry")
     for item in items:
         if not isinstance(item, str):
-            raise LlrnnArgumentError(f"{owner}: {name} must hold strings, got {_shown(item)}")
+            raise LlrnnArgumentError(f"{owner}: {name} must hold strings, got {shown(item)}")
     return items
 
 

@@ -41,7 +41,8 @@ from tqdm.auto import tqdm
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn.baselines import Baseline, matched_hidden
-from lsrl.llrnn.checks import LlrnnArgumentError, _shown, count, integers, real
+from lsrl.errors import shown
+from lsrl.llrnn.checks import LlrnnArgumentError, count, integers, real
 from lsrl.llrnn.explicit import (
     CONTROLLERS, ERASES, NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM,
     MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, Stabilisers,
@@ -312,9 +313,9 @@ def preset(name: str, model: str = "ntm", task: str = "copy", **overrides: Any) 
     """``TrainConfig`` of preset ``name`` for ``model`` on ``task``: the shortest training length is
     the task's own (TF's min ℓ - 2 for the ``tf_*`` tasks); ``overrides`` replace any field."""
     if not isinstance(name, str) or name not in PRESETS:
-        raise TrainingError(f"unknown preset {_shown(name)}; known: {', '.join(PRESETS)}")
+        raise TrainingError(f"unknown preset {shown(name)}; known: {', '.join(PRESETS)}")
     if not isinstance(task, str) or task not in TASKS:
-        raise TrainingError(f"unknown task {_shown(task)}; known: {', '.join(TASKS)}")
+        raise TrainingError(f"unknown task {shown(task)}; known: {', '.join(TASKS)}")
     unknown = sorted(set(overrides) - {field.name for field in dataclasses.fields(TrainConfig)})
     if unknown:
         raise TrainingError(f"preset: unknown setting(s) {', '.join(unknown)}; the settings are TrainConfig's fields")
@@ -774,7 +775,7 @@ def train(config: TrainConfig, folder: str | Path, resume: bool = False, progres
     trained it).
     """
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
-        raise TrainingError(f"train: folder must be a folder name (str or Path), got {_shown(folder)}")
+        raise TrainingError(f"train: folder must be a folder name (str or Path), got {shown(folder)}")
     folder = Path(folder)
     try:  # before any step is trained: a folder that cannot be made fails now, not after the training
         folder.mkdir(parents=True, exist_ok=True)
