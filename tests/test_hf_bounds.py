@@ -171,4 +171,4 @@ def test_a_tolerance_that_proves_nothing_warns():
 
     model = lsrl.compile(lsrl.programs.continuous_approximator(1, 1, robust=True, value_bound=1))
     with pytest.warns(ToleranceWarning, match="proves nothing"):
-        H.to_hf(model, "hawk", 9)
+        H.to_hf(model, "hawk", 33)

@@ -152,7 +152,7 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
     blocks: list[list[tuple[int, Channel, float, float]]] = [[] for _ in range(max(lowered.depth, 1))]
     for index, slot in enumerate(lowered.slots):
         for channel in slot.channels:
-            for part in split_scan(channel):
+            for part in split_signs(channel):
                 blocks[slot.level - 1].append((index, part, 0.0, 0.0))
     planned = []
     for block in blocks:
@@ -176,13 +176,23 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
     return planned
 
 
-def split_scan(channel: Channel) -> list[Channel]:
-    """A scan of a signed drive as the scans of its positive and negative parts (the SiLU input must
-    saturate); any other channel as it is."""
-    if channel.kind != "scan":
-        return [channel]
-    return [Channel("scan", channel.form.scaled(sign), sign * channel.weight, decay=channel.decay)
-            for sign in (1.0, -1.0) if channel.form.scaled(sign).high > 0]
+def split_signs(channel: Channel) -> list[Channel]:
+    """``channel`` as channels of non-negative SiLU inputs (the SiLU must saturate): a delay or a scan
+    as those of its positive and negative parts, a product as its four sign cases ``relu(+-a) relu(+-b)``;
+    a relu or a pulse as it is."""
+    form, weight = channel.form, channel.weight
+    signs = [sign for sign in (1.0, -1.0) if form.scaled(sign).high > 0]
+    if channel.kind == "product":
+        gate: Form = channel.gate  # type: ignore[assignment]
+        return [Channel("product", form.scaled(sa), sa * sb * weight, gate=gate.scaled(sb))
+                for sa in signs for sb in (1.0, -1.0) if gate.scaled(sb).high > 0]
+    if channel.kind == "delay" and channel.impulse:
+        return [Channel("relu", form, weight, lag=channel.lag, impulse=True)]
+    if channel.kind == "delay":
+        return [Channel("relu", form.scaled(sign), sign * weight, lag=channel.lag) for sign in signs]
+    if channel.kind == "scan":
+        return [Channel("scan", form.scaled(sign), sign * weight, decay=channel.decay) for sign in signs]
+    return [channel]
 
 
 def _form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:

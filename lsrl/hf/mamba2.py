@@ -66,7 +66,7 @@ from lsrl.errors import LsrlError
 from lsrl.hf.lowering import Channel, Lowered, lower
 from lsrl.hf.mamba import (
     CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, _decay_log, _form_row, _gain, _reach,
-    ends, finished, output_tolerance, slot_errors, split_scan, stream_bounds, vocabulary_size,
+    ends, finished, output_tolerance, slot_errors, split_signs, stream_bounds, vocabulary_size,
 )
 from lsrl.hf.stream import MARGIN_BITS, Stream, plan_stream
 
@@ -137,11 +137,13 @@ def _heads(lowered: Lowered, level: int) -> list[Head]:
         if slot.level != level:
             continue
         for channel in slot.channels:
-            heads.extend(_channel_heads(index, channel, lowered.max_len, slot.name))
+            for part in split_signs(channel):
+                heads.append(_head(index, part, lowered.max_len, slot.name))
     return heads
 
 
-def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list[Head]:
+def _head(slot: int, channel: Channel, max_len: int, name: str) -> Head:
+    """The head computing ``channel`` (one of ``split_signs``')."""
     form = channel.form
     if channel.kind == "relu":
         head = _gated(Head(slot, channel.weight, 1.0, form.bound))
@@ -149,7 +151,7 @@ def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list
         taps = {channel.lag: 1.0, channel.lag + 1: -1.0} if channel.impulse else {channel.lag: 1.0}
         head.x, head.taps, head.skip = (form, gain), taps, 1 / gain
         head.error = (channel, gain, 0.0)
-        return [head]
+        return head
     if channel.kind == "product":  # y = D u = shrink * relu(a), silu(z) = gate * relu(b)
         a, b = form.bound, channel.gate.bound  # type: ignore[union-attr]
         gain, gate = _gain(a), _gain(b)
@@ -161,8 +163,8 @@ def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list
         head = Head(slot, channel.weight, shrink * gate, shrink * gate * a * b)
         head.x, head.taps, head.skip, head.z = (form, gain), {0: 1.0}, shrink / gain, (channel.gate, gate)
         head.error = (channel, gain, gate)
-        return [head]
-    return [_scan_head(slot, part, max_len, name) for part in split_scan(channel)]
+        return head
+    return _scan_head(slot, channel, max_len, name)
 
 
 def _scan_head(slot: int, channel: Channel, max_len: int, name: str) -> Head:
