@@ -274,3 +274,17 @@ def test_silu_halves_a_tiny_gate_exactly_in_float32():
     for gate in gates[:12]:
         assert torch.nn.functional.silu(gate.reshape(1)).item() == gate.item() / 2
     assert torch.nn.functional.silu(torch.tensor([2.0 ** -20])).item() != 2.0 ** -21
+
+
+@pytest.mark.parametrize("arch", ["mamba", "mamba2", "hawk"])
+def test_a_driveless_state_is_a_fixed_sequence_of_the_phase(arch):
+    """lsrl.hf.lowering: a state the input does not drive (eigenvalue -2: 1, -2, 4, ... is no decay) is
+    read from the phase indicators while max_len <= 64, exactly; beyond, refused naming the state."""
+    x = lsrl.Input(1, name="x", bounds=(0, 3), integer=True)
+    growth = lsrl.LinState(x, [[-2]], [[0]], init_state=[1], name="growth")
+    model = lsrl.compile(lsrl.ForEach(lsrl.Concat([growth, x])))
+    xs = np.random.default_rng(3).integers(0, 4, (2, 10, 1)).astype(float)
+    hf = model.to_hf(arch, max_len=10)
+    assert np.array_equal(run(hf, xs), np.asarray(model(xs, exact=True), dtype=float))
+    with pytest.raises(lsrl.LsrlError, match=r"LinState '\w+'.*eigenvalue -2.*no period <= 64"):
+        model.to_hf(arch, max_len=65)

@@ -407,6 +407,12 @@ def _eigen_text(block: np.ndarray) -> str:
     return "complex eigenvalues" if block.shape[0] == 2 else f"eigenvalue {float(block[0, 0]):g}"
 
 
+def _repeats(later: np.ndarray, first: np.ndarray) -> bool:
+    """``later == first`` up to float64 roundings of their own size (a rotation's sequence)."""
+    scale = max(1.0, float(np.max(np.abs(first))), float(np.max(np.abs(later))))
+    return bool(np.allclose(later, first, rtol=0, atol=1e-12 * scale))
+
+
 def _fixed_sequence(builder: _Builder, layer: Any, block: np.ndarray, drive: list[float], init: np.ndarray
                     ) -> list[Form]:
     """A block the input does not drive is a fixed sequence ``z_1, z_2, ...``: where it repeats with a
@@ -416,8 +422,7 @@ def _fixed_sequence(builder: _Builder, layer: Any, block: np.ndarray, drive: lis
     for _ in range(min(builder.max_len, MAX_FIXED_PERIOD) + 1):
         z = block @ z + np.asarray(drive)
         values.append(z)
-    scale = max(1.0, float(np.max(np.abs(values))))
-    period = next((p for p in range(1, len(values)) if np.allclose(values[p], values[0], rtol=0, atol=1e-12 * scale)),
+    period = next((p for p in range(1, len(values)) if _repeats(values[p], values[0])),
                   builder.max_len if builder.max_len <= MAX_FIXED_PERIOD else None)
     if period is None:
         raise LsrlError(f"{layer.describe()}: the stock blocks decay by factors in [0, 1], so a state with "
