@@ -1,7 +1,8 @@
 """Every LSRL program in a stock ``transformers`` ``MambaForCausalLM``: only a config and weights.
 
-The program is lowered to slots of a residual stream (``lsrl.hf.lowering``); block ``L`` of the
-stack writes every slot of level ``L``, one intermediate channel per slot channel, plus channel 0,
+The program is lowered to slots of a residual stream (``lsrl.hf.lowering``), whose signed channels
+``split_signs`` turns into channels of non-negative SiLU inputs; block ``L`` of the stack writes every
+slot of level ``L``, one intermediate channel per slot channel, plus channel 0,
 a constant ``u = silu(64) = 64`` (conv bias 64, no input) from which ``x_proj`` makes the constant
 ``B_t`` and ``C_t`` (it has no bias). ``state_size = 1``, ``time_step_rank = 1``, ``D``, ``dt_bias``
 and ``A_log`` per channel. The stream (``lsrl.hf.stream``) makes every RMSNorm the identity
