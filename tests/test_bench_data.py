@@ -37,8 +37,8 @@ def builds(tmp_path_factory):
 def test_two_builds_are_byte_identical(builds):
     first, second = builds
     files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
-    # root: README.md, croissant.json, load_model.py; folders of 9 files; the rotated path model's rotations.json
-    assert len(files) == 2 + 1 + (8 + 2 * 5) * 9 + 1
+    # root: README.md, croissant.json, load_model.py; folders of 9 files; the rotated folders' rotations.json
+    assert len(files) == 2 + 1 + (8 + 2 * 5) * 9 + 5
     assert files == sorted(path.relative_to(second) for path in second.rglob("*") if path.is_file())
     for name in files:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
@@ -120,7 +120,7 @@ def test_dataset_card_and_croissant(builds):
     files = {entry["contentUrl"]: entry["sha256"] for entry in described["distribution"]}
     manifest = json.loads((root / "parity" / "lstm" / "manifest.json").read_text())["sha256"]
     assert {name: files[f"parity/lstm/{name}"] for name in manifest} == manifest
-    assert len(files) == (8 + 2 * 5) * 8 + 1 and "rotated/parity/path/rotations.json" in files
+    assert len(files) == (8 + 2 * 5) * 8 + 5 and "rotated/parity/gru/rotations.json" in files
 
 
 def test_every_folder_of_every_tier_says_its_tier_and_loads_standalone(builds):
