@@ -194,3 +194,28 @@ def test_the_harness_scores_on_the_fixed_pairs_of_data_npz(builds):
             np.testing.assert_allclose(pairs.corrupt_outputs[k, :n].numpy(), expected, rtol=0, atol=1e-9)
     half = Pairs.from_data(Subject.from_tier(tier_model("parity", "compiled")), 8)
     assert half.clean.shape[0] == 8 and np.array_equal(half.clean[4], pairs.clean[32, : half.clean.shape[1]])
+
+
+def test_acdc_finds_the_edges_of_a_distractor_folder(builds):
+    """``lsrl bench eval --method acdc`` on the distractor tier's path folder: ACDC's greedy pruning keeps the task's
+    edges and prunes the distractors' (edge AUROC high), where random scores stay near one half."""
+    from click.testing import CliRunner
+
+    from lsrl.bench.eval import Pairs, score
+    from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.eval.methods import random_scores
+    from lsrl.cli import main
+
+    root, _ = builds
+    folder = root / "distractors" / "parity" / "path"
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "acdc", str(folder)])
+    assert result.exit_code == 0, result.output
+    printed = dict(line.split(": ") for line in result.output.splitlines())
+    assert (printed["tier"], printed["method"]) == ("distractors", "acdc") and float(printed["edge_auroc"]) >= 0.8
+    subject = HookedSubject.from_folder(folder)
+    pairs = Pairs.from_data(subject, 8)
+    chance = np.mean([score(subject, random_scores(subject, pairs, seed))["edge_auroc"] for seed in range(20)])
+    assert abs(chance - 0.5) < 0.08 and float(printed["edge_auroc"]) > chance + 0.25
+    wrong = CliRunner().invoke(main, ["bench", "eval", "--method", "acdc", "--tier", "rotated", str(folder)])
+    assert wrong.exit_code != 0 and "tier 'rotated' given, but the folder's config.json says tier 'distractors'" \
+        in wrong.output and len(wrong.output.strip().splitlines()) == 1
