@@ -15,13 +15,13 @@ from lsrl.bench import TASKS, build_suite, load
 from lsrl.bench.build import task_models
 from lsrl.bench.labels import unit_labels
 from lsrl.cli import main
+from bench_builds import built_once
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    torch.set_num_threads(1)
-    return root, build_suite(root, progress=False, test_sequences=40)  # every task, a short test split
+    # every task, a short test split; built once per session (bench_builds)
+    return built_once(tmp_path_factory, "suite", lambda root: build_suite(root, progress=False, test_sequences=40))
 
 
 def _standalone(root):

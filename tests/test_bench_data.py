@@ -15,22 +15,14 @@ import torch
 
 from lsrl.bench import TASKS, build_suite, load
 from lsrl.errors import LsrlError
-
-TASK_NAMES = ("parity", "tomita_3")
-TIERS = ("distractors", "rotated")  # beside the compiled one, of parity
-
-
-def _build(root):
-    build_suite(root, TASK_NAMES, progress=False)
-    # ROOT/TIER/parity/ARCH (a short test split: quicker); the root cards list every folder
-    build_suite(root, ["parity"], progress=False, tiers=TIERS, test_sequences=40)
-
+from bench_builds import built_once, parity_tiers_and_an_automaton
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
-    _build(first)
-    _build(second)
+    """Two builds of parity, tomita_3 and parity's distractor and rotated tiers (ROOT/TIER/parity/ARCH), each once per
+    session (bench_builds; the first is tests/test_bench_tiers.py's rotated suite too)."""
+    first, _ = built_once(tmp_path_factory, "parity-first", parity_tiers_and_an_automaton)
+    second, _ = built_once(tmp_path_factory, "parity-second", parity_tiers_and_an_automaton)
     return first, second
 
 
@@ -74,11 +66,13 @@ def test_splits_traces_and_pairs(builds):
 def test_program_py_runs_and_prints_the_outputs(builds):
     root, _ = builds
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    for folder in (root / "parity" / "path", root / "tomita_3" / "rnn"):
-        result = subprocess.run([sys.executable, "program.py"], cwd=folder, env=env, capture_output=True, text=True,
-                                timeout=120)
-        assert result.returncode == 0, result.stderr
-        assert "the outputs equal data.npz's test_outputs: True" in result.stdout
+    runs = [subprocess.Popen([sys.executable, "program.py"], cwd=folder, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # side by side: each mostly imports
+            for folder in (root / "parity" / "path", root / "tomita_3" / "rnn")]
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=120)
+        assert run.returncode == 0, stderr
+        assert "the outputs equal data.npz's test_outputs: True" in stdout
 
 
 def test_load_model_runs_with_torch_alone_in_its_folder(builds):

@@ -19,6 +19,7 @@ from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import distractor_program
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, label_violations
+from bench_builds import built_once, parity_tiers_and_an_automaton
 
 TASK, STEPS = "count_ones", 30  # a short run (the suite trains 600 steps): the folders, not the accuracy, are tested
 
@@ -120,9 +121,9 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
 
 @pytest.fixture(scope="module")
 def rotated_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rotated")
-    build_suite(root, ["parity"], progress=False, tiers=["distractors", "rotated"], test_sequences=40)
-    return root
+    """parity's distractor and rotated tiers (a short test split): tests/test_bench_data.py's first build, built once
+    per session (bench_builds)."""
+    return built_once(tmp_path_factory, "parity-first", parity_tiers_and_an_automaton)[0]
 
 
 @pytest.mark.parametrize("arch", TASKS["parity"].archs)
