@@ -15,15 +15,13 @@ import torch
 
 from lsrl.bench import TASKS, build_suite, load
 from lsrl.errors import LsrlError
-from bench_builds import built_once, parity_tiers_and_an_automaton
+from bench_builds import parity_builds
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     """Two builds of parity, tomita_3 and parity's distractor and rotated tiers (ROOT/TIER/parity/ARCH), each once per
     session (bench_builds; the first is tests/test_bench_tiers.py's rotated suite too)."""
-    first, _ = built_once(tmp_path_factory, "parity-first", parity_tiers_and_an_automaton)
-    second, _ = built_once(tmp_path_factory, "parity-second", parity_tiers_and_an_automaton)
-    return first, second
+    return parity_builds(tmp_path_factory)
 
 
 def test_two_builds_are_byte_identical(builds):

@@ -123,7 +123,7 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
 def rotated_suite(tmp_path_factory):
     """parity's distractor and rotated tiers (a short test split): tests/test_bench_data.py's first build, built once
     per session (bench_builds)."""
-    return built_once(tmp_path_factory, "parity-first", parity_tiers_and_an_automaton)[0]
+    return built_once(tmp_path_factory, [("parity-first", parity_tiers_and_an_automaton)])[0][0]
 
 
 @pytest.mark.parametrize("arch", TASKS["parity"].archs)
