@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
-from filelock import FileLock  # a dependency of torch
+from filelock import FileLock
 
 from lsrl.bench import TASKS, build_suite
 
