@@ -257,7 +257,7 @@ def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], st
 
 
 # lsrl.bench.eval imports torch: its method and tier names, kept equal to METHODS and TIERS by tests/test_habits.py
-EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "random")
+EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "acdc", "random")
 EVAL_TIERS = ("compiled", "distractors", "rotated")
 
 
@@ -265,12 +265,13 @@ EVAL_TIERS = ("compiled", "distractors", "rotated")
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--method", required=True, type=click.Choice(EVAL_METHODS), help="the method to score")
 @click.option("--task", default=None, help="score on this task's tier model instead of a FOLDER")
-@click.option("--tier", default="distractors", show_default=True, type=click.Choice(EVAL_TIERS),
-              help="with --task: the tier")
-@click.option("--arch", default="path", show_default=True, type=click.Choice(["path", *ARCHITECTURES]),
-              help="with --task: the path model or a torch target")
+@click.option("--tier", default=None, type=click.Choice(EVAL_TIERS),
+              help="with --task: the tier (default: distractors); with a FOLDER: must be the folder's own")
+@click.option("--arch", default=None, type=click.Choice(["path", *ARCHITECTURES]),
+              help="with --task: the path model (default) or a torch target; with a FOLDER: must be the folder's own")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
-def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arch: str, pairs: int) -> None:
+def bench_eval(folder: str | None, method: str, task: str | None, tier: str | None, arch: str | None,
+               pairs: int) -> None:
     """Score an interpretability METHOD against the known circuit of a suite FOLDER (or of --task's tier):
     node, unit and edge AUROC, TPR / FPR, interchange accuracy."""
     from lsrl.bench.eval import COLUMNS, Subject, evaluate
@@ -279,7 +280,10 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arc
 
     if (folder is None) == (task is None):
         raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
-    subject = HookedSubject.from_folder(folder) if folder else Subject.from_tier(tier_model(task, tier), arch)
+    if folder is None:
+        subject = Subject.from_tier(tier_model(task, tier or "distractors"), arch or "path")
+    else:  # the folder says its tier and architecture: an option naming another is refused, not ignored
+        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:
         value = row[column]

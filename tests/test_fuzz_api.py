@@ -852,7 +852,7 @@ def rotated_folder() -> str:
 def check_rotations(rotations: dict, args: dict) -> None:
     """Every stored Q is exactly orthogonal (Fractions: Q Q^T = I)."""
     assert rotations
-    for Q in rotations.values():
+    for Q in (rotation.Q for rotation in rotations.values()):
         assert (Q.dot(Q.T) == np.eye(len(Q), dtype=int)).all()
 
 

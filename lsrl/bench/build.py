@@ -33,7 +33,7 @@ from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.rotations import FILE as ROTATIONS
-from lsrl.bench.rotations import path_rotations, rotations_json
+from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError, whole_number
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from lsrl.bench.eval.trained import TrainedModel
     from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
-    from lsrl.numbers import Matrix
 
     Model = CompiledProgram | nn.Module | TrainedModel
 
@@ -75,12 +74,12 @@ TRAINED_ARCHS = ("lstm", "gru")
 
 
 def tier_models(task: Task, tier: str, train_steps: int | None = None
-                ) -> tuple[dict[str, Model], ForEach | None, dict[str, Matrix]]:
+                ) -> tuple[dict[str, Model], ForEach | None, dict[str, dict[str, HookRotation]]]:
     """``({arch: model}, program, rotations)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program
     for the compiled one; the ``TrainedModel``s of ``TRAINED_ARCHS`` (``train_steps`` Adam steps each, default
     ``lsrl.bench.eval.trained.STEPS``; seed 0) for the trained one; else the ``lsrl.bench.tiers.tier_model`` in the
     task's architectures and the program it runs (the task's outputs first, then the distractors').
-    ``rotations``: the path model's rotated hooks (``lsrl.bench.rotations``), empty but for the rotated tier."""
+    ``rotations``: per architecture, its rotated hooks (``lsrl.bench.rotations``), empty but for the rotated tier."""
     if tier == "compiled":
         return task_models(task), None, {}
     if tier == "trained":
@@ -88,7 +87,9 @@ def tier_models(task: Task, tier: str, train_steps: int | None = None
 
         return {arch: train(task.name, arch, train_steps or STEPS) for arch in TRAINED_ARCHS}, None, {}
     model = tier_model(task.name, tier)
-    return _targets(model.model, task.archs), model.program, path_rotations(model.bases)
+    rotations = {arch: hook_rotations(model.model, model.bases, arch) for arch in task.archs} if tier == "rotated" \
+        else {}
+    return _targets(model.model, task.archs), model.program, rotations
 
 
 def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Path:
@@ -102,10 +103,10 @@ def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Pat
 
 def write_model(folder: Path, task: Task, arch: str, model: Model,
                 data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
-                program: ForEach | None = None, rotations: dict[str, Matrix] | None = None) -> Path:
+                program: ForEach | None = None, rotations: dict[str, HookRotation] | None = None) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
     by default the task's own); ``data_bytes``: ``data`` as written (``npz_bytes``), when the caller has them
-    already; ``rotations``: ``{hook: Q}`` of a rotated model, written to ``rotations.json``."""
+    already; ``rotations``: ``{hook: HookRotation}`` of a rotated model, written to ``rotations.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
@@ -289,7 +290,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
             models, program, rotations = tier_models(task, tier, train_steps)
             for arch, model in models.items():
                 folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
-                                           tier, program, rotations if arch == "path" else None))
+                                           tier, program, rotations.get(arch)))
         write_root_cards(root)
     except OSError as error:
         raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
