@@ -16,9 +16,10 @@ import pytest
 import torch
 
 import lsrl
+from lsrl.ir.labels import unit_values
 from lsrl.programs import (
-    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator, discrete_prompt,
-    more_ones_than_zeros, parity, squaring,
+    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator,
+    discrete_prompt, more_ones_than_zeros, parity, squaring,
 )
 from lsrl.targets import STOCK, layer_report
 from lsrl.targets.stock_rnn import GATE_AMPLITUDE, RELU_KNEE, export_stock_onnx, power_sum
@@ -41,11 +42,17 @@ def bounded_random_program(seed: int) -> lsrl.ForEach:
 
 
 @lru_cache(maxsize=None)
-def random_case(seed: int):
-    model = lsrl.compile(bounded_random_program(seed), progress=False)
+def random_program_case(seed: int):
+    """``(program, model, xs, reference)``: a bounded random program and three input sequences in its bounds."""
+    program = bounded_random_program(seed)
+    model = lsrl.compile(program, progress=False)
     rng = np.random.default_rng(seed)
     xs = rng.integers(-2 * X_NUM, 2 * X_NUM + 1, size=(3, T, model.input.dim)) / 2  # halves: exact in float32
-    return model, xs, exact(model, xs)
+    return program, model, xs, exact(model, xs)
+
+
+def random_case(seed: int):
+    return random_program_case(seed)[1:]
 
 
 def exact(model, xs) -> np.ndarray:
@@ -158,6 +165,93 @@ def test_the_relu_state_programs(arch, dtype):
         out = run(net, xs)
         assert np.max(np.abs(out - reference)) <= net.tolerance
         assert np.array_equal(np.round(out), reference)
+
+
+# ---- labels, patches, run_with_cache -----------------------------------------------------------------
+
+
+def patch_case(which):
+    """``(program, model, xs, donor trace)`` with in-bound inputs; the donor is the trace of other inputs."""
+    if isinstance(which, int):
+        program, model, xs, _ = random_program_case(which)
+        other = np.random.default_rng(100 + which).integers(-2 * X_NUM, 2 * X_NUM + 1, size=xs.shape) / 2
+    else:
+        program = {"fig1": more_ones_than_zeros, "parity": parity}[which]()
+        model = lsrl.compile(program, progress=False)
+        xs, other = np.random.default_rng(5).integers(0, 2, size=(2, 3, 8, 1))
+    return program, model, xs.astype(np.float64), program.trace(other.astype(np.float64), exact=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("arch", STOCK)
+def test_patched_runs_match_the_programs_patched_run(arch, dtype):
+    """Every node of ``net.patchable``, patched with another input's trace, on fixed and random programs: the
+    output within ``net.tolerance`` of ``program(xs, exact=True, patch=...)``, by ``net(xs, patch=)`` (stock
+    layers one step at a time) and by ``run_with_cache`` (PyTorch's equations, step by step)."""
+    patched = changed = 0
+    for which in ("fig1", "parity", *SEEDS):
+        program, model, xs, donor = patch_case(which)
+        net = model.to_torch(arch, max_len=xs.shape[1], dtype=dtype)
+        x = torch.as_tensor(xs, dtype=dtype)
+        plain = run(net, xs)
+        for name in net.patchable:
+            values = np.asarray(donor[name], dtype=np.float64)
+            expected = np.asarray(program(xs.astype(object), exact=True, patch={name: donor[name]}), dtype=np.float64)
+            with torch.no_grad():
+                got = net(x, patch={name: values}).double().numpy()
+            cached = net.run_with_cache(x, patch={name: values})[0].double().numpy()
+            for result in (got, cached):
+                assert np.max(np.abs(result - expected)) <= net.tolerance, (which, name)
+            patched += 1
+            changed += np.max(np.abs(expected - plain)) > 2 * net.tolerance
+    assert patched >= 15 and changed >= 8, (patched, changed)  # many patches, many of them moved the outputs
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_every_label_holds_within_its_unit_tolerance(arch):
+    """A labelled unit holds ``unit_scales`` times what its label says, within ``unit_tolerances`` (both read
+    from ``run_with_cache``, checked against the program's trace); the cache's output is the module's."""
+    checked = 0
+    for which in ("fig1", "parity", 1, 4):
+        program, model, xs, _ = patch_case(which)
+        net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+        outputs, cache = net.run_with_cache(xs)
+        assert list(cache) == net.hook_names()
+        assert np.max(np.abs(outputs.numpy() - run(net, xs))) <= 1e-12
+        trace = program.trace(xs, exact=True)
+        for key, labels in net.labels.items():
+            for unit, label in enumerate(labels):
+                if label is None or np.isnan(net.unit_scales[key][unit]):
+                    continue
+                held = unit_values(label, np.asarray(trace[label.node], dtype=np.float64))
+                error = np.abs(cache[key][..., unit].numpy() - net.unit_scales[key][unit] * held)
+                assert np.max(error) <= net.unit_tolerances[key][unit] + 1e-300, (which, key, unit, label)
+                checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_patches_the_construction_cannot_carry_are_refused(arch):
+    program, model, xs, donor = patch_case("fig1")
+    net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+    assert "linear_3" in net.unpatchable and "linear_3" not in net.patchable  # folded into the next layer's gates
+    with pytest.raises(lsrl.LsrlError, match="'linear_3' cannot be patched.*folds"):
+        net(xs, patch={"linear_3": donor["linear_3"]})
+    steps = xs.shape[1]
+    too_large = np.full((steps, 1), steps + 1.0)  # the counter's value bound at max_len is max_len
+    with pytest.raises(lsrl.LsrlError, match="'ones_minus_zeros' reach 9 .*beyond its value bound 8"):
+        net(xs, patch={"ones_minus_zeros": too_large})
+    with pytest.raises(lsrl.LsrlError, match="cannot patch 'core.l9'"):
+        net.run_with_cache(xs, patch={"core.l9": np.zeros((3, steps, 1))})
+    hidden = net.core.hidden_size  # a hook patch: NaN keeps the model's value
+    nothing = net.run_with_cache(xs, patch={"core.l0": np.full((3, steps, hidden), np.nan)})[0]
+    assert torch.equal(nothing, net.run_with_cache(xs)[0])
+    unlabelled = lsrl.compile(more_ones_than_zeros(), progress=False)
+    unlabelled.labels = None  # as a model file from before labels
+    bare = unlabelled.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+    assert bare.labels is None and bare.patchable is None
+    with pytest.raises(lsrl.LsrlError, match="has no net.patchable"):
+        bare(xs, patch={"relu_0": donor["relu_0"]})
 
 
 # ---- every bound at its boundary --------------------------------------------------------------------
@@ -274,9 +368,6 @@ def test_bad_options_and_patches_are_refused(arch):
         with pytest.raises(lsrl.LsrlError, match=match):
             model.to_torch(arch, **options)
     net = model.to_torch(arch, max_len=4, dtype=torch.float64)
-    assert net.labels is None and net.patchable is None
-    with pytest.raises(lsrl.LsrlError, match="patch= is not available for the stock targets"):
-        net(torch.ones(1, 4, 1, dtype=torch.float64), patch={"count": np.zeros((4, 1))})
     with pytest.raises(lsrl.SequenceError, match="outside the declared bounds"):
         net(torch.full((1, 4, 1), 2.0, dtype=torch.float64))
 
