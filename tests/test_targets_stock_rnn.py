@@ -7,9 +7,11 @@ bound: at the default the error is within the tolerance, far beyond it the error
 
 from __future__ import annotations
 
+import csv
 import math
 import random
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,23 +118,43 @@ def test_fig1_decides_every_step_exactly(arch, dtype):
     assert np.array_equal(np.round(out), reference)
 
 
+def random_token_map(seed: int) -> dict:
+    """Six random keys of two tokens in 0..4, each mapped to two random tokens."""
+    rng = np.random.default_rng(seed)
+    keys = [(a, b) for a in range(5) for b in range(5)]
+    return {keys[i]: tuple(int(v) for v in rng.integers(0, 5, 2)) for i in rng.choice(len(keys), 6, replace=False)}
+
+
 @pytest.mark.parametrize("arch", STOCK)
-def test_listing2_answers_every_query(arch):
-    program = discrete_approximator(2, robust=True, vocabulary=4)
-    model = lsrl.compile(program, progress=False)
-    rng = np.random.default_rng(3)
-    mapping = {(a, b): tuple(int(v) for v in rng.integers(0, 5, 2)) for a in range(5) for b in range(5)}
-    prompts = np.stack([discrete_prompt(mapping, query=query) for query in [(1, 2), (4, 0), (3, 3)]])
-    reference = exact(model, prompts)
-    net = model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float64)
-    out = run(net, prompts)
-    assert np.max(np.abs(out - reference)) <= net.tolerance
-    answers = np.round(out[:, -2:, 0])  # the last n outputs answer the query
-    assert np.array_equal(answers, reference[:, -2:, 0])
-    assert [tuple(row) for row in answers.astype(int)] == [mapping[(1, 2)], mapping[(4, 0)], mapping[(3, 3)]]
-    # float32: the value bounds (outputs up to 2e11 where the tokens are at most 4) leave no accuracy: refused
-    with pytest.raises(lsrl.LsrlError, match="would carry nothing|exceeds 1/16 of its value bound"):
-        model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float32)
+def test_listing2_answers_every_query_in_float64(arch):
+    """Listing 2 (n = 2, robust) on random token maps, every key queried: the answers are the map's and the
+    interpreter's, and the outputs lie within the stated tolerance. That tolerance (about 2e7) does not prove
+    the decisions (module docstring, "Listing 2"): they are observed here, not proved."""
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=4), progress=False)
+    for seed in range(3):
+        mapping = random_token_map(seed)
+        prompts = np.stack([discrete_prompt(mapping, query=query) for query in mapping]).astype(np.float64)
+        reference = exact(model, prompts)
+        net = model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float64)
+        out = run(net, prompts)
+        assert np.max(np.abs(out - reference)) <= net.tolerance
+        answers = np.round(out[:, -2:, 0]).astype(int)
+        assert np.array_equal(answers, reference[:, -2:, 0])
+        assert [tuple(row) for row in answers] == list(mapping.values())
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_listing2_is_refused_in_float32_naming_where_the_bound_grows(arch):
+    """float32: the robust Listing 2's error bound passes the outputs' value bound (the integrating states sum
+    their input's error over max_len steps, the comparisons multiply it); the paper's Listing 2 (steps of slope
+    1000, lambda = 1e10) has values beyond float32's range of scales. Both refusals name the node."""
+    robust = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=4), progress=False)
+    growth = r"float32 .*grows most at (Multi|LinState) '\w+': [\d.e+]+ times its input"
+    with pytest.raises(lsrl.LsrlError, match=growth):
+        robust.to_torch(arch, max_len=26, dtype=torch.float32)
+    paper = lsrl.compile(discrete_approximator(2, vocabulary=4), progress=False)
+    with pytest.raises(lsrl.LsrlError, match=r"the values of ReLU '\w+' are too large for float32"):
+        paper.to_torch(arch, max_len=26, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("arch", STOCK)
@@ -452,3 +474,62 @@ def test_the_gru_pair_cancels_its_latched_value_at_the_knee(dtype):
     xs[:, ::2] = 1.0
     xs[:, 1::2, 0] = np.random.default_rng(0).integers(-8, 9, size=(64, 32)) / K
     assert largest_error(net, xs, exact(model, xs)) <= net.tolerance
+
+
+# ---- the activation identities (benchmarks/activation_identities.py) ---------------------------------
+
+IDENTITIES = Path(__file__).parents[1] / "docs" / "results" / "benchmarks" / "activation_identities.csv"
+FACTS = {  # the fact's function and what it equals on its region
+    "sigmoid(x) == 1": (torch.sigmoid, torch.ones_like), "sigmoid(x) == 0": (torch.sigmoid, torch.zeros_like),
+    "silu(x) == relu(x)": (torch.nn.functional.silu, torch.relu), "tanh(x) == x": (torch.tanh, lambda x: x),
+    "gelu_tanh(x) == relu(x)": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), torch.relu),
+}
+
+
+def identity_rows() -> list[dict]:
+    with open(IDENTITIES, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def holds_on_both_paths(fact: str, value: float, dtype: torch.dtype) -> bool:
+    """The identity at ``value`` by torch's scalar loop (one element) and its vectorised kernel (64 of them)."""
+    function, target = FACTS[fact]
+    return all(bool(torch.all(function(x) == target(x))) for x in
+               (torch.tensor([value], dtype=dtype), torch.full((64,), value, dtype=dtype)))
+
+
+def test_the_activation_table_proves_what_the_constructions_rely_on():
+    """Every fact a construction relies on holds in the table (float32 rows exhaustive, float64 sampled);
+    the stock gates' saturation is not relied on (their leak e^-128 is charged)."""
+    rows = identity_rows()
+    assert {row["method"] for row in rows if row["dtype"] == "float32"} == {"exhaustive"}
+    assert {row["fact"] for row in rows} >= set(FACTS)
+    relied = [row for row in rows if "charged anyway" not in row["used_by"]]
+    assert [row for row in relied if row["holds"] != "True"] == []
+    ulps = [float(row["boundary"]) for row in rows if "relative error" in row["fact"] and row["dtype"] == "float32"]
+    from lsrl.targets.stock_rnn import ACTIVATION_ULPS
+
+    assert len(ulps) == 2 and max(ulps) <= ACTIVATION_ULPS
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_activation_identities_hold_at_their_boundaries(dtype):
+    """Each region's boundary from the table and the floats beyond it satisfy the identity, the float before it
+    does not (so the boundary is exact), on both of torch's code paths: a torch change that moves one fails."""
+    np_type = np.float32 if dtype == torch.float32 else np.float64
+    checked = 0
+    for row in identity_rows():
+        if row["fact"] not in FACTS or row["dtype"] != str(dtype).removeprefix("torch."):
+            continue
+        boundary = np_type(float.fromhex(row["boundary_hex"]))
+        inward = np_type(0) if row["region"] != "|x| <= boundary" else np_type(np.copysign(np.inf, boundary))
+        outward = np_type(np.copysign(np.inf, boundary)) if row["region"] != "|x| <= boundary" else np_type(0)
+        beyond = [boundary]
+        for _ in range(4):
+            beyond.append(np.nextafter(beyond[-1], outward))
+        assert all(holds_on_both_paths(row["fact"], float(v), dtype) for v in beyond), row
+        assert not holds_on_both_paths(row["fact"], float(np.nextafter(boundary, inward)), dtype), row
+        used = float(row["used"])
+        assert holds_on_both_paths(row["fact"], used, dtype) == (row["holds"] == "True"), row
+        checked += 1
+    assert checked >= 7

@@ -284,7 +284,19 @@ class _Builder:
             j = int(bad[0])
             raise LsrlError(
                 f"{self.name}: the error bound of {node.describe()} (component {j}: {E[j]:.3g}) exceeds "
-                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}; use float64 or a smaller max_len")
+                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}{self.steepest_growth()}; use "
+                "float64 or a smaller max_len")
+
+    def steepest_growth(self) -> str:
+        """Where the error bound grew most so far (a layer's largest error over its input's), for refusals."""
+        errors = [float(np.max(layer.error, initial=0.0)) for layer in self.layers if layer.error is not None]
+        growths = [(after / before, index) for index, (before, after) in enumerate(zip(errors, errors[1:]), 1)
+                   if before > 0]
+        if not growths:
+            return ""
+        growth, index = max(growths)
+        node = self.model.layers[self.layers[index].source]
+        return f" (its bound grows most at {node.describe()}: {growth:.3g} times its input's)"
 
     def check_scale(self, node, eps: np.ndarray) -> None:
         tiny = float(torch.finfo(self.scales.dtype).tiny) / self.scales.u
@@ -470,8 +482,9 @@ def _check_informative(name: str, model, builder: _Builder, tolerances: np.ndarr
     if tolerances.size and float(np.max(tolerances)) >= max(largest, float(np.finfo(np.float64).tiny)):
         raise LsrlError(
             f"{name}: the error bound of the outputs ({float(np.max(tolerances)):.3g}) is as large as their value "
-            f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}: the outputs would "
-            f"carry nothing; use float64, a smaller max_len or tighter Input bounds")
+            f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}"
+            f"{builder.steepest_growth()}: the outputs would carry nothing; use float64, a smaller max_len or "
+            "tighter Input bounds")
 
 
 def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dtype: torch.dtype) -> None:
