@@ -31,7 +31,15 @@ every GRU unit carries: ``a_t - c_t = (1 - z) n_t + z a_{t-1} - tanh(z a_{t-1})`
 construction assumes that a matrix product computes identical rows identically; the tests check it).
 
 **Error bound (the proof).** Write ``u`` for the unit roundoff of ``dtype``, ``gamma_n = n u / (1 - n u)``,
-``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``. Every
+``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``.
+``psi`` is a fact about torch's kernels: ``|fl(f(x)) - f(x)| <= psi (u |f(x)| + tiny)``. In float32 it is
+proved by enumeration: ``benchmarks/activation_identities.py`` evaluates sigmoid and tanh at every float32,
+by the vectorised kernel and by the scalar loop (``nn.LSTM`` / ``nn.GRU`` run both), against float64, and
+finds at most 2.5 and 0.6 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
+below every absolute term of the bound. In float64 it is sampled (the same script against long double,
+and ``tests/test_targets_stock_rnn.py``), not proved. The constant gates need no identity: ``sigma(128)``
+is 1 and ``sigma(-128)`` is 0 in float32 (the table), but ``sigma(-128) = 2.6e-56`` in float64, and the
+bound charges ``e^-128`` for both. Every
 decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``. Every layer first raises the bounds of
 what it reads by ``16`` times the errors that reach it (``M <- M + 16 E_in``, so ``|v^| <= phi M`` for its
 inputs); a state also reads its own past, so by induction over the steps ``|s^| <= phi M`` needs
@@ -62,7 +70,28 @@ both scales and the gains are options (``amplitude``, ``gate_amplitude``, ``gain
 bounds at their boundary). Overflow: every weight and every pre-activation bound must stay below
 ``finfo(dtype).max / 16``, and every scale ``eps`` above ``finfo.tiny / u``; checked before any module is
 built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming the node otherwise). A
-module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too.
+module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too; the refusals
+name the layer where the bound grew most.
+
+**Listing 2 (why float32 refuses it).** The bound is carried layer by layer, and two kinds of layer
+multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
+registers) sums its input's error over ``max_len`` steps (``power_sum``: 108 at ``T = 108``, and 217 for
+the query, whose input holds two errors), and a comparison (``f_step``: slope ``mu = 2``, two ReLUs read
+back with opposite signs) doubles to quadruples it. Across the 27 cell layers of ``n = 2`` the bound grows
+3.5e16-fold: float64 states 2.8e7 (LSTM) on top of ``value_bounds`` that are up to 3e10 times the values
+reached (the query's bound is 3020 where its tokens are at most 4: the interval analysis cannot see that
+the query is written during n steps only), and it would still state 1.4e4 with the bounds replaced by the
+values actually reached on 256 random prompts. So no choice of scales or gains proves Listing 2's token
+decisions, in either dtype: float32 is refused (``check_margin`` or ``_check_informative``, naming where
+the bound grows most), float64 is built with a tolerance that says nothing, and its answers are exact in
+the tests, observed rather than proved. What keeps the network right, exact zeros that stay zero and
+comparisons of integers whose errors stay below their margin of 1/2, is what a proof would have to track.
+The paper's Listing 2 (slope 1000, ``lambda = 1e10``) is refused in float32 before that: its value bounds
+(1e34 times the amplitude) need scales below float32's range (``check_scale``); in float64 its stated
+tolerance (5e56) is as empty, and the answers are wrong (all 0).
+
+**Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
+``run_with_cache``.
 """
 
 from __future__ import annotations
