@@ -226,10 +226,13 @@ class CellLayer:
     h0: dict = field(default_factory=dict)
     H: list = field(default_factory=list)  # |h| bound per unit
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
-    source: int | None = None  # the index of the compiled layer it computes (None: the carried input)
-    decode: np.ndarray | None = None  # D: component j of that layer's output is sum_u D[j, u] h_u
-    bound: np.ndarray | None = None  # per component, the value bound at max_len (value_bounds)
-    error: np.ndarray | None = None  # per component, the bound E on the decoded value's error
+    # set by _Builder.finish: the index of the compiled layer it computes (None: the carried input); D, with
+    # component j of that layer's output sum_u D[j, u] h_u; per component the value bound at max_len and the
+    # bound E on the decoded value's error
+    source: int | None = None
+    decode: Any = None
+    bound: Any = None
+    error: Any = None
 
     @property
     def units(self) -> int:
@@ -280,7 +283,8 @@ class _Builder:
         M_in = self.bounds(model.input)
         self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in)
         self.W, self.c = np.eye(d_in), np.zeros(d_in)  # the Linear layers since the last cell layer
-        self.source = (None, M_in)  # the compiled layer being built (index, value bound): the input at first
+        # the compiled layer being built (index, value bound): the input at first
+        self.source: tuple[int | None, np.ndarray] = (None, M_in)
 
     # ---- bounds and errors
     def bounds(self, node) -> np.ndarray:
@@ -570,9 +574,12 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
         return None
     source_labels = [model.labels[layer.source] if layer.source is not None else
                      [UnitLabel(model.input.name, j, "copy") for j in range(len(layer.bound))] for layer in layers]
-    labels, scales, tolerances = {}, {}, {}
+    labels: dict[str, list] = {}
+    scales: dict[str, np.ndarray] = {}
+    tolerances: dict[str, np.ndarray] = {}
     for k, (layer, components) in enumerate(zip(layers, source_labels)):
-        unit_labels, unit_scales, unit_tolerances = [None] * hidden, np.full(hidden, np.nan), np.full(hidden, np.nan)
+        unit_labels: list = [None] * hidden
+        unit_scales, unit_tolerances = np.full(hidden, np.nan), np.full(hidden, np.nan)
         for j, label in enumerate(components):
             units = np.flatnonzero(layer.decode[j])
             for unit in units:
@@ -599,14 +606,16 @@ def _held_patches(net: StockRNNModel, patch: Any, count: int, steps: int) -> dic
     decodes the patched value (``D h = v``: the component's units set to ``v D[j] / |D[j]|^2``, so a value
     unit holds ``eps v``, a GRU pair ``(eps v / 2, -eps v / 2)``, a product pair ``(eta eps v / 4, -eta eps v / 4)``).
     The values must lie within the value bounds the construction scaled them by (``net.tolerance`` rests on them)."""
-    plan = net.unit_plan
     arrays = {}
     for key, values in patch_items(patch, net.architecture):
         name = patch_key_name(key)
-        _check_patchable(net, name)
+        _check_patchable(net, name)  # refuses every node when the module has no labels (no unit_plan)
         array = _values_array(net, name, values, count, steps)
         arrays[name] = (array.shape[-1], array)
-    holders = list(enumerate(zip(plan.layers, plan.source_labels)))
+    plan = net.unit_plan
+    if plan is None:
+        return {}
+    holders: list[tuple[Any, tuple[Any, list]]] = list(enumerate(zip(plan.layers, plan.source_labels)))
     if plan.readout_patched:
         holders.append(("readout", (None, plan.output_labels)))
     patches = {}
@@ -660,7 +669,8 @@ class StockRNNModel(nn.Module):
     induction of the module docstring goes through unchanged.
     """
 
-    state_patch = None  # {core layer or "readout": StatePatch} while a patched call runs
+    state_patch: dict | None = None  # {core layer or "readout": StatePatch} while a patched call runs
+    h0: torch.Tensor  # per layer, the initial h (a buffer)
 
     def __init__(self, arch: str, d_in: int, layers: list[CellLayer], readout_weight: np.ndarray,
                  readout_bias: np.ndarray, tolerances: np.ndarray, max_len: int, scales: Scales,
