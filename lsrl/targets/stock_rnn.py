@@ -567,6 +567,9 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     A component held by one unit ``u`` (a value, state or LSTM ReLU unit: ``h_u = eps v``) labels it with the
     compiled label and ``unit_scales[key][u] = 1 / D[j, u] = eps``; the units of a sign pair (GRU ReLU ``a, c``)
     or of a product (``h+, h-``) hold it only together: each is a ``helper`` (scale NaN). Padding units: None.
+    An LSTM layer's cell ``core.l{k}.c`` is labelled too: a state's unit has ``c = tanh(eps y)``, the same value
+    as ``h = tanh(c)`` with one tanh less (its error is within the same bound); a ReLU's cell holds its input
+    (``eps w``), a product's ``eps P``: helpers.
     ``unit_tolerances[key][u]``: how far a labelled unit may lie from its scale times what its label says
     (``eps E``; the readout: ``outputs``, the output tolerances).
     """
@@ -589,6 +592,11 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
                     unit_tolerances[unit] = unit_scales[unit] * layer.error[j]
         key = f"core.l{k}"
         labels[key], scales[key], tolerances[key] = unit_labels, unit_scales, unit_tolerances
+        if layer.arch == "lstm":  # the cell c = tanh(eps y) of a state's unit holds what h does (one tanh less)
+            states = layer.source is None or model.layers[layer.source].kind == "LinState"
+            labels[f"{key}.c"] = unit_labels if states else [helper_for(label) for label in unit_labels]
+            scales[f"{key}.c"] = unit_scales if states else np.full(hidden, np.nan)
+            tolerances[f"{key}.c"] = unit_tolerances if states else np.full(hidden, np.nan)
     output_labels = list(model.labels[-1]) if model.layers else source_labels[-1]
     labels["readout"], scales["readout"], tolerances["readout"] = output_labels, np.ones(len(output_labels)), outputs
     readout_patched = bool(model.layers) and model.layers[-1].kind == "Linear"
@@ -655,7 +663,8 @@ class StockRNNModel(nn.Module):
     ``net.tolerance`` bounds every output's distance from the exact interpreter (module docstring of
     ``lsrl.targets.stock_rnn``) for ``T <= net.max_len`` and inputs within the declared bounds.
 
-    ``net.labels``: ``core.l{k}`` (layer ``k``'s ``h``) and ``readout``, one ``UnitLabel`` per unit; a labelled
+    ``net.labels``: ``core.l{k}`` (layer ``k``'s ``h``; an LSTM's cell ``core.l{k}.c``) and ``readout``, one
+    ``UnitLabel`` per unit; a labelled
     unit of the core holds ``net.unit_scales[key][u]`` times what its label says (a power of two, the
     small-signal scale ``eps``), within ``net.unit_tolerances[key][u]`` (that times the component's error
     bound). ``net(x, patch={node: values})`` sets the units that hold the node (``_held_patches``) inside
