@@ -528,7 +528,8 @@ def test_the_activation_identities_hold_at_their_boundaries(dtype):
         for _ in range(4):
             beyond.append(np.nextafter(beyond[-1], outward))
         assert all(holds_on_both_paths(row["fact"], float(v), dtype) for v in beyond), row
-        assert not holds_on_both_paths(row["fact"], float(np.nextafter(boundary, inward)), dtype), row
+        if "power of two below" not in row["method"]:  # float64 tanh(x) == x: a region below its holes, not its edge
+            assert not holds_on_both_paths(row["fact"], float(np.nextafter(boundary, inward)), dtype), row
         used = float(row["used"])
         assert holds_on_both_paths(row["fact"], used, dtype) == (row["holds"] == "True"), row
         checked += 1

@@ -35,7 +35,7 @@ construction assumes that a matrix product computes identical rows identically; 
 ``psi`` is a fact about torch's kernels: ``|fl(f(x)) - f(x)| <= psi (u |f(x)| + tiny)``. In float32 it is
 proved by enumeration: ``benchmarks/activation_identities.py`` evaluates sigmoid and tanh at every float32,
 by the vectorised kernel and by the scalar loop (``nn.LSTM`` / ``nn.GRU`` run both), against float64, and
-finds at most 2.5 and 0.6 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
+finds at most 2.49 and 1.01 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
 below every absolute term of the bound. In float64 it is sampled (the same script against long double,
 and ``tests/test_targets_stock_rnn.py``), not proved. The constant gates need no identity: ``sigma(128)``
 is 1 and ``sigma(-128)`` is 0 in float32 (the table), but ``sigma(-128) = 2.6e-56`` in float64, and the
