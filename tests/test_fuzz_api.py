@@ -29,7 +29,9 @@ from hypothesis import strategies as st
 import lsrl
 import lsrl.bench
 import lsrl.llrnn as llrnn
-from fuzz_strategies import bad_sequence, finite_floats, in_a_scratch_folder, junk, user_error_or_answer  # noqa: F401 (in_a_scratch_folder: autouse)
+from fuzz_strategies import (  # noqa: F401 (in_a_scratch_folder: autouse)
+    bad_sequence, finite_floats, in_a_scratch_folder, junk, timed_example, user_error_or_answer,
+)
 from lsrl import automata, programs
 from lsrl.llrnn import logic
 from lsrl.llrnn import tasks as llrnn_tasks
@@ -1222,9 +1224,10 @@ def test_a_hostile_argument_is_refused_in_one_line_or_answered_right(boundary: B
     words = [word for name in spoiled for word in (name, *boundary.words.get(name, ()))]
     if boundary.prepare is not None:
         boundary.prepare()
-    outcome = user_error_or_answer(lambda: boundary.call(**arguments), words)
-    if outcome is not None:
-        boundary.check(outcome.value, arguments)
+    with timed_example(boundary.name, arguments):
+        outcome = user_error_or_answer(lambda: boundary.call(**arguments), words)
+        if outcome is not None:
+            boundary.check(outcome.value, arguments)
 
 
 # ---------------------------------------------------------------- the boundary stays fuzzed
