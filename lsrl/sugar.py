@@ -189,7 +189,7 @@ def f_or(x: Node, y: Node, mu: float = DEFAULT_MU, name: str | None = None) -> L
 def _logic_mu(mu: float, owner: str) -> None:
     """The steps of f_and and f_or read operands in {0, 1}: they reach 1 at 1 only if mu >= 1."""
     if positive_number(mu, f"{owner}: mu") < 1:
-        raise LsrlError(f"{owner}: mu must be at least 1 (a step of width 1/mu = {1 / mu:.3g} does not reach 1 "
+        raise LsrlError(f"{owner}: mu must be at least 1 (a step of width 1/mu = {float(1 / mu):.3g} does not reach 1 "
                         f"on operands in {{0, 1}}), got {mu!r}")
 
 

@@ -1419,6 +1419,14 @@ REGRESSIONS = {  # a call that escaped (a raw exception, a hang, a wrong answer)
         lambda: llrnn.NTM(1, 1, 10**4, (0, 1), memory_width=100)(torch.zeros(1, 300, 1, dtype=torch.float64)),
         ("inputs",)),
     "llrnn_form(NTM(slots=np.uint8(200)))": (lambda: llrnn.llrnn_form(llrnn.NTM(1, 1, np.uint8(200))), ("powers",)),
+    # found by the ci profile's new examples after round two's edits
+    "f_or(mu=Fraction(1, 3))": (lambda: lsrl.f_or(*two_bits(), mu=Fraction(1, 3)), ("mu",)),
+    "continuous_approximator(robust={})": (lambda: programs.continuous_approximator(2, 1, "step", lambda_="auto",
+                                                                                   robust={}), ("robust",)),
+    "discrete_approximator(robust='no')": (lambda: programs.discrete_approximator(1, robust="no"), ("robust",)),
+    "train(checkpoint_every='ë')": (lambda: llrnn_train.train(llrnn_train.TrainConfig(steps=1), fresh_path("t"),
+                                                              progress=False, checkpoint_every="ë"),
+                                    ("checkpoint_every",)),
 }
 
 

@@ -775,6 +775,9 @@ def train(config: TrainConfig, folder: str | Path, resume: bool = False, progres
     """
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
         raise TrainingError(f"train: folder must be a folder name (str or Path), got {shown(folder)}")
+    checkpoint_every = count("train", "checkpoint_every", checkpoint_every, low=0, high=MAX_STEPS)  # 0: never
+    if not isinstance(resume, bool):
+        raise TrainingError(f"train: resume must be True or False, got {shown(resume)}")
     folder = Path(folder)
     try:  # before any step is trained: a folder that cannot be made fails now, not after the training
         folder.mkdir(parents=True, exist_ok=True)

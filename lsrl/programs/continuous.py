@@ -24,7 +24,7 @@ from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
     DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_bump, f_constant, f_ifelse, f_larger, f_not, f_smaller,
-    f_step, positive_integer, positive_number,
+    f_step, flag, positive_integer, positive_number,
 )
 
 MAX_PROMPT_CELLS = 10**7  # continuous_prompt builds one token (a Python list) per cell: a stated bound
@@ -71,6 +71,7 @@ def continuous_approximator(
     if ifelse not in IFELSE_VARIANTS:
         raise LsrlError(f"continuous_approximator: unknown ifelse variant {ifelse!r}; "
                         f"expected one of {IFELSE_VARIANTS}")
+    robust = flag(robust, "continuous_approximator: robust")  # a truthy {} or "no" is no robust=True
     if robust:
         return _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound)
 

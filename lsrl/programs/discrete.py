@@ -24,7 +24,7 @@ from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
     DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not,
-    f_smaller, positive_integer,
+    f_smaller, flag, positive_integer,
 )
 
 ROBUST_MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates a step of slope 2
@@ -59,6 +59,7 @@ def discrete_approximator(
         raise LsrlError(f"discrete_approximator: counter must be 'permutation' or 'rotation', got {counter!r}")
     if ifelse not in IFELSE_VARIANTS:
         raise LsrlError(f"discrete_approximator: unknown ifelse variant {ifelse!r}; expected one of {IFELSE_VARIANTS}")
+    robust = flag(robust, "discrete_approximator: robust")  # a truthy {} or "no" is no robust=True
     if robust:
         if vocabulary is None:
             raise LsrlError("discrete_approximator(robust=True) needs vocabulary= (the largest token)")
