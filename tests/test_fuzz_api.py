@@ -34,6 +34,7 @@ from fuzz_strategies import (  # noqa: F401 (in_a_scratch_folder: autouse)
 )
 from lsrl import automata, programs
 from lsrl.llrnn import logic
+from lsrl.llrnn.checks import LlrnnArgumentError
 from lsrl.llrnn import tasks as llrnn_tasks
 from lsrl.llrnn import train as llrnn_train
 from lsrl.llrnn.explicit import Ring, rotation_moves
@@ -915,9 +916,17 @@ def model_dtype(model: torch.nn.Module) -> torch.dtype:
 
 
 def check_llrnn_model(model: torch.nn.Module, args: dict) -> None:
-    """The explicit equations agree with the model's LLRNN form (the denotation of its master term)."""
+    """The explicit equations agree with the model's LLRNN form (the denotation of its master term). A form
+    too large or slow to build (a reference for small rings: ``llrnn_form``'s stated caps) is refused in one
+    line; the model then still runs, finite and of its state's shape."""
     xs = llrnn_input(model)
-    close(model(xs).detach().numpy(), llrnn.llrnn_form(model)(xs).detach().numpy(), 1e-5)
+    try:
+        form = llrnn.llrnn_form(model)
+    except LlrnnArgumentError as error:
+        assert str(error).startswith("llrnn_form: ") and "\n" not in str(error), error
+        assert finite_floats(model(xs)).shape == (*xs.shape[:2], model.state_dim)
+        return
+    close(model(xs).detach().numpy(), form(xs).detach().numpy(), 1e-5)
 
 
 SIZES = st.integers(1, 4)
@@ -1419,6 +1428,11 @@ REGRESSIONS = {  # a call that escaped (a raw exception, a hang, a wrong answer)
         lambda: llrnn.NTM(1, 1, 10**4, (0, 1), memory_width=100)(torch.zeros(1, 300, 1, dtype=torch.float64)),
         ("inputs",)),
     "llrnn_form(NTM(slots=np.uint8(200)))": (lambda: llrnn.llrnn_form(llrnn.NTM(1, 1, np.uint8(200))), ("powers",)),
+    "DihedralPolynomialStepNTM(slots=2738)": (lambda: llrnn.DihedralPolynomialStepNTM(1, 1, 2738, 4), ("slots",)),
+    "NTM(slots=2000)(a batch of 100)": (lambda: llrnn.NTM(1, 1, 2000)(torch.zeros(100, 1, 1, dtype=torch.float64)),
+                                        ("inputs",)),
+    "MultiplePatternNTM(pattern_powers=np.array(3.0))": (
+        lambda: llrnn.MultiplePatternNTM(1, 1, 1, slots=(4, 2, 2, 2), pattern_powers=np.array(3.0)), ("pattern_powers",)),
     # found by the ci profile's new examples after round two's edits
     "f_or(mu=Fraction(1, 3))": (lambda: lsrl.f_or(*two_bits(), mu=Fraction(1, 3)), ("mu",)),
     "continuous_approximator(robust={})": (lambda: programs.continuous_approximator(2, 1, "step", lambda_="auto",

@@ -49,6 +49,7 @@ MAX_POWER = 64  # HigherOrderRNN: V(x)^0 .. V(x)^max_power, one product each per
 MAX_WIDTH = 4_096  # controller, hidden, memory, symbol and aux sizes (as lsrl.llrnn.train allows)
 MAX_STATE = MAX_PARAMETERS  # numbers in a model's flat state, refused before its initial state is allocated
 MAX_TRAJECTORY = 2.5 * 10**8  # numbers forward returns (B x T x the kept state: 2 GB of float64), checked first
+MAX_MOVES = MAX_PARAMETERS // 8  # gather indices K x N of one head (50 MB of int64); a step gathers B x K x N
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -91,6 +92,7 @@ class RecurrentModel(nn.Module):
     """
 
     controller_dim_name = "controller_dim"  # the constructor's name for the controller size
+    gathered_per_step = 0  # numbers a step gathers per batch element besides the state (the heads' B x K x N)
 
     def __init__(self, input_dim: int, controller_dim: int, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
@@ -194,10 +196,11 @@ class RecurrentModel(nn.Module):
         check_inputs(self.name, xs, self.input_dim, self.default_state.dtype, self.default_state.device)
         keep = tuple(self.layout) if keep is None else tuple(keep)
         per_step = sum(math.prod(self.layout[name][1]) for name in keep if name in self.layout)
-        if xs.shape[0] * xs.shape[1] * per_step > MAX_TRAJECTORY:  # refused before the states are computed
+        if xs.shape[0] * max(xs.shape[1] * per_step, self.gathered_per_step) > MAX_TRAJECTORY:  # checked first
             raise SequenceError(f"{self.name}: inputs of shape {tuple(xs.shape)} would return "
-                                f"{xs.shape[0] * xs.shape[1] * per_step:,} state numbers, more than "
-                                f"{MAX_TRAJECTORY:,.0f}: run shorter or smaller batches")
+                                f"{xs.shape[0] * xs.shape[1] * per_step:,} state numbers and gather "
+                                f"{xs.shape[0] * self.gathered_per_step:,} a step, more than {MAX_TRAJECTORY:,.0f}: "
+                                "run shorter or smaller batches")
         parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
         kept = {name: [] for name in keep}
         for t in range(xs.shape[1]):
@@ -363,9 +366,9 @@ def word_moves(N: int, words: Iterable[str]) -> torch.Tensor:
 def _few_moves(N: int, moves: Iterable) -> list:
     """``moves`` as a list, refused before the (K, N) indices are built if they exceed ``MAX_PARAMETERS``."""
     moves = list(moves)
-    if len(moves) * N > MAX_PARAMETERS:
+    if len(moves) * N > MAX_MOVES:
         raise LlrnnArgumentError(f"a ring of {N:,} slots with {len(moves):,} head moves needs {len(moves) * N:,} "
-                                 f"gather indices, more than {MAX_PARAMETERS:,}: choose fewer slots or moves")
+                                 f"gather indices, more than {MAX_MOVES:,}: choose fewer slots or moves")
     return moves
 
 
@@ -463,6 +466,8 @@ class RingMachine(RecurrentModel):
             self.add_ring_weights(ring)
         if pattern_moves is not None:
             self.register_buffer("pattern_moves", pattern_moves.to(device), persistent=False)
+        self.gathered_per_step = sum(buffer.numel() for name, buffer in self.named_buffers()
+                                     if name.startswith(("moves_", "pattern_moves")))
         shapes = {"h0": (d0,)}
         for ring in rings:
             shapes |= {"r" + ring.label: (ring.slots,), "w" + ring.label: (ring.slots,)}
