@@ -196,8 +196,16 @@ def check_operation(node: lsrl.Node, args: dict) -> None:
     if args["operation"] == "getitem":
         expected = XS[:, operand]
     else:
-        number = np.asarray(operand, dtype=np.float64)
-        expected = NODE_OPERATIONS[args["operation"]](XS, number)
+        try:
+            number = np.asarray(operand, dtype=np.float64)
+        except OverflowError:  # an int beyond float64, exact in the node: as float, an infinity
+            number = np.float64(np.inf if operand > 0 else -np.inf)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            expected = NODE_OPERATIONS[args["operation"]](XS, number)
+    if not np.isfinite(expected).all():  # the exact value leaves float64's range: a float run refuses it
+        with pytest.raises(lsrl.BackendError, match="leaves float64's range"):
+            lsrl.ForEach(node)(XS)
+        return
     close(lsrl.ForEach(node)(XS), expected.reshape(len(XS), -1))
 
 
@@ -278,14 +286,31 @@ def outputs(node: lsrl.Node, column: list) -> list:
     return [row[0] for row in lsrl.ForEach(node)(np.array(column, dtype=object).reshape(-1, 1), exact=True)]
 
 
+def as_fraction(value: Any) -> Fraction:
+    """An accepted number (an int, Fraction, float, Decimal, numpy or 0-d torch scalar) exactly as a Fraction."""
+    return Fraction(value.item() if hasattr(value, "item") else value)  # numpy's uint8 arithmetic would wrap
+
+
 def check_step(node: lsrl.Node, args: dict) -> None:
-    mu = Fraction(str(args["mu"]))
-    got = outputs(node, [Fraction(-1), Fraction(0), 2 / mu, Fraction(5)])
-    assert got[0] == 0 and got[1] == 0 and got[2] == 1 and got[3] == 1, got
+    """0 at and below 0, 1 from 1/mu on (the edge between is left out), at points within the declared bounds."""
+    edge = 1 / as_fraction(args["mu"])
+    points = [(v, int(v > 0)) for v in (Fraction(-1), Fraction(0), 2 * edge, Fraction(5))
+              if -8 <= v <= 8 and not 0 < v < edge]
+    assert outputs(node, [v for v, _ in points]) == [step for _, step in points], points
+
+
+def check_constant(node: lsrl.Node, args: dict) -> None:
+    try:
+        value = np.ravel(np.asarray(args["value"], dtype=np.float64))
+    except OverflowError:  # beyond float64: the exact backend holds it, a float run refuses it
+        with pytest.raises(lsrl.BackendError):
+            lsrl.ForEach(node)(np.zeros((2, 1)))
+        return
+    close(lsrl.ForEach(node)(np.zeros((2, 1))), [value] * 2)
 
 
 def check_bump(node: lsrl.Node, args: dict) -> None:
-    mu, lb, ub = (Fraction(str(args[key])) for key in ("mu", "lb", "ub"))
+    mu, lb, ub = (as_fraction(args[key]) for key in ("mu", "lb", "ub"))
     inside = [(lb + ub) / 2] if ub - lb > 4 / mu and -8 <= (lb + ub) / 2 <= 8 else []
     outside = [v for v in (lb - 1, ub + 1 / mu + 1) if -8 <= v <= 8]  # each edge is 1/mu wide
     got = outputs(node, inside + outside)
@@ -339,8 +364,7 @@ MUS = st.sampled_from([1, 10, 1000, 0.5, 10**6])
 LOGIC_MUS = st.sampled_from([1, 10, 1000, 10**6])  # f_and and f_or read 0 / 1 operands: mu >= 1
 SUGAR = [
     Boundary("lsrl.f_constant", lambda value: lsrl.f_constant(one_input(), value), {"value": vector(2)},
-             lambda node, args: close(lsrl.ForEach(node)(np.zeros((2, 1))),
-                                      [np.ravel(np.asarray(args["value"], dtype=np.float64))] * 2)),
+             check_constant),
     Boundary("lsrl.f_step", lambda mu, saturating: lsrl.f_step(one_input(), mu=mu, saturating=saturating),
              {"mu": MUS, "saturating": st.booleans()}, check_step),
     Boundary("lsrl.f_bump", lambda lb, ub, mu: lsrl.f_bump(one_input(), lb, ub, mu=mu),
@@ -1433,6 +1457,11 @@ REGRESSIONS = {  # a call that escaped (a raw exception, a hang, a wrong answer)
                                         ("inputs",)),
     "MultiplePatternNTM(pattern_powers=np.array(3.0))": (
         lambda: llrnn.MultiplePatternNTM(1, 1, 1, slots=(4, 2, 2, 2), pattern_powers=np.array(3.0)), ("pattern_powers",)),
+    "f_constant(x, [])": (lambda: lsrl.f_constant(one_input(), []), ("value",)),
+    "f_bump(lb=True)": (lambda: lsrl.f_bump(one_input(), True, 3), ("lb",)),
+    "f_ifelse(variant=np.array([]))": (lambda: ifelse(np.array([]), 10**10, 2), ("variant",)),
+    "f_modulo_counter(2, 'rotation', mu=1)": (lambda: lsrl.f_modulo_counter(one_input(), 2, "rotation", mu=1), ("mu",)),
+    "f_modulo_counter(100, 'rotation')": (lambda: lsrl.f_modulo_counter(one_input(), 100, "rotation"), ("mu",)),
     # found by the ci profile's new examples after round two's edits
     "f_or(mu=Fraction(1, 3))": (lambda: lsrl.f_or(*two_bits(), mu=Fraction(1, 3)), ("mu",)),
     "continuous_approximator(robust={})": (lambda: programs.continuous_approximator(2, 1, "step", lambda_="auto",
@@ -1450,6 +1479,13 @@ def test_f_eq_with_a_numpy_integer_tolerance_is_exact() -> None:
     x = lsrl.Input(1, name="v", bounds=(-8, 8))
     node = lsrl.f_eq(x, 0, tolerance=np.uint8(1), mu=10)
     assert [row[0] for row in lsrl.ForEach(node)(np.array([[0], [3]], dtype=object), exact=True)] == [1, 0]
+
+
+def test_a_one_element_tensor_index_selects_its_component() -> None:
+    """Deep fuzzing: ``x[torch.tensor([1], dtype=torch.int8)]`` (a whole number) put the tensor itself into the
+    selection matrix and raised scipy's raw ValueError; it selects component 1, as ``XS[:, [1]]`` does."""
+    node = x_input()[torch.tensor([1], dtype=torch.int8)]
+    close(lsrl.ForEach(node)(XS), XS[:, [1]])
 
 
 def test_a_numpy_scalar_operand_still_builds_a_node() -> None:
