@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, shown
 from lsrl.lang.evaluate import finite_numbers
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
 from lsrl.lang.program import ForEach
@@ -68,8 +68,8 @@ def continuous_approximator(
     """
     d_in = positive_integer(d_in, "continuous_approximator: d_in", at_most=MAX_DIMENSION)
     d_out = positive_integer(d_out, "continuous_approximator: d_out", at_most=MAX_DIMENSION)
-    if ifelse not in IFELSE_VARIANTS:
-        raise LsrlError(f"continuous_approximator: unknown ifelse variant {ifelse!r}; "
+    if not isinstance(ifelse, str) or ifelse not in IFELSE_VARIANTS:
+        raise LsrlError(f"continuous_approximator: unknown ifelse variant {shown(ifelse)}; "
                         f"expected one of {IFELSE_VARIANTS}")
     robust = flag(robust, "continuous_approximator: robust")  # a truthy {} or "no" is no robust=True
     if robust:

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from lsrl.errors import LsrlError, whole_number
+from lsrl.errors import LsrlError, shown, whole_number
 from lsrl.lang.nodes import Concat, Input, Linear, LinState
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
@@ -55,10 +55,11 @@ def discrete_approximator(
     n = positive_integer(n, "discrete_approximator: n", at_most=MAX_KEY_LENGTH)
     if vocabulary is not None:
         vocabulary = _vocabulary(vocabulary, "discrete_approximator")
-    if counter not in ("permutation", "rotation"):
-        raise LsrlError(f"discrete_approximator: counter must be 'permutation' or 'rotation', got {counter!r}")
-    if ifelse not in IFELSE_VARIANTS:
-        raise LsrlError(f"discrete_approximator: unknown ifelse variant {ifelse!r}; expected one of {IFELSE_VARIANTS}")
+    if not isinstance(counter, str) or counter not in ("permutation", "rotation"):
+        raise LsrlError(f"discrete_approximator: counter must be 'permutation' or 'rotation', got {shown(counter)}")
+    if not isinstance(ifelse, str) or ifelse not in IFELSE_VARIANTS:
+        raise LsrlError(f"discrete_approximator: unknown ifelse variant {shown(ifelse)}; "
+                        f"expected one of {IFELSE_VARIANTS}")
     robust = flag(robust, "discrete_approximator: robust")  # a truthy {} or "no" is no robust=True
     if robust:
         if vocabulary is None:
