@@ -23,6 +23,7 @@ import lsrl
 from lsrl.cli_errors import ReportingGroup
 from lsrl.errors import LsrlError
 from lsrl.hf import ARCHITECTURES as HF_ARCHITECTURES
+from lsrl.model.writing import written
 from lsrl.targets import ARCHITECTURES, STOCK
 from lsrl.workers import MAX_WORKERS
 
@@ -125,7 +126,12 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
 
     metadata = {"architecture": target, **{key: str(value) for key, value in options.items()}}
     weights = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
-    return f"{target}.safetensors", lambda path: save_file(weights, str(path), metadata=metadata)
+
+    def write_weights(path: Path) -> None:
+        with written(path, "lsrl compile --target") as partial:  # whole or not at all, as model.save writes
+            save_file(weights, str(partial), metadata=metadata)
+
+    return f"{target}.safetensors", write_weights
 
 
 @click.group(cls=ReportingGroup)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,6 +36,7 @@ from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError, whole_number
+from lsrl.model.writing import as_path, cannot_write
 
 if TYPE_CHECKING:
     import torch
@@ -252,9 +252,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     named tasks must have each tier named, and with ``"all"`` get the tiers they have. ``test_sequences`` below
     the default (1,000) writes a smaller test split, for quick checks of the build (the published suite has the
     default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``)."""
-    if not isinstance(root, (str, os.PathLike)) or not str(root):
-        raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
-    root = Path(root)
+    root = as_path(root, "build_suite: root")
     if tasks is not None and not isinstance(tasks, Iterable):
         raise LsrlError(f"build_suite: tasks must be a task name or names, got {type(tasks).__name__}")
     names = list(TASKS) if tasks is None else [tasks] if isinstance(tasks, str) else list(tasks)
@@ -293,8 +291,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
                                            tier, program, rotations.get(arch)))
         write_root_cards(root)
     except OSError as error:
-        raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
-                        f"{error.strerror or error}") from None
+        raise cannot_write("build_suite: root", root, error) from None
     return folders
 
 
