@@ -59,8 +59,11 @@ class HookedSubject(Subject):
         (every method runs), any other as a ``HookedSubject``; the truth is its ``circuit.json``. Its tier is
         ``config.json``'s ``"tier"``."""
         from lsrl.bench import load
+        from lsrl.bench.hf_trained import folder_subject, is_hf_folder
 
         folder = Path(folder)
+        if is_hf_folder(folder):  # a stock transformers model of the trained tier
+            return folder_subject(folder)
         config = standalone.read_config(folder)
         task, arch, tier = config["task"], config["architecture"], config["tier"]
         root = folder.parent.parent if tier == "compiled" else folder.parent.parent.parent
