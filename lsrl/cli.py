@@ -329,7 +329,10 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten small tasks)")
 @click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1), help="training steps per model")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
-def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...]) -> None:
+@click.option("--suite", default=None, type=click.Path(file_okay=False),
+              help="with --arch mamba / hawk: also write each of their models' suite folder under SUITE/trained/")
+def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...],
+                     suite: str | None) -> None:
     """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba / Hawk (trained_hf.csv) trained
     by interchange intervention training towards each task's causal graph; task and interchange accuracy, and
     the harness's unit AUROC on them (CSV)."""
@@ -339,6 +342,8 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
     hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
+    if suite is not None and not hf:
+        raise LsrlError("lsrl bench train-tier: --suite writes the folders of --arch mamba / hawk; give one")
     written = []
     if stock or not archs:
         rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
@@ -346,7 +351,7 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     if hf:
         from lsrl.bench.hf_trained import train_all_hf
 
-        rows = train_all_hf(tasks or TASKS_TRAINED, hf, steps, progress=True)
+        rows = train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True)
         written.append(write_csv(rows, Path(out_dir) / "trained_hf.csv", TRAINED_COLUMNS))
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
 

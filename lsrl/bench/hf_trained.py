@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import BATCH, STEPS, _batch, _targets, measure
+from lsrl.bench.eval.trained import STEPS, _batch, _targets, measure
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -48,6 +48,10 @@ CONV = 2  # the conv window (Mamba conv_kernel, Hawk conv1d_width): the current 
 UNITS_PER_COMPONENT = {"mamba": 2 * STATE_SIZE, "hawk": 4}
 WINDOW = "conv_window"  # the pseudo-variable of the conv windows' units (helpers)
 FREE = "free"
+LR = 1e-2
+HF_BATCH = 32  # sequences per Adam step (run beside their 32 sources): the stepwise stock forward is the cost
+HF_PAIRS = 8  # clean / corrupted pairs of data.npz per method when the table scores the models
+MAMBA_BIAS = True  # in_proj / out_proj biases: a gate silu(z) constant across tokens is one bias away
 
 
 def variable_levels(program: ForEach, variables: list[tuple[str, int]]) -> dict[str, int]:
@@ -85,7 +89,7 @@ def stock_model(arch: str, vocab: int, layers: int, seed: int) -> Any:
     torch.manual_seed(seed)
     if arch == "mamba":
         config = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=layers,
-                             expand=2, conv_kernel=CONV, tie_word_embeddings=False, use_cache=True)
+                             expand=2, conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True)
         return MambaForCausalLM(config).double()
     config = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN, num_hidden_layers=layers,
                                   num_attention_heads=2, intermediate_size=4 * HIDDEN, conv1d_width=CONV,
@@ -218,7 +222,8 @@ class HFTrained:
                        equivalent=equivalent_components(trace, real))
 
 
-def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = BATCH) -> HFTrained:
+def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = HF_BATCH, lr: float = LR
+             ) -> HFTrained:
     """Train the trained tier of task ``name`` as the stock ``arch`` (``HF_ARCHS``); see the module docstring."""
     task = TASKS.get(name)
     variables = task.circuit_nodes() if task is not None else []
@@ -246,7 +251,7 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
             for hook in hooks[1:-1:2]}
     model = HFTrained(name, arch, SteppedModel(hf), alignment, free, hooks=hooks)
     hf.train()
-    optimizer = torch.optim.Adam(hf.parameters(), lr=1e-2)
+    optimizer = torch.optim.Adam(hf.parameters(), lr=lr)
     for step in range(steps):
         length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
         base, source = _batch(task, rng, length, batch), _batch(task, rng, length, batch)
@@ -358,7 +363,7 @@ def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] 
                    "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
                    "worst_variable": min(accuracies)}
             for method in ("resample", "zero", "random"):
-                row[f"{method}_unit_auroc"] = evaluate(subject, method)["unit_auroc"]
+                row[f"{method}_unit_auroc"] = evaluate(subject, method, HF_PAIRS)["unit_auroc"]
             row["seconds"] = round(model.seconds, 1)
             rows.append(row)
     return rows
