@@ -94,7 +94,7 @@ def stock_model(arch: str, vocab: int, layers: int, seed: int) -> Any:
     config = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN, num_hidden_layers=layers,
                                   num_attention_heads=2, intermediate_size=4 * HIDDEN, conv1d_width=CONV,
                                   block_types=("recurrent",), logits_soft_cap=1e4, tie_word_embeddings=False,
-                                  attention_window_size=16)
+                                  attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None)
     return RecurrentGemmaForCausalLM(config).double()
 
 
