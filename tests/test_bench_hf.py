@@ -127,7 +127,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
     assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
     xs = data["test_inputs"][:6]
     outputs, cache = net.run_with_cache(xs)
-    assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full forward, to float32
+    assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full, to float32
     aligned = {(v["node"], u[0]) for v in circuit.variables for u in v["units"]}
     assert {("ones_minus_zeros", "layers.0"), ("more_ones", "layers.1")} <= {
         (node, hook.rsplit(".", 1)[0]) for node, hook in aligned}  # each variable in the state of its level
