@@ -70,22 +70,26 @@ def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, Compi
     return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in archs}
 
 
-TRAINED_ARCHS = ("lstm", "gru")
+TRAINED_ARCHS = ("lstm", "gru")  # the trained tier's default architectures; HF_ARCHS (lsrl.bench.hf_trained) too
 
 
-def tier_models(task: Task, tier: str, train_steps: int | None = None
+def tier_models(task: Task, tier: str, train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS
                 ) -> tuple[dict[str, Model], ForEach | None, dict[str, dict[str, HookRotation]]]:
     """``({arch: model}, program, rotations)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program
-    for the compiled one; the ``TrainedModel``s of ``TRAINED_ARCHS`` (``train_steps`` Adam steps each, default
-    ``lsrl.bench.eval.trained.STEPS``; seed 0) for the trained one; else the ``lsrl.bench.tiers.tier_model`` in the
-    task's architectures and the program it runs (the task's outputs first, then the distractors').
-    ``rotations``: per architecture, its rotated hooks (``lsrl.bench.rotations``), empty but for the rotated tier."""
+    for the compiled one; for the trained one a model per arch of ``trained_archs`` (``train_steps`` Adam steps
+    each, default ``lsrl.bench.eval.trained.STEPS``; seed 0): the ``TrainedModel`` of an LSTM / GRU, the
+    ``lsrl.bench.hf_trained.HFTrained`` of a stock ``transformers`` model; else the
+    ``lsrl.bench.tiers.tier_model`` in the task's architectures and the program it runs (the task's outputs
+    first, then the distractors'). ``rotations``: per architecture, its rotated hooks (``lsrl.bench.rotations``), empty
+    but for the rotated tier."""
     if tier == "compiled":
         return task_models(task), None, {}
     if tier == "trained":
         from lsrl.bench.eval.trained import STEPS, train
+        from lsrl.bench.hf_trained import HF_ARCHS, train_hf
 
-        return {arch: train(task.name, arch, train_steps or STEPS) for arch in TRAINED_ARCHS}, None, {}
+        return {arch: (train_hf if arch in HF_ARCHS else train)(task.name, arch, train_steps or STEPS)
+                for arch in trained_archs}, None, {}
     model = tier_model(task.name, tier)
     rotations = {arch: hook_rotations(model.model, model.bases, arch) for arch in task.archs} if tier == "rotated" \
         else {}
@@ -245,13 +249,17 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
 
 def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
                 tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES,
-                train_steps: int | None = None) -> list[Path]:
+                train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS) -> list[Path]:
     """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.FOLDER_TIERS``, or
     ``"all"``: every tier) under ``root`` (``tier_folder``); returns the folders. ``tasks``: a task name or names,
     default all (for the distractor and rotated tiers all that have them, for the trained one ``TASKS_TRAINED``);
     named tasks must have each tier named, and with ``"all"`` get the tiers they have. ``test_sequences`` below
     the default (1,000) writes a smaller test split, for quick checks of the build (the published suite has the
-    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``)."""
+    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``);
+    ``trained_archs``: the trained tier's architectures (``TRAINED_ARCHS``, and the stock ``transformers`` ones of
+    ``lsrl.bench.hf_trained.HF_ARCHS``, written by ``write_hf_folder``)."""
+    from lsrl.bench.hf_trained import HF_ARCHS, write_hf_folder
+
     root = as_path(root, "build_suite: root")
     if tasks is not None and not isinstance(tasks, Iterable):
         raise LsrlError(f"build_suite: tasks must be a task name or names, got {type(tasks).__name__}")
@@ -268,6 +276,11 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
         raise LsrlError(f"build_suite: test_sequences must be a whole number >= 1, got {test_sequences!r}")
     if train_steps is not None and (whole_number(train_steps) is None or train_steps < 1):
         raise LsrlError(f"build_suite: train_steps must be a whole number >= 1, got {train_steps!r}")
+    trained_archs = [trained_archs] if isinstance(trained_archs, str) else list(trained_archs) \
+        if isinstance(trained_archs, Iterable) else [trained_archs]
+    if not trained_archs or any(arch not in (*TRAINED_ARCHS, *HF_ARCHS) for arch in trained_archs):
+        raise LsrlError(f"build_suite: trained_archs must be among {(*TRAINED_ARCHS, *HF_ARCHS)}, got "
+                        f"{trained_archs!r}"[:200])
     test_sequences = int(test_sequences)
     train_steps = None if train_steps is None else int(train_steps)
     jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
@@ -285,8 +298,11 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
             task = TASKS[name]
             data = task_data(task, test_sequences)
             data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
-            models, program, rotations = tier_models(task, tier, train_steps)
+            models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
             for arch, model in models.items():
+                if arch in HF_ARCHS:
+                    folders.append(write_hf_folder(tier_folder(root, name, arch, tier), model, data, data_bytes))
+                    continue
                 folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
                                            tier, program, rotations.get(arch)))
         write_root_cards(root)

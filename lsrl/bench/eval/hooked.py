@@ -60,8 +60,11 @@ class HookedSubject(Subject):
         architecture are ``config.json``'s ``"tier"`` and ``"architecture"``; ``tier`` or ``arch`` given must be
         those (an ``LsrlError`` otherwise: the folder cannot be scored as another)."""
         from lsrl.bench import load
+        from lsrl.bench.hf_trained import folder_subject, is_hf_folder
 
         folder = Path(folder)
+        if is_hf_folder(folder):  # a stock transformers model of the trained tier
+            return folder_subject(folder)
         config = standalone.read_config(folder)
         task, arch_held, tier_held = config["task"], config["architecture"], config["tier"]
         for option, asked, held in (("tier", tier, tier_held), ("arch", arch, arch_held)):
