@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterable
 
 REPORT_REQUEST = ("This is a bug in lsrl, not in your program: please report it with the traceback and the program "
                   "that triggered it.")
@@ -64,6 +65,18 @@ def whole_number(value: object) -> int | None:
         return None
     try:
         return operator.index(value)
+    except TypeError:
+        return None
+
+
+def listed(values: object) -> list | None:
+    """``values`` as a list where it is a sequence of items, else None: a string or bytes (one item, not its
+    characters), anything not iterable, and an ``Iterable`` that cannot be iterated (a 0-d numpy array or
+    tensor, whose ``__iter__`` raises) -- the one test of every argument that takes several items."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        return None
+    try:
+        return list(values)
     except TypeError:
         return None
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from lsrl.automata.arguments import whole_number
-from lsrl.errors import shown
+from lsrl.errors import listed, shown
 from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import AutomatonError, LsrlError
@@ -146,11 +146,10 @@ def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHIT
     if -(-strings // batch) > MAX_CHECK_BATCHES:  # each batch costs a torch call and a reference look-up
         raise AutomatonError(f"check: strings / batch must be at most {MAX_CHECK_BATCHES:,} batches per machine, got "
                              f"{strings:,} / {batch:,}; choose a larger batch")
-    try:  # a 0-d numpy array is an Iterable that cannot be iterated
-        architectures = list(architectures) if not isinstance(architectures, str) else [architectures]
-    except TypeError:
-        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, "
-                        f"got {shown(architectures)}") from None
+    names = [architectures] if isinstance(architectures, str) else listed(architectures)
+    if names is None:
+        raise LsrlError(f"check: architectures must be names among {ARCHITECTURES}, got {shown(architectures)}")
+    architectures = names
     for arch in architectures:
         if not isinstance(arch, str) or arch not in ARCHITECTURES:
             raise LsrlError(f"check: architectures must be among {ARCHITECTURES}, got {arch!r}")

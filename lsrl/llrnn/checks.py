@@ -15,12 +15,11 @@ float32 tensor given to a float64 model is refused with the conversion to write,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from lsrl.errors import LsrlError, SequenceError, shown, whole_number
+from lsrl.errors import LsrlError, SequenceError, listed, shown, whole_number
 
 
 class LlrnnArgumentError(LsrlError, ValueError):
@@ -70,12 +69,10 @@ def _real_scalar(value: Any) -> bool:
 
 def _items(owner: str, name: str, values: Any, nonempty: bool, kind: str, one: str) -> tuple:
     """``values`` (an iterable, not a string itself) as a tuple; empty refused if ``nonempty``."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+    given = listed(values)
+    if given is None:
         raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {shown(values)}")
-    try:
-        items = tuple(values)
-    except TypeError:  # an Iterable that cannot be iterated (a 0-d numpy array)
-        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {shown(values)}") from None
+    items = tuple(given)
     if nonempty and not items:
         raise LlrnnArgumentError(f"{owner}: {name} must hold at least one {one}, got an empty sequence")
     return items

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lsrl.errors import DimensionError, SequenceError, shown
+from lsrl.errors import DimensionError, SequenceError, listed, shown
 from lsrl.llrnn.logic.library import MAX_TERM_WORD
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
 from lsrl.llrnn.ring import (
@@ -483,13 +483,10 @@ class RingMachine(RecurrentModel):
         """``rings`` and ``drivers`` if they make a machine: ring 1 as wide as ``symbol_dim`` (or the controller),
         other rings with a read head, and ring 1 without one exactly when driver rings and ``pattern_moves``
         (K = the product of the drivers' widths, ring 1's slots) move it."""
-        try:  # a 0-d numpy array is an Iterable that cannot be iterated
-            listed = None if isinstance(rings, (str, bytes)) else list(rings)
-        except TypeError:
-            listed = None
-        if listed is None:
+        given = listed(rings)
+        if given is None:
             raise LlrnnArgumentError(f"{self.name}: rings must be a sequence of Ring, got {shown(rings)}")
-        rings = listed
+        rings = given
         if not rings or not all(isinstance(ring, Ring) for ring in rings):
             raise LlrnnArgumentError(f"{self.name}: rings must be a non-empty sequence of Ring, got {shown(rings)}")
         labels = [ring.label for ring in rings]

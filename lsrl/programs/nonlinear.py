@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
-from lsrl.errors import LsrlError, whole_number
+from lsrl.errors import LsrlError, listed, whole_number
 from lsrl.numbers import is_number, to_rational
 from lsrl.lang.nodes import Input, Linear, Node, ReLUState
 from lsrl.lang.program import ForEach
@@ -45,10 +45,11 @@ def feature_state(x: Node, readout: Sequence[int | Fraction], reads_value: Seque
 
 def _numbers(values: object, name: str, argument: str) -> list:
     """``values`` as a non-empty list of finite numbers, or an ``LsrlError`` naming the argument."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+    items = listed(values)
+    if items is None:
         raise LsrlError(f"feature_state {name!r}: {argument} must be a sequence of numbers, got "
                         f"{type(values).__name__}")
-    values = list(values)
+    values = items
     if not values or not all(is_number(v) and not isinstance(v, (bool, complex)) for v in values):
         raise LsrlError(f"feature_state {name!r}: {argument} must be a non-empty sequence of real numbers, got "
                         f"{values!r}"[:300])
@@ -111,10 +112,7 @@ def squaring(values: Iterable[int] = range(26)) -> ForEach:
     state reaches lies in ``values`` (with ``values = range(26)``: up to three squarings in a row,
     0 -> 1 -> 4 -> 25; outside, ``g`` continues its last segment linearly).
     """
-    try:  # a 0-d array or tensor is Iterable, yet cannot be iterated
-        values = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
-    except TypeError:
-        values = None
+    values = listed(values)
     if values is None or any(whole_number(v) is None for v in values):
         raise LsrlError(f"squaring: values must be integers that include 0, got {values!r}"[:300])
     points = sorted({Fraction(int(v)) for v in values})

@@ -7,10 +7,9 @@ does not import torch: a target's modules are imported when it is built.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, listed
 from lsrl.ir.labels import label_table
 from lsrl.targets import catalog  # noqa: F401  (registers lsrl's targets)
 from lsrl.targets.blocks import BlockStack, to_blocks
@@ -72,10 +71,8 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
 
     if not isinstance(model, CompiledProgram):
         raise LsrlError(f"inspect: model must be a CompiledProgram, got {type(model).__name__}")
-    try:  # a 0-d array or tensor is Iterable, yet cannot be iterated
-        archs = tuple(archs) if isinstance(archs, Iterable) and not isinstance(archs, str) else (archs,)
-    except TypeError:
-        archs = (archs,)
+    names = listed(archs)
+    archs = (archs,) if names is None else tuple(names)
     if not all(isinstance(arch, str) and arch in TARGETS for arch in archs):
         raise LsrlError(f"inspect: archs must be architecture names among {ARCHITECTURES}, got {archs!r}"[:300])
     lines = [model.summary()]
