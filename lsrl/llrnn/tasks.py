@@ -268,8 +268,8 @@ class AssociativeRecall(Task):
 
     def sample(self, length: int, generator: torch.Generator | None) -> Sample:
         if length < 2 or length > self.alphabet.data**self.item_length:
-            raise TaskError(f"associative_recall: needs 2 .. {self.alphabet.data ** self.item_length} items, "
-                            f"got {length}")
+            raise TaskError(f"associative_recall: length (the number of items) must be 2 .. "
+                            f"{self.alphabet.data ** self.item_length}, got {length}")
         items: list[list[int]] = []
         # distinct items by rejection: length <= the number of items (checked above), so it ends; the expected
         # draws are at most N (H_N) for N = data ** item_length possible items (coupon collector)
@@ -490,7 +490,8 @@ class TapeVariablePattern(TapeTask):
     def content(self, length: int, generator: torch.Generator | None) -> Sample:
         pattern = self.draw_pattern(generator)
         if length < len(pattern) + 2:
-            raise TaskError(f"{self.name}: content length {length} leaves no room after a pattern of {len(pattern)}")
+            raise TaskError(f"{self.name}: length {length} leaves no room after a pattern of {len(pattern)}: the "
+                            f"content needs length >= {len(pattern) + 2}")
         symbols = self.random_string(length - len(pattern) - 1, generator)
         coded = [step % self.alphabet.size for step in pattern]  # -1 -> •, -2 -> ∘
         output = repetition_pattern(symbols, pattern, self.tape_length(length))
