@@ -28,7 +28,8 @@ are lowered from ``model.diagonal()`` (float form where eigenvalues are irration
 - anything else (a decay above 1, a block of another shape, a rotation of no finite period) is
   refused with an ``LsrlError`` naming the state and why.
 
-Every value must have a finite bound at ``max_len`` (``value_bounds``): else ``LsrlError`` naming the
+Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
+analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
 node. Bounds of forms are interval bounds, tightened by the program's own where a form is a node.
 """
 
@@ -42,7 +43,7 @@ import numpy as np
 
 from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import InternalError, LsrlError, shown
-from lsrl.lang.bounds import value_bounds
+from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
 from lsrl.numbers import FLOAT64_MAX
@@ -261,9 +262,10 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     builder = _Builder(max_len, spec.dim, (spec.low, spec.high))
     current = list(builder.inputs)
     layers: list[Any] = list(float_diagonal(model).layers)
+    relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in layers:
         first_new = len(builder.slots)
-        low, high = (list(map(float, side)) for side in value_bounds(layer, max_len))
+        low, high = (list(map(float, side)) for side in relational_bounds(layer, max_len))
         if layer.kind == "Linear":
             current = _affine(layer.A.to_numpy(), layer.b.to_numpy(), current)
         elif layer.kind == "ReLU":
@@ -291,8 +293,9 @@ def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> 
 
 
 def _require_bounded(model: CompiledProgram, max_len: int) -> None:
+    relational_bounds(model.layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in model.layers:
-        bounds = value_bounds(layer, max_len)
+        bounds = relational_bounds(layer, max_len)
         if not bounds.finite:
             raise LsrlError(f"{layer.describe()} has no finite bound on sequences of up to max_len={max_len} steps "
                             "(declare the Input's bounds, or bound the state), so no finite scale can hold it")

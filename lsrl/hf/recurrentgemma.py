@@ -123,7 +123,7 @@ from lsrl.hf.rounding import (
     written,
 )
 from lsrl.hf.stream import Stream, plan_stream
-from lsrl.lang import value_bounds
+from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.numbers import FLOAT64_MAX
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
 
@@ -289,7 +289,7 @@ def _same_values(layer: Any, original: Any) -> Any:
 
 def _layer_bound(layer: Any, max_len: int) -> list[float]:
     """Per component, the largest ``|value|`` at ``max_len`` (inf beyond float64: slots() refuses it)."""
-    low, high = value_bounds(getattr(layer, "bounded_by", layer), max_len)
+    low, high = relational_bounds(getattr(layer, "bounded_by", layer), max_len)
     largest = [max(abs(lo), abs(hi)) for lo, hi in zip(low, high)]
     return [math.inf if bound > FLOAT64_MAX else float(bound) for bound in largest]
 
@@ -506,6 +506,8 @@ def plan_program(model: CompiledProgram, max_len: int, dtype: Any) -> tuple[Plan
     current = plan.reading(plan.slots([max(abs(lo), abs(hi)) for lo, hi in zip(spec.low, spec.high)], where))
     originals = {layer.name: layer for layer in model.layers}
     layers: list[Any] = list(_diagonal(model).layers)
+    for last in (model.layers[-1], layers[-1]):  # every layer's bounds in one unrolled run each (cached)
+        relational_bounds(last, max_len)
     for layer in layers:
         layer.bounded_by = _same_values(layer, originals.get(layer.name))
         if layer.kind == "Linear":
