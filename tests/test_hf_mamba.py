@@ -220,8 +220,19 @@ def test_mamba2_stepwise_decoding_and_from_pretrained(tmp_path):
     assert torch.allclose(stepwise, full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
 
 
-def test_mamba2_refuses_listing2_naming_the_state():
-    """value_bounds bounds Listing 2's registers' drive by 2.4e6 (its values are tokens): too wide for a scan
-    head's fixed point, so Mamba-2 refuses it where Mamba, with floating-point scans, runs it."""
-    with pytest.raises(lsrl.LsrlError, match="linstate.*fixed point.*use 'mamba'"):
-        listing2().to_hf("mamba2", max_len=21)
+def test_mamba2_answers_listing2_exactly_and_refuses_a_drive_beyond_its_fixed_point():
+    """relational_bounds bounds Listing 2's registers' drive by its tokens (value_bounds gave 2.4e6), which a
+    Mamba-2 scan head's fixed point holds: every output exact (stated tolerance 0). A drive wider than the
+    fixed point allows is still refused, naming why."""
+    model = listing2()
+    mapping = {(0, 1): (2, 3), (3, 3): (1, 0), (2, 0): (0, 2), (1, 2): (3, 1)}
+    xs = np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float)
+    hf = model.to_hf("mamba2", max_len=xs.shape[1])
+    assert hf.config.lsrl_io["tolerance"] == 0.0
+    out = run(hf, xs)
+    np.testing.assert_array_equal(out, model(xs))
+    assert [tuple(answer) for answer in np.rint(out[:, -2:, 0]).astype(int)] == list(mapping.values())
+    x = lsrl.Input(1, name="x", bounds=(-5000, 5000), integer=True)
+    wide = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[1]], [[1]], name="wide_sum")))
+    with pytest.raises(lsrl.LsrlError, match="fixed point.*use 'mamba'"):
+        wide.to_hf("mamba2", max_len=4)
