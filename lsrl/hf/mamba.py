@@ -59,7 +59,11 @@ block (every block reads only slots of lower levels):
    within ``delta = |a^(float64) - a| + 2U`` of ``a``; each step rounds ``a^ S`` and the sum. So
    ``eps_t <= a^ eps_(t-1) + delta S_max + e_d + 2U (S_max + eps) + 2 TINY`` and, summed,
    ``eps <= R' (e_d + delta S_max + 2U S_max + 2 TINY) / (1 - 2U R')`` with ``R' = sum_(j<T) a^^j``
-   (refused unless ``2U R' < 1/2``). ``C_t = 1``, ``D = 0`` and ``silu(z) = 64``: exact.
+   (refused unless ``2U R' < 1/2``). ``C_t = 1``, ``D = 0`` and ``silu(z) = 64``: exact. A *pulse* (an
+   initial state) drives the scan at the first step only (the conv gives ``k c - k c = 0`` after, and
+   ``silu(0) = 0``, ``dt B 0 = 0`` exactly), so ``|S| <= D`` and ``eps_t <= a^ eps_(t-1) + (delta + U) D +
+   U eps + TINY`` from ``eps_1 = e_d``: ``lsrl.hf.rounding.pulse_error``; with the exact unit decay no later
+   step rounds at all and ``eps = e_d``.
 5. *Writing a slot*: out_proj holds ``fl(beta w / 64)`` and sums the slot's ``c`` channels (``0 + x``
    into an unused stream channel is exact), so ``E_s = sum |w| e_ch + gamma_(c+2) sum |w| (B_ch + e_ch)
    + (c + 2) TINY``, ``B_ch`` the channel's bound.
@@ -100,7 +104,8 @@ from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
-    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, reach, scan_error, written,
+    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
+    scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
 
@@ -340,6 +345,10 @@ def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], er
         e_b, other = factor(channel.gate, gate, SILU_EXACT, SILU_GAP, bounds, errors, grids)  # type: ignore[arg-type]
         grid = on_grid([(1.0, grid + other, a * b)]) if grid is not None and other is not None else None
         error, bound = product_error(a, e, b, e_b), a * b
+    elif channel.kind == "pulse" and not chunked:  # the drive is 0 after the first step (module doc, 4.)
+        bound = max(channel.form.high, 0.0)
+        grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
+        error = pulse_error(bound, e + U * (bound + e), channel.decay, *scan_decay(channel.decay), max_len)
     elif channel.kind in ("scan", "pulse"):
         drive = max(channel.form.high, 0.0)
         bound = drive * reach(channel.decay, max_len)

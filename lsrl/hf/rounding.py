@@ -26,6 +26,10 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
   step: ``eps_t <= a^ eps_(t-1) + delta R D + e_d + 2 U (R D + eps) + 2 TINY``, so ``eps <= R' (e_d +
   delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j``; a chunked scan (Mamba-2)
   replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``.
+- ``pulse_error``: such a scan whose drive is non-zero at the first step only (an initial state): its
+  value stays within the drive's bound, and with the exact unit decay it carries the first step's error
+  alone (``S + 0`` and ``1 * S`` are exact), so a constant state such as ``1/3`` in a diagonalised
+  permutation counter does not pick up ``2 U T**2`` over ``T`` steps.
 - ``written``: a slot written as ``sum_ch w_ch y_ch`` (one output projection, weights rounded, into
   an unused stream channel, so the residual addition ``0 + x`` is exact).
 """
@@ -128,6 +132,21 @@ def scan_error(drive: float, drive_error: float, decay: float, computed: float, 
     rounding = (gamma(2 * max_len + 8) * max(exact_reach, computed_reach) * (drive + drive_error) if chunked
                 else computed_reach * 2 * U * largest)
     return (computed_reach * step + rounding) / (1 - 2 * U * computed_reach)
+
+
+def pulse_error(value: float, value_error: float, decay: float, computed: float, delta: float, max_len: int
+                ) -> float:
+    """``eps`` of a pulse (module doc): a scan whose drive ``d`` (``|d| <= value``, error ``value_error``) enters at
+    the first step only and is an exact 0 after. Then ``S_t = a^ S_(t-1)`` with ``|S| <= value``: each step
+    rounds the product (the sum with an exact 0 is exact), so ``eps_t <= a^ eps_(t-1) + (delta + U) value +
+    U eps + TINY`` from ``eps_1 = value_error``; for the unit decay (``a^ = 1`` exactly, ``1 * S`` exact) no step
+    after the first rounds: ``eps = value_error``. inf where ``U R' >= 1/2``."""
+    if decay == 1 and computed == 1:
+        return value_error
+    computed_reach = reach(computed, max_len)
+    if U * computed_reach >= 0.5:
+        return math.inf
+    return (value_error + computed_reach * ((delta + U) * value + TINY)) / (1 - U * computed_reach)
 
 
 def written(parts: Sequence[tuple[float, float, float, int | None]]) -> tuple[float, int | None]:
