@@ -7,6 +7,7 @@ declared bounds, T = max_len."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from lsrl.hf.recurrentgemma import GELU_EXACT, GELU_GAP, SATURATE
 
 DTYPES = (torch.float32, torch.float64)
 T = 12
+STATED_ONCE = 1e-3  # stated 2.8e-4 at T = 256; without the two sharpenings 8.1e-3 (2.7e-3 for the pulse alone)
 
 
 def _run(hf, xs) -> np.ndarray:
@@ -172,3 +174,23 @@ def test_a_tolerance_that_proves_nothing_warns():
     model = lsrl.compile(lsrl.programs.continuous_approximator(1, 1, robust=True, value_bound=1))
     with pytest.warns(ToleranceWarning, match="proves nothing"):
         H.to_hf(model, "hawk", 9)
+
+
+# ---- scans: an initial state, a state written once ------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_initial_state_and_a_state_written_once_keep_their_first_steps_error(dtype):
+    """Mamba's pulse (the initial state 1/3 at decay 1: ``lsrl.hf.rounding.pulse_error``) carries its first
+    step's error alone, and a scan whose slot ``relational_bounds`` bounds by 1 rounds by ``U`` per step, not
+    by ``U T`` (``scan_error``'s ``state``): at T = 256 the full-scan bound ``2 U T**2`` would be 8e-3."""
+    x = lsrl.Input(1, name="x", bounds=(0, 1))
+    started = lsrl.LinState(lsrl.f_constant(x, 1), [[0, 0], [1, 0]], [[1], [0]])  # [1, 0], [1, 1], ...
+    once = lsrl.LinState(lsrl.f_ifelse(lsrl.f_not(started[1]), x, x * 0, variant="multiplicative"), [[1]], [[1]])
+    third = lsrl.LinState(x, [[1]], [[0]], init_state=[Fraction(1, 3)], name="third")
+    model = lsrl.compile(lsrl.ForEach(lsrl.Concat([once, third])))
+    steps = 256
+    xs = np.random.default_rng(5).uniform(0, 1, (4, steps, 1))
+    hf = H.to_hf(model, "mamba", steps, dtype)
+    error = np.max(np.abs(_run(hf, xs) - np.asarray(model(xs), dtype=float)))
+    assert error <= hf.config.lsrl_io["tolerance"] < STATED_ONCE

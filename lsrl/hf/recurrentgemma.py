@@ -3,7 +3,7 @@ blocks only) and Griffin (recurrent, recurrent, local attention, repeated). Only
 weights are written; the stock modules run unchanged.
 
 **The stream.** The residual stream is ``lsrl.hf.stream``'s: anchor channels holding ``alpha`` and
-payload channels holding ``beta * v``, ``beta`` from ``value_bounds`` at ``max_len``, so every
+payload channels holding ``beta * v``, ``beta`` from ``relational_bounds`` at ``max_len``, so every
 RMSNorm (``rms_norm_eps = 0``, weight 0, so ``x / rms * (1 + 0)``) is exactly the identity. The
 stock model multiplies the embeddings by ``sqrt(hidden_size)`` rounded to bfloat16; the stream is
 built with 1 or 4 anchors, so ``hidden_size`` is a power of 4 and that factor ``s`` is a power of
@@ -66,7 +66,7 @@ half of its kind after the layer it reads (Griffin's attention halves are never 
 least ``2**40`` times the largest output bound (``tanh(y) == y`` for ``|y| < 2**-27``).
 
 **Tolerance (the proof).** Slot by slot, with ``lsrl.hf.rounding``'s pieces (``U = 2**-24`` for
-every rounding, ``gamma_n``, ``TINY``, grids for exact slots); ``M_s`` from ``value_bounds`` at
+every rounding, ``gamma_n``, ``TINY``, grids for exact slots); ``M_s`` from ``relational_bounds`` at
 ``max_len`` (the plan's slot bounds), ``E_s`` the error bound, ops taken in the order the blocks run
 them (every op reads slots written before it).
 
@@ -102,9 +102,12 @@ computed value lies within ``M_s + E_s``; ``LsrlError`` naming the node where an
 ``2**20 (M_s + 1)`` or a scan is too long for its rounding (``2 U R >= 1/2``). A tolerance as large as
 the outputs' bound proves nothing: ``ToleranceWarning``. Not proved: the float64 values the builder
 computes for coefficients (eigen-decompositions of a float diagonal form, the sequences of emulated
-driveless modes) are taken as the program's up to the spare rounding in ``gamma_(m+2)``; and since
-``value_bounds`` gives interval bounds, programs with wide intervals (Listing 2: outputs bounded by
-5.2e9, beyond float32's exact integers) get a stated tolerance far above the error measured (0).
+driveless modes) are taken as the program's up to the spare rounding in ``gamma_(m+2)``. The bounds
+``M_s`` are ``lsrl.lang.relational_bounds`` (sound, never looser than the intervals ``value_bounds``, whose
+4.4e14 on the robust Listing 2's outputs at ``max_len = 256`` made its tolerance 2.9e11): the robust
+Listing 2 (n = 2, 3) is on the grid throughout, stated exact (tolerance 0). Where a program is not on a
+grid the errors are bounded slot by slot, independently, which can be far above the error measured
+(Listing 1).
 """
 
 from __future__ import annotations
@@ -262,7 +265,7 @@ class Plan:
             raise LsrlError(f"{where} has no finite bound at max_len; declare bounds on the Input (or a shorter "
                             "max_len) so that the residual stream can be scaled")
         if max(bounds, default=0.0) > WEIGHT_LIMIT:
-            raise LsrlError(f"{where} may reach {max(bounds):.3g} at max_len (value_bounds), too large for the "
+            raise LsrlError(f"{where} may reach {max(bounds):.3g} at max_len (relational_bounds), too large for the "
                             "residual stream beside its anchors; lower max_len or the Input bounds")
         start = len(self.slot_bounds)
         self.slot_bounds.extend(bounds)

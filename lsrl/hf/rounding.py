@@ -1,6 +1,6 @@
 """The rounding analysis the constructions share: error bounds on the slots of a residual stream.
 
-Each builder tracks, per slot ``s`` (bound ``M_s`` from ``value_bounds`` at ``max_len``), a bound
+Each builder tracks, per slot ``s`` (bound ``M_s`` from ``lsrl.lang.relational_bounds`` at ``max_len``), a bound
 ``E_s`` on the distance of its computed value from the program's, and a *grid*: ``q`` where the
 computed value is provably exact and a multiple of ``2**-q``, else None. The module docs of
 ``lsrl.hf.mamba`` and ``lsrl.hf.recurrentgemma`` give the proofs; this module holds the pieces:
@@ -24,7 +24,9 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
 - ``scan_error``: a recurrence ``S_t = a S_(t-1) + d_t`` (``|d| <= D``, error ``e_d``, reach ``R =
   sum_(j<T) a^j``) run with a computed decay ``a^`` within ``delta`` of ``a`` and two roundings per
   step: ``eps_t <= a^ eps_(t-1) + delta R D + e_d + 2 U (R D + eps) + 2 TINY``, so ``eps <= R' (e_d +
-  delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j``; a chunked scan (Mamba-2)
+  delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j`` (``R D`` bounds ``|S|``; where
+  the slot is that one scan of a non-negative drive, its own bound ``M_s / |w|`` does too, and the smaller
+  is taken: a query written once is not ``T`` times its drive); a chunked scan (Mamba-2)
   replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``.
 - ``pulse_error``: such a scan whose drive is non-zero at the first step only (an initial state): its
   value stays within the drive's bound, and with the exact unit decay it carries the first step's error
@@ -120,12 +122,12 @@ def reach(decay: float, max_len: int) -> float:
 
 
 def scan_error(drive: float, drive_error: float, decay: float, computed: float, delta: float, max_len: int,
-               chunked: bool = False) -> float:
+               chunked: bool = False, state: float | None = None) -> float:
     """``eps`` of a scan (module doc): drive at most ``drive`` in magnitude with error ``drive_error``,
-    exact decay ``decay``, computed decay at most ``computed`` and within ``delta`` of ``decay``; inf
-    where ``2 U R' >= 1/2``."""
+    exact decay ``decay``, computed decay at most ``computed`` and within ``delta`` of ``decay``; ``state``,
+    where known, bounds the exact state ``|S|`` better than ``R D``; inf where ``2 U R' >= 1/2``."""
     exact_reach, computed_reach = reach(decay, max_len), reach(computed, max_len)
-    largest = exact_reach * drive
+    largest = exact_reach * drive if state is None else min(exact_reach * drive, state)
     if 2 * U * computed_reach >= 0.5:
         return math.inf
     step = drive_error + delta * largest + 2 * TINY

@@ -6,5 +6,5 @@ from lsrl.lang.nodes import Concat, Input, Linear, LinState, Multi, Node, ReLU, 
 from lsrl.lang.program import ForEach
 from lsrl.lang.relational_bounds import relational_bounds
 
-__all__ = ["Concat", "ForEach", "Input", "LinState", "Linear", "Multi", "Node", "ReLU", "ReLUState", "relational_bounds",
-           "value_bounds"]
+__all__ = ["Concat", "ForEach", "Input", "LinState", "Linear", "Multi", "Node", "ReLU", "ReLUState",
+           "relational_bounds", "value_bounds"]
