@@ -174,8 +174,9 @@ def _squeezed(value: Value) -> Value:
         first = np.take(table, [0], axis=axis)  # type: ignore[arg-type]
         difference = table - first
         if float(np.abs(difference).max()) <= scale:
-            lo += float(difference.min())
-            hi += float(difference.max())
+            slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
+            lo += float(difference.min()) - slack
+            hi += float(difference.max()) + slack
             table = np.squeeze(first, axis=axis)
             del support[axis]
         else:
@@ -293,7 +294,8 @@ def _as_atom(value: Value, atoms: _Atoms) -> Value:
         labels = np.cumsum(starts) - 1
         kept = centres[starts]
         deviation = centres - kept[labels]
-        lo, hi = lo + float(deviation.min()), hi + float(deviation.max())
+        slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
+        lo, hi = lo + float(deviation.min()) - slack, hi + float(deviation.max()) + slack
         centres = kept
     if len(centres) == 1:
         return Value((), float(centres[0]), lo, hi, value.grid)
@@ -324,7 +326,9 @@ def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
     for i, j, a in matrix.entries():
         if a != 0:
             weight = float(to_rational(a))
-            rows[i].append((j, to_rational(a)) if exact else (j, weight, _dyadic(weight)))
+            # a weight that is no float (1/3) is computed with rounding slack, never on a grid
+            grid = _dyadic(weight) if to_rational(weight) == to_rational(a) else None
+            rows[i].append((j, to_rational(a)) if exact else (j, weight, grid))
     return rows
 
 
@@ -348,10 +352,16 @@ def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: list[Valu
     return updated
 
 
+def _outward(bound, direction: float) -> float:
+    """A rational bound as a float no tighter than it (one step towards ``direction`` where it rounds)."""
+    near = float(bound)
+    return near if to_rational(near) == to_rational(bound) else math.nextafter(near, direction)
+
+
 def _input_values(node: N.Input, atoms: _Atoms) -> list[Value]:
     out = []
-    for lo, hi in zip(*node.bounds):
-        lo, hi = float(lo), float(hi)
+    for low, high in zip(*node.bounds):
+        lo, hi = _outward(low, -math.inf), _outward(high, math.inf)
         count = hi - lo + 1
         if node.integer and lo == math.ceil(lo) and 1 < count <= ATOM_VALUES:
             out.append(atoms.new(np.arange(lo, hi + 1.0), 0.0, 0.0, 0))
