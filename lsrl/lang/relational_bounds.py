@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -89,13 +90,12 @@ class Value:
 
     __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size")
 
-    def __init__(self, support: tuple[int, ...], table: np.ndarray | float, lo: float, hi: float,
-                 grid: int | None) -> None:
+    def __init__(self, support: tuple[int, ...], table: Any, lo: float, hi: float, grid: int | None) -> None:
         self.support, self.table, self.lo, self.hi, self.grid = support, table, lo, hi, grid
         if support:
-            self.least, self.most = float(table.min()), float(table.max())  # type: ignore[union-attr]
+            self.least, self.most = float(table.min()), float(table.max())
         else:
-            self.least = self.most = float(table)  # type: ignore[arg-type]
+            self.least = self.most = float(table)
         self.size = max(abs(self.least), abs(self.most)) + max(abs(lo), abs(hi))  # the largest |value|
 
     @property
@@ -109,7 +109,8 @@ class Value:
 
 def _constant(value: float, lo: float = 0.0, hi: float = 0.0) -> Value:
     grids = [_dyadic(v) for v in (value, lo, hi)]
-    return Value((), float(value), lo, hi, None if None in grids else max(grids))
+    known = [g for g in grids if g is not None]
+    return Value((), float(value), lo, hi, max(known) if len(known) == len(grids) else None)
 
 
 _dyadics: dict[float, int | None] = {}
@@ -141,13 +142,13 @@ def _exact(grid: int | None, magnitude: float) -> bool:
     return grid is not None and grid <= MAX_GRID and magnitude * 2.0 ** grid < EXACT_UNITS
 
 
-def _spread(value: Value, support: tuple[int, ...]) -> np.ndarray | float:
+def _spread(value: Value, support: tuple[int, ...]) -> Any:
     """``value.table`` with an axis of length 1 for each atom of ``support`` it does not read."""
     if value.support == support or not value.support:
         return value.table
-    shape = [value.table.shape[value.support.index(atom)] if atom in value.support else 1  # type: ignore[union-attr]
+    shape = [value.table.shape[value.support.index(atom)] if atom in value.support else 1
              for atom in support]
-    return value.table.reshape(shape)  # type: ignore[union-attr]
+    return value.table.reshape(shape)
 
 
 def _joint(values: list[Value], sizes: dict[int, int]) -> tuple[list[Value], tuple[int, ...]]:
@@ -171,7 +172,7 @@ def _squeezed(value: Value) -> Value:
     scale = MERGE * (1.0 + max(abs(value.least), abs(value.most)))
     axis = 0
     while axis < len(support):  # each round drops an axis or moves past it: at most 2 len(support) rounds
-        first = np.take(table, [0], axis=axis)  # type: ignore[arg-type]
+        first = np.take(table, [0], axis=axis)
         difference = table - first
         if float(np.abs(difference).max()) <= scale:
             slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
@@ -231,9 +232,10 @@ def _relu(value: Value) -> Value:
     slack = 0.0 if exact else 4 * _U * value.size + _TINY
     grid = value.grid if exact else None
     if not value.support:
-        centre = max(value.table, 0.0)
-        return Value((), centre, max(value.table + value.lo, 0.0) - centre - slack,
-                     max(value.table + value.hi, 0.0) - centre + slack, grid)
+        point = float(value.table)
+        centre = max(point, 0.0)
+        low, high = max(point + value.lo, 0.0) - centre - slack, max(point + value.hi, 0.0) - centre + slack
+        return Value((), centre, low, high, grid)
     if value.low >= 0:  # relu is the identity on the whole range
         return value
     if value.high <= 0:
@@ -307,10 +309,12 @@ def _as_atom(value: Value, atoms: _Atoms) -> Value:
 class _Weights:
     """A node's matrices as float rows and constant biases, converted once."""
 
-    def __init__(self, node: N.Node) -> None:
-        self.rows = _rows(node.A) if hasattr(node, "A") else None
-        self.b = [_exact_float(v) for v in node.b.values()] if hasattr(node, "b") else None
-        if isinstance(node, (N.LinState, N.ReLUState)):
+    def __init__(self, node: Any) -> None:
+        self.rows: list = _rows(node.A) if hasattr(node, "A") else []
+        self.b: list[Value] = [_exact_float(v) for v in node.b.values()] if hasattr(node, "b") else []
+        self.init: list[Value] = []
+        self.exact_init: list = []
+        if node.kind in ("LinState", "ReLUState"):
             state_rows, input_rows = _rows(node.A), _rows(node.B)
             width = node.dim
             self.rows = [s + [(width + j, a, g) for j, a, g in x] for s, x in zip(state_rows, input_rows)]
@@ -370,8 +374,8 @@ def _input_values(node: N.Input, atoms: _Atoms) -> list[Value]:
     return out
 
 
-def _step(node: N.Node, weights: _Weights, inputs: list[list[Value]], previous: list[Value] | None,
-          atoms: _Atoms) -> list[Value]:
+def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: list[Value], atoms: _Atoms
+          ) -> list[Value]:
     """The node's components at this step, from its inputs' (and its previous state's)."""
     sizes = atoms.sizes
     if isinstance(node, N.Linear):
@@ -381,7 +385,7 @@ def _step(node: N.Node, weights: _Weights, inputs: list[list[Value]], previous: 
     if isinstance(node, N.Concat):
         return [v for part in inputs for v in part]
     if isinstance(node, N.Multi):
-        half = node.dim
+        half = len(inputs[0]) // 2
         return [_product(inputs[0][i], inputs[0][half + i], sizes) for i in range(half)]
     if isinstance(node, (N.LinState, N.ReLUState)):
         updated = _linear(weights.rows, weights.b, previous + inputs[0], sizes)
@@ -391,7 +395,7 @@ def _step(node: N.Node, weights: _Weights, inputs: list[list[Value]], previous: 
 
 def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float], list[float]]]:
     """Per node (``output`` and its ancestors), per component, ``(low, high)`` over the steps."""
-    order = topological_order(output)
+    order: list[Any] = topological_order(output)
     weights = {node: _Weights(node) for node in order if not isinstance(node, N.Input)}
     states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
     atoms = _Atoms()
@@ -405,7 +409,8 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
             if isinstance(node, N.Input):
                 values[node] = _input_values(node, atoms)
             else:
-                values[node] = _step(node, weights[node], [values[x] for x in node.inputs], previous.get(node), atoms)
+                values[node] = _step(node, weights[node], [values[x] for x in node.inputs], previous.get(node, []),
+                                     atoms)
             if node in exact:
                 exact[node] = _exact_state(node, weights[node], exact[node], values[node.inputs[0]])
                 values[node] = [v if e is None else _exact_float(e) for v, e in zip(values[node], exact[node])]
@@ -415,7 +420,8 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     return {node: (low[node], high[node]) for node in order}
 
 
-_known = weakref.WeakKeyDictionary()  # node -> {(rewirings, max_length): its bounds}
+# node -> {(rewirings, max_length): its bounds}
+_known: weakref.WeakKeyDictionary[N.Node, dict] = weakref.WeakKeyDictionary()
 
 
 def _intersected(sharp: tuple[list[float], list[float]], interval: ValueRange) -> ValueRange:
