@@ -27,7 +27,6 @@ import torch
 
 import lsrl
 import lsrl.hf.lowering as lowering
-import lsrl.hf.recurrentgemma as recurrentgemma
 from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
@@ -62,10 +61,10 @@ CASES = {
 
 
 def interval_planning(enabled):
-    """Make the builders plan from ``value_bounds`` (the intervals) instead of ``relational_bounds``."""
-    chosen = (lambda node, max_len: lsrl.value_bounds(node, max_len)) if enabled else relational_bounds
-    lowering.relational_bounds = chosen
-    recurrentgemma.relational_bounds = chosen
+    """Make the shared planner (``lsrl.hf.lowering``) plan from ``value_bounds`` (the intervals) instead of
+    ``relational_bounds``."""
+    intervals = lambda node, max_len: lsrl.value_bounds(node, max_len)  # noqa: E731
+    lowering.relational_bounds = intervals if enabled else relational_bounds
 
 
 def build(model, arch, max_len, dtype):

@@ -1,7 +1,8 @@
 """Every LSRL program in a stock ``transformers`` ``MambaForCausalLM``: only a config and weights.
 
-The program is lowered to slots of a residual stream (``lsrl.hf.lowering``); block ``L`` of the
-stack writes every slot of level ``L``, one intermediate channel per slot channel, plus channel 0,
+The program is lowered to slots of a residual stream (``lsrl.hf.lowering``), whose signed channels
+``split_signs`` turns into channels of non-negative SiLU inputs; block ``L`` of the stack writes every
+slot of level ``L``, one intermediate channel per slot channel, plus channel 0,
 a constant ``u = silu(64) = 64`` (conv bias 64, no input) from which ``x_proj`` makes the constant
 ``B_t`` and ``C_t`` (it has no bias). ``state_size = 1``, ``time_step_rank = 1``, ``D``, ``dt_bias``
 and ``A_log`` per channel. The stream (``lsrl.hf.stream``) makes every RMSNorm the identity
@@ -81,7 +82,7 @@ at most 24 significant bits. A form ``sum c_i v_i + c_0`` of such slots with dya
 order: it is computed exactly (``dyadic_exponent``, ``form_grid``). Its SiLU is exact where ``k 2**-q
 >= 710`` (a non-zero value is then beyond the window; ``silu(0) = 0``); a product of exact factors,
 a decay-1 scan of an exact drive and the out_proj sum are exact under the same ``2**24`` condition
-(a scan's bound is ``T`` times its drive's).
+(a scan's bound is ``T`` times its drive's, or ``M_s / |w|`` where that is smaller, 4.).
 
 Every value stays within ``M_s + E_s``: the stream is planned for these bounds, and the gains keep
 intermediates below ``2**100`` for ``M_s``, so ``E_s <= 2**20 (M_s + 1)`` (checked) keeps them below
@@ -90,12 +91,12 @@ nothing: the builder warns (``ToleranceWarning``, naming the program) and still 
 that is a whole number is read exactly by rounding where ``tolerance < 1/2``. The bound is in
 ``config.lsrl_io["tolerance"]`` (absolute); the pieces are in ``lsrl.hf.rounding``. The bounds ``M_s``
 are ``lsrl.lang.relational_bounds`` (an unrolled run over value sets, sound, never looser than the
-intervals): the robust Listing 2 (n = 2) is then on the grid throughout and stated exact (tolerance 0;
-the interval bounds, 4.6e11 on its outputs at ``max_len = 66``, stated 7.4e5). What stays loose: the
-errors ``E_s`` are bounded per slot, independently, so an error entering a chain of steps of slope
-``mu`` grows by about ``2 mu`` per step where in truth a saturated step cancels it (Listing 2, n = 3,
-whose diagonalised counters hold ``1/3``: refused by the headroom check), and a scan's drive error is
-counted at every step even where the drive is an exact 0 (Listing 1's query, written once).
+intervals): the robust Listing 2 (n = 2, 3; its permutation counters read from the phase by the
+lowering) is then on the grid throughout and stated exact (tolerance 0; from the interval bounds,
+4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 6.5e5). What stays loose: the errors
+``E_s`` are bounded per slot, independently, so an error entering a chain of steps of slope ``mu``
+grows by about ``2 mu`` per step where in truth a saturated step cancels it (Listing 1, whose cells
+have slope 1000: stated 31 at 65 steps, measured 2e-5).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
-from lsrl.hf.lowering import Channel, Form, Lowered, Slot, declared, lower
+from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
     U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
     scan_error, written,
@@ -162,7 +163,7 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
     blocks: list[list[tuple[int, Channel, float, float]]] = [[] for _ in range(max(lowered.depth, 1))]
     for index, slot in enumerate(lowered.slots):
         for channel in slot.channels:
-            for part in split_scan(channel):
+            for part in split_signs(channel):
                 blocks[slot.level - 1].append((index, part, 0.0, 0.0))
     planned = []
     for block in blocks:
@@ -186,13 +187,23 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
     return planned
 
 
-def split_scan(channel: Channel) -> list[Channel]:
-    """A scan of a signed drive as the scans of its positive and negative parts (the SiLU input must
-    saturate); any other channel as it is."""
-    if channel.kind != "scan":
-        return [channel]
-    return [Channel("scan", channel.form.scaled(sign), sign * channel.weight, decay=channel.decay)
-            for sign in (1.0, -1.0) if channel.form.scaled(sign).high > 0]
+def split_signs(channel: Channel) -> list[Channel]:
+    """``channel`` as channels of non-negative SiLU inputs (the SiLU must saturate): a delay or a scan
+    as those of its positive and negative parts, a product as its four sign cases ``relu(+-a) relu(+-b)``;
+    a relu or a pulse as it is."""
+    form, weight = channel.form, channel.weight
+    signs = [sign for sign in (1.0, -1.0) if form.scaled(sign).high > 0]
+    if channel.kind == "product":
+        gate: Form = channel.gate  # type: ignore[assignment]
+        return [Channel("product", form.scaled(sa), sa * sb * weight, gate=gate.scaled(sb))
+                for sa in signs for sb in (1.0, -1.0) if gate.scaled(sb).high > 0]
+    if channel.kind == "delay" and channel.impulse:
+        return [Channel("relu", form, weight, lag=channel.lag, impulse=True)]
+    if channel.kind == "delay":
+        return [Channel("relu", form.scaled(sign), sign * weight, lag=channel.lag) for sign in signs]
+    if channel.kind == "scan":
+        return [Channel("scan", form.scaled(sign), sign * weight, decay=channel.decay) for sign in signs]
+    return [channel]
 
 
 def _form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:
@@ -357,7 +368,8 @@ def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], er
         error = pulse_error(bound, e + U * (bound + e), channel.decay, *scan_decay(channel.decay), max_len)
     elif channel.kind in ("scan", "pulse"):
         drive = max(channel.form.high, 0.0)
-        bound = drive * reach(channel.decay, max_len)
+        bound = drive * reach(channel.decay, max_len) if state is None else min(drive * reach(channel.decay, max_len),
+                                                                                state)
         grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
         error = scan_error(drive, e + U * (drive + e), channel.decay, *scan_decay(channel.decay), max_len, chunked,
                            state)
@@ -381,18 +393,10 @@ def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, flo
         parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
         for slot, channel, gain, gate in rows:
             parts.setdefault(slot, []).append(_channel(channel, gain, gate, bounds, errors, grids, lowered.max_len,
-                                                       chunked, _lone_scan_state(lowered.slots[slot], bounds[slot])))
+                                                       chunked, lowered.slots[slot].scan_state))
         for slot, channel_parts in parts.items():
             errors[slot], grids[slot] = written(channel_parts)
     return errors, grids
-
-
-def _lone_scan_state(slot: Slot, bound: float) -> float | None:
-    """``M_s / |w|``, a bound on the scan's state, where the slot is one scan of a non-negative drive
-    (module doc, 4.), else None."""
-    if len(slot.channels) == 1 and slot.channels[0].kind == "scan" and slot.channels[0].form.low >= 0:
-        return bound / abs(slot.channels[0].weight)
-    return None
 
 
 def stream_bounds(lowered: Lowered, errors: list[float]) -> list[float]:

@@ -7,34 +7,55 @@ block ``L`` writes the slots of level ``L``. Mamba-2 differs in three ways, each
   width), so each channel keeps its own; ``n_groups = 1``, ``state_size = 1``.
 - ``B_t`` and ``C_t`` pass through the convolution and SiLU: their in_proj rows are 0 and their conv
   bias 64, so ``B_t = C_t = silu(64) = 64`` exactly; ``dt = softplus(32) = 32`` on a scan head.
-  A scan head therefore multiplies its input by ``64 * 32 * 64``, and no gain can keep its SiLU
-  input saturated *and* its output small, so a scan reads ``x = g form + c`` (``g``: the power of
-  two that brings the form's bound to at most 1024, at least 1; ``c``: a power of two at least ``64 - min g form``)
-  and ``silu(x) = x`` exactly, no split into signs. A companion head with conv bias ``c`` and the same
-  decay scans the constant ``c``, and out_proj subtracts it: ``sum decay^(t-j) form_j`` to within the
-  rounding of ``g form + c`` (``2**-24 c / g``, a few ``2**-24`` times the form's bound, per step),
-  exact on integer-valued forms.
+  A scan head therefore multiplies its input by ``C_t dt B_t = 2**17``, and its SiLU input must be
+  saturated (``x = k form``, ``|x| >= 710`` or 0, as in ``lsrl.hf.mamba``; a signed drive is split into
+  the scans of its positive and negative parts), so ``y`` can reach ``2**17 k R M`` (``R`` the scan's
+  reach, ``M`` the drive's bound, ``k`` up to ``2**30``): far more than the group norm below can hold
+  beside its anchors. The **gate** brings it down: ``z = 64`` (``silu(64) = 64``) where ``64 y`` fits,
+  else ``z = 2 g`` for a power of two ``g <= 2**-26`` with ``g y <= 2**44``: the gate is computed in
+  float32 (also in a float64 model), where ``exp(-2 g)`` rounds to 1 (``2 g`` is below half an ulp
+  under 1, ``2**-25``), so ``sigmoid(2 g) = 1/2`` and ``silu(2 g) = g`` exactly (an assumption on
+  torch, tested in ``tests/test_hf_mamba.py``), and ``y g`` is an exact scaling. The scan itself is
+  then Mamba's: whole numbers stay exact (sums of multiples of ``k`` below ``2**24`` units), and the
+  value bounds only set the scales, so even where they are far wider than the values (the intervals of
+  ``value_bounds`` bound Listing 2's output registers' drive by 7e5 at ``max_len = 18``, for tokens 0..3;
+  the builders plan from the sharper ``relational_bounds``) a program on a grid runs exactly. A pulse
+  (an initial state) is ``x = k c >= 64`` at the first step only (conv taps +1, -1 on a constant;
+  ``silu(x) = x`` there).
 - ``y * silu(z)`` passes a **gated group RMSNorm** (one group, float32) before out_proj. Anchor heads
   (``u = silu(64) = 64``, ``D = 1``, ``z = A / 64``) hold ``A`` (a power of two) in ``K`` heads with
   ``inner / K = 4**j``, so the anchors' mean square is ``(A / 2**j)**2``; every other head's output
   ``p`` is kept with ``sum p**2 <= 2**-26 A**2`` and the stream's proof (``lsrl.hf.stream``) makes
-  the group norm the exact scaling by ``2**j / A``. Its squares are float32: ``A <= 2**62``, so the
-  heads' outputs are at most about ``2**48``; a program whose bounds need more is refused, naming a
-  node (a scan head's output is ``2**23`` times its state, the tightest limit).
+  the group norm the exact scaling by ``2**j / A``. Its squares are float32: ``A <= 2**62``, so every
+  head's output is kept at most ``2**44`` (a scan's by its gate, a product's by ``D``); a block whose
+  outputs' energy still needs a larger ``A``, or a product that would have to shrink by more than
+  ``2**-60``, is refused, naming a node.
 
 The rest (relu and product heads, pulses for initial states, the gains, the refusals) is as in
 ``lsrl.hf.mamba``.
 
 **Tolerance.** ``lsrl.hf.mamba``'s proof, slot by slot, with three changes. (a) Every head's output
 ``y silu(z)`` passes the float32 gated group norm: one more rounding, ``U`` times its bound (the
-norm's scaling is exact by the anchors' claim, as the stream's). (b) A scan head's drive is ``g form
-+ c`` with ``silu`` the identity there (``x >= 64``): no SiLU gap, and the offset's share enters the
-form's magnitude; its companion (the constant ``c``) is a scan of its own in the bound. (c) The
-chunked scan (segment sums, exponentials, einsum reductions) is **assumed**, not proved: each output
-within ``gamma_(2T+8) R (D + e_d)`` of the recurrence on its computed drive (at most ``2T + 8``
-roundings along any path), and a decay-1 scan of a drive on a grid exact (its segment sums are sums
-of ``-0.0``, ``exp(0) = 1``, so it adds grid values below ``2**24`` units). The tests check the stated
-bound against the interpreter on random programs at ``T = max_len``.
+norm's scaling is exact by the anchors' claim, as the stream's). (b) A scan head's drive is Mamba's
+(``silu(k form) / k``, its SiLU gap where unsaturated; a pulse's ``x >= 64`` is the identity), and its
+gate ``silu(z)`` an exact power of two, so ``y silu(z)`` adds no rounding of its own (below
+``2**-126`` the subnormal slack ``TINY`` covers it). (c) The chunked scan (``mamba2_chunk_scan``: per
+chunk, ``L = exp(segsum(dt A))``, einsum reductions, an inter-chunk recurrence):
+
+- *decay 1, proved*: ``A = -exp(-200)`` is ``-0.0`` in float32, so every ``dt A``, every cumulative
+  and segment sum of them is a signed zero and every exponential is ``exp(+-0) = 1`` or
+  ``exp(-inf) = 0`` (the masked entries): each output is a sum of products of ``x dt`` with powers
+  of two, 0 and 1. On a grid (exactness, ``lsrl.hf.mamba``), with the scan's bound below ``2**24``
+  grid units, every product and every partial sum is representable, so the result is exact in any
+  order of summation (einsum's blocking, an FMA, the stepwise path's ``S dA + dB x`` alike); off a
+  grid the same sums are within ``gamma_(2T+8)`` times the sum of their terms' magnitudes, which is
+  the state's own bound where the drive is non-negative (``lsrl.hf.rounding.scan_error``);
+- *decays in (0, 1), assumed*: each output is within ``gamma_(2T+8) R (D + e_d)`` of the recurrence
+  on its computed drive with the computed decay ``exp(32 A)`` (at most ``2T + 8`` roundings along
+  any path: ``dt A``, a cumulative sum of at most ``T`` terms, ``exp`` taken as correctly rounded to
+  within one more ``U``, the einsum's products and sums of at most ``T`` terms, the inter-chunk sum).
+  ``lsrl.hf.rounding.scan_error`` charges it; the tests check the stated bound against the
+  interpreter on random programs at ``T = max_len``.
 """
 
 from __future__ import annotations
@@ -45,10 +66,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lsrl.errors import LsrlError
-from lsrl.hf.lowering import Channel, Form, Lowered, lower
+from lsrl.hf.lowering import Channel, Lowered, lower
 from lsrl.hf.mamba import (
     CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, _decay_log, _form_row, _gain, _reach,
-    ends, finished, output_tolerance, slot_errors, stream_bounds, vocabulary_size,
+    ends, finished, output_tolerance, slot_errors, split_signs, stream_bounds, vocabulary_size,
 )
 from lsrl.hf.stream import MARGIN_BITS, Stream, plan_stream
 
@@ -58,11 +79,11 @@ if TYPE_CHECKING:
 
     from lsrl.model.compiled import CompiledProgram
 
-SCAN_FACTOR = CONSTANT * DT_ON * CONSTANT * GATE  # C_t * dt * B_t * silu(z): 2**23
+SCAN_FACTOR = CONSTANT * DT_ON * CONSTANT  # C_t * dt * B_t: 2**17
+SMALL_GATE = 2.0 ** -26  # silu(2 g) == g in float32 for powers of two g <= this (sigmoid rounds to 1/2)
 LARGEST_ANCHOR = 2.0 ** 62  # its square, and the group's mean square, stay finite in float32
-PAYLOAD_LIMIT = 2.0 ** 44  # a product head's output at most this (D shrinks it, by SMALLEST_SHRINK at most)
+PAYLOAD_LIMIT = 2.0 ** 44  # a head's output at most this (a product's D, a scan's gate shrink it)
 SMALLEST_SHRINK = 2.0 ** -60  # values shrunk further could leave float32's normal range
-OFFSET_SPAN = 1024.0  # a scan head reads gain * form in [-1024, 1024] plus an offset, gain >= 1
 
 
 class Head:
@@ -119,19 +140,21 @@ def _heads(lowered: Lowered, level: int) -> list[Head]:
         if slot.level != level:
             continue
         for channel in slot.channels:
-            heads.extend(_channel_heads(index, channel, lowered.max_len, slot.name))
+            for part in split_signs(channel):
+                heads.append(_head(index, part, lowered.max_len, slot.name))
     return heads
 
 
-def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list[Head]:
+def _head(slot: int, channel: Channel, max_len: int, name: str) -> Head:
+    """The head computing ``channel`` (one of ``split_signs``')."""
     form = channel.form
     if channel.kind == "relu":
-        head = Head(slot, channel.weight, GATE, GATE * form.bound)
+        head = _gated(Head(slot, channel.weight, 1.0, form.bound))
         gain = _gain(form.bound)
         taps = {channel.lag: 1.0, channel.lag + 1: -1.0} if channel.impulse else {channel.lag: 1.0}
-        head.x, head.taps, head.skip, head.z = (form, gain), taps, 1 / gain, (None, GATE)
+        head.x, head.taps, head.skip = (form, gain), taps, 1 / gain
         head.error = (channel, gain, 0.0)
-        return [head]
+        return head
     if channel.kind == "product":  # y = D u = shrink * relu(a), silu(z) = gate * relu(b)
         a, b = form.bound, channel.gate.bound  # type: ignore[union-attr]
         gain, gate = _gain(a), _gain(b)
@@ -143,34 +166,39 @@ def _channel_heads(slot: int, channel: Channel, max_len: int, name: str) -> list
         head = Head(slot, channel.weight, shrink * gate, shrink * gate * a * b)
         head.x, head.taps, head.skip, head.z = (form, gain), {0: 1.0}, shrink / gain, (channel.gate, gate)
         head.error = (channel, gain, gate)
-        return [head]
-    reach = _reach(channel, max_len)
-    if channel.kind == "pulse":  # x = scale * c at the first step only (conv taps +1, -1 on a constant)
-        scale = 2.0 ** math.ceil(math.log2(CONSTANT / form.const))
-        head = Head(slot, channel.weight, SCAN_FACTOR * scale, SCAN_FACTOR * scale * form.const)
-        head.x, head.taps, head.error = (form, scale), {0: 1.0, 1: -1.0}, (channel, math.inf, 0.0)
-        heads = [head]
-    else:  # scan of gain * form + offset, and the companion scanning the offset alone
-        gain = 2.0 ** math.floor(math.log2(OFFSET_SPAN / form.bound)) if form.bound else 1.0
-        if gain < 1:
-            raise LsrlError(f"{name}: a Mamba-2 scan head carries its drive at a fixed point beside an offset, and "
-                            f"this drive's bound {form.bound:.3g} is above {OFFSET_SPAN:g}, so whole numbers would not "
-                            "stay exact; lower max_len or the Input bounds, or use 'mamba'")
-        offset = 2.0 ** math.ceil(math.log2(CONSTANT + gain * max(0.0, -form.low)))
-        scaled = form.scaled(gain)
-        shifted = scaled.__class__(scaled.coef, scaled.const + offset, scaled.low + offset, scaled.high + offset)
-        head = Head(slot, channel.weight, SCAN_FACTOR * gain, SCAN_FACTOR * reach * shifted.bound)
-        head.x, head.taps = (shifted, 1.0), {0: 1.0}
-        # the offset's rounding is in the error of the shifted form (its magnitude counts the offset)
-        head.error = (Channel("scan", shifted.scaled(1 / gain), channel.weight, decay=channel.decay), math.inf, 0.0)
-        companion = Head(slot, -channel.weight * offset / gain, SCAN_FACTOR * offset, SCAN_FACTOR * reach * offset)
-        companion.conv_bias = offset
-        companion.error = (Channel("scan", Form((), offset / gain, offset / gain, offset / gain), channel.weight,
-                                   decay=channel.decay), math.inf, 0.0)
-        heads = [head, companion]
-    for item in heads:
-        item.z, item.dt_bias, item.a_log = (None, GATE), DT_ON, _decay_log(channel.decay)
-    return heads
+        return head
+    return _scan_head(slot, channel, max_len, name)
+
+
+def _scan_head(slot: int, channel: Channel, max_len: int, name: str) -> Head:
+    """A scan of ``relu(form)`` (``x = k form``, ``silu(x) = k relu(form)`` as in ``lsrl.hf.mamba``) or a
+    pulse (``x = k c >= 64`` at the first step only: conv taps +1, -1 on a constant): ``y = 2**17 k S``,
+    gated down by ``_gated``."""
+    form, reach = channel.form, _reach(channel, max_len)
+    if channel.kind == "pulse":  # silu(x) = x for x >= 64 (the identity: no gain floor); the state is at most c
+        gain, taps, largest = 2.0 ** math.ceil(math.log2(CONSTANT / form.const)), {0: 1.0, 1: -1.0}, form.const
+    else:
+        gain, taps, largest = _gain(form.bound, SCAN_FACTOR * reach * form.bound), {0: 1.0}, reach * form.high
+        if gain < SMALLEST_GAIN:
+            raise LsrlError(f"{name}: its values (bound {form.bound:.3g}) are too large for the saturated gates of a "
+                            "Mamba-2 scan; lower max_len or the Input bounds")
+    head = _gated(Head(slot, channel.weight, SCAN_FACTOR * gain, SCAN_FACTOR * gain * largest))
+    head.x, head.taps, head.dt_bias, head.a_log = (form, gain), taps, DT_ON, _decay_log(channel.decay)
+    head.error = (channel, math.inf if channel.kind == "pulse" else gain, 0.0)
+    return head
+
+
+def _gated(head: Head) -> Head:
+    """``head`` (its ``y`` at most ``head.bound``) with the gate ``z`` whose ``silu(z)`` brings ``y silu(z)``
+    to at most ``PAYLOAD_LIMIT``: ``silu(64) = 64`` where that fits, else ``silu(2 g) = g`` for a power of two
+    ``g <= 2**-26`` (float32: ``sigmoid(2 g)`` rounds to 1/2; module doc)."""
+    if GATE * head.bound <= PAYLOAD_LIMIT:
+        z, factor = GATE, GATE
+    else:
+        factor = min(SMALL_GATE, 2.0 ** math.floor(math.log2(PAYLOAD_LIMIT / head.bound)))
+        z = 2 * factor
+    head.z, head.output, head.bound = (None, z), head.output * factor, head.bound * factor
+    return head
 
 
 def _anchor_value(heads: list[Head], where: str) -> float:

@@ -27,11 +27,13 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
   delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j`` (``R D`` bounds ``|S|``; where
   the slot is that one scan of a non-negative drive, its own bound ``M_s / |w|`` does too, and the smaller
   is taken: a query written once is not ``T`` times its drive); a chunked scan (Mamba-2)
-  replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``.
+  replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``, the sum of its terms' bounds; for
+  the exact unit decay and a non-negative drive its exact terms sum to ``S``: ``gamma_(2T+8) (M + T
+  e_d)``, ``M`` the state's own bound.
 - ``pulse_error``: such a scan whose drive is non-zero at the first step only (an initial state): its
   value stays within the drive's bound, and with the exact unit decay it carries the first step's error
-  alone (``S + 0`` and ``1 * S`` are exact), so a constant state such as ``1/3`` in a diagonalised
-  permutation counter does not pick up ``2 U T**2`` over ``T`` steps.
+  alone (``S + 0`` and ``1 * S`` are exact), so a constant initial state such as ``1/3`` does not pick
+  up ``2 U T**2`` over ``T`` steps.
 - ``written``: a slot written as ``sum_ch w_ch y_ch`` (one output projection, weights rounded, into
   an unused stream channel, so the residual addition ``0 + x`` is exact).
 """
@@ -131,9 +133,20 @@ def scan_error(drive: float, drive_error: float, decay: float, computed: float, 
     if 2 * U * computed_reach >= 0.5:
         return math.inf
     step = drive_error + delta * largest + 2 * TINY
-    rounding = (gamma(2 * max_len + 8) * max(exact_reach, computed_reach) * (drive + drive_error) if chunked
+    rounding = (gamma(2 * max_len + 8) * (_chunked_terms(drive, decay, computed, exact_reach, computed_reach, largest)
+                                          + computed_reach * drive_error) if chunked
                 else computed_reach * 2 * U * largest)
     return (computed_reach * step + rounding) / (1 - 2 * U * computed_reach)
+
+
+def _chunked_terms(drive: float, decay: float, computed: float, exact_reach: float, computed_reach: float,
+                   largest: float) -> float:
+    """A bound on ``sum_j a^**(t-j) |d_j|``, the terms a chunked scan sums (exact drives): ``R' D``; for the
+    exact unit decay (every power 1) ``largest``, the bound on ``|S|`` (``R D``, or the state's own bound,
+    given only where the drive is non-negative: then the terms sum to ``S``)."""
+    if decay == 1 and computed == 1:
+        return largest
+    return max(exact_reach, computed_reach) * drive
 
 
 def pulse_error(value: float, value_error: float, decay: float, computed: float, delta: float, max_len: int
