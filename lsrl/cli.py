@@ -23,6 +23,7 @@ import lsrl
 from lsrl.cli_errors import ReportingGroup
 from lsrl.errors import LsrlError
 from lsrl.hf import ARCHITECTURES as HF_ARCHITECTURES
+from lsrl.model.writing import written
 from lsrl.targets import ARCHITECTURES, STOCK
 from lsrl.workers import MAX_WORKERS
 
@@ -125,7 +126,12 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
 
     metadata = {"architecture": target, **{key: str(value) for key, value in options.items()}}
     weights = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
-    return f"{target}.safetensors", lambda path: save_file(weights, str(path), metadata=metadata)
+
+    def write_weights(path: Path) -> None:
+        with written(path, "lsrl compile --target") as partial:  # whole or not at all, as model.save writes
+            save_file(weights, str(partial), metadata=metadata)
+
+    return f"{target}.safetensors", write_weights
 
 
 @click.group(cls=ReportingGroup)
@@ -238,6 +244,11 @@ def bench() -> None:
 
 # lsrl.bench imports torch: the tiers of its folders (lsrl.bench.tiers.FOLDER_TIERS, kept equal by tests/test_habits.py)
 BUILD_TIERS = ("compiled", "distractors", "rotated", "trained", "all")
+# the trained tier's architectures: lsrl.bench.build.TRAINED_ARCHS, then lsrl.bench.hf_trained.HF_ARCHS (stock
+# transformers models; tests/test_bench_hf.py keeps them equal)
+TRAINED_ARCHS = ("lstm", "gru", "mamba", "hawk")
+TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: lstm and gru; mamba, hawk: stock "
+                     "transformers models, lsrl[hf])")
 
 
 @bench.command(name="build")
@@ -248,16 +259,19 @@ BUILD_TIERS = ("compiled", "distractors", "rotated", "trained", "all")
                    "OUT_DIR/TIER/TASK/ARCH")
 @click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1),
               help="training steps per model of the trained tier")
-def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], steps: int) -> None:
+@click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
+def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], steps: int,
+                archs: tuple[str, ...]) -> None:
     """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
     from lsrl.bench import build_suite
 
-    folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",), train_steps=steps)
+    folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",), train_steps=steps,
+                          trained_archs=archs or TRAINED_ARCHS[:2])
     click.echo(f"wrote {len(folders)} models to {out_dir}")
 
 
 # lsrl.bench.eval imports torch: its method and tier names, kept equal to METHODS and TIERS by tests/test_habits.py
-EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "random")
+EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "acdc", "random")
 EVAL_TIERS = ("compiled", "distractors", "rotated")
 
 
@@ -265,12 +279,13 @@ EVAL_TIERS = ("compiled", "distractors", "rotated")
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--method", required=True, type=click.Choice(EVAL_METHODS), help="the method to score")
 @click.option("--task", default=None, help="score on this task's tier model instead of a FOLDER")
-@click.option("--tier", default="distractors", show_default=True, type=click.Choice(EVAL_TIERS),
-              help="with --task: the tier")
-@click.option("--arch", default="path", show_default=True, type=click.Choice(["path", *ARCHITECTURES]),
-              help="with --task: the path model or a torch target")
+@click.option("--tier", default=None, type=click.Choice(EVAL_TIERS),
+              help="with --task: the tier (default: distractors); with a FOLDER: must be the folder's own")
+@click.option("--arch", default=None, type=click.Choice(["path", *ARCHITECTURES]),
+              help="with --task: the path model (default) or a torch target; with a FOLDER: must be the folder's own")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
-def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arch: str, pairs: int) -> None:
+def bench_eval(folder: str | None, method: str, task: str | None, tier: str | None, arch: str | None,
+               pairs: int) -> None:
     """Score an interpretability METHOD against the known circuit of a suite FOLDER (or of --task's tier):
     node, unit and edge AUROC, TPR / FPR, interchange accuracy."""
     from lsrl.bench.eval import COLUMNS, Subject, evaluate
@@ -279,7 +294,10 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str, arc
 
     if (folder is None) == (task is None):
         raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
-    subject = HookedSubject.from_folder(folder) if folder else Subject.from_tier(tier_model(task, tier), arch)
+    if folder is None:
+        subject = Subject.from_tier(tier_model(task, tier or "distractors"), arch or "path")
+    else:  # the folder says its tier and architecture: an option naming another is refused, not ignored
+        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:
         value = row[column]
@@ -320,15 +338,32 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
               type=click.Path(file_okay=False), help="writes trained.csv here")
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten small tasks)")
 @click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1), help="training steps per model")
-def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int) -> None:
-    """The trained tier: stock LSTM / GRU trained by interchange intervention training towards each task's
-    causal graph; task and interchange accuracy, and the harness's unit AUROC on them (CSV)."""
+@click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
+@click.option("--suite", default=None, type=click.Path(file_okay=False),
+              help="with --arch mamba / hawk: also write each of their models' suite folder under SUITE/trained/")
+def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...],
+                     suite: str | None) -> None:
+    """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba / Hawk (trained_hf.csv) trained
+    by interchange intervention training towards each task's causal graph; task and interchange accuracy, and
+    the harness's unit AUROC on them (CSV)."""
     from lsrl.bench.eval.harness import write_csv
     from lsrl.bench.eval.trained import TASKS_TRAINED, TRAINED_COLUMNS, train_all
 
     _program_tasks(tasks, "train-tier")
-    rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True)
-    click.echo(f"wrote {write_csv(rows, Path(out_dir) / 'trained.csv', TRAINED_COLUMNS)}")
+    stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
+    hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
+    if suite is not None and not hf:
+        raise LsrlError("lsrl bench train-tier: --suite writes the folders of --arch mamba / hawk; give one")
+    written = []
+    if stock or not archs:
+        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
+        written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
+    if hf:
+        from lsrl.bench.hf_trained import train_all_hf
+
+        rows = train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True)
+        written.append(write_csv(rows, Path(out_dir) / "trained_hf.csv", TRAINED_COLUMNS))
+    click.echo(f"wrote {', '.join(str(path) for path in written)}")
 
 
 # lsrl.llrnn imports torch: its group is listed from these texts (tests/test_habits.py keeps them equal to the

@@ -83,14 +83,14 @@ def _operand(value: Operand, like: Node, where: str) -> Node:
     the argument in the error for anything else."""
     if isinstance(value, Node):
         node = value
-    elif isinstance(value, numbers.Number) or (hasattr(value, "__len__") and not isinstance(value, (str, bytes))):
+    elif not isinstance(value, bool) and (isinstance(value, numbers.Number)  # a bool is no number
+                                          or hasattr(value, "__len__") and not isinstance(value, (str, bytes))):
         node = _constant(like, value, where)
     else:
         raise LsrlError(f"{where}: expected a node or a number, got {type(value).__name__}"[:300])
     if node.dim not in (1, like.dim):  # it meets like component by component (a dim-1 operand is broadcast)
         raise LsrlError(f"{where} has {node.dim} components; {like.describe()} has {like.dim} (or give 1)")
     return node
-    raise LsrlError(f"{where}: expected a node or a number, got {type(value).__name__}"[:300])
 
 
 def _node_or_number(value: Node | float, where: str) -> Node | float:
@@ -115,6 +115,8 @@ def _constant(x: Node, value: MatrixLike, where: str, name: str | None = None) -
         length = len(value) if hasattr(value, "__len__") and np.ndim(value) > 0 else 1
     except (TypeError, ValueError):  # ragged
         raise LsrlError(f"{where} must be a number or a vector of numbers, got {shown(value)}") from None
+    if length == 0:  # a node of no components
+        raise LsrlError(f"{where} must hold at least one number, got {shown(value)}")
     vector = EXACT.vector(value, length, where)
     return Linear(x, EXACT.zeros(vector.shape2d[0], x.dim), vector, name=name)
 
@@ -189,7 +191,7 @@ def f_or(x: Node, y: Node, mu: float = DEFAULT_MU, name: str | None = None) -> L
 def _logic_mu(mu: float, owner: str) -> None:
     """The steps of f_and and f_or read operands in {0, 1}: they reach 1 at 1 only if mu >= 1."""
     if positive_number(mu, f"{owner}: mu") < 1:
-        raise LsrlError(f"{owner}: mu must be at least 1 (a step of width 1/mu = {1 / mu:.3g} does not reach 1 "
+        raise LsrlError(f"{owner}: mu must be at least 1 (a step of width 1/mu = {float(1 / mu):.3g} does not reach 1 "
                         f"on operands in {{0, 1}}), got {mu!r}")
 
 
@@ -250,6 +252,12 @@ def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: flo
         one_hot = LinState(x, cycle, EXACT.zeros(divisor, x.dim), init_state=[0] * (divisor - 1) + [1])
     elif method == "rotation":
         angle = 2 * math.pi / divisor
+        # the readout f_larger(cos(phase), cos(angle / 2)) reaches 1 at the current phase only if its edge 1/mu is
+        # within the margin 1 - cos(angle / 2); half of it is left to the float weights' rounding
+        least_mu = 2 / (1 - math.cos(angle / 2))
+        if positive_number(mu, f"f_modulo_counter on {x.describe()}: mu") < least_mu:
+            raise LsrlError(f"f_modulo_counter on {x.describe()}: method='rotation' with divisor {divisor} needs mu >= "
+                            f"{least_mu:.4g} (its readout's margin is 1 - cos(pi / {divisor})), got {shown(mu)}")
         rotation = [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]]
         cycler = LinState(
             x, rotation, EXACT.zeros(2, x.dim), init_state=[math.cos(angle), -math.sin(angle)]
@@ -388,8 +396,8 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
             f"f_ifelse: {t.describe()} (dim {t.dim}) and {f.describe()} (dim {f.dim}) must have one dim and "
             f"the condition {cond.describe()} (dim {cond.dim}) that dim or 1"
         )
-    if variant not in IFELSE_VARIANTS:
-        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {variant!r}; "
+    if not isinstance(variant, str) or variant not in IFELSE_VARIANTS:
+        raise LsrlError(f"f_ifelse on {cond.describe()}: unknown variant {shown(variant)}; "
                         f"expected one of {IFELSE_VARIANTS}")
     mu = positive_number(mu, f"f_ifelse on {cond.describe()}: mu")
     if variant.startswith("step") and mu < 2:  # f_step(cond -+ 1/2) reaches 1 only where 1/2 >= 1/mu

@@ -11,8 +11,10 @@ independent computation) or raises an ``LsrlError`` whose message is one line an
 from __future__ import annotations
 
 import math
+import os
 import re
 import signal
+import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from decimal import Decimal
@@ -129,6 +131,29 @@ def deadline(seconds: int = SECONDS_PER_CALL):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def timed_example(name: str, arguments: dict) -> Any:
+    """With ``LSRL_FUZZ_TIMES=file``, append one line per example to ``file``: its seconds (call and check),
+    the boundary and the drawn arguments (shortened), to find what is slow; otherwise nothing."""
+    log = os.environ.get("LSRL_FUZZ_TIMES")
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if log:
+            drawn = ", ".join(f"{key}={_short(value)}" for key, value in arguments.items())
+            with open(log, "a") as file:
+                file.write(f"{time.perf_counter() - start:8.3f}\t{name}\t{drawn}\n")
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as error:  # a hostile value's own repr may fail: say so instead
+        text = f"<repr failed: {type(error).__name__}>"
+    return text.replace("\n", " ")[:80]
 
 
 def names_one_of(message: str, words: Iterable[str]) -> bool:

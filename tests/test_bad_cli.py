@@ -40,6 +40,25 @@ def _fails_in_one_line(args, *words):
     return result.output
 
 
+def test_a_failed_weight_write_is_one_line_and_leaves_no_partial_file(source, tmp_path, monkeypatch):
+    """Issue 28: the torch weights are written through lsrl.model.writing as model.save writes (a temporary
+    name renamed into place): a disk that fails mid-write leaves neither the file nor a partial one."""
+    import safetensors.torch
+
+    def disk_full(tensors, filename, metadata=None):
+        with open(filename, "wb") as file:
+            file.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", disk_full)
+    out = tmp_path / "m"
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(out), "--target", "linear_rnn"])
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]  # after the summary
+    assert result.exit_code != 0 and "Traceback" not in result.output and len(errors) == 1, result.output
+    assert all(word in errors[0] for word in ("lsrl compile --target", "linear_rnn.safetensors", "No space left"))
+    assert not [path.name for path in out.iterdir() if "linear_rnn" in path.name]
+
+
 def test_version():
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0 and lsrl.__version__ in result.output

@@ -11,17 +11,16 @@ import torch
 from click.testing import CliRunner
 
 import lsrl
-from lsrl.bench import TASKS, build_suite, load
+from lsrl.bench import TASKS, load
 from lsrl.bench.build import task_models
 from lsrl.bench.labels import unit_labels
 from lsrl.cli import main
+from bench_builds import whole_suite
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    torch.set_num_threads(1)
-    return root, build_suite(root, progress=False, test_sequences=40)  # every task, a short test split
+    return whole_suite(tmp_path_factory)  # every task, a short test split; once per session (bench_builds)
 
 
 def _standalone(root):

@@ -15,30 +15,20 @@ import torch
 
 from lsrl.bench import TASKS, build_suite, load
 from lsrl.errors import LsrlError
-
-TASK_NAMES = ("parity", "tomita_3")
-TIERS = ("distractors", "rotated")  # beside the compiled one, of parity
-
-
-def _build(root):
-    build_suite(root, TASK_NAMES, progress=False)
-    # ROOT/TIER/parity/ARCH (a short test split: quicker); the root cards list every folder
-    build_suite(root, ["parity"], progress=False, tiers=TIERS, test_sequences=40)
-
+from bench_builds import parity_builds
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
-    _build(first)
-    _build(second)
-    return first, second
+    """Two builds of parity, tomita_3 and parity's distractor and rotated tiers (ROOT/TIER/parity/ARCH), each once per
+    session (bench_builds; the first is tests/test_bench_tiers.py's rotated suite too)."""
+    return parity_builds(tmp_path_factory)
 
 
 def test_two_builds_are_byte_identical(builds):
     first, second = builds
     files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
-    # root: README.md, croissant.json, load_model.py; folders of 9 files; the rotated path model's rotations.json
-    assert len(files) == 2 + 1 + (8 + 2 * 5) * 9 + 1
+    # root: README.md, croissant.json, load_model.py; folders of 9 files; the rotated folders' rotations.json
+    assert len(files) == 2 + 1 + (8 + 2 * 5) * 9 + 5
     assert files == sorted(path.relative_to(second) for path in second.rglob("*") if path.is_file())
     for name in files:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
@@ -74,11 +64,13 @@ def test_splits_traces_and_pairs(builds):
 def test_program_py_runs_and_prints_the_outputs(builds):
     root, _ = builds
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    for folder in (root / "parity" / "path", root / "tomita_3" / "rnn"):
-        result = subprocess.run([sys.executable, "program.py"], cwd=folder, env=env, capture_output=True, text=True,
-                                timeout=120)
-        assert result.returncode == 0, result.stderr
-        assert "the outputs equal data.npz's test_outputs: True" in result.stdout
+    runs = [subprocess.Popen([sys.executable, "program.py"], cwd=folder, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # side by side: each mostly imports
+            for folder in (root / "parity" / "path", root / "tomita_3" / "rnn")]
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=120)
+        assert run.returncode == 0, stderr
+        assert "the outputs equal data.npz's test_outputs: True" in stdout
 
 
 def test_load_model_runs_with_torch_alone_in_its_folder(builds):
@@ -120,7 +112,7 @@ def test_dataset_card_and_croissant(builds):
     files = {entry["contentUrl"]: entry["sha256"] for entry in described["distribution"]}
     manifest = json.loads((root / "parity" / "lstm" / "manifest.json").read_text())["sha256"]
     assert {name: files[f"parity/lstm/{name}"] for name in manifest} == manifest
-    assert len(files) == (8 + 2 * 5) * 8 + 1 and "rotated/parity/path/rotations.json" in files
+    assert len(files) == (8 + 2 * 5) * 8 + 5 and "rotated/parity/gru/rotations.json" in files
 
 
 def test_every_folder_of_every_tier_says_its_tier_and_loads_standalone(builds):
@@ -194,3 +186,28 @@ def test_the_harness_scores_on_the_fixed_pairs_of_data_npz(builds):
             np.testing.assert_allclose(pairs.corrupt_outputs[k, :n].numpy(), expected, rtol=0, atol=1e-9)
     half = Pairs.from_data(Subject.from_tier(tier_model("parity", "compiled")), 8)
     assert half.clean.shape[0] == 8 and np.array_equal(half.clean[4], pairs.clean[32, : half.clean.shape[1]])
+
+
+def test_acdc_finds_the_edges_of_a_distractor_folder(builds):
+    """``lsrl bench eval --method acdc`` on the distractor tier's path folder: ACDC's greedy pruning keeps the task's
+    edges and prunes the distractors' (edge AUROC high), where random scores stay near one half."""
+    from click.testing import CliRunner
+
+    from lsrl.bench.eval import Pairs, score
+    from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.eval.methods import random_scores
+    from lsrl.cli import main
+
+    root, _ = builds
+    folder = root / "distractors" / "parity" / "path"
+    result = CliRunner().invoke(main, ["bench", "eval", "--method", "acdc", str(folder)])
+    assert result.exit_code == 0, result.output
+    printed = dict(line.split(": ") for line in result.output.splitlines())
+    assert (printed["tier"], printed["method"]) == ("distractors", "acdc") and float(printed["edge_auroc"]) >= 0.8
+    subject = HookedSubject.from_folder(folder)
+    pairs = Pairs.from_data(subject, 8)
+    chance = np.mean([score(subject, random_scores(subject, pairs, seed))["edge_auroc"] for seed in range(20)])
+    assert abs(chance - 0.5) < 0.08 and float(printed["edge_auroc"]) > chance + 0.25
+    wrong = CliRunner().invoke(main, ["bench", "eval", "--method", "acdc", "--tier", "rotated", str(folder)])
+    assert wrong.exit_code != 0 and "tier 'rotated' given, but the folder's config.json says tier 'distractors'" \
+        in wrong.output and len(wrong.output.strip().splitlines()) == 1

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from lsrl.bench.eval import METHODS, Found, Intervention, Pairs, Subject, auroc, evaluate, rates, score
-from lsrl.bench.eval.methods import random_scores
+from lsrl.bench.eval.methods import pruned_outputs, random_scores
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import DISTRACTOR_PREFIX, in_circuit, rational_rotation, rotate, tier_model
 from lsrl.errors import LsrlError
@@ -211,12 +211,29 @@ def test_every_method_runs_and_scores_in_range():
 
 
 def test_unknown_method_and_tier_are_one_line_errors():
-    with pytest.raises(LsrlError, match="unknown method 'acdc'"):
-        evaluate(_subject("majority", "distractors"), "acdc")
+    with pytest.raises(LsrlError, match="unknown method 'sae'"):
+        evaluate(_subject("majority", "distractors"), "sae")
     with pytest.raises(LsrlError, match="unknown tier 'noisy'"):
         tier_model("majority", "noisy")
     with pytest.raises(LsrlError, match="only token programs"):
         tier_model("lookup_1", "distractors")
+
+
+def test_acdc_removes_an_edge_by_reading_its_senders_corrupted_value():
+    """The pruned model ACDC tries: no edge removed is the model itself on the clean inputs; every edge removed, each
+    layer reads only corrupted values, so the outputs are the corrupted run's (pairs of equal lengths)."""
+    subject = _subject("majority", "distractors")
+    pairs = Pairs.from_data(subject, 8)
+    edges = subject.edges()
+    np.testing.assert_array_equal(pruned_outputs(subject, pairs, {}).numpy(), pairs.clean_outputs.numpy())
+    every = {}
+    for edge in edges:
+        every.setdefault(edge.layer, []).append(edge)
+    equal = slice(0, 4)  # the first half of the pairs: equal lengths, nothing held
+    np.testing.assert_allclose(pruned_outputs(subject, pairs, every).numpy()[equal],
+                               pairs.corrupt_outputs.numpy()[equal], rtol=0, atol=1e-9)
+    found = METHODS["acdc"](subject, pairs)
+    assert found.edges.shape == (len(edges),) and (found.edges > found.threshold).any()
 
 
 # ---- torch targets and suite folders ---------------------------------------------------------------
@@ -246,6 +263,12 @@ def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
     assert result.exit_code == 0, result.output
     printed = dict(line.split(": ") for line in result.output.splitlines())
     assert printed["arch"] == "gru" and float(printed["unit_auroc"]) >= 0.9, printed
+    # the folder holds its tier and architecture: options naming them must agree, never be ignored
+    same = CliRunner().invoke(main, ["bench", "eval", "--method", "zero", "--pairs", "4", "--tier", "compiled",
+                                     "--arch", "gru", folder])
+    assert same.exit_code == 0 and same.output.split("seconds")[0] == result.output.split("seconds")[0], same.output
+    wrong = CliRunner().invoke(main, ["bench", "eval", "--method", "zero", "--arch", "lstm", folder])
+    assert wrong.exit_code != 0 and "arch 'lstm' given, but the folder's config.json says arch 'gru'" in wrong.output
     from lsrl.bench.eval.hooked import HookedSubject
 
     # the folder's truth (circuit.json) and the tier's own (live_units) agree: the same scores

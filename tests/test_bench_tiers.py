@@ -15,8 +15,11 @@ from lsrl.bench.eval import evaluate
 from lsrl.bench.eval.hooked import HookedSubject
 from lsrl.bench.eval.trained import FREE_UNITS, train
 from lsrl.bench.rotations import read_rotations
+from lsrl.bench.tasks import TASKS
+from lsrl.bench.tiers import distractor_program
 from lsrl.errors import LsrlError
-from lsrl.ir.labels import UnitLabel
+from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, label_violations
+from bench_builds import built_once, parity_tiers_and_an_automaton
 
 TASK, STEPS = "count_ones", 30  # a short run (the suite trains 600 steps): the folders, not the accuracy, are tested
 
@@ -118,46 +121,53 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
 
 @pytest.fixture(scope="module")
 def rotated_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rotated")
-    build_suite(root, ["parity"], progress=False, tiers=["distractors", "rotated"], test_sequences=40)
-    return root
+    """parity's distractor and rotated tiers (a short test split): tests/test_bench_data.py's first build, built once
+    per session (bench_builds)."""
+    return built_once(tmp_path_factory, [("parity-first", parity_tiers_and_an_automaton)])[0][0]
 
 
-def test_a_rotated_folder_carries_its_exact_orthogonal_rotations(rotated_suite):
-    folder = rotated_suite / "rotated" / "parity" / "path"
+@pytest.mark.parametrize("arch", TASKS["parity"].archs)
+def test_a_rotated_folder_carries_its_exact_orthogonal_rotations(rotated_suite, arch):
+    folder = rotated_suite / "rotated" / "parity" / arch
     manifest = json.loads((folder / "manifest.json").read_text())["sha256"]
     assert "rotations.json" in manifest
     rotations = read_rotations(folder)
-    assert rotations and all(hook.startswith("layers.") for hook in rotations)
+    hooks = json.loads((folder / "labels.json").read_text())["hooks"]
+    assert rotations and set(rotations) <= set(hooks)
     for hook, rotation in rotations.items():
-        identity = np.eye(len(rotation), dtype=int).astype(object)
-        assert np.array_equal(rotation @ rotation.T, identity), hook  # exactly, in fractions
-        assert np.count_nonzero(rotation != 0) > len(rotation), hook  # mixes units
-    assert read_rotations(rotated_suite / "distractors" / "parity" / "path") == {}
-    assert not (rotated_suite / "rotated" / "parity" / "gru" / "rotations.json").exists()  # targets: not yet
+        identity = np.eye(len(rotation.Q), dtype=int).astype(object)
+        assert np.array_equal(rotation.Q @ rotation.Q.T, identity), hook  # exactly, in fractions
+        assert np.count_nonzero(rotation.Q != 0) > len(rotation.Q), hook  # mixes units
+        held = [u for u in rotation.units + rotation.negative if u is not None]
+        assert len(set(held)) == len(held) and max(held) < len(hooks[hook]), hook
+    assert read_rotations(rotated_suite / "distractors" / "parity" / arch) == {}
 
 
-def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite):
-    """``Q^T`` applied to a rotated hook's values gives the un-rotated model's values at that hook (the distractor
-    folder's), and the units labelled with a program variable hold its trace (``data.npz``, from the interpreter)."""
-    rotated, plain = (load("parity/path", root=rotated_suite, tier=tier) for tier in ("rotated", "distractors"))
-    rotations = read_rotations(rotated_suite / "rotated" / "parity" / "path")
-    xs, lengths = rotated.data["test_inputs"][:8], rotated.data["test_lengths"][:8]
-    real = np.arange(xs.shape[1])[None] < lengths[:, None]
+@pytest.mark.parametrize("arch", TASKS["parity"].archs)
+def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite, arch):
+    """At every hook of a rotated folder (its own loader, its own hook names), the stored rotation undone gives the
+    un-rotated model's values (the distractor folder's: the same model before the change of basis) at every unit that
+    holds a variable, and every unit then holds what ``labels.json`` says, against the program's own trace (the
+    interpreter's, of the task and its distractors); before, the rotated hooks do not."""
+    rotated, plain = (load(f"parity/{arch}", root=rotated_suite, tier=tier) for tier in ("rotated", "distractors"))
+    rotations = read_rotations(rotated_suite / "rotated" / "parity" / arch)
+    lengths = rotated.data["test_lengths"][:8]
+    xs = rotated.data["test_inputs"][:8, : int(lengths.min())]  # every step real
+    trace = distractor_program("parity").trace(xs)
     _, rotated_cache = rotated.model.run_with_cache(xs)
     _, plain_cache = plain.model.run_with_cache(xs)
     checked = 0
-    for hook, rotation in rotations.items():
-        assert not np.allclose(rotated_cache[hook].numpy(), plain_cache[hook].numpy()), hook
-        recovered = rotated_cache[hook].numpy() @ rotation.astype(float)  # (Q^T h^T)^T = h Q
-        np.testing.assert_allclose(recovered, plain_cache[hook].numpy(), rtol=0, atol=1e-9, err_msg=hook)
-        for unit, label in enumerate(rotated.labels[hook]):
-            trace = rotated.data.get(f"trace.{label.node}")
-            if label.role == "value" and trace is not None:
-                np.testing.assert_allclose(recovered[..., unit][real], trace[:8, : xs.shape[1], label.index][real],
-                                           rtol=0, atol=1e-9, err_msg=f"{hook}[{unit}]")
-                checked += 1
-    assert checked >= 2
+    for hook, labels in rotated.labels.items():
+        values, expected = rotated_cache[hook].double().numpy(), plain_cache[hook].double().numpy()
+        if hook in rotations:
+            assert label_violations([labels], [values], trace, 1e-9), hook  # rotated: the labels do not hold
+            values = rotations[hook].unrotate(values)
+            checked += 1
+        held = [u for u, label in enumerate(labels) if label.role in PATCHABLE_ROLES]
+        assert labels == plain.labels[hook], hook  # parity's targets are the same in both bases
+        np.testing.assert_allclose(values[..., held], expected[..., held], rtol=0, atol=1e-9, err_msg=hook)
+        assert label_violations([labels], [values], trace, 1e-9) == [], hook
+    assert checked == len(rotations) >= 2
 
 
 # ---- every tier in one command ---------------------------------------------------------------------------------

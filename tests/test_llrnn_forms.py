@@ -9,6 +9,7 @@ import torch
 from lsrl.errors import DimensionError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
+from lsrl.llrnn.checks import LlrnnArgumentError
 from lsrl.llrnn.forms import llrnn_form
 from lsrl.llrnn.logic import (
     Atom, Bang, Derelict, IllTypedTerm, LogicError, Var, binary, bint_type, endo, higher_order_master, int_type, lam,
@@ -211,3 +212,45 @@ def test_every_combination_of_the_options_has_an_equal_llrnn_form(name):
         xs = torch.randn(2, 4, model.input_dim, dtype=torch.float64)
         start = torch.rand(2, model.state_dim, dtype=torch.float64) * 0.3
         assert relative_error(llrnn_form(model)(xs, start), model(xs, start)) <= 1e-10, options
+
+
+@pytest.mark.parametrize("model", [
+    lambda: explicit.NTM(1, 1, 2, memory_width=3000),  # erase by location: a sigmoid vector of 3,000 entries
+    lambda: explicit.MultiplicativeRNN(1, 1, 3000),  # diag(V x) of 3,000 entries
+], ids=["ntm-wide-memory", "multiplicative-wide-aux"])
+def test_a_wide_diagonal_map_is_never_built_dense(model, monkeypatch):
+    """Issue 28: the form built the diagonal maps (the location-weighted erase, diag(V x), diag(w')) as dense
+    B x d x d matrices every step: a memory width of 16,000 took 4 GB. Now they act entry by entry; the form
+    still equals the explicit equations, and torch.diag_embed is never called."""
+    torch.manual_seed(0)
+    model = model()
+    xs = torch.rand(2, 3, model.input_dim, dtype=torch.float64)
+    form = llrnn_form(model)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a dense diagonal was built")
+
+    monkeypatch.setattr(torch, "diag_embed", refused)
+    assert torch.allclose(form(xs), model(xs), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("model, words", [
+    (lambda: explicit.NTM(1, 1, 200), "powers makes a program of 199 letters"),  # numeral 199: past the recursion limit
+    (lambda: explicit.NTM(1, 1, 40), "term applications"),  # 40 numerals up to 39 on 40 positions: 2 minutes a step
+    (lambda: explicit.NTM(1, 1, 1000, powers=(0, 1)), "multiply-adds"),  # dense 1000 x 1000 rotations, 4,000 times
+    (lambda: explicit.PatternNTM(1, 2, 5, 1, pattern_powers=(0, -1)), "pattern_powers must be natural numbers"),
+    (lambda: explicit.PolynomialStepNTM(1, 2, 5, 1, polynomials=((0, 300),)), "polynomials makes a program"),
+])
+def test_a_form_too_large_or_slow_to_run_is_refused_before_it_is_built(model, words):
+    """Issue 28 (deep fuzzing): llrnn_form of an NTM with 200 slots built numerals for minutes and ran for
+    hours; a negative pattern power raised numeral's raw ValueError. Each is a one-line LlrnnArgumentError."""
+    with pytest.raises(LlrnnArgumentError, match=words) as error:
+        llrnn_form(model())
+    assert "\n" not in str(error.value) and "llrnn_form" in str(error.value)
+
+
+def test_the_benchmarked_forms_are_within_the_caps():
+    """The caps leave room for the forms benchmarks/llrnn.py times (rings of 32 slots)."""
+    for model in (explicit.MultiplePatternNTM(8, 32, 8, slots=(32, 2, 2, 2)), explicit.NTM(8, 32, 32, powers=(0, 1, 31)),
+                  explicit.DihedralNTM(8, 32, 32), explicit.NTM(10, 8, 6)):
+        llrnn_form(model)

@@ -149,7 +149,7 @@ def test_a_node_the_target_cannot_patch_is_refused(arch):
     assert absent  # the input, at least (layers read it by weights)
     with pytest.raises(lsrl.LsrlError, match=f"'{absent[0]}' cannot be patched"):
         net(floats, patch={absent[0]: donor[absent[0]]})
-    with pytest.raises(lsrl.LsrlError, match="'nowhere' cannot be patched"):
+    with pytest.raises(lsrl.LsrlError, match="cannot patch 'nowhere': neither a program node"):
         net(floats, patch={"nowhere": np.zeros((xs.shape[1], 1))})
     name = net.patchable[0]
     with pytest.raises(lsrl.DimensionError, match=f"patch values for '{name}'"):
@@ -175,3 +175,39 @@ def test_run_with_cache_patches_program_nodes_too():
     np.testing.assert_array_equal(cache[key][:, unit].numpy(), expected)  # the cache holds the patched run
     with pytest.raises(lsrl.LsrlError, match="neither a program node of net.patchable nor a sub-layer"):
         net.run_with_cache(floats[0], patch={"nowhere": np.zeros((floats.shape[1], 1))})
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_net_and_run_with_cache_patch_hooks_alike(arch):
+    """``net(xs, patch={hook: values})`` takes the hook names of ``run_with_cache`` (gates and carried states
+    included) by the same code: both spellings give identical outputs, for every hook, and with a program node in
+    the same patch (eight hooks spread over each model: each patched run goes step by step); patching the output
+    layer with another input's values gives that input's outputs."""
+    program, model, xs, donor = listing2_case()
+    net = target(model, arch)
+    floats = torch.as_tensor(np.asarray(xs, dtype=np.float64))
+    other = torch.as_tensor(np.asarray(program.trace(xs, exact=True)[program.input.name], dtype=np.float64))
+    other = other.flip(1)  # another input sequence of the same length
+    plain, cache = net.run_with_cache(floats, check_bounds=False)
+    other_outputs, other_cache = net.run_with_cache(other, check_bounds=False)
+    hooks = [hook for hook in cache if not torch.equal(cache[hook], other_cache[hook])]  # the patch sets something
+    tried = hooks[:: -(-len(hooks) // 8)]  # eight hooks spread over the model: states, gates, MLP layers
+    changed = 0
+    for hook in tried:
+        patch = {hook: other_cache[hook]}
+        with torch.no_grad():
+            direct = net(floats, patch=patch, check_bounds=False)
+        cached, _ = net.run_with_cache(floats, patch=patch, check_bounds=False)
+        assert torch.equal(direct, cached), hook
+        changed += not torch.equal(direct, plain)
+    assert changed >= 2
+    last = list(cache)[-1]  # the output layer: patched whole, the outputs are the other input's
+    with torch.no_grad():
+        assert torch.equal(net(floats, patch={last: other_cache[last]}, check_bounds=False), other_outputs)
+    node = net.patchable[0]
+    both = {node: donor[node], list(cache)[0]: other_cache[list(cache)[0]]}
+    with torch.no_grad():
+        direct = net(floats, patch=both, check_bounds=False)
+    assert torch.equal(direct, net.run_with_cache(floats, patch=both, check_bounds=False)[0])
+    with pytest.raises(lsrl.LsrlError, match="cannot patch 'nowhere': neither a program node"):
+        net(floats, patch={"nowhere": other_cache[last]})

@@ -7,18 +7,21 @@ bound: at the default the error is within the tolerance, far beyond it the error
 
 from __future__ import annotations
 
+import csv
 import math
 import random
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import lsrl
+from lsrl.ir.labels import unit_values
 from lsrl.programs import (
-    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator, discrete_prompt,
-    more_ones_than_zeros, parity, squaring,
+    continuous_approximator, continuous_prompt, continuous_query, discrete_approximator,
+    discrete_prompt, more_ones_than_zeros, parity, squaring,
 )
 from lsrl.targets import STOCK, layer_report
 from lsrl.targets.stock_rnn import GATE_AMPLITUDE, RELU_KNEE, export_stock_onnx, power_sum
@@ -41,11 +44,17 @@ def bounded_random_program(seed: int) -> lsrl.ForEach:
 
 
 @lru_cache(maxsize=None)
-def random_case(seed: int):
-    model = lsrl.compile(bounded_random_program(seed), progress=False)
+def random_program_case(seed: int):
+    """``(program, model, xs, reference)``: a bounded random program and three input sequences in its bounds."""
+    program = bounded_random_program(seed)
+    model = lsrl.compile(program, progress=False)
     rng = np.random.default_rng(seed)
     xs = rng.integers(-2 * X_NUM, 2 * X_NUM + 1, size=(3, T, model.input.dim)) / 2  # halves: exact in float32
-    return model, xs, exact(model, xs)
+    return program, model, xs, exact(model, xs)
+
+
+def random_case(seed: int):
+    return random_program_case(seed)[1:]
 
 
 def exact(model, xs) -> np.ndarray:
@@ -109,23 +118,43 @@ def test_fig1_decides_every_step_exactly(arch, dtype):
     assert np.array_equal(np.round(out), reference)
 
 
+def random_token_map(seed: int) -> dict:
+    """Six random keys of two tokens in 0..4, each mapped to two random tokens."""
+    rng = np.random.default_rng(seed)
+    keys = [(a, b) for a in range(5) for b in range(5)]
+    return {keys[i]: tuple(int(v) for v in rng.integers(0, 5, 2)) for i in rng.choice(len(keys), 6, replace=False)}
+
+
 @pytest.mark.parametrize("arch", STOCK)
-def test_listing2_answers_every_query(arch):
-    program = discrete_approximator(2, robust=True, vocabulary=4)
-    model = lsrl.compile(program, progress=False)
-    rng = np.random.default_rng(3)
-    mapping = {(a, b): tuple(int(v) for v in rng.integers(0, 5, 2)) for a in range(5) for b in range(5)}
-    prompts = np.stack([discrete_prompt(mapping, query=query) for query in [(1, 2), (4, 0), (3, 3)]])
-    reference = exact(model, prompts)
-    net = model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float64)
-    out = run(net, prompts)
-    assert np.max(np.abs(out - reference)) <= net.tolerance
-    answers = np.round(out[:, -2:, 0])  # the last n outputs answer the query
-    assert np.array_equal(answers, reference[:, -2:, 0])
-    assert [tuple(row) for row in answers.astype(int)] == [mapping[(1, 2)], mapping[(4, 0)], mapping[(3, 3)]]
-    # float32: the value bounds (outputs up to 2e11 where the tokens are at most 4) leave no accuracy: refused
-    with pytest.raises(lsrl.LsrlError, match="would carry nothing|exceeds 1/16 of its value bound"):
-        model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float32)
+def test_listing2_answers_every_query_in_float64(arch):
+    """Listing 2 (n = 2, robust) on random token maps, every key queried: the answers are the map's and the
+    interpreter's, and the outputs lie within the stated tolerance. That tolerance (about 2e7) does not prove
+    the decisions (module docstring, "Listing 2"): they are observed here, not proved."""
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=4), progress=False)
+    for seed in range(3):
+        mapping = random_token_map(seed)
+        prompts = np.stack([discrete_prompt(mapping, query=query) for query in mapping]).astype(np.float64)
+        reference = exact(model, prompts)
+        net = model.to_torch(arch, max_len=prompts.shape[1], dtype=torch.float64)
+        out = run(net, prompts)
+        assert np.max(np.abs(out - reference)) <= net.tolerance
+        answers = np.round(out[:, -2:, 0]).astype(int)
+        assert np.array_equal(answers, reference[:, -2:, 0])
+        assert [tuple(row) for row in answers] == list(mapping.values())
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_listing2_is_refused_in_float32_naming_where_the_bound_grows(arch):
+    """float32: the robust Listing 2's error bound passes the outputs' value bound (the integrating states sum
+    their input's error over max_len steps, the comparisons multiply it); the paper's Listing 2 (steps of slope
+    1000, lambda = 1e10) has values beyond float32's range of scales. Both refusals name the node."""
+    robust = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=4), progress=False)
+    growth = r"float32 .*grows most at (Multi|LinState) '\w+': [\d.e+]+ times its input"
+    with pytest.raises(lsrl.LsrlError, match=growth):
+        robust.to_torch(arch, max_len=26, dtype=torch.float32)
+    paper = lsrl.compile(discrete_approximator(2, vocabulary=4), progress=False)
+    with pytest.raises(lsrl.LsrlError, match=r"the values of ReLU '\w+' are too large for float32"):
+        paper.to_torch(arch, max_len=26, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("arch", STOCK)
@@ -158,6 +187,93 @@ def test_the_relu_state_programs(arch, dtype):
         out = run(net, xs)
         assert np.max(np.abs(out - reference)) <= net.tolerance
         assert np.array_equal(np.round(out), reference)
+
+
+# ---- labels, patches, run_with_cache -----------------------------------------------------------------
+
+
+def patch_case(which):
+    """``(program, model, xs, donor trace)`` with in-bound inputs; the donor is the trace of other inputs."""
+    if isinstance(which, int):
+        program, model, xs, _ = random_program_case(which)
+        other = np.random.default_rng(100 + which).integers(-2 * X_NUM, 2 * X_NUM + 1, size=xs.shape) / 2
+    else:
+        program = {"fig1": more_ones_than_zeros, "parity": parity}[which]()
+        model = lsrl.compile(program, progress=False)
+        xs, other = np.random.default_rng(5).integers(0, 2, size=(2, 3, 8, 1))
+    return program, model, xs.astype(np.float64), program.trace(other.astype(np.float64), exact=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("arch", STOCK)
+def test_patched_runs_match_the_programs_patched_run(arch, dtype):
+    """Every node of ``net.patchable``, patched with another input's trace, on fixed and random programs: the
+    output within ``net.tolerance`` of ``program(xs, exact=True, patch=...)``, by ``net(xs, patch=)`` (stock
+    layers one step at a time) and by ``run_with_cache`` (PyTorch's equations, step by step)."""
+    patched = changed = 0
+    for which in ("fig1", "parity", *SEEDS):
+        program, model, xs, donor = patch_case(which)
+        net = model.to_torch(arch, max_len=xs.shape[1], dtype=dtype)
+        x = torch.as_tensor(xs, dtype=dtype)
+        plain = run(net, xs)
+        for name in net.patchable:
+            values = np.asarray(donor[name], dtype=np.float64)
+            expected = np.asarray(program(xs.astype(object), exact=True, patch={name: donor[name]}), dtype=np.float64)
+            with torch.no_grad():
+                got = net(x, patch={name: values}).double().numpy()
+            cached = net.run_with_cache(x, patch={name: values})[0].double().numpy()
+            for result in (got, cached):
+                assert np.max(np.abs(result - expected)) <= net.tolerance, (which, name)
+            patched += 1
+            changed += np.max(np.abs(expected - plain)) > 2 * net.tolerance
+    assert patched >= 15 and changed >= 8, (patched, changed)  # many patches, many of them moved the outputs
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_every_label_holds_within_its_unit_tolerance(arch):
+    """A labelled unit holds ``unit_scales`` times what its label says, within ``unit_tolerances`` (both read
+    from ``run_with_cache``, checked against the program's trace); the cache's output is the module's."""
+    checked = 0
+    for which in ("fig1", "parity", 1, 4):
+        program, model, xs, _ = patch_case(which)
+        net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+        outputs, cache = net.run_with_cache(xs)
+        assert list(cache) == net.hook_names()
+        assert np.max(np.abs(outputs.numpy() - run(net, xs))) <= 1e-12
+        trace = program.trace(xs, exact=True)
+        for key, labels in net.labels.items():
+            for unit, label in enumerate(labels):
+                if label is None or np.isnan(net.unit_scales[key][unit]):
+                    continue
+                held = unit_values(label, np.asarray(trace[label.node], dtype=np.float64))
+                error = np.abs(cache[key][..., unit].numpy() - net.unit_scales[key][unit] * held)
+                assert np.max(error) <= net.unit_tolerances[key][unit] + 1e-300, (which, key, unit, label)
+                checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_patches_the_construction_cannot_carry_are_refused(arch):
+    program, model, xs, donor = patch_case("fig1")
+    net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+    assert "linear_3" in net.unpatchable and "linear_3" not in net.patchable  # folded into the next layer's gates
+    with pytest.raises(lsrl.LsrlError, match="'linear_3' cannot be patched.*folds"):
+        net(xs, patch={"linear_3": donor["linear_3"]})
+    steps = xs.shape[1]
+    too_large = np.full((steps, 1), steps + 1.0)  # the counter's value bound at max_len is max_len
+    with pytest.raises(lsrl.LsrlError, match="'ones_minus_zeros' reach 9 .*beyond its value bound 8"):
+        net(xs, patch={"ones_minus_zeros": too_large})
+    with pytest.raises(lsrl.LsrlError, match="cannot patch 'core.l9'"):
+        net.run_with_cache(xs, patch={"core.l9": np.zeros((3, steps, 1))})
+    hidden = net.core.hidden_size  # a hook patch: NaN keeps the model's value
+    nothing = net.run_with_cache(xs, patch={"core.l0": np.full((3, steps, hidden), np.nan)})[0]
+    assert torch.equal(nothing, net.run_with_cache(xs)[0])
+    unlabelled = lsrl.compile(more_ones_than_zeros(), progress=False)
+    unlabelled.labels = None  # as a model file from before labels
+    bare = unlabelled.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
+    assert bare.labels is None and bare.patchable is None
+    with pytest.raises(lsrl.LsrlError, match="has no net.patchable"):
+        bare(xs, patch={"relu_0": donor["relu_0"]})
 
 
 # ---- every bound at its boundary --------------------------------------------------------------------
@@ -274,9 +390,6 @@ def test_bad_options_and_patches_are_refused(arch):
         with pytest.raises(lsrl.LsrlError, match=match):
             model.to_torch(arch, **options)
     net = model.to_torch(arch, max_len=4, dtype=torch.float64)
-    assert net.labels is None and net.patchable is None
-    with pytest.raises(lsrl.LsrlError, match="patch= is not available for the stock targets"):
-        net(torch.ones(1, 4, 1, dtype=torch.float64), patch={"count": np.zeros((4, 1))})
     with pytest.raises(lsrl.SequenceError, match="outside the declared bounds"):
         net(torch.full((1, 4, 1), 2.0, dtype=torch.float64))
 
@@ -361,3 +474,63 @@ def test_the_gru_pair_cancels_its_latched_value_at_the_knee(dtype):
     xs[:, ::2] = 1.0
     xs[:, 1::2, 0] = np.random.default_rng(0).integers(-8, 9, size=(64, 32)) / K
     assert largest_error(net, xs, exact(model, xs)) <= net.tolerance
+
+
+# ---- the activation identities (benchmarks/activation_identities.py) ---------------------------------
+
+IDENTITIES = Path(__file__).parents[1] / "docs" / "results" / "benchmarks" / "activation_identities.csv"
+FACTS = {  # the fact's function and what it equals on its region
+    "sigmoid(x) == 1": (torch.sigmoid, torch.ones_like), "sigmoid(x) == 0": (torch.sigmoid, torch.zeros_like),
+    "silu(x) == relu(x)": (torch.nn.functional.silu, torch.relu), "tanh(x) == x": (torch.tanh, lambda x: x),
+    "gelu_tanh(x) == relu(x)": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), torch.relu),
+}
+
+
+def identity_rows() -> list[dict]:
+    with open(IDENTITIES, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def holds_on_both_paths(fact: str, value: float, dtype: torch.dtype) -> bool:
+    """The identity at ``value`` by torch's scalar loop (one element) and its vectorised kernel (64 of them)."""
+    function, target = FACTS[fact]
+    return all(bool(torch.all(function(x) == target(x))) for x in
+               (torch.tensor([value], dtype=dtype), torch.full((64,), value, dtype=dtype)))
+
+
+def test_the_activation_table_proves_what_the_constructions_rely_on():
+    """Every fact a construction relies on holds in the table (float32 rows exhaustive, float64 sampled);
+    the stock gates' saturation is not relied on (their leak e^-128 is charged)."""
+    rows = identity_rows()
+    assert {row["method"] for row in rows if row["dtype"] == "float32"} == {"exhaustive"}
+    assert {row["fact"] for row in rows} >= set(FACTS)
+    relied = [row for row in rows if "charged anyway" not in row["used_by"]]
+    assert [row for row in relied if row["holds"] != "True"] == []
+    ulps = [float(row["boundary"]) for row in rows if "relative error" in row["fact"] and row["dtype"] == "float32"]
+    from lsrl.targets.stock_rnn import ACTIVATION_ULPS
+
+    assert len(ulps) == 2 and max(ulps) <= ACTIVATION_ULPS
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_activation_identities_hold_at_their_boundaries(dtype):
+    """Each region's boundary from the table and the floats beyond it satisfy the identity, the float before it
+    does not (so the boundary is exact), on both of torch's code paths: a torch change that moves one fails."""
+    np_type = np.float32 if dtype == torch.float32 else np.float64
+    checked = 0
+    for row in identity_rows():
+        if row["fact"] not in FACTS or row["dtype"] != str(dtype).removeprefix("torch."):
+            continue
+        boundary = np_type(float.fromhex(row["boundary_hex"]))
+        inward = np_type(0) if row["region"] != "|x| <= boundary" else np_type(np.copysign(np.inf, boundary))
+        outward = np_type(np.copysign(np.inf, boundary)) if row["region"] != "|x| <= boundary" else np_type(0)
+        beyond = [boundary]
+        for _ in range(4):
+            beyond.append(np.nextafter(beyond[-1], outward))
+        assert all(holds_on_both_paths(row["fact"], float(v), dtype) for v in beyond), row
+        if "power of two below" not in row["method"]:  # float64 tanh(x) == x: a region below its holes, not its edge
+            assert not holds_on_both_paths(row["fact"], float(np.nextafter(boundary, inward)), dtype), row
+        used = float(row["used"])
+        assert holds_on_both_paths(row["fact"], used, dtype) == (row["holds"] == "True"), row
+        checked += 1
+    assert checked >= 7

@@ -498,7 +498,7 @@ def test_bad_learn_back_arguments(kwargs, message):
 def test_export_onnx_to_impossible_paths(tmp_path):
     net = to_torch(tomita(2), "rnn")
     for path, message in [(tmp_path / "missing" / "x.onnx", "does not exist"), (tmp_path, "is a folder"),
-                          (None, "path must be a file name"), ("", "path must be a file name")]:
+                          (None, "expected a path"), ("", "expected a path")]:
         with pytest.raises(LsrlError, match=message) as error:
             export_onnx(net, path)
         one_line(error)

@@ -9,13 +9,13 @@ and time dynamic. The second-order RNN has no standard ONNX operator and is refu
 
 from __future__ import annotations
 
-from os import PathLike
 from pathlib import Path
 
 import numpy as np
 from torch import nn
 
 from lsrl.errors import LsrlError
+from lsrl.model.writing import output_file, written
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
 # per architecture: ONNX operator, PyTorch gate blocks in ONNX order, activations, extra attributes
@@ -31,7 +31,7 @@ def export_onnx(network: nn.Module, path: str | Path) -> Path:
     if getattr(network, "architecture", None) not in _OPERATORS:
         raise LsrlError(f"export_onnx: needs an automaton network of architecture {tuple(_OPERATORS)}, got "
                         f"{getattr(network, 'architecture', type(network).__name__)!r}")
-    path = _writable(path)
+    file = output_file(path, "export_onnx")
     op_type, order, activations, attributes = _OPERATORS[network.architecture]
     core: nn.RNNBase = network.core
     hidden = core.hidden_size
@@ -47,21 +47,7 @@ def export_onnx(network: nn.Module, path: str | Path) -> Path:
     zero = g.const(np.zeros(1), "zero")
     on = g.op("Cast", [g.op("Greater", [scores, zero], "on")], "on", to=g.onnx.TensorProto.FLOAT)
     doc = f"lsrl finite automaton as a {op_type}; output 1.0 where a readout channel is on"
-    try:
-        return g.write(on, path, f"lsrl_automaton_{network.architecture}", core.input_size,
-                       network.readout.out_features, doc)
-    except OSError as error:
-        raise LsrlError(f"export_onnx: cannot write {str(path)!r}: {error.strerror or error}") from None
-
-
-def _writable(path: str | Path) -> Path:
-    """``path`` as a ``Path`` whose folder exists and which is no folder itself, or an ``LsrlError``."""
-    if not isinstance(path, (str, PathLike)) or not str(path) or "\x00" in str(path):  # NUL: no OS takes it
-        raise LsrlError(f"export_onnx: path must be a file name (str or Path), got {path!r}")
-    path = Path(path)
-    if path.is_dir():
-        raise LsrlError(f"export_onnx: path {str(path)!r} is a folder; give a file name such as "
-                        f"{str(path / 'automaton.onnx')!r}")
-    if not path.parent.is_dir():
-        raise LsrlError(f"export_onnx: cannot write {str(path)!r}: the folder {str(path.parent)!r} does not exist")
-    return path
+    with written(file, "export_onnx") as partial:  # whole or not at all; an OSError as a ModelFileError
+        g.write(on, partial, f"lsrl_automaton_{network.architecture}", core.input_size,
+                network.readout.out_features, doc)
+    return file

@@ -44,7 +44,8 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
     """``(model, labels, data, circuit)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
     ``path`` model, or its first architecture) of tier ``tier`` (``lsrl.bench.tiers.FOLDER_TIERS``) under ``root``
     (default ``$LSRL_BENCH`` or ``~/.cache/lsrl/bench``; a task missing there is built first: for the trained tier,
-    its ``lstm`` and ``gru``, trained for ``lsrl.bench.eval.trained.STEPS`` steps).
+    its ``lstm`` and ``gru``, or the stock ``transformers`` arch asked for (``mamba``, ``hawk``), trained for
+    ``lsrl.bench.eval.trained.STEPS`` steps; such a folder's model is ``lsrl.bench.hf_loader.SteppedModel``).
 
     ``model``: a ``torch.nn.Module`` built by the folder's ``load_model.py`` (``lsrl.bench.standalone``; plain
     torch layers), ``(B, T, d_in) -> (B, T, d_out)``, with ``model.run_with_cache(xs, patch=...)`` and one hook
@@ -65,19 +66,25 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
         raise LsrlError(f"benchmark task {task!r} has no tier {tier!r}; the tiers are {FOLDER_TIERS} (only token "
                         f"programs have the distractor and rotated ones, tasks with named circuit variables the "
                         f"trained one)")
-    archs = TRAINED_ARCHS if tier == "trained" else TASKS[task].archs
+    from lsrl.bench.hf_trained import HF_ARCHS, load_hf_folder  # imports lsrl.bench.eval
+
+    archs = (*TRAINED_ARCHS, *HF_ARCHS) if tier == "trained" else TASKS[task].archs
     arch = arch or ("path" if "path" in archs else archs[0])
     if arch not in archs:
         raise LsrlError(f"benchmark task {task!r} has no architecture {arch!r} in tier {tier!r}; it has {archs}")
     folder = tier_folder(root, task, arch, tier)
     if not (folder / "config.json").is_file():
-        build_suite(root, [task], progress=False, tiers=[tier])
+        build_suite(root, [task], progress=False, tiers=[tier],
+                    trained_archs=[arch] if arch in HF_ARCHS else TRAINED_ARCHS)
     try:
-        model = standalone.load_folder(folder)
-        standalone.verify_checksums(folder, ("labels.json", "data.npz", "circuit.json"))
+        if arch in HF_ARCHS:
+            model, circuit = load_hf_folder(folder)
+        else:
+            model = standalone.load_folder(folder)
+            standalone.verify_checksums(folder, ("labels.json", "data.npz", "circuit.json"))
+            circuit = Circuit.from_json(_json_object(folder / "circuit.json"))
         labels = _read_labels(folder / "labels.json", model.hook_names)
         data = _read_data(folder / "data.npz")
-        circuit = Circuit.from_json(_json_object(folder / "circuit.json"))
     except (standalone.SuiteFileError, ValueError, KeyError, TypeError) as error:
         raise ModelFileError(f"{folder}: {error}" if not isinstance(error, standalone.SuiteFileError)
                              else str(error)) from None

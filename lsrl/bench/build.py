@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,10 +32,11 @@ from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.rotations import FILE as ROTATIONS
-from lsrl.bench.rotations import path_rotations, rotations_json
+from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError, whole_number
+from lsrl.model.writing import as_path, cannot_write
 
 if TYPE_CHECKING:
     import torch
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from lsrl.bench.eval.trained import TrainedModel
     from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
-    from lsrl.numbers import Matrix
 
     Model = CompiledProgram | nn.Module | TrainedModel
 
@@ -71,24 +70,30 @@ def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, Compi
     return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in archs}
 
 
-TRAINED_ARCHS = ("lstm", "gru")
+TRAINED_ARCHS = ("lstm", "gru")  # the trained tier's default architectures; HF_ARCHS (lsrl.bench.hf_trained) too
 
 
-def tier_models(task: Task, tier: str, train_steps: int | None = None
-                ) -> tuple[dict[str, Model], ForEach | None, dict[str, Matrix]]:
+def tier_models(task: Task, tier: str, train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS
+                ) -> tuple[dict[str, Model], ForEach | None, dict[str, dict[str, HookRotation]]]:
     """``({arch: model}, program, rotations)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program
-    for the compiled one; the ``TrainedModel``s of ``TRAINED_ARCHS`` (``train_steps`` Adam steps each, default
-    ``lsrl.bench.eval.trained.STEPS``; seed 0) for the trained one; else the ``lsrl.bench.tiers.tier_model`` in the
-    task's architectures and the program it runs (the task's outputs first, then the distractors').
-    ``rotations``: the path model's rotated hooks (``lsrl.bench.rotations``), empty but for the rotated tier."""
+    for the compiled one; for the trained one a model per arch of ``trained_archs`` (``train_steps`` Adam steps
+    each, default ``lsrl.bench.eval.trained.STEPS``; seed 0): the ``TrainedModel`` of an LSTM / GRU, the
+    ``lsrl.bench.hf_trained.HFTrained`` of a stock ``transformers`` model; else the
+    ``lsrl.bench.tiers.tier_model`` in the task's architectures and the program it runs (the task's outputs
+    first, then the distractors'). ``rotations``: per architecture, its rotated hooks (``lsrl.bench.rotations``), empty
+    but for the rotated tier."""
     if tier == "compiled":
         return task_models(task), None, {}
     if tier == "trained":
         from lsrl.bench.eval.trained import STEPS, train
+        from lsrl.bench.hf_trained import HF_ARCHS, train_hf
 
-        return {arch: train(task.name, arch, train_steps or STEPS) for arch in TRAINED_ARCHS}, None, {}
+        return {arch: (train_hf if arch in HF_ARCHS else train)(task.name, arch, train_steps or STEPS)
+                for arch in trained_archs}, None, {}
     model = tier_model(task.name, tier)
-    return _targets(model.model, task.archs), model.program, path_rotations(model.bases)
+    rotations = {arch: hook_rotations(model.model, model.bases, arch) for arch in task.archs} if tier == "rotated" \
+        else {}
+    return _targets(model.model, task.archs), model.program, rotations
 
 
 def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Path:
@@ -102,10 +107,10 @@ def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Pat
 
 def write_model(folder: Path, task: Task, arch: str, model: Model,
                 data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
-                program: ForEach | None = None, rotations: dict[str, Matrix] | None = None) -> Path:
+                program: ForEach | None = None, rotations: dict[str, HookRotation] | None = None) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
     by default the task's own); ``data_bytes``: ``data`` as written (``npz_bytes``), when the caller has them
-    already; ``rotations``: ``{hook: Q}`` of a rotated model, written to ``rotations.json``."""
+    already; ``rotations``: ``{hook: HookRotation}`` of a rotated model, written to ``rotations.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
@@ -244,16 +249,18 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
 
 def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
                 tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES,
-                train_steps: int | None = None) -> list[Path]:
+                train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS) -> list[Path]:
     """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.FOLDER_TIERS``, or
     ``"all"``: every tier) under ``root`` (``tier_folder``); returns the folders. ``tasks``: a task name or names,
     default all (for the distractor and rotated tiers all that have them, for the trained one ``TASKS_TRAINED``);
     named tasks must have each tier named, and with ``"all"`` get the tiers they have. ``test_sequences`` below
     the default (1,000) writes a smaller test split, for quick checks of the build (the published suite has the
-    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``)."""
-    if not isinstance(root, (str, os.PathLike)) or not str(root):
-        raise LsrlError(f"build_suite: root must be a folder name (str or Path), got {root!r}")
-    root = Path(root)
+    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``);
+    ``trained_archs``: the trained tier's architectures (``TRAINED_ARCHS``, and the stock ``transformers`` ones of
+    ``lsrl.bench.hf_trained.HF_ARCHS``, written by ``write_hf_folder``)."""
+    from lsrl.bench.hf_trained import HF_ARCHS, write_hf_folder
+
+    root = as_path(root, "build_suite: root")
     if tasks is not None and not isinstance(tasks, Iterable):
         raise LsrlError(f"build_suite: tasks must be a task name or names, got {type(tasks).__name__}")
     names = list(TASKS) if tasks is None else [tasks] if isinstance(tasks, str) else list(tasks)
@@ -269,6 +276,11 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
         raise LsrlError(f"build_suite: test_sequences must be a whole number >= 1, got {test_sequences!r}")
     if train_steps is not None and (whole_number(train_steps) is None or train_steps < 1):
         raise LsrlError(f"build_suite: train_steps must be a whole number >= 1, got {train_steps!r}")
+    trained_archs = [trained_archs] if isinstance(trained_archs, str) else list(trained_archs) \
+        if isinstance(trained_archs, Iterable) else [trained_archs]
+    if not trained_archs or any(arch not in (*TRAINED_ARCHS, *HF_ARCHS) for arch in trained_archs):
+        raise LsrlError(f"build_suite: trained_archs must be among {(*TRAINED_ARCHS, *HF_ARCHS)}, got "
+                        f"{trained_archs!r}"[:200])
     test_sequences = int(test_sequences)
     train_steps = None if train_steps is None else int(train_steps)
     jobs = [(name, tier) for tier in dict.fromkeys(tiers) for name in names
@@ -286,14 +298,16 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
             task = TASKS[name]
             data = task_data(task, test_sequences)
             data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
-            models, program, rotations = tier_models(task, tier, train_steps)
+            models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
             for arch, model in models.items():
+                if arch in HF_ARCHS:
+                    folders.append(write_hf_folder(tier_folder(root, name, arch, tier), model, data, data_bytes))
+                    continue
                 folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
-                                           tier, program, rotations if arch == "path" else None))
+                                           tier, program, rotations.get(arch)))
         write_root_cards(root)
     except OSError as error:
-        raise LsrlError(f"build_suite: cannot write the suite under {str(root)!r}: "
-                        f"{error.strerror or error}") from None
+        raise cannot_write("build_suite: root", root, error) from None
     return folders
 
 

@@ -147,9 +147,10 @@ class Node:
         elif isinstance(index, (bool, np.bool_)):  # numpy reads a bool as a mask
             raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got {index!r}")
         elif whole_number(index) is not None:
-            if not -self.dim <= index < self.dim:
-                raise DimensionError(f"{self.describe()}: index {index} out of range for dim {self.dim}")
-            columns = [index % self.dim]
+            position = whole_number(index)  # a plain int (not the numpy or torch scalar given)
+            if not -self.dim <= position < self.dim:
+                raise DimensionError(f"{self.describe()}: index {position} out of range for dim {self.dim}")
+            columns = [position % self.dim]
         else:
             # a list, tuple, range or 1-d array (not a 0-d one, which cannot be iterated, nor an unordered set or dict)
             listed = isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) == 1

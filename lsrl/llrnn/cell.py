@@ -44,7 +44,8 @@ from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers,
 from lsrl.llrnn.explicit import MAX_PARAMETERS
 from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
 from lsrl.llrnn.logic.semantics import (
-    Combination, Distribution, Function, Given, Matrix, Tensors, as_value, combine, denote, dirac, split, to_matrix,
+    Combination, Diagonal, Distribution, Function, Given, Matrix, Tensors, as_value, combine, denote, dirac, split,
+    to_matrix,
 )
 from lsrl.llrnn.logic.terms import Const, Term, children, free_variables
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, One, Type, endo, is_first_order, lolli
@@ -131,8 +132,8 @@ class Space:
     def value(self, coordinates: torch.Tensor) -> torch.Tensor | Matrix:
         if len(self.shape) == 1:
             return coordinates
-        if self.diagonal:
-            return Matrix(torch.diag_embed(coordinates))
+        if self.diagonal:  # entry by entry: d numbers per batch element, never a dense d x d
+            return Diagonal(coordinates)
         return Matrix(coordinates.reshape(*coordinates.shape[:-1], *self.shape))
 
 

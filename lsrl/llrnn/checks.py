@@ -72,7 +72,10 @@ def _items(owner: str, name: str, values: Any, nonempty: bool, kind: str, one: s
     """``values`` (an iterable, not a string itself) as a tuple; empty refused if ``nonempty``."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {shown(values)}")
-    items = tuple(values)
+    try:
+        items = tuple(values)
+    except TypeError:  # an Iterable that cannot be iterated (a 0-d numpy array)
+        raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {kind}, got {shown(values)}") from None
     if nonempty and not items:
         raise LlrnnArgumentError(f"{owner}: {name} must hold at least one {one}, got an empty sequence")
     return items

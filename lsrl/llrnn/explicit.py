@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lsrl.errors import DimensionError, shown
+from lsrl.errors import DimensionError, SequenceError, shown
 from lsrl.llrnn.logic.library import MAX_TERM_WORD
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
 from lsrl.llrnn.ring import (
@@ -46,6 +46,10 @@ from lsrl.llrnn.ring import (
 MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
 MAX_SLOTS = 100_000  # ring sizes (as lsrl.llrnn.train allows); the head moves are K x N indices, checked too
 MAX_POWER = 64  # HigherOrderRNN: V(x)^0 .. V(x)^max_power, one product each per step (as lsrl.llrnn.train allows)
+MAX_WIDTH = 4_096  # controller, hidden, memory, symbol and aux sizes (as lsrl.llrnn.train allows)
+MAX_STATE = MAX_PARAMETERS  # numbers in a model's flat state, refused before its initial state is allocated
+MAX_TRAJECTORY = 2.5 * 10**8  # numbers forward returns (B x T x the kept state: 2 GB of float64), checked first
+MAX_MOVES = MAX_PARAMETERS // 8  # gather indices K x N of one head (50 MB of int64); a step gathers B x K x N
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -55,7 +59,14 @@ DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
 def _optional_size(owner: str, name: str, value: int | None) -> int | None:
     """None (the default size) or a size of at least 1."""
-    return None if value is None else count(owner, name, value, high=MAX_SLOTS if "slots" in name else None)
+    if value is None:
+        return None
+    return count(owner, name, value, high=MAX_SLOTS) if "slots" in name else _width(owner, name, value)
+
+
+def _width(owner: str, name: str, value: int) -> int:
+    """A width (controller, hidden, memory, symbol, aux) in 1 .. ``MAX_WIDTH``."""
+    return count(owner, name, value, high=MAX_WIDTH)
 
 
 def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]:
@@ -81,12 +92,13 @@ class RecurrentModel(nn.Module):
     """
 
     controller_dim_name = "controller_dim"  # the constructor's name for the controller size
+    gathered_per_step = 0  # numbers a step gathers per batch element besides the state (the heads' B x K x N)
 
     def __init__(self, input_dim: int, controller_dim: int, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__()
         input_dim = count(self.name, "input_dim", input_dim)
-        controller_dim = count(self.name, self.controller_dim_name, controller_dim)
+        controller_dim = _width(self.name, self.controller_dim_name, controller_dim)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise LlrnnArgumentError(f"{self.name}: dtype must be a floating torch.dtype (torch.float32, "
                                      f"torch.float64), got {dtype!r}")
@@ -126,6 +138,9 @@ class RecurrentModel(nn.Module):
         for name, shape in shapes.items():
             self.layout[name] = (offset, shape)
             offset += math.prod(shape)
+        if offset > MAX_STATE:  # refused before the initial state is allocated
+            raise LlrnnArgumentError(f"{self.name}: a state of {offset:,} numbers (memories width x slots) is more "
+                                     f"than {MAX_STATE:,}: choose fewer slots or narrower memories")
         self.state_dim = offset
         default = torch.zeros(offset, **self.factory)
         for name in addresses:
@@ -179,8 +194,14 @@ class RecurrentModel(nn.Module):
         """The parts named in ``keep`` (default all) of ``h^(1..T)``, each (B, T, *shape). The parts are
         carried from step to step as they are (no flat state): training keeps only ``h0``."""
         check_inputs(self.name, xs, self.input_dim, self.default_state.dtype, self.default_state.device)
-        parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
         keep = tuple(self.layout) if keep is None else tuple(keep)
+        per_step = sum(math.prod(self.layout[name][1]) for name in keep if name in self.layout)
+        if xs.shape[0] * max(xs.shape[1] * per_step, self.gathered_per_step) > MAX_TRAJECTORY:  # checked first
+            raise SequenceError(f"{self.name}: inputs of shape {tuple(xs.shape)} would return "
+                                f"{xs.shape[0] * xs.shape[1] * per_step:,} state numbers and gather "
+                                f"{xs.shape[0] * self.gathered_per_step:,} a step, more than {MAX_TRAJECTORY:,.0f}: "
+                                "run shorter or smaller batches")
+        parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
         kept = {name: [] for name in keep}
         for t in range(xs.shape[1]):
             parts = self.step_parts(parts, xs[:, t])
@@ -230,7 +251,7 @@ class MultiplicativeRNN(RecurrentModel):
     def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
-        hidden_dim, input_dim, aux_dim = self.controller_dim, self.input_dim, count(self.name, "aux_dim", aux_dim)
+        hidden_dim, input_dim, aux_dim = self.controller_dim, self.input_dim, _width(self.name, "aux_dim", aux_dim)
         self.aux_dim = aux_dim
         self.add_weight("V", (aux_dim, input_dim), input_dim)
         self.add_weight("I", (hidden_dim, aux_dim), aux_dim)
@@ -345,9 +366,9 @@ def word_moves(N: int, words: Iterable[str]) -> torch.Tensor:
 def _few_moves(N: int, moves: Iterable) -> list:
     """``moves`` as a list, refused before the (K, N) indices are built if they exceed ``MAX_PARAMETERS``."""
     moves = list(moves)
-    if len(moves) * N > MAX_PARAMETERS:
+    if len(moves) * N > MAX_MOVES:
         raise LlrnnArgumentError(f"a ring of {N:,} slots with {len(moves):,} head moves needs {len(moves) * N:,} "
-                                 f"gather indices, more than {MAX_PARAMETERS:,}: choose fewer slots or moves")
+                                 f"gather indices, more than {MAX_MOVES:,}: choose fewer slots or moves")
     return moves
 
 
@@ -445,6 +466,8 @@ class RingMachine(RecurrentModel):
             self.add_ring_weights(ring)
         if pattern_moves is not None:
             self.register_buffer("pattern_moves", pattern_moves.to(device), persistent=False)
+        self.gathered_per_step = sum(buffer.numel() for name, buffer in self.named_buffers()
+                                     if name.startswith(("moves_", "pattern_moves")))
         shapes = {"h0": (d0,)}
         for ring in rings:
             shapes |= {"r" + ring.label: (ring.slots,), "w" + ring.label: (ring.slots,)}
@@ -460,15 +483,19 @@ class RingMachine(RecurrentModel):
         """``rings`` and ``drivers`` if they make a machine: ring 1 as wide as ``symbol_dim`` (or the controller),
         other rings with a read head, and ring 1 without one exactly when driver rings and ``pattern_moves``
         (K = the product of the drivers' widths, ring 1's slots) move it."""
-        if isinstance(rings, (str, bytes)) or not isinstance(rings, Iterable):
+        try:  # a 0-d numpy array is an Iterable that cannot be iterated
+            listed = None if isinstance(rings, (str, bytes)) else list(rings)
+        except TypeError:
+            listed = None
+        if listed is None:
             raise LlrnnArgumentError(f"{self.name}: rings must be a sequence of Ring, got {shown(rings)}")
-        rings = list(rings)
+        rings = listed
         if not rings or not all(isinstance(ring, Ring) for ring in rings):
             raise LlrnnArgumentError(f"{self.name}: rings must be a non-empty sequence of Ring, got {shown(rings)}")
         labels = [ring.label for ring in rings]
         if len(set(labels)) != len(labels):
             raise LlrnnArgumentError(f"{self.name}: rings must have distinct labels, got {labels}")
-        width = self.controller_dim if symbol_dim is None else count(self.name, "symbol_dim", symbol_dim)
+        width = self.controller_dim if symbol_dim is None else _width(self.name, "symbol_dim", symbol_dim)
         if rings[0].width != width:
             raise LlrnnArgumentError(f"{self.name}: ring 1 has width {rings[0].width}, but the controller reads "
                                      f"{width} (symbol_dim, else controller_dim)")
@@ -613,7 +640,7 @@ class NTM(RingMachine):
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        controller_dim = count(self.name, "controller_dim", controller_dim)
+        controller_dim = _width(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         powers = ring_powers(slots, None if powers is None else integers(self.name, "powers", powers))
         moves = rotation_moves(slots, powers)
@@ -632,7 +659,7 @@ class DihedralNTM(RingMachine):
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        controller_dim = count(self.name, "controller_dim", controller_dim)
+        controller_dim = _width(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         words = DIHEDRAL_WORDS if words is None else binary_words(self.name, "words", words)
         moves = word_moves(slots, words)
@@ -660,7 +687,8 @@ class PatternNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
                  pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
@@ -697,7 +725,7 @@ class MultiplePatternNTM(RingMachine):
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
         slots = tuple(count(self.name, f"slots[{i}]", N, high=MAX_SLOTS) for i, N in enumerate(slots))
-        symbol_dim = count(self.name, "symbol_dim", symbol_dim)
+        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         switch_words = binary_words(self.name, "switch_words", switch_words)
         head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
@@ -750,7 +778,8 @@ class PolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         if isinstance(polynomials, (str, bytes)) or not isinstance(polynomials, Iterable):
@@ -786,7 +815,8 @@ class DihedralPolynomialStepNTM(RingMachine):
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
-        slots, symbol_dim = count(self.name, "slots", slots, high=MAX_SLOTS), count(self.name, "symbol_dim", symbol_dim)
+        slots = count(self.name, "slots", slots, high=MAX_SLOTS)
+        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_words = binary_words(self.name, "pattern_words", pattern_words)
         transforms = strings(self.name, "transforms", transforms)

@@ -61,15 +61,18 @@ from lsrl.errors import LsrlError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.logic.library import (
+    MAX_TERM_WORD,
     binary, binary_identity, choice, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed,
     numeral, polynomial, psi, repeat, second_order_master, share,
 )
-from lsrl.llrnn.logic.semantics import Function, Matrix, coordinates, scale, to_matrix, total
+from lsrl.llrnn.logic.semantics import Diagonal, Function, Matrix, coordinates, scale, to_matrix, total
 from lsrl.llrnn.logic.terms import Const, Derelict, Lam, Pair, Promote, Scale, Sum, Var, free_variables, lam
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type, lolli
 from lsrl.llrnn.checks import LlrnnArgumentError
 from lsrl.llrnn.explicit import MAX_PARAMETERS
-from lsrl.llrnn.ring import MAX_DENSE_RING, content_weighting, reflection, ring_powers, rotation, sharpen
+from lsrl.llrnn.ring import (
+    MAX_DENSE_RING, content_weighting, reflection, ring_powers, rotation, sharpen, word_counts, word_transform,
+)
 
 STATE = Atom("A")
 CONTROLLER = Atom("H0")
@@ -114,7 +117,8 @@ def form_elements(model: explicit.RecurrentModel) -> int:
 
 def _check_form_size(model: explicit.RecurrentModel) -> None:
     """Refuse, before any memory is asked for, a form the model's sizes make too large (``MAX_PARAMETERS``
-    numbers, the explicit models' cap, or a ring beyond ``MAX_DENSE_RING`` slots)."""
+    numbers, the explicit models' cap, or a ring beyond ``MAX_DENSE_RING`` slots), or too slow to run
+    (``_check_form_work``)."""
     name = type(model).__name__
     for ring in getattr(model, "rings", ()):
         if ring.slots > MAX_DENSE_RING:
@@ -124,6 +128,80 @@ def _check_form_size(model: explicit.RecurrentModel) -> None:
     if elements > MAX_PARAMETERS:
         raise LlrnnArgumentError(f"llrnn_form: {name} needs {elements:,} numbers for its dense maps (rotations, "
                                  f"erase, input maps), more than {MAX_PARAMETERS:,}: choose smaller sizes")
+    if isinstance(model, explicit.RingMachine):
+        _check_form_work(model)
+
+
+# The form runs its programs (a numeral n̲ is n applications of a rotation, a word one per letter) by
+# evaluating terms in Python, on each of a ring's N positions (a map's matrix is read off the unit vectors):
+# per step a head costs N x (the letters of its programs) term applications, of about 50 µs each, and
+# each application multiplies by a dense N x N rotation. Forms beyond these caps would take minutes a step.
+MAX_FORM_LETTERS = MAX_TERM_WORD  # the longest program a form builds as a term (deeper terms pass the recursion limit)
+MAX_FORM_APPLICATIONS = 20_000  # term applications per step, all rings together (about 1.5 s)
+MAX_FORM_MULTIPLY_ADDS = 10**9  # multiply-adds of the rotations per step and batch element (about 1 s)
+
+
+def _check_form_work(model: explicit.RingMachine) -> None:
+    """Refuse a ring machine whose form builds a numeral of a negative number or a program longer than
+    ``MAX_FORM_LETTERS`` letters, or costs more than ``MAX_FORM_APPLICATIONS`` term applications or
+    ``MAX_FORM_MULTIPLY_ADDS`` multiply-adds a step (the cost model above)."""
+    name = type(model).__name__
+    for argument, letters in _built_programs(model):
+        if min(letters, default=0) < 0:
+            raise LlrnnArgumentError(f"llrnn_form: {name} {argument} must be natural numbers (a numeral n̲ is n "
+                                     f"steps; use N - 1 for a step back), got {min(letters)}")
+        if max(letters, default=0) > MAX_FORM_LETTERS:
+            raise LlrnnArgumentError(f"llrnn_form: {name} {argument} makes a program of {max(letters):,} letters; the "
+                                     f"form builds programs of at most {MAX_FORM_LETTERS} letters")
+    applications = multiply_adds = 0
+    for ring in model.rings:
+        ring_applications = ring.slots * sum(max(letters, 1) for letters in _step_programs(model, ring))
+        applications += ring_applications
+        multiply_adds += ring_applications * ring.slots ** 2
+    if applications > MAX_FORM_APPLICATIONS or multiply_adds > MAX_FORM_MULTIPLY_ADDS:
+        raise LlrnnArgumentError(f"llrnn_form: {name} runs {applications:,} term applications ({multiply_adds:,} "
+                                 f"multiply-adds) a step, more than {MAX_FORM_APPLICATIONS:,} "
+                                 f"({MAX_FORM_MULTIPLY_ADDS:,}): the form is a reference for small rings; choose "
+                                 "fewer slots, powers or words")
+
+
+def _head_programs(model: explicit.RingMachine, ring: explicit.Ring) -> tuple[str, list[int]]:
+    """The argument the programs of ``ring``'s controller heads come from, and their letters (a numeral n̲:
+    n, a binary word: its length), as ``_head_commands`` builds them."""
+    if isinstance(model, explicit.DihedralNTM):
+        return "words", [len(word) for word in model.words]
+    if isinstance(model, explicit.NTM):
+        return "powers", list(model.powers)
+    return "head_powers", list(ring_powers(ring.slots, model.head_powers))
+
+
+def _built_programs(model: explicit.RingMachine) -> list[tuple[str, list[int]]]:
+    """Every program the form builds as a term, by the argument it comes from: its letters (for a
+    polynomial, the copies of its argument it makes)."""
+    programs = [_head_programs(model, ring) for ring in model.rings]
+    if isinstance(model, (explicit.PatternNTM, explicit.MultiplePatternNTM, explicit.PolynomialStepNTM)):
+        programs.append(("pattern_powers", list(model.pattern_powers)))
+    if isinstance(model, explicit.PolynomialStepNTM):
+        programs.append(("polynomials", [min(coefficients, default=0) for coefficients in model.polynomials]))
+        programs.append(("polynomials", [sum(coefficients) for coefficients in model.polynomials]))
+    return programs
+
+
+def _step_programs(model: explicit.RingMachine, ring: explicit.Ring) -> list[int]:
+    """The letters of each program that moves ``ring`` in a step: its heads' programs, and for ring 1 of the
+    pattern models the literal steps of the pattern (each a composite of that many rotations)."""
+    letters = _head_programs(model, ring)[1] * len(model.heads(ring))
+    if ring.read_moves is not None:
+        return letters
+    powers = getattr(model, "pattern_powers", ())
+    if isinstance(model, explicit.PatternNTM):
+        return letters + list(powers)
+    if isinstance(model, explicit.MultiplePatternNTM):
+        counts = [word_counts(word) for word in model.switch_words]
+        return letters + [a * i + b * j for i in powers for j in powers for a, b in counts]
+    if isinstance(model, explicit.PolynomialStepNTM):
+        return letters + [explicit.evaluate_polynomial(a, p) for p in powers for a in model.polynomials]
+    return letters + [len(word_transform(f, word)) for word in model.pattern_words for f in model.transforms]
 
 
 def _controller_weights(cell, model) -> dict:
@@ -294,7 +372,7 @@ def _logit_ring(model, explicit_ring) -> bool:
 
 def diagonal(N: int, factory: dict) -> Function:
     """``diag : W^∨ ⊸ (W ⊸ W)``, ``φ ↦ Σ_i φ(e_i) e_i e_i^∨``: how Eq. (2.13) weights the erase by location."""
-    return Function(lambda phi: Matrix(torch.diag_embed(to_matrix(phi, N, **factory)[..., 0, :])))
+    return Function(lambda phi: Diagonal(to_matrix(phi, N, **factory)[..., 0, :]))
 
 
 def column_softmax(state: StateSpace, name: str) -> Function:

@@ -44,8 +44,8 @@ from lsrl.llrnn.baselines import Baseline, matched_hidden
 from lsrl.errors import shown
 from lsrl.llrnn.checks import LlrnnArgumentError, count, integers, real
 from lsrl.llrnn.explicit import (
-    CONTROLLERS, ERASES, NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM,
-    MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, Stabilisers,
+    CONTROLLERS, ERASES, MAX_POWER, MAX_SLOTS, MAX_WIDTH, NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN,
+    MultiplePatternNTM, MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, Stabilisers,
 )
 from lsrl.llrnn.tasks import MAX_BATCH, MAX_LENGTH, TASKS, Batch, TapeTask
 
@@ -118,9 +118,8 @@ class TrainConfig:
 # starts: the history keeps one row per step; a batch holds batch × length × vocabulary inputs and the
 # memory rings batch × width × slots per step; a controller of width d has d² weights.
 MAX_STEPS = 10**7
-MAX_WIDTH = 4_096  # controller, read-out, memory, symbol and factor sizes
-MAX_SLOTS = 100_000  # ring sizes
-MAX_POWER = 64  # the higher-order RNN's powers V(x)^0..max_power, one product each per step
+# MAX_WIDTH (controller, read-out, memory, symbol and factor sizes), MAX_SLOTS (ring sizes) and MAX_POWER
+# (the higher-order RNN's powers V(x)^0..max_power) are the models' own caps (lsrl.llrnn.explicit)
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 OPTIMIZERS = ("rmsprop", "adam")
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
@@ -776,6 +775,9 @@ def train(config: TrainConfig, folder: str | Path, resume: bool = False, progres
     """
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
         raise TrainingError(f"train: folder must be a folder name (str or Path), got {shown(folder)}")
+    checkpoint_every = count("train", "checkpoint_every", checkpoint_every, low=0, high=MAX_STEPS)  # 0: never
+    if not isinstance(resume, bool):
+        raise TrainingError(f"train: resume must be True or False, got {shown(resume)}")
     folder = Path(folder)
     try:  # before any step is trained: a folder that cannot be made fails now, not after the training
         folder.mkdir(parents=True, exist_ok=True)

@@ -17,14 +17,14 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, shown
 from lsrl.lang.evaluate import finite_numbers
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
     DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_bump, f_constant, f_ifelse, f_larger, f_not, f_smaller,
-    f_step, positive_integer, positive_number,
+    f_step, flag, positive_integer, positive_number,
 )
 
 MAX_PROMPT_CELLS = 10**7  # continuous_prompt builds one token (a Python list) per cell: a stated bound
@@ -68,9 +68,10 @@ def continuous_approximator(
     """
     d_in = positive_integer(d_in, "continuous_approximator: d_in", at_most=MAX_DIMENSION)
     d_out = positive_integer(d_out, "continuous_approximator: d_out", at_most=MAX_DIMENSION)
-    if ifelse not in IFELSE_VARIANTS:
-        raise LsrlError(f"continuous_approximator: unknown ifelse variant {ifelse!r}; "
+    if not isinstance(ifelse, str) or ifelse not in IFELSE_VARIANTS:
+        raise LsrlError(f"continuous_approximator: unknown ifelse variant {shown(ifelse)}; "
                         f"expected one of {IFELSE_VARIANTS}")
+    robust = flag(robust, "continuous_approximator: robust")  # a truthy {} or "no" is no robust=True
     if robust:
         return _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound)
 

@@ -18,13 +18,13 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from lsrl.errors import LsrlError, whole_number
+from lsrl.errors import LsrlError, shown, whole_number
 from lsrl.lang.nodes import Concat, Input, Linear, LinState
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
     DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not,
-    f_smaller, positive_integer,
+    f_smaller, flag, positive_integer,
 )
 
 ROBUST_MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates a step of slope 2
@@ -55,10 +55,12 @@ def discrete_approximator(
     n = positive_integer(n, "discrete_approximator: n", at_most=MAX_KEY_LENGTH)
     if vocabulary is not None:
         vocabulary = _vocabulary(vocabulary, "discrete_approximator")
-    if counter not in ("permutation", "rotation"):
-        raise LsrlError(f"discrete_approximator: counter must be 'permutation' or 'rotation', got {counter!r}")
-    if ifelse not in IFELSE_VARIANTS:
-        raise LsrlError(f"discrete_approximator: unknown ifelse variant {ifelse!r}; expected one of {IFELSE_VARIANTS}")
+    if not isinstance(counter, str) or counter not in ("permutation", "rotation"):
+        raise LsrlError(f"discrete_approximator: counter must be 'permutation' or 'rotation', got {shown(counter)}")
+    if not isinstance(ifelse, str) or ifelse not in IFELSE_VARIANTS:
+        raise LsrlError(f"discrete_approximator: unknown ifelse variant {shown(ifelse)}; "
+                        f"expected one of {IFELSE_VARIANTS}")
+    robust = flag(robust, "discrete_approximator: robust")  # a truthy {} or "no" is no robust=True
     if robust:
         if vocabulary is None:
             raise LsrlError("discrete_approximator(robust=True) needs vocabulary= (the largest token)")

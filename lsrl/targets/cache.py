@@ -28,26 +28,26 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, LsrlError, SequenceError
-from lsrl.lang.evaluate import patch_items, patch_key_name, finite_numbers
+from lsrl.lang.evaluate import patch_items, finite_numbers
 from lsrl.targets.cell_steps import Run, run_steps
 
 Patch = Mapping[Any, Any]  # {sub-layer name or program node (name or node): values}
 
 
 class CachedRun:
-    """Mixin for the target modules: ``net.run_with_cache(xs)``, and ``net(xs, patch={node: values})``."""
+    """Mixin for the target modules: ``net.run_with_cache(xs)``, and ``net(xs, patch={node or hook: values})``."""
 
     def __call__(self, x: Any, *args: Any, patch: Patch | None = None, **kwargs: Any) -> Any:
-        """``forward``; ``patch={node: values}`` patches program nodes by their labelled units (as
-        ``model(xs, patch=...)`` does; see ``lsrl.targets.patch``)."""
-        if not patch_items(patch, getattr(self, "architecture", type(self).__name__)):
+        """``forward``; ``patch={name: values}`` patches, as ``run_with_cache`` does and by the same code, program
+        nodes by their labelled units (as ``model(xs, patch=...)`` does; see ``lsrl.targets.patch``) and hooks
+        (the keys of ``run_with_cache``'s cache) inside the recurrence."""
+        items = patch_items(patch, getattr(self, "architecture", type(self).__name__))
+        if not items:
             return super().__call__(x, *args, **kwargs)
         from lsrl.targets.checks import checked_input
-        from lsrl.targets.patch import node_patches
 
         x = checked_input(self, x, check_bounds=False)  # the shape of the patch values; forward checks bounds
-        with node_patches(self, patch, x.shape[0], x.shape[1]):
-            return super().__call__(x, *args, **kwargs)
+        return patched_run(self, x, False, items, lambda: super(CachedRun, self).__call__(x, *args, **kwargs))[0]
 
     def run_with_cache(self, xs: Any, patch: Patch | None = None, **forward_options: Any) -> tuple[Any, dict]:
         """``(outputs, cache)``: ``self(xs)`` and ``{sub-layer name: activations (B, T, width)}``;
@@ -63,23 +63,34 @@ def run_with_cache(net: nn.Module, xs: Any, patch: Patch | None = None, **forwar
     (``(B, T, width)``, or ``(T, width)`` for a ``(T, d)`` input; NaN: keep the model's value) at every step,
     inside the recurrence for a state or a gate (module docstring). A ``name`` that is no hook but a program
     node of ``net.patchable`` patches the node's labelled units (``lsrl.targets.patch``; ``values`` as for the
-    program); the cache holds the values of the patched run.
+    program); the cache holds the values of the patched run. ``net(xs, patch=...)`` takes the same keys.
     """
-    from lsrl.targets.patch import node_patches
-
     x = _as_batch(net, xs)
     squeeze = x.dim() == 2
     x = x[None] if squeeze else x
-    patchable = set(getattr(net, "patchable", None) or ())
     items = patch_items(patch, "run_with_cache")
-    # a node's (T, dim) values apply to the one sequence of a (T, d) input as they are (patch_array)
-    nodes = {key: values for key, values in items if patch_key_name(key) in patchable}
-    patches = _read_patches(net, {name: values for name, values in items if name not in nodes}, squeeze)
+    with torch.no_grad():
+        outputs, cache = patched_run(net, x, squeeze, items, lambda: net(x, **forward_options))
+    if squeeze:
+        return outputs[0], {name: value[0] for name, value in cache.items()}
+    return outputs, cache
+
+
+def patched_run(net: nn.Module, x: torch.Tensor, squeeze: bool, items: list, call: Any) -> tuple[Any, dict]:
+    """``(call(), cache)`` with the patch ``items`` (``patch_items``) set while ``call`` runs ``net`` on ``x``
+    ``(B, T, d)``: the one code path of ``net(xs, patch=...)`` and ``run_with_cache``. A key that names a hook
+    (``_sub_layers``) patches it; any other must be a program node of ``net.patchable`` (``lsrl.targets.patch``,
+    which refuses the rest); ``squeeze``: hook values are ``(T, width)`` for one sequence."""
+    from lsrl.targets.patch import node_patches
+
+    hooks = _sub_layers(net)
+    nodes = {key: values for key, values in items if not (isinstance(key, str) and key in hooks)}
+    patches = _read_patches({key: values for key, values in items if key not in nodes}, squeeze)
     with node_patches(net, nodes, x.shape[0], x.shape[1]):  # its hooks run before the recorders
-        return _cached_run(net, x, squeeze, patches, forward_options)
+        return _cached_run(net, x, patches, call)
 
 
-def _cached_run(net, x, squeeze, patches, forward_options):
+def _cached_run(net, x, patches, call):
     run = Run(patches, x.shape[1], DimensionError)
     stock = dict(_stock_layers(net))
     handles = [module.register_forward_hook(_recorder(name, run, tuple(x.shape[:2])))
@@ -87,15 +98,11 @@ def _cached_run(net, x, squeeze, patches, forward_options):
     undo = [handle.remove for handle in handles]
     try:
         undo += _step_hooks(net, run, stock)
-        with torch.no_grad():
-            outputs = net(x, **forward_options)
+        outputs = call()
     finally:
         for step in reversed(undo):
             step()
-    cache = run.finished()
-    if squeeze:
-        return outputs[0], {name: value[0] for name, value in cache.items()}
-    return outputs, cache
+    return outputs, run.finished()
 
 
 def _step_hooks(net, run, stock) -> list:
@@ -208,14 +215,10 @@ def _sub_layers(net) -> set:
     return layers
 
 
-def _read_patches(net, patch, squeeze) -> dict:
-    """``{name: tensor (B, T, width)}``; a name must be a sub-module, a GRU / LSTM stack's layer or a gate."""
-    layers = _sub_layers(net)
+def _read_patches(patch, squeeze) -> dict:
+    """``{hook name: tensor (B, T, width)}`` of the patch values of hooks (``patched_run`` chose the names)."""
     patches = {}
     for name, values in patch.items():
-        if name not in layers:
-            raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
-                            f"a sub-layer of this {type(net).__name__} (sub-layers: {', '.join(sorted(layers))})")
         tensor = torch.as_tensor(_hook_values(values, f"run_with_cache: patch values for {name!r}"))
         patches[name] = tensor[None] if squeeze else tensor
     return patches
@@ -249,7 +252,7 @@ def _recorder(name, run, batch_steps):
             if name in run.patch:
                 raise LsrlError(f"run_with_cache: cannot patch {name!r}: its output is not a sequence of activations")
             return None  # not a per-step activation (e.g. a final state alone)
-        patched = run.visit(name, sequence.detach(), None)
+        patched = run.visit(name, sequence, None)  # no graph under run_with_cache's no_grad
         if name not in run.patch:
             return None
         return (patched,) + tuple(output[1:]) if isinstance(output, tuple) else patched

@@ -35,8 +35,9 @@ _RESIDUAL_LABELS = (
     "projections (never run) are not; neither is App. E's ``conv.conv`` (channels first)"
 )
 _BLOCK_REPORT = "lsrl.targets.recurrent:block_report"
-_STOCK_LABELS = ("none: ``core`` (the stock LSTM / GRU) holds scaled, sign-paired values, so ``net.labels`` is None "
-                 "and ``patch=`` raises; ``readout`` is the output")
+_STOCK_LABELS = ("``core.l{k}`` (layer k's ``h``: a labelled unit holds ``net.unit_scales`` times its value, a "
+                 "sign pair's or a product's units are helpers) and ``readout``; ``run_with_cache`` adds the gates "
+                 "``core.l{k}.i`` ... (``lsrl.targets.stock_rnn.StockRNNModel``)")
 
 # Eq. (3) and (4): a linear recurrence, then an MLP (times the gate MLP gamma(x) when gated)
 register(Target("linear_rnn", "lsrl.targets.recurrent:build_linear_rnn", _BLOCK_REPORT, _BLOCK_LABELS, gated=False))

@@ -1,4 +1,5 @@
-"""Interventions on a torch target by program node: ``net(xs, patch={node: values})``.
+"""Interventions on a torch target by program node: ``net(xs, patch={node: values})`` (a key that names a hook
+patches the hook instead: ``lsrl.targets.cache.patched_run``, the one code path of both).
 
 The program's interchange intervention (``prog(xs, patch=...)``, ``model(xs, patch=...)``) carried
 out on the target's units: every unit that ``net.labels`` says holds a function of the patched
@@ -87,9 +88,14 @@ def _values_array(net, name, values, count, steps) -> np.ndarray:
 
 def _check_patchable(net, name) -> None:
     arch = getattr(net, "architecture", type(net).__name__)
+    widths = getattr(net, "node_widths", None)
+    if widths is not None and name not in widths:  # no node of the program (and no hook: lsrl.targets.cache)
+        raise LsrlError(f"{arch}: cannot patch {name!r}: neither a program node of net.patchable nor a sub-layer "
+                        f"(hook) of this {type(net).__name__}; the hooks are the keys of net.run_with_cache(xs)[1]")
     if getattr(net, "patchable", None) is None:
-        raise LsrlError(f"{arch}: this target has no net.patchable (it was not built by lsrl.targets.to_torch "
-                        "from a compiled model with unit labels), so it cannot be patched by program node")
+        raise LsrlError(f"{arch}: cannot patch {name!r}: no sub-layer (hook) of this {type(net).__name__}, and it "
+                        "has no net.patchable (it was not built by lsrl.targets.to_torch from a compiled model with "
+                        "unit labels), so it cannot be patched by program node")
     if name not in net.patchable:
         reason = getattr(net, "unpatchable", {}).get(name) or (
             "the compiled model cannot patch it exactly either (see model.patchable): it has no units of its own, "

@@ -31,7 +31,15 @@ every GRU unit carries: ``a_t - c_t = (1 - z) n_t + z a_{t-1} - tanh(z a_{t-1})`
 construction assumes that a matrix product computes identical rows identically; the tests check it).
 
 **Error bound (the proof).** Write ``u`` for the unit roundoff of ``dtype``, ``gamma_n = n u / (1 - n u)``,
-``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``. Every
+``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``.
+``psi`` is a fact about torch's kernels: ``|fl(f(x)) - f(x)| <= psi (u |f(x)| + tiny)``. In float32 it is
+proved by enumeration: ``benchmarks/activation_identities.py`` evaluates sigmoid and tanh at every float32,
+by the vectorised kernel and by the scalar loop (``nn.LSTM`` / ``nn.GRU`` run both), against float64, and
+finds at most 2.49 and 1.01 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
+below every absolute term of the bound. In float64 it is sampled (the same script against long double,
+and ``tests/test_targets_stock_rnn.py``), not proved. The constant gates need no identity: ``sigma(128)``
+is 1 and ``sigma(-128)`` is 0 in float32 (the table), but ``sigma(-128) = 2.6e-56`` in float64, and the
+bound charges ``e^-128`` for both. Every
 decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``. Every layer first raises the bounds of
 what it reads by ``16`` times the errors that reach it (``M <- M + 16 E_in``, so ``|v^| <= phi M`` for its
 inputs); a state also reads its own past, so by induction over the steps ``|s^| <= phi M`` needs
@@ -62,7 +70,28 @@ both scales and the gains are options (``amplitude``, ``gate_amplitude``, ``gain
 bounds at their boundary). Overflow: every weight and every pre-activation bound must stay below
 ``finfo(dtype).max / 16``, and every scale ``eps`` above ``finfo.tiny / u``; checked before any module is
 built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming the node otherwise). A
-module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too.
+module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too; the refusals
+name the layer where the bound grew most.
+
+**Listing 2 (why float32 refuses it).** The bound is carried layer by layer, and two kinds of layer
+multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
+registers) sums its input's error over ``max_len`` steps (``power_sum``: 108 at ``T = 108``, and 217 for
+the query, whose input holds two errors), and a comparison (``f_step``: slope ``mu = 2``, two ReLUs read
+back with opposite signs) doubles to quadruples it. Across the 27 cell layers of ``n = 2`` the bound grows
+3.5e16-fold: float64 states 2.8e7 (LSTM) on top of ``value_bounds`` that are up to 3e10 times the values
+reached (the query's bound is 3020 where its tokens are at most 4: the interval analysis cannot see that
+the query is written during n steps only), and it would still state 1.4e4 with the bounds replaced by the
+values actually reached on 256 random prompts. So no choice of scales or gains proves Listing 2's token
+decisions, in either dtype: float32 is refused (``check_margin`` or ``_check_informative``, naming where
+the bound grows most), float64 is built with a tolerance that says nothing, and its answers are exact in
+the tests, observed rather than proved. What keeps the network right, exact zeros that stay zero and
+comparisons of integers whose errors stay below their margin of 1/2, is what a proof would have to track.
+The paper's Listing 2 (slope 1000, ``lambda = 1e10``) is refused in float32 before that: its value bounds
+(1e34 times the amplitude) need scales below float32's range (``check_scale``); in float64 its stated
+tolerance (5e56) is as empty, and the answers are wrong (all 0).
+
+**Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
+``run_with_cache``.
 """
 
 from __future__ import annotations
@@ -74,11 +103,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
-from lsrl.errors import InternalError, LsrlError, whole_number
+from lsrl.errors import DimensionError, InternalError, LsrlError, whole_number
+from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, helper_for, units_holding
 from lsrl.lang import value_bounds
-from lsrl.targets.cache import CachedRun
-from lsrl.targets.checks import checked_input
+from lsrl.lang.evaluate import patch_items, patch_key_name
+from lsrl.targets.cache import GATES as CACHE_GATES
+from lsrl.targets.cache import _as_batch, _hook_values, _points
+from lsrl.targets.cell_steps import Run, run_steps
+from lsrl.targets.checks import checked_input, module_placement
+from lsrl.targets.patch import StatePatch, _check_patchable, _values_array
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
 if TYPE_CHECKING:
@@ -191,6 +226,13 @@ class CellLayer:
     h0: dict = field(default_factory=dict)
     H: list = field(default_factory=list)  # |h| bound per unit
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
+    # set by _Builder.finish: the index of the compiled layer it computes (None: the carried input); D, with
+    # component j of that layer's output sum_u D[j, u] h_u; per component the value bound at max_len and the
+    # bound E on the decoded value's error
+    source: int | None = None
+    decode: Any = None
+    bound: Any = None
+    error: Any = None
 
     @property
     def units(self) -> int:
@@ -241,6 +283,8 @@ class _Builder:
         M_in = self.bounds(model.input)
         self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in)
         self.W, self.c = np.eye(d_in), np.zeros(d_in)  # the Linear layers since the last cell layer
+        # the compiled layer being built (index, value bound): the input at first
+        self.source: tuple[int | None, np.ndarray] = (None, M_in)
 
     # ---- bounds and errors
     def bounds(self, node) -> np.ndarray:
@@ -273,7 +317,19 @@ class _Builder:
             j = int(bad[0])
             raise LsrlError(
                 f"{self.name}: the error bound of {node.describe()} (component {j}: {E[j]:.3g}) exceeds "
-                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}; use float64 or a smaller max_len")
+                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}{self.steepest_growth()}; use "
+                "float64 or a smaller max_len")
+
+    def steepest_growth(self) -> str:
+        """Where the error bound grew most so far (a layer's largest error over its input's), for refusals."""
+        errors = [float(np.max(layer.error, initial=0.0)) for layer in self.layers if layer.error is not None]
+        growths = [(after / before, index) for index, (before, after) in enumerate(zip(errors, errors[1:]), 1)
+                   if before > 0]
+        if not growths:
+            return ""
+        growth, index = max(growths)
+        node = self.model.layers[self.layers[index].source]
+        return f" (its bound grows most at {node.describe()}: {growth:.3g} times its input's)"
 
     def check_scale(self, node, eps: np.ndarray) -> None:
         tiny = float(torch.finfo(self.scales.dtype).tiny) / self.scales.u
@@ -283,12 +339,13 @@ class _Builder:
 
     # ---- the walk
     def walk(self) -> None:
-        for layer in self.model.layers:
+        for index, layer in enumerate(self.model.layers):
             if layer.kind == "Linear":
                 A, b = layer.A.to_numpy(), layer.b.to_numpy()
                 self.W, self.c = A @ self.W, A @ self.c + b
                 continue
             M_out = self.bounds(layer)
+            self.source = (index, M_out)
             if layer.kind == "LinState":
                 self.state(layer, M_out, relu=False)
             elif layer.kind == "ReLUState":
@@ -309,6 +366,8 @@ class _Builder:
 
     def finish(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, E: np.ndarray) -> None:
         self.payload = Payload(D, M, E, np.array(layer.H))
+        layer.source, layer.bound = self.source
+        layer.decode, layer.error = D, E
         self.W, self.c = np.eye(len(M)), np.zeros(len(M))
 
     def carry(self) -> None:
@@ -456,8 +515,9 @@ def _check_informative(name: str, model, builder: _Builder, tolerances: np.ndarr
     if tolerances.size and float(np.max(tolerances)) >= max(largest, float(np.finfo(np.float64).tiny)):
         raise LsrlError(
             f"{name}: the error bound of the outputs ({float(np.max(tolerances)):.3g}) is as large as their value "
-            f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}: the outputs would "
-            f"carry nothing; use float64, a smaller max_len or tighter Input bounds")
+            f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}"
+            f"{builder.steepest_growth()}: the outputs would carry nothing; use float64, a smaller max_len or "
+            "tighter Input bounds")
 
 
 def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dtype: torch.dtype) -> None:
@@ -482,19 +542,148 @@ def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dty
 # ---- the module -----------------------------------------------------------------------------------
 
 
-class StockRNNModel(CachedRun, nn.Module):
+@dataclass
+class UnitPlan:
+    """What the units of a stock module hold (``net.labels``, ``net.unit_scales``) and how a patch sets them.
+
+    ``layers[k]``: core layer ``k``'s ``CellLayer`` (its ``source`` compiled layer, ``decode``, ``bound``);
+    ``source_labels[k]``: the compiled model's labels of that layer's components; ``output_labels``: of the
+    outputs, which the readout computes (patched there when the last compiled layer is a ``Linear``)."""
+
+    layers: list
+    source_labels: list
+    output_labels: list
+    readout_patched: bool
+    labels: dict
+    unit_scales: dict
+    unit_tolerances: dict
+    patchable: list
+    unpatchable: dict
+
+
+def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray) -> UnitPlan | None:
+    """``net.labels`` of a stock module and what its patches set (``UnitPlan``); None without model labels.
+
+    A component held by one unit ``u`` (a value, state or LSTM ReLU unit: ``h_u = eps v``) labels it with the
+    compiled label and ``unit_scales[key][u] = 1 / D[j, u] = eps``; the units of a sign pair (GRU ReLU ``a, c``)
+    or of a product (``h+, h-``) hold it only together: each is a ``helper`` (scale NaN). Padding units: None.
+    An LSTM layer's cell ``core.l{k}.c`` is labelled too: a state's unit has ``c = tanh(eps y)``, the same value
+    as ``h = tanh(c)`` with one tanh less (its error is within the same bound); a ReLU's cell holds its input
+    (``eps w``), a product's ``eps P``: helpers.
+    ``unit_tolerances[key][u]``: how far a labelled unit may lie from its scale times what its label says
+    (``eps E``; the readout: ``outputs``, the output tolerances).
+    """
+    if model.labels is None:
+        return None
+    source_labels = [model.labels[layer.source] if layer.source is not None else
+                     [UnitLabel(model.input.name, j, "copy") for j in range(len(layer.bound))] for layer in layers]
+    labels: dict[str, list] = {}
+    scales: dict[str, np.ndarray] = {}
+    tolerances: dict[str, np.ndarray] = {}
+    for k, (layer, components) in enumerate(zip(layers, source_labels)):
+        unit_labels: list = [None] * hidden
+        unit_scales, unit_tolerances = np.full(hidden, np.nan), np.full(hidden, np.nan)
+        for j, label in enumerate(components):
+            units = np.flatnonzero(layer.decode[j])
+            for unit in units:
+                unit_labels[unit] = label if len(units) == 1 else helper_for(label)
+                if len(units) == 1:  # h = eps v^ exactly (a power of two), |v^ - v| <= E
+                    unit_scales[unit] = 1.0 / layer.decode[j, unit]
+                    unit_tolerances[unit] = unit_scales[unit] * layer.error[j]
+        key = f"core.l{k}"
+        labels[key], scales[key], tolerances[key] = unit_labels, unit_scales, unit_tolerances
+        if layer.arch == "lstm":  # the cell c = tanh(eps y) of a state's unit holds what h does (one tanh less)
+            states = layer.source is None or model.layers[layer.source].kind == "LinState"
+            labels[f"{key}.c"] = unit_labels if states else [helper_for(label) for label in unit_labels]
+            scales[f"{key}.c"] = unit_scales if states else np.full(hidden, np.nan)
+            tolerances[f"{key}.c"] = unit_tolerances if states else np.full(hidden, np.nan)
+    output_labels = list(model.labels[-1]) if model.layers else source_labels[-1]
+    labels["readout"], scales["readout"], tolerances["readout"] = output_labels, np.ones(len(output_labels)), outputs
+    readout_patched = bool(model.layers) and model.layers[-1].kind == "Linear"
+    folded = {label.node for index, layer in enumerate(model.layers[:-1]) if layer.kind == "Linear"
+              for label in model.labels[index] if label.role in PATCHABLE_ROLES}
+    unpatchable = {node: "it is held by a Linear layer that the stock construction folds into the next layer's input "
+                   "weights, so no unit of the core holds it" for node in model.patchable if node in folded}
+    patchable = sorted(set(model.patchable) - set(unpatchable))
+    return UnitPlan(layers, source_labels, output_labels, readout_patched, labels, scales, tolerances, patchable,
+                    unpatchable)
+
+
+def _held_patches(net: StockRNNModel, patch: Any, count: int, steps: int) -> dict:
+    """``{core layer k or "readout": StatePatch}``: every unit holding a patched node set so that its layer
+    decodes the patched value (``D h = v``: the component's units set to ``v D[j] / |D[j]|^2``, so a value
+    unit holds ``eps v``, a GRU pair ``(eps v / 2, -eps v / 2)``, a product pair ``(eta eps v / 4, -eta eps v / 4)``).
+    The values must lie within the value bounds the construction scaled them by (``net.tolerance`` rests on them)."""
+    arrays = {}
+    for key, values in patch_items(patch, net.architecture):
+        name = patch_key_name(key)
+        _check_patchable(net, name)  # refuses every node when the module has no labels (no unit_plan)
+        array = _values_array(net, name, values, count, steps)
+        arrays[name] = (array.shape[-1], array)
+    plan = net.unit_plan
+    if plan is None:
+        return {}
+    holders: list[tuple[Any, tuple[Any, list]]] = list(enumerate(zip(plan.layers, plan.source_labels)))
+    if plan.readout_patched:
+        holders.append(("readout", (None, plan.output_labels)))
+    patches = {}
+    for key, (layer, components) in holders:
+        where = f"core.l{key}" if layer is not None else "readout"
+        units, columns = [], []
+        for j, held in units_holding(enumerate(components), arrays, where):
+            if layer is None:
+                units.append(j)
+                columns.append(held)
+                continue
+            _check_patch_bound(net, components[j], held, float(layer.bound[j]))
+            row = layer.decode[j]
+            for unit in np.flatnonzero(row):
+                units.append(int(unit))
+                columns.append(held * (row[unit] / float(row @ row)))
+        if units:
+            dtype, device = module_placement(net)
+            patches[key] = StatePatch(torch.tensor(units, dtype=torch.long, device=device),
+                                      torch.as_tensor(np.stack(columns, axis=-1), dtype=dtype, device=device))
+    return patches
+
+
+def _check_patch_bound(net, label, held: np.ndarray, bound: float) -> None:
+    largest = float(np.max(np.abs(held), initial=0.0))
+    if largest > bound:
+        raise LsrlError(f"{net.architecture}: patch values for {label.node!r} reach {largest:.6g} in component "
+                        f"{label.index}, beyond its value bound {bound:.6g} at max_len={net.max_len}: the construction "
+                        "scales every value by its bound, and net.tolerance holds for values within it")
+
+
+class StockRNNModel(nn.Module):
     """A compiled program in one stock ``nn.LSTM`` / ``nn.GRU`` (``core``) and a ``nn.Linear`` ``readout``.
 
     ``net(x)``: ``(B, T, d_in) -> (B, T, d_out)``; ``net.run(x, state)`` also returns the core's final
     state (``h`` or ``(h, c)``, PyTorch's layout) and takes one to continue from (step-by-step decoding).
     ``net.tolerance`` bounds every output's distance from the exact interpreter (module docstring of
     ``lsrl.targets.stock_rnn``) for ``T <= net.max_len`` and inputs within the declared bounds.
+
+    ``net.labels``: ``core.l{k}`` (layer ``k``'s ``h``; an LSTM's cell ``core.l{k}.c``) and ``readout``, one
+    ``UnitLabel`` per unit; a labelled
+    unit of the core holds ``net.unit_scales[key][u]`` times what its label says (a power of two, the
+    small-signal scale ``eps``), within ``net.unit_tolerances[key][u]`` (that times the component's error
+    bound). ``net(x, patch={node: values})`` sets the units that hold the node (``_held_patches``) inside
+    the recurrence: the layers it touches run one step at a time (the stock layer on one step, its state
+    patched before it is carried); ``run_with_cache`` records every layer's ``h`` and gates per step.
+
+    Both stay within ``net.tolerance`` of the program's patched run (``program(xs, patch=...)``) for patch
+    values within the nodes' value bounds (others are refused): a patched unit is written as the value times
+    a power of two, rounded once (relative error ``u``, below the component's own bound ``E >= u M``), and the
+    value bounds of every later layer still hold, since they follow from the patched node's bound; so the
+    induction of the module docstring goes through unchanged.
     """
 
-    labels = None  # no unit labels: the units hold scaled, sign-paired values, not the program's nodes
+    state_patch: dict | None = None  # {core layer or "readout": StatePatch} while a patched call runs
+    h0: torch.Tensor  # per layer, the initial h (a buffer)
 
     def __init__(self, arch: str, d_in: int, layers: list[CellLayer], readout_weight: np.ndarray,
-                 readout_bias: np.ndarray, tolerances: np.ndarray, max_len: int, scales: Scales) -> None:
+                 readout_bias: np.ndarray, tolerances: np.ndarray, max_len: int, scales: Scales,
+                 plan: UnitPlan | None = None) -> None:
         super().__init__()
         self.architecture = f"stock_{arch}"
         self.d_in = d_in
@@ -502,6 +691,10 @@ class StockRNNModel(CachedRun, nn.Module):
         self.scales = scales
         self.tolerances = np.asarray(tolerances, dtype=np.float64)
         self.tolerance = float(np.max(self.tolerances, initial=0.0))
+        self.unit_plan = plan
+        self.labels = None if plan is None else plan.labels
+        self.unit_scales = None if plan is None else plan.unit_scales
+        self.unit_tolerances = None if plan is None else plan.unit_tolerances
         dtype = scales.dtype
         hidden = max(layer.units for layer in layers)
         core = (nn.LSTM if arch == "lstm" else nn.GRU)(d_in, hidden, num_layers=len(layers), batch_first=True,
@@ -521,11 +714,15 @@ class StockRNNModel(CachedRun, nn.Module):
             self.readout.bias.copy_(torch.as_tensor(readout_bias))
 
     def __call__(self, x: Any, *args: Any, patch: Any = None, **kwargs: Any) -> Any:
-        if patch:
-            raise LsrlError(f"{self.architecture}: patch= is not available for the stock targets: their units hold "
-                            "scaled and sign-paired values with no unit labels; patch the compiled model "
-                            "(model(xs, patch=...)) or an lsrl-made target (e.g. 'lstm', 'gru')")
-        return super().__call__(x, *args, **kwargs)
+        """``forward``; ``patch={node: values}`` patches program nodes of ``net.patchable`` (class docstring)."""
+        if not patch_items(patch, self.architecture):
+            return super().__call__(x, *args, **kwargs)
+        checked = checked_input(self, x, check_bounds=False)  # the shape of the patch values; forward checks bounds
+        self.state_patch = _held_patches(self, patch, checked.shape[0], checked.shape[1])
+        try:
+            return super().__call__(x, *args, **kwargs)
+        finally:
+            self.state_patch = None
 
     def initial_state(self, batch: int) -> Any:
         """The core's initial state for ``batch`` sequences (``h0``, and ``c0 = 0`` for the LSTM)."""
@@ -539,11 +736,103 @@ class StockRNNModel(CachedRun, nn.Module):
         return self.readout(hidden), final
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
-        return self.run(x, check_bounds=check_bounds)[0]
+        if not self.state_patch:
+            return self.run(x, check_bounds=check_bounds)[0]
+        x = checked_input(self, x, check_bounds)
+        outputs = self.readout(self._patched_core(x, self.state_patch))
+        if "readout" in self.state_patch:
+            outputs = _overwritten(outputs, self.state_patch["readout"])
+        return outputs
+
+    def layer_view(self, k: int) -> nn.RNNBase:
+        """Layer ``k`` of the core as a one-layer stock ``nn.LSTM`` / ``nn.GRU`` sharing its parameters."""
+        core = self.core
+        view = type(core)(self.d_in if k == 0 else core.hidden_size, core.hidden_size, batch_first=True,
+                          dtype=self.h0.dtype, device=self.h0.device)
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            setattr(view, f"{name}_l0", getattr(core, f"{name}_l{k}"))
+        return view
+
+    def _patched_core(self, x: torch.Tensor, patches: dict) -> torch.Tensor:
+        """The core layer by layer; a patched layer one step at a time (the stock layer on sequences of one
+        step, carrying ``(h, c)``), its ``h`` patched before it is carried and read by the next layer."""
+        lstm = isinstance(self.core, nn.LSTM)
+        for k in range(self.core.num_layers):
+            view = self.layer_view(k)
+            h = self.h0[k][None, None, :].expand(1, x.shape[0], -1).contiguous()
+            state = (h, torch.zeros_like(h)) if lstm else h
+            if k not in patches:  # the fused stock layer
+                x = view(x, state)[0]
+                continue
+            steps = []
+            for t in range(x.shape[1]):
+                state = view(x[:, t:t + 1], state)[1]
+                h = patches[k](state[0][0] if lstm else state[0], t)
+                state = (h[None], state[1]) if lstm else h[None]
+                steps.append(h)
+            x = torch.stack(steps, dim=1)
+        return x
+
+    def run_with_cache(self, xs: Any, patch: Any = None, check_bounds: bool = True) -> tuple[Any, dict]:
+        """``(outputs, cache)`` as ``lsrl.targets.cache.run_with_cache``: every core layer run one step at a
+        time with PyTorch's equations (``lsrl.targets.cell_steps``), the hooks ``core.l{k}`` (its ``h``),
+        ``core.l{k}.r`` / ``.z`` / ``.n`` (GRU) or ``.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c`` (LSTM), and
+        ``readout``. ``patch``: hook names (values of the hook's shape, NaN keeps the model's) and program nodes
+        of ``net.patchable`` (``values`` as for the program)."""
+        x = _as_batch(self, xs)
+        squeeze = x.dim() == 2
+        x = checked_input(self, x[None] if squeeze else x, check_bounds)
+        items = patch_items(patch, "run_with_cache")
+        patchable = set(getattr(self, "patchable", None) or ())
+        nodes = {key: values for key, values in items if patch_key_name(key) in patchable}
+        run = Run(self._hook_patches([(k, v) for k, v in items if k not in nodes], squeeze), x.shape[1],
+                  DimensionError)
+        held = _held_patches(self, nodes, x.shape[0], x.shape[1]) if nodes else {}
+        kind = "lstm" if isinstance(self.core, nn.LSTM) else "gru"
+        with torch.no_grad():
+            for k in range(self.core.num_layers):
+                w_ih, w_hh, b_ih, b_hh = (getattr(self.core, f"{name}_l{k}")
+                                          for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+                h = self.h0[k].expand(x.shape[0], -1)
+                points = _points(run, f"core.l{k}", CACHE_GATES[kind], held.get(k))
+                x = run_steps(kind, points, F.linear(x, w_ih, b_ih), h, torch.zeros_like(h) if kind == "lstm" else None,
+                              w_hh, b_hh, torch.sigmoid, torch.tanh)[0]
+            outputs = self.readout(x)
+            if "readout" in held:
+                outputs = _overwritten(outputs, held["readout"])
+            outputs = run.visit("readout", outputs, None)
+        cache = run.finished()
+        if squeeze:
+            return outputs[0], {name: value[0] for name, value in cache.items()}
+        return outputs, cache
+
+    def hook_names(self) -> list[str]:
+        """The names ``run_with_cache`` records, in the order it first reaches them (a step's gates, then ``h``)."""
+        gates = CACHE_GATES["lstm" if isinstance(self.core, nn.LSTM) else "gru"]
+        return [name for k in range(self.core.num_layers) for name in
+                [f"core.l{k}.{gate}" for gate in gates] + [f"core.l{k}"]] + ["readout"]
+
+    def _hook_patches(self, items: list, squeeze: bool) -> dict:
+        names = self.hook_names()
+        patches = {}
+        for name, values in items:
+            if name not in names:
+                raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
+                                f"a hook of this {self.architecture} ({', '.join(names)})")
+            tensor = torch.as_tensor(_hook_values(values, f"run_with_cache: patch values for {name!r}"))
+            patches[name] = tensor[None] if squeeze else tensor
+        return patches
 
     def extra_repr(self) -> str:
         return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, tolerance={self.tolerance:.3g}, "
                 f"amplitude={self.scales.amplitude:g}, gate_amplitude={self.scales.gate_amplitude:g}")
+
+
+def _overwritten(sequence: torch.Tensor, patch: StatePatch) -> torch.Tensor:
+    """``sequence`` ``(B, T, width)`` with the patched units set at every step."""
+    sequence = sequence.clone()
+    sequence[..., patch.units] = patch.values.to(sequence.dtype)
+    return sequence
 
 
 def stock_dtype(name: str) -> torch.dtype:
@@ -578,7 +867,8 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
     weight, bias, tolerances = builder.readout()
     _check_overflow(name, builder.layers, weight, scales.dtype)
     _check_informative(name, model, builder, tolerances)
-    return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales)
+    plan = _unit_plan(model, builder.layers, weight.shape[1], tolerances)
+    return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales, plan)
 
 
 def build_stock_lstm(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 class ProgramTarget(Target):
     """A ``Target`` whose ``builder(model: CompiledProgram, **options)`` takes the compiled program.
 
-    The module states its own accuracy (``net.tolerance``), so no precision warning is attached;
-    it has no unit labels (``net.patchable`` is None and ``patch=`` raises).
+    The module states its own accuracy (``net.tolerance``), so no precision warning is attached; its
+    unit labels and the nodes it can patch come from the builder (``module.unit_plan``: None for a model
+    without labels, and then ``net.patchable`` is None and ``patch=`` raises).
     """
 
     def to_torch(self, model: CompiledProgram, **options: Any) -> nn.Module:
@@ -32,6 +33,8 @@ class ProgramTarget(Target):
         module = _resolve(self.builder)(model, **options)
         module.declared_input = model.input
         module.precision = None
-        module.unpatchable = {}
-        module.patchable = None
+        module.node_widths = model.node_widths  # the widths patches must have (lsrl.targets.patch)
+        plan = module.unit_plan
+        module.unpatchable = {} if plan is None else plan.unpatchable
+        module.patchable = None if plan is None else plan.patchable
         return module

@@ -114,7 +114,8 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
     """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only, the
-    rotated tier as a path model only (a target's units have no rotated ground truth)."""
+    rotated tier as a path model only (a hooked target is scored by units, and a rotated target's ground truth is
+    subspaces of its hooks: ``rotations.json``)."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
             if arch == "path" or (tier != "rotated" and method not in WEIGHT_METHODS)]
 

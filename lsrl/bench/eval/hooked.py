@@ -54,15 +54,24 @@ class HookedSubject(Subject):
         return cls.from_circuit(tier.task, tier.tier, net, circuit, tier.program, tier.output_dim)
 
     @classmethod
-    def from_folder(cls, folder: str | Path) -> Subject:
+    def from_folder(cls, folder: str | Path, tier: str | None = None, arch: str | None = None) -> Subject:
         """A suite folder (``lsrl bench build``), read by ``lsrl.bench.load``: a path model as a ``PathSubject``
-        (every method runs), any other as a ``HookedSubject``; the truth is its ``circuit.json``. Its tier is
-        ``config.json``'s ``"tier"``."""
+        (every method runs), any other as a ``HookedSubject``; the truth is its ``circuit.json``. Its tier and
+        architecture are ``config.json``'s ``"tier"`` and ``"architecture"``; ``tier`` or ``arch`` given must be
+        those (an ``LsrlError`` otherwise: the folder cannot be scored as another)."""
         from lsrl.bench import load
+        from lsrl.bench.hf_trained import folder_subject, is_hf_folder
 
         folder = Path(folder)
+        if is_hf_folder(folder):  # a stock transformers model of the trained tier
+            return folder_subject(folder)
         config = standalone.read_config(folder)
-        task, arch, tier = config["task"], config["architecture"], config["tier"]
+        task, arch_held, tier_held = config["task"], config["architecture"], config["tier"]
+        for option, asked, held in (("tier", tier, tier_held), ("arch", arch, arch_held)):
+            if asked is not None and asked != held:
+                raise LsrlError(f"{folder}: {option} {asked!r} given, but the folder's config.json says {option} "
+                                f"{held!r} (a folder is scored as what it holds: leave --{option} out)")
+        arch, tier = arch_held, tier_held
         root = folder.parent.parent if tier == "compiled" else folder.parent.parent.parent
         loaded = load(f"{task}/{arch}", root=root, tier=tier)
         if loaded.labels is None or TASKS[task].build is None:

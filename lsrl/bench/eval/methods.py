@@ -17,20 +17,24 @@ labels' truth.
   outputs with the program's own interchange of that variable.
 * ``path_patching``: per edge (non-zero weight), the receiver reads the sender's corrupted value
   through that weight only; the score is the change of the outputs (edge level).
+* ``acdc``: ACDC's greedy edge pruning (Conmy et al., 2023): from the output layer down, each edge (non-zero
+  weight) in turn is removed, its receiver reading the sender's corrupted value through it (and the edges
+  removed before it stay removed); the removal is kept when the outputs move from the full model's by less than
+  the threshold more than they did before it. An edge's score is that increase (edge level).
 * ``random``: uniform random scores (the chance baseline).
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 import torch
 
 from lsrl.bench.data import pair_inputs
-from lsrl.bench.eval.subject import Edge, Intervention, Subject
+from lsrl.bench.eval.subject import Edge, Intervention, Layer, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 
@@ -217,6 +221,59 @@ def path_patching(subject: Subject, pairs: Pairs) -> Found:
     return Found(EFFECT_THRESHOLD, edges=scores)
 
 
+def _edge_weights(layer: Layer, removed: list[Edge]) -> tuple[Layer, dict[str, torch.Tensor]]:
+    """``layer`` without the ``removed`` edges into it, and those edges' weights (``{"A" or "B": removed part}``)."""
+    kept = {name: weight.clone() for name, weight in layer.weights.items()}
+    cut = {name: torch.zeros_like(kept[name]) for name in ("A", "B") if name in kept}
+    for edge in removed:
+        name = "A" if layer.kind == "Linear" or edge.kind == "recurrent" else "B"
+        cut[name][edge.receiver, edge.sender] = kept[name][edge.receiver, edge.sender]
+        kept[name][edge.receiver, edge.sender] = 0.0
+    return Layer(layer.kind, kept), cut
+
+
+def _corrupted_drive(subject: Subject, pairs: Pairs, index: int, cut: dict[str, torch.Tensor]) -> torch.Tensor:
+    """What the removed edges into layer ``index`` add to it: their senders' corrupted values through the removed
+    weights (for a state layer, the previous corrupted state through the removed recurrent weights, added at each
+    step before the state is carried)."""
+    below = pairs.layer_input(subject, index, corrupted=True)
+    if subject.layers[index].kind == "Linear":
+        return below @ cut["A"].T
+    states = pairs.corrupt_layers[index]
+    previous = torch.cat([subject.layers[index].weights["s0"].expand(states.shape[0], 1, -1), states[:, :-1]], dim=1)
+    return previous @ cut["A"].T + below @ cut["B"].T
+
+
+def pruned_outputs(subject: Subject, pairs: Pairs, removed: dict[int, list[Edge]], start: int = 0) -> torch.Tensor:
+    """The task outputs on the clean inputs with the ``removed`` edges (``{layer: edges into it}``) reading their
+    senders' corrupted values; ``start``: no edge below this layer is removed (those layers are not run again)."""
+    layers, interventions = list(subject.layers), {}
+    for index, edges in removed.items():
+        if edges:
+            layers[index], cut = _edge_weights(subject.layers[index], edges)
+            interventions[index] = Intervention(delta=_corrupted_drive(subject, pairs, index, cut))
+    below = torch.as_tensor(pairs.clean) if start == 0 else pairs.clean_layers[start - 1]
+    with torch.no_grad():
+        return replace(subject, layers=layers).run(below, interventions, start=start)[0]
+
+
+def acdc(subject: Subject, pairs: Pairs) -> Found:
+    """ACDC's greedy edge pruning (module docstring), from the output layer down."""
+    _needs_weights(subject, "acdc")
+    edges = subject.edges()
+    scores = np.zeros(len(edges))
+    removed: dict[int, list[Edge]] = {}
+    current = 0.0  # the outputs' change from the full model's, with the edges removed so far
+    for position in sorted(range(len(edges)), key=lambda p: (-edges[p].layer, edges[p].receiver, edges[p].kind)):
+        edge = edges[position]
+        trial = {**removed, edge.layer: [*removed.get(edge.layer, []), edge]}
+        effect = float(_effects(pruned_outputs(subject, pairs, trial, start=edge.layer), pairs)[0])
+        scores[position] = effect - current
+        if scores[position] <= EFFECT_THRESHOLD:  # the edge does not matter (given those removed): it stays out
+            current, removed = effect, trial
+    return Found(EFFECT_THRESHOLD, edges=scores)
+
+
 def _fits(activations: np.ndarray, targets: np.ndarray, widths: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """Least-squares affine probes of several variables from one layer's ``activations`` ``(n, width)``:
     ``targets`` ``(n, sum of widths)`` holds the variables side by side (``widths`` components each);
@@ -283,7 +340,7 @@ def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Fo
     return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 
-WEIGHT_METHODS = ("attribution", "probe", "path_patching")  # path models only
+WEIGHT_METHODS = ("attribution", "probe", "path_patching", "acdc")  # path models only
 METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
     "mean": lambda subject, pairs: activation_patching(subject, pairs, "mean"),
@@ -291,5 +348,6 @@ METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "attribution": attribution_patching,
     "probe": probe,
     "path_patching": path_patching,
+    "acdc": acdc,
     "random": random_scores,
 }

@@ -10,8 +10,8 @@ from lsrl.llrnn.logic.library import (
 )
 from lsrl.llrnn.logic.symbolic import OperatorPolynomial, operator_polynomial, symbol
 from lsrl.llrnn.logic.semantics import (
-    Combination, Distribution, Function, Matrix, Tensors, add, as_value, combine, coordinates, denote, dirac, nl, scale,
-    to_matrix,
+    Combination, Diagonal, Distribution, Function, Matrix, Tensors, add, as_value, combine, coordinates, denote, dirac,
+    nl, scale, to_matrix,
 )
 from lsrl.llrnn.logic.terms import (
     App, Const, Copy, Derelict, Discard, Lam, LetPair, LetUnit, Pair, Promote, Scale, Star, Sum, Term, Var, lam, show,
@@ -37,6 +37,7 @@ __all__ = [
     "Copy",
     "denote",
     "Derelict",
+    "Diagonal",
     "dirac",
     "Discard",
     "discarding",

@@ -4,7 +4,8 @@ Values of each type (Sec. 2.4.3):
 
 - an atom or 1: a tensor ``(..., d)`` (leading axes are a batch; 1 has d = 1), or a symbolic
   ``OperatorPolynomial`` (``lsrl.llrnn.logic.symbolic``);
-- ``A ⊸ B``: a linear map, either a ``Matrix`` ``(..., d_B, d_A)`` or a ``Function`` (a closure);
+- ``A ⊸ B``: a linear map, either a ``Matrix`` ``(..., d_B, d_A)`` (a ``Diagonal`` holds only its diagonal)
+  or a ``Function`` (a closure);
 - ``A ⊗ B``: a ``Tensors``, a formal sum of pure tensors ``a ⊗ b``;
 - ``!A``: a ``Distribution``, a finite combination ``Σ c_i |∅⟩_{u_i}`` of Dirac distributions.
 
@@ -62,6 +63,24 @@ class Matrix:
         raise LogicError(f"a matrix of shape {tuple(self.matrix.shape)} cannot act on {type(value).__name__}")
 
 
+class Diagonal(Matrix):
+    """A diagonal linear map ``diag(entries)`` (..., d): it acts entry by entry, and its dense ``matrix``
+    (..., d, d) is built only when asked for, so that a wide diagonal map (an erase vector weighted by
+    location, the multiplicative RNN's ``diag(V x)``) costs d numbers per batch element, not d^2."""
+
+    def __init__(self, entries: torch.Tensor) -> None:  # no super().__init__: ``matrix`` is derived from entries
+        self.entries = entries
+
+    @property
+    def matrix(self) -> torch.Tensor:  # type: ignore[override]
+        return torch.diag_embed(self.entries)
+
+    def __call__(self, value: Value) -> torch.Tensor:
+        if isinstance(value, torch.Tensor):
+            return self.entries * value
+        raise LogicError(f"a diagonal map of size {self.entries.shape[-1]} cannot act on {type(value).__name__}")
+
+
 @dataclass
 class Tensors:
     """``Σ_k left_k ⊗ right_k``."""
@@ -83,6 +102,8 @@ def dirac(point: Value) -> Distribution:
 
 def add(first: Value, second: Value) -> Value:
     """The sum of two values of the same type."""
+    if isinstance(first, Diagonal) and isinstance(second, Diagonal):
+        return Diagonal(first.entries + second.entries)
     if isinstance(first, Matrix) and isinstance(second, Matrix):
         return Matrix(first.matrix + second.matrix)
     if isinstance(first, (Matrix, Function)):
@@ -98,6 +119,8 @@ def scale(value: Value, coefficient: Coefficient) -> Value:
     """``coefficient · value``; a tensor coefficient ``(..., 1)`` scales batch element by element."""
     if isinstance(coefficient, (int, float)) and coefficient == 1:
         return value
+    if isinstance(value, Diagonal):  # a coefficient (..., 1) scales the entries (..., d) alike
+        return Diagonal(value.entries * coefficient)
     if isinstance(value, Matrix):
         factor = coefficient.unsqueeze(-1) if isinstance(coefficient, torch.Tensor) else coefficient
         return Matrix(value.matrix * factor)

@@ -1,0 +1,211 @@
+"""``load_model.py`` of a trained-tier folder holding a stock ``transformers`` model (``lsrl bench build --tier
+trained --arch mamba``; ``lsrl.bench.hf_trained``): torch and transformers only, no lsrl.
+
+The folder is what ``save_pretrained`` writes (``config.json``, ``model.safetensors``), so
+``AutoModelForCausalLM.from_pretrained(folder)`` loads the stock ``MambaForCausalLM`` or
+``RecurrentGemmaForCausalLM``; ``config.json`` also holds the suite's record ``lsrl_bench`` (task, architecture,
+tier, token offset, output width, hooks). ``load_folder(folder)`` returns a ``SteppedModel``: the stock model
+run one token at a time through its own cache (which equals its full forward), with one hook per carried state
+of each layer, read and set between steps, so that a patched state is the state the next step reads:
+
+* Mamba: ``layers.{i}.conv_state`` (the convolution's window, ``intermediate x conv_kernel``, channel-major) and
+  ``layers.{i}.ssm_state`` (``intermediate x state_size``, channel-major: unit ``d * state_size + n``);
+* RecurrentGemma (Hawk): ``layers.{i}.conv_state`` (``lru_width x (conv1d_width - 1)``) and
+  ``layers.{i}.recurrent_state`` (the RG-LRU state, ``lru_width``);
+* ``readout``: the outputs, ``logits[..., output_logits]``.
+
+``net.run_with_cache(xs, patch=None)`` -> ``(outputs (B, T, d_out), {hook: values (B, T, width)})``; ``xs``
+``(B, T, 1)`` tokens; ``patch`` ``{hook: values (B, T, width)}``, NaN where the model keeps its own value, the
+rest set at that step inside the recurrence. ``manifest.json``'s sha256 of the model files is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from pathlib import Path
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+RECORD = "lsrl_bench"  # the suite's record in config.json
+MODEL_FILES = ("config.json", "model.safetensors")
+
+
+def load_folder(folder: str | Path) -> SteppedModel:
+    """The folder's stock model (``from_pretrained``, float64) as a ``SteppedModel``; ``ValueError`` naming the
+    file when a model file differs from ``manifest.json``'s sha256 or the record is missing."""
+    from transformers import AutoModelForCausalLM
+
+    folder = Path(folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["sha256"]
+    for name in MODEL_FILES:
+        if hashlib.sha256((folder / name).read_bytes()).hexdigest() != manifest.get(name):
+            raise ValueError(f"{folder / name}: changed since the build (sha256 differs from manifest.json)")
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
+    if not isinstance(getattr(hf.config, RECORD, None), dict):
+        raise ValueError(f"{folder / 'config.json'}: no field {RECORD!r}: not a folder of the suite")
+    return SteppedModel(hf.eval())
+
+
+class SteppedModel(nn.Module):
+    """A stock model run token by token through its own cache, its carried states hooked (module docstring)."""
+
+    def __init__(self, hf: nn.Module) -> None:
+        super().__init__()
+        self.hf = hf
+        self.record = dict(hf.config.lsrl_bench)
+
+    @property
+    def hook_names(self) -> list[str]:
+        return [hook["name"] for hook in self.record["hooks"]]
+
+    def forward(self, xs: Any) -> torch.Tensor:
+        return self.run_with_cache(xs)[0]
+
+    def run_with_cache(self, xs: Any, patch: dict[str, Any] | None = None, grad: bool = False
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``(outputs, {hook: values (B, T, width)})``; ``patch`` sets hooks' values inside the run (NaN: keep);
+        ``grad``: keep the autograd graph (training)."""
+        unknown = sorted(set(patch or {}) - set(self.hook_names))
+        if unknown:
+            raise ValueError(f"run_with_cache: no hook named {unknown[0]!r}; the hooks are net.hook_names")
+        given = {name: torch.as_tensor(values) for name, values in (patch or {}).items()}
+
+        def patched(name: str, t: int, values: torch.Tensor) -> torch.Tensor:
+            if name not in given:
+                return values
+            setting = given[name][:, t].to(values.dtype)
+            return torch.where(torch.isnan(setting), values, setting)
+
+        with torch.set_grad_enabled(grad):
+            return self.run_steps(xs, patched)
+
+    def run_steps(self, xs: Any, patched: Callable[[str, int, torch.Tensor], torch.Tensor]
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``run_with_cache`` with ``patched(hook, step, values (B, width))`` giving each hook's values at each
+        step: a carried state's are what the step's output and the next step read, a conv window's what the
+        next step reads."""
+        ids = torch.as_tensor(xs).round().long()[..., 0] - int(self.record["token_low"])
+        count, steps = ids.shape
+        states = STATES[self.record["architecture"]](self.hf, count)
+        seen: dict[str, list[torch.Tensor]] = {name: [] for name in self.hook_names}
+        for t in range(steps):
+            with states.inside(lambda name, values, step=t: _seen(seen, name, patched(name, step, values))):
+                logits = states.step(ids[:, t:t + 1], t)
+            for name in (name for name in self.hook_names if name.endswith(".conv_state")):
+                seen[name].append(states.set_window(name, patched(name, t, states.window(name))))
+            seen["readout"].append(patched("readout", t, logits[:, 0, self.record["output_logits"]]))
+        cache = {name: torch.stack(values, dim=1) for name, values in seen.items()}
+        return cache["readout"], cache
+
+
+def _seen(seen: dict[str, list[torch.Tensor]], name: str, values: torch.Tensor) -> torch.Tensor:
+    seen[name].append(values)
+    return values
+
+
+class MambaStates:
+    """A ``MambaForCausalLM``'s cache, every layer's states present from the first step (zeros: as the full
+    forward's zero padding and zero initial state), so that every step takes the stock decoding path. The SSM
+    state is set inside the step: the stock ``mamba_selective_state_update`` advances the state, the hook's
+    values replace it, and the same function called again with ``dt = 0`` (decay 1, no input) computes the
+    step's output from the state as set."""
+
+    def __init__(self, hf: nn.Module, count: int) -> None:
+        from transformers import DynamicCache
+
+        config, dtype = hf.config, hf.lm_head.weight.dtype
+        self.hf, self.cache = hf, DynamicCache(config=config)
+        for layer in self.cache.layers:
+            layer.lazy_initialization(
+                conv_states=torch.zeros(count, config.intermediate_size, config.conv_kernel, dtype=dtype),
+                recurrent_states=torch.zeros(count, config.intermediate_size, config.state_size, dtype=dtype),
+                conv_kernel_size=config.conv_kernel)
+            layer.has_previous_state[0] = True
+
+    def step(self, ids: torch.Tensor, t: int) -> torch.Tensor:
+        return self.hf(input_ids=ids, cache=self.cache, use_cache=True).logits
+
+    @contextlib.contextmanager
+    def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
+        from transformers.models.mamba import modeling_mamba
+
+        stock = modeling_mamba.mamba_selective_state_update
+        layers = iter(range(len(self.cache.layers)))  # the blocks run in order within a step
+
+        def update(state, hidden_states, dt, A, B, C, D=None, **kwargs):
+            stock(state, hidden_states, dt, A, B, C, D, **{**kwargs, "z": None})  # advances the state in place
+            values = patched(f"layers.{next(layers)}.ssm_state", state.flatten(1).clone())  # not a view of the cache
+            state.copy_(values.view_as(state))
+            hold = torch.full_like(dt, -torch.inf)  # softplus(-inf) = 0: exp(0 A) = 1 and 0 B u = 0
+            return stock(state, hidden_states, hold, A, B, C, D, **{**kwargs, "dt_bias": None, "dt_softplus": True})
+
+        modeling_mamba.mamba_selective_state_update = update
+        try:
+            yield
+        finally:
+            modeling_mamba.mamba_selective_state_update = stock
+
+    def window(self, name: str) -> torch.Tensor:
+        return self.cache.layers[_layer(name)].conv_states[0].flatten(1)
+
+    def set_window(self, name: str, values: torch.Tensor) -> torch.Tensor:
+        # the next step updates the cache in place: it gets a copy, the caller keeps ``values``
+        windows = self.cache.layers[_layer(name)].conv_states
+        windows[0] = values.reshape(windows[0].shape).clone()
+        return values
+
+
+class HawkStates:
+    """A ``RecurrentGemmaForCausalLM`` (recurrent blocks only)'s states, kept on its blocks, from zeros; every
+    position is given (position 0 resets the state, as in the full forward). The RG-LRU state is set inside the
+    step by a forward hook on the stock ``rg_lru`` module, whose output is the state."""
+
+    def __init__(self, hf: nn.Module, count: int) -> None:
+        from transformers import DynamicCache
+
+        self.hf, self.cache = hf, DynamicCache(config=hf.config)
+        self.blocks = [layer.temporal_block for layer in hf.model.layers]
+        for block in self.blocks:  # from zero states, as _setup_cache does for a new cache
+            block.conv1d_state = torch.zeros(count, block.hidden_size, block.conv1d_width - 1,
+                                             dtype=block.linear_x.weight.dtype)
+            block.rg_lru.recurrent_states = torch.zeros(count, block.lru_width, dtype=torch.float32)
+
+    def step(self, ids: torch.Tensor, t: int) -> torch.Tensor:
+        positions = torch.full(ids.shape, t, dtype=torch.long)
+        return self.hf(input_ids=ids, position_ids=positions, cache=self.cache, use_cache=True,
+                       attention_mask={"sliding_attention": None}).logits
+
+    @contextlib.contextmanager
+    def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
+        def hook(layer: int):
+            def replace(module, args, output):
+                module.recurrent_states = patched(f"layers.{layer}.recurrent_state", module.recurrent_states)
+                return module.recurrent_states[:, None].to(output.dtype)
+            return replace
+
+        handles = [block.rg_lru.register_forward_hook(hook(i)) for i, block in enumerate(self.blocks)]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def window(self, name: str) -> torch.Tensor:
+        return self.blocks[_layer(name)].conv1d_state.flatten(1)
+
+    def set_window(self, name: str, values: torch.Tensor) -> torch.Tensor:
+        block = self.blocks[_layer(name)]
+        block.conv1d_state = values.reshape(block.conv1d_state.shape)
+        return values
+
+
+def _layer(name: str) -> int:
+    return int(name.split(".")[1])
+
+
+STATES = {"mamba": MambaStates, "hawk": HawkStates}

@@ -1,0 +1,197 @@
+"""The trained tier in stock transformers models (lsrl.bench.hf_trained): a folder builds, loads with
+from_pretrained, its loader's stepwise run equals the stock full forward, patching through the loader equals
+patching the stock cache by hand between steps, the harness scores it; and interchange intervention training
+lowers the interchange error."""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+import lsrl.bench
+from lsrl.bench.eval.trained import _targets
+from lsrl.bench.hf_trained import HF_ARCHS, train_hf, variable_levels
+from lsrl.bench.tasks import TASKS
+
+pytest.importorskip("transformers")
+torch.set_num_threads(1)
+
+
+@functools.cache
+def built(arch: str):
+    """A tiny trained folder of majority (two levels: two layers), 2 training steps."""
+    root = tempfile.mkdtemp(prefix="lsrl-bench-hf-")
+    lsrl.bench.build_suite(root, ["majority"], progress=False, tiers=["trained"], test_sequences=20,
+                           train_steps=2, trained_archs=[arch])
+    return root, lsrl.bench.load(f"majority/{arch}", root=root, tier="trained")
+
+
+def stock_full_forward(hf, xs):
+    """The stock model's own full forward on token inputs: the outputs are its first logits."""
+    ids = torch.as_tensor(xs[..., 0]).long()
+    extra = {} if hf.config.model_type == "mamba" else {
+        "position_ids": torch.arange(ids.shape[1])[None], "attention_mask": {"sliding_attention": None}}
+    with torch.no_grad():
+        return hf(input_ids=ids, use_cache=False, **extra).logits[..., :1]
+
+
+def rms(h, norm):
+    return norm.weight * (h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon))
+
+
+def mamba_by_hand(hf, xs, units, source_states=None):
+    """Mamba's equations written out here (float64; the stock code rounds some steps to float32), the SSM state
+    of layer 0 read after each step's update and, given ``source_states``, its units ``units`` set to theirs
+    before the step's output reads the state."""
+    ids = torch.as_tensor(xs[..., 0]).long()
+    count, steps = ids.shape
+    config = hf.config
+    conv = [torch.zeros(count, config.intermediate_size, config.conv_kernel - 1, dtype=torch.float64)
+            for _ in hf.backbone.layers]
+    ssm = [torch.zeros(count, config.intermediate_size, config.state_size, dtype=torch.float64)
+           for _ in hf.backbone.layers]
+    outputs, states = [], []
+    with torch.no_grad():
+        for t in range(steps):
+            h = hf.backbone.embeddings(ids[:, t])
+            for i, block in enumerate(hf.backbone.layers):
+                mixer = block.mixer
+                x, z = mixer.in_proj(rms(h, block.norm)).chunk(2, dim=-1)
+                window = torch.cat([conv[i], x[..., None]], dim=-1)
+                conv[i] = window[..., 1:]
+                u = torch.nn.functional.silu((window * mixer.conv1d.weight[:, 0]).sum(-1) + mixer.conv1d.bias)
+                dt, B, C = torch.split(mixer.x_proj(u), [mixer.time_step_rank, config.state_size, config.state_size],
+                                       dim=-1)
+                dt = torch.nn.functional.softplus(mixer.dt_proj(dt))
+                A = -torch.exp(mixer.A_log)
+                ssm[i] = torch.exp(dt[..., None] * A) * ssm[i] + dt[..., None] * B[:, None] * u[..., None]
+                if i == 0:
+                    flat = ssm[0].reshape(count, -1)
+                    if source_states is not None:
+                        flat[:, units] = source_states[t]
+                    states.append(flat[:, units].clone())
+                y = (ssm[i] @ C[..., None])[..., 0] + mixer.D * u
+                h = h + mixer.out_proj(y * torch.nn.functional.silu(z))
+            outputs.append(hf.lm_head(rms(h, hf.backbone.norm_f))[:, :1])
+    return torch.stack(outputs, dim=1), states
+
+
+def hawk_by_hand(hf, xs, units, source_states=None):
+    """The stock Hawk decoding token by token through its cache, with a forward hook written here on layer 0's
+    RG-LRU (whose output is its state) that reads it and, given ``source_states``, sets its units ``units``."""
+    from transformers import DynamicCache
+
+    ids = torch.as_tensor(xs[..., 0]).long()
+    blocks = [layer.temporal_block for layer in hf.model.layers]
+    for block in blocks:
+        block.conv1d_state = torch.zeros(len(ids), block.hidden_size, block.conv1d_width - 1, dtype=torch.float64)
+        block.rg_lru.recurrent_states = torch.zeros(len(ids), block.lru_width, dtype=torch.float32)
+    outputs, states, step, cache = [], [], [0], DynamicCache(config=hf.config)
+
+    def hook(module, args, output):
+        state = module.recurrent_states.clone()
+        if source_states is not None:
+            state[:, units] = source_states[step[0]].to(state.dtype)
+        module.recurrent_states = state
+        states.append(state[:, units].clone())
+        return state[:, None].to(output.dtype)
+
+    handle = blocks[0].rg_lru.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            for t in range(ids.shape[1]):
+                step[0] = t
+                logits = hf(input_ids=ids[:, t:t + 1], position_ids=torch.full((len(ids), 1), t), use_cache=True,
+                            cache=cache, attention_mask={"sliding_attention": None}).logits
+                outputs.append(logits[:, 0, :1])
+    finally:
+        handle.remove()
+    return torch.stack(outputs, dim=1), states
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
+    from transformers import AutoModelForCausalLM
+
+    root, (net, labels, data, circuit) = built(arch)
+    folder = f"{root}/trained/majority/{arch}"
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
+    assert type(hf).__name__ == ("MambaForCausalLM" if arch == "mamba" else "RecurrentGemmaForCausalLM")
+    assert sorted(labels) == sorted(net.hook_names) == sorted(hook["name"] for hook in circuit.hooks)
+    assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
+    xs = data["test_inputs"][:6]
+    outputs, cache = net.run_with_cache(xs)
+    assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full, to float32
+    aligned = {(v["node"], u[0]) for v in circuit.variables for u in v["units"]}
+    assert {("ones_minus_zeros", "layers.0"), ("more_ones", "layers.1")} <= {
+        (node, hook.rsplit(".", 1)[0]) for node, hook in aligned}  # each variable in the state of its level
+    for hook, values in cache.items():
+        assert values.shape[:2] == xs.shape[:2] and values.shape[2] == len(labels[hook])
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the_step(arch):
+    root, (net, labels, data, circuit) = built(arch)
+    hook = "layers.0.ssm_state" if arch == "mamba" else "layers.0.recurrent_state"
+    units = [u for u, label in enumerate(labels[hook]) if label.node == "ones_minus_zeros"]
+    assert units
+    base = data["pairs_clean_inputs"][:5, :9]
+    _, own = net.run_with_cache(base)
+    patch = np.full(own[hook].shape, np.nan)
+    patch[..., units] = np.random.default_rng(5).normal(size=(*patch.shape[:2], len(units)))  # states of size 1
+    patched, cache = net.run_with_cache(base, patch={hook: patch})
+    by_hand = mamba_by_hand if arch == "mamba" else hawk_by_hand
+    tolerance = 1e-5 if arch == "mamba" else 0  # the written-out maths in float64, the stock code in part float32
+    expected, states = by_hand(net.hf, base, units, list(torch.as_tensor(patch[..., units]).unbind(1)))
+    assert torch.allclose(patched.double(), expected.double(), rtol=0, atol=tolerance)
+    assert torch.allclose(cache[hook][..., units].double(), torch.stack(states, dim=1).double(), rtol=0, atol=tolerance)
+    assert (patched - net.run_with_cache(base)[0]).abs().max() > 100 * tolerance + 1e-3  # the patch mattered
+
+
+def test_the_harness_scores_a_folder():
+    from lsrl.cli import main
+
+    root, _ = built("mamba")
+    result = CliRunner().invoke(main, ["bench", "eval", f"{root}/trained/majority/mamba", "--method", "resample",
+                                       "--pairs", "4"])
+    assert result.exit_code == 0, result.output
+    scores = dict(line.split(": ", 1) for line in result.output.splitlines() if ": " in line)
+    assert scores["tier"] == "trained" and 0 <= float(scores["unit_auroc"]) <= 1
+    assert int(scores["units"]) == 2 * 128 + 1  # the aligned and free units of both ssm states, and the readout
+
+
+def test_interchange_intervention_training_lowers_the_interchange_error():
+    """Hawk on count_ones: the squared error of the outputs under the interchange of ``count``'s units against
+    the program's, on fresh sequences, falls with training."""
+    program, rng = TASKS["count_ones"].build(), np.random.default_rng(7)
+    base, source = (np.stack([TASKS["count_ones"].sample(rng, 6) for _ in range(32)]).astype(float) for _ in "ab")
+    expected = _targets(program, base, source, "count")
+
+    def interchange_error(model):
+        _, states = model.run(torch.as_tensor(source))
+        with torch.no_grad():
+            outputs, _ = model.run(torch.as_tensor(base), model.alignment["count"], states)
+        return float(((outputs - expected) ** 2).mean())
+
+    untrained, trained = train_hf("count_ones", "hawk", steps=1), train_hf("count_ones", "hawk", steps=60, batch=32)
+    assert interchange_error(trained) < 0.5 * interchange_error(untrained)
+
+
+def test_levels_follow_the_chain_of_variables_within_a_step():
+    for name, levels in {"majority": {"ones_minus_zeros": 0, "more_ones": 1},
+                         "count_token_2": {"is_2": 0, "count": 1}, "count_ones": {"count": 0}}.items():
+        task = TASKS[name]
+        assert variable_levels(task.build(), task.circuit_nodes()) == levels
+
+
+def test_the_command_line_names_the_trained_architectures():
+    from lsrl.bench.build import TRAINED_ARCHS
+    from lsrl.cli import TRAINED_ARCHS as CLI_ARCHS
+
+    assert CLI_ARCHS == (*TRAINED_ARCHS, *HF_ARCHS)
