@@ -7,6 +7,7 @@ declared bounds, T = max_len."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from lsrl.hf.recurrentgemma import GELU_EXACT, GELU_GAP, SATURATE
 
 DTYPES = (torch.float32, torch.float64)
 T = 12
+STATED_ONCE = 1e-3  # stated 2.3e-4 at T = 256; without the two sharpenings 8e-3 to 1.6e-2
 
 
 def _run(hf, xs) -> np.ndarray:
@@ -165,10 +167,31 @@ def test_a_scan_too_long_for_its_rounding_bound_is_refused_naming_the_state(arch
 
 
 def test_a_tolerance_that_proves_nothing_warns():
-    """Listing 1's steep steps (slope 1000) and its sums over all cells make its interval bound exceed its
-    outputs' bound: the model is written, with a ToleranceWarning."""
+    """Listing 1's steep steps (slope 1000) and its sums over all cells make its error bound exceed its
+    outputs' bound at length (Mamba: 4.8e2 > 256 at 257 steps): the model is written, with a ToleranceWarning."""
     from lsrl.targets.precision import ToleranceWarning
 
     model = lsrl.compile(lsrl.programs.continuous_approximator(1, 1, robust=True, value_bound=1))
     with pytest.warns(ToleranceWarning, match="proves nothing"):
-        H.to_hf(model, "hawk", 33)
+        H.to_hf(model, "mamba", 257)
+
+
+# ---- scans: an initial state, a state written once ------------------------------------------------
+
+
+@pytest.mark.parametrize("arch,dtype", [("mamba", torch.float32), ("mamba", torch.float64), ("hawk", torch.float32)])
+def test_an_initial_state_and_a_state_written_once_keep_their_first_steps_error(arch, dtype):
+    """A pulse (the initial state 1/3 at decay 1; RecurrentGemma's first-step channel:
+    ``lsrl.hf.rounding.pulse_error``) carries its first step's error alone, and a scan whose slot
+    ``relational_bounds`` bounds by 1 rounds by ``U`` per step, not by ``U T`` (``scan_error``'s ``state``,
+    ``Slot.scan_state``): at T = 256 the full-scan bound ``2 U T**2`` would be 8e-3."""
+    x = lsrl.Input(1, name="x", bounds=(0, 1))
+    started = lsrl.LinState(lsrl.f_constant(x, 1), [[0, 0], [1, 0]], [[1], [0]])  # [1, 0], [1, 1], ...
+    once = lsrl.LinState(lsrl.f_ifelse(lsrl.f_not(started[1]), x, x * 0, variant="multiplicative"), [[1]], [[1]])
+    third = lsrl.LinState(x, [[1]], [[0]], init_state=[Fraction(1, 3)], name="third")
+    model = lsrl.compile(lsrl.ForEach(lsrl.Concat([once, third])))
+    steps = 256
+    xs = np.random.default_rng(5).uniform(0, 1, (4, steps, 1))
+    hf = H.to_hf(model, arch, steps, dtype)
+    error = np.max(np.abs(_run(hf, xs) - np.asarray(model(xs), dtype=float)))
+    assert error <= hf.config.lsrl_io["tolerance"] < STATED_ONCE

@@ -140,6 +140,7 @@ def test_listing_2_answers_every_query(arch, dtype, n):
     assert ("sliding_attention" in blocks) == (arch == "griffin")  # Griffin's local attention blocks are there
     answers = np.rint(_run(hf, prompts)[:, -n:, 0]).astype(int)
     assert [tuple(answer) for answer in answers] == list(mapping.values())
+    assert hf.config.lsrl_io["tolerance"] == 0.0  # proved exact (relational_bounds: every value on a grid)
 
 
 def test_listing_1_within_its_error():

@@ -19,7 +19,7 @@ Interface:
   path)`` (``save_pretrained`` plus the card); the folder loads with
   ``AutoModelForCausalLM.from_pretrained`` without lsrl.
 - ``lsrl.hf.stream``: the residual-stream layout the constructions share (anchor channels that make
-  every RMSNorm an exact constant scaling, the payload scale from ``value_bounds`` at ``max_len``).
+  every RMSNorm an exact constant scaling, the payload scale from ``relational_bounds`` at ``max_len``).
 - ``lsrl.hf.rounding``: the rounding analysis they share; each builder's module doc proves the
   ``tolerance`` it records from it (0 where every output is provably exact).
 """

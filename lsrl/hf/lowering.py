@@ -36,8 +36,10 @@ composed into forms; a ReLU, a Multi and a LinState become slots. LinStates are 
 - anything else (a driven decay above 1, a block of another shape, a driven rotation of no finite
   period) is refused with an ``LsrlError`` naming the state and why.
 
-Every value must have a finite bound at ``max_len`` (``value_bounds``): else ``LsrlError`` naming the
-node. Bounds of forms are interval bounds, tightened by the program's own where a form is a node.
+Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
+analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
+node. Bounds of forms are interval bounds, tightened by the program's own where a form is a node: those
+of the diagonal form's layer, and of the compiled program's where the pass left the layer alone.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ import numpy as np
 
 from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import InternalError, LsrlError, shown
-from lsrl.lang.bounds import value_bounds
+from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
 from lsrl.numbers import FLOAT64_MAX
@@ -154,6 +156,14 @@ class Slot:
     @property
     def bound(self) -> float:
         return max(abs(self.low), abs(self.high))
+
+    @property
+    def scan_state(self) -> float | None:
+        """``M_s / |w|``, a bound on the state of a slot that is one scan of a non-negative drive (its
+        state is the slot's value over ``w``, however long the scan), else None."""
+        if len(self.channels) == 1 and self.channels[0].kind == "scan" and self.channels[0].form.low >= 0:
+            return self.bound / abs(self.channels[0].weight)
+        return None
 
 
 @dataclass
@@ -278,10 +288,10 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     current = list(builder.inputs)
     originals = {layer.name: layer for layer in model.layers}
     layers: list[Any] = list(float_diagonal(model).layers)
+    relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in layers:
         first_new = len(builder.slots)
-        bounded = _same_values(layer, originals.get(layer.name))
-        low, high = (list(map(float, side)) for side in value_bounds(bounded, max_len))
+        low, high = _layer_bounds(layer, originals.get(layer.name), max_len)
         if layer.kind == "Linear":
             current = _affine(layer.A.to_numpy(), layer.b.to_numpy(), current)
         elif layer.kind == "ReLU":
@@ -299,15 +309,24 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     return Lowered(builder.slots, current, max_len, spec.dim, spec.integer)
 
 
-def _same_values(layer: Any, original: Any) -> Any:
-    """``original`` (a layer of the compiled program) where ``layer`` (of its diagonal form) computes the
-    same values (same kind and weights: the pass left it alone), else ``layer``. The original's bounds
-    are the tighter: the diagonal form's eigen-coordinates widen the interval analysis."""
-    if original is None or original.kind != layer.kind or original.dim != layer.dim:
-        return layer
+def _layer_bounds(layer: Any, original: Any, max_len: int) -> tuple[list[float], list[float]]:
+    """``relational_bounds`` of ``layer`` (of the diagonal form), intersected with those of ``original``
+    (the compiled program's layer of its name) where both compute the same values (``_same_values``):
+    both are sound, and the diagonal form's eigen-coordinates can widen the analysis."""
+    low, high = (list(map(float, side)) for side in relational_bounds(layer, max_len))
+    if _same_values(layer, original):
+        o_low, o_high = relational_bounds(original, max_len)
+        low, high = list(map(max, low, map(float, o_low))), list(map(min, high, map(float, o_high)))
+    return low, high
+
+
+def _same_values(layer: Any, original: Any) -> bool:
+    """Whether ``layer`` (of the diagonal form) computes the values of ``original`` (a layer of the compiled
+    program): same kind and weights, the pass left it alone."""
+    if original is None or original is layer or original.kind != layer.kind or original.dim != layer.dim:
+        return False
     names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
-    same = all(np.array_equal(getattr(layer, n).to_numpy(), getattr(original, n).to_numpy()) for n in names)
-    return original if same else layer
+    return all(np.array_equal(getattr(layer, n).to_numpy(), getattr(original, n).to_numpy()) for n in names)
 
 
 def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
@@ -324,8 +343,9 @@ def _require_bounded(model: CompiledProgram, max_len: int) -> None:
     unbounded_input = not all(math.isfinite(v) for v in spec.low + spec.high)
     advice = (f"Input '{spec.name}' has no finite bound: declare its bounds" if unbounded_input else
               "declare the Input's bounds, or bound the state")
+    relational_bounds(model.layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in model.layers:
-        bounds = value_bounds(layer, max_len)
+        bounds = relational_bounds(layer, max_len)
         if not bounds.finite:
             raise LsrlError(f"{layer.describe()} has no finite bound on sequences of up to max_len={max_len} steps "
                             f"({advice}), so no finite scale can hold it")

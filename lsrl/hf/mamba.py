@@ -36,7 +36,7 @@ relative error of every rounding in either dtype (the stock RMSNorm and the floa
 scan input and of the logits are float32). Underflow: every quantity is a value of the program times a
 scale of at least ``beta >= 2**-100`` (the stream), 1 (the scan) or a gain, so a rounding in the
 subnormal range adds at most ``2**-150 / 2**-100 = TINY`` in value units; ``TINY`` is added per
-rounding below. Each slot ``s`` has its bound ``M_s`` (``lsrl.hf.lowering``, from ``value_bounds`` at
+rounding below. Each slot ``s`` has its bound ``M_s`` (``lsrl.hf.lowering``, from ``relational_bounds`` at
 ``max_len``) and an error bound ``E_s`` on its stored value ``v^_s = h_s / beta``, built block by
 block (every block reads only slots of lower levels):
 
@@ -60,7 +60,12 @@ block (every block reads only slots of lower levels):
    within ``delta = |a^(float64) - a| + 2U`` of ``a``; each step rounds ``a^ S`` and the sum. So
    ``eps_t <= a^ eps_(t-1) + delta S_max + e_d + 2U (S_max + eps) + 2 TINY`` and, summed,
    ``eps <= R' (e_d + delta S_max + 2U S_max + 2 TINY) / (1 - 2U R')`` with ``R' = sum_(j<T) a^^j``
-   (refused unless ``2U R' < 1/2``). ``C_t = 1``, ``D = 0`` and ``silu(z) = 64``: exact.
+   (refused unless ``2U R' < 1/2``); where the slot is this one scan of a non-negative drive (no split),
+   ``|S| <= M_s / |w|`` too and the smaller bound is ``S_max``. ``C_t = 1``, ``D = 0`` and ``silu(z) =
+   64``: exact. A *pulse* (an initial state) drives the scan at the first step only (the conv gives ``k c
+   - k c = 0`` after, and ``silu(0) = 0``, ``dt B 0 = 0`` exactly), so ``|S| <= D`` and ``eps_t <= a^
+   eps_(t-1) + (delta + U) D + U eps + TINY`` from ``eps_1 = e_d``: ``lsrl.hf.rounding.pulse_error``; with
+   the exact unit decay no later step rounds at all and ``eps = e_d``.
 5. *Writing a slot*: out_proj holds ``fl(beta w / 64)`` and sums the slot's ``c`` channels (``0 + x``
    into an unused stream channel is exact), so ``E_s = sum |w| e_ch + gamma_(c+2) sum |w| (B_ch + e_ch)
    + (c + 2) TINY``, ``B_ch`` the channel's bound.
@@ -77,17 +82,21 @@ at most 24 significant bits. A form ``sum c_i v_i + c_0`` of such slots with dya
 order: it is computed exactly (``dyadic_exponent``, ``form_grid``). Its SiLU is exact where ``k 2**-q
 >= 710`` (a non-zero value is then beyond the window; ``silu(0) = 0``); a product of exact factors,
 a decay-1 scan of an exact drive and the out_proj sum are exact under the same ``2**24`` condition
-(a scan's bound is ``T`` times its drive's).
+(a scan's bound is ``T`` times its drive's, or ``M_s / |w|`` where that is smaller, 4.).
 
 Every value stays within ``M_s + E_s``: the stream is planned for these bounds, and the gains keep
 intermediates below ``2**100`` for ``M_s``, so ``E_s <= 2**20 (M_s + 1)`` (checked) keeps them below
 ``2**121``, finite in float32. A stated tolerance as large as the outputs' bound proves
 nothing: the builder warns (``ToleranceWarning``, naming the program) and still writes the model. An output
 that is a whole number is read exactly by rounding where ``tolerance < 1/2``. The bound is in
-``config.lsrl_io["tolerance"]`` (absolute); the pieces are in ``lsrl.hf.rounding``. What is *not*
-proved: ``value_bounds`` gives interval bounds, so for programs with wide intervals (Listing 2:
-outputs bounded by 5.2e9 at ``max_len = 21``, beyond float32's exact integers) the stated tolerance is far
-above the error measured (0 there).
+``config.lsrl_io["tolerance"]`` (absolute); the pieces are in ``lsrl.hf.rounding``. The bounds ``M_s``
+are ``lsrl.lang.relational_bounds`` (an unrolled run over value sets, sound, never looser than the
+intervals): the robust Listing 2 (n = 2, 3; its permutation counters read from the phase by the
+lowering) is then on the grid throughout and stated exact (tolerance 0; from the interval bounds,
+4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 6.5e5). What stays loose: the errors
+``E_s`` are bounded per slot, independently, so an error entering a chain of steps of slope ``mu``
+grows by about ``2 mu`` per step where in truth a saturated step cancels it (Listing 1, whose cells
+have slope 1000: stated 31 at 65 steps, measured 2e-5).
 """
 
 from __future__ import annotations
@@ -101,7 +110,8 @@ from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
-    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, reach, scan_error, written,
+    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
+    scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
 
@@ -343,7 +353,8 @@ def scan_decay(decay: float) -> tuple[float, float]:
 
 
 def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], errors: list[float],
-             grids: list[int | None], max_len: int, chunked: bool) -> tuple[float, float, float, int | None]:
+             grids: list[int | None], max_len: int, chunked: bool, state: float | None = None
+             ) -> tuple[float, float, float, int | None]:
     """``(weight, error, bound, grid)`` of one channel's output (module doc, 2. to 4., and exactness)."""
     e, grid = factor(channel.form, gain, SILU_EXACT, SILU_GAP, bounds, errors, grids)
     if channel.kind == "product":
@@ -351,11 +362,17 @@ def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], er
         e_b, other = factor(channel.gate, gate, SILU_EXACT, SILU_GAP, bounds, errors, grids)  # type: ignore[arg-type]
         grid = on_grid([(1.0, grid + other, a * b)]) if grid is not None and other is not None else None
         error, bound = product_error(a, e, b, e_b), a * b
+    elif channel.kind == "pulse" and not chunked:  # the drive is 0 after the first step (module doc, 4.)
+        bound = max(channel.form.high, 0.0)
+        grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
+        error = pulse_error(bound, e + U * (bound + e), channel.decay, *scan_decay(channel.decay), max_len)
     elif channel.kind in ("scan", "pulse"):
         drive = max(channel.form.high, 0.0)
-        bound = drive * reach(channel.decay, max_len)
+        bound = drive * reach(channel.decay, max_len) if state is None else min(drive * reach(channel.decay, max_len),
+                                                                                state)
         grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
-        error = scan_error(drive, e + U * (drive + e), channel.decay, *scan_decay(channel.decay), max_len, chunked)
+        error = scan_error(drive, e + U * (drive + e), channel.decay, *scan_decay(channel.decay), max_len, chunked,
+                           state)
     else:
         error, bound = e, max(channel.form.high, 0.0)
     if chunked:  # Mamba-2's gated group norm rounds every head's output to float32
@@ -376,7 +393,7 @@ def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, flo
         parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
         for slot, channel, gain, gate in rows:
             parts.setdefault(slot, []).append(_channel(channel, gain, gate, bounds, errors, grids, lowered.max_len,
-                                                       chunked))
+                                                       chunked, lowered.slots[slot].scan_state))
         for slot, channel_parts in parts.items():
             errors[slot], grids[slot] = written(channel_parts)
     return errors, grids

@@ -16,11 +16,12 @@ block ``L`` writes the slots of level ``L``. Mamba-2 differs in three ways, each
   float32 (also in a float64 model), where ``exp(-2 g)`` rounds to 1 (``2 g`` is below half an ulp
   under 1, ``2**-25``), so ``sigmoid(2 g) = 1/2`` and ``silu(2 g) = g`` exactly (an assumption on
   torch, tested in ``tests/test_hf_mamba.py``), and ``y g`` is an exact scaling. The scan itself is
-  then Mamba's: whole numbers stay exact (sums of multiples of ``k`` below ``2**24`` units), and
-  ``value_bounds``' interval bounds only set the scales, so a program whose intervals are far wider
-  than its values (Listing 2: the output registers' drive bounded by 7e5 at ``max_len = 18``, for tokens 0..3) runs
-  exactly. A pulse (an initial state) is ``x = k c >= 64`` at the first step only (conv taps +1, -1
-  on a constant; ``silu(x) = x`` there).
+  then Mamba's: whole numbers stay exact (sums of multiples of ``k`` below ``2**24`` units), and the
+  value bounds only set the scales, so even where they are far wider than the values (the intervals of
+  ``value_bounds`` bound Listing 2's output registers' drive by 7e5 at ``max_len = 18``, for tokens 0..3;
+  the builders plan from the sharper ``relational_bounds``) a program on a grid runs exactly. A pulse
+  (an initial state) is ``x = k c >= 64`` at the first step only (conv taps +1, -1 on a constant;
+  ``silu(x) = x`` there).
 - ``y * silu(z)`` passes a **gated group RMSNorm** (one group, float32) before out_proj. Anchor heads
   (``u = silu(64) = 64``, ``D = 1``, ``z = A / 64``) hold ``A`` (a power of two) in ``K`` heads with
   ``inner / K = 4**j``, so the anchors' mean square is ``(A / 2**j)**2``; every other head's output
@@ -46,7 +47,9 @@ chunk, ``L = exp(segsum(dt A))``, einsum reductions, an inter-chunk recurrence):
   ``exp(-inf) = 0`` (the masked entries): each output is a sum of products of ``x dt`` with powers
   of two, 0 and 1. On a grid (exactness, ``lsrl.hf.mamba``), with the scan's bound below ``2**24``
   grid units, every product and every partial sum is representable, so the result is exact in any
-  order of summation (einsum's blocking, an FMA, the stepwise path's ``S dA + dB x`` alike);
+  order of summation (einsum's blocking, an FMA, the stepwise path's ``S dA + dB x`` alike); off a
+  grid the same sums are within ``gamma_(2T+8)`` times the sum of their terms' magnitudes, which is
+  the state's own bound where the drive is non-negative (``lsrl.hf.rounding.scan_error``);
 - *decays in (0, 1), assumed*: each output is within ``gamma_(2T+8) R (D + e_d)`` of the recurrence
   on its computed drive with the computed decay ``exp(32 A)`` (at most ``2T + 8`` roundings along
   any path: ``dt A``, a cumulative sum of at most ``T`` terms, ``exp`` taken as correctly rounded to

@@ -3,7 +3,7 @@ blocks only) and Griffin (recurrent, recurrent, local attention, repeated). Only
 weights are written; the stock modules run unchanged.
 
 **The stream.** The residual stream is ``lsrl.hf.stream``'s: anchor channels holding ``alpha`` and
-payload channels holding ``beta * v``, ``beta`` from ``value_bounds`` at ``max_len``, so every
+payload channels holding ``beta * v``, ``beta`` from ``relational_bounds`` at ``max_len``, so every
 RMSNorm (``rms_norm_eps = 0``, weight 0, so ``x / rms * (1 + 0)``) is exactly the identity. The
 stock model multiplies the embeddings by ``sqrt(hidden_size)`` rounded to bfloat16; the stream is
 built with 1 or 4 anchors, so ``hidden_size`` is a power of 4 and that factor ``s`` is a power of
@@ -57,7 +57,7 @@ The lowering's channels become:
 least ``2**40`` times the largest output bound (``tanh(y) == y`` for ``|y| < 2**-27``).
 
 **Tolerance (the proof).** Slot by slot, with ``lsrl.hf.rounding``'s pieces (``U = 2**-24`` for
-every rounding, ``gamma_n``, ``TINY``, grids for exact slots); ``M_s`` from ``value_bounds`` at
+every rounding, ``gamma_n``, ``TINY``, grids for exact slots); ``M_s`` from ``relational_bounds`` at
 ``max_len`` (the plan's slot bounds), ``E_s`` the error bound, ops taken in the order the blocks run
 them (every op reads slots written before it).
 
@@ -76,11 +76,15 @@ them (every op reads slots written before it).
   ``sigmoid(+-1024)`` and ``exp(-8192)`` are exact 1 / 0); decay channels scale their drive by ``m``
   (exact for the unit decay, ``m = 2**-12``; one rounding for a genuine decay), round it to float32
   (one more ``U``) and scan it: ``lsrl.hf.rounding.scan_error`` with ``a^`` the float32 decay and
-  ``delta = |a^ - l|``. Each channel is bounded against the program's ``l`` on its own, so ``P`` and
-  ``Q`` need not compute the same ``a``. The reset at ``position_ids == 0`` and the first-step gates
-  are exact (``F`` is exactly 1 then 0). ``y = gelu_tanh(8) = 8`` exactly, so ``h y`` is exact;
-  ``linear_out`` writes the slot (``written``). Griffin's attention halves add an exact 0
-  (``o_proj = 0``).
+  ``delta = |a^ - l|``; where the slot is one scan of a non-negative drive, ``0 <= P <= P + Q`` is
+  bounded by the slot's own ``M_s / |w|`` (``Slot.scan_state``), taken where smaller than ``R D``. A
+  ``Q`` channel (a pulse's, a scan's first step) is driven at the first step only (``i = 0`` after:
+  its input is an exact 0), so ``|h| <= D`` and it carries ``lsrl.hf.rounding.pulse_error`` (for the
+  unit decay, ``1 * h + 0`` is exact: the first step's error alone). Each channel is bounded against
+  the program's ``l`` on its own, so ``P`` and ``Q`` need not compute the same ``a``. The reset at
+  ``position_ids == 0`` and the first-step gates are exact (``F`` is exactly 1 then 0). ``y =
+  gelu_tanh(8) = 8`` exactly, so ``h y`` is exact; ``linear_out`` writes the slot (``written``).
+  Griffin's attention halves add an exact 0 (``o_proj = 0``).
 - *Output*: ``lm_head`` is a projection row; the soft-cap is the identity (``Output``);
   ``tolerance = max_j e_j + U (M_j + e_j)``; 0 where every output is on a grid (exact: the
   ``lm_head`` sum, the soft-cap's powers of two and ``tanh(y) == y`` for ``|y| <= 2**-27``, assumed of
@@ -107,9 +111,11 @@ large as the outputs' bound proves nothing: ``ToleranceWarning``.
   powers ``R**r`` and the sequences of driveless blocks are taken as the program's, up to the spare
   rounding in ``gamma_(m+2)`` (nothing is assumed where they are dyadic: the exactness proof needs
   dyadic coefficients).
-- *Tightness*: ``value_bounds`` gives interval bounds, so programs with wide intervals (Listing 2:
-  outputs bounded by 5.2e9, beyond float32's exact integers) get a stated tolerance far above the
-  error measured (0).
+- *Tightness*: the bounds ``M_s`` are ``lsrl.lang.relational_bounds`` (sound, never looser than the
+  intervals of ``value_bounds``, whose 4.4e14 on the robust Listing 2's outputs at ``max_len = 256``
+  made its tolerance 2.9e11): the robust Listing 2 (n = 2, 3) is on the grid throughout, stated exact
+  (tolerance 0). Where a program is off the grid the errors are bounded slot by slot, independently,
+  which can be far above the error measured (Listing 1).
 """
 
 from __future__ import annotations
@@ -123,7 +129,9 @@ import numpy as np
 from lsrl.errors import LsrlError
 from lsrl.hf.lowering import Channel, Form, Lowered, constant, declared, lower
 from lsrl.hf.mamba import finished, output_tolerance, stream_bounds
-from lsrl.hf.rounding import U, factor, form_error, form_grid, gamma, on_grid, product_error, reach, scan_error, written
+from lsrl.hf.rounding import (
+    U, factor, form_error, form_grid, gamma, on_grid, product_error, pulse_error, reach, scan_error, written,
+)
 from lsrl.hf.stream import Stream, plan_stream
 
 if TYPE_CHECKING:
@@ -345,7 +353,7 @@ def _check_sizes(lowered: Lowered, ops: list[Op], weights: dict, where: str) -> 
     below ``WEIGHT_LIMIT``."""
     for slot in lowered.slots:
         if not slot.bound < WEIGHT_LIMIT:
-            raise LsrlError(f"{slot.name} may reach {slot.bound:.3g} at max_len (value_bounds), too large for the "
+            raise LsrlError(f"{slot.name} may reach {slot.bound:.3g} at max_len (relational_bounds), too large for the "
                             "residual stream beside its anchors; lower max_len or the Input bounds")
     for name, value in weights.items():
         largest = float(np.max(np.abs(value))) if np.size(value) else 0.0
@@ -373,8 +381,9 @@ def _unit_part(unit: Unit, bounds: list[float], errors: list[float], grids: list
 
 
 def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], grids: list, max_len: int,
-                  dtype: Any) -> tuple[float, float, float, Any]:
-    """``(weight, error, bound, grid)`` of an RG-LRU channel (module doc, recurrent blocks)."""
+                  dtype: Any, state: float | None = None) -> tuple[float, float, float, Any]:
+    """``(weight, error, bound, grid)`` of an RG-LRU channel (module doc, recurrent blocks); ``state``, where
+    known, bounds the scan's state (``lsrl.hf.lowering.Slot.scan_state``)."""
     x = channel.x
     x_grid = form_grid(x, bounds, grids)
     e_x = 0.0 if x_grid is not None else form_error(x, bounds, errors)
@@ -396,10 +405,14 @@ def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], 
         decay = float(channel.decay)
         computed = _rglru_decay(decay_param(decay, dtype)[0], dtype)[0]
         delta = abs(computed - decay) * (1 + 2.0 ** -52)
-    bound = drive * reach(decay, max_len)
+    if channel.gate == "first":  # i = 0 after the first step: the drive is an exact 0 there, |h| <= drive
+        bound = drive
+        error = pulse_error(drive, drive_error, decay, computed, delta, max_len)
+    else:
+        bound = drive * reach(decay, max_len) if state is None else min(drive * reach(decay, max_len), state)
+        error = scan_error(drive, drive_error, decay, computed, delta, max_len, state=state)
     grid = on_grid([(1.0, grid, bound)]) if decay == 1 and grid is not None else None
-    error = 0.0 if grid is not None else scan_error(drive, drive_error, decay, computed, delta, max_len)
-    return channel.weight, error, bound, grid
+    return channel.weight, (0.0 if grid is not None else error), bound, grid
 
 
 def plan_errors(lowered: Lowered, ops: list[Op], dtype: Any) -> tuple[list[float], list]:
@@ -415,8 +428,8 @@ def plan_errors(lowered: Lowered, ops: list[Op], dtype: Any) -> tuple[list[float
             parts.setdefault(unit.slot, []).append(_unit_part(unit, bounds, errors, grids))
         for channel in op.channels:
             if channel.slot is not None:
-                parts.setdefault(channel.slot, []).append(
-                    _channel_part(channel, bounds, errors, grids, lowered.max_len, dtype))
+                parts.setdefault(channel.slot, []).append(_channel_part(
+                    channel, bounds, errors, grids, lowered.max_len, dtype, lowered.slots[channel.slot].scan_state))
         for slot, slot_parts in parts.items():
             errors[slot], grids[slot] = written(slot_parts)
     return errors, grids

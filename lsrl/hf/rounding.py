@@ -1,6 +1,6 @@
 """The rounding analysis the constructions share: error bounds on the slots of a residual stream.
 
-Each builder tracks, per slot ``s`` (bound ``M_s`` from ``value_bounds`` at ``max_len``), a bound
+Each builder tracks, per slot ``s`` (bound ``M_s`` from ``lsrl.lang.relational_bounds`` at ``max_len``), a bound
 ``E_s`` on the distance of its computed value from the program's, and a *grid*: ``q`` where the
 computed value is provably exact and a multiple of ``2**-q``, else None. The module docs of
 ``lsrl.hf.mamba`` and ``lsrl.hf.recurrentgemma`` give the proofs; this module holds the pieces:
@@ -24,8 +24,16 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
 - ``scan_error``: a recurrence ``S_t = a S_(t-1) + d_t`` (``|d| <= D``, error ``e_d``, reach ``R =
   sum_(j<T) a^j``) run with a computed decay ``a^`` within ``delta`` of ``a`` and two roundings per
   step: ``eps_t <= a^ eps_(t-1) + delta R D + e_d + 2 U (R D + eps) + 2 TINY``, so ``eps <= R' (e_d +
-  delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j``; a chunked scan (Mamba-2)
-  replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``.
+  delta R D + 2 U R D + 2 TINY) / (1 - 2 U R')`` with ``R' = sum_(j<T) a^^j`` (``R D`` bounds ``|S|``; where
+  the slot is that one scan of a non-negative drive, its own bound ``M_s / |w|`` does too, and the smaller
+  is taken: a query written once is not ``T`` times its drive); a chunked scan (Mamba-2)
+  replaces the per-step rounding by ``gamma_(2T+8) R (D + e_d)``, the sum of its terms' bounds; for
+  the exact unit decay and a non-negative drive its exact terms sum to ``S``: ``gamma_(2T+8) (M + T
+  e_d)``, ``M`` the state's own bound.
+- ``pulse_error``: such a scan whose drive is non-zero at the first step only (an initial state): its
+  value stays within the drive's bound, and with the exact unit decay it carries the first step's error
+  alone (``S + 0`` and ``1 * S`` are exact), so a constant initial state such as ``1/3`` does not pick
+  up ``2 U T**2`` over ``T`` steps.
 - ``written``: a slot written as ``sum_ch w_ch y_ch`` (one output projection, weights rounded, into
   an unused stream channel, so the residual addition ``0 + x`` is exact).
 """
@@ -116,18 +124,44 @@ def reach(decay: float, max_len: int) -> float:
 
 
 def scan_error(drive: float, drive_error: float, decay: float, computed: float, delta: float, max_len: int,
-               chunked: bool = False) -> float:
+               chunked: bool = False, state: float | None = None) -> float:
     """``eps`` of a scan (module doc): drive at most ``drive`` in magnitude with error ``drive_error``,
-    exact decay ``decay``, computed decay at most ``computed`` and within ``delta`` of ``decay``; inf
-    where ``2 U R' >= 1/2``."""
+    exact decay ``decay``, computed decay at most ``computed`` and within ``delta`` of ``decay``; ``state``,
+    where known, bounds the exact state ``|S|`` better than ``R D``; inf where ``2 U R' >= 1/2``."""
     exact_reach, computed_reach = reach(decay, max_len), reach(computed, max_len)
-    largest = exact_reach * drive
+    largest = exact_reach * drive if state is None else min(exact_reach * drive, state)
     if 2 * U * computed_reach >= 0.5:
         return math.inf
     step = drive_error + delta * largest + 2 * TINY
-    rounding = (gamma(2 * max_len + 8) * max(exact_reach, computed_reach) * (drive + drive_error) if chunked
+    rounding = (gamma(2 * max_len + 8) * (_chunked_terms(drive, decay, computed, exact_reach, computed_reach, largest)
+                                          + computed_reach * drive_error) if chunked
                 else computed_reach * 2 * U * largest)
     return (computed_reach * step + rounding) / (1 - 2 * U * computed_reach)
+
+
+def _chunked_terms(drive: float, decay: float, computed: float, exact_reach: float, computed_reach: float,
+                   largest: float) -> float:
+    """A bound on ``sum_j a^**(t-j) |d_j|``, the terms a chunked scan sums (exact drives): ``R' D``; for the
+    exact unit decay (every power 1) ``largest``, the bound on ``|S|`` (``R D``, or the state's own bound,
+    given only where the drive is non-negative: then the terms sum to ``S``)."""
+    if decay == 1 and computed == 1:
+        return largest
+    return max(exact_reach, computed_reach) * drive
+
+
+def pulse_error(value: float, value_error: float, decay: float, computed: float, delta: float, max_len: int
+                ) -> float:
+    """``eps`` of a pulse (module doc): a scan whose drive ``d`` (``|d| <= value``, error ``value_error``) enters at
+    the first step only and is an exact 0 after. Then ``S_t = a^ S_(t-1)`` with ``|S| <= value``: each step
+    rounds the product (the sum with an exact 0 is exact), so ``eps_t <= a^ eps_(t-1) + (delta + U) value +
+    U eps + TINY`` from ``eps_1 = value_error``; for the unit decay (``a^ = 1`` exactly, ``1 * S`` exact) no step
+    after the first rounds: ``eps = value_error``. inf where ``U R' >= 1/2``."""
+    if decay == 1 and computed == 1:
+        return value_error
+    computed_reach = reach(computed, max_len)
+    if U * computed_reach >= 0.5:
+        return math.inf
+    return (value_error + computed_reach * ((delta + U) * value + TINY)) / (1 - U * computed_reach)
 
 
 def written(parts: Sequence[tuple[float, float, float, int | None]]) -> tuple[float, int | None]:

@@ -1,0 +1,134 @@
+"""What the stock Hugging Face targets (``model.to_hf``) prove for Listings 1 and 2: the output bound of the
+interval analysis (``value_bounds``) and of the unrolled relational one (``relational_bounds``) at
+``max_len``, the tolerance each builder states when it plans from either (``before``: intervals, as the
+builders did; ``after``: relational, as they do now), or why it refuses, the largest weight, and the error
+measured on prompts of ``max_len`` tokens against the exact interpreter.
+
+    python benchmarks/hf_bounds.py [--archs mamba,mamba2,hawk,griffin] [--dtypes float32] [--cases ...] [--csv DIR]
+                                                                                      # DIR/hf_bounds.csv
+
+A token program's answers are proved exact where the stated tolerance is below 1/2 (``proved``: yes); 0
+means every output is on a grid and computed exactly. Listing 1's outputs are real: ``proved`` says
+whether its tolerance is below its outputs' bound (informative). Cases: Listing 2 robust (n = 2, tokens
+up to 9, 66 steps; n = 3, tokens up to 10, 256 steps), Listing 2 with the paper's constants (n = 2, 3,
+multiplicative ``f_ifelse``, ``mu = 1000``, ``lambda = 1e10``; 22 and 33 steps), Listing 1 robust (1 -> 1,
+|f| <= 1, 64 cells and the query: 65 steps).
+"""
+
+import argparse
+import itertools
+import math
+import random
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import lsrl
+import lsrl.hf.lowering as lowering
+from lsrl.lang.relational_bounds import relational_bounds
+from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
+from lsrl.programs import discrete_prompt
+from results import add_csv_option, write_csv
+
+
+def listing2_prompts(n, vocabulary, max_len, count=6, seed=0):
+    """``count`` prompts of ``max_len`` tokens (the query, then (max_len - n) / 2n key / value pairs)."""
+    rng = random.Random(seed)
+    pairs = (max_len - n) // (2 * n)
+    keys = rng.sample(list(itertools.product(range(vocabulary + 1), repeat=n)), pairs)
+    mapping = {key: tuple(rng.randint(0, vocabulary) for _ in range(n)) for key in keys}
+    return np.stack([discrete_prompt(mapping, query=key) for key in keys[:count]]).astype(float)
+
+
+def listing1_prompts(cells, count=6, seed=0):
+    prompt = continuous_prompt(lambda v: np.array([math.sin(3 * v[0])]), 1, 1, cells).astype(float)
+    queries = np.random.default_rng(seed).uniform(0, 1, count)
+    return np.stack([np.vstack([continuous_query([q], 1).astype(float), prompt]) for q in queries])
+
+
+CASES = {
+    "L2 robust n=2": (lambda: discrete_approximator(2, robust=True, vocabulary=9), 66,
+                      lambda: listing2_prompts(2, 9, 66), True),
+    "L2 robust n=3": (lambda: discrete_approximator(3, robust=True, vocabulary=10), 256,
+                      lambda: listing2_prompts(3, 10, 256), True),
+    "L2 paper n=2": (lambda: discrete_approximator(2, vocabulary=9), 22, lambda: listing2_prompts(2, 9, 22), True),
+    "L2 paper n=3": (lambda: discrete_approximator(3, vocabulary=9), 33, lambda: listing2_prompts(3, 9, 33), True),
+    "L1 robust": (lambda: continuous_approximator(1, 1, robust=True, value_bound=1), 65,
+                  lambda: listing1_prompts(64), False),
+}
+
+
+def interval_planning(enabled):
+    """Make the shared planner (``lsrl.hf.lowering``) plan from ``value_bounds`` (the intervals) instead of
+    ``relational_bounds``."""
+    intervals = lambda node, max_len: lsrl.value_bounds(node, max_len)  # noqa: E731
+    lowering.relational_bounds = intervals if enabled else relational_bounds
+
+
+def build(model, arch, max_len, dtype):
+    """``(hf model or None, stated tolerance or the refusal, seconds)``."""
+    start = time.process_time()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            hf = model.to_hf(arch, max_len=max_len, dtype=dtype)
+    except lsrl.LsrlError as error:
+        return None, "refused: " + str(error)[:90], time.process_time() - start
+    return hf, hf.config.lsrl_io["tolerance"], time.process_time() - start
+
+
+def measured(hf, xs, reference):
+    with torch.no_grad():
+        out = lsrl.hf.outputs(hf, hf(**lsrl.hf.inputs(hf, xs))).double().numpy()
+    return float(np.abs(out - reference).max())
+
+
+def shown(value):
+    return value if isinstance(value, str) else ("0 (exact)" if value == 0 else f"{value:.3g}")
+
+
+def proved(tolerance, token, bound):
+    if isinstance(tolerance, str):
+        return "-"
+    return "yes" if (tolerance < 0.5 if token else tolerance < bound) else "no"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--archs", default="mamba,mamba2,hawk,griffin")
+    parser.add_argument("--dtypes", default="float32,float64")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: " + ", ".join(CASES))
+    add_csv_option(parser)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    for case in args.cases.split(","):
+        make, max_len, prompts, token = CASES[case]
+        model = lsrl.compile(make(), progress=False)
+        start = time.process_time()
+        sharp = float(max(abs(v) for side in relational_bounds(model.layers[-1], max_len) for v in side))
+        seconds = time.process_time() - start
+        interval = float(max(abs(v) for side in lsrl.value_bounds(model.layers[-1], max_len) for v in side))
+        xs = prompts()
+        reference = np.asarray(model(xs), dtype=float)
+        for arch, dtype in itertools.product(args.archs.split(","), args.dtypes.split(",")):
+            interval_planning(True)
+            _, before, _ = build(model, arch, max_len, getattr(torch, dtype))
+            interval_planning(False)
+            hf, after, build_seconds = build(model, arch, max_len, getattr(torch, dtype))
+            error = measured(hf, xs, reference) if hf is not None else None
+            row = {"program": case, "max_len": max_len, "interval bound": f"{interval:.3g}",
+                   "relational bound": f"{sharp:.4g}", "analysis s": f"{seconds:.1f}", "target": arch, "dtype": dtype,
+                   "tolerance before": shown(before), "tolerance after": shown(after),
+                   "proved": proved(after, token, sharp),
+                   "largest weight": f"{hf.config.lsrl_io['largest_weight']:.3g}" if hf is not None else "-",
+                   "measured error": "-" if error is None else f"{error:.3g}", "build s": f"{build_seconds:.1f}"}
+            rows.append(row)
+            print(row, flush=True)
+    write_csv(args.csv, "hf_bounds", rows)
+
+
+if __name__ == "__main__":
+    main()
