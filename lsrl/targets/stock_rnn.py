@@ -11,7 +11,7 @@ most ``max_len`` steps (``net.tolerances``: per output component).
 ``LinState`` or ``ReLUState``) becomes one layer of the core; the ``Linear`` layers between them are
 folded into the next layer's input weights (or the readout). A value ``v_j`` is held *small*: a unit
 holds ``h = eps_j v_j`` with ``eps_j = AMPLITUDE / M_j`` rounded down to a power of two (exact scaling),
-where ``M_j`` bounds ``|v_j|`` (``value_bounds(node, max_length=max_len)``), so ``|h| <= AMPLITUDE``.
+where ``M_j`` bounds ``|v_j|`` (``relational_bounds(node, max_length=max_len)``), so ``|h| <= AMPLITUDE``.
 The next layer decodes ``v = D h`` inside its weights. Constant gates are saturated: a pre-activation
 ``±S`` (``S = SATURATION = 128``) gives ``sigma = 1 - theta`` or ``theta`` with ``theta <= e^-S``.
 
@@ -73,22 +73,19 @@ built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming 
 module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too; the refusals
 name the layer where the bound grew most.
 
-**Listing 2 (why float32 refuses it).** The bound is carried layer by layer, and two kinds of layer
+**Listing 2 (why it is refused).** The bound is carried layer by layer, and two kinds of layer
 multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
 registers) sums its input's error over ``max_len`` steps (``power_sum``: 108 at ``T = 108``, and 217 for
 the query, whose input holds two errors), and a comparison (``f_step``: slope ``mu = 2``, two ReLUs read
 back with opposite signs) doubles to quadruples it. Across the 27 cell layers of ``n = 2`` the bound grows
-3.5e16-fold: float64 states 2.8e7 (LSTM) on top of ``value_bounds`` that are up to 3e10 times the values
-reached (the query's bound is 3020 where its tokens are at most 4: the interval analysis cannot see that
-the query is written during n steps only), and it would still state 1.4e4 with the bounds replaced by the
-values actually reached on 256 random prompts. So no choice of scales or gains proves Listing 2's token
-decisions, in either dtype: float32 is refused (``check_margin`` or ``_check_informative``, naming where
-the bound grows most), float64 is built with a tolerance that says nothing, and its answers are exact in
-the tests, observed rather than proved. What keeps the network right, exact zeros that stay zero and
-comparisons of integers whose errors stay below their margin of 1/2, is what a proof would have to track.
-The paper's Listing 2 (slope 1000, ``lambda = 1e10``) is refused in float32 before that: its value bounds
-(1e34 times the amplitude) need scales below float32's range (``check_scale``); in float64 its stated
-tolerance (5e56) is as empty, and the answers are wrong (all 0).
+3.5e16-fold; with the relational value bounds (the values reached, nearly: the stored query's bound is
+its tokens' 4, where the interval analysis said 3020) float64 states 843 (LSTM, ``T = 26``) for outputs
+bounded by 24. So no choice of scales or gains proves Listing 2's token decisions, in either dtype, and
+both refuse it (``check_margin`` or ``_check_informative``, naming where the bound grows most). What
+keeps the network right in practice, exact zeros that stay zero and comparisons of integers whose errors
+stay below their margin of 1/2, is what a proof would have to track. (On the interval bounds float64 was
+built with an empty tolerance; the paper's Listing 2, slope 1000 and ``lambda = 1e10``, then answered 0 to
+every query: the refusal is the fix.)
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -107,7 +104,7 @@ from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, InternalError, LsrlError, whole_number
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, helper_for, units_holding
-from lsrl.lang import value_bounds
+from lsrl.lang import relational_bounds
 from lsrl.lang.evaluate import patch_items, patch_key_name
 from lsrl.targets.cache import GATES as CACHE_GATES
 from lsrl.targets.cache import _as_batch, _hook_values, _points
@@ -289,7 +286,7 @@ class _Builder:
     # ---- bounds and errors
     def bounds(self, node) -> np.ndarray:
         """``max |v|`` per component of ``node`` at ``max_len``; ``LsrlError`` naming it when infinite."""
-        low, high = value_bounds(node, max_length=self.max_len)
+        low, high = relational_bounds(node, max_length=self.max_len)
         infinite = [i for i, (lo, hi) in enumerate(zip(low, high)) if math.isinf(lo) or math.isinf(hi)]
         if infinite:
             raise LsrlError(
@@ -317,8 +314,8 @@ class _Builder:
             j = int(bad[0])
             raise LsrlError(
                 f"{self.name}: the error bound of {node.describe()} (component {j}: {E[j]:.3g}) exceeds "
-                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}{self.steepest_growth()}; use "
-                "float64 or a smaller max_len")
+                f"1/16 of its value bound {M[j]:.3g} in {DTYPES[self.scales.dtype]}{self.steepest_growth()}; "
+                f"{_advice(self.scales.dtype, 'a smaller max_len')}")
 
     def steepest_growth(self) -> str:
         """Where the error bound grew most so far (a layer's largest error over its input's), for refusals."""
@@ -508,6 +505,11 @@ class _Builder:
         return weight, self.c, propagated + self.rounding(magnitude, count)
 
 
+def _advice(dtype: torch.dtype, otherwise: str) -> str:
+    """What a refusal suggests: float64 where the module is float32, and ``otherwise``."""
+    return f"use float64 or {otherwise}" if dtype == torch.float32 else f"use {otherwise}"
+
+
 def _check_informative(name: str, model, builder: _Builder, tolerances: np.ndarray) -> None:
     """Refuse a module whose tolerance is as large as every output's own bound: it would say nothing."""
     last = model.layers[-1] if model.layers else model.input
@@ -516,8 +518,8 @@ def _check_informative(name: str, model, builder: _Builder, tolerances: np.ndarr
         raise LsrlError(
             f"{name}: the error bound of the outputs ({float(np.max(tolerances)):.3g}) is as large as their value "
             f"bound ({largest:.3g}) in {DTYPES[builder.scales.dtype]} at max_len={builder.max_len}"
-            f"{builder.steepest_growth()}: the outputs would carry nothing; use float64, a smaller max_len or "
-            "tighter Input bounds")
+            f"{builder.steepest_growth()}: the outputs would carry nothing; "
+            f"{_advice(builder.scales.dtype, 'a smaller max_len or tighter Input bounds')}")
 
 
 def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dtype: torch.dtype) -> None:
@@ -527,16 +529,16 @@ def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dty
         for bound, node in layer.magnitudes:
             if not bound <= largest:
                 raise LsrlError(f"{name}: the gates reading {node.describe()} reach {bound:.3g}, beyond "
-                                f"{DTYPES[dtype]}'s range; use float64 or declare tighter Input bounds")
+                                f"{DTYPES[dtype]}'s range; {_advice(dtype, 'tighter Input bounds')}")
         for ih, hh, bias in layer.gate_rows.values():
             weights = [abs(bias)] + [abs(w) for w in hh.values()] + ([float(np.max(np.abs(ih)))] if ih is not None and
                                                                        ih.size else [])
             if not max(weights) <= largest:
                 raise LsrlError(f"{name}: a weight reaches {max(weights):.3g}, beyond {DTYPES[dtype]}'s range; "
-                                "use float64 or declare tighter Input bounds")
+                                f"{_advice(dtype, 'tighter Input bounds')}")
     if readout.size and not np.max(np.abs(readout)) <= largest:
         raise LsrlError(f"{name}: a readout weight reaches {np.max(np.abs(readout)):.3g}, beyond {DTYPES[dtype]}'s "
-                        "range; use float64 or declare tighter Input bounds")
+                        f"range; {_advice(dtype, 'tighter Input bounds')}")
 
 
 # ---- the module -----------------------------------------------------------------------------------
@@ -862,6 +864,7 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
                         f"got {max_len!r}; the scales come from the value bounds at that length")
     max_len = int(max_len)
     scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
+    relational_bounds(model.layers[-1] if model.layers else model.input, max_len)  # every layer's, in one run
     builder = _Builder(arch, model, max_len, scales)
     builder.walk()
     weight, bias, tolerances = builder.readout()
