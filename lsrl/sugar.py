@@ -382,7 +382,9 @@ def f_ifelse(cond: Node, t: Node, f: Node, variant: str = "original", lambda_: f
 
     ``cond`` has the dim of ``t`` and ``f`` or dim 1 (broadcast). ``lambda_`` must exceed every
     ``|t|`` and ``|f|`` for the ReLU-based variants; ``lambda_="auto"`` takes the smallest such
-    integer from the value-range analysis.
+    integer from the value-range analysis. A ``lambda_`` below the branches' declared bounds is
+    refused; where a branch has no declared bound (an ``Input`` without ``bounds``) it cannot be
+    checked and is a promise the caller makes: a larger ``|t|`` or ``|f|`` gives a wrong branch.
 
     ``cond`` must be 0 or 1 at every step: in between, the multiplicative variants blend the
     branches (``cond t + (1 - cond) f``) and the ReLU ones give neither; outside [0, 1] both are
