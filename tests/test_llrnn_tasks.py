@@ -187,3 +187,11 @@ def test_associative_recall_and_priority_sort():
     sort = PrioritySort(kept=0.75)
     prompt, output = decoded(sort, sort.example(sort.alphabet.encode("abcd"), [3, 9, 3, 5]))
     assert prompt == "∘a3b9c3d5•" and output == "bda"  # 9, 5, then the first of the two 3s
+
+
+def test_a_batch_with_no_output_to_score_is_refused_naming_the_length():
+    # tf_multiple_pattern2 at content length 1: the one symbol is the forced divider, so nothing is output
+    task = TASKS["tf_multiple_pattern2"]()
+    with pytest.raises(TaskError, match="length 1 gives samples with no output to score"):
+        task.batch(4, 1, torch.Generator().manual_seed(0))
+    assert task.batch(4, 5, torch.Generator().manual_seed(0)).mask.any()

@@ -129,7 +129,11 @@ class Task:
         batch_size = count(self.name, "batch_size", batch_size, high=MAX_BATCH)
         length = self._draw_length(length, generator)
         samples = [self.sample(length, generator) for _ in range(batch_size)]
-        return self.collate(samples)
+        batch = self.collate(samples)
+        if not batch.mask.any():  # a loss or an error rate over no position would be NaN, not an answer
+            raise TaskError(f"{self.name}: length {length} gives samples with no output to score; use a longer "
+                            f"length (this task's shortest usual one is {self.min_length})")
+        return batch
 
     def test_set(self, lengths: Iterable[int | tuple[int, int]], batch_size: int = 64, seed: int = 0) -> list[Batch]:
         """One reproducible batch per length in ``lengths``."""
