@@ -307,17 +307,17 @@ def _as_atom(value: Value, atoms: _Atoms) -> Value:
 
 
 class _Weights:
-    """A node's matrices as float rows and constant biases, converted once."""
+    """A node's matrices as float rows of terms (``terms``) and constant biases, converted once."""
 
     def __init__(self, node: Any) -> None:
-        self.rows: list = _rows(node.A) if hasattr(node, "A") else []
+        self.terms: list = _rows(node.A) if hasattr(node, "A") else []
         self.b: list[Value] = [_exact_float(v) for v in node.b.values()] if hasattr(node, "b") else []
         self.init: list[Value] = []
         self.exact_init: list = []
         if node.kind in ("LinState", "ReLUState"):
             state_rows, input_rows = _rows(node.A), _rows(node.B)
             width = node.dim
-            self.rows = [s + [(width + j, a, g) for j, a, g in x] for s, x in zip(state_rows, input_rows)]
+            self.terms = [s + [(width + j, a, g) for j, a, g in x] for s, x in zip(state_rows, input_rows)]
             self.init = [_exact_float(v) for v in node.init_state.values()]
             self.exact_rows, self.exact_inputs = _rows(node.A, exact=True), _rows(node.B, exact=True)
             self.exact_b = [to_rational(v) for v in node.b.values()]
@@ -379,7 +379,7 @@ def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: lis
     """The node's components at this step, from its inputs' (and its previous state's)."""
     sizes = atoms.sizes
     if isinstance(node, N.Linear):
-        return _linear(weights.rows, weights.b, inputs[0], sizes)
+        return _linear(weights.terms, weights.b, inputs[0], sizes)
     if isinstance(node, N.ReLU):
         return [_relu(v) for v in inputs[0]]
     if isinstance(node, N.Concat):
@@ -388,7 +388,7 @@ def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: lis
         half = len(inputs[0]) // 2
         return [_product(inputs[0][i], inputs[0][half + i], sizes) for i in range(half)]
     if isinstance(node, (N.LinState, N.ReLUState)):
-        updated = _linear(weights.rows, weights.b, previous + inputs[0], sizes)
+        updated = _linear(weights.terms, weights.b, previous + inputs[0], sizes)
         return [_relu(v) for v in updated] if isinstance(node, N.ReLUState) else updated
     raise TypeError(node)
 
