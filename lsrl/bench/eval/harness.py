@@ -1,5 +1,7 @@
 """Scoring a method on a subject: node (variable), unit and edge AUROC, TPR / FPR at the method's
-threshold, and interchange accuracy for variable-level methods; one row per (task, tier, arch, method).
+threshold, and interchange accuracy for variable-level methods (on the trained tier, whose circuit is an
+alignment of variables to units, also for unit-level methods: ``found_interchange``); one row per (task, tier,
+arch, method).
 
 Node level follows the promotion rule: a variable's score is the largest score of a unit that holds
 it (pos / neg halves and copies of one variable count once); an edge-level method's unit score is the
@@ -11,14 +13,16 @@ from __future__ import annotations
 import csv
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
-from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs
+from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
-from lsrl.bench.eval.subject import Subject
+from lsrl.bench.eval.subject import Intervention, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import LsrlError
 
@@ -96,6 +100,36 @@ def score(subject: Subject, found: Found) -> dict[str, float]:
     return row
 
 
+def found_interchange(subject: Subject, pairs: Pairs, found: Found) -> dict[str, float]:
+    """Per circuit variable the method found (a unit holding it scored above the threshold): the share of the
+    clean sequences' (pair, step) outputs that, with those units set at every step to their corrupted values,
+    equal the program's interchange of the variable, both rounded (as the trained tier's training measures it)."""
+    units = _unit_scores(subject, found)
+    if units is None:
+        return {}
+    chosen: dict[str, list] = {}
+    for candidate, unit_score in zip(subject.candidates, units):
+        for node in candidate.nodes:
+            if subject.nodes.get(node) and in_circuit(node) and unit_score > found.threshold:
+                chosen.setdefault(node, []).append(candidate)
+    corrupt_trace, real = held_trace(subject, pairs), pairs.real.numpy()[..., 0] > 0
+    accuracy = {}
+    for node, candidates in chosen.items():
+        interventions = {}
+        for candidate in candidates:
+            layer = pairs.corrupt_layers[candidate.layer]
+            if candidate.layer not in interventions:
+                interventions[candidate.layer] = Intervention(
+                    values=layer, mask=torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
+            interventions[candidate.layer].mask[:, candidate.unit] = 1
+        with torch.no_grad():
+            outputs = subject.run(pairs.clean, interventions)[0].numpy()
+        expected = program_interchange(subject, pairs, node, corrupt_trace)
+        equal = (np.round(outputs) == np.round(expected)).all(axis=-1)
+        accuracy[node] = float(equal[real].mean())
+    return accuracy
+
+
 def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, object]:
     """One row of the results table: ``method`` (a key of ``METHODS``) scored on ``subject`` with ``pairs`` of the
     fixed clean / corrupted pairs of the task's ``data.npz`` (``Pairs.from_data``)."""
@@ -104,6 +138,8 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
     start = time.perf_counter()
     data = Pairs.from_data(subject, pairs)
     found = METHODS[method](subject, data)
+    if subject.tier == "trained" and not found.interchange:  # the aligned variables: a unit method's interchange
+        found = replace(found, interchange=found_interchange(subject, data, found))
     row = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
     row.update(score(subject, found))
     row.update(nodes=len(subject.nodes), units=len(subject.candidates), edges=int((edge_truth(subject) >= 0).sum()),
