@@ -6,8 +6,10 @@ lowers the interchange error."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -231,3 +233,22 @@ def test_the_harness_fills_the_interchange_accuracy_of_the_variables_a_unit_meth
             equal = (np.round(outputs.double().numpy()) == np.round(expected)).all(axis=-1)
             accuracies.append(equal[real].mean())
     assert accuracies and row["interchange_accuracy"] == pytest.approx(np.mean(accuracies), abs=1e-12)
+
+
+def _digests(root: str) -> dict[str, str]:
+    """Every file under ``root``, by its path from there: its sha256."""
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(Path(root).rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_two_builds_of_a_folder_are_byte_identical(arch, tmp_path):
+    first, _ = built(arch)
+    second = str(tmp_path)
+    lsrl.bench.build_suite(second, ["majority"], progress=False, tiers=["trained"], test_sequences=20,
+                           train_steps=2, trained_archs=[arch])
+    digests = _digests(first)
+    assert {name for name in digests if name.startswith(f"trained/majority/{arch}/")} >= {
+        f"trained/majority/{arch}/{name}" for name in ("config.json", "model.safetensors", "labels.json",
+                                                       "circuit.json", "data.npz", "manifest.json", "README.md")}
+    assert digests == _digests(second)
