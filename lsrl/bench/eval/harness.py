@@ -149,11 +149,10 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
-    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only, the
-    rotated tier as a path model only (a hooked target is scored by units, and a rotated target's ground truth is
-    subspaces of its hooks: ``rotations.json``)."""
+    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only (a
+    rotated hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``)."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
-            if arch == "path" or (tier != "rotated" and method not in WEIGHT_METHODS)]
+            if arch == "path" or method not in WEIGHT_METHODS]
 
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,
