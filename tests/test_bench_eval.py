@@ -273,6 +273,9 @@ def test_resample_patching_beats_random_on_a_rotated_hooked_folder():
     resample, chance = evaluate(subject, "resample", pairs=8), evaluate(subject, "random", pairs=8)
     assert resample["node_auroc"] >= 0.95 and resample["unit_auroc"] >= 0.95, resample
     assert resample["node_auroc"] > chance["node_auroc"] and resample["unit_auroc"] > chance["unit_auroc"] + 0.2
+    plain = evaluate(Subject.from_tier(_tier("majority", "distractors"), "lstm"), "resample", pairs=8)
+    for column in ("node_auroc", "unit_auroc", "node_tpr", "node_fpr", "unit_tpr", "unit_fpr"):
+        assert resample[column] == plain[column], column  # scored as the model before the change of basis
     assert ("rotated", "lstm", "resample") in combinations() and ("rotated", "lstm", "probe") not in combinations()
 
 

@@ -29,6 +29,7 @@ from lsrl.lang.program import ForEach
 from lsrl.targets.cell_steps import Run
 
 LIVENESS_SEQUENCES = 64
+ROTATED_DECIMALS = 12  # a rotated target's outputs (rationals of small denominators) rounded to this: ~1e-15 is noise
 
 
 @dataclass
@@ -121,7 +122,10 @@ class HookedSubject(Subject):
             keep = torch.full_like(intervention.values, float("nan"))
             patch[self.hooks[index]] = torch.where(intervention.mask[:, None].bool(), intervention.values, keep)
         outputs, cache = _basis_run(self.net, xs, patch, self.rotations)
-        return outputs[..., : self.output_dim].double(), [cache[hook].double() for hook in self.hooks]
+        outputs = outputs[..., : self.output_dim].double()
+        if self.rotations:  # the change of basis and back leaves float64 noise: a patch changing nothing scores 0
+            outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)
+        return outputs, [cache[hook].double() for hook in self.hooks]
 
 
 def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -> torch.Tensor:
