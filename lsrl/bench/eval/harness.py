@@ -115,13 +115,13 @@ def found_interchange(subject: Subject, pairs: Pairs, found: Found) -> dict[str,
     corrupt_trace, real = held_trace(subject, pairs), pairs.real.numpy()[..., 0] > 0
     accuracy = {}
     for node, candidates in chosen.items():
-        interventions = {}
+        masks: dict[int, torch.Tensor] = {}
         for candidate in candidates:
             layer = pairs.corrupt_layers[candidate.layer]
-            if candidate.layer not in interventions:
-                interventions[candidate.layer] = Intervention(
-                    values=layer, mask=torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
-            interventions[candidate.layer].mask[:, candidate.unit] = 1
+            mask = masks.setdefault(candidate.layer, torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
+            mask[:, candidate.unit] = 1
+        interventions = {index: Intervention(values=pairs.corrupt_layers[index], mask=mask)
+                         for index, mask in masks.items()}
         with torch.no_grad():
             outputs = subject.run(pairs.clean, interventions)[0].numpy()
         expected = program_interchange(subject, pairs, node, corrupt_trace)

@@ -176,7 +176,7 @@ def _basis_run(net: Any, xs: torch.Tensor | np.ndarray, patch: dict[str, torch.T
                     rotations)
     points = [module for module in net.modules() if isinstance(module, standalone.HookPoint)]
     for point in points:
-        point.run = run
+        point.run = run  # type: ignore[assignment]  # the loader's HookPoint types run by its None default
     try:
         with torch.no_grad():
             outputs = net(x)
