@@ -210,6 +210,75 @@ def test_every_method_runs_and_scores_in_range():
     assert 0.0 <= evaluate(subject, "probe", pairs=8)["interchange_accuracy"] <= 1.0
 
 
+# ---- the rotated tier in hooked targets ---------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _rotated_folder():
+    """A suite of majority's rotated tier, every architecture (about 5 s)."""
+    import tempfile
+
+    import lsrl.bench
+
+    root = tempfile.mkdtemp(prefix="lsrl-bench-rotated-")
+    lsrl.bench.build_suite(root, ["majority"], progress=False, tiers=["rotated"], test_sequences=20)
+    return root
+
+
+@pytest.mark.parametrize("arch", ["rnn", "gru"])
+def test_a_rotated_hooked_model_seen_before_its_change_of_basis_is_the_distractor_model(arch):
+    """Un-rotated at its hooks (``rotations.json``), the rotated folder's loader gives the values of the distractor
+    tier's model, and setting a labelled coordinate inside the recurrence equals setting that unit there: the
+    truth of the distractor model is the rotated one's."""
+    from lsrl.bench.eval.hooked import HookedSubject, change_basis
+    from lsrl.bench.rotations import read_rotations
+
+    folder = f"{_rotated_folder()}/rotated/majority/{arch}"
+    subject = HookedSubject.from_folder(folder)
+    plain = Subject.from_tier(_tier("majority", "distractors"), arch)
+    rotations = read_rotations(folder)
+    assert subject.tier == "rotated" and set(subject.rotations) == set(rotations) and rotations
+    xs = _tokens("majority", count=5, length=9).astype(np.float64)
+    _, own = subject.net.run_with_cache(xs)  # the rotated model's own values, rotated
+    for hook, rotation in rotations.items():
+        np.testing.assert_allclose(change_basis(own[hook].double(), rotation, unrotate=True).numpy(),
+                                   rotation.unrotate(own[hook].double().numpy()), rtol=0, atol=1e-12)
+    outputs, layers = subject.run(xs)
+    expected_outputs, expected_layers = plain.run(xs)
+    np.testing.assert_allclose(outputs.numpy(), expected_outputs.numpy(), rtol=0, atol=1e-9)
+    scored = [(c.layer, c.unit) for c in subject.candidates]  # a gate's constant may differ (rotations.py)
+    np.testing.assert_allclose([layers[i][..., u].numpy() for i, u in scored],
+                               [expected_layers[i][..., u].numpy() for i, u in scored], rtol=0, atol=1e-9)
+    rotated_layers = [subject.hooks.index(hook) for hook in rotations]
+    rng = np.random.default_rng(3)
+    chosen, moved = [c for c in subject.candidates if c.layer in rotated_layers][:6], 0
+    assert chosen
+    for candidate in chosen:
+        width = layers[candidate.layer].shape[-1]
+        mask = torch.zeros(len(xs), width, dtype=torch.float64)
+        mask[:, candidate.unit] = 1
+        values = torch.as_tensor(rng.integers(-2, 3, size=(len(xs), xs.shape[1], width)).astype(np.float64))
+        patched = subject.run(xs, {candidate.layer: Intervention(values=values, mask=mask)})[0]
+        expected = plain.run(xs, {candidate.layer: Intervention(values=values, mask=mask)})[0]
+        np.testing.assert_allclose(patched.numpy(), expected.numpy(), rtol=0, atol=1e-9)
+        moved += not np.allclose(patched.numpy(), outputs.numpy())
+    assert moved  # some of the patches changed the outputs
+
+
+def test_resample_patching_beats_random_on_a_rotated_hooked_folder():
+    from lsrl.bench.eval.harness import combinations
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    subject = HookedSubject.from_folder(f"{_rotated_folder()}/rotated/majority/lstm")
+    resample, chance = evaluate(subject, "resample", pairs=8), evaluate(subject, "random", pairs=8)
+    assert resample["node_auroc"] >= 0.95 and resample["unit_auroc"] >= 0.95, resample
+    assert resample["node_auroc"] > chance["node_auroc"] and resample["unit_auroc"] > chance["unit_auroc"] + 0.2
+    plain = evaluate(Subject.from_tier(_tier("majority", "distractors"), "lstm"), "resample", pairs=8)
+    for column in ("node_auroc", "unit_auroc", "node_tpr", "node_fpr", "unit_tpr", "unit_fpr"):
+        assert resample[column] == plain[column], column  # scored as the model before the change of basis
+    assert ("rotated", "lstm", "resample") in combinations() and ("rotated", "lstm", "probe") not in combinations()
+
+
 def test_unknown_method_and_tier_are_one_line_errors():
     with pytest.raises(LsrlError, match="unknown method 'sae'"):
         evaluate(_subject("majority", "distractors"), "sae")

@@ -6,8 +6,10 @@ lowers the interchange error."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,3 +197,58 @@ def test_the_command_line_names_the_trained_architectures():
     from lsrl.cli import TRAINED_ARCHS as CLI_ARCHS
 
     assert CLI_ARCHS == (*TRAINED_ARCHS, *HF_ARCHS)
+
+
+def test_the_harness_fills_the_interchange_accuracy_of_the_variables_a_unit_method_finds():
+    """The column is the share of (pair, step) outputs equal, rounded, to data.npz's interchange of each found
+    variable when its found units take their corrupted values: recomputed here from the folder's own arrays."""
+    from lsrl.bench.eval import evaluate
+    from lsrl.bench.eval.methods import METHODS, Pairs
+    from lsrl.bench.hf_trained import folder_subject
+
+    root, (net, labels, data, circuit) = built("hawk")
+    subject = folder_subject(f"{root}/trained/majority/hawk")
+    row = evaluate(subject, "random", pairs=4)  # random calls about half the units: some of each variable
+    assert 0.0 <= row["interchange_accuracy"] <= 1.0
+    found = METHODS["random"](subject, Pairs.from_data(subject, 4))
+    total = len(data["pairs_clean_lengths"])
+    chosen = np.r_[0:2, total // 2:total // 2 + 2]
+    lengths, source_lengths = data["pairs_clean_lengths"][chosen], data["pairs_corrupted_lengths"][chosen]
+    steps = int(lengths.max())
+    clean = data["pairs_clean_inputs"][chosen, :steps]
+    _, source = net.run_with_cache(data["pairs_corrupted_inputs"][chosen])
+    held = np.minimum(np.arange(steps)[None], source_lengths[:, None] - 1)  # a shorter source holds its last step
+    real = np.arange(steps)[None] < lengths[:, None]
+    accuracies = []
+    for node in ("ones_minus_zeros", "more_ones"):
+        patch = {}
+        for (layer, unit), candidate_score in zip([(c.layer, c.unit) for c in subject.candidates], found.units):
+            hook = subject.hooks[layer]
+            if labels[hook][unit] is not None and labels[hook][unit].node == node and candidate_score > 0.5:
+                values = patch.setdefault(hook, np.full((len(chosen), steps, len(labels[hook])), np.nan))
+                values[..., unit] = source[hook].double().numpy()[np.arange(len(chosen))[:, None], held, unit]
+        if patch:
+            outputs, _ = net.run_with_cache(clean, patch=patch)
+            expected = data[f"interchange.{node}"][chosen, :steps]
+            equal = (np.round(outputs.double().numpy()) == np.round(expected)).all(axis=-1)
+            accuracies.append(equal[real].mean())
+    assert accuracies and row["interchange_accuracy"] == pytest.approx(np.mean(accuracies), abs=1e-12)
+
+
+def _digests(root: str) -> dict[str, str]:
+    """Every file under ``root``, by its path from there: its sha256."""
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(Path(root).rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("arch", HF_ARCHS)
+def test_two_builds_of_a_folder_are_byte_identical(arch, tmp_path):
+    first, _ = built(arch)
+    second = str(tmp_path)
+    lsrl.bench.build_suite(second, ["majority"], progress=False, tiers=["trained"], test_sequences=20,
+                           train_steps=2, trained_archs=[arch])
+    digests = _digests(first)
+    assert {name for name in digests if name.startswith(f"trained/majority/{arch}/")} >= {
+        f"trained/majority/{arch}/{name}" for name in ("config.json", "model.safetensors", "labels.json",
+                                                       "circuit.json", "data.npz", "manifest.json", "README.md")}
+    assert digests == _digests(second)

@@ -1,5 +1,7 @@
 """Scoring a method on a subject: node (variable), unit and edge AUROC, TPR / FPR at the method's
-threshold, and interchange accuracy for variable-level methods; one row per (task, tier, arch, method).
+threshold, and interchange accuracy for variable-level methods (on the trained tier, whose circuit is an
+alignment of variables to units, also for unit-level methods: ``found_interchange``); one row per (task, tier,
+arch, method).
 
 Node level follows the promotion rule: a variable's score is the largest score of a unit that holds
 it (pos / neg halves and copies of one variable count once); an edge-level method's unit score is the
@@ -11,14 +13,16 @@ from __future__ import annotations
 import csv
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
-from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs
+from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
-from lsrl.bench.eval.subject import Subject
+from lsrl.bench.eval.subject import Intervention, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import LsrlError
 
@@ -96,6 +100,36 @@ def score(subject: Subject, found: Found) -> dict[str, float]:
     return row
 
 
+def found_interchange(subject: Subject, pairs: Pairs, found: Found) -> dict[str, float]:
+    """Per circuit variable the method found (a unit holding it scored above the threshold): the share of the
+    clean sequences' (pair, step) outputs that, with those units set at every step to their corrupted values,
+    equal the program's interchange of the variable, both rounded (as the trained tier's training measures it)."""
+    units = _unit_scores(subject, found)
+    if units is None:
+        return {}
+    chosen: dict[str, list] = {}
+    for candidate, unit_score in zip(subject.candidates, units):
+        for node in candidate.nodes:
+            if subject.nodes.get(node) and in_circuit(node) and unit_score > found.threshold:
+                chosen.setdefault(node, []).append(candidate)
+    corrupt_trace, real = held_trace(subject, pairs), pairs.real.numpy()[..., 0] > 0
+    accuracy = {}
+    for node, candidates in chosen.items():
+        masks: dict[int, torch.Tensor] = {}
+        for candidate in candidates:
+            layer = pairs.corrupt_layers[candidate.layer]
+            mask = masks.setdefault(candidate.layer, torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
+            mask[:, candidate.unit] = 1
+        interventions = {index: Intervention(values=pairs.corrupt_layers[index], mask=mask)
+                         for index, mask in masks.items()}
+        with torch.no_grad():
+            outputs = subject.run(pairs.clean, interventions)[0].numpy()
+        expected = program_interchange(subject, pairs, node, corrupt_trace)
+        equal = (np.round(outputs) == np.round(expected)).all(axis=-1)
+        accuracy[node] = float(equal[real].mean())
+    return accuracy
+
+
 def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, object]:
     """One row of the results table: ``method`` (a key of ``METHODS``) scored on ``subject`` with ``pairs`` of the
     fixed clean / corrupted pairs of the task's ``data.npz`` (``Pairs.from_data``)."""
@@ -104,6 +138,8 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
     start = time.perf_counter()
     data = Pairs.from_data(subject, pairs)
     found = METHODS[method](subject, data)
+    if subject.tier == "trained" and not found.interchange:  # the aligned variables: a unit method's interchange
+        found = replace(found, interchange=found_interchange(subject, data, found))
     row = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
     row.update(score(subject, found))
     row.update(nodes=len(subject.nodes), units=len(subject.candidates), edges=int((edge_truth(subject) >= 0).sum()),
@@ -113,11 +149,10 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
-    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only, the
-    rotated tier as a path model only (a hooked target is scored by units, and a rotated target's ground truth is
-    subspaces of its hooks: ``rotations.json``)."""
+    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only (a
+    rotated hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``)."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
-            if arch == "path" or (tier != "rotated" and method not in WEIGHT_METHODS)]
+            if arch == "path" or method not in WEIGHT_METHODS]
 
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,

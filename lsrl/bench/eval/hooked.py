@@ -9,7 +9,7 @@ through non-zero weights) and holds a variable that reaches the output. Only pat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,15 @@ from lsrl.bench.circuit import Circuit, build_circuit
 from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, unit_candidates
 from lsrl.bench.export import export
 from lsrl.bench.labels import unit_labels
+from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS
-from lsrl.bench.tiers import TierModel, distractor_program
+from lsrl.bench.tiers import TierModel, distractor_program, tier_model
 from lsrl.errors import InternalError, LsrlError
 from lsrl.lang.program import ForEach
+from lsrl.targets.cell_steps import Run
 
 LIVENESS_SEQUENCES = 64
+ROTATED_DECIMALS = 12  # a rotated target's outputs (rationals of small denominators) rounded to this: ~1e-15 is noise
 
 
 @dataclass
@@ -35,15 +38,20 @@ class HookedSubject(Subject):
 
     net: standalone.Layers | None = None
     hooks: list[str] = field(default_factory=list)
+    rotations: dict[str, HookRotation] = field(default_factory=dict)  # the rotated tier: its hooks' change of basis
 
     @classmethod
     def from_tier(cls, tier: TierModel, arch: str) -> HookedSubject:
         """The torch target ``arch`` of a tier model, loaded from its exported layers; the circuit's truth is
-        read on ``LIVENESS_SEQUENCES`` sequences of the longest training length."""
+        read on ``LIVENESS_SEQUENCES`` sequences of the longest training length. A rotated tier's subject is seen
+        before the change of basis (``rotated``)."""
         target = tier.model.to_torch(arch)
         layers, tensors = export(target)
         config = {"architecture": arch, "input_size": tier.model.input.dim, "layers": layers}
         net = standalone.Layers(layers, tensors)
+        if tier.tier == "rotated":
+            return rotated(cls.from_tier(tier_model(tier.task, "distractors"), arch), net,
+                           hook_rotations(tier.model, tier.bases, arch))
         labels = unit_labels(target)
         task = TASKS[tier.task]
         xs = np.stack([task.sample(np.random.default_rng(i), task.train_lengths[1])
@@ -79,6 +87,8 @@ class HookedSubject(Subject):
                             "variables to score methods against")
         # the program it runs
         program = distractor_program(task) if tier in ("distractors", "rotated") else TASKS[task].build()
+        if tier == "rotated" and arch != "path":
+            return rotated(cls.from_tier(tier_model(task, "distractors"), arch), loaded.model, read_rotations(folder))
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
         if arch != "path":
             return subject
@@ -111,9 +121,81 @@ class HookedSubject(Subject):
                 raise InternalError("a hooked subject can only set units (an Intervention with a mask)")
             keep = torch.full_like(intervention.values, float("nan"))
             patch[self.hooks[index]] = torch.where(intervention.mask[:, None].bool(), intervention.values, keep)
-        outputs, cache = self.net.run_with_cache(xs, patch)
-        return outputs[..., : self.output_dim].double(), [cache[hook].double() for hook in self.hooks]
+        outputs, cache = _basis_run(self.net, xs, patch, self.rotations)
+        outputs = outputs[..., : self.output_dim].double()
+        if self.rotations:  # the change of basis and back leaves float64 noise: a patch changing nothing scores 0
+            outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)
+        return outputs, [cache[hook].double() for hook in self.hooks]
 
+
+def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -> torch.Tensor:
+    """A rotated hook's ``values`` ``(..., width)`` before the change of basis (``unrotate``:
+    ``HookRotation.unrotate``) or, from values before it, after it: ``h = Q^T r``, ``r = Q h``."""
+    Q = torch.as_tensor(rotation.Q.astype(np.float64), dtype=values.dtype)
+    units = list(rotation.units)
+    split = [k for k, unit in enumerate(rotation.negative) if unit is not None]
+    negative = [rotation.negative[k] for k in split]
+    signed = values[..., units].clone()
+    signed[..., split] -= values[..., negative]
+    turned = signed @ Q if unrotate else signed @ Q.T
+    out = values.clone()
+    out[..., units] = turned
+    out[..., [units[k] for k in split]] = torch.relu(turned[..., split])
+    out[..., negative] = torch.relu(-turned[..., split])
+    return out
+
+
+class _BasisRun(Run):
+    """A ``run_with_cache`` run seen before the change of basis at the rotated hooks: their patches set, and their
+    cache holds, the values of the model before the rotation; the model carries on with the rotated ones."""
+
+    def __init__(self, patch: dict[str, torch.Tensor], steps: int, rotations: dict[str, HookRotation]) -> None:
+        super().__init__(patch, steps)
+        self.rotations = rotations
+
+    def patched(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
+        rotation = self.rotations.get(name)
+        if rotation is None:
+            return super().patched(name, value, step)
+        unrotated = super().patched(name, change_basis(value, rotation, unrotate=True), step)
+        return change_basis(unrotated, rotation, unrotate=False)
+
+    def finished(self) -> dict[str, torch.Tensor]:
+        return {name: change_basis(values, self.rotations[name], unrotate=True) if name in self.rotations else values
+                for name, values in super().finished().items()}
+
+
+def _basis_run(net: Any, xs: torch.Tensor | np.ndarray, patch: dict[str, torch.Tensor] | None,
+               rotations: dict[str, HookRotation]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``net.run_with_cache(xs, patch)``, at the ``rotations``' hooks before the change of basis (``_BasisRun``)."""
+    if not rotations:
+        return net.run_with_cache(xs, patch)
+    dtype = next(t.dtype for t in [*net.parameters(), *net.buffers()] if t.is_floating_point())
+    x = torch.as_tensor(xs).to(dtype)
+    run = _BasisRun({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()}, x.shape[1],
+                    rotations)
+    points = [module for module in net.modules() if isinstance(module, standalone.HookPoint)]
+    for point in points:
+        point.run = run  # type: ignore[assignment]  # the loader's HookPoint types run by its None default
+    try:
+        with torch.no_grad():
+            outputs = net(x)
+    finally:
+        for point in points:
+            point.run = None
+    return outputs, run.finished()
+
+
+
+def rotated(unrotated: HookedSubject, net: Any, rotations: dict[str, HookRotation]) -> HookedSubject:
+    """The rotated tier's hooked model ``net`` (its hooks changed in basis by ``rotations``) seen before the change
+    of basis: its layers are the labelled coordinates (``HookRotation.unrotate``), which hold the values of the
+    distractor tier's model ``unrotated`` (same hooks and labels), whose circuit is therefore the truth (the
+    rotated model's own weights would make every coordinate reach the output)."""
+    if list(net.hook_names) != unrotated.hooks:
+        raise InternalError(f"bench eval: the rotated {unrotated.task}/{unrotated.arch} has other hooks than its "
+                            "distractor model")
+    return replace(unrotated, tier="rotated", net=net, rotations=rotations)
 
 
 PATH_OPS = {"linear": "Linear", "relu": "ReLU", "multiply_halves": "Multi", "linear_recurrence": "LinState"}

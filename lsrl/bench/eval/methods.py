@@ -298,12 +298,25 @@ def _projector(weights: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(basis.T @ basis)
 
 
+def held_trace(subject: Subject, pairs: Pairs) -> dict[str, np.ndarray]:
+    """The program's trace on the corrupted inputs, at the steps that stand at each clean step."""
+    return {node: pairs.held(values) for node, values in
+            subject.program.trace(pairs.corrupt, check_bounds=False).items()}
+
+
+def program_interchange(subject: Subject, pairs: Pairs, node: str, corrupt_trace: dict[str, np.ndarray]
+                        ) -> np.ndarray:
+    """The program's outputs on the clean inputs with ``node`` taking its values of ``corrupt_trace``
+    (``held_trace``): what the interchange of that variable should give."""
+    return subject.program(pairs.clean, check_bounds=False,
+                           patch={node: corrupt_trace[node]})[..., : subject.output_dim]
+
+
 def probe(subject: Subject, pairs: Pairs) -> Found:
     """Variable-level probes and their interchange (module docstring)."""
     _needs_weights(subject, "probe")
     clean_trace = subject.program.trace(pairs.clean, check_bounds=False)
-    corrupt_trace = {node: pairs.held(values) for node, values in
-                     subject.program.trace(pairs.corrupt, check_bounds=False).items()}
+    corrupt_trace = held_trace(subject, pairs)
     nodes = list(subject.nodes)
     real = np.concatenate([pairs.real.numpy()[..., 0]] * 2).reshape(-1) > 0  # fit on the clean steps only
     targets = np.concatenate([np.concatenate([clean_trace[n], corrupt_trace[n]]).reshape(-1, clean_trace[n].shape[-1])
@@ -322,8 +335,7 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
         with torch.no_grad():
             outputs = subject.patched(pairs, best, intervention, 1)
         scores[node] = float(_effects(outputs, pairs)[0])
-        expected = subject.program(pairs.clean, check_bounds=False,
-                                   patch={node: corrupt_trace[node]})[..., : subject.output_dim]
+        expected = program_interchange(subject, pairs, node, corrupt_trace)
         equal = (np.abs(outputs.numpy() - expected) <= EFFECT_THRESHOLD).all(axis=-1)
         interchange[node] = float(equal[pairs.real.numpy()[..., 0] > 0].mean())
     return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
