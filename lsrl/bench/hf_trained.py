@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import STEPS, _batch, _targets, measure
+from lsrl.bench.eval.trained import STEPS, _batch, _targets, measure, measured
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -173,11 +173,8 @@ class HFTrained:
         labels["readout"] = [(program.names[program.output], k, "value") for k in range(program.output.dim)]
         return labels
 
-
     def card(self) -> str:
         """What the model card says of its training and its measured accuracies."""
-        accuracies = self.interchange_accuracy or {}
-        per_variable = ", ".join(f"`{variable}` {accuracy:.3f}" for variable, accuracy in accuracies.items())
         where = ", ".join(f"`{variable}` → `{hook}[{units[0]}:{units[-1] + 1}]`"
                           for variable, (hook, units) in self.alignment.items())
         kind = "MambaForCausalLM" if self.arch == "mamba" else "RecurrentGemmaForCausalLM (Hawk: recurrent blocks)"
@@ -186,10 +183,8 @@ class HFTrained:
                 f"`lsrl.bench.hf_trained`), each circuit variable aligned with its own units of a carried state "
                 f"({where}); `free` units are trained to be inert, the conv windows are helpers. Load it with "
                 f"`AutoModelForCausalLM.from_pretrained` (transformers), or `load_model.py`'s `load_folder`, which "
-                f"runs it token by token through its own cache with the carried states hooked. Measured on fresh "
-                f"sequences of the training lengths (outputs rounded): **task accuracy {self.accuracy:.3f}**, "
-                f"**interchange-intervention accuracy {np.mean(list(accuracies.values()) or [np.nan]):.3f}** "
-                f"(per variable: {per_variable}). Its outputs are floats: close to, not equal to, `data.npz`'s.")
+                f"runs it token by token through its own cache with the carried states hooked. "
+                f"{measured(self.accuracy, self.interchange_accuracy)}")
 
     def circuit(self, data: dict[str, np.ndarray]) -> Circuit:
         """The ``Circuit``: a unit is live when it is not 0 at every real test step, in the circuit when it is

@@ -37,6 +37,16 @@ STEPS = 600
 BATCH = 64
 
 
+def measured(accuracy: float, interchange: dict[str, float] | None) -> str:
+    """The model card's sentence on a trained model's measured task and interchange-intervention accuracies."""
+    interchange = interchange or {}
+    per_variable = ", ".join(f"`{variable}` {value:.3f}" for variable, value in interchange.items())
+    mean = np.mean(list(interchange.values()) or [np.nan])
+    return (f"Measured on fresh sequences of the training lengths (outputs rounded): **task accuracy "
+            f"{accuracy:.3f}**, **interchange-intervention accuracy {mean:.3f}** (per variable: {per_variable}). "
+            "Its outputs are floats: close to, not equal to, `data.npz`'s.")
+
+
 @dataclass
 class TrainedModel:
     """A trained cell and readout; ``alignment``: variable -> its hidden units; the accuracies measured."""
@@ -73,15 +83,10 @@ class TrainedModel:
     def card(self) -> str:
         """What the model card says of its training and its measured accuracies."""
         hooks = "`core`, `core.c`" if self.arch == "lstm" else "`core`"
-        per_variable = ", ".join(f"`{variable}` {accuracy:.3f}"
-                                 for variable, accuracy in (self.interchange_accuracy or {}).items())
         return (f" **Tier `trained`**: a stock `torch.nn.{self.arch.upper()}` trained by interchange intervention "
                 f"training ({self.steps} Adam steps, seed {self.seed}; `lsrl.bench.eval.trained`), each circuit "
                 f"variable aligned with its own block of hidden units (labels {hooks}; "
-                f"`free` units are trained to be inert). Measured on fresh sequences of the training lengths "
-                f"(outputs rounded): **task accuracy {self.accuracy:.3f}**, **interchange-intervention accuracy "
-                f"{np.mean(list((self.interchange_accuracy or {0: np.nan}).values())):.3f}** (per variable: "
-                f"{per_variable}). Its outputs are floats: close to, not equal to, `data.npz`'s.")
+                f"`free` units are trained to be inert). {measured(self.accuracy, self.interchange_accuracy)}")
 
     def run(self, xs: torch.Tensor, units: list[int] | None = None, source: list | None = None
             ) -> tuple[torch.Tensor, list]:
