@@ -37,7 +37,7 @@ with ``V`` rounded, so each step's state carries a relative error of about ``con
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.extensions import register_model_pass
 from lsrl.model.structure import OTHER, components, state_blocks
-from lsrl.numbers import EXACT, FLOAT, Backend, ExactBackend, FloatBackend, Matrix, mpq
+from lsrl.numbers import EXACT, FLOAT, Backend, ExactBackend, FloatBackend, Matrix, mpq, to_rational_exactly
 
 Layer = Any  # a compiled layer, an lsrl node (Linear, LinState, ...): lsrl.lang has no type hints
 Slot = tuple[str, int]  # ("z", j): mode j of a rewritten state; ("w", j): its drive j
@@ -348,10 +348,10 @@ def _rewrite(layer: Layer, previous: Layer) -> tuple[
     return layers, readback, labels, decomposition
 
 
-def _copy(layer: Layer, previous: Layer, backend: Backend | None = None) -> Layer:
-    """``layer`` reading ``previous``, its weights converted to ``backend`` if one is given."""
+def _copy(layer: Layer, previous: Layer, convert: Callable[[Matrix], Matrix] | None = None) -> Layer:
+    """``layer`` reading ``previous``, its weights passed through ``convert`` if one is given."""
     def weight(matrix: Matrix) -> Matrix:
-        return matrix if backend is None else backend.convert(matrix)
+        return matrix if convert is None else convert(matrix)
 
     if layer.kind == "Linear":
         return Linear(previous, weight(layer.A), weight(layer.b), name=layer.name)
@@ -376,13 +376,34 @@ def float_diagonal(model: CompiledProgram) -> CompiledProgram:
     except LsrlError:
         if model.backend != "exact":
             raise
+    return diagonalise(_converted(model, FLOAT, FLOAT.convert))
+
+
+def exact_diagonal(model: CompiledProgram) -> CompiledProgram:
+    """``model.diagonal()`` in exact rationals: a float model's weights are read as the binary values
+    they hold (not as the decimals they print as), so the result computes exactly what ``model``
+    computes in real arithmetic. ``LsrlError`` (naming the layer and the polynomial) where a state's
+    eigenvalues are irrational."""
+    if model.backend == "exact":
+        return diagonalise(model)
+    return diagonalise(_converted(model, EXACT, _binary_values))
+
+
+def _binary_values(matrix: Matrix) -> Matrix:
+    """``matrix`` in the exact backend, each float read as the rational it is."""
+    entries = ((i, j, to_rational_exactly(value)) for i, j, value in matrix.entries())
+    return EXACT.from_entries(entries, matrix.shape2d, matrix.is_vector)
+
+
+def _converted(model: CompiledProgram, backend: Backend, convert: Callable[[Matrix], Matrix]) -> CompiledProgram:
+    """A copy of ``model`` in ``backend``, its weights passed through ``convert``."""
     start = model.input.fresh()
     layers: list[Layer] = []
     for layer in model.layers:
-        layers.append(_copy(layer, layers[-1] if layers else start, FLOAT))
-    floats = CompiledProgram(start, layers, FLOAT, dict(model.stats), model.name, model.labels)
-    floats.entangled, floats.node_widths = model.entangled, model.node_widths
-    return diagonalise(floats)
+        layers.append(_copy(layer, layers[-1] if layers else start, convert))
+    copy = CompiledProgram(start, layers, backend, dict(model.stats), model.name, model.labels)
+    copy.entangled, copy.node_widths = model.entangled, model.node_widths
+    return copy
 
 
 def _absorbing(layer: Layer, readback: Matrix, previous: Layer) -> Layer:

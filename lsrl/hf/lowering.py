@@ -14,7 +14,8 @@ needs non-negative inputs; RecurrentGemma's MLP gates one factor and its RG-LRU 
 
 A ``Form`` is an affine function of earlier slots with an interval bound. Linear layers are only
 composed into forms; a ReLU, a Multi and a LinState become slots. LinStates are lowered from
-``model.diagonal()`` (float form where eigenvalues are irrational), block by block:
+``model.diagonal()`` in exact rationals (``lsrl.compiler.diagonal.exact_diagonal``: a float model's weights
+read as the binary values they hold), block by block:
 
 - a 1x1 block of eigenvalue ``l`` in [0, 1]: a scan (``l = 0``: the drive itself, a form; ``l = 1``
   with no drive: the constant initial state);
@@ -23,9 +24,9 @@ composed into forms; a ReLU, a Multi and a LinState become slots. LinStates are 
 - a block the input does not drive (its drive a constant ``c``) is the fixed sequence ``z_t = A
   z_(t-1) + c``: where it repeats with a period ``p <= 64`` (Listing 2's permutation counters), or
   ``max_len <= 64`` (``p = max_len``), ``z_t = sum_r z_r [t mod p = r]``, a linear map of the phase
-  indicators below (``z_r`` computed in float64: exact where the block and ``c`` are dyadic);
-- a driven block ``A = rho R`` with ``R**p = I``, ``p <= 12`` (``l < 0``: ``R = -1``; a complex pair
-  whose rotation has a finite period): with ``s_t = R**t z_t``,
+  indicators below (``z_r`` computed exactly, the period found by exact equality);
+- a driven block ``A = rho R`` with ``R**p = I``, ``p <= 12`` and ``rho`` rational (``l < 0``: ``R = -1``; a
+  complex pair whose rotation has a finite period, ``rho = sqrt(det A)``): with ``s_t = R**t z_t``,
   ``z_t = rho z_(t-1) + R**-t u_t`` (``z_0 = s_0``; check: ``R**t z_t = rho R R**(t-1) z_(t-1) + u_t``)
   is a scan of decay ``rho`` whose input, and whose read-out, are selected by the exact phase
   indicators ``[t mod p = r]`` (one slot of ``p`` product channels each: exactly one indicator is
@@ -34,72 +35,140 @@ composed into forms; a ReLU, a Multi and a LinState become slots. LinStates are 
   2**k H(t - p 2**k)``, ``H(y) = relu(y + 1) - relu(y)`` is exact on integers) and one bump per
   phase: about ``log2(max_len / p)`` blocks, shared by all states of period ``p``;
 - anything else (a driven decay above 1, a block of another shape, a driven rotation of no finite
-  period) is refused with an ``LsrlError`` naming the state and why.
+  period or of an irrational decay, a state whose eigenvalues are irrational) is refused with an
+  ``LsrlError`` naming the state and why.
+
+**Exact coefficients.** Every coefficient the lowering computes (the forms' ``terms`` and ``offset``: the
+program's Linears composed, eigenvector maps, rotation powers ``R**r``, driveless sequences ``z_r``) is
+an exact rational, computed in rationals from the exact diagonal form. The builders read two float64
+views: ``Form.coef`` / ``Form.const``, each rational rounded to the nearest float64 (a non-zero one below
+float64's smallest normal number is refused, so each is within ``2**-53`` relative of its rational: the
+spare rounding of ``lsrl.hf.rounding.form_error`` covers it), and ``Form.exact``, whether these floats *are*
+the rationals; ``lsrl.hf.rounding.form_grid`` claims exactness only for such forms (a rational such as
+``1 + 2**-60`` rounds to the short dyadic 1, yet is not exact). ``Channel.decay`` is the decay rounded to
+the nearest float64, within ``DECAY_ROUNDING = 2**-53`` of it (absolute; a decay below 1 that would round to
+1, or a positive one that would round to 0, is written as the float next to it, also within it), which
+the builders add to their decay's distance ``delta``; decay 1 and 0 are exact. Bounds (``low``, ``high``)
+are computed from the exact values and rounded outward.
 
 Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
 analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
 node. Bounds of forms are interval bounds, tightened by the program's own where a form is a node: those
-of the diagonal form's layer, and of the compiled program's where the pass left the layer alone.
+of the diagonal form's layer, and of the compiled program's where the pass left the layer alone (an
+exact model's; a float model's own bounds read its weights as decimals, so they are not used).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import gmpy2
 import numpy as np
 
-from lsrl.compiler.diagonal import float_diagonal
+from lsrl.compiler.diagonal import exact_diagonal
 from lsrl.errors import InternalError, LsrlError, shown
 from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
-from lsrl.numbers import FLOAT64_MAX
+from lsrl.numbers import FLOAT64_MAX, ONE, ZERO, as_float, mpq, to_rational_exactly
 
 MAX_PERIOD = 12  # a driven rotation's period at most this
 MAX_FIXED_PERIOD = 64  # a driveless block's period (or max_len) at most this
+DECAY_ROUNDING = 2.0 ** -53  # |Channel.decay - the exact decay| at most this (module doc)
+SMALLEST_NORMAL = mpq(float(np.finfo(np.float64).tiny))
+Rational = Any  # a gmpy2.mpq: the lowering's exact numbers
+Block = list[list[Any]]  # a state block's exact entries, row by row
+
+
+def rational(value: float | Rational) -> Rational:
+    """``value`` (an int, a float or a rational) as the rational it is."""
+    return to_rational_exactly(value)
+
+
+def below(value: Rational) -> float:
+    """The largest float64 at most ``value`` (-inf beyond float64's range)."""
+    if value < -FLOAT64_MAX:
+        return -math.inf
+    near = float(value)
+    return near if near <= value else math.nextafter(near, -math.inf)
+
+
+def above(value: Rational) -> float:
+    """The least float64 at least ``value`` (inf beyond float64's range)."""
+    return -below(-value)
 
 
 @dataclass(frozen=True)
 class Form:
-    """``sum coef[slot] * slot + const``, within ``[low, high]``."""
+    """``sum terms[slot] * slot + offset`` (exact rationals), within ``[low, high]`` (floats, rounded outward);
+    ``coef`` and ``const`` are the float64s the builders write (module doc: exact coefficients)."""
 
-    coef: tuple[tuple[int, float], ...]
-    const: float
+    terms: tuple[tuple[int, Rational], ...]
+    offset: Rational
     low: float
     high: float
+
+    @cached_property
+    def coef(self) -> tuple[tuple[int, float], ...]:
+        """The coefficients, each rounded to the nearest float64."""
+        return tuple((slot, as_float(c)) for slot, c in self.terms)
+
+    @cached_property
+    def const(self) -> float:
+        return as_float(self.offset)
+
+    @cached_property
+    def exact(self) -> bool:
+        """Whether ``coef`` and ``const`` are the exact coefficients (no rounding)."""
+        return all(c == float_c for (_, c), (_, float_c) in zip(self.terms, self.coef)) and self.offset == self.const
 
     @property
     def bound(self) -> float:
         return max(abs(self.low), abs(self.high))
 
-    def scaled(self, factor: float) -> Form:
-        low, high = sorted((self.low * factor, self.high * factor))
-        return Form(tuple((s, c * factor) for s, c in self.coef if c * factor != 0), self.const * factor, low, high)
+    def scaled(self, factor: float | Rational) -> Form:
+        factor = rational(factor)
+        low, high = sorted((rational(self.low) * factor, rational(self.high) * factor))
+        return Form(tuple((s, c * factor) for s, c in self.terms if c * factor != 0), self.offset * factor,
+                    below(low), above(high))
 
 
-def constant(value: float) -> Form:
-    return Form((), float(value), float(value), float(value))
+def constant(value: float | Rational) -> Form:
+    value = rational(value)
+    return Form((), value, below(value), above(value))
 
 
-def combine(terms: list[tuple[float, Form]], const: float = 0.0) -> Form:
-    """``sum weight * form + const`` with the interval bound of the sum."""
-    coef: dict[int, float] = {}
+def combine(terms: list[tuple[float | Rational, Form]], const: float | Rational = 0) -> Form:
+    """``sum weight * form + const`` with the interval bound of the sum, in exact rationals."""
+    coef: dict[int, Rational] = {}
+    const = rational(const)
     low = high = const
     for weight, form in terms:
+        weight = rational(weight)
         if weight == 0:
             continue
-        for slot, c in form.coef:
-            coef[slot] = coef.get(slot, 0.0) + weight * c
-        const += weight * form.const
-        low += min(weight * form.low, weight * form.high)
-        high += max(weight * form.low, weight * form.high)
-    return Form(tuple((s, c) for s, c in sorted(coef.items()) if c != 0), const, low, high)
+        for slot, c in form.terms:
+            coef[slot] = coef.get(slot, ZERO) + weight * c
+        const += weight * form.offset
+        ends = (weight * rational(form.low), weight * rational(form.high))
+        low, high = low + min(ends), high + max(ends)
+    return Form(tuple((s, c) for s, c in sorted(coef.items()) if c != 0), const, below(low), above(high))
 
 
 def tightened(form: Form, low: float, high: float) -> Form:
-    return Form(form.coef, form.const, max(form.low, low), min(form.high, high))
+    return Form(form.terms, form.offset, max(form.low, low), min(form.high, high))
+
+
+def decay_float(decay: Rational) -> float:
+    """``decay`` in [0, 1] as the float64 the builders read, within ``DECAY_ROUNDING`` of it: the nearest, but
+    never 1 or 0 for a decay that is not (module doc)."""
+    near = float(decay)
+    if near == 1 and decay != 1:
+        return math.nextafter(1.0, 0.0)
+    return math.ulp(0.0) if near == 0 and decay != 0 else near
 
 
 @dataclass(frozen=True)
@@ -196,65 +265,66 @@ class _Builder:
 
     def slot(self, name: str, channels: list[Channel], low: float, high: float) -> Form:
         """A new slot written by ``channels`` (bounded by ``[low, high]``), as a form."""
-        level = 1 + max((self.slots[s].level for c in channels for f in (c.form, c.gate) if f for s, _ in f.coef),
+        level = 1 + max((self.slots[s].level for c in channels for f in (c.form, c.gate) if f for s, _ in f.terms),
                         default=0) if channels else 0
         self.slots.append(Slot(name, channels, low, high, level))
-        return Form(((len(self.slots) - 1, 1.0),), 0.0, low, high)
+        return Form(((len(self.slots) - 1, ONE),), ZERO, low, high)
 
     # ---- primitives ------------------------------------------------------------------------------
     def relu(self, form: Form, name: str) -> Form:
         if form.low >= 0:
             return form
         if form.high <= 0:
-            return constant(0.0)
+            return constant(0)
         return self.slot(name, [Channel("relu", form, 1.0)], 0.0, form.high)
 
     def product(self, a: Form, b: Form, name: str) -> Form:
-        if not a.coef or not b.coef:  # a constant factor: a Linear
-            return b.scaled(a.const) if not a.coef else a.scaled(b.const)
-        corners = [x * y for x in (a.low, a.high) for y in (b.low, b.high)]
-        return self.slot(name, [Channel("product", a, 1.0, gate=b)], min(corners), max(corners))
+        if not a.terms or not b.terms:  # a constant factor: a Linear
+            return b.scaled(a.offset) if not a.terms else a.scaled(b.offset)
+        corners = [rational(x) * rational(y) for x in (a.low, a.high) for y in (b.low, b.high)]
+        return self.slot(name, [Channel("product", a, 1.0, gate=b)], below(min(corners)), above(max(corners)))
 
     def selected(self, forms: list[Form], phases: list[Form], name: str) -> Form:
         """``forms[r]`` where ``t mod p = r``: ``sum_r forms[r] [t mod p = r]``, one slot of product channels
         (a constant form adds a multiple of its indicator). Exactly one indicator is 1 at every step, so
         the slot lies within the hull of the forms' bounds."""
-        channels = [Channel("product", form, 1.0, gate=phase) for form, phase in zip(forms, phases) if form.coef]
-        linear = [(form.const, phase) for form, phase in zip(forms, phases) if not form.coef]
+        channels = [Channel("product", form, 1.0, gate=phase) for form, phase in zip(forms, phases) if form.terms]
+        linear = [(form.offset, phase) for form, phase in zip(forms, phases) if not form.terms]
         if not channels:
             return combine(linear)
-        low = min([0.0] + [form.low for form in forms if form.coef])
-        high = max([0.0] + [form.high for form in forms if form.coef])
-        return combine([(1.0, self.slot(name, channels, low, high))] + linear)
+        low = min([0.0] + [form.low for form in forms if form.terms])
+        high = max([0.0] + [form.high for form in forms if form.terms])
+        return combine([(1, self.slot(name, channels, low, high))] + linear)
 
-    def scan(self, drive: Form, decay: float, init: float, name: str) -> Form:
-        """``s_t = decay s_(t-1) + drive_t``, ``s_0 = init``."""
-        if decay == 1 and not drive.coef and not drive.const:  # a constant: no channel
+    def scan(self, drive: Form, decay: Rational, init: Rational, name: str) -> Form:
+        """``s_t = decay s_(t-1) + drive_t``, ``s_0 = init`` (exact ``decay`` in (0, 1] and ``init``)."""
+        if decay == 1 and not drive.terms and not drive.offset:  # a constant: no channel
             return constant(init)
-        reach = self.max_len if decay == 1 else min(self.max_len, 1.0 / (1.0 - decay))
-        channels = [Channel("scan", drive, 1.0, decay=decay)] if drive.coef or drive.const else []
+        reach = mpq(self.max_len) if decay == 1 else min(mpq(self.max_len), 1 / (1 - decay))
+        written = decay_float(decay)
+        channels = [Channel("scan", drive, 1.0, decay=written)] if drive.terms or drive.offset else []
         if init:
             sign = 1.0 if init > 0 else -1.0
-            channels.append(Channel("pulse", constant(abs(decay * init)), sign, decay=decay))
-        low = min(drive.low, 0.0) * reach - abs(init)
-        high = max(drive.high, 0.0) * reach + abs(init)
-        return self.slot(name, channels, low, high)
+            channels.append(Channel("pulse", constant(abs(decay * init)), sign, decay=written))
+        low = min(rational(drive.low), ZERO) * reach - abs(init)
+        high = max(rational(drive.high), ZERO) * reach + abs(init)
+        return self.slot(name, channels, below(low), above(high))
 
     def delayed(self, form: Form, lag: int, name: str) -> Form:
         """``form`` at step ``t - lag`` (0 before the sequence)."""
-        if lag == 0 or not (form.coef or form.const):
+        if lag == 0 or not (form.terms or form.offset):
             return form
         return self.slot(name, [Channel("delay", form, 1.0, lag=lag)], min(form.low, 0.0), max(form.high, 0.0))
 
-    def impulse(self, value: float, lag: int, name: str) -> Form:
+    def impulse(self, value: Rational, lag: int, name: str) -> Form:
         """``value`` at step ``lag + 1`` only."""
         channel = Channel("delay", constant(abs(value)), 1.0 if value > 0 else -1.0, lag=lag, impulse=True)
-        return self.slot(name, [channel], min(value, 0.0), max(value, 0.0))
+        return self.slot(name, [channel], below(min(value, ZERO)), above(max(value, ZERO)))
 
     # ---- the phase indicators [t mod p = r] -----------------------------------------------------------
     def step_counter(self) -> Form:
         if self.counter is None:
-            self.counter = self.scan(constant(1.0), 1.0, 0.0, "step counter")
+            self.counter = self.scan(constant(1), ONE, ZERO, "step counter")
         return self.counter
 
     def phase(self, period: int) -> list[Form]:
@@ -267,14 +337,14 @@ class _Builder:
             power *= 2
         while power >= 1:  # invariant: rest = t mod (2 * period * power), at most max_len
             size = period * power
-            upper = self.relu(combine([(1.0, rest)], 1.0 - size), f"t mod {period}")
-            lower = self.relu(combine([(1.0, rest)], -size), f"t mod {period}")
-            rest = combine([(1.0, rest), (-size, upper), (size, lower)])
-            rest = Form(rest.coef, rest.const, 0.0, float(min(self.max_len, size - 1)))
+            upper = self.relu(combine([(1, rest)], 1 - size), f"t mod {period}")
+            lower = self.relu(combine([(1, rest)], -size), f"t mod {period}")
+            rest = combine([(1, rest), (-size, upper), (size, lower)])
+            rest = Form(rest.terms, rest.offset, 0.0, float(min(self.max_len, size - 1)))
             power //= 2
-        ramps = {j: self.relu(combine([(1.0, rest)], -j), f"t mod {period}") for j in range(-1, period + 1)}
-        indicators = [Form(f.coef, f.const, 0.0, 1.0) for f in (
-            combine([(1.0, ramps[r - 1]), (-2.0, ramps[r]), (1.0, ramps[r + 1])]) for r in range(period))]
+        ramps = {j: self.relu(combine([(1, rest)], -j), f"t mod {period}") for j in range(-1, period + 1)}
+        indicators = [Form(f.terms, f.offset, 0.0, 1.0) for f in (
+            combine([(1, ramps[r - 1]), (-2, ramps[r]), (1, ramps[r + 1])]) for r in range(period))]
         self.phases[period] = indicators
         return indicators
 
@@ -287,13 +357,13 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     builder = _Builder(max_len, spec.dim, (spec.low, spec.high))
     current = list(builder.inputs)
     originals = {layer.name: layer for layer in model.layers}
-    layers: list[Any] = list(float_diagonal(model).layers)
+    layers: list[Any] = exact_layers(model)
     relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in layers:
         first_new = len(builder.slots)
         low, high = _layer_bounds(layer, originals.get(layer.name), max_len)
         if layer.kind == "Linear":
-            current = _affine(layer.A.to_numpy(), layer.b.to_numpy(), current)
+            current = _affine(layer.A, layer.b, current)
         elif layer.kind == "ReLU":
             current = [builder.relu(form, layer.name) for form in current]
         elif layer.kind == "Multi":
@@ -306,36 +376,67 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
                             "cannot be expressed")
         current = [tightened(form, lo, hi) for form, lo, hi in zip(current, low, high)]
         _tighten_new_slots(builder.slots, first_new, current)
-    return Lowered(builder.slots, current, max_len, spec.dim, spec.integer)
+    lowered = Lowered(builder.slots, current, max_len, spec.dim, spec.integer)
+    _require_float64_coefficients(lowered)
+    return lowered
+
+
+def exact_layers(model: CompiledProgram) -> list[Any]:
+    """The layers of ``model``'s exact diagonal form (``exact_diagonal``); ``LsrlError`` naming the state
+    whose eigenvalues are irrational: its float64 eigen-decomposition's error is in no proof here."""
+    try:
+        return list(exact_diagonal(model).layers)
+    except LsrlError as error:
+        reason = str(error).split("; compile with")[0]
+        raise LsrlError(f"{reason}: its eigenvalues are irrational, and the stock targets write exact coefficients "
+                        "only (a float64 eigen-decomposition's error is not in their proof), so this state is refused"
+                        ) from None
+
+
+def _require_float64_coefficients(lowered: Lowered) -> None:
+    """Every coefficient the builders write as a float64 is within ``2**-53`` of its rational (module doc):
+    ``LsrlError`` naming the slot for a non-zero one below float64's smallest normal number."""
+    forms = [(f"the output {j}", form) for j, form in enumerate(lowered.outputs)]
+    forms += [(slot.name, f) for slot in lowered.slots for c in slot.channels for f in (c.form, c.gate) if f]
+    for name, form in forms:
+        for value in [c for _, c in form.terms] + [form.offset]:
+            if value and abs(value) < SMALLEST_NORMAL:
+                raise LsrlError(f"{name}: a coefficient of about {float(value):.3g} is below float64's smallest normal "
+                                "number (2.2e-308): written as a float64 it would lose its precision")
 
 
 def _layer_bounds(layer: Any, original: Any, max_len: int) -> tuple[list[float], list[float]]:
     """``relational_bounds`` of ``layer`` (of the diagonal form), intersected with those of ``original``
     (the compiled program's layer of its name) where both compute the same values (``_same_values``):
-    both are sound, and the diagonal form's eigen-coordinates can widen the analysis."""
-    low, high = (list(map(float, side)) for side in relational_bounds(layer, max_len))
+    both are sound, and the diagonal form's eigen-coordinates can widen the analysis. Rounded outward."""
+    low, high = relational_bounds(layer, max_len)
     if _same_values(layer, original):
         o_low, o_high = relational_bounds(original, max_len)
-        low, high = list(map(max, low, map(float, o_low))), list(map(min, high, map(float, o_high)))
-    return low, high
+        low, high = list(map(max, low, o_low)), list(map(min, high, o_high))
+    return [_outward(v, below) for v in low], [_outward(v, above) for v in high]
+
+
+def _outward(value: Any, rounded: Any) -> float:
+    """A bound (a rational or an infinity) as a float64, rounded by ``rounded`` (``below`` or ``above``)."""
+    return float(value) if isinstance(value, float) or not math.isfinite(value) else rounded(value)
 
 
 def _same_values(layer: Any, original: Any) -> bool:
     """Whether ``layer`` (of the diagonal form) computes the values of ``original`` (a layer of the compiled
-    program): same kind and weights, the pass left it alone."""
+    program): same kind and exact weights, the pass left it alone."""
     if original is None or original is layer or original.kind != layer.kind or original.dim != layer.dim:
         return False
     names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
-    return all(np.array_equal(getattr(layer, n).to_numpy(), getattr(original, n).to_numpy()) for n in names)
+    return all(getattr(layer, n).equals(getattr(original, n)) for n in names)
 
 
 def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
     """A layer component that is one new slot (times a non-zero factor) bounds that slot."""
     for form in forms:
-        if len(form.coef) == 1 and form.const == 0 and form.coef[0][0] >= first_new:
-            index, factor = form.coef[0]
-            low, high = sorted((form.low / factor, form.high / factor))
-            slots[index].low, slots[index].high = max(slots[index].low, low), min(slots[index].high, high)
+        if len(form.terms) == 1 and form.offset == 0 and form.terms[0][0] >= first_new:
+            index, factor = form.terms[0]
+            low, high = sorted((rational(form.low) / factor, rational(form.high) / factor))
+            slots[index].low, slots[index].high = max(slots[index].low, below(low)), min(slots[index].high, above(high))
 
 
 def _require_bounded(model: CompiledProgram, max_len: int) -> None:
@@ -355,94 +456,113 @@ def _require_bounded(model: CompiledProgram, max_len: int) -> None:
                             f"up to max_len={shown(max_len)} steps; choose a smaller max_len")
 
 
-def _affine(A: np.ndarray, b: np.ndarray, forms: list[Form]) -> list[Form]:
-    return [combine([(float(a), form) for a, form in zip(row, forms) if a], float(bias)) for row, bias in zip(A, b)]
+def _affine(A: Any, b: Any, forms: list[Form]) -> list[Form]:
+    """``A forms + b`` for exact lsrl matrices ``A`` and ``b`` (a vector)."""
+    bias = b.values()
+    return [combine([(c, forms[j]) for j, c in sorted(A.row(i).items())], bias[i]) for i in range(A.shape2d[0])]
 
 
 def _lower_state(builder: _Builder, layer: Any, inputs: list[Form]) -> list[Form]:
-    A = layer.A.to_numpy()
-    drive = _affine(layer.B.to_numpy(), layer.b.to_numpy(), inputs)
-    init = layer.init_state.to_numpy().reshape(-1)
+    drive = _affine(layer.B, layer.b, inputs)
+    init = layer.init_state.values()
     out: list[Form | None] = [None] * layer.dim
     for kind, indices in state_blocks(layer.A):
-        block = A[np.ix_(indices, indices)]
-        if kind == DIAGONAL and 0 <= block[0, 0] <= 1:
-            i, decay = indices[0], float(block[0, 0])
-            out[i] = drive[i] if decay == 0 else builder.scan(drive[i], decay, float(init[i]), layer.name)
-        elif kind == DELAY:
-            for i, form in zip(indices, _delay_line(builder, layer, block, indices, drive, init)):
-                out[i] = form
-        elif kind in (DIAGONAL, PAIR) and not any(drive[i].coef for i in indices):
-            forms = _fixed_sequence(builder, layer, block, [drive[i].const for i in indices], init[indices])
-            for i, form in zip(indices, forms):
-                out[i] = form
+        block = [[layer.A.entry(r, c) for c in indices] for r in indices]
+        starts = [init[i] for i in indices]
+        if kind == DIAGONAL and 0 <= block[0][0] <= 1:
+            i, decay = indices[0], block[0][0]
+            out[i] = drive[i] if decay == 0 else builder.scan(drive[i], decay, init[i], layer.name)
+            continue
+        if kind == DELAY:
+            forms = _delay_line(builder, layer, block, indices, drive, init)
+        elif kind in (DIAGONAL, PAIR) and not any(drive[i].terms for i in indices):
+            forms = _fixed_sequence(builder, layer, block, [drive[i].offset for i in indices], starts)
         elif kind in (DIAGONAL, PAIR):
-            forms = _periodic(builder, layer, block, [drive[i] for i in indices], init[indices])
-            for i, form in zip(indices, forms):
-                out[i] = form
+            forms = _periodic(builder, layer, block, [drive[i] for i in indices], starts)
         else:
             raise LsrlError(f"{layer.describe()}: a state block of size {len(indices)} that is neither diagonal, a "
                             "rotation pair nor a delay line; the stock blocks cannot express it")
+        for i, form in zip(indices, forms):
+            out[i] = form
     return [form for form in out if form is not None]
 
 
-def _delay_line(builder: _Builder, layer: Any, block: np.ndarray, indices: list[int], drive: list[Form],
-                init: np.ndarray) -> list[Form]:
+def _delay_line(builder: _Builder, layer: Any, block: Block, indices: list[int], drive: list[Form],
+                init: list[Rational]) -> list[Form]:
     """``z_t[i] = sum_m c_m w_t-m[next^m(i)] + c_t z_0[next^t(i)]`` (the path's product of weights
     ``c``): drives delayed by conv taps, the initial state as impulses at the steps it reaches."""
-    successor = {i: int(np.flatnonzero(row)[0]) for i, row in enumerate(block) if np.any(row)}
+    successor = {i: next(j for j, v in enumerate(row) if v) for i, row in enumerate(block) if any(row)}
     forms = []
     for i in range(len(indices)):
-        terms, position, factor, lag = [], i, 1.0, 0
+        terms: list[tuple[Rational, Form]] = []
+        position, factor, lag = i, ONE, 0
         while True:  # a DELAY block is a nilpotent shift (state_blocks): its chains end within len(indices) steps
             if lag >= len(indices):
                 raise InternalError(f"{layer.name}: the delay line from unit {indices[i]} is longer than its block")
-            terms.append((1.0, builder.delayed(drive[indices[position]].scaled(factor), lag, layer.name)))
+            terms.append((ONE, builder.delayed(drive[indices[position]].scaled(factor), lag, layer.name)))
             if position not in successor:
                 break
-            factor *= float(block[position, successor[position]])
+            factor *= block[position][successor[position]]
             position, lag = successor[position], lag + 1
-            start = factor * float(init[indices[position]])
+            start = factor * init[indices[position]]
             if start:  # reaches z[i] at step lag
-                terms.append((1.0, builder.impulse(start, lag - 1, layer.name)))
+                terms.append((ONE, builder.impulse(start, lag - 1, layer.name)))
         forms.append(combine(terms))
     return forms
 
 
-def decay_and_rotation(block: np.ndarray, max_period: int) -> tuple[float, np.ndarray, int] | None:
-    """``(rho, R, p)`` with ``block = rho R``, ``0 < rho <= 1`` and ``R**p = I`` (``p <= max_period``, the
-    least such), or None: a state block a step counter can emulate (module doc)."""
-    rho = abs(float(block[0, 0])) if block.shape[0] == 1 else math.sqrt(abs(float(np.linalg.det(block))))
-    if not 0 < rho <= 1:
+def _times(a: Block, b: Block) -> Block:
+    """The exact product of two small blocks."""
+    return [[sum((a[i][k] * b[k][j] for k in range(len(b))), ZERO) for j in range(len(b[0]))] for i in range(len(a))]
+
+
+def _identity(size: int) -> Block:
+    return [[ONE if i == j else ZERO for j in range(size)] for i in range(size)]
+
+
+def _rational_root(value: Rational) -> Rational | None:
+    """``sqrt(value)`` where it is rational, else None (``value > 0``, a gmpy2 mpq: in lowest terms)."""
+    top, bottom = value.numerator, value.denominator
+    if not (gmpy2.is_square(top) and gmpy2.is_square(bottom)):
         return None
-    rotation, power = block / rho, np.eye(block.shape[0])
+    return mpq(gmpy2.isqrt(top), gmpy2.isqrt(bottom))
+
+
+def decay_and_rotation(block: Block, max_period: int) -> tuple[Rational, Block, int] | None:
+    """``(rho, R, p)`` with ``block = rho R`` (exact rationals), ``0 < rho <= 1`` and ``R**p = I`` exactly
+    (``p <= max_period``, the least such), or None: a state block a step counter can emulate exactly
+    (module doc). ``rho`` is ``|l|`` for a 1x1 block, ``sqrt(det)`` for a 2x2 one (None where irrational)."""
+    if len(block) == 1:
+        rho = abs(block[0][0])
+    else:
+        det = block[0][0] * block[1][1] - block[0][1] * block[1][0]
+        rho = _rational_root(det) if det > 0 else None
+    if rho is None or not 0 < rho <= 1:
+        return None
+    rotation = [[value / rho for value in row] for row in block]
+    power, identity = rotation, _identity(len(block))
     for period in range(1, max_period + 1):
-        power = rotation @ power
-        if np.allclose(power, np.eye(block.shape[0]), rtol=0, atol=1e-12):
+        if power == identity:
             return rho, rotation, period
+        power = _times(rotation, power)
     return None
 
 
-def _eigen_text(block: np.ndarray) -> str:
-    return "complex eigenvalues" if block.shape[0] == 2 else f"eigenvalue {float(block[0, 0]):g}"
+def _eigen_text(block: Block) -> str:
+    return "complex eigenvalues" if len(block) == 2 else f"eigenvalue {float(block[0][0]):g}"
 
 
-def _repeats(later: np.ndarray, first: np.ndarray) -> bool:
-    """``later == first`` up to float64 roundings of their own size (a rotation's sequence)."""
-    scale = max(1.0, float(np.max(np.abs(first))), float(np.max(np.abs(later))))
-    return bool(np.allclose(later, first, rtol=0, atol=1e-12 * scale))
-
-
-def _fixed_sequence(builder: _Builder, layer: Any, block: np.ndarray, drive: list[float], init: np.ndarray
+def _fixed_sequence(builder: _Builder, layer: Any, block: Block, drive: list[Rational], init: list[Rational]
                     ) -> list[Form]:
-    """A block the input does not drive is a fixed sequence ``z_1, z_2, ...``: where it repeats with a
+    """A block the input does not drive is a fixed sequence ``z_1, z_2, ...`` (exact): where it repeats with a
     period ``p <= MAX_FIXED_PERIOD`` (Listing 2's permutation counters), or ``max_len`` is at most that
     (``p = max_len``), ``z_t`` is a linear map of the phase indicators ``[t mod p = r]``."""
-    z, values = init, []
+    z, values = list(init), []
     for _ in range(min(builder.max_len, MAX_FIXED_PERIOD) + 1):
-        z = block @ z + np.asarray(drive)
+        z = [sum((a * v for a, v in zip(row, z)), ZERO) + c for row, c in zip(block, drive)]
         values.append(z)
-    period = next((p for p in range(1, len(values)) if _repeats(values[p], values[0])),
+    # z_(t+1) is a function of z_t: a sequence that meets its first value again repeats from there
+    period = next((p for p in range(1, len(values)) if values[p] == values[0]),
                   builder.max_len if builder.max_len <= MAX_FIXED_PERIOD else None)
     if period is None:
         raise LsrlError(f"{layer.describe()}: the stock blocks decay by factors in [0, 1], so a state with "
@@ -450,26 +570,27 @@ def _fixed_sequence(builder: _Builder, layer: Any, block: np.ndarray, drive: lis
                         f"its fixed sequence has no period <= {MAX_FIXED_PERIOD} and max_len={builder.max_len} is "
                         f"above {MAX_FIXED_PERIOD}")
     phases = builder.phase(period)  # z_t = values[t - 1], t = 1, 2, ...
-    return [combine([(float(values[(r - 1) % period][i]), phases[r]) for r in range(period)])
-            for i in range(block.shape[0])]
+    return [combine([(values[(r - 1) % period][i], phases[r]) for r in range(period)]) for i in range(len(block))]
 
 
-def _periodic(builder: _Builder, layer: Any, block: np.ndarray, drive: list[Form], init: np.ndarray) -> list[Form]:
-    """A block ``rho R`` with ``R**p = I`` through a phase-selected scan (module doc)."""
-    size = block.shape[0]
+def _periodic(builder: _Builder, layer: Any, block: Block, drive: list[Form], init: list[Rational]) -> list[Form]:
+    """A block ``rho R`` with ``R**p = I`` through a phase-selected scan (module doc), in exact rationals."""
+    size = len(block)
     found = decay_and_rotation(block, MAX_PERIOD)
     if found is None:
-        eigenvalues = np.round(np.linalg.eigvals(block), 6).tolist()
+        eigenvalues = np.round(np.linalg.eigvals(np.array(block, dtype=float)), 6).tolist()
         raise LsrlError(f"{layer.describe()}: the stock blocks decay by factors in [0, 1], so a state with "
                         f"{_eigen_text(block)} {eigenvalues} is emulated over a step counter, and this one cannot be "
-                        f"emulated: it is driven by the input and is no decay times a rotation of period at most "
-                        f"{MAX_PERIOD}")
+                        f"emulated: it is driven by the input and is no rational decay times a rotation of period at "
+                        f"most {MAX_PERIOD}")
     rho, rotation, period = found
     phases = builder.phase(period)
-    powers = [np.linalg.matrix_power(rotation, r) for r in range(period)]
+    powers = [_identity(size)]
+    for _ in range(period - 1):
+        powers.append(_times(rotation, powers[-1]))
     inverse = [powers[(period - r) % period] for r in range(period)]  # R^-r = R^(p-r)
-    feeds = [builder.selected([combine([(float(c), d) for c, d in zip(inverse[r][i], drive)]) for r in range(period)],
-                              phases, layer.name) for i in range(size)]
-    z = [builder.scan(feed, rho, float(start), layer.name) for feed, start in zip(feeds, init)]
-    return [builder.selected([combine([(float(c), zz) for c, zz in zip(powers[r][i], z)]) for r in range(period)],
-                             phases, layer.name) for i in range(size)]
+    feeds = [builder.selected([combine(list(zip(inverse[r][i], drive))) for r in range(period)], phases, layer.name)
+             for i in range(size)]
+    z = [builder.scan(feed, rho, start, layer.name) for feed, start in zip(feeds, init)]
+    return [builder.selected([combine(list(zip(powers[r][i], z))) for r in range(period)], phases, layer.name)
+            for i in range(size)]

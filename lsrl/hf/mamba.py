@@ -108,7 +108,7 @@ import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
-from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
+from lsrl.hf.lowering import DECAY_ROUNDING, Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
     U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
     scan_error, written,
@@ -348,8 +348,8 @@ def scan_decay(decay: float) -> tuple[float, float]:
     from ``decay`` (module doc, 4.)."""
     if decay == 1:
         return 1.0, 0.0
-    computed = _realised_decay(decay)
-    return min(1.0, computed + 2 * U), abs(computed - decay) + 2 * U
+    computed = _realised_decay(decay)  # plus the lowering's rounding of the program's decay (DECAY_ROUNDING)
+    return min(1.0, computed + 2 * U), abs(computed - decay) + 2 * U + DECAY_ROUNDING
 
 
 def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], errors: list[float],

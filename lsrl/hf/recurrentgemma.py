@@ -127,7 +127,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lsrl.errors import LsrlError
-from lsrl.hf.lowering import Channel, Form, Lowered, constant, declared, lower
+from lsrl.hf.lowering import DECAY_ROUNDING, Channel, Form, Lowered, constant, declared, lower
 from lsrl.hf.mamba import finished, output_tolerance, stream_bounds
 from lsrl.hf.rounding import (
     U, factor, form_error, form_grid, gamma, on_grid, product_error, pulse_error, reach, scan_error, written,
@@ -404,7 +404,7 @@ def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], 
     else:
         decay = float(channel.decay)
         computed = _rglru_decay(decay_param(decay, dtype)[0], dtype)[0]
-        delta = abs(computed - decay) * (1 + 2.0 ** -52)
+        delta = abs(computed - decay) * (1 + 2.0 ** -52) + DECAY_ROUNDING  # the lowering's rounding of the decay
     if channel.gate == "first":  # i = 0 after the first step: the drive is an exact 0 there, |h| <= drive
         bound = drive
         error = pulse_error(drive, drive_error, decay, computed, delta, max_len)

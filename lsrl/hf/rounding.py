@@ -62,6 +62,9 @@ class Row(Protocol):
     @property
     def const(self) -> float: ...
 
+    @property
+    def exact(self) -> bool: ...  # whether coef and const are the program's coefficients, not roundings of them
+
 
 def gamma(n: float) -> float:
     """``gamma_n = n U / (1 - n U)``: the relative error of ``n`` roundings (``n U < 1``)."""
@@ -98,7 +101,9 @@ def on_grid(terms: Sequence[tuple[float, int | None, float]]) -> int | None:
 
 
 def form_grid(form: Row, bounds: Sequence[float], grids: Sequence[int | None]) -> int | None:
-    """The grid of ``form`` over exact slots, or None."""
+    """The grid of ``form`` over exact slots, or None (also where its floats are roundings: ``Row.exact``)."""
+    if not form.exact:
+        return None
     terms = [(c, grids[s], bounds[s]) for s, c in form.coef]
     return on_grid(terms + ([(form.const, 0, 1.0)] if form.const else []))
 
