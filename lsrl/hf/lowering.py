@@ -210,8 +210,9 @@ class Channel:
     weight: float
     lag: int = 0
     gate: Form | None = None
-    decay: float = 1.0
+    decay: float = 1.0  # the float64 the builders read, within DECAY_ROUNDING of exact_decay
     impulse: bool = False
+    exact_decay: Any = None  # a scan's or a pulse's decay, an exact rational
 
 
 @dataclass
@@ -302,10 +303,11 @@ class _Builder:
             return constant(init)
         reach = mpq(self.max_len) if decay == 1 else min(mpq(self.max_len), 1 / (1 - decay))
         written = decay_float(decay)
-        channels = [Channel("scan", drive, 1.0, decay=written)] if drive.terms or drive.offset else []
+        driven = drive.terms or drive.offset
+        channels = [Channel("scan", drive, 1.0, decay=written, exact_decay=decay)] if driven else []
         if init:
             sign = 1.0 if init > 0 else -1.0
-            channels.append(Channel("pulse", constant(abs(decay * init)), sign, decay=written))
+            channels.append(Channel("pulse", constant(abs(decay * init)), sign, decay=written, exact_decay=decay))
         low = min(rational(drive.low), ZERO) * reach - abs(init)
         high = max(rational(drive.high), ZERO) * reach + abs(init)
         return self.slot(name, channels, below(low), above(high))
