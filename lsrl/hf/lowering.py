@@ -61,6 +61,7 @@ exact model's; a float model's own bounds read its weights as decimals, so they 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -141,7 +142,7 @@ def constant(value: float | Rational) -> Form:
     return Form((), value, below(value), above(value))
 
 
-def combine(terms: list[tuple[float | Rational, Form]], const: float | Rational = 0) -> Form:
+def combine(terms: Sequence[tuple[float | Rational, Form]], const: float | Rational = 0) -> Form:
     """``sum weight * form + const`` with the interval bound of the sum, in exact rationals."""
     coef: dict[int, Rational] = {}
     const = rational(const)

@@ -96,21 +96,33 @@ own. Every computed value lies within ``M_s + E_s``; ``LsrlError`` naming the no
 exceeds ``2**20 (M_s + 1)`` or a scan is too long for its rounding (``2 U R >= 1/2``). A tolerance as
 large as the outputs' bound proves nothing: ``ToleranceWarning``.
 
+**The lanes (proved, for the running torch's CPU kernels).** The RG-LRU computes its gates and decays
+elementwise on ``(batch, T, lru_width)`` tensors (``softplus`` on the ``lru_width`` parameters), and torch's
+CPU elementwise kernels compute an element by one of two code paths: the vectorised body, or the scalar
+loop that runs a tensor's tail (the elements after the last whole vectors) and strided inputs; for the
+ops that buffer strided inputs (``exp``, ``sqrt``) the tail is a partial vector. Each path computes an
+element from its value alone (SIMD lanes do not interact), but the two paths round differently
+(``benchmarks/activation_identities.py``; here ``softplus``: its vectorised and scalar results differ on
+about one parameter in ten). Which path a channel's lane takes depends on its position in the flattened
+tensor, so one channel may take both at different steps. The construction therefore rests only on the
+*values* the lanes compute: every op of the stock code between the parameters and ``(a, m)`` is either an
+IEEE operation (the products ``-8 r s``, ``2 log a``, ``1 - a**2``, the casts: correctly rounded, the same
+on every path) or an elementwise function of one value (``sigmoid``, ``softplus``, ``exp``, ``sqrt``) whose
+inputs are fixed numbers: the gate pre-activations are exactly ``+-1024`` (a bias plus a row of zero
+weights, or ``-+2048`` times the exact first-step channel ``F``), ``recurrent_param`` is a constant per
+channel. ``on_every_path`` evaluates a function of one value on both paths (a contiguous run of copies, a
+strided copy, a lone element), and ``rglru_lanes`` follows every combination of paths through the chain to
+the set of ``(a, m)`` any lane can compute. The builder writes only parameters whose set has one element:
+``check_saturated_lanes`` (the gates ``sigmoid(+-1024)`` = 1 / 0, a ``"pass"`` channel's ``a = 0``, ``m =
+1``, the output branch ``gelu_tanh(8) = 8``), ``unit_decay`` (``a = 1``, ``m = 2**-12`` / ``2**-13``) and
+``decay_param`` (a genuine decay: the solved parameter, or the nearest neighbouring float on which the
+paths agree). So every lane computes the ``a^`` and ``m`` the tolerance uses, bit for bit. What this rests
+on: torch's dispatch picks one kernel per op for the process (the CPU capability,
+``torch.backends.cpu.get_cpu_capability()``; another machine's AVX512 kernels are checked when a model is
+built there, not when a saved one is loaded), and an elementwise op has no third path.
+
 **Not proved** (stated precisely):
 
-- *The RG-LRU's decays in each lane.* The builder computes ``a^`` and ``m`` (``_rglru_decay``) with
-  the stock code's own operations (``softplus``, ``exp``, ``sqrt``) on 0-d tensors of the model's
-  dtype; the proof assumes that the stock model, which applies the same operations elementwise to
-  its ``(batch, T, lru_width)`` tensors, gets the same ``a^`` and ``m`` bit for bit in every lane
-  (torch's vectorised and scalar paths agree on these inputs). For the unit decay this is checked
-  on the running torch on the scalar path (``unit_decay``) and through the stock vectorised path by
-  ``tests/test_hf_recurrentgemma.py`` (an exact counter at ``T = 700``); for a genuine decay a
-  disagreement of ``k`` ulps in ``a^`` or ``m`` would add about ``k U`` relative per step, beyond the
-  stated bound.
-- *Coefficients computed in float64*: the eigen-decomposition of a float diagonal form, the rotation
-  powers ``R**r`` and the sequences of driveless blocks are taken as the program's, up to the spare
-  rounding in ``gamma_(m+2)`` (nothing is assumed where they are dyadic: the exactness proof needs
-  dyadic coefficients).
 - *Tightness*: the bounds ``M_s`` are ``lsrl.lang.relational_bounds`` (sound, never looser than the
   intervals of ``value_bounds``, whose 4.4e14 on the robust Listing 2's outputs at ``max_len = 256``
   made its tolerance 2.9e11): the robust Listing 2 (n = 2, 3) is on the grid throughout, stated exact
@@ -120,7 +132,9 @@ large as the outputs' bound proves nothing: ``ToleranceWarning``.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -147,27 +161,55 @@ SATURATE = 1024.0  # sigmoid(+-SATURATE) is exactly 1 / 0; exp(-8 * SATURATE) is
 Y_GAIN = 8.0  # the gate branch y = gelu_tanh(8) == 8 exactly
 WEIGHT_LIMIT = 2.0 ** 120  # every weight and pre-activation below this (float32 overflows at 2**128)
 GRIFFIN_PATTERN = ("recurrent", "recurrent", "attention")
+LANES = 64  # a contiguous run this long fills whole vectors on every CPU capability (AVX512: 2 x 16 float32)
+PARAM_TRIES = 64  # recurrent_param candidates tried for a genuine decay (decay_param)
 
 
-# ---- the RG-LRU's decays, checked on the running torch ----------------------------------------
+# ---- the RG-LRU's decays, on every code path of the running torch (module doc: the lanes) --------------
 
 
-def _rglru_decay(recurrent_param: float, dtype: torch.dtype) -> tuple[float, float]:
-    """``(a, m)`` as the stock RG-LRU computes them with a saturated recurrence gate: ``a`` as the
-    float32 scan uses it, ``m = sqrt(1 - a**2)`` in ``dtype``."""
+def on_every_path(function: Callable[[torch.Tensor], torch.Tensor], value: torch.Tensor) -> set[float]:
+    """``function(value)`` for a 0-d ``value`` as each code path of torch's CPU elementwise kernels computes it
+    in a lane: the vectorised body (a contiguous run of ``LANES`` copies), the scalar loop of a strided input
+    (also what a tensor's tail runs), and a lone element. One value: every lane holding ``value`` gets it."""
+    run = value.reshape(1).repeat(LANES)
+    spread = value.reshape(1).repeat(2 * LANES)[::2]
+    return {function(run)[0].item(), function(spread)[0].item(), function(value).item()}
+
+
+@functools.lru_cache(maxsize=None)
+def rglru_lanes(recurrent_param: float, dtype: torch.dtype) -> frozenset[tuple[float, float]]:
+    """Every ``(a, m)`` a lane of the stock RG-LRU can compute for ``recurrent_param`` with a saturated
+    recurrence gate (``sigmoid(SATURATE)``): ``a = exp(-8 r softplus(L))`` as the float32 scan reads it and
+    ``m = sqrt(1 - exp(2 log a))`` in ``dtype``, taking every path of each elementwise op (the products and
+    ``1 - x`` are IEEE operations, correctly rounded on every path)."""
     import torch
     import torch.nn.functional as F
 
-    param = torch.tensor(recurrent_param, dtype=dtype)
-    log_a = -8.0 * torch.sigmoid(torch.tensor(SATURATE, dtype=dtype)) * F.softplus(param)
-    a = torch.exp(log_a).to(torch.float32)
-    m = torch.sqrt(1 - torch.exp(2 * log_a))
-    return float(a), float(m)
+    def number(value: float) -> torch.Tensor:
+        return torch.tensor(value, dtype=dtype)
+
+    pairs = set()
+    for gate in on_every_path(torch.sigmoid, number(SATURATE)):
+        for softplus in on_every_path(F.softplus, number(recurrent_param)):
+            log_a = -8.0 * number(gate) * number(softplus)  # the stock code's order
+            for a in on_every_path(torch.exp, log_a):
+                for square in on_every_path(torch.exp, 2 * log_a):
+                    for m in on_every_path(torch.sqrt, 1 - number(square)):
+                        pairs.add((float(number(a).to(torch.float32)), m))
+    return frozenset(pairs)
+
+
+def _rglru_decay(recurrent_param: float, dtype: torch.dtype) -> tuple[float, float] | None:
+    """``(a, m)`` as every lane of the stock RG-LRU computes them with a saturated recurrence gate (``a`` as
+    the float32 scan uses it, ``m = sqrt(1 - a**2)`` in ``dtype``), or None where the code paths disagree."""
+    pairs = rglru_lanes(recurrent_param, dtype)
+    return next(iter(pairs)) if len(pairs) == 1 else None
 
 
 def unit_decay(dtype: torch.dtype) -> tuple[float, float]:
     """``(recurrent_param, m)`` for ``a = 1`` by the rounding trick (module doc): the scan's ``a``
-    is exactly 1.0 and ``m`` is ``2**-12`` (float32) or ``2**-13`` (float64), checked here."""
+    is exactly 1.0 and ``m`` is ``2**-12`` (float32) or ``2**-13`` (float64) in every lane, checked here."""
     import torch
 
     if dtype == torch.float32:
@@ -177,16 +219,52 @@ def unit_decay(dtype: torch.dtype) -> tuple[float, float]:
     param = float(torch.tensor(math.log(math.expm1(softplus)), dtype=dtype))
     if _rglru_decay(param, dtype) != (1.0, m):
         raise LsrlError(f"hawk: this torch's exp / softplus do not round the RG-LRU's unit decay as the "
-                        f"construction needs (a = 1.0, m = {m}) in {dtype}; the counters cannot be exact here")
+                        f"construction needs (a = 1.0, m = {m}) in {dtype} on all its code paths; the counters "
+                        "cannot be exact here")
     return param, m
 
 
+@functools.lru_cache(maxsize=None)
 def decay_param(eigenvalue: float, dtype: torch.dtype) -> tuple[float, float]:
-    """``(recurrent_param, m)`` for a genuine decay ``a ~ eigenvalue`` in (0, 1)."""
+    """``(recurrent_param, m)`` for a genuine decay ``a ~ eigenvalue`` in (0, 1): the parameter nearest the
+    solution, or among its ``PARAM_TRIES`` nearest neighbours the first, on which every lane computes the
+    same ``a`` and ``m`` (``rglru_lanes``; torch's vectorised softplus differs from its scalar one on about one
+    parameter in ten)."""
+    import numpy as np
     import torch
 
-    param = float(torch.tensor(math.log(math.expm1(-math.log(eigenvalue) / 8)), dtype=dtype))
-    return param, _rglru_decay(param, dtype)[1]
+    kind = np.float32 if dtype == torch.float32 else np.float64
+    nearest = kind(math.log(math.expm1(-math.log(eigenvalue) / 8)))
+    up = down = nearest
+    for step in range(PARAM_TRIES):  # alternately the next float above and below
+        if step % 2:
+            up = np.nextafter(up, kind(math.inf))
+        else:
+            down = np.nextafter(down, kind(-math.inf)) if step else nearest
+        found = _rglru_decay(float(up if step % 2 else down), dtype)
+        if found is not None:
+            return float(up if step % 2 else down), found[1]
+    raise LsrlError(f"hawk: the RG-LRU's lanes compute different decays for every parameter near the decay "
+                    f"{eigenvalue:g} in {dtype} (torch's vectorised and scalar kernels disagree); it cannot be "
+                    "written exactly")
+
+
+def check_saturated_lanes(dtype: torch.dtype) -> None:
+    """The constants every lane must compute exactly (module doc), on every code path: ``sigmoid(+-SATURATE)``
+    is 1 / 0 (the gates), a ``"pass"`` channel (``recurrent_param = SATURATE``) has ``a = 0`` and ``m = 1``,
+    and ``gelu_tanh(Y_GAIN) = Y_GAIN`` (the output branch); ``LsrlError`` otherwise."""
+    import torch
+    import torch.nn.functional as F
+
+    def number(value: float) -> torch.Tensor:
+        return torch.tensor(value, dtype=dtype)
+
+    found = (on_every_path(torch.sigmoid, number(SATURATE)), on_every_path(torch.sigmoid, number(-SATURATE)),
+             rglru_lanes(SATURATE, dtype), on_every_path(lambda x: F.gelu(x, approximate="tanh"), number(Y_GAIN)))
+    if found != ({1.0}, {0.0}, frozenset({(0.0, 1.0)}), {Y_GAIN}):
+        raise LsrlError(f"hawk: this torch's saturated gates are not exact on all its code paths in {dtype} "
+                        f"(sigmoid(+-{SATURATE:g}), exp(-{8 * SATURATE:g}), gelu_tanh({Y_GAIN:g})); the RG-LRU "
+                        "channels cannot be exact here")
 
 
 # ---- the lowering's channels as MLP units and RG-LRU channels --------------------------------------
@@ -403,8 +481,9 @@ def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], 
         decay, computed, delta = 1.0, 1.0, 0.0
     else:
         decay = float(channel.decay)
-        computed = _rglru_decay(decay_param(decay, dtype)[0], dtype)[0]
-        delta = abs(computed - decay) * (1 + 2.0 ** -52) + DECAY_ROUNDING  # the lowering's rounding of the decay
+        lanes = [a for a, _ in rglru_lanes(decay_param(decay, dtype)[0], dtype)]  # one a (decay_param)
+        computed = max(lanes)
+        delta = max(abs(a - decay) for a in lanes) * (1 + 2.0 ** -52) + DECAY_ROUNDING  # and the lowering's rounding
     if channel.gate == "first":  # i = 0 after the first step: the drive is an exact 0 there, |h| <= drive
         bound = drive
         error = pulse_error(drive, drive_error, decay, computed, delta, max_len)
@@ -443,6 +522,7 @@ def build(model: CompiledProgram, max_len: int, dtype: torch.dtype, arch: str, b
 
     pattern = ("recurrent",) if arch == "hawk" else GRIFFIN_PATTERN
     where = f"{arch}: {model.name}"
+    check_saturated_lanes(dtype)
     lowered = lower(model, max_len)
     ops = plan_ops(lowered, dtype)
     blocks = place(ops, pattern)
