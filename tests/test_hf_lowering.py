@@ -17,7 +17,7 @@ import pytest
 import lsrl
 from lsrl.hf.lowering import DECAY_ROUNDING, Lowered, constant, decay_and_rotation, decay_float, lower
 from lsrl.hf.rounding import form_grid
-from lsrl.numbers import mpq, to_fraction
+from lsrl.numbers import mpq, to_fraction, to_rational
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_hf_mamba import bounded_random_program, every_state_program  # noqa: E402
@@ -35,7 +35,7 @@ def _form(form, values: list[Fraction]) -> Fraction:
 def run_slots(lowered: Lowered, xs: np.ndarray) -> list[list[list[Fraction]]]:
     """The outputs ``(B, T, d_out)`` of ``lowered`` on ``xs``, in exact fractions: each channel as the module
     doc defines it (relu, delay / impulse, product, scan, pulse), read from the exact ``terms``, ``offset``
-    and ``exact_decay`` only (never the floats the builders write)."""
+    and ``exact_decay`` only (never the floats the builders write); every slot checked within its bounds."""
     batches = []
     for sequence in xs:
         history: list[list[Fraction]] = []  # every slot's value per step
@@ -44,11 +44,12 @@ def run_slots(lowered: Lowered, xs: np.ndarray) -> list[list[list[Fraction]]]:
             values: list[Fraction] = []
             for index, slot in enumerate(lowered.slots):
                 if not slot.channels:
-                    values.append(_q(x[index]) if index < lowered.input_dim else Fraction(0))
+                    values.append(to_fraction(to_rational(x[index])) if index < lowered.input_dim else Fraction(0))
                     continue
                 total = Fraction(0)
                 for k, channel in enumerate(slot.channels):
                     total += _q(channel.weight) * _channel(channel, t, values, history, scans, (index, k))
+                assert Fraction(slot.low) <= total <= Fraction(slot.high), (slot.name, t)  # its bound holds
                 values.append(total)
             history.append(values)
         batches.append([[_form(form, values) for form in lowered.outputs] for values in history])
@@ -197,3 +198,14 @@ def test_irrational_eigenvalues_are_refused_naming_the_state():
     with pytest.raises(lsrl.LsrlError, match="'golden'.*irrational.*refused"):
         lower(model, 8)
     assert math.isfinite(float(np.max(np.abs(model(np.zeros((3, 1)))))))  # the program itself runs
+
+
+def test_bounds_are_rounded_outward():
+    """An Input declared in [-1/3, 1/3]: its slot's float bounds contain the thirds (nearest rounding would
+    cut one of them off), and a scan of decay 1/3 of it bounds its value."""
+    x = lsrl.Input(1, name="x", bounds=(Fraction(-1, 3), Fraction(1, 3)))
+    model = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[Fraction(1, 3)]], [[1]], name="s")))
+    lowered = lower(model, 5)
+    assert Fraction(lowered.slots[0].low) <= Fraction(-1, 3) and Fraction(lowered.slots[0].high) >= Fraction(1, 3)
+    xs = np.array([[[Fraction(1, 3)], [Fraction(-1, 3)], [Fraction(1, 3)], [Fraction(1, 3)], [Fraction(1, 3)]]])
+    assert run_slots(lowered, xs) == _exact_reference(model, xs)

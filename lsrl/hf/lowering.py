@@ -263,7 +263,8 @@ class _Builder:
         self.slots: list[Slot] = []
         self.phases: dict[int, list[Form]] = {}
         self.counter: Form | None = None
-        self.inputs = [self.slot(f"input[{i}]", [], float(lo), float(hi)) for i, (lo, hi) in enumerate(zip(*bounds))]
+        self.inputs = [self.slot(f"input[{i}]", [], _outward(lo, below), _outward(hi, above))
+                       for i, (lo, hi) in enumerate(zip(*bounds))]
 
     def slot(self, name: str, channels: list[Channel], low: float, high: float) -> Form:
         """A new slot written by ``channels`` (bounded by ``[low, high]``), as a form."""
@@ -357,7 +358,7 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     stock blocks cannot express."""
     _require_bounded(model, max_len)
     spec = declared(model)
-    builder = _Builder(max_len, spec.dim, (spec.low, spec.high))
+    builder = _Builder(max_len, spec.dim, model.input.bounds)  # exact: rounded outward
     current = list(builder.inputs)
     originals = {layer.name: layer for layer in model.layers}
     layers: list[Any] = exact_layers(model)
