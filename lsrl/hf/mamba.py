@@ -45,7 +45,8 @@ block (every block reads only slots of lower levels):
    the bounds ``M_s + E_s``); in_proj holds ``fl(k c_i / beta)`` (``k``, ``beta`` powers of two) and
    sums ``m`` non-zero terms, so ``|x^ / k - f| <= e_f = sum |c_i| (E_i + U M'_i) + gamma_(m+2) (sum
    |c_i| M'_i + |c_0|) + (m + 2) TINY`` with ``M'_i = (1 + U)(M_i + E_i)`` (the spare rounding in
-   ``m + 2`` covers the float64 composition of the program's Linears into ``c``). The conv copies with
+   ``m + 2`` covers the lowering's rounding of each exact rational ``c_i`` to the nearest float64,
+   ``2**-53`` relative: ``lsrl.hf.lowering``, exact coefficients). The conv copies with
    tap 1 (an impulse: ``x - x = 0`` on identical values), exactly.
 2. *SiLU* (an assumption on torch, tested in ``tests/test_hf_mamba.py``: ``silu(x) == relu(x)`` for
    ``|x| >= 710`` and ``|fl(silu(x)) - relu(x)| <= SILU_GAP = 0.28`` elsewhere, which holds in real
@@ -57,7 +58,9 @@ block (every block reads only slots of lower levels):
 4. *Scan* of decay ``a`` (``S_t = a S_(t-1) + d_t``, ``d = relu(f)``, ``|S| <= S_max = R D`` with
    ``R = sum_(j < T) a^j``): ``dt B_t = 1/k`` exactly, the drive is ``d^ = fl32(silu(x^)) / k`` with
    ``e_d = e + U (D + e)``; the computed decay ``a^ = exp(32 fl32(A))`` (1 exactly for decay 1) lies
-   within ``delta = |a^(float64) - a| + 2U`` of ``a``; each step rounds ``a^ S`` and the sum. So
+   within ``delta = |a^(float64) - a| + 2U + 2**-53`` of ``a`` (``a`` as written is the program's decay
+   rounded to float64, within ``DECAY_ROUNDING = 2**-53``: ``lsrl.hf.lowering``); each step rounds
+   ``a^ S`` and the sum. So
    ``eps_t <= a^ eps_(t-1) + delta S_max + e_d + 2U (S_max + eps) + 2 TINY`` and, summed,
    ``eps <= R' (e_d + delta S_max + 2U S_max + 2 TINY) / (1 - 2U R')`` with ``R' = sum_(j<T) a^^j``
    (refused unless ``2U R' < 1/2``); where the slot is this one scan of a non-negative drive (no split),

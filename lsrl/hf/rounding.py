@@ -13,7 +13,9 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
 - ``form_error``: a dot product ``sum c_i v_i + c_0`` over the normed stream, with weights rounded
   to the dtype: ``sum |c_i| (E_i + U M'_i) + gamma_(m+2) (sum |c_i| M'_i + |c_0|) + (m + 2) TINY``,
   ``M'_i = (1 + U)(M_i + E_i)`` (the norm's float32 rounding of each value read, the weights' rounding
-  and ``m`` additions; the spare rounding covers the float64 composition of Linears into ``c``).
+  and ``m`` additions; the spare rounding covers the rounding of each exact coefficient to the nearest
+  float64, ``lsrl.hf.lowering``). ``form_grid`` claims no grid for a form whose floats are such roundings
+  (``Row.exact``).
 - exactness (``dyadic_exponent``, ``on_grid``, ``form_grid``): a sum of multiples of ``2**-q`` whose
   magnitudes add up to less than ``2**(24 - q)`` is computed exactly in float32 in any order (every
   partial sum is such a multiple, representable), when every coefficient has at most 24 bits.
