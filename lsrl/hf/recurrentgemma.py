@@ -77,8 +77,9 @@ them (every op reads slots written before it).
   (exact for the unit decay, ``m = 2**-12``; one rounding for a genuine decay), round it to float32
   (one more ``U``) and scan it: ``lsrl.hf.rounding.scan_error`` with ``a^`` the float32 decay (the same in
   every lane: the lanes, below) and ``delta = |a^ - l| + 2**-53`` (``l`` as written is the program's decay
-  rounded to float64, within ``DECAY_ROUNDING``: ``lsrl.hf.lowering``); where the slot is one scan of a non-negative drive, ``0 <= P <= P + Q`` is
-  bounded by the slot's own ``M_s / |w|`` (``Slot.scan_state``), taken where smaller than ``R D``. A
+  rounded to float64, within ``DECAY_ROUNDING``: ``lsrl.hf.lowering``); where the slot is one scan of a
+  non-negative drive, ``0 <= P <= P + Q`` is bounded by the slot's own ``M_s / |w|``
+  (``Slot.scan_state``), taken where smaller than ``R D``. A
   ``Q`` channel (a pulse's, a scan's first step) is driven at the first step only (``i = 0`` after:
   its input is an exact 0), so ``|h| <= D`` and it carries ``lsrl.hf.rounding.pulse_error`` (for the
   unit decay, ``1 * h + 0`` is exact: the first step's error alone). Each channel is bounded against
