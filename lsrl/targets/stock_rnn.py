@@ -645,6 +645,10 @@ class _Builder:
         plans = [_thresholds(lattice, lo, hi, relu) for lattice, lo, hi in zip(lattices, low, high)]
         if any(plan is None for plan in plans):
             return False
+        held = [offset + float(weights @ (value > thresholds)) for (offset, thresholds, weights), value in
+                zip(plans, s0)]
+        if not np.array_equal(held, s0):  # the initial state is no point of the thresholds' values
+            return False
         Wd, c, magnitude, count, propagated = self.input_terms(W, c)
         n, sizes = len(plans), [len(thresholds) for _, thresholds, _ in plans]
         D_own, offset = np.zeros((n, sum(sizes))), np.array([plan[0] for plan in plans])
