@@ -166,7 +166,8 @@ def test_the_threshold_gain_is_at_its_boundary(arch):
     saturation, and the build is refused naming the node."""
     model, xs, reference = listing2_case(2)
     assert np.array_equal(run(model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float32), xs), reference)
-    with pytest.raises(lsrl.LsrlError, match=r"gain=0.5 leaves the threshold units of \w+ '\w+' .* short of saturation"):
+    short = r"gain=0.5 leaves the threshold units of \w+ '\w+' .* short of saturation"
+    with pytest.raises(lsrl.LsrlError, match=short):
         model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float32, gain=0.5)
 
 

@@ -3,7 +3,8 @@
 ``model.to_torch("stock_lstm" | "stock_gru", max_len=T, dtype=torch.float32)`` returns a module whose
 ``core`` is one stacked ``nn.LSTM`` / ``nn.GRU`` (``batch_first``, every layer ``hidden_size`` wide, the
 layers' units padded to the widest with all-zero units, which stay 0) and whose ``readout`` is a plain
-``nn.Linear``; the program's input is the core's input. ``net.tolerance`` bounds how far every output
+``nn.Linear``; the program's input is the core's input (an LSTM's initial cells ``c0`` are a buffer, as ``h0``:
+threshold units start at ``TANH_ONE``). ``net.tolerance`` bounds how far every output
 may lie from the exact interpreter, for inputs within the declared ``Input`` bounds and sequences of at
 most ``max_len`` steps (``net.tolerances``: per output component).
 
@@ -73,19 +74,61 @@ built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming 
 module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too; the refusals
 name the layer where the bound grew most.
 
-**Listing 2 (why it is refused).** The bound is carried layer by layer, and two kinds of layer
-multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
-registers) sums its input's error over ``max_len`` steps (``power_sum``: 108 at ``T = 108``, and 217 for
-the query, whose input holds two errors), and a comparison (``f_step``: slope ``mu = 2``, two ReLUs read
-back with opposite signs) doubles to quadruples it. Across the 27 cell layers of ``n = 2`` the bound grows
-3.5e16-fold; with the relational value bounds (the values reached, nearly: the stored query's bound is
-its tokens' 4, where the interval analysis said 3020) float64 states 843 (LSTM, ``T = 26``) for outputs
-bounded by 24. So no choice of scales or gains proves Listing 2's token decisions, in either dtype, and
-both refuse it (``check_margin`` or ``_check_informative``, naming where the bound grows most). What
-keeps the network right in practice, exact zeros that stay zero and comparisons of integers whose errors
-stay below their margin of 1/2, is what a proof would have to track. (On the interval bounds float64 was
-built with an empty tolerance; the paper's Listing 2, slope 1000 and ``lambda = 1e10``, then answered 0 to
-every query: the refusal is the fix.)
+**Threshold units (how Listing 2 is proved).** The bound above is carried layer by layer, and two kinds of
+layer multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
+registers) sums its input's error over ``max_len`` steps, and a comparison (``f_step``: slope 2, two ReLUs read
+back with opposite signs) doubles to quadruples it; across the 27 cell layers of Listing 2 (robust, ``n = 2``) it
+grows 3.5e16-fold, and float64 states 843 for outputs bounded by 24. Where that bound is refused (``check_margin``,
+the overflow check or ``_check_informative``), the module is built again with *threshold units*, which hold a
+value exactly instead of approximately, so that no error is carried through them:
+
+* *Value lattices* (``_value_lattices``, exact rationals, over the compiled layers): a value lies in
+  ``o + g Z``. An integer ``Input`` lies in ``Z``; ``A v + b`` in ``b + A o + gcd_j(a_j g_j) Z``;
+  ``relu(o + g Z)`` in ``gcd(o, g) Z`` (it holds 0 and ``o + g Z``); a product in
+  ``o o' + gcd(o g', o' g, g g') Z``; a state in the lattice reached from its initial state by joining
+  each update's (``(o, g)`` and ``(o', g')`` join to ``(o, gcd(g, g', o' - o))``) until the update maps it
+  into itself: by induction over the steps every value stays there (no such lattice within ``4 n + 8``
+  rounds, e.g. ``A = 1/2``: none is claimed). With the value bounds ``[lo, hi]`` at ``max_len`` a component
+  takes only the lattice points ``p_0 < ... < p_m`` in its range.
+* *A value as thresholds* (``_thresholds``): ``v = f(y)`` (``f`` relu for a ``ReLU`` / ``ReLUState``, the
+  identity for a ``LinState``; ``y`` its pre-activation, on a lattice) is ``f(p_0) + sum_k (f(p_k) - f(p_{k-1}))
+  [y > (p_{k-1} + p_k) / 2]``, exactly, for every ``y`` on the lattice with ``f(y)`` in range (for relu ``p_0``
+  is the largest point ``<= 0``: ``y`` below it gives 0, as every flag is 0). Every ``y`` is at least ``g / 2``
+  from every threshold. At most ``MAX_THRESHOLDS`` per component, else the layer keeps the construction above.
+* *A threshold unit* computes a flag exactly, in ``{0, 1}``: LSTM ``i = sigma(-S) = 0``, ``f = sigma(S) = 1``,
+  ``g = tanh(0) = 0``, cell ``c0 = TANH_ONE``, so ``c = 1 c + 0 g = TANH_ONE`` at every step and
+  ``h = o tanh(TANH_ONE) = o``; GRU ``z = sigma(-S) = 0``, ``n = tanh(0 + r TANH_ONE)`` (the recurrent bias of
+  ``n``, which ``r`` multiplies), so ``h = (h - n) 0 + n = n``; in both the flag ``o`` / ``r`` is
+  ``sigma(K (y^ - theta))``, exactly 0 or 1 where ``|K (y^ - theta)| >= S = EXACT_SATURATION = 1024``
+  (``sigma(1024) = 1`` and ``sigma(-1024) = 0`` in float32, by enumeration, and in float64, sampled:
+  ``docs/results/benchmarks/activation_identities.csv``), and ``tanh(0) = 0``, ``tanh(TANH_ONE) = 1`` exactly
+  (single arguments, checked on both of torch's code paths by the tests). The computed ``y^`` differs from
+  ``y`` by at most ``e = |W| E`` (the errors of what it reads; 0 from threshold units) plus the rounding
+  ``gamma_{n+4} (sum |terms| + |b - theta|)``; with ``margin = g / 2 - e - rounding > 0`` (else the layer
+  keeps the construction above), ``K`` is the smallest power of two with ``K margin >= S`` (times ``gain``;
+  a ``gain`` that leaves it short is refused). So the sign of the pre-activation is that of ``y - theta``
+  and the flag is exact. A state's units read their own flags back (``A`` times the decode): by induction
+  over the steps, starting from the flags of its initial state (``h0``; a state whose initial value is no
+  point of its thresholds keeps the construction above), every flag is exact at every step, and the
+  decoded value has error ``E = 0``: nothing compounds, whatever ``max_len``.
+* *A product* ``F G`` where ``F`` takes only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and
+  both factors are read exactly from threshold units (``F = f h + c_F``, ``G = g h + c_G``, ``h`` in
+  ``{0, 1}``): ``F G = c_G [F > 1/2] + sum_u g_u [h_u + F > 3/2]`` (``h_u F`` is an AND), threshold units
+  of margin 1/2; otherwise the product of the construction above, whose error the next thresholds absorb.
+* *The readout* ``W h + b`` is exact where it reads threshold units only and its weights and bias are
+  whole multiples of one ``2^-q`` with ``(sum |w| + |b|) 2^q <= 2^(p - 1)`` (``p`` the significand's
+  bits): every product is a weight or 0 and every partial sum is representable. Its tolerance is then 0.
+  Where the outputs would still carry an error, a last memoryless layer of threshold units snaps them
+  (when their lattice and margins allow).
+
+So Listing 2 (robust, ``n = 2`` and ``3``; and the paper's, slope 1000 and ``lambda = 1e10``, in float64) is
+built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is
+refused: its ``started_on`` register reaches 1e13, far too many lattice points, and its small-signal
+error does not fit. At longer ``max_len`` the output registers' value bounds (relational, not tight: they
+grow with the number of key / value pairs) outgrow ``MAX_THRESHOLDS``; those layers then keep the
+construction above and the stated tolerance is the bound that results (robust ``n = 3``, tokens up to 10,
+``max_len = 256``: 2.7e-6 in float64, proving every decision; 2.0 in float32, proving none). Programs whose
+plain bound is not refused are built as before; threshold units are only used after a refusal.
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -202,7 +245,7 @@ def _exact_rows(matrix) -> list[dict]:
 def _affine_lattices(rows: list[dict], bias: list, lattices: list) -> list:
     """The lattices of ``A v + b`` (None where a term's lattice is unknown): offset ``b + sum a o``, step the
     gcd of the ``a step``."""
-    out = []
+    out: list = []
     for row, constant in zip(rows, bias):
         if any(lattices[j] is None for j in row):
             out.append(None)
@@ -436,7 +479,8 @@ class _Builder:
         self.layers: list[CellLayer] = []
         # with thresholds: per compiled layer (the input first) the value lattices, and whether a layer of
         # threshold units was attempted (a refusal then names its own reason)
-        self.lattices = _value_lattices(model) if thresholds else None
+        self.thresholds = thresholds
+        self.lattices = _value_lattices(model) if thresholds else []
         self.thresholded = False
         d_in = model.input.dim
         M_in = self.bounds(model.input)
@@ -506,7 +550,7 @@ class _Builder:
                 continue
             M_out = self.bounds(layer)
             self.source = (index, M_out)
-            if self.lattices is not None and (self.threshold_product(index, layer) if layer.kind == "Multi" else
+            if self.thresholds and (self.threshold_product(index, layer) if layer.kind == "Multi" else
                                               self.threshold_layer(index, layer, M_out)):
                 continue
             if layer.kind == "LinState":
@@ -642,8 +686,9 @@ class _Builder:
         recurrence. False (nothing built) where a component has no lattice, too many thresholds, or a margin
         ``step / 2`` not above its input's error and rounding; ``LsrlError`` where ``gain`` leaves a gate short
         of ``EXACT_SATURATION``."""
-        plans = [_thresholds(lattice, lo, hi, relu) for lattice, lo, hi in zip(lattices, low, high)]
-        if any(plan is None for plan in plans):
+        plans = [plan for lattice, lo, hi in zip(lattices, low, high)
+                 if (plan := _thresholds(lattice, lo, hi, relu)) is not None]
+        if len(plans) < len(lattices):
             return False
         held = [offset + float(weights @ (value > thresholds)) for (offset, thresholds, weights), value in
                 zip(plans, s0)]
@@ -1021,6 +1066,7 @@ class StockRNNModel(nn.Module):
 
     state_patch: dict | None = None  # {core layer or "readout": StatePatch} while a patched call runs
     h0: torch.Tensor  # per layer, the initial h (a buffer)
+    c0: torch.Tensor  # per layer, an LSTM's initial cell (a buffer; 0 in a GRU)
 
     def __init__(self, arch: str, d_in: int, layers: list[CellLayer], readout_weight: np.ndarray,
                  readout_bias: np.ndarray, tolerances: np.ndarray, max_len: int, scales: Scales,
