@@ -270,6 +270,19 @@ def test_the_relu_state_programs(arch, dtype):
         assert np.array_equal(np.round(out), reference)
 
 
+@pytest.mark.parametrize("arch", STOCK)
+def test_threshold_units_replace_a_bound_that_decides_nothing_and_only_that(arch):
+    """parity in float32: at max_len 8 the plain bound proves its decisions and the module is the plain one; at
+    64 the plain bound is refused, and the threshold units give tolerance 0 and the interpreter's outputs."""
+    model = lsrl.compile(parity(), progress=False)
+    xs = np.random.default_rng(64).integers(0, 2, size=(32, 64, 1)).astype(np.float64)
+    reference = exact(model, xs)
+    plain = model.to_torch(arch, max_len=8, dtype=torch.float32)
+    assert 0 < plain.tolerance < 0.5 and not any(layer.thresholded for layer in plain.unit_plan.layers)
+    net = model.to_torch(arch, max_len=64, dtype=torch.float32)
+    assert net.tolerance == 0.0 and np.array_equal(run(net, xs), reference)
+
+
 # ---- labels, patches, run_with_cache -----------------------------------------------------------------
 
 

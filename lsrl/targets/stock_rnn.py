@@ -128,7 +128,11 @@ error does not fit. At longer ``max_len`` the output registers' value bounds (re
 grow with the number of key / value pairs) outgrow ``MAX_THRESHOLDS``; those layers then keep the
 construction above and the stated tolerance is the bound that results (robust ``n = 3``, tokens up to 10,
 ``max_len = 256``: 2.7e-6 in float64, proving every decision; 2.0 in float32, proving none). Programs whose
-plain bound is not refused are built as before; threshold units are only used after a refusal.
+plain bound is accepted and proves their token decisions are built as before: threshold units are tried only
+where the plain construction is refused, or where an output on a lattice (integer inputs) has a tolerance of
+half its step or more; and they are kept only if they state a smaller tolerance. (The ``ReLUState``
+program ``parity``, refused beyond a few steps in float32 before, is then exact up to ``max_len = 250``, its
+features' 250 thresholds.)
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -1252,15 +1256,35 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
     max_len = int(max_len)
     scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
     relational_bounds(model.layers[-1] if model.layers else model.input, max_len)  # every layer's, in one run
+    built: tuple | None = None
+    refused = LsrlError(f"{name}: not built")  # replaced by the plain construction's refusal where it raises one
     try:
-        builder, weight, bias, tolerances = _built(arch, model, max_len, scales, thresholds=False)
-    except LsrlError as refused:  # its bound proves nothing: threshold units where the lattices allow
+        built = _built(arch, model, max_len, scales, thresholds=False)
+    except LsrlError as error:
+        refused = error
+    if built is None or not _decides(model, built[3]):  # threshold units where the lattices allow
         try:
-            builder, weight, bias, tolerances = _built(arch, model, max_len, scales, thresholds=True)
+            exact = _built(arch, model, max_len, scales, thresholds=True)
+            if built is None or np.max(exact[3], initial=0.0) < np.max(built[3], initial=0.0):
+                built = exact
         except _NoThresholds:
-            raise refused from None
+            pass
+        except LsrlError:
+            if built is None:
+                raise
+    if built is None:
+        raise refused from None
+    builder, weight, bias, tolerances = built
     plan = _unit_plan(model, builder.layers, weight.shape[1], tolerances)
     return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales, plan)
+
+
+def _decides(model, tolerances: np.ndarray) -> bool:
+    """Whether ``tolerances`` prove every token decision: below half its lattice's step for every output whose
+    values lie on a lattice (real-valued outputs have none, and nothing to decide)."""
+    lattices = _value_lattices(model)[-1]
+    return all(lattice is None or not lattice[1] or tolerance < float(lattice[1]) / 2
+               for lattice, tolerance in zip(lattices, tolerances))
 
 
 class _NoThresholds(Exception):
