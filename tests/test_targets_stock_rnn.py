@@ -236,6 +236,9 @@ def test_threshold_modules_step_cache_and_export_exactly(arch, tmp_path):
     assert "threshold units" in net.unpatchable["query"] and net.patchable == ["answer"]  # the readout's
     with pytest.raises(lsrl.LsrlError, match="'query' cannot be patched.*threshold units"):
         net(x, patch={"query": np.zeros((len(xs), xs.shape[1], 2))})
+    donor = np.asarray(model(xs[::-1].copy(), exact=True), dtype=np.float64)
+    with torch.no_grad():
+        assert np.array_equal(net(x, patch={"answer": donor}).double().numpy(), donor)
 
 
 @pytest.mark.parametrize("arch", STOCK)

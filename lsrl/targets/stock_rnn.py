@@ -956,7 +956,9 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     as ``h = tanh(c)`` with one tanh less (its error is within the same bound); a ReLU's cell holds its input
     (``eps w``), a product's ``eps P``: helpers.
     ``unit_tolerances[key][u]``: how far a labelled unit may lie from its scale times what its label says
-    (``eps E``; the readout: ``outputs``, the output tolerances).
+    (``eps E``; the readout: ``outputs``, the output tolerances). A module with threshold units holds their
+    components only all together (helpers), and patches only its outputs, at the readout: the units' exactness
+    rests on values on their lattices, which a patched value need not be.
     """
     if model.labels is None:
         return None
@@ -988,10 +990,13 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     readout_patched = bool(model.layers) and model.layers[-1].kind == "Linear"
     folded = {label.node for index, layer in enumerate(model.layers[:-1]) if layer.kind == "Linear"
               for label in model.labels[index] if label.role in PATCHABLE_ROLES}
-    thresholded = {label.node for layer, components in zip(layers, source_labels) if layer.thresholded
-                   for label in components if label.role in PATCHABLE_ROLES}
-    unpatchable = {node: "it is held by threshold units (exact 0 / 1 steps of its value), which a patch does not set"
-                   for node in model.patchable if node in thresholded}
+    # threshold units hold values exactly because they lie on lattices; a patched value need not, so in a module
+    # with threshold units only the outputs, which the readout overwrites, are patched
+    outputs_patched = {label.node for label in output_labels} if readout_patched else set()
+    thresholds = any(layer.thresholded for layer in layers)
+    unpatchable = {node: "the module holds values in threshold units (exact 0 / 1 steps of values on a lattice), "
+                   "whose exactness a patched value off the lattice would break" for node in model.patchable
+                   if thresholds and node not in outputs_patched}
     unpatchable.update({node: "it is held by a Linear layer that the stock construction folds into the next layer's "
                         "input weights, so no unit of the core holds it" for node in model.patchable if node in folded})
     patchable = sorted(set(model.patchable) - set(unpatchable))
@@ -1018,6 +1023,8 @@ def _held_patches(net: StockRNNModel, patch: Any, count: int, steps: int) -> dic
         holders.append(("readout", (None, plan.output_labels)))
     patches = {}
     for key, (layer, components) in holders:
+        if layer is not None and layer.thresholded:  # only its outputs are patched (_unit_plan), at the readout
+            continue
         where = f"core.l{key}" if layer is not None else "readout"
         units, columns = [], []
         for j, held in units_holding(enumerate(components), arrays, where):
