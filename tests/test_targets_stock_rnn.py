@@ -186,6 +186,29 @@ def test_the_threshold_units_constants_are_exact_and_a_smaller_one_is_not(dtype)
         assert not holds_on_both_paths("sigmoid(x) == 0", -EXACT_SATURATION / 8, dtype)
 
 
+def test_the_readout_of_threshold_units_is_exact_within_its_bound():
+    """``exact_sums``: a readout of flags (h 0 or 1) with weights on one grid 2^-q sums exactly while
+    (sum |w| + |b|) 2^q <= 2^23 in float32 (here 2^22 on the grid 1/2); at 2^24 + 1 the float32 sum rounds,
+    and the bound says inexact; a weight 1/3 or a unit that is not a flag is never taken as exact."""
+    from types import SimpleNamespace
+
+    from lsrl.targets.stock_rnn import _Builder
+
+    builder = SimpleNamespace(payload=SimpleNamespace(binary=np.array([True, True, False])),
+                              scales=SimpleNamespace(dtype=torch.float32))
+    cases = {(2.0 ** 21, 2.0 ** 21 - 0.5, 0.0, 0.5): True, (2.0 ** 24, 1.0, 0.0, 0.0): False,
+             (1 / 3, 1.0, 0.0, 0.0): False, (1.0, 1.0, 1.0, 0.0): False}
+    for (*weights, bias), exact_sum in cases.items():
+        assert _Builder.exact_sums(builder, np.array([weights]), np.array([bias]))[0] == exact_sum, weights
+    flags = torch.ones(1, 2)
+    for (*weights, bias), exact_sum in list(cases.items())[:2]:
+        readout = torch.nn.Linear(2, 1)
+        with torch.no_grad():
+            readout.weight.copy_(torch.tensor([weights[:2]]))
+            readout.bias.fill_(bias)
+            assert (float(readout(flags)) == sum(weights[:2]) + bias) == exact_sum
+
+
 def test_the_value_lattices_hold_every_value_of_every_layer():
     """``_value_lattices``: every value of every compiled layer of Listing 2 (exact trace) lies on its lattice;
     a state halving its value has none; a relu of half-integers lies on the half-integers with 0."""
