@@ -3,7 +3,8 @@
 ``model.to_torch("stock_lstm" | "stock_gru", max_len=T, dtype=torch.float32)`` returns a module whose
 ``core`` is one stacked ``nn.LSTM`` / ``nn.GRU`` (``batch_first``, every layer ``hidden_size`` wide, the
 layers' units padded to the widest with all-zero units, which stay 0) and whose ``readout`` is a plain
-``nn.Linear``; the program's input is the core's input. ``net.tolerance`` bounds how far every output
+``nn.Linear``; the program's input is the core's input (an LSTM's initial cells ``c0`` are a buffer, as ``h0``:
+threshold units start at ``TANH_ONE``). ``net.tolerance`` bounds how far every output
 may lie from the exact interpreter, for inputs within the declared ``Input`` bounds and sequences of at
 most ``max_len`` steps (``net.tolerances``: per output component).
 
@@ -73,19 +74,66 @@ built, as is the finiteness of every bound at ``max_len`` (``LsrlError`` naming 
 module whose tolerance reaches the outputs' own bound (it would say nothing) is refused too; the refusals
 name the layer where the bound grew most.
 
-**Listing 2 (why it is refused).** The bound is carried layer by layer, and two kinds of layer
-multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
-registers) sums its input's error over ``max_len`` steps (``power_sum``: 108 at ``T = 108``, and 217 for
-the query, whose input holds two errors), and a comparison (``f_step``: slope ``mu = 2``, two ReLUs read
-back with opposite signs) doubles to quadruples it. Across the 27 cell layers of ``n = 2`` the bound grows
-3.5e16-fold; with the relational value bounds (the values reached, nearly: the stored query's bound is
-its tokens' 4, where the interval analysis said 3020) float64 states 843 (LSTM, ``T = 26``) for outputs
-bounded by 24. So no choice of scales or gains proves Listing 2's token decisions, in either dtype, and
-both refuse it (``check_margin`` or ``_check_informative``, naming where the bound grows most). What
-keeps the network right in practice, exact zeros that stay zero and comparisons of integers whose errors
-stay below their margin of 1/2, is what a proof would have to track. (On the interval bounds float64 was
-built with an empty tolerance; the paper's Listing 2, slope 1000 and ``lambda = 1e10``, then answered 0 to
-every query: the refusal is the fix.)
+**Threshold units (how Listing 2 is proved).** The bound above is carried layer by layer, and two kinds of
+layer multiply it whatever the scales: a state that integrates (``A = I``: Listing 2's stored query and output
+registers) sums its input's error over ``max_len`` steps, and a comparison (``f_step``: slope 2, two ReLUs read
+back with opposite signs) doubles to quadruples it; across the 27 cell layers of Listing 2 (robust, ``n = 2``) it
+grows 3.5e16-fold, and float64 states 843 for outputs bounded by 24. Where that bound is refused (``check_margin``,
+the overflow check or ``_check_informative``), the module is built again with *threshold units*, which hold a
+value exactly instead of approximately, so that no error is carried through them:
+
+* *Value lattices* (``_value_lattices``, exact rationals, over the compiled layers): a value lies in
+  ``o + g Z``. An integer ``Input`` lies in ``Z``; ``A v + b`` in ``b + A o + gcd_j(a_j g_j) Z``;
+  ``relu(o + g Z)`` in ``gcd(o, g) Z`` (it holds 0 and ``o + g Z``); a product in
+  ``o o' + gcd(o g', o' g, g g') Z``; a state in the lattice reached from its initial state by joining
+  each update's (``(o, g)`` and ``(o', g')`` join to ``(o, gcd(g, g', o' - o))``) until the update maps it
+  into itself: by induction over the steps every value stays there (no such lattice within ``4 n + 8``
+  rounds, e.g. ``A = 1/2``: none is claimed). With the value bounds ``[lo, hi]`` at ``max_len`` a component
+  takes only the lattice points ``p_0 < ... < p_m`` in its range.
+* *A value as thresholds* (``_thresholds``): ``v = f(y)`` (``f`` relu for a ``ReLU`` / ``ReLUState``, the
+  identity for a ``LinState``; ``y`` its pre-activation, on a lattice) is ``f(p_0) + sum_k (f(p_k) - f(p_{k-1}))
+  [y > (p_{k-1} + p_k) / 2]``, exactly, for every ``y`` on the lattice with ``f(y)`` in range (for relu ``p_0``
+  is the largest point ``<= 0``: ``y`` below it gives 0, as every flag is 0). Every ``y`` is at least ``g / 2``
+  from every threshold. At most ``MAX_THRESHOLDS`` per component, else the layer keeps the construction above.
+* *A threshold unit* computes a flag exactly, in ``{0, 1}``: LSTM ``i = sigma(-S) = 0``, ``f = sigma(S) = 1``,
+  ``g = tanh(0) = 0``, cell ``c0 = TANH_ONE``, so ``c = 1 c + 0 g = TANH_ONE`` at every step and
+  ``h = o tanh(TANH_ONE) = o``; GRU ``z = sigma(-S) = 0``, ``n = tanh(0 + r TANH_ONE)`` (the recurrent bias of
+  ``n``, which ``r`` multiplies), so ``h = (h - n) 0 + n = n``; in both the flag ``o`` / ``r`` is
+  ``sigma(K (y^ - theta))``, exactly 0 or 1 where ``|K (y^ - theta)| >= S = EXACT_SATURATION = 1024``
+  (``sigma(1024) = 1`` and ``sigma(-1024) = 0`` in float32, by enumeration, and in float64, sampled:
+  ``docs/results/benchmarks/activation_identities.csv``), and ``tanh(0) = 0``, ``tanh(TANH_ONE) = 1`` exactly
+  (single arguments, checked on both of torch's code paths by the tests). The computed ``y^`` differs from
+  ``y`` by at most ``e = |W| E`` (the errors of what it reads; 0 from threshold units) plus the rounding
+  ``gamma_{n+4} (sum |terms| + |b - theta|)``; with ``margin = g / 2 - e - rounding > 0`` (else the layer
+  keeps the construction above), ``K`` is the smallest power of two with ``K margin >= S`` (times ``gain``;
+  a ``gain`` that leaves it short is refused). So the sign of the pre-activation is that of ``y - theta``
+  and the flag is exact. A state's units read their own flags back (``A`` times the decode): by induction
+  over the steps, starting from the flags of its initial state (``h0``; a state whose initial value is no
+  point of its thresholds keeps the construction above), every flag is exact at every step, and the
+  decoded value has error ``E = 0``: nothing compounds, whatever ``max_len``.
+* *A product* ``F G`` where ``F`` takes only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and
+  both factors are read exactly from threshold units (``F = f h + c_F``, ``G = g h + c_G``, ``h`` in
+  ``{0, 1}``): ``F G = c_G [F > 1/2] + sum_u g_u [h_u + F > 3/2]`` (``h_u F`` is an AND), threshold units
+  of margin 1/2; otherwise the product of the construction above, whose error the next thresholds absorb.
+* *The readout* ``W h + b`` is exact where it reads threshold units only and its weights and bias are
+  whole multiples of one ``2^-q`` with ``(sum |w| + |b|) 2^q <= 2^(p - 1)`` (``p`` the significand's
+  bits): every product is a weight or 0 and every partial sum is representable. Its tolerance is then 0.
+  Where the outputs would still carry an error, a last memoryless layer of threshold units snaps them
+  (when their lattice and margins allow).
+
+So Listing 2 (robust, ``n = 2`` and ``3``; and the paper's, slope 1000 and ``lambda = 1e10``, in float64) is
+built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is
+refused: its ``started_on`` register reaches 1e13, far too many lattice points, and its small-signal
+error does not fit. At longer ``max_len`` the output registers' value bounds (relational, not tight: they
+grow with the number of key / value pairs) outgrow ``MAX_THRESHOLDS``; those layers then keep the
+construction above and the stated tolerance is the bound that results (robust ``n = 3``, tokens up to 10,
+``max_len = 256``: the registers' bound is 420, and the LSTM states 2.7e-6 in float64, proving every
+decision, and 2.0 in float32, proving none; the GRU 9.0e-6 and 5.3). Programs whose
+plain bound is accepted and proves their token decisions are built as before: threshold units are tried only
+where the plain construction is refused, or where an output on a lattice (integer inputs) has a tolerance of
+half its step or more; and they are kept only if they state a smaller tolerance. (The ``ReLUState``
+program ``parity``, refused beyond a few steps in float32 before, is then exact up to ``max_len = 250``, its
+features' 250 thresholds.)
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -97,6 +145,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import gmpy2
 import numpy as np
 import torch
 from torch import nn
@@ -106,6 +155,7 @@ from lsrl.errors import DimensionError, InternalError, LsrlError, whole_number
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, helper_for, units_holding
 from lsrl.lang import relational_bounds
 from lsrl.lang.evaluate import patch_items, patch_key_name
+from lsrl.numbers import to_rational
 from lsrl.targets.cache import GATES as CACHE_GATES
 from lsrl.targets.cache import _as_batch, _hook_values, _points
 from lsrl.targets.cell_steps import Run, run_steps
@@ -126,6 +176,9 @@ ACTIVATION_ULPS = 4.0  # psi: relative error of one sigmoid / tanh, in units of 
 MARGIN = 17.0 / 16.0  # phi: decoded values stay within phi M
 POWER_SLACK = 1.0 + 2.0 ** -20  # covers the float64 rounding of the |A^k| sums
 HEADROOM = 16.0  # weights and pre-activations stay below finfo.max / HEADROOM
+EXACT_SATURATION = 1024.0  # |pre-activation| of a threshold unit's gate: sigmoid exactly 0 or 1 (both dtypes)
+TANH_ONE = 64.0  # tanh(TANH_ONE) is exactly 1 in float32 and float64 (a threshold unit's constant factor)
+MAX_THRESHOLDS = 256  # per component: a value with more lattice points in its range is not thresholded
 
 
 def _unit_roundoff(dtype: torch.dtype) -> float:
@@ -172,17 +225,141 @@ def power_sum(A: np.ndarray, steps: int) -> np.ndarray:
     return total * POWER_SLACK
 
 
+# ---- value lattices: where a value can only take finitely many values --------------------------------
+# A lattice (offset, step) of rationals says a value lies in offset + step Z (step 0: it is the offset).
+
+
+def _rational_gcd(a: Any, b: Any) -> Any:
+    """The largest rational ``g`` with ``a`` and ``b`` whole multiples of it (``gcd(a, 0) = |a|``)."""
+    a, b = abs(gmpy2.mpq(a)), abs(gmpy2.mpq(b))
+    if not a or not b:
+        return a or b
+    return gmpy2.mpq(gmpy2.gcd(a.numerator * b.denominator, b.numerator * a.denominator),
+                     a.denominator * b.denominator)
+
+
+def _exact_rows(matrix) -> list[dict]:
+    """Per row of a compiled ``Matrix``, its non-zero entries as ``{column: rational}``."""
+    rows: list[dict] = [{} for _ in range(matrix.shape2d[0])]
+    for i, j, a in matrix.entries():
+        if a != 0:
+            rows[i][j] = to_rational(a)
+    return rows
+
+
+def _affine_lattices(rows: list[dict], bias: list, lattices: list) -> list:
+    """The lattices of ``A v + b`` (None where a term's lattice is unknown): offset ``b + sum a o``, step the
+    gcd of the ``a step``."""
+    out: list = []
+    for row, constant in zip(rows, bias):
+        if any(lattices[j] is None for j in row):
+            out.append(None)
+            continue
+        step = gmpy2.mpq(0)
+        for j, a in row.items():
+            step = _rational_gcd(step, a * lattices[j][1])
+        out.append((constant + sum((a * lattices[j][0] for j, a in row.items()), gmpy2.mpq(0)), step))
+    return out
+
+
+def _relu_lattice(lattice: Any) -> Any:
+    """``relu`` maps ``o + g Z`` into ``{0} ∪ (o + g Z)``, inside ``gcd(o, g) Z``."""
+    return None if lattice is None else (gmpy2.mpq(0), _rational_gcd(lattice[0], lattice[1]))
+
+
+def _product_lattice(q: Any, p: Any) -> Any:
+    """``(o + g Z)(o' + g' Z)`` lies in ``o o' + gcd(o g', o' g, g g') Z``."""
+    if q is None or p is None:
+        return None
+    return q[0] * p[0], _rational_gcd(_rational_gcd(q[0] * p[1], p[0] * q[1]), q[1] * p[1])
+
+
+def _update_rows(layer) -> tuple[list[dict], list]:
+    """A state's update ``A s + B x + b`` as rows over ``[s; x]`` and its bias (rationals)."""
+    n = layer.dim
+    rows = [{**own, **{n + j: b for j, b in fed.items()}} for own, fed in zip(_exact_rows(layer.A),
+                                                                                 _exact_rows(layer.B))]
+    return rows, [to_rational(v) for v in layer.b.values()]
+
+
+def _state_lattices(layer, inputs: list) -> list:
+    """A state's lattices: the least ones holding its initial state and closed under its update (iterated
+    from the initial state; each round joins a component's lattice with its update's, only refining steps);
+    None for every component when a step keeps shrinking (a weight 1/2 halves it), or a term is unknown."""
+    n = layer.dim
+    rows, bias = _update_rows(layer)
+    lattices: list = [(to_rational(v), gmpy2.mpq(0)) for v in layer.init_state.values()]
+    for _ in range(4 * n + 8):  # bound: a fixed point within these rounds or none claimed
+        updated = _affine_lattices(rows, bias, lattices + inputs)
+        if layer.kind == "ReLUState":
+            updated = [_relu_lattice(lattice) for lattice in updated]
+        if any(lattice is None for lattice in updated):
+            return [None] * n
+        joined = [(o, _rational_gcd(_rational_gcd(g, step), offset - o)) for (o, g), (offset, step) in
+                  zip(lattices, updated)]
+        if joined == lattices:
+            return lattices
+        lattices = joined
+    return [None] * n
+
+
+def _value_lattices(model) -> list[list]:
+    """Per compiled layer (the input first), per component, a lattice ``(offset, step)`` holding every value
+    it takes on inputs within the declared bounds, or None: an integer ``Input`` lies in ``Z``; ``Linear``,
+    ``ReLU``, ``Multi`` and the states map lattices as above (by induction over the steps, a state's values
+    stay in a lattice closed under its update that holds its initial state)."""
+    lattices: list = [(gmpy2.mpq(0), gmpy2.mpq(1)) if model.input.integer else None] * model.input.dim
+    out = [lattices]
+    for layer in model.layers:
+        if layer.kind == "Linear":
+            lattices = _affine_lattices(_exact_rows(layer.A), [to_rational(v) for v in layer.b.values()], lattices)
+        elif layer.kind == "ReLU":
+            lattices = [_relu_lattice(lattice) for lattice in lattices]
+        elif layer.kind == "Multi":
+            m = layer.dim
+            lattices = [_product_lattice(lattices[j], lattices[m + j]) for j in range(m)]
+        else:
+            lattices = _state_lattices(layer, lattices)
+        out.append(lattices)
+    return out
+
+
+def _thresholds(lattice: Any, low: Any, high: Any, relu: bool) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """A value ``v = f(y)`` (``f`` relu or the identity) of a ``y`` on ``lattice``, ``low <= v <= high``, as
+    ``offset + sum_k weight_k [y > threshold_k]``: the thresholds halfway between consecutive lattice points
+    where ``f`` changes (for relu: from the largest point ``<= 0``, which need not be reached, to the largest
+    ``<= high``); None without a lattice, or with more than ``MAX_THRESHOLDS`` of them."""
+    if lattice is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    offset, step = lattice
+    if not step:  # a constant
+        return float(max(offset, 0) if relu else offset), np.zeros(0), np.zeros(0)
+    first = (gmpy2.floor(-offset / step) if relu else gmpy2.ceil((to_rational(low) - offset) / step))
+    last = gmpy2.floor((to_rational(high) - offset) / step)
+    if last - first > MAX_THRESHOLDS:
+        return None
+    points = [offset + k * step for k in range(int(first), int(last) + 1)]
+    values = [max(p, 0) if relu else p for p in points]
+    if not points:
+        return None
+    return (float(values[0]), np.array([float((a + b) / 2) for a, b in zip(points, points[1:])]),
+            np.array([float(b - a) for a, b in zip(values, values[1:])]))
+
+
 # ---- what the construction builds: payloads, layers ------------------------------------------------
 
 
 @dataclass
 class Payload:
-    """Values held by a layer's units: decoded ``v^ = D h``; ``|v| <= M``, ``|v^ - v| <= E``, ``|h| <= H``."""
+    """Values held by a layer's units: decoded ``v^ = D h + offset``; ``|v| <= M``, ``|v^ - v| <= E``,
+    ``|h| <= H``; ``binary``: the units whose ``h`` is exactly 0 or 1 (threshold units)."""
 
     D: np.ndarray
     M: np.ndarray
     E: np.ndarray
     H: np.ndarray
+    offset: np.ndarray
+    binary: np.ndarray
 
 
 @dataclass
@@ -219,9 +396,11 @@ class CellLayer:
 
     arch: str
     width_in: int
-    gate_rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias); bias_hh stays 0
+    gate_rows: dict = field(default_factory=dict)  # (gate, unit) -> (ih row, {unit: weight}, bias, bias_hh)
     h0: dict = field(default_factory=dict)
     H: list = field(default_factory=list)  # |h| bound per unit
+    c0: dict = field(default_factory=dict)  # an LSTM unit's initial cell (threshold units: TANH_ONE)
+    binary: list = field(default_factory=list)  # per unit: a threshold unit (h exactly 0 or 1)
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
     # set by _Builder.finish: the index of the compiled layer it computes (None: the carried input); D, with
     # component j of that layer's output sum_u D[j, u] h_u; per component the value bound at max_len and the
@@ -230,6 +409,8 @@ class CellLayer:
     decode: Any = None
     bound: Any = None
     error: Any = None
+    offset: Any = None  # per component: the decoded value is decode @ h + offset
+    thresholded: bool = False  # built of threshold units
 
     @property
     def units(self) -> int:
@@ -239,46 +420,76 @@ class CellLayer:
         """A unit with its constant gates saturated (LSTM i = 1, f = 0, o = 1; GRU r = 1, z = 0)."""
         unit = len(self.H)
         self.H.append(float(h_bound))
+        self.binary.append(False)
         constants = {"i": SATURATION, "f": -SATURATION, "o": SATURATION} if self.arch == "lstm" else {
             "r": SATURATION, "z": -SATURATION}
         for gate, bias in constants.items():
             self.gate(gate, unit, bias=bias)
         return unit
 
+    def threshold_unit(self, ih: np.ndarray, hh: dict, bias: float, h0: float) -> int:
+        """A unit whose ``h`` is exactly ``[ih x + hh h + bias > 0]`` when that pre-activation is at least
+        ``EXACT_SATURATION`` away from 0 (module docstring, "Threshold units"): LSTM ``i = 0``, ``f = 1``,
+        ``c0 = TANH_ONE`` (so ``c = TANH_ONE`` and ``tanh(c) = 1`` at every step), ``o`` the threshold;
+        GRU ``z = 0``, ``r`` the threshold, ``n = tanh(r TANH_ONE)`` (``bias_hh`` of ``n``)."""
+        unit = len(self.H)
+        self.H.append(1.0)
+        self.binary.append(True)
+        if self.arch == "lstm":
+            self.gate("i", unit, bias=-EXACT_SATURATION)
+            self.gate("f", unit, bias=EXACT_SATURATION)
+            self.gate("o", unit, ih=ih, hh=hh, bias=bias)
+            self.c0[unit] = TANH_ONE
+        else:
+            self.gate("z", unit, bias=-EXACT_SATURATION)
+            self.gate("r", unit, ih=ih, hh=hh, bias=bias)
+            self.gate("n", unit, hh_bias=TANH_ONE)
+        if h0:
+            self.h0[unit] = h0
+        return unit
+
     def gate(self, gate: str, unit: int, ih: np.ndarray | None = None, bias: float = 0.0,
-             hh: dict | None = None) -> None:
-        """Set ``gate`` of ``unit``: input row ``ih``, bias, recurrent weights ``hh`` ({unit: weight})."""
-        self.gate_rows[(gate, unit)] = (ih, dict(hh or {}), float(bias))
+             hh: dict | None = None, hh_bias: float = 0.0) -> None:
+        """Set ``gate`` of ``unit``: input row ``ih``, bias, recurrent weights ``hh`` ({unit: weight}), and the
+        recurrent bias ``hh_bias`` (0 but in a GRU threshold unit's ``n``, where ``r`` multiplies it)."""
+        self.gate_rows[(gate, unit)] = (ih, dict(hh or {}), float(bias), float(hh_bias))
 
     def arrays(self, hidden: int, width_in: int) -> dict:
         """PyTorch's ``weight_ih`` (``width_in`` columns: the previous layer padded), ``weight_hh``,
-        ``bias_ih``, ``bias_hh`` for ``hidden`` units, and ``h0``."""
+        ``bias_ih``, ``bias_hh`` for ``hidden`` units, ``h0`` and ``c0``."""
         gates = GATES[self.arch]
         G = len(gates)
         w_ih, w_hh = np.zeros((G * hidden, width_in)), np.zeros((G * hidden, hidden))
-        b_ih, b_hh, h0 = np.zeros(G * hidden), np.zeros(G * hidden), np.zeros(hidden)
-        for (gate, unit), (ih, hh, bias) in self.gate_rows.items():
+        b_ih, b_hh, h0, c0 = np.zeros(G * hidden), np.zeros(G * hidden), np.zeros(hidden), np.zeros(hidden)
+        for (gate, unit), (ih, hh, bias, hh_bias) in self.gate_rows.items():
             row = gates.index(gate) * hidden + unit
             if ih is not None:
                 w_ih[row, :len(ih)] = ih
             for column, weight in hh.items():
                 w_hh[row, column] += weight
-            b_ih[row] = bias
+            b_ih[row], b_hh[row] = bias, hh_bias
         for unit, value in self.h0.items():
             h0[unit] = value
-        return {"weight_ih": w_ih, "weight_hh": w_hh, "bias_ih": b_ih, "bias_hh": b_hh, "h0": h0}
+        for unit, value in self.c0.items():
+            c0[unit] = value
+        return {"weight_ih": w_ih, "weight_hh": w_hh, "bias_ih": b_ih, "bias_hh": b_hh, "h0": h0, "c0": c0}
 
 
 class _Builder:
     """Walks the compiled layers, building one ``CellLayer`` per non-Linear layer and its error bound."""
 
-    def __init__(self, arch: str, model, max_len: int, scales: Scales) -> None:
+    def __init__(self, arch: str, model, max_len: int, scales: Scales, thresholds: bool = False) -> None:
         self.arch, self.model, self.max_len, self.scales = arch, model, max_len, scales
         self.name = f"stock_{arch}"
         self.layers: list[CellLayer] = []
+        # with thresholds: per compiled layer (the input first) the value lattices, and whether a layer of
+        # threshold units was attempted (a refusal then names its own reason)
+        self.thresholds = thresholds
+        self.lattices = _value_lattices(model) if thresholds else []
+        self.thresholded = False
         d_in = model.input.dim
         M_in = self.bounds(model.input)
-        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in)
+        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in, np.zeros(d_in), np.zeros(d_in, dtype=bool))
         self.W, self.c = np.eye(d_in), np.zeros(d_in)  # the Linear layers since the last cell layer
         # the compiled layer being built (index, value bound): the input at first
         self.source: tuple[int | None, np.ndarray] = (None, M_in)
@@ -295,14 +506,15 @@ class _Builder:
                 "smaller max_len: the construction scales every value by its bound")
         return np.array([max(abs(float(lo)), abs(float(hi))) for lo, hi in zip(low, high)])
 
-    def input_terms(self, W: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For ``y = W v + c`` over the current payload: weights over ``h`` (``W D``), the magnitude of the
-        terms, their count, and the propagated error ``|W| E``."""
+    def input_terms(self, W: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For ``y = W v + c`` over the current payload: weights over ``h`` (``W D``), the bias (``c`` and
+        ``W`` times the payload's offset), the magnitude of the terms, their count, and the propagated
+        error ``|W| E``."""
         p = self.payload
-        Wd = W @ p.D
-        magnitude = np.abs(Wd) @ p.H + np.abs(c)
+        Wd, bias = W @ p.D, c + W @ p.offset
+        magnitude = np.abs(Wd) @ p.H + np.abs(bias)
         count = np.count_nonzero(Wd, axis=1) + 1
-        return Wd, magnitude, count, np.abs(W) @ p.E
+        return Wd, bias, magnitude, count, np.abs(W) @ p.E
 
     def rounding(self, magnitude: np.ndarray, count: np.ndarray) -> np.ndarray:
         return _gamma(count + 4, self.scales.u) * magnitude
@@ -343,6 +555,9 @@ class _Builder:
                 continue
             M_out = self.bounds(layer)
             self.source = (index, M_out)
+            if self.thresholds and (self.threshold_product(index, layer) if layer.kind == "Multi" else
+                                              self.threshold_layer(index, layer, M_out)):
+                continue
             if layer.kind == "LinState":
                 self.state(layer, M_out, relu=False)
             elif layer.kind == "ReLUState":
@@ -361,10 +576,12 @@ class _Builder:
         self.layers.append(layer)
         return layer
 
-    def finish(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, E: np.ndarray) -> None:
-        self.payload = Payload(D, M, E, np.array(layer.H))
+    def finish(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, E: np.ndarray,
+               offset: np.ndarray | None = None) -> None:
+        offset = np.zeros(len(M)) if offset is None else offset
+        self.payload = Payload(D, M, E, np.array(layer.H), offset, np.array(layer.binary, dtype=bool))
         layer.source, layer.bound = self.source
-        layer.decode, layer.error = D, E
+        layer.decode, layer.error, layer.offset = D, E, offset
         self.W, self.c = np.eye(len(M)), np.zeros(len(M))
 
     def carry(self) -> None:
@@ -385,7 +602,7 @@ class _Builder:
         ``M`` bounds ``|s|``, ``M_w`` the ReLU's input (``M`` without one)."""
         scales, lstm = self.scales, self.arch == "lstm"
         n = len(M)
-        Wd, magnitude, count, propagated = self.input_terms(W, c)
+        Wd, c, magnitude, count, propagated = self.input_terms(W, c)
         count = count + np.count_nonzero(A, axis=1)
         powers = np.abs(power_sum(np.abs(A) if relu else A, self.max_len))
         # errors that reach this layer whatever it does: the decoded values may exceed the bounds by them
@@ -440,6 +657,153 @@ class _Builder:
             self.check_margin(node, M, E)
         self.finish(layer, D_own, M, E)
 
+    def value_range(self, node) -> tuple[list, list]:
+        """``(low, high)`` per component of ``node`` at ``max_len`` (rationals)."""
+        low, high = relational_bounds(node, max_length=self.max_len)
+        return list(low), list(high)
+
+    def threshold_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+        """Compiled layer ``index`` (a ``ReLU``, ``LinState`` or ``ReLUState``) as threshold units, when every
+        component has a lattice and margins (module docstring, "Threshold units"); False otherwise."""
+        n = layer.dim
+        inputs, own = self.lattices[index], self.lattices[index + 1]
+        low, high = self.value_range(layer)
+        if layer.kind == "ReLU":
+            return self.threshold_units(layer, np.zeros((n, n)), self.W, self.c, np.zeros(n), True, inputs, low,
+                                        high, M_out)
+        A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
+        s0 = layer.init_state.to_numpy()
+        relu = layer.kind == "ReLUState"
+        if relu:  # thresholds on the update y = A s + B x + b, before its relu; s0 must be a relu's value
+            if np.any(s0 < 0):
+                return False
+            rows, bias = _update_rows(layer)
+            lattices = _affine_lattices(rows, bias, own + inputs)
+        else:  # the state's own values, s0 among them
+            lattices = own
+            low = [min(lo, to_rational(v)) for lo, v in zip(low, layer.init_state.values())]
+            high = [max(hi, to_rational(v)) for hi, v in zip(high, layer.init_state.values())]
+        return self.threshold_units(layer, A, B @ self.W, B @ self.c + b, s0, relu, lattices, low, high, M_out)
+
+    def threshold_units(self, node, A, W, c, s0, relu, lattices, low, high, M) -> bool:
+        """``s_t = f(A s_{t-1} + W v_t + c)`` (``f`` relu or the identity; ``A = 0``: a memoryless layer) as
+        threshold units, each ``[y > theta]`` for a threshold of ``_thresholds``, read back exactly by the
+        recurrence. False (nothing built) where a component has no lattice, too many thresholds, or a margin
+        ``step / 2`` not above its input's error and rounding; ``LsrlError`` where ``gain`` leaves a gate short
+        of ``EXACT_SATURATION``."""
+        plans = [plan for lattice, lo, hi in zip(lattices, low, high)
+                 if (plan := _thresholds(lattice, lo, hi, relu)) is not None]
+        if len(plans) < len(lattices):
+            return False
+        held = [offset + float(weights @ (value > thresholds)) for (offset, thresholds, weights), value in
+                zip(plans, s0)]
+        if not np.array_equal(held, s0):  # the initial state is no point of the thresholds' values
+            return False
+        Wd, c, magnitude, count, propagated = self.input_terms(W, c)
+        n, sizes = len(plans), [len(thresholds) for _, thresholds, _ in plans]
+        D_own, offset = np.zeros((n, sum(sizes))), np.array([plan[0] for plan in plans])
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        for j, (_, _, weights) in enumerate(plans):
+            D_own[j, starts[j]:starts[j + 1]] = weights
+        recurrent, bias = A @ D_own, c + A @ offset  # y = Wd h_in + recurrent h_own + bias
+        widest = np.array([np.max(np.abs(bias[j] - thresholds), initial=0.0)
+                           for j, (_, thresholds, _) in enumerate(plans)])
+        terms = np.abs(Wd) @ self.payload.H + np.abs(recurrent).sum(axis=1) + widest
+        count = count + np.count_nonzero(recurrent, axis=1)
+        steps = np.array([float(lattice[1]) if size else math.inf for lattice, size in zip(lattices, sizes)])
+        margin = steps / 2 - propagated - self.rounding(terms, count)
+        if np.any(margin <= 0):
+            return False
+        K = self.threshold_gains(node, margin)
+        layer = self.begin()
+        for j, (_, thresholds, _) in enumerate(plans):
+            hh = {u: K[j] * w for u, w in enumerate(recurrent[j]) if w}
+            for theta in thresholds:
+                layer.threshold_unit(K[j] * Wd[j], hh, K[j] * (bias[j] - theta), float(s0[j] > theta))
+        layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
+        layer.thresholded = True
+        self.finish(layer, D_own, M, np.zeros(n), offset)
+        return True
+
+    def threshold_gains(self, node, margin: np.ndarray) -> np.ndarray:
+        """Per component, ``K``: the smallest power of two with ``K margin >= EXACT_SATURATION`` (times ``gain``;
+        1 where the margin is infinite: no units); ``LsrlError`` where ``gain`` leaves it short."""
+        self.thresholded = True
+        K, finite = np.ones(len(margin)), np.isfinite(margin)
+        K[finite] = _power_ceil(EXACT_SATURATION / margin[finite])
+        K *= self.scales.gain
+        short = np.flatnonzero(finite & (K * margin < EXACT_SATURATION))
+        if len(short):
+            j = int(short[0])
+            raise LsrlError(f"{self.name}: gain={self.scales.gain:g} leaves the threshold units of {node.describe()} "
+                            f"(component {j}) short of saturation: the gate's gain {K[j]:g} times the margin "
+                            f"{margin[j]:.3g} is below {EXACT_SATURATION:g}; use gain >= 1")
+        return K
+
+    def threshold_product(self, index: int, node) -> bool:
+        """``Multi`` as threshold units where, per component, one factor ``F`` takes only the values 0 and 1,
+        and both factors are read exactly from threshold units (``F = f h + c_F``, ``G = g h + c_G``, ``h`` 0 or
+        1): ``F G = c_G [F > 1/2] + sum_u g_u [h_u + F > 3/2]`` (``F h_u`` is an AND); margins 1/2. False
+        (nothing built) otherwise."""
+        Wd, c, _, count, propagated = self.input_terms(self.W, self.c)
+        m, binary = node.dim, self.payload.binary
+        lattices, (low, high) = self.lattices[index], self.value_range(node.inputs[0])
+
+        def exact_flag(k: int) -> bool:
+            lattice = lattices[k]
+            return (lattice is not None and lattice[0] == gmpy2.floor(lattice[0]) and lattice[1] in (0, 1)
+                    and low[k] >= 0 and high[k] <= 1)
+
+        exact = (propagated == 0) & ~np.any((Wd != 0) & ~binary[None, :], axis=1)
+        pairs = []
+        for j in range(m):
+            flags = [(f, g) for f, g in ((j, m + j), (m + j, j)) if exact_flag(f)]
+            if not (flags and exact[j] and exact[m + j]):
+                return False
+            pairs.append(flags[0])
+        rows, biases, thresholds, weights, owners = [], [], [], [], []
+        for j, (f, g) in enumerate(pairs):
+            units = [(None, c[g])] + [(u, Wd[g, u]) for u in np.flatnonzero(Wd[g])]
+            for u, weight in units:
+                row = Wd[f].copy()
+                if u is not None:
+                    row[u] += 1.0
+                rows.append(row)
+                biases.append(c[f])
+                thresholds.append(0.5 if u is None else 1.5)
+                weights.append(weight)
+                owners.append(j)
+        rows_, biases_, thresholds_ = np.array(rows), np.array(biases), np.array(thresholds)
+        terms = np.abs(rows_) @ self.payload.H + np.abs(biases_ - thresholds_)
+        margin = 0.5 - self.rounding(terms, np.count_nonzero(rows_, axis=1) + 1)
+        if np.any(margin <= 0):
+            return False
+        K = self.threshold_gains(node, margin)
+        layer = self.begin()
+        D = np.zeros((m, len(rows)))
+        for unit, (row, bias, theta, weight, j) in enumerate(zip(rows_, biases_, thresholds_, weights, owners)):
+            layer.threshold_unit(K[unit] * row, {}, K[unit] * (bias - theta), 0.0)
+            D[j, unit] = weight
+        layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
+        layer.thresholded = True
+        self.finish(layer, D, self.source[1], np.zeros(m))
+        return True
+
+    def snap(self) -> None:
+        """With thresholds, the outputs as threshold units where the readout would not be exact (a last
+        ``Multi``, say): a memoryless layer of them, read by an exact readout (module docstring)."""
+        last = self.model.layers[-1] if self.model.layers else None
+        if last is None:
+            return
+        Wd, bias, _, _, propagated = self.input_terms(self.W, self.c)
+        if not propagated.any() and self.exact_sums(Wd, bias).all():
+            return
+        n = last.dim
+        self.source = (len(self.model.layers) - 1, self.bounds(last))
+        low, high = self.value_range(last)
+        self.threshold_units(last, np.zeros((n, n)), self.W, self.c, np.zeros(n), False, self.lattices[-1], low,
+                             high, self.source[1])
+
     def relu(self, layer, M_out: np.ndarray) -> None:
         n = len(M_out)
         self.state_units(layer, np.zeros((n, n)), self.W, self.c, np.zeros(n), M_out, True,
@@ -450,7 +814,7 @@ class _Builder:
         scales, lstm = self.scales, self.arch == "lstm"
         m = node.dim
         M_y = self.bounds(node.inputs[0])
-        Wd, magnitude, count, propagated = self.input_terms(self.W, self.c)
+        Wd, c, magnitude, count, propagated = self.input_terms(self.W, self.c)
         e = self.rounding(magnitude, count) + propagated
         M_y = M_y + 16.0 * e  # the decoded factors may exceed their bounds by their errors
         M_Q, M_P, e_Q, e_P = M_y[:m], M_y[m:], e[:m], e[m:]
@@ -468,14 +832,14 @@ class _Builder:
             for sign in (1.0, -1.0):
                 a = layer.new_unit(h_bound)
                 value = "g" if lstm else "n"
-                layer.gate(value, a, ih=eps[j] * Wd[p], bias=eps[j] * self.c[p])
+                layer.gate(value, a, ih=eps[j] * Wd[p], bias=eps[j] * c[p])
                 if lstm:  # o = sigma(±eta Q)
-                    layer.gate("o", a, ih=sign * eta[j] * Wd[q], bias=sign * eta[j] * self.c[q])
+                    layer.gate("o", a, ih=sign * eta[j] * Wd[q], bias=sign * eta[j] * c[q])
                     entries.append((a, sign))
                 else:  # 1 - z = sigma(±eta Q); the partner cancels z a_{t-1}
                     partner = layer.new_unit(h_bound)
-                    layer.gate("z", a, ih=-sign * eta[j] * Wd[q], bias=-sign * eta[j] * self.c[q])
-                    layer.gate("r", partner, ih=-sign * eta[j] * Wd[q], bias=-sign * eta[j] * self.c[q])
+                    layer.gate("z", a, ih=-sign * eta[j] * Wd[q], bias=-sign * eta[j] * c[q])
+                    layer.gate("r", partner, ih=-sign * eta[j] * Wd[q], bias=-sign * eta[j] * c[q])
                     layer.gate("n", partner, hh={a: 1.0})
                     entries += [(a, sign), (partner, -sign)]
             columns.append(entries)
@@ -498,11 +862,31 @@ class _Builder:
     def readout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The readout's weights (over the last layer's ``h``, padded to the widest layer) and bias, and
         the output error bound."""
-        Wd, magnitude, count, propagated = self.input_terms(self.W, self.c)
+        Wd, bias, magnitude, count, propagated = self.input_terms(self.W, self.c)
         hidden = max(layer.units for layer in self.layers)
         weight = np.zeros((Wd.shape[0], hidden))
         weight[:, :Wd.shape[1]] = Wd
-        return weight, self.c, propagated + self.rounding(magnitude, count)
+        rounding = np.where(self.exact_sums(Wd, bias), 0.0, self.rounding(magnitude, count))
+        return weight, bias, propagated + rounding
+
+    def exact_sums(self, Wd: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """Per row of ``Wd h + bias``: whether its float sum is exact: it reads threshold units only (``h`` 0
+        or 1, so every product is a weight or 0), and weights and bias are whole multiples of one ``2^-q``
+        with ``(sum |weights| + |bias|) 2^q <= 2^(digits - 1)``, so every weight and every partial sum is such
+        a multiple, representable in the dtype."""
+        digits = 24 if self.scales.dtype == torch.float32 else 53  # significand bits
+        exact = []
+        for row, constant in zip(Wd, bias):
+            terms = np.append(row, constant)
+            q = _binary_exponent(terms)
+            exact.append(q is not None and not np.any((row != 0) & ~self.payload.binary)
+                         and math.ldexp(float(np.abs(terms).sum()), q) <= 2.0 ** (digits - 1))
+        return np.array(exact, dtype=bool)
+
+
+def _binary_exponent(values: np.ndarray) -> int | None:
+    """The least ``q <= 64`` with every value a whole multiple of ``2^-q``, or None."""
+    return next((q for q in range(65) if np.all(np.ldexp(values, q) % 1 == 0)), None)
 
 
 def _advice(dtype: torch.dtype, otherwise: str) -> str:
@@ -530,9 +914,9 @@ def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dty
             if not bound <= largest:
                 raise LsrlError(f"{name}: the gates reading {node.describe()} reach {bound:.3g}, beyond "
                                 f"{DTYPES[dtype]}'s range; {_advice(dtype, 'tighter Input bounds')}")
-        for ih, hh, bias in layer.gate_rows.values():
-            weights = [abs(bias)] + [abs(w) for w in hh.values()] + ([float(np.max(np.abs(ih)))] if ih is not None and
-                                                                       ih.size else [])
+        for ih, hh, bias, hh_bias in layer.gate_rows.values():
+            weights = [abs(bias), abs(hh_bias)] + [abs(w) for w in hh.values()] + (
+                [float(np.max(np.abs(ih)))] if ih is not None and ih.size else [])
             if not max(weights) <= largest:
                 raise LsrlError(f"{name}: a weight reaches {max(weights):.3g}, beyond {DTYPES[dtype]}'s range; "
                                 f"{_advice(dtype, 'tighter Input bounds')}")
@@ -573,7 +957,9 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     as ``h = tanh(c)`` with one tanh less (its error is within the same bound); a ReLU's cell holds its input
     (``eps w``), a product's ``eps P``: helpers.
     ``unit_tolerances[key][u]``: how far a labelled unit may lie from its scale times what its label says
-    (``eps E``; the readout: ``outputs``, the output tolerances).
+    (``eps E``; the readout: ``outputs``, the output tolerances). A module with threshold units holds their
+    components only all together (helpers), and patches only its outputs, at the readout: the units' exactness
+    rests on values on their lattices, which a patched value need not be.
     """
     if model.labels is None:
         return None
@@ -587,9 +973,10 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
         unit_scales, unit_tolerances = np.full(hidden, np.nan), np.full(hidden, np.nan)
         for j, label in enumerate(components):
             units = np.flatnonzero(layer.decode[j])
+            alone = len(units) == 1 and not layer.thresholded  # threshold units hold v only all together
             for unit in units:
-                unit_labels[unit] = label if len(units) == 1 else helper_for(label)
-                if len(units) == 1:  # h = eps v^ exactly (a power of two), |v^ - v| <= E
+                unit_labels[unit] = label if alone else helper_for(label)
+                if alone:  # h = eps v^ exactly (a power of two), |v^ - v| <= E
                     unit_scales[unit] = 1.0 / layer.decode[j, unit]
                     unit_tolerances[unit] = unit_scales[unit] * layer.error[j]
         key = f"core.l{k}"
@@ -604,8 +991,15 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     readout_patched = bool(model.layers) and model.layers[-1].kind == "Linear"
     folded = {label.node for index, layer in enumerate(model.layers[:-1]) if layer.kind == "Linear"
               for label in model.labels[index] if label.role in PATCHABLE_ROLES}
-    unpatchable = {node: "it is held by a Linear layer that the stock construction folds into the next layer's input "
-                   "weights, so no unit of the core holds it" for node in model.patchable if node in folded}
+    # threshold units hold values exactly because they lie on lattices; a patched value need not, so in a module
+    # with threshold units only the outputs, which the readout overwrites, are patched
+    outputs_patched = {label.node for label in output_labels} if readout_patched else set()
+    thresholds = any(layer.thresholded for layer in layers)
+    unpatchable = {node: "the module holds values in threshold units (exact 0 / 1 steps of values on a lattice), "
+                   "whose exactness a patched value off the lattice would break" for node in model.patchable
+                   if thresholds and node not in outputs_patched}
+    unpatchable.update({node: "it is held by a Linear layer that the stock construction folds into the next layer's "
+                        "input weights, so no unit of the core holds it" for node in model.patchable if node in folded})
     patchable = sorted(set(model.patchable) - set(unpatchable))
     return UnitPlan(layers, source_labels, output_labels, readout_patched, labels, scales, tolerances, patchable,
                     unpatchable)
@@ -630,6 +1024,8 @@ def _held_patches(net: StockRNNModel, patch: Any, count: int, steps: int) -> dic
         holders.append(("readout", (None, plan.output_labels)))
     patches = {}
     for key, (layer, components) in holders:
+        if layer is not None and layer.thresholded:  # only its outputs are patched (_unit_plan), at the readout
+            continue
         where = f"core.l{key}" if layer is not None else "readout"
         units, columns = [], []
         for j, held in units_holding(enumerate(components), arrays, where):
@@ -682,6 +1078,7 @@ class StockRNNModel(nn.Module):
 
     state_patch: dict | None = None  # {core layer or "readout": StatePatch} while a patched call runs
     h0: torch.Tensor  # per layer, the initial h (a buffer)
+    c0: torch.Tensor  # per layer, an LSTM's initial cell (a buffer; 0 in a GRU)
 
     def __init__(self, arch: str, d_in: int, layers: list[CellLayer], readout_weight: np.ndarray,
                  readout_bias: np.ndarray, tolerances: np.ndarray, max_len: int, scales: Scales,
@@ -701,15 +1098,16 @@ class StockRNNModel(nn.Module):
         hidden = max(layer.units for layer in layers)
         core = (nn.LSTM if arch == "lstm" else nn.GRU)(d_in, hidden, num_layers=len(layers), batch_first=True,
                                                        dtype=dtype)
-        h0 = np.zeros((len(layers), hidden))
+        h0, c0 = np.zeros((len(layers), hidden)), np.zeros((len(layers), hidden))
         with torch.no_grad():
             for k, layer in enumerate(layers):
                 arrays = layer.arrays(hidden, d_in if k == 0 else hidden)
                 for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                     getattr(core, f"{name}_l{k}").copy_(torch.as_tensor(arrays[name]))
-                h0[k] = arrays["h0"]
+                h0[k], c0[k] = arrays["h0"], arrays["c0"]
         self.core = core
         self.register_buffer("h0", torch.as_tensor(h0, dtype=dtype))
+        self.register_buffer("c0", torch.as_tensor(c0, dtype=dtype))  # the LSTM's initial cell (0 in a GRU)
         self.readout = nn.Linear(hidden, readout_weight.shape[0], dtype=dtype)
         with torch.no_grad():
             self.readout.weight.copy_(torch.as_tensor(readout_weight))
@@ -727,9 +1125,10 @@ class StockRNNModel(nn.Module):
             self.state_patch = None
 
     def initial_state(self, batch: int) -> Any:
-        """The core's initial state for ``batch`` sequences (``h0``, and ``c0 = 0`` for the LSTM)."""
+        """The core's initial state for ``batch`` sequences (``h0``, and ``c0`` for the LSTM)."""
         h0 = self.h0[:, None, :].expand(-1, batch, -1).contiguous()
-        return (h0, torch.zeros_like(h0)) if isinstance(self.core, nn.LSTM) else h0
+        c0 = self.c0[:, None, :].expand(-1, batch, -1).contiguous()
+        return (h0, c0) if isinstance(self.core, nn.LSTM) else h0
 
     def run(self, x: Any, state: Any = None, check_bounds: bool = True) -> tuple[torch.Tensor, Any]:
         """``(outputs, final state)``; ``state``: a final state of an earlier call (None: the initial one)."""
@@ -762,7 +1161,7 @@ class StockRNNModel(nn.Module):
         for k in range(self.core.num_layers):
             view = self.layer_view(k)
             h = self.h0[k][None, None, :].expand(1, x.shape[0], -1).contiguous()
-            state = (h, torch.zeros_like(h)) if lstm else h
+            state = (h, self.c0[k][None, None, :].expand(1, x.shape[0], -1).contiguous()) if lstm else h
             if k not in patches:  # the fused stock layer
                 x = view(x, state)[0]
                 continue
@@ -797,8 +1196,8 @@ class StockRNNModel(nn.Module):
                                           for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
                 h = self.h0[k].expand(x.shape[0], -1)
                 points = _points(run, f"core.l{k}", CACHE_GATES[kind], held.get(k))
-                x = run_steps(kind, points, F.linear(x, w_ih, b_ih), h, torch.zeros_like(h) if kind == "lstm" else None,
-                              w_hh, b_hh, torch.sigmoid, torch.tanh)[0]
+                c = self.c0[k].expand(x.shape[0], -1) if kind == "lstm" else None
+                x = run_steps(kind, points, F.linear(x, w_ih, b_ih), h, c, w_hh, b_hh, torch.sigmoid, torch.tanh)[0]
             outputs = self.readout(x)
             if "readout" in held:
                 outputs = _overwritten(outputs, held["readout"])
@@ -865,13 +1264,56 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
     max_len = int(max_len)
     scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
     relational_bounds(model.layers[-1] if model.layers else model.input, max_len)  # every layer's, in one run
-    builder = _Builder(arch, model, max_len, scales)
-    builder.walk()
-    weight, bias, tolerances = builder.readout()
-    _check_overflow(name, builder.layers, weight, scales.dtype)
-    _check_informative(name, model, builder, tolerances)
+    built: tuple | None = None
+    refused = LsrlError(f"{name}: not built")  # replaced by the plain construction's refusal where it raises one
+    try:
+        built = _built(arch, model, max_len, scales, thresholds=False)
+    except LsrlError as error:
+        refused = error
+    if built is None or not _decides(model, built[3]):  # threshold units where the lattices allow
+        try:
+            exact = _built(arch, model, max_len, scales, thresholds=True)
+            if built is None or np.max(exact[3], initial=0.0) < np.max(built[3], initial=0.0):
+                built = exact
+        except _NoThresholds:
+            pass
+        except LsrlError:
+            if built is None:
+                raise
+    if built is None:
+        raise refused from None
+    builder, weight, bias, tolerances = built
     plan = _unit_plan(model, builder.layers, weight.shape[1], tolerances)
     return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales, plan)
+
+
+def _decides(model, tolerances: np.ndarray) -> bool:
+    """Whether ``tolerances`` prove every token decision: below half its lattice's step for every output whose
+    values lie on a lattice (real-valued outputs have none, and nothing to decide)."""
+    lattices = _value_lattices(model)[-1]
+    return all(lattice is None or not lattice[1] or tolerance < float(lattice[1]) / 2
+               for lattice, tolerance in zip(lattices, tolerances))
+
+
+class _NoThresholds(Exception):
+    """The construction with threshold units failed where none could be built: the plain refusal stands."""
+
+
+def _built(arch: str, model, max_len: int, scales: Scales, thresholds: bool) -> tuple:
+    """``(builder, readout weight, readout bias, tolerances)``, checked (overflow, an informative bound)."""
+    builder = _Builder(arch, model, max_len, scales, thresholds)
+    try:
+        builder.walk()
+        if thresholds:
+            builder.snap()
+        weight, bias, tolerances = builder.readout()
+        _check_overflow(f"stock_{arch}", builder.layers, weight, scales.dtype)
+        _check_informative(f"stock_{arch}", model, builder, tolerances)
+    except LsrlError:
+        if thresholds and not builder.thresholded:
+            raise _NoThresholds from None
+        raise
+    return builder, weight, bias, tolerances
 
 
 def build_stock_lstm(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
@@ -894,7 +1336,8 @@ def layer_report(module: StockRNNModel) -> list[dict]:
     rows = []
     for k in range(core.num_layers):
         tensors = [getattr(core, f"{name}_l{k}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        nonzeros = sum(int(torch.count_nonzero(t)) for t in tensors) + int(torch.count_nonzero(module.h0[k]))
+        nonzeros = sum(int(torch.count_nonzero(t)) for t in tensors) + int(torch.count_nonzero(module.h0[k])) + int(
+            torch.count_nonzero(module.c0[k]))
         rows.append(dict(layer=k, kind=module.architecture, hidden=core.hidden_size, nonzeros=nonzeros))
     readout = module.readout
     rows.append(dict(layer=max(core.num_layers - 1, 0), kind="readout", hidden=readout.out_features,
@@ -939,7 +1382,7 @@ def _onnx_graph(net: StockRNNModel) -> tuple[OnnxGraph, str]:
                 for name in ("weight_ih", "weight_hh"))
         B = np.concatenate([reorder_gates(to_numpy(getattr(core, f"{name}_l{k}")), hidden, order)
                             for name in ("bias_ih", "bias_hh")])
-        initial = [to_numpy(net.h0[k])] + ([np.zeros(hidden)] if op_type == "LSTM" else [])
+        initial = [to_numpy(net.h0[k])] + ([to_numpy(net.c0[k])] if op_type == "LSTM" else [])
         seq = g.recurrence(op_type, seq, W, R, B, hidden, initial, batch_prefix, [], f"{net.architecture}{k}",
                            **attributes)
     return g, g.linear(seq, to_numpy(net.readout.weight), to_numpy(net.readout.bias), hint="readout")
