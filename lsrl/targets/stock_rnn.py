@@ -28,8 +28,11 @@ with ``y = A s_{t-1} + B x_t + b`` for a state (its own units read back through 
 ReLU ``(a - c) / eps``; product ``(h+ - h-) 2 / (eta eps)`` (LSTM) or ``((a+ - c+) - (a- - c-)) 2 / (eta eps)``
 (GRU), because ``sigma(a) - sigma(-a) = tanh(a / 2)``. The GRU pair cancels the term ``z h_{t-1}`` that
 every GRU unit carries: ``a_t - c_t = (1 - z) n_t + z a_{t-1} - tanh(z a_{t-1})``; the two gates
-``z`` (of ``a``) and ``r`` (of ``c``) have identical weight rows, so they are the same number (the
-construction assumes that a matrix product computes identical rows identically; the tests check it).
+``z`` (of ``a``) and ``r`` (of ``c``) have identical weight rows, so they are the same number up to their
+own evaluation: torch's vectorised and scalar sigmoid round differently, so ``z`` and ``r`` may differ by both
+roundings, ``2 psi u``, which the pair's ``2 psi`` below charges. Assumed, and checked by the tests: a matrix
+product computes identical rows identically (the pre-activations are the same float; a gain-``K`` gate is too
+steep to charge their rounding separately).
 
 **Error bound (the proof).** Write ``u`` for the unit roundoff of ``dtype``, ``gamma_n = n u / (1 - n u)``,
 ``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``.
