@@ -110,7 +110,7 @@ from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
-    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
+    U, Activity, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
     scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
@@ -353,9 +353,10 @@ def scan_decay(decay: float) -> tuple[float, float]:
 
 
 def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], errors: list[float],
-             grids: list[int | None], max_len: int, chunked: bool, state: float | None = None
+             grids: list[int | None], max_len: int, chunked: bool, state: float | None = None, live: int | None = None
              ) -> tuple[float, float, float, int | None]:
-    """``(weight, error, bound, grid)`` of one channel's output (module doc, 2. to 4., and exactness)."""
+    """``(weight, error, bound, grid)`` of one channel's output (module doc, 2. to 4., and exactness); ``live``:
+    the steps a scan's drive may be non-zero (``lsrl.hf.rounding.Activity``)."""
     e, grid = factor(channel.form, gain, SILU_EXACT, SILU_GAP, bounds, errors, grids)
     if channel.kind == "product":
         a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
@@ -372,7 +373,7 @@ def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], er
                                                                                 state)
         grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
         error = scan_error(drive, e + U * (drive + e), channel.decay, *scan_decay(channel.decay), max_len, chunked,
-                           state)
+                           state, live)
     else:
         error, bound = e, max(channel.form.high, 0.0)
     if chunked:  # Mamba-2's gated group norm rounds every head's output to float32
@@ -389,13 +390,16 @@ def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, flo
     # integer inputs, and slots no channel writes (the stream holds an exact 0 there), are on grid 0
     grids: list[int | None] = [0 if (lowered.integer_input or i >= lowered.input_dim) and not slot.channels else None
                                for i, slot in enumerate(lowered.slots)]
+    activity = Activity(lowered.slots, lowered.max_len, grids)
     for rows in plan:
         parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
         for slot, channel, gain, gate in rows:
+            live = 1 if channel.kind == "pulse" else activity.count(channel.form)  # a pulse's drive: step 1 only
             parts.setdefault(slot, []).append(_channel(channel, gain, gate, bounds, errors, grids, lowered.max_len,
-                                                       chunked, lowered.slots[slot].scan_state))
+                                                       chunked, lowered.slots[slot].scan_state, live))
         for slot, channel_parts in parts.items():
             errors[slot], grids[slot] = written(channel_parts)
+            activity.record(slot)
     return errors, grids
 
 

@@ -130,7 +130,7 @@ from lsrl.errors import LsrlError
 from lsrl.hf.lowering import Channel, Form, Lowered, constant, declared, lower
 from lsrl.hf.mamba import finished, output_tolerance, stream_bounds
 from lsrl.hf.rounding import (
-    U, factor, form_error, form_grid, gamma, on_grid, product_error, pulse_error, reach, scan_error, written,
+    U, Activity, factor, form_error, form_grid, gamma, on_grid, product_error, pulse_error, reach, scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
 
@@ -381,9 +381,10 @@ def _unit_part(unit: Unit, bounds: list[float], errors: list[float], grids: list
 
 
 def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], grids: list, max_len: int,
-                  dtype: Any, state: float | None = None) -> tuple[float, float, float, Any]:
+                  dtype: Any, state: float | None = None, live: int | None = None) -> tuple[float, float, float, Any]:
     """``(weight, error, bound, grid)`` of an RG-LRU channel (module doc, recurrent blocks); ``state``, where
-    known, bounds the scan's state (``lsrl.hf.lowering.Slot.scan_state``)."""
+    known, bounds the scan's state (``lsrl.hf.lowering.Slot.scan_state``); ``live``, the steps its input may
+    be non-zero (``lsrl.hf.rounding.Activity``)."""
     x = channel.x
     x_grid = form_grid(x, bounds, grids)
     e_x = 0.0 if x_grid is not None else form_error(x, bounds, errors)
@@ -410,7 +411,7 @@ def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], 
         error = pulse_error(drive, drive_error, decay, computed, delta, max_len)
     else:
         bound = drive * reach(decay, max_len) if state is None else min(drive * reach(decay, max_len), state)
-        error = scan_error(drive, drive_error, decay, computed, delta, max_len, state=state)
+        error = scan_error(drive, drive_error, decay, computed, delta, max_len, state=state, live=live)
     grid = on_grid([(1.0, grid, bound)]) if decay == 1 and grid is not None else None
     return channel.weight, (0.0 if grid is not None else error), bound, grid
 
@@ -422,16 +423,20 @@ def plan_errors(lowered: Lowered, ops: list[Op], dtype: Any) -> tuple[list[float
     errors = [0.0 if lowered.integer_input else 2.0 ** -53 * bound for bound in bounds[:inputs]]
     errors += [0.0] * (len(bounds) - len(errors))
     grids: list = [0 if lowered.integer_input and i < inputs else None for i in range(len(bounds))]
+    activity = Activity(lowered.slots, lowered.max_len, grids)
     for op in ops:
         parts: dict[int, list] = {}
         for unit in op.units:
             parts.setdefault(unit.slot, []).append(_unit_part(unit, bounds, errors, grids))
         for channel in op.channels:
             if channel.slot is not None:
+                live = activity.count(channel.x, after_first=channel.gate == "later")  # gated off at step 1
                 parts.setdefault(channel.slot, []).append(_channel_part(
-                    channel, bounds, errors, grids, lowered.max_len, dtype, lowered.slots[channel.slot].scan_state))
+                    channel, bounds, errors, grids, lowered.max_len, dtype, lowered.slots[channel.slot].scan_state,
+                    live))
         for slot, slot_parts in parts.items():
             errors[slot], grids[slot] = written(slot_parts)
+            activity.record(slot)
     return errors, grids
 
 
