@@ -143,6 +143,7 @@ class Channel:
     gate: Form | None = None
     decay: float = 1.0
     impulse: bool = False
+    whole: Channel | None = field(default=None, compare=False, repr=False)  # what a sign split took it from
 
 
 @dataclass

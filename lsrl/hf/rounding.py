@@ -248,9 +248,9 @@ class Activity:
 
     def record(self, slot: int) -> None:
         """``live`` and ``known`` of ``slot`` (after its grid is set)."""
-        if not self.tracked:
-            return
         channels = self.slots[slot].channels
+        if not self.tracked or not channels:  # an input: live at every step
+            return
         if self.grids[slot] is not None:
             parts = [self._channel_values(channel) for channel in channels]
             if all(part is not None for part in parts):
