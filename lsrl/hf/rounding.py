@@ -236,7 +236,7 @@ class Activity:
         for s, _ in form.coef:
             if self.live[s] is None:
                 return None
-            live |= self.live[s]  # type: ignore[arg-type]
+            live |= self.live[s]
         return live
 
     def count(self, form: Form, after_first: bool = False) -> int:
@@ -264,7 +264,7 @@ class Activity:
             return
         union = np.zeros(self.max_len, dtype=bool)
         for live in lives:
-            union |= live  # type: ignore[arg-type]
+            union |= live
         self.live[slot] = union
 
     def _shifted(self, values: np.ndarray, lag: int) -> np.ndarray:
@@ -327,8 +327,8 @@ def computed_bounds(names: Sequence[str], bounds: Sequence[float], errors: Seque
 
 def informative(where: str, tolerance: float, largest: float, max_len: int) -> float:
     """``tolerance``, with a ``ToleranceWarning`` naming ``where`` when it is as large as the outputs'
-    bound ``largest`` (it proves nothing; the model is still written: Listings 1 and 2 are such, their
-    interval bounds being far wider than their values)."""
+    bound ``largest`` (it proves nothing; the model is still written: a step of slope ``2**26`` on a unit
+    input is such, its input's rounding alone being multiplied past its outputs' range)."""
     if largest > 0 and not tolerance < largest:
         from lsrl.targets.precision import ToleranceWarning
 
