@@ -108,7 +108,7 @@ that is a whole number is read exactly by rounding where ``tolerance < 1/2``. Th
 are ``lsrl.lang.relational_bounds`` (an unrolled run over value sets, sound, never looser than the
 intervals): the robust Listing 2 (n = 2, 3; its permutation counters read from the phase by the
 lowering) is then on the grid throughout and stated exact (tolerance 0; from the interval bounds,
-4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 6.5e5). What stays loose: the errors
+4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 1.7e5). What stays loose: the errors
 ``E_s`` are bounded per slot, uniformly over the steps, so a ramp of slope ``mu`` multiplies its input's
 error by ``mu`` at every step, as it does when every prompt token puts the query on a cell's ramp
 (Listing 1, slope 1000: stated 0.33 at 65 steps and 1.3 at 256, measured 1.2e-3 and 4.2e-3 on such

@@ -35,7 +35,10 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
   alone (``S + 0`` and ``1 * S`` are exact), so a constant initial state such as ``1/3`` does not pick
   up ``2 U T**2`` over ``T`` steps.
 - ``written``: a slot written as ``sum_ch w_ch y_ch`` (one output projection, weights rounded, into
-  an unused stream channel, so the residual addition ``0 + x`` is exact).
+  an unused stream channel, so the residual addition ``0 + x`` is exact): ``gamma_(c+2)`` of the
+  magnitudes for ``c`` channels; where every ``|w|`` is a power of two, so is every builder's output
+  weight (``beta w`` over powers of two: the gates, gains, ``rms``), its products are exact and only
+  the ``c - 1`` additions round: ``gamma_(c-1)`` (a slot written by one channel is exact, up to ``TINY``).
 - ``Activity``, *live steps*: per slot, the steps ``1 .. max_len`` at which it may be non-zero. A step
   where a slot is *dead* is one where both the program's value and the computed one are exactly 0
   (``+-0``). By induction over the blocks: an exact slot (on a grid) whose program values depend on the
@@ -197,7 +200,9 @@ def written(parts: Sequence[tuple[float, float, float, int | None]]) -> tuple[fl
     if grid is not None:
         return 0.0, grid
     magnitude = sum(abs(w) * (b + e) for w, e, b, _ in parts)
-    error = sum(abs(w) * e for w, e, _, _ in parts) + gamma(len(parts) + 2) * magnitude + (len(parts) + 2) * TINY
+    exact_weights = all(w != 0 and abs(math.frexp(w)[0]) == 0.5 for w, _, _, _ in parts)  # powers of two
+    roundings = len(parts) - 1 if exact_weights else len(parts) + 2
+    error = sum(abs(w) * e for w, e, _, _ in parts) + gamma(roundings) * magnitude + (len(parts) + 2) * TINY
     return error, None
 
 
