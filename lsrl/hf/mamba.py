@@ -73,7 +73,9 @@ block (every block reads only slots of lower levels):
    ``(1 - started) x`` with ``started`` exact, has ``K = 1``; a pulse's drive lives at step 1 only.
 5. *Writing a slot*: out_proj holds ``fl(beta w / 64)`` and sums the slot's ``c`` channels (``0 + x``
    into an unused stream channel is exact), so ``E_s = sum |w| e_ch + gamma_(c+2) sum |w| (B_ch + e_ch)
-   + (c + 2) TINY``, ``B_ch`` the channel's bound.
+   + (c + 2) TINY``, ``B_ch`` the channel's bound; the lowering's weights are ``+-1``, so ``beta w / 64``
+   (and ``beta w / k_b``) are powers of two, the products exact, and ``gamma_(c-1)`` replaces ``gamma_(c+2)``
+   (``lsrl.hf.rounding.written``).
 6. *Output*: ``lm_head`` reads the output form after ``norm_f`` (1.), and the float64 model's logits
    are cast to float32: ``tolerance = max_j e_(out_j) + U (M_out_j + e_(out_j))``; 0 where every
    output form is on a grid (below): every output, and so every token decision, is then exact.
@@ -108,10 +110,10 @@ that is a whole number is read exactly by rounding where ``tolerance < 1/2``. Th
 are ``lsrl.lang.relational_bounds`` (an unrolled run over value sets, sound, never looser than the
 intervals): the robust Listing 2 (n = 2, 3; its permutation counters read from the phase by the
 lowering) is then on the grid throughout and stated exact (tolerance 0; from the interval bounds,
-4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 1.7e5). What stays loose: the errors
+4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 1.5e5). What stays loose: the errors
 ``E_s`` are bounded per slot, uniformly over the steps, so a ramp of slope ``mu`` multiplies its input's
 error by ``mu`` at every step, as it does when every prompt token puts the query on a cell's ramp
-(Listing 1, slope 1000: stated 0.33 at 65 steps and 1.3 at 256, measured 1.2e-3 and 4.2e-3 on such
+(Listing 1, slope 1000: stated 0.25 at 65 steps and 1.0 at 256, measured 1.2e-3 and 4.2e-3 on such
 prompts, 2e-5 on a regular grid of cells, where the query meets one ramp at most).
 """
 

@@ -118,10 +118,10 @@ large as the outputs' bound proves nothing: ``ToleranceWarning``.
   dyadic coefficients).
 - *Tightness*: the bounds ``M_s`` are ``lsrl.lang.relational_bounds`` (sound, never looser than the
   intervals of ``value_bounds``, whose 4.4e14 on the robust Listing 2's outputs at ``max_len = 256``
-  made its tolerance 3.9e10): the robust Listing 2 (n = 2, 3) is on the grid throughout, stated exact
+  made its tolerance 3.3e10): the robust Listing 2 (n = 2, 3) is on the grid throughout, stated exact
   (tolerance 0). Where a program is off the grid the errors are bounded slot by slot, uniformly over
   the steps: a ramp of slope ``mu`` multiplies its input's error by ``mu`` at every step, as on prompts
-  that put the query on a cell's ramp at every token (Listing 1: stated 0.41 at 65 steps, 1.6 at 256;
+  that put the query on a cell's ramp at every token (Listing 1: stated 0.27 at 65 steps, 1.1 at 256;
   measured 9e-4 and 3.5e-3 on such prompts, 2e-5 on a regular grid of cells).
 """
 
