@@ -2,7 +2,8 @@
 interval analysis (``value_bounds``) and of the unrolled relational one (``relational_bounds``) at
 ``max_len``, the tolerance each builder states when it plans from either (``before``: intervals, as the
 builders did; ``after``: relational, as they do now), or why it refuses, the largest weight, and the error
-measured on prompts of ``max_len`` tokens against the exact interpreter.
+measured on prompts of ``max_len`` tokens against the exact interpreter (for Listing 1 also on prompts
+that put the query on a cell's ramp at every token, where its errors add up: ``at edges``).
 
     python benchmarks/hf_bounds.py [--archs mamba,mamba2,hawk,griffin] [--dtypes float32] [--cases ...] [--csv DIR]
                                                                                       # DIR/hf_bounds.csv
@@ -12,7 +13,7 @@ means every output is on a grid and computed exactly. Listing 1's outputs are re
 whether its tolerance is below its outputs' bound (informative). Cases: Listing 2 robust (n = 2, tokens
 up to 9, 66 steps; n = 3, tokens up to 10, 256 steps), Listing 2 with the paper's constants (n = 2, 3,
 multiplicative ``f_ifelse``, ``mu = 1000``, ``lambda = 1e10``; 22 and 33 steps), Listing 1 robust (1 -> 1,
-|f| <= 1, 64 cells and the query: 65 steps).
+|f| <= 1, 64 cells and the query: 65 steps; at 256 steps, the 64 cells then cells of value 0).
 """
 
 import argparse
@@ -42,10 +43,25 @@ def listing2_prompts(n, vocabulary, max_len, count=6, seed=0):
     return np.stack([discrete_prompt(mapping, query=key) for key in keys[:count]]).astype(float)
 
 
-def listing1_prompts(cells, count=6, seed=0):
+def listing1_prompts(cells, max_len, count=6, seed=0):
+    """The query, a regular grid of ``cells`` cells of ``sin(3 x)``, then cells of value 0 up to ``max_len``."""
     prompt = continuous_prompt(lambda v: np.array([math.sin(3 * v[0])]), 1, 1, cells).astype(float)
+    padding = np.tile([[1.0 / cells, 0.0, 0.0]], (max_len - 1 - cells, 1))
     queries = np.random.default_rng(seed).uniform(0, 1, count)
-    return np.stack([np.vstack([continuous_query([q], 1).astype(float), prompt]) for q in queries])
+    return np.stack([np.vstack([continuous_query([q], 1).astype(float), prompt, padding]) for q in queries])
+
+
+def listing1_edge_prompts(max_len, count=8, seed=0):
+    """``max_len`` tokens: every prompt token one cell ``(l, l + d]`` with the query on the ramp of its lower or
+    upper edge (both where ``d`` is below the ramps' width 1/1000), value +-1, so that the errors add up."""
+    rng = np.random.default_rng(seed)
+    prompts = []
+    for index in range(count):
+        width = [1 / 64, 0.37, 1.0, 5e-4][index % 4]
+        lower = rng.uniform(0, 1 - width)
+        query = min(1.0, lower + width + rng.uniform(0, 1e-3)) if index % 2 == 0 else lower + rng.uniform(0, 1e-3)
+        prompts.append([[query, 0.0, 0.0]] + [[width, lower, 1.0 if index % 3 else -1.0]] * (max_len - 1))
+    return np.array(prompts)
 
 
 CASES = {
@@ -56,8 +72,11 @@ CASES = {
     "L2 paper n=2": (lambda: discrete_approximator(2, vocabulary=9), 22, lambda: listing2_prompts(2, 9, 22), True),
     "L2 paper n=3": (lambda: discrete_approximator(3, vocabulary=9), 33, lambda: listing2_prompts(3, 9, 33), True),
     "L1 robust": (lambda: continuous_approximator(1, 1, robust=True, value_bound=1), 65,
-                  lambda: listing1_prompts(64), False),
+                  lambda: listing1_prompts(64, 65), False),
+    "L1 robust 256": (lambda: continuous_approximator(1, 1, robust=True, value_bound=1), 256,
+                      lambda: listing1_prompts(64, 256), False),
 }
+EDGES = {"L1 robust": lambda: listing1_edge_prompts(65), "L1 robust 256": lambda: listing1_edge_prompts(256)}
 
 
 def interval_planning(enabled):
@@ -113,18 +132,22 @@ def main():
         interval = float(max(abs(v) for side in lsrl.value_bounds(model.layers[-1], max_len) for v in side))
         xs = prompts()
         reference = np.asarray(model(xs), dtype=float)
+        edges = EDGES[case]() if case in EDGES else None
+        edge_reference = np.asarray(model(edges), dtype=float) if edges is not None else None
         for arch, dtype in itertools.product(args.archs.split(","), args.dtypes.split(",")):
             interval_planning(True)
             _, before, _ = build(model, arch, max_len, getattr(torch, dtype))
             interval_planning(False)
             hf, after, build_seconds = build(model, arch, max_len, getattr(torch, dtype))
             error = measured(hf, xs, reference) if hf is not None else None
+            at_edges = measured(hf, edges, edge_reference) if hf is not None and edges is not None else None
             row = {"program": case, "max_len": max_len, "interval bound": f"{interval:.3g}",
                    "relational bound": f"{sharp:.4g}", "analysis s": f"{seconds:.1f}", "target": arch, "dtype": dtype,
                    "tolerance before": shown(before), "tolerance after": shown(after),
                    "proved": proved(after, token, sharp),
                    "largest weight": f"{hf.config.lsrl_io['largest_weight']:.3g}" if hf is not None else "-",
-                   "measured error": "-" if error is None else f"{error:.3g}", "build s": f"{build_seconds:.1f}"}
+                   "measured error": "-" if error is None else f"{error:.3g}",
+                   "at edges": "-" if at_edges is None else f"{at_edges:.3g}", "build s": f"{build_seconds:.1f}"}
             rows.append(row)
             print(row, flush=True)
     write_csv(args.csv, "hf_bounds", rows)

@@ -214,6 +214,7 @@ class Channel:
     decay: float = 1.0  # the float64 the builders read, within DECAY_ROUNDING of exact_decay
     impulse: bool = False
     exact_decay: Any = None  # a scan's or a pulse's decay, an exact rational
+    whole: Channel | None = field(default=None, compare=False, repr=False)  # what a sign split took it from
 
 
 @dataclass

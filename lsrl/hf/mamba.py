@@ -68,13 +68,30 @@ block (every block reads only slots of lower levels):
    64``: exact. A *pulse* (an initial state) drives the scan at the first step only (the conv gives ``k c
    - k c = 0`` after, and ``silu(0) = 0``, ``dt B 0 = 0`` exactly), so ``|S| <= D`` and ``eps_t <= a^
    eps_(t-1) + (delta + U) D + U eps + TINY`` from ``eps_1 = e_d``: ``lsrl.hf.rounding.pulse_error``; with
-   the exact unit decay no later step rounds at all and ``eps = e_d``.
+   the exact unit decay no later step rounds at all and ``eps = e_d``. *Live steps*
+   (``lsrl.hf.rounding.Activity``): at a step where the drive is dead (both its value and the computed one
+   an exact 0: ``silu(0) = 0``, ``dt B 0 = 0``) a unit-decay scan computes ``1 * S + 0 = S`` exactly and its
+   error does not grow, so only the ``K`` steps where the drive may live count: ``T`` becomes ``K`` above
+   (and in Mamba-2's chunked bound, ``gamma_(2K+8)``: the other terms are exact zeros). A value written once,
+   ``(1 - started) x`` with ``started`` exact, has ``K = 1``; a pulse's drive lives at step 1 only.
 5. *Writing a slot*: out_proj holds ``fl(beta w / 64)`` and sums the slot's ``c`` channels (``0 + x``
    into an unused stream channel is exact), so ``E_s = sum |w| e_ch + gamma_(c+2) sum |w| (B_ch + e_ch)
-   + (c + 2) TINY``, ``B_ch`` the channel's bound.
+   + (c + 2) TINY``, ``B_ch`` the channel's bound; the lowering's weights are ``+-1``, so ``beta w / 64``
+   (and ``beta w / k_b``) are powers of two, the products exact, and ``gamma_(c-1)`` replaces ``gamma_(c+2)``
+   (``lsrl.hf.rounding.written``).
 6. *Output*: ``lm_head`` reads the output form after ``norm_f`` (1.), and the float64 model's logits
    are cast to float32: ``tolerance = max_j e_(out_j) + U (M_out_j + e_(out_j))``; 0 where every
    output form is on a grid (below): every output, and so every token decision, is then exact.
+
+7. *Sign splits* (``split_signs``): the pieces of one channel are charged together, not each in full. The
+   SiLU outputs ``r_+ = relu~(f^)``, ``r_- = relu~(-f^)`` of a form and its negation satisfy
+   ``|r_+ - r_- - f| <= e_f + 2 SILU_GAP / k`` (``relu(y) - relu(-y) = y``), so a delay's two pieces, or
+   the per-step drives of a scan's two scans, carry ``e_f + n SILU_GAP / k`` together (``n`` pieces), each
+   piece keeping its own roundings (``U`` times its own bound); and the pieces ``sa sb relu~(sa a^)
+   relu~(sb b^)`` of a product sum to ``a~ b~`` with ``a~`` within ``e_a + n_a SILU_GAP / k`` of ``a``, their
+   roundings to at most ``U (sum_sa relu~(sa a^)) (sum_sb relu~(sb b^)) <= U (A + e_a)(B + e_b)``: one
+   ``product_error`` for the whole (``_split_parts``). Mamba-2's group-norm rounding is ``U`` times the
+   pieces' bounds and errors together.
 
 *Exactness* (error 0, which keeps step counters and phase indicators exact): a slot is on the grid
 ``q`` when its value is always a multiple of ``2**-q``: an integer Input (``q = 0``, read exactly from
@@ -96,10 +113,11 @@ that is a whole number is read exactly by rounding where ``tolerance < 1/2``. Th
 are ``lsrl.lang.relational_bounds`` (an unrolled run over value sets, sound, never looser than the
 intervals): the robust Listing 2 (n = 2, 3; its permutation counters read from the phase by the
 lowering) is then on the grid throughout and stated exact (tolerance 0; from the interval bounds,
-4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 6.5e5). What stays loose: the errors
-``E_s`` are bounded per slot, independently, so an error entering a chain of steps of slope ``mu``
-grows by about ``2 mu`` per step where in truth a saturated step cancels it (Listing 1, whose cells
-have slope 1000: stated 31 at 65 steps, measured 2e-5).
+4.6e11 on its outputs at ``max_len = 66`` for n = 2, it was 1.5e5). What stays loose: the errors
+``E_s`` are bounded per slot, uniformly over the steps, so a ramp of slope ``mu`` multiplies its input's
+error by ``mu`` at every step, as it does when every prompt token puts the query on a cell's ramp
+(Listing 1, slope 1000: stated 0.25 at 65 steps and 1.0 at 256, measured 1.2e-3 and 4.2e-3 on such
+prompts, 2e-5 on a regular grid of cells, where the query meets one ramp at most).
 """
 
 from __future__ import annotations
@@ -113,8 +131,8 @@ from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import DECAY_ROUNDING, Channel, Form, Lowered, declared, lower
 from lsrl.hf.rounding import (
-    U, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error, reach,
-    scan_error, written,
+    U, Activity, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error,
+    reach, scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
 
@@ -198,14 +216,15 @@ def split_signs(channel: Channel) -> list[Channel]:
     signs = [sign for sign in (1.0, -1.0) if form.scaled(sign).high > 0]
     if channel.kind == "product":
         gate: Form = channel.gate  # type: ignore[assignment]
-        return [Channel("product", form.scaled(sa), sa * sb * weight, gate=gate.scaled(sb))
+        return [Channel("product", form.scaled(sa), sa * sb * weight, gate=gate.scaled(sb), whole=channel)
                 for sa in signs for sb in (1.0, -1.0) if gate.scaled(sb).high > 0]
     if channel.kind == "delay" and channel.impulse:
         return [Channel("relu", form, weight, lag=channel.lag, impulse=True)]
     if channel.kind == "delay":
-        return [Channel("relu", form.scaled(sign), sign * weight, lag=channel.lag) for sign in signs]
+        return [Channel("relu", form.scaled(sign), sign * weight, lag=channel.lag, whole=channel) for sign in signs]
     if channel.kind == "scan":
-        return [Channel("scan", form.scaled(sign), sign * weight, decay=channel.decay) for sign in signs]
+        return [Channel("scan", form.scaled(sign), sign * weight, decay=channel.decay, whole=channel)
+                for sign in signs]
     return [channel]
 
 
@@ -356,10 +375,13 @@ def scan_decay(decay: float) -> tuple[float, float]:
 
 
 def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], errors: list[float],
-             grids: list[int | None], max_len: int, chunked: bool, state: float | None = None
-             ) -> tuple[float, float, float, int | None]:
-    """``(weight, error, bound, grid)`` of one channel's output (module doc, 2. to 4., and exactness)."""
+             grids: list[int | None], max_len: int, chunked: bool, state: float | None = None, live: int | None = None,
+             carried: float | None = None) -> tuple[float, float, float, int | None]:
+    """``(weight, error, bound, grid)`` of one channel's output (module doc, 2. to 4., and exactness); ``live``:
+    the steps a scan's drive may be non-zero (``lsrl.hf.rounding.Activity``); ``carried``, where given, the
+    error of its SiLU's output in place of its own (a share of a sign split's, ``_split_parts``)."""
     e, grid = factor(channel.form, gain, SILU_EXACT, SILU_GAP, bounds, errors, grids)
+    e = e if carried is None or grid is not None else carried
     if channel.kind == "product":
         a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
         e_b, other = factor(channel.gate, gate, SILU_EXACT, SILU_GAP, bounds, errors, grids)  # type: ignore[arg-type]
@@ -375,12 +397,46 @@ def _channel(channel: Channel, gain: float, gate: float, bounds: list[float], er
                                                                                 state)
         grid = on_grid([(1.0, grid, bound)]) if channel.decay == 1 and grid is not None else None
         error = scan_error(drive, e + U * (drive + e), channel.decay, *scan_decay(channel.decay), max_len, chunked,
-                           state)
+                           state, live)
     else:
         error, bound = e, max(channel.form.high, 0.0)
-    if chunked:  # Mamba-2's gated group norm rounds every head's output to float32
-        error += U * (bound + error)
     return channel.weight, (0.0 if grid is not None else error), bound, grid
+
+
+def _split_parts(rows: list[tuple[Channel, float, float]], bounds: list[float], errors: list[float],
+                 grids: list[int | None], max_len: int, chunked: bool, state: float | None, live: int
+                 ) -> list[tuple[float, float, float, int | None]]:
+    """The parts of the channels ``split_signs`` made of one (``rows``: channel, gain, gate gain), whose
+    errors are charged once for the whole (module doc, 7.)."""
+    pieces = [_channel(c, gain, gate, bounds, errors, grids, max_len, chunked, state, live) for c, gain, gate in rows]
+    whole = rows[0][0].whole
+    if len(rows) > 1 and whole is not None and any(part[1] for part in pieces):
+        gain, gate = rows[0][1], rows[0][2]
+        if whole.kind == "product":
+            shared = _split_product(whole, gain, gate, bounds, errors, grids)
+            pieces = [pieces[0][:1] + (shared,) + pieces[0][2:]] + [(w, 0.0, b, g) for w, _, b, g in pieces[1:]]
+        else:
+            own, _ = factor(rows[0][0].form, gain, SILU_EXACT, SILU_GAP, bounds, errors, grids)
+            shared = own + (len(rows) - 1) * SILU_GAP / gain
+            pieces = [_channel(c, g, gg, bounds, errors, grids, max_len, chunked, state, live,
+                               shared if i == 0 else 0.0) for i, (c, g, gg) in enumerate(rows)]
+    if chunked and any(part[1] for part in pieces):  # Mamba-2's gated group norm rounds every head's output
+        extra = U * sum(b + e for _, e, b, _ in pieces)
+        pieces = [pieces[0][:1] + (pieces[0][1] + extra,) + pieces[0][2:]] + pieces[1:]
+    return pieces
+
+
+def _split_product(whole: Channel, gain: float, gate: float, bounds: list[float], errors: list[float],
+                   grids: list[int | None]) -> float:
+    """The error of ``sum sa sb relu(sa a) relu(sb b)`` (a product's sign split) as one product: the pieces'
+    SiLU outputs of each factor sum to it within its error and one SiLU gap per piece (module doc, 7.)."""
+    gate_form: Form = whole.gate  # type: ignore[assignment]
+    errors_ab = []
+    for form, k in ((whole.form, gain), (gate_form, gate)):
+        e, grid = factor(form, k, SILU_EXACT, SILU_GAP, bounds, errors, grids)
+        signs = sum(1 for sign in (1.0, -1.0) if form.scaled(sign).high > 0)
+        errors_ab.append(0.0 if grid is not None else e + (signs - 1) * SILU_GAP / k)
+    return product_error(whole.form.bound, errors_ab[0], gate_form.bound, errors_ab[1])
 
 
 def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, float]]], chunked: bool = False
@@ -392,13 +448,20 @@ def slot_errors(lowered: Lowered, plan: list[list[tuple[int, Channel, float, flo
     # integer inputs, and slots no channel writes (the stream holds an exact 0 there), are on grid 0
     grids: list[int | None] = [0 if (lowered.integer_input or i >= lowered.input_dim) and not slot.channels else None
                                for i, slot in enumerate(lowered.slots)]
+    activity = Activity(lowered.slots, lowered.max_len, grids)
     for rows in plan:
-        parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
+        splits: dict[int, tuple[int, list[tuple[Channel, float, float]]]] = {}  # the pieces of one channel
         for slot, channel, gain, gate in rows:
-            parts.setdefault(slot, []).append(_channel(channel, gain, gate, bounds, errors, grids, lowered.max_len,
-                                                       chunked, lowered.slots[slot].scan_state))
+            splits.setdefault(id(channel.whole or channel), (slot, []))[1].append((channel, gain, gate))
+        parts: dict[int, list[tuple[float, float, float, int | None]]] = {}
+        for slot, pieces in splits.values():
+            first = pieces[0][0]
+            live = 1 if first.kind == "pulse" else activity.count(first.form)  # a pulse's drive: step 1 only
+            parts.setdefault(slot, []).extend(_split_parts(pieces, bounds, errors, grids, lowered.max_len, chunked,
+                                                           lowered.slots[slot].scan_state, live))
         for slot, channel_parts in parts.items():
             errors[slot], grids[slot] = written(channel_parts)
+            activity.record(slot)
     return errors, grids
 
 

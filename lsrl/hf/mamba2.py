@@ -49,7 +49,9 @@ chunk, ``L = exp(segsum(dt A))``, einsum reductions, an inter-chunk recurrence):
   grid units, every product and every partial sum is representable, so the result is exact in any
   order of summation (einsum's blocking, an FMA, the stepwise path's ``S dA + dB x`` alike); off a
   grid the same sums are within ``gamma_(2T+8)`` times the sum of their terms' magnitudes, which is
-  the state's own bound where the drive is non-negative (``lsrl.hf.rounding.scan_error``);
+  the state's own bound where the drive is non-negative (``lsrl.hf.rounding.scan_error``); where the
+  drive may be non-zero at ``K`` steps only (``lsrl.hf.rounding.Activity``), the others' terms are exact
+  zeros, whose additions are exact: ``gamma_(2K+8)`` and ``K e_d``;
 - *decays in (0, 1), assumed*: each output is within ``gamma_(2T+8) R (D + e_d)`` of the recurrence
   on its computed drive with the computed decay ``exp(32 A)`` (at most ``2T + 8`` roundings along
   any path: ``dt A``, a cumulative sum of at most ``T`` terms, ``exp`` taken as correctly rounded to

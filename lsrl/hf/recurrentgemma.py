@@ -70,7 +70,10 @@ them (every op reads slots written before it).
   ``gelu_tanh(y) == relu(y)`` for ``|y| >= 8`` and ``|fl(gelu_tanh(y)) - relu(y)| <= 0.171`` elsewhere
   (0.1700 in real arithmetic); so ``relu(f)`` within ``e_f + 0.171 / G`` (exact on a grid ``q`` with
   ``G 2**-q >= 8``), and the unit is ``product_error`` of that and ``b`` (a ReLU's ``b = 1``; a
-  product's pair ``gelu(+-G q) (+-p / G)`` two such units; a phase product's gate is an exact 0 / 1).
+  product's pair ``gelu(+-G q) (+-p / G)`` two such units, charged together: ``gelu~(G q^) - gelu~(-G q^)``
+  is within ``e_q + 2 * 0.171 / G`` of ``G q`` (``relu(y) - relu(-y) = y``) and the two products' roundings
+  within ``U (|q^| + e)(|p^| + e)``, so the pair is one ``product_error`` with that gate error,
+  ``_unit_parts``; a phase product's gate is an exact 0 / 1).
 - *Recurrent channels*: the conv (taps ``c_k``) adds ``sum |c_k| e_x + gamma_(K+1) sum |c_k| (X + e_x)``
   (exact for one tap 1, or on a grid); ``a = 0`` channels copy it (``m = 1``, ``i = 1`` exactly:
   ``sigmoid(+-1024)`` and ``exp(-8192)`` are exact 1 / 0); decay channels scale their drive by ``m``
@@ -82,8 +85,10 @@ them (every op reads slots written before it).
   (``Slot.scan_state``), taken where smaller than ``R D``. A
   ``Q`` channel (a pulse's, a scan's first step) is driven at the first step only (``i = 0`` after:
   its input is an exact 0), so ``|h| <= D`` and it carries ``lsrl.hf.rounding.pulse_error`` (for the
-  unit decay, ``1 * h + 0`` is exact: the first step's error alone). Each channel is bounded against
-  the program's ``l`` on its own, so ``P`` and ``Q`` need not compute the same ``a``. The reset at
+  unit decay, ``1 * h + 0`` is exact: the first step's error alone). A unit-decay ``P`` channel adds no
+  error at a step where its input is dead (an exact 0, ``lsrl.hf.rounding.Activity``: ``1 * h + 0 = h``),
+  so ``scan_error`` counts only the ``K`` steps after the first where the input may live. Each channel
+  is bounded against the program's ``l`` on its own, so ``P`` and ``Q`` need not compute the same ``a``. The reset at
   ``position_ids == 0`` and the first-step gates are exact (``F`` is exactly 1 then 0). ``y =
   gelu_tanh(8) = 8`` exactly, so ``h y`` is exact; ``linear_out`` writes the slot (``written``).
   Griffin's attention halves add an exact 0 (``o_proj = 0``).
@@ -127,9 +132,11 @@ built there, not when a saved one is loaded), and an elementwise op has no third
 
 - *Tightness*: the bounds ``M_s`` are ``lsrl.lang.relational_bounds`` (sound, never looser than the
   intervals of ``value_bounds``, whose 4.4e14 on the robust Listing 2's outputs at ``max_len = 256``
-  made its tolerance 2.9e11): the robust Listing 2 (n = 2, 3) is on the grid throughout, stated exact
-  (tolerance 0). Where a program is off the grid the errors are bounded slot by slot, independently,
-  which can be far above the error measured (Listing 1).
+  made its tolerance 3.3e10): the robust Listing 2 (n = 2, 3) is on the grid throughout, stated exact
+  (tolerance 0). Where a program is off the grid the errors are bounded slot by slot, uniformly over
+  the steps: a ramp of slope ``mu`` multiplies its input's error by ``mu`` at every step, as on prompts
+  that put the query on a cell's ramp at every token (Listing 1: stated 0.27 at 65 steps, 1.1 at 256;
+  measured 9e-4 and 3.5e-3 on such prompts, 2e-5 on a regular grid of cells).
 """
 
 from __future__ import annotations
@@ -146,7 +153,7 @@ from lsrl.errors import LsrlError
 from lsrl.hf.lowering import DECAY_ROUNDING, Channel, Form, Lowered, constant, declared, lower
 from lsrl.hf.mamba import finished, output_tolerance, stream_bounds
 from lsrl.hf.rounding import (
-    U, factor, form_error, form_grid, gamma, on_grid, product_error, pulse_error, reach, scan_error, written,
+    U, Activity, factor, form_error, form_grid, gamma, on_grid, product_error, pulse_error, reach, scan_error, written,
 )
 from lsrl.hf.stream import Stream, plan_stream
 
@@ -280,6 +287,7 @@ class Unit:
     up: Form
     slot: int
     weight: float
+    whole: Channel | None = None  # the product whose sign of ``gate`` it takes (its errors are charged once)
 
 
 @dataclass
@@ -314,7 +322,7 @@ def _units(slot: int, channel: Channel) -> list[Unit]:
     if channel.kind == "relu":
         return [Unit(channel.form.scaled(GATE_GAIN), constant(1.0 / GATE_GAIN), slot, channel.weight)]
     gate: Form = channel.gate  # type: ignore[assignment]  # a product
-    return [Unit(gate.scaled(sign * GATE_GAIN), channel.form.scaled(sign / GATE_GAIN), slot, channel.weight)
+    return [Unit(gate.scaled(sign * GATE_GAIN), channel.form.scaled(sign / GATE_GAIN), slot, channel.weight, channel)
             for sign in (1.0, -1.0) if gate.scaled(sign).high > 0]
 
 
@@ -449,10 +457,13 @@ def _check_sizes(lowered: Lowered, ops: list[Op], weights: dict, where: str) -> 
 # ---- the tolerance (module doc) -------------------------------------------------------------------
 
 
-def _unit_part(unit: Unit, bounds: list[float], errors: list[float], grids: list) -> tuple[float, float, float, Any]:
-    """``(weight, error, bound, grid)`` of an MLP unit ``gelu(G f) * (b / G)`` (module doc, MLP)."""
+def _unit_part(unit: Unit, bounds: list[float], errors: list[float], grids: list, pieces: int = 1
+               ) -> tuple[float, float, float, Any]:
+    """``(weight, error, bound, grid)`` of an MLP unit ``gelu(G f) * (b / G)`` (module doc, MLP); with ``pieces``
+    units of one product (the signs of its gate), the error of their sum: one GeLU gap per piece."""
     gate, up = unit.gate.scaled(1 / GATE_GAIN), unit.up.scaled(GATE_GAIN)
     e_a, grid_a = factor(gate, GATE_GAIN, GELU_EXACT, GELU_GAP, bounds, errors, grids)
+    e_a += (pieces - 1) * GELU_GAP / GATE_GAIN if grid_a is None else 0.0
     grid_b = form_grid(up, bounds, grids)
     e_b = 0.0 if grid_b is not None else form_error(up, bounds, errors)
     a, b = gate.bound, up.bound
@@ -460,10 +471,18 @@ def _unit_part(unit: Unit, bounds: list[float], errors: list[float], grids: list
     return unit.weight, (0.0 if grid is not None else product_error(a, e_a, b, e_b)), a * b, grid
 
 
+def _unit_parts(units: list[Unit], bounds: list[float], errors: list[float], grids: list) -> list:
+    """The parts of the units of one product (module doc, MLP: the sign split charged once) or of a ReLU."""
+    first = _unit_part(units[0], bounds, errors, grids, len(units))
+    return [first] + [(w, 0.0 if first[1] else e, b, g) for w, e, b, g in
+                      (_unit_part(unit, bounds, errors, grids) for unit in units[1:])]
+
+
 def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], grids: list, max_len: int,
-                  dtype: Any, state: float | None = None) -> tuple[float, float, float, Any]:
+                  dtype: Any, state: float | None = None, live: int | None = None) -> tuple[float, float, float, Any]:
     """``(weight, error, bound, grid)`` of an RG-LRU channel (module doc, recurrent blocks); ``state``, where
-    known, bounds the scan's state (``lsrl.hf.lowering.Slot.scan_state``)."""
+    known, bounds the scan's state (``lsrl.hf.lowering.Slot.scan_state``); ``live``, the steps its input may
+    be non-zero (``lsrl.hf.rounding.Activity``)."""
     x = channel.x
     x_grid = form_grid(x, bounds, grids)
     e_x = 0.0 if x_grid is not None else form_error(x, bounds, errors)
@@ -491,7 +510,7 @@ def _channel_part(channel: Recurrent, bounds: list[float], errors: list[float], 
         error = pulse_error(drive, drive_error, decay, computed, delta, max_len)
     else:
         bound = drive * reach(decay, max_len) if state is None else min(drive * reach(decay, max_len), state)
-        error = scan_error(drive, drive_error, decay, computed, delta, max_len, state=state)
+        error = scan_error(drive, drive_error, decay, computed, delta, max_len, state=state, live=live)
     grid = on_grid([(1.0, grid, bound)]) if decay == 1 and grid is not None else None
     return channel.weight, (0.0 if grid is not None else error), bound, grid
 
@@ -503,16 +522,23 @@ def plan_errors(lowered: Lowered, ops: list[Op], dtype: Any) -> tuple[list[float
     errors = [0.0 if lowered.integer_input else 2.0 ** -53 * bound for bound in bounds[:inputs]]
     errors += [0.0] * (len(bounds) - len(errors))
     grids: list = [0 if lowered.integer_input and i < inputs else None for i in range(len(bounds))]
+    activity = Activity(lowered.slots, lowered.max_len, grids)
     for op in ops:
         parts: dict[int, list] = {}
+        products: dict[int, list[Unit]] = {}
         for unit in op.units:
-            parts.setdefault(unit.slot, []).append(_unit_part(unit, bounds, errors, grids))
+            products.setdefault(id(unit.whole or unit), []).append(unit)
+        for units in products.values():
+            parts.setdefault(units[0].slot, []).extend(_unit_parts(units, bounds, errors, grids))
         for channel in op.channels:
             if channel.slot is not None:
+                live = activity.count(channel.x, after_first=channel.gate == "later")  # gated off at step 1
                 parts.setdefault(channel.slot, []).append(_channel_part(
-                    channel, bounds, errors, grids, lowered.max_len, dtype, lowered.slots[channel.slot].scan_state))
+                    channel, bounds, errors, grids, lowered.max_len, dtype, lowered.slots[channel.slot].scan_state,
+                    live))
         for slot, slot_parts in parts.items():
             errors[slot], grids[slot] = written(slot_parts)
+            activity.record(slot)
     return errors, grids
 
 

@@ -37,7 +37,26 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
   alone (``S + 0`` and ``1 * S`` are exact), so a constant initial state such as ``1/3`` does not pick
   up ``2 U T**2`` over ``T`` steps.
 - ``written``: a slot written as ``sum_ch w_ch y_ch`` (one output projection, weights rounded, into
-  an unused stream channel, so the residual addition ``0 + x`` is exact).
+  an unused stream channel, so the residual addition ``0 + x`` is exact): ``gamma_(c+2)`` of the
+  magnitudes for ``c`` channels; where every ``|w|`` is a power of two, so is every builder's output
+  weight (``beta w`` over powers of two: the gates, gains, ``rms``), its products are exact and only
+  the ``c - 1`` additions round: ``gamma_(c-1)`` (a slot written by one channel is exact, up to ``TINY``).
+- ``Activity``, *live steps*: per slot, the steps ``1 .. max_len`` at which it may be non-zero. A step
+  where a slot is *dead* is one where both the program's value and the computed one are exactly 0
+  (``+-0``). By induction over the blocks: an exact slot (on a grid) whose program values depend on the
+  step alone (``known``: channels reading only such slots, or none) is computed equal to them, so it is
+  dead where they are 0; a form of dead slots with no constant reads exact zeros from the normed
+  stream (``0 / rms = 0``) and sums ``c * 0``: an exact 0; SiLU, GeLU and ReLU map 0 to 0, a product
+  with an exact 0 factor (the other finite) is 0, a convolution of zeros is 0 (its other taps are 0
+  weights or read a constant that cancels: an impulse's ``k c - k c``), the RG-LRU's gated input ``i x
+  m`` is 0, and the out_proj sum of zeros into the slot's own stream channel is 0. So ``relu`` and
+  ``delay`` channels are dead where their form is (shifted by the lag; an impulse lives at step
+  ``lag + 1`` only), a ``product`` where either factor is, a ``scan`` until its drive first lives, and
+  a ``pulse`` lives throughout. A scan of the exact unit decay (``a^ = 1``: ``1 * S + 0 = S``) adds no
+  error at a step where its drive is dead, so only its ``K`` live steps count in ``scan_error`` (``live``):
+  a value written once (a one-hot step selector times the input) rounds once, not ``T`` times, and
+  Mamba-2's chunked sums hold ``K`` non-zero terms (an addition of an exact 0 is exact), so ``gamma_(2K+8)``.
+  Beyond ``STEP_LIMIT`` steps nothing is tracked (every step is live).
 """
 
 from __future__ import annotations
@@ -45,14 +64,20 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from lsrl.errors import LsrlError
+
+if TYPE_CHECKING:
+    from lsrl.hf.lowering import Channel, Form, Slot
 
 U = 2.0 ** -24
 TINY = 2.0 ** -50
 EXACT_SPAN = 2.0 ** 24  # multiples of 2**-q below 2**(24 - q) are exact in float32
 ERROR_HEADROOM = 2.0 ** 20  # E_s <= ERROR_HEADROOM (M_s + 1) keeps every intermediate finite
+STEP_LIMIT = 1 << 14  # longer max_len: live steps are not tracked (a bool per slot and step)
 
 
 class Row(Protocol):
@@ -131,17 +156,22 @@ def reach(decay: float, max_len: int) -> float:
 
 
 def scan_error(drive: float, drive_error: float, decay: float, computed: float, delta: float, max_len: int,
-               chunked: bool = False, state: float | None = None) -> float:
+               chunked: bool = False, state: float | None = None, live: int | None = None) -> float:
     """``eps`` of a scan (module doc): drive at most ``drive`` in magnitude with error ``drive_error``,
     exact decay ``decay``, computed decay at most ``computed`` and within ``delta`` of ``decay``; ``state``,
-    where known, bounds the exact state ``|S|`` better than ``R D``; inf where ``2 U R' >= 1/2``."""
-    exact_reach, computed_reach = reach(decay, max_len), reach(computed, max_len)
+    where known, bounds the exact state ``|S|`` better than ``R D``; ``live``, where known, the number of
+    steps its drive may be non-zero (``Activity``): for the exact unit decay it takes the place of
+    ``max_len``; inf where ``2 U R' >= 1/2``."""
+    steps = max_len if live is None or not (decay == 1 and computed == 1) else live
+    if steps == 0:  # S^ = S = 0 throughout
+        return 0.0
+    exact_reach, computed_reach = reach(decay, steps), reach(computed, steps)
     largest = exact_reach * drive if state is None else min(exact_reach * drive, state)
     if 2 * U * computed_reach >= 0.5:
         return math.inf
     step = drive_error + delta * largest + 2 * TINY
-    rounding = (gamma(2 * max_len + 8) * (_chunked_terms(drive, decay, computed, exact_reach, computed_reach, largest)
-                                          + computed_reach * drive_error) if chunked
+    rounding = (gamma(2 * steps + 8) * (_chunked_terms(drive, decay, computed, exact_reach, computed_reach, largest)
+                                        + computed_reach * drive_error) if chunked
                 else computed_reach * 2 * U * largest)
     return (computed_reach * step + rounding) / (1 - 2 * U * computed_reach)
 
@@ -177,8 +207,123 @@ def written(parts: Sequence[tuple[float, float, float, int | None]]) -> tuple[fl
     if grid is not None:
         return 0.0, grid
     magnitude = sum(abs(w) * (b + e) for w, e, b, _ in parts)
-    error = sum(abs(w) * e for w, e, _, _ in parts) + gamma(len(parts) + 2) * magnitude + (len(parts) + 2) * TINY
+    exact_weights = all(w != 0 and abs(math.frexp(w)[0]) == 0.5 for w, _, _, _ in parts)  # powers of two
+    roundings = len(parts) - 1 if exact_weights else len(parts) + 2
+    error = sum(abs(w) * e for w, e, _, _ in parts) + gamma(roundings) * magnitude + (len(parts) + 2) * TINY
     return error, None
+
+
+class Activity:
+    """The live steps of every slot (module doc): ``live[s]`` a bool per step ``1 .. max_len`` (None: every
+    step), ``known[s]`` the program's values per step where the slot is exact and they depend on the step
+    alone. ``record(s)`` once the slot's grid is set in ``grids`` (the builder's list, filled block by
+    block: a slot reads only slots recorded before it)."""
+
+    def __init__(self, slots: Sequence[Slot], max_len: int, grids: Sequence[int | None]) -> None:
+        self.slots, self.max_len, self.grids = slots, max_len, grids
+        self.bounds = [slot.bound for slot in slots]
+        self.tracked = max_len <= STEP_LIMIT
+        self.live: list[np.ndarray | None] = [None] * len(slots)
+        self.known: list[np.ndarray | None] = [None] * len(slots)
+
+    def values(self, form: Form) -> np.ndarray | None:
+        """``form``'s values per step where every slot it reads is known and it is computed exactly."""
+        if any(self.known[s] is None for s, _ in form.coef) or form_grid(form, self.bounds, self.grids) is None:
+            return None
+        total = np.full(self.max_len, form.const)
+        for s, c in form.coef:
+            total = total + c * self.known[s]  # type: ignore[operator]
+        return total
+
+    def form_live(self, form: Form) -> np.ndarray | None:
+        """Where ``form`` may be non-zero (None: every step)."""
+        if not self.tracked:
+            return None
+        values = self.values(form)
+        if values is not None:
+            return values != 0
+        if form.const:
+            return None
+        live = np.zeros(self.max_len, dtype=bool)
+        for s, _ in form.coef:
+            if self.live[s] is None:
+                return None
+            live |= self.live[s]
+        return live
+
+    def count(self, form: Form, after_first: bool = False) -> int:
+        """The number of steps (from the second, with ``after_first``) where ``form`` may be non-zero."""
+        live = self.form_live(form)
+        if live is None:
+            return self.max_len - after_first
+        return int(np.count_nonzero(live[1:] if after_first else live))
+
+    def record(self, slot: int) -> None:
+        """``live`` and ``known`` of ``slot`` (after its grid is set)."""
+        channels = self.slots[slot].channels
+        if not self.tracked or not channels:  # an input: live at every step
+            return
+        if self.grids[slot] is not None:
+            parts = [self._channel_values(channel) for channel in channels]
+            if all(part is not None for part in parts):
+                total = np.zeros(self.max_len)
+                for part in parts:
+                    total = total + part  # type: ignore[operator]
+                self.known[slot], self.live[slot] = total, total != 0
+                return
+        lives = [self._channel_live(channel) for channel in channels]
+        if any(live is None for live in lives):
+            return
+        union = np.zeros(self.max_len, dtype=bool)
+        for live in lives:
+            union |= live
+        self.live[slot] = union
+
+    def _shifted(self, values: np.ndarray, lag: int) -> np.ndarray:
+        """``values`` at step ``t - lag`` (0 or False before the sequence)."""
+        out = np.zeros_like(values)
+        out[lag:] = values[:self.max_len - lag] if lag < self.max_len else values[:0]
+        return out
+
+    def _channel_values(self, channel: Channel) -> np.ndarray | None:
+        """The program's values of an exact channel per step (``lsrl.hf.lowering``'s semantics), or None."""
+        if channel.kind == "delay" and channel.impulse:
+            values = np.zeros(self.max_len)
+            values[channel.lag: channel.lag + 1] = channel.form.const
+            return channel.weight * values
+        if channel.kind == "pulse":
+            return np.full(self.max_len, channel.weight * channel.form.const) if channel.decay == 1 else None
+        form = self.values(channel.form)
+        if form is None:
+            return None
+        if channel.kind == "relu":
+            return channel.weight * np.maximum(form, 0.0)
+        if channel.kind == "delay":
+            return channel.weight * self._shifted(form, channel.lag)
+        if channel.kind == "product":
+            gate = self.values(channel.gate)  # type: ignore[arg-type]
+            return None if gate is None else channel.weight * form * gate
+        return channel.weight * np.cumsum(form) if channel.decay == 1 else None  # a scan
+
+    def _channel_live(self, channel: Channel) -> np.ndarray | None:
+        """Where an (inexact) channel may be non-zero (None: every step)."""
+        if channel.kind == "pulse":
+            return None
+        if channel.kind == "delay" and channel.impulse:
+            live = np.zeros(self.max_len, dtype=bool)
+            live[channel.lag: channel.lag + 1] = True
+            return live
+        form = self.form_live(channel.form)
+        if channel.kind == "product":
+            gate = self.form_live(channel.gate)  # type: ignore[arg-type]
+            return gate if form is None else form if gate is None else form & gate
+        if form is None:
+            return None
+        if channel.kind == "relu":
+            return form
+        if channel.kind == "delay":
+            return self._shifted(form, channel.lag)
+        return np.maximum.accumulate(form)  # a scan lives from its drive's first live step on
 
 
 def computed_bounds(names: Sequence[str], bounds: Sequence[float], errors: Sequence[float], max_len: int
@@ -194,8 +339,8 @@ def computed_bounds(names: Sequence[str], bounds: Sequence[float], errors: Seque
 
 def informative(where: str, tolerance: float, largest: float, max_len: int) -> float:
     """``tolerance``, with a ``ToleranceWarning`` naming ``where`` when it is as large as the outputs'
-    bound ``largest`` (it proves nothing; the model is still written: Listings 1 and 2 are such, their
-    interval bounds being far wider than their values)."""
+    bound ``largest`` (it proves nothing; the model is still written: a step of slope ``2**26`` on a unit
+    input is such, its input's rounding alone being multiplied past its outputs' range)."""
     if largest > 0 and not tolerance < largest:
         from lsrl.targets.precision import ToleranceWarning
 
