@@ -170,20 +170,30 @@ def _basis_run(net: Any, xs: torch.Tensor | np.ndarray, patch: dict[str, torch.T
     """``net.run_with_cache(xs, patch)``, at the ``rotations``' hooks before the change of basis (``_BasisRun``)."""
     if not rotations:
         return net.run_with_cache(xs, patch)
-    dtype = next(t.dtype for t in [*net.parameters(), *net.buffers()] if t.is_floating_point())
-    x = torch.as_tensor(xs).to(dtype)
-    run = _BasisRun({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()}, x.shape[1],
-                    rotations)
+    dtype = _dtype(net)
+    run = _BasisRun({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()},
+                    np.shape(xs)[1], rotations)
+    with torch.no_grad():
+        outputs = hooked_forward(net, xs, run)
+    return outputs, run.finished()
+
+
+def _dtype(net: Any) -> torch.dtype:
+    return next(t.dtype for t in [*net.parameters(), *net.buffers()] if t.is_floating_point())
+
+
+def hooked_forward(net: Any, xs: torch.Tensor | np.ndarray, run: Run) -> torch.Tensor:
+    """``net``'s outputs on ``xs`` with its hook points recording and patching through ``run`` (a ``Run``; with
+    gradients where the caller has them on)."""
+    x = torch.as_tensor(xs).to(_dtype(net))
     points = [module for module in net.modules() if isinstance(module, standalone.HookPoint)]
     for point in points:
         point.run = run  # type: ignore[assignment]  # the loader's HookPoint types run by its None default
     try:
-        with torch.no_grad():
-            outputs = net(x)
+        return net(x)
     finally:
         for point in points:
             point.run = None
-    return outputs, run.finished()
 
 
 
