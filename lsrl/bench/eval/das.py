@@ -25,7 +25,7 @@ the units ``labels.json`` names ``v`` at the chosen layer, mapped through the ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -38,7 +38,7 @@ from lsrl.bench.eval.hooked import HookedSubject, hooked_forward
 from lsrl.bench.eval.methods import Found, Pairs, _effects, _fits, held_trace, program_interchange
 from lsrl.bench.eval.subject import Intervention, PathSubject, Subject, _holds
 from lsrl.bench.tasks import TASKS
-from lsrl.errors import LsrlError, whole_number
+from lsrl.errors import LsrlError, listed, whole_number
 from lsrl.targets.cell_steps import Run
 
 STEPS = 60  # Adam steps per (variable, layer) searched
@@ -49,34 +49,53 @@ HOOKS_TRIED = 2  # layers searched per variable: the best-probed ones
 THRESHOLD = 0.05  # a learned interchange moving the outputs (mean absolute change) more: the variable is in the circuit
 
 
-def das(subject: Subject, pairs: Pairs, seed: int = 0, steps: int = STEPS) -> Found:
-    """DAS on every variable of ``subject`` (module docstring), scored on the held-out ``pairs``; ``seed`` fixes
-    the training sequences and the rotations' start (one torch thread: the same ``Found`` on every run)."""
+def das(subject: Subject, pairs: Pairs, seed: int = 0, steps: int = STEPS, nodes: Iterable[str] | None = None
+        ) -> Found:
+    """DAS on every variable of ``subject`` (or those of ``nodes``; module docstring), scored on the held-out
+    ``pairs``; ``seed`` fixes the training sequences and the rotations' start (one torch thread: the same ``Found``
+    on every run); ``steps``: Adam steps per search."""
     seed, steps = _count(seed, "seed", 0), _count(steps, "steps", 1)
     if not isinstance(subject, (PathSubject, HookedSubject)):
         raise LsrlError(f"das: subject must be a path or hooked model (a suite folder or a tier model), got a "
                         f"{type(subject).__name__} of {subject.task}/{subject.arch}")
+    chosen = _chosen(subject, nodes)
     own = own_coordinates(subject)
     held_out = Pairs.from_data(own, pairs.clean.shape[0])
     with _one_thread():
         train = _training_pairs(own, seed)
-        found = _best(_learn(own, train, _searches(own, train), seed, steps))
+        searched = [node for node in chosen if node in train.base_trace]  # a pseudo-variable (free units) has none
+        found = _best(_learn(own, train, _searches(own, train, searched), seed, steps)) if searched else []
         corrupt_trace = held_trace(own, held_out)
-        expected = np.stack([program_interchange(own, held_out, search.node, corrupt_trace) for search in found])
+        expected = [program_interchange(own, held_out, search.node, corrupt_trace) for search in found]
         with torch.no_grad():
-            outputs = interchanged(own, held_out.clean, held_out.corrupt_layers, found)
-    effects = _effects(outputs, held_out)
-    agree = _agree(outputs.numpy().reshape(expected.shape), expected)[:, held_out.real.numpy()[..., 0] > 0]
-    return Found(THRESHOLD, nodes={search.node: float(effect) for search, effect in zip(found, effects)},
-                 interchange={search.node: float(share) for search, share in zip(found, agree.mean(axis=1))},
-                 overlap={search.node: overlap_with_labels(subject, search.layer, equal_nodes(
-                     train.base_trace, search.node), search.basis.numpy()) for search in found})
+            outputs = interchanged(own, held_out.clean, held_out.corrupt_layers, found) if found else None
+    scores = dict.fromkeys(chosen, 0.0)  # no interchange of a pseudo-variable to align: it is not found
+    interchange, overlap = {}, {}
+    if outputs is not None:
+        real = held_out.real.numpy()[..., 0] > 0
+        agree = _agree(outputs.numpy().reshape(len(found), *expected[0].shape), np.stack(expected))[:, real]
+        for search, effect, share in zip(found, _effects(outputs, held_out), agree.mean(axis=1)):
+            scores[search.node], interchange[search.node] = float(effect), float(share)
+            overlap[search.node] = overlap_with_labels(subject, search.layer, interchange_equivalent(
+                own, train, search.node, search.layer), search.basis.numpy())
+    return Found(THRESHOLD, nodes=scores, interchange=interchange, overlap=overlap)
 
 
 def own_coordinates(subject: Subject) -> Subject:
     """``subject`` as its model holds its values: a rotated hooked target without the harness's change back to the
     labelled coordinates (``hooked.rotated``); any other as it is."""
     return replace(subject, rotations={}) if isinstance(subject, HookedSubject) and subject.rotations else subject
+
+
+def _chosen(subject: Subject, nodes: Iterable[str] | None) -> list[str]:
+    if nodes is None:
+        return list(subject.nodes)
+    chosen = listed(nodes)
+    unknown = [node for node in chosen or [None] if not isinstance(node, str) or node not in subject.nodes]
+    if chosen is None or not chosen or unknown:
+        raise LsrlError(f"das: nodes must list variables a unit of {subject.task}/{subject.arch} holds "
+                        f"({sorted(subject.nodes)}), got {nodes!r}")
+    return list(dict.fromkeys(chosen))
 
 
 def _count(value: object, name: str, minimum: int) -> int:
@@ -106,6 +125,14 @@ class _Training:
     source_layers: list[torch.Tensor]
     base_trace: dict[str, np.ndarray]
     source_trace: dict[str, np.ndarray]
+    counterfactuals: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def counterfactual(self, subject: Subject, node: str) -> np.ndarray:
+        """The program's outputs on the bases with ``node`` interchanged from the sources (computed once)."""
+        if node not in self.counterfactuals:
+            self.counterfactuals[node] = subject.program(self.base, check_bounds=False, patch={
+                node: self.source_trace[node]})[..., : subject.output_dim]
+        return self.counterfactuals[node]
 
 
 def _training_pairs(subject: Subject, seed: int) -> _Training:
@@ -133,11 +160,11 @@ class Search:
     loss: float = float("inf")
 
 
-def _searches(subject: Subject, train: _Training) -> list[Search]:
-    """Per variable, a search at each of the ``HOOKS_TRIED`` layers (of at least its width) where a least-squares
-    probe of it from the layer's values fits best on the training bases (ties: the first layer)."""
+def _searches(subject: Subject, train: _Training, nodes: list[str]) -> list[Search]:
+    """Per variable of ``nodes``, a search at each of the ``HOOKS_TRIED`` layers (of at least its width) where a
+    least-squares probe of it from the layer's values fits best on the training bases (ties: the first layer)."""
     searches = []
-    for node in subject.nodes:
+    for node in nodes:
         values = train.base_trace[node].reshape(-1, train.base_trace[node].shape[-1])
         fits = []
         for index, layer in enumerate(train.base_layers):
@@ -154,8 +181,7 @@ def _searches(subject: Subject, train: _Training) -> list[Search]:
 def _learn(subject: Subject, train: _Training, searches: list[Search], seed: int, steps: int) -> list[Search]:
     """Every search trained at once (``steps`` Adam steps; one rotation each, so they do not interact), one batch of
     their interchanges per step; the searches with their bases, training accuracy and loss."""
-    expected = torch.as_tensor(np.stack([subject.program(train.base, check_bounds=False, patch={
-        search.node: train.source_trace[search.node]})[..., : subject.output_dim] for search in searches]))
+    expected = torch.as_tensor(np.stack([train.counterfactual(subject, search.node) for search in searches]))
     torch.manual_seed(seed)
     widths = [train.base_layers[search.layer].shape[-1] for search in searches]
     rotations = torch.nn.ModuleList([orthogonal(torch.nn.Linear(width, width, bias=False, dtype=torch.float64))
@@ -187,9 +213,8 @@ def _weight(rotation: torch.nn.Module) -> torch.Tensor:
 
 
 def _best(searches: list[Search]) -> list[Search]:
-    """Per variable, its search of the highest training accuracy, then the lowest loss (to ``LOSS_DIGITS``), then
-    the later layer: a variable that is a function of the step's input (or of another variable) can be
-    interchanged as well where that input is held, and the later layer is where it is computed."""
+    """Per variable, its search of the highest training accuracy, then the lowest loss (to ``LOSS_DIGITS``; ties:
+    the first, best-probed layer)."""
     best: dict[str, Search] = {}
     for search in searches:
         held = best.get(search.node)
@@ -198,8 +223,8 @@ def _best(searches: list[Search]) -> list[Search]:
     return list(best.values())
 
 
-def _rank(search: Search) -> tuple[float, float, int]:
-    return search.accuracy, -round(search.loss, LOSS_DIGITS), search.layer
+def _rank(search: Search) -> tuple[float, float]:
+    return search.accuracy, -round(search.loss, LOSS_DIGITS)
 
 
 def _agree(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -255,24 +280,24 @@ class _SubspaceRun(Run):
         return value if change is None else change.apply(value, step)
 
 
-def equal_nodes(trace: dict[str, np.ndarray], node: str) -> list[str]:
-    """``node`` and the variables whose values equal its own at every step of ``trace`` (the circuit's
-    value-equivalence, whole variables): a unit of any of them holds ``node``."""
-    return [other for other, values in trace.items()
-            if values.shape == trace[node].shape and np.array_equal(values, trace[node])]
+def interchange_equivalent(subject: Subject, train: _Training, node: str, layer: int) -> list[str]:
+    """``node`` and the variables labelled at ``layer`` whose interchange the program answers as ``node``'s: the
+    same counterfactual outputs on every training pair (copies of its value, functions of it that determine it
+    at each step): an interchange of their units is one of ``node``."""
+    held = {label.node for label in subject.labels[layer] if _holds(label) and label.node in train.source_trace}
+    held.discard(node)
+    expected = train.counterfactual(subject, node)
+    return [node, *(other for other in sorted(held)
+                    if np.allclose(train.counterfactual(subject, other), expected, rtol=0, atol=1e-9))]
 
 
 def overlap_with_labels(subject: Subject, layer: int, nodes: list[str], basis: np.ndarray) -> float:
-    """The share of the live part of the subspace spanned by ``basis``'s rows (orthonormal, in layer ``layer``'s
-    own coordinates) that lies in the span of the live units ``labels.json`` names one of ``nodes``: the mean
-    squared cosine of the principal angles, once the directions no live unit holds (which no interchange can tell
-    apart) are left out; 0 where the subspace has no live part or the layer no live unit of ``nodes``."""
-    live = subject.live[layer]
-    held = [unit for unit, label in enumerate(subject.labels[layer]) if _holds(label) and label.node in nodes
-            and live[unit]]
-    inside = _captured(basis, _coordinates(subject, layer, held))
-    alive = _captured(basis, _coordinates(subject, layer, np.flatnonzero(live).tolist()))
-    return 0.0 if alive <= 1e-6 * basis.shape[0] else min(inside / alive, 1.0)
+    """The mean squared cosine of the principal angles between the subspace spanned by ``basis``'s rows
+    (orthonormal ``(k, width)``, in layer ``layer``'s own coordinates) and the span of the units ``labels.json``
+    names one of ``nodes`` there: the share of the subspace inside the labelled one (0 where the layer holds no
+    unit of ``nodes``)."""
+    held = [unit for unit, label in enumerate(subject.labels[layer]) if _holds(label) and label.node in nodes]
+    return min(_captured(basis, _coordinates(subject, layer, held)) / basis.shape[0], 1.0)
 
 
 def _captured(basis: np.ndarray, columns: np.ndarray) -> float:

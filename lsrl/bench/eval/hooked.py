@@ -94,7 +94,8 @@ class HookedSubject(Subject):
             return subject
         tensors = standalone.read_tensors(folder)
         layers = [path_layer(spec, tensors) for spec in config["layers"]]
-        return PathSubject(subject.task, subject.tier, arch, subject.labels, subject.bases, subject.program,
+        bases = path_bases(read_rotations(folder), subject.hooks, subject.widths)
+        return PathSubject(subject.task, subject.tier, arch, subject.labels, bases, subject.program,
                            subject.output_dim, subject.candidates, subject.live, layers)
 
     @classmethod
@@ -206,6 +207,22 @@ def rotated(unrotated: HookedSubject, net: Any, rotations: dict[str, HookRotatio
         raise InternalError(f"bench eval: the rotated {unrotated.task}/{unrotated.arch} has other hooks than its "
                             "distractor model")
     return replace(unrotated, tier="rotated", net=net, rotations=rotations)
+
+
+def path_bases(rotations: dict[str, HookRotation], hooks: list[str], widths: list[int]) -> list[np.ndarray | None]:
+    """Per hook of a path folder, the change of basis ``B`` its ``rotations.json`` gives (the layer outputs ``B h``
+    for the labelled values ``h``: ``B[units[j], units[k]] = Q[j, k]``), None where it is not rotated."""
+    bases: list[np.ndarray | None] = []
+    for hook, width in zip(hooks, widths):
+        rotation = rotations.get(hook)
+        if rotation is None:
+            bases.append(None)
+            continue
+        basis = np.eye(width)
+        units = list(rotation.units)
+        basis[np.ix_(units, units)] = rotation.Q.astype(np.float64)
+        bases.append(basis)
+    return bases
 
 
 PATH_OPS = {"linear": "Linear", "relu": "ReLU", "multiply_halves": "Multi", "linear_recurrence": "LinState"}
