@@ -6,7 +6,8 @@ inside the recurrence, ``h <- h + (s - h) W^T W`` with ``W = R[:k]`` and ``s`` t
 sequence (an interchange of the subspace ``span(W^T)``). ``R`` is trained (``torch.nn.utils.parametrizations.
 orthogonal``, Adam, ``STEPS`` full-batch steps, seeded) so that the interchanged run's outputs equal the program's
 outputs under the interchange of ``v`` (``program(xs, patch=...)``), on ``TRAIN_PAIRS`` fresh base / source
-sequences of the task's longest training length.
+sequences of the task's longest training length. Every (variable, layer) search is trained at once, one batch of
+all their interchanges per step (each its own rotation, so they do not interact).
 
 What it is given, and what not: the model's layers (hooks) and their activations, the program (its variables'
 values and counterfactual outputs, as the probe is given), never the labels, the circuit or ``rotations.json``.
@@ -20,7 +21,9 @@ program's interchange, as the trained tier measures it); the node score, the mea
 outputs under the learned interchange (a variable the outputs do not read scores near 0); and the subspace
 overlap, the mean squared cosine of the principal angles between the learned ``k``-dim subspace and the span of
 the units ``labels.json`` names ``v`` at the chosen layer, mapped through the change of basis on the rotated tier
-(1: the learned subspace lies in the planted one; 0 at a layer that holds no unit of ``v``).
+(1: the learned subspace lies in the planted one; 0 at a layer that holds no unit of ``v``); a unit of a variable
+whose interchange the program answers as ``v``'s (a copy, ``[ReLU(v), ReLU(-v)]``) counts as one of ``v``. A
+pseudo-variable of no program node (the trained tier's free units) has no interchange to align: it scores 0.
 """
 
 from __future__ import annotations
