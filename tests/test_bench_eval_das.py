@@ -95,6 +95,12 @@ def test_das_on_a_rotated_hooked_folder_reads_its_rotations(tmp_path):
     # a GRU hook holds the count as [ReLU(r); ReLU(-r)]: the learned direction may lean on their sum, which the
     # interchange hardly reads (bench.md, das)
     assert found.interchange["ones_minus_zeros"] >= 0.95 and found.overlap["ones_minus_zeros"] >= 0.7, found
+    path = HookedSubject.from_folder(tmp_path / "rotated" / "majority" / "path")  # its rotations.json as bases
+    tier = [None if basis is None else basis.to_numpy() for basis in tier_model("majority", "rotated").bases]
+    assert [b is None for b in path.bases] == [b is None for b in tier] and any(b is not None for b in tier)
+    for mine, exact in zip(path.bases, tier):
+        if exact is not None:
+            np.testing.assert_array_equal(mine, exact)
 
 
 def test_bad_arguments_are_one_line_errors_naming_them():
