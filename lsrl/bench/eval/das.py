@@ -237,19 +237,19 @@ def _agree(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Subspaces(Intervention):
-    """Interchanges at one layer for a batch of searches: the rows ``rows`` (``len(projectors)`` blocks of ``N``
+    """Interchanges at one layer for a batch of searches: the batch rows ``batch`` (``len(projectors)`` blocks of ``N``
     sequences) have the subspace of their block's projector ``(width, width)`` set to ``source`` ``(N, T,
     width)``."""
 
-    rows: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    batch: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
     projectors: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
     source: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
 
     def apply(self, out: torch.Tensor, t: int | None = None) -> torch.Tensor:
         source = (self.source if t is None else self.source[:, t]).to(out.dtype)
-        mine = out[self.rows].reshape(len(self.projectors), *source.shape)
+        mine = out[self.batch].reshape(len(self.projectors), *source.shape)
         change = (source - mine).flatten(1, -2) @ self.projectors.to(out.dtype)
-        return out.index_copy(0, self.rows, (mine + change.reshape(mine.shape)).flatten(0, 1))
+        return out.index_copy(0, self.batch, (mine + change.reshape(mine.shape)).flatten(0, 1))
 
 
 def interchanged(subject: Subject, xs: np.ndarray, source: list[torch.Tensor], searches: list[Search]
@@ -261,9 +261,9 @@ def interchanged(subject: Subject, xs: np.ndarray, source: list[torch.Tensor], s
     interventions: dict[int, Intervention] = {}
     for layer in sorted({search.layer for search in searches}):
         blocks = [k for k, search in enumerate(searches) if search.layer == layer]
-        rows = torch.cat([torch.arange(k * count, (k + 1) * count) for k in blocks])
+        batch = torch.cat([torch.arange(k * count, (k + 1) * count) for k in blocks])
         projectors = torch.stack([searches[k].basis.T @ searches[k].basis for k in blocks])
-        interventions[layer] = _Subspaces(rows=rows, projectors=projectors, source=source[layer])
+        interventions[layer] = _Subspaces(batch=batch, projectors=projectors, source=source[layer])
     repeated = np.concatenate([xs] * len(searches))
     if isinstance(subject, HookedSubject):
         run = _SubspaceRun({subject.hooks[layer]: change for layer, change in interventions.items()}, xs.shape[1])
