@@ -271,7 +271,7 @@ def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], st
 
 
 # lsrl.bench.eval imports torch: its method and tier names, kept equal to METHODS and TIERS by tests/test_habits.py
-EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "acdc", "random")
+EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "acdc", "das", "random")
 EVAL_TIERS = ("compiled", "distractors", "rotated")
 
 

@@ -27,12 +27,13 @@ from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import LsrlError
 
 PAIRS = 32
+DAS_TIERS = ("rotated",)  # the tier built for subspace methods; das runs on any other by lsrl bench eval
 ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
 DEFAULT_TASKS = ("parity", "majority", "balanced_parens", "histogram", "mode", "running_max", "first_one_position",
                  "copy_delay_1", "bigram_01", "at_least_3_ones")  # token tasks of every kind, small enough for CI
 COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr", "unit_auroc", "unit_tpr",
-           "unit_fpr", "edge_auroc", "edge_tpr", "edge_fpr", "interchange_accuracy", "nodes", "units", "edges",
-           "seconds")
+           "unit_fpr", "edge_auroc", "edge_tpr", "edge_fpr", "interchange_accuracy", "subspace_overlap", "nodes",
+           "units", "edges", "seconds")
 
 
 def _unit_scores(subject: Subject, found: Found) -> np.ndarray | None:
@@ -83,7 +84,7 @@ def _scored(prefix: str, scores: np.ndarray, truth: np.ndarray, threshold: float
 
 def score(subject: Subject, found: Found) -> dict[str, float]:
     """The metrics of the module docstring for one method's ``found`` (NaN where it scores no such level)."""
-    row = dict.fromkeys(COLUMNS[4:14], float("nan"))
+    row = dict.fromkeys(COLUMNS[4:15], float("nan"))
     nodes, truth = node_scores(subject, found), subject.nodes
     names = sorted(truth)
     row.update(_scored("node", np.array([nodes[n] for n in names]), np.array([truth[n] for n in names]),
@@ -97,6 +98,9 @@ def score(subject: Subject, found: Found) -> dict[str, float]:
     circuit = [accuracy for node, accuracy in found.interchange.items() if in_circuit(node) and truth[node]]
     if circuit:
         row["interchange_accuracy"] = float(np.mean(circuit))
+    overlaps = [overlap for node, overlap in found.overlap.items() if in_circuit(node) and truth[node]]
+    if overlaps:
+        row["subspace_overlap"] = float(np.mean(overlaps))
     return row
 
 
@@ -150,9 +154,10 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
     """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only (a
-    rotated hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``)."""
+    rotated hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
+    ``das`` (a training per variable) on the tiers of ``DAS_TIERS``."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
-            if arch == "path" or method not in WEIGHT_METHODS]
+            if (arch == "path" or method not in WEIGHT_METHODS) and (method != "das" or tier in DAS_TIERS)]
 
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,
@@ -171,7 +176,7 @@ def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TI
 
 
 SUMMARY_COLUMNS = ("tier", "arch", "method", "tasks", "node_scored", "node_auroc", "unit_auroc", "edge_auroc",
-                   "interchange_accuracy", "node_tpr", "node_fpr", "seconds")
+                   "interchange_accuracy", "subspace_overlap", "node_tpr", "node_fpr", "seconds")
 
 
 def summary(rows: list[dict[str, object]]) -> list[dict[str, object]]:

@@ -94,7 +94,8 @@ class HookedSubject(Subject):
             return subject
         tensors = standalone.read_tensors(folder)
         layers = [path_layer(spec, tensors) for spec in config["layers"]]
-        return PathSubject(subject.task, subject.tier, arch, subject.labels, subject.bases, subject.program,
+        bases = path_bases(read_rotations(folder), subject.hooks, subject.widths)
+        return PathSubject(subject.task, subject.tier, arch, subject.labels, bases, subject.program,
                            subject.output_dim, subject.candidates, subject.live, layers)
 
     @classmethod
@@ -170,20 +171,30 @@ def _basis_run(net: Any, xs: torch.Tensor | np.ndarray, patch: dict[str, torch.T
     """``net.run_with_cache(xs, patch)``, at the ``rotations``' hooks before the change of basis (``_BasisRun``)."""
     if not rotations:
         return net.run_with_cache(xs, patch)
-    dtype = next(t.dtype for t in [*net.parameters(), *net.buffers()] if t.is_floating_point())
-    x = torch.as_tensor(xs).to(dtype)
-    run = _BasisRun({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()}, x.shape[1],
-                    rotations)
+    dtype = _dtype(net)
+    run = _BasisRun({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()},
+                    np.shape(xs)[1], rotations)
+    with torch.no_grad():
+        outputs = hooked_forward(net, xs, run)
+    return outputs, run.finished()
+
+
+def _dtype(net: Any) -> torch.dtype:
+    return next(t.dtype for t in [*net.parameters(), *net.buffers()] if t.is_floating_point())
+
+
+def hooked_forward(net: Any, xs: torch.Tensor | np.ndarray, run: Run) -> torch.Tensor:
+    """``net``'s outputs on ``xs`` with its hook points recording and patching through ``run`` (a ``Run``; with
+    gradients where the caller has them on)."""
+    x = torch.as_tensor(xs).to(_dtype(net))
     points = [module for module in net.modules() if isinstance(module, standalone.HookPoint)]
     for point in points:
         point.run = run  # type: ignore[assignment]  # the loader's HookPoint types run by its None default
     try:
-        with torch.no_grad():
-            outputs = net(x)
+        return net(x)
     finally:
         for point in points:
             point.run = None
-    return outputs, run.finished()
 
 
 
@@ -196,6 +207,22 @@ def rotated(unrotated: HookedSubject, net: Any, rotations: dict[str, HookRotatio
         raise InternalError(f"bench eval: the rotated {unrotated.task}/{unrotated.arch} has other hooks than its "
                             "distractor model")
     return replace(unrotated, tier="rotated", net=net, rotations=rotations)
+
+
+def path_bases(rotations: dict[str, HookRotation], hooks: list[str], widths: list[int]) -> list[np.ndarray | None]:
+    """Per hook of a path folder, the change of basis ``B`` its ``rotations.json`` gives (the layer outputs ``B h``
+    for the labelled values ``h``: ``B[units[j], units[k]] = Q[j, k]``), None where it is not rotated."""
+    bases: list[np.ndarray | None] = []
+    for hook, width in zip(hooks, widths):
+        rotation = rotations.get(hook)
+        if rotation is None:
+            bases.append(None)
+            continue
+        basis = np.eye(width)
+        units = list(rotation.units)
+        basis[np.ix_(units, units)] = rotation.Q.astype(np.float64)
+        bases.append(basis)
+    return bases
 
 
 PATH_OPS = {"linear": "Linear", "relu": "ReLU", "multiply_halves": "Multi", "linear_recurrence": "LinState"}

@@ -21,6 +21,9 @@ labels' truth.
   weight) in turn is removed, its receiver reading the sender's corrupted value through it (and the edges
   removed before it stay removed); the removal is kept when the outputs move from the full model's by less than
   the threshold more than they did before it. An edge's score is that increase (edge level).
+* ``das``: Distributed Alignment Search, per program variable a learned orthogonal rotation of one layer whose
+  first coordinates are interchanged from the corrupted run (``lsrl.bench.eval.das``; variable level, with the
+  overlap of the subspace found with the labelled one).
 * ``random``: uniform random scores (the chance baseline).
 """
 
@@ -97,13 +100,15 @@ class Pairs:
 class Found:
     """A method's scores: per candidate unit (``Subject.candidates``), per variable, per edge
     (``Subject.edges()``); ``threshold``: above it a candidate is called in the circuit;
-    ``interchange``: ``{variable: interchange accuracy}`` for variable-level methods."""
+    ``interchange``: ``{variable: interchange accuracy}`` for variable-level methods; ``overlap``: ``{variable:
+    overlap of the subspace found with the labelled one}`` for subspace methods (``das``)."""
 
     threshold: float
     units: np.ndarray | None = None
     nodes: dict[str, float] | None = None
     edges: np.ndarray | None = None
     interchange: dict[str, float] = field(default_factory=dict)
+    overlap: dict[str, float] = field(default_factory=dict)
 
 
 def _effects(outputs: torch.Tensor, pairs: Pairs) -> np.ndarray:
@@ -352,6 +357,12 @@ def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Fo
     return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 
+def _das(subject: Subject, pairs: Pairs) -> Found:
+    from lsrl.bench.eval.das import das  # das.py builds on this module's pairs and probes
+
+    return das(subject, pairs)
+
+
 WEIGHT_METHODS = ("attribution", "probe", "path_patching", "acdc")  # path models only
 METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
@@ -361,5 +372,6 @@ METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "probe": probe,
     "path_patching": path_patching,
     "acdc": acdc,
+    "das": _das,
     "random": random_scores,
 }
