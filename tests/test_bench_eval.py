@@ -376,5 +376,5 @@ def test_trained_tier_subject_scores_the_aligned_units():
     from lsrl.bench.eval.trained import TrainedSubject
 
     subject = TrainedSubject.from_model(_trained())
-    assert sum(c.truth for c in subject.candidates) == len(_trained().alignment["count"])
+    assert sum(c.truth for c in subject.candidates) == len(_trained().alignment["count"][1])
     assert evaluate(subject, "resample", pairs=8)["unit_auroc"] >= 0.9

@@ -67,18 +67,18 @@ def test_a_trained_folder_loads_standalone_and_is_the_trained_model(trained_buil
         np.testing.assert_allclose(net(xs).numpy(), expected.numpy(), rtol=0, atol=1e-12)  # fused stock module
         # the alignment's units, interchanged through the folder's hooks inside the recurrence, are the in-memory
         # model's interchange of the variable
-        units = model.alignment["count"]
-        assert [labels["core"][u] for u in units] == [["count", 0, "value"]] * len(units)
+        hook, units = model.alignment["count"]
+        assert hook == "core.l0" and [labels[hook][u] for u in units] == [["count", 0, "value"]] * len(units)
         _, source_states = model.run(source)
         _, cache = net.run_with_cache(source)
-        carried = ("core", "core.c") if arch == "lstm" else ("core",)
+        carried = (hook, f"{hook}.c") if arch == "lstm" else (hook,)
         patch = {}
         for hook in carried:
             values = np.full(cache[hook].shape, np.nan)
             values[..., units] = cache[hook][..., units]
             patch[hook] = values
         patched, _ = net.run_with_cache(xs, patch=patch)
-        interchanged, _ = model.run(xs, units, source_states)
+        interchanged, _ = model.run(xs, model.alignment["count"], source_states)
         np.testing.assert_allclose(patched.numpy(), interchanged.numpy(), rtol=0, atol=1e-12)
         assert not np.allclose(interchanged.numpy(), expected.numpy())  # the interchange did change something
     card = (folder / "README.md").read_text()
@@ -99,16 +99,16 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
     root, _ = trained_builds
     folder = load(f"{TASK}/gru", root=root, tier="trained")
     assert sorted(folder.labels) == sorted(folder.model.hook_names)
-    assert folder.labels["core"][0] == UnitLabel("count", 0, "value")
-    free = [label for label in folder.labels["core"] if label.node == "free"]
+    assert folder.labels["core.l0"][0] == UnitLabel("count", 0, "value")
+    free = [label for label in folder.labels["core.l0"] if label.node == "free"]
     assert len(free) == FREE_UNITS
-    in_circuit = {unit for hook, unit in folder.circuit.in_circuit() if hook == "core"}
-    assert in_circuit == set(train(TASK, "gru", STEPS).alignment["count"])
+    in_circuit = {unit for hook, unit in folder.circuit.in_circuit() if hook == "core.l0"}
+    assert in_circuit == set(train(TASK, "gru", STEPS).alignment["count"][1])
     # lsrl bench eval scores the folder: the aligned units against the free ones
     subject = HookedSubject.from_folder(root / "trained" / TASK / "gru")
-    core = subject.hooks.index("core")
+    core = subject.hooks.index("core.l0")
     truth = {c.unit: c.truth for c in subject.candidates if c.layer == core}
-    assert sorted(truth) == list(range(len(folder.labels["core"]))) and sum(truth.values()) == len(in_circuit)
+    assert sorted(truth) == list(range(len(folder.labels["core.l0"]))) and sum(truth.values()) == len(in_circuit)
     assert 0.0 <= evaluate(subject, "resample", pairs=8)["unit_auroc"] <= 1.0
     with pytest.raises(LsrlError, match="has no architecture 'rnn' in tier 'trained'"):
         load(f"{TASK}/rnn", root=root, tier="trained")
