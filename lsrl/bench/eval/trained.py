@@ -46,6 +46,7 @@ STEPS = 600
 BATCH = 64
 LR = 1e-2
 AIM = 0.95  # a trained folder's labels count as faithful when its task accuracy and every variable's IIA reach it
+RELAY = "input_relay"  # the pseudo-variable of the units that pass the input to the layer above
 TRAINING = "training"  # the record's key in a trained folder's config.json (in ``lsrl_bench`` for a transformers one)
 
 
@@ -150,7 +151,7 @@ def layer_hook(layer: int) -> str:
 class TrainedModel:
     """Trained cells (one per layer, stacked as a stock multi-layer module stacks them) and a readout of the last;
     ``alignment``: variable -> ``(hook, units)`` of its layer (``layer_hook``); ``free``: hook -> the free units;
-    the accuracies measured."""
+    ``relay``: hook -> the units that pass the input to the layer above (``layout``); the accuracies measured."""
 
     task: str
     arch: str
@@ -158,6 +159,7 @@ class TrainedModel:
     readout: nn.Linear
     alignment: dict[str, tuple[str, list[int]]]
     free: dict[str, list[int]]
+    relay: dict[str, list[int]]
     accuracy: float = float("nan")
     interchange_accuracy: dict[str, float] | None = None
     seconds: float = 0.0
@@ -176,11 +178,14 @@ class TrainedModel:
 
     def unit_labels(self) -> dict[str, list[tuple[str, int, str]]]:
         """Per recurrent layer's hook: a unit aligned with a variable ``(variable, component, "value")``, a free
-        one ``("free", unit, "value")``."""
+        one ``("free", unit, "value")``, a relay of the input ``("input_relay", component, "helper")`` (not scored:
+        the input passed up, no variable of the program)."""
         labels = {hook: [("free", unit, "value") for unit in range(self.hidden_size)] for hook in self.hooks}
-        for variable, (hook, units) in self.alignment.items():
+        blocks = [*self.alignment.items(), *((RELAY, (hook, units)) for hook, units in self.relay.items())]
+        for variable, (hook, units) in blocks:
             for position, unit in enumerate(units):
-                labels[hook][unit] = (variable, position // UNITS_PER_COMPONENT, "value")
+                labels[hook][unit] = (variable, position // UNITS_PER_COMPONENT,
+                                      "helper" if variable == RELAY else "value")
         return labels
 
     @property
@@ -204,13 +209,14 @@ class TrainedModel:
     def card(self) -> str:
         """What the model card says of its training and its measured accuracies."""
         hooks = ", ".join(f"`{hook}`" + (f", `{hook}.c`" if self.arch == "lstm" else "") for hook in self.hooks)
-        where = ", ".join(f"`{variable}` → `{hook}[{units[0]}:{units[-1] + 1}]`"
-                          for variable, (hook, units) in self.alignment.items())
+        blocks = [*self.alignment.items(), *((RELAY, block) for block in self.relay.items())]
+        where = ", ".join(f"`{variable}` → `{hook}[{units[0]}:{units[-1] + 1}]`" for variable, (hook, units) in blocks)
+        relay = "; `input_relay` units pass the input to the layer above" if self.relay else ""
         return (f" **Tier `trained`**: a stock `torch.nn.{self.arch.upper()}` of {len(self.cells)} layer(s) trained "
                 f"by interchange intervention training ({self.steps} Adam steps, seed {self.seed}; "
                 f"`lsrl.bench.eval.trained`), each circuit variable aligned with its own block of hidden units in "
                 f"the layer of its depth within a step ({where}; labels {hooks}; `free` units are trained to be "
-                f"inert). {measured(self.accuracy, self.interchange_accuracy)}")
+                f"inert{relay}). {measured(self.accuracy, self.interchange_accuracy)}")
 
     def run(self, xs: torch.Tensor, units: tuple[str, list[int]] | dict[str, list[int]] | None = None,
             source: list | None = None) -> tuple[torch.Tensor, list]:
@@ -275,24 +281,49 @@ def _targets(program, base, source, variable):
     return torch.as_tensor(program(base, check_bounds=False, patch={variable: trace[variable]}))
 
 
+def reads_input_above(program: ForEach, levels: dict[str, int]) -> bool:
+    """Whether a circuit variable above the first layer (``levels``) reads the program's input within the step
+    other than through a circuit variable (``first_token_1``'s ``first``: the count and the current token)."""
+    by_name = {program.names[node]: node for node in program.nodes if node in program.names}
+    for name, level in levels.items():
+        stack, seen = list(by_name[name].inputs), set()
+        while stack and level > 0:  # each node of the program at most once (seen)
+            other = stack.pop()
+            if id(other) in seen or program.names.get(other) in levels:
+                continue
+            seen.add(id(other))
+            if other is program.input:
+                return True
+            stack += list(other.inputs)
+    return False
+
+
 def layout(program: ForEach, variables: list[tuple[str, int]]
-           ) -> tuple[dict[str, tuple[str, list[int]]], dict[str, list[int]], int]:
-    """``(alignment, free, hidden size)``: each variable's block of ``UNITS_PER_COMPONENT`` units per component in
-    the layer of its level (``lsrl.bench.hf_trained.variable_levels``: how many circuit variables it reads within
-    one step), every layer as wide as the widest one's blocks plus ``FREE_UNITS``, the other units ``free`` (per
-    layer's hook). A variable computed from another one in the same step sits a layer above it: in one layer it
-    could read the other only one step late, and no weights could follow both interchanges (``count_token_2``'s
-    ``is_2`` and ``count``: interchange accuracy 0.75 in one layer)."""
+           ) -> tuple[dict[str, tuple[str, list[int]]], dict[str, list[int]], dict[str, list[int]], int]:
+    """``(alignment, free, relay, hidden size)``: each variable's block of ``UNITS_PER_COMPONENT`` units per
+    component in the layer of its level (``lsrl.bench.hf_trained.variable_levels``: how many circuit variables it
+    reads within one step); below the last layer, where a variable above reads the input (``reads_input_above``),
+    a ``relay`` block that passes the input up (a stock layer reads only the one below); every layer as wide as the
+    widest one's blocks plus ``FREE_UNITS``, the other units ``free`` (per layer's hook). A variable computed from
+    another one in the same step sits a layer above it: in one layer it could read the other only one step late,
+    and no weights could follow both interchanges (``count_token_2``'s ``is_2`` and ``count``: interchange accuracy
+    0.75 in one layer)."""
     from lsrl.bench.hf_trained import variable_levels  # (it imports this module)
 
     levels = variable_levels(program, variables)
-    alignment, taken = {}, {layer_hook(k): 0 for k in range(max(levels.values()) + 1)}
+    top = max(levels.values())
+    alignment, taken = {}, {layer_hook(k): 0 for k in range(top + 1)}
     for variable, dim in variables:
         hook = layer_hook(levels[variable])
         alignment[variable] = (hook, list(range(taken[hook], taken[hook] + dim * UNITS_PER_COMPONENT)))
         taken[hook] += dim * UNITS_PER_COMPONENT
+    relay = {}
+    if reads_input_above(program, levels):
+        for hook in map(layer_hook, range(top)):
+            relay[hook] = list(range(taken[hook], taken[hook] + program.input.dim * UNITS_PER_COMPONENT))
+            taken[hook] += len(relay[hook])
     hidden = max(taken.values()) + FREE_UNITS
-    return alignment, {hook: list(range(first, hidden)) for hook, first in taken.items()}, hidden
+    return alignment, {hook: list(range(first, hidden)) for hook, first in taken.items()}, relay, hidden
 
 
 def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = BATCH, lr: float = LR
@@ -309,10 +340,10 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     program = task.build()
-    alignment, free, hidden = layout(program, variables)
+    alignment, free, relay, hidden = layout(program, variables)
     cell = nn.LSTMCell if arch == "lstm" else nn.GRUCell
     cells = nn.ModuleList([cell(program.input.dim if k == 0 else hidden, hidden).double() for k in range(len(free))])
-    model = TrainedModel(name, arch, cells, nn.Linear(hidden, program.output.dim).double(), alignment, free)
+    model = TrainedModel(name, arch, cells, nn.Linear(hidden, program.output.dim).double(), alignment, free, relay)
     optimizer = torch.optim.Adam([*cells.parameters(), *model.readout.parameters()], lr=lr)
     for step in range(steps):
         length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
@@ -367,10 +398,11 @@ class TrainedSubject(Subject):
         labels, live, candidates = [], [], []
         for layer, state in enumerate(model.unit_labels().values()):
             units = [UnitLabel(*label) if label[0] in model.alignment else None for label in state]
+            scored = [label[0] != RELAY for label in state] * (2 if model.arch == "lstm" else 1)
             labels.append(units * (2 if model.arch == "lstm" else 1))
             live.append(np.array([label is not None for label in labels[-1]]))
             candidates += [Candidate(layer, u, (label.node,) if label else (), label is not None)
-                           for u, label in enumerate(labels[-1])]
+                           for u, label in enumerate(labels[-1]) if scored[u]]
         program = TASKS[model.task].build()
         return cls(model.task, "trained", model.arch, labels, [None] * len(labels), program, program.output.dim,
                    candidates, live, model)
