@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import lsrl.bench
 from lsrl.bench.eval.trained import AIM, read_training
 
 pytest.importorskip("transformers")
