@@ -359,7 +359,7 @@ def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
 def _trained():
     from lsrl.bench.eval.trained import train
 
-    return train("count_ones", "gru", steps=120, batch=32)  # a short run: the full tier trains 600 steps of 64
+    return train("count_ones", "gru", steps=240, batch=32)  # a short run: the full tier trains 600 steps of 64
 
 
 def test_trained_tier_runs_as_the_stock_module_and_learns_the_causal_graph():
