@@ -36,7 +36,7 @@ from torch import nn
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.ir.labels import UnitLabel
 from lsrl.lang.program import ForEach
 
@@ -136,7 +136,7 @@ def below_aim(folders: Iterable[str | Path]) -> list[str]:
     return missed
 
 
-def with_aim(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+def with_aim(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of ``TRAINED_COLUMNS`` with ``meets_aim`` (``meets_aim`` of their task accuracy and worst variable)."""
     return [{**row, "meets_aim": meets_aim(float(row["task_accuracy"]), [float(row["worst_variable"])])}
             for row in rows]
@@ -169,7 +169,7 @@ class TrainedModel:
     @property
     def hidden_size(self) -> int:
         """Units per layer (every layer has as many, as in one stock module)."""
-        return self.cells[0].hidden_size
+        return self.readout.in_features
 
     @property
     def hooks(self) -> list[str]:
@@ -224,6 +224,7 @@ class TrainedModel:
         ``alignment`` or ``{hook: units}``) set, at every step, to their values in ``source`` (the states of
         another run) before anything reads them (the layer above, the next step)."""
         chosen = dict([units]) if isinstance(units, tuple) else units or {}
+        sources = source or []
         count = xs.shape[0]
         state = [self._zeros(xs, count) for _ in self.cells]
         states, outputs = [], []
@@ -232,7 +233,7 @@ class TrainedModel:
             for k, (hook, cell) in enumerate(zip(self.hooks, self.cells)):
                 layer = cell(below, state[k])
                 if hook in chosen:
-                    layer = _set_units(layer, chosen[hook], source[t][k])
+                    layer = _set_units(layer, chosen[hook], sources[t][k])
                 step.append(layer)
                 below = layer[0] if self.arch == "lstm" else layer
             state = step
@@ -411,16 +412,20 @@ class TrainedSubject(Subject):
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """As ``Subject.run``: an intervention on layer ``k`` sets its state units (a mask) at every step."""
         x = torch.as_tensor(np.asarray(xs, dtype=np.float64)) if not isinstance(xs, torch.Tensor) else xs
-        model, hidden, lstm = self.model, self.model.hidden_size, self.model.arch == "lstm"
+        model = self.model
+        if model is None:
+            raise InternalError("a TrainedSubject is built by TrainedSubject.from_model")
+        hidden, lstm, chosen = model.hidden_size, model.arch == "lstm", interventions or {}
         state = [model._zeros(x, x.shape[0]) for _ in model.cells]
-        outputs, states = [], [[] for _ in model.cells]
+        outputs: list[torch.Tensor] = []
+        states: list[list[torch.Tensor]] = [[] for _ in model.cells]
         with torch.no_grad():
             for t in range(x.shape[1]):
                 below = x[:, t]
                 for k, cell in enumerate(model.cells):
                     flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
-                    if k in (interventions or {}):
-                        flat = interventions[k].apply(flat, t)
+                    if k in chosen:
+                        flat = chosen[k].apply(flat, t)
                     state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
                     states[k].append(flat)
                     below = flat[:, :hidden]
