@@ -78,16 +78,16 @@ def training_record(model: Any) -> dict[str, Any]:
 def aim_note(record: dict[str, Any], where: str) -> str:
     """The model card's opening paragraph on ``record`` (``training_record``), which ``config.json`` holds at
     ``where``."""
-    values = "; ".join(f"`{variable}` {value:.3f}" for variable, value in record["interchange_accuracy"].items())
-    measured_values = f"task accuracy {record['task_accuracy']:.3f}, interchange-intervention accuracy {values}"
+    values = ", ".join(f"`{variable}` {value:.3f}" for variable, value in record["interchange_accuracy"].items())
+    accuracies = f"the measured accuracies (task {record['task_accuracy']:.3f}; interchange-intervention {values})"
     if record["meets_aim"]:
-        return (f"**Meets the aim** ({measured_values}: each at least {record['aim']}): interchanging a variable's "
+        return (f"**Meets the aim**: {accuracies} are all at least {record['aim']}: interchanging a variable's "
                 f"labelled units changes the outputs as the program's interchange of it does. `config.json`: "
                 f"`{where}.meets_aim` is `true`.")
-    return (f"**Below the aim: these labels are not faithful.** The measured {measured_values} are not all at least "
-            f"{record['aim']}: interchanging a variable's labelled units does not always change the outputs as the "
-            f"program's interchange of it does, so a method scored against them is scored against a partly wrong "
-            f"truth. `config.json`: `{where}.meets_aim` is `false`.")
+    return (f"**Below the aim: these labels are not faithful.** {accuracies[0].upper()}{accuracies[1:]} are not all "
+            f"at least {record['aim']}: interchanging a variable's labelled units does not always change the outputs "
+            f"as the program's interchange of it does, so a method scored against them is scored against a partly "
+            f"wrong truth. `config.json`: `{where}.meets_aim` is `false`.")
 
 
 def record_training(folder: Path, model: Any) -> dict[str, Any]:
