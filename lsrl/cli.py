@@ -268,6 +268,23 @@ def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], st
     folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",), train_steps=steps,
                           trained_archs=archs or TRAINED_ARCHS[:2])
     click.echo(f"wrote {len(folders)} models to {out_dir}")
+    if "trained" in tiers or "all" in tiers:
+        _say_aim(folders)
+
+
+def _say_aim(folders: list[Path]) -> None:
+    """A line on the trained folders that miss the aim (``lsrl.bench.eval.trained.AIM``), whose labels are not
+    faithful; or that every one meets it."""
+    from lsrl.bench.eval.trained import AIM, below_aim, read_training
+
+    trained = [folder for folder in folders if read_training(folder) is not None]
+    missed = below_aim(trained)
+    if missed:
+        click.echo(f"warning: {len(missed)} of {len(trained)} trained folders miss the aim (task accuracy and every "
+                   f"variable's interchange-intervention accuracy >= {AIM}; config.json 'meets_aim' false: their "
+                   f"labels are not faithful): {'; '.join(missed)}", err=True)
+    elif trained:
+        click.echo(f"all {len(trained)} trained folders meet the aim (accuracies >= {AIM})")
 
 
 # lsrl.bench.eval imports torch: its method and tier names, kept equal to METHODS and TIERS by tests/test_habits.py
@@ -347,23 +364,28 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     by interchange intervention training towards each task's causal graph; task and interchange accuracy, and
     the harness's unit AUROC on them (CSV)."""
     from lsrl.bench.eval.harness import write_csv
-    from lsrl.bench.eval.trained import TASKS_TRAINED, TRAINED_COLUMNS, train_all
+    from lsrl.bench.eval.trained import AIM, TASKS_TRAINED, TRAINED_COLUMNS, train_all, with_aim
 
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
     hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
     if suite is not None and not hf:
         raise LsrlError("lsrl bench train-tier: --suite writes the folders of --arch mamba / hawk; give one")
-    written = []
+    written, models = [], []
     if stock or not archs:
         rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
+        models += rows
     if hf:
         from lsrl.bench.hf_trained import train_all_hf
 
-        rows = train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True)
+        rows = with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True))
         written.append(write_csv(rows, Path(out_dir) / "trained_hf.csv", TRAINED_COLUMNS))
+        models += rows
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
+    missed = [f"{row['task']}/{row['arch']}" for row in models if not row["meets_aim"]]
+    click.echo(f"{len(models) - len(missed)} of {len(models)} models meet the aim (task accuracy and every variable's "
+               f"interchange-intervention accuracy >= {AIM})" + (f"; below it: {', '.join(missed)}" if missed else ""))
 
 
 # lsrl.llrnn imports torch: its group is listed from these texts (tests/test_habits.py keeps them equal to the

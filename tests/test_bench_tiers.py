@@ -13,11 +13,16 @@ import torch
 from lsrl.bench import build_suite, load
 from lsrl.bench.eval import evaluate
 from lsrl.bench.eval.hooked import HookedSubject
-from lsrl.bench.eval.trained import FREE_UNITS, train
+from lsrl.bench.build import tier_folder, write_model
+from lsrl.bench.cards import dataset_card
+from lsrl.bench.data import task_data
+from lsrl.bench.eval.trained import (AIM, FREE_UNITS, UNITS_PER_COMPONENT, TrainedSubject, below_aim, layout,
+                                     meets_aim, train)
+from lsrl.bench.standalone import SuiteFileError, read_config
 from lsrl.bench.rotations import read_rotations
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import distractor_program
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, ModelFileError
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, label_violations
 from bench_builds import built_once, parity_tiers_and_an_automaton
 
@@ -67,18 +72,18 @@ def test_a_trained_folder_loads_standalone_and_is_the_trained_model(trained_buil
         np.testing.assert_allclose(net(xs).numpy(), expected.numpy(), rtol=0, atol=1e-12)  # fused stock module
         # the alignment's units, interchanged through the folder's hooks inside the recurrence, are the in-memory
         # model's interchange of the variable
-        units = model.alignment["count"]
-        assert [labels["core"][u] for u in units] == [["count", 0, "value"]] * len(units)
+        hook, units = model.alignment["count"]
+        assert hook == "core.l0" and [labels[hook][u] for u in units] == [["count", 0, "value"]] * len(units)
         _, source_states = model.run(source)
         _, cache = net.run_with_cache(source)
-        carried = ("core", "core.c") if arch == "lstm" else ("core",)
+        carried = (hook, f"{hook}.c") if arch == "lstm" else (hook,)
         patch = {}
         for hook in carried:
             values = np.full(cache[hook].shape, np.nan)
             values[..., units] = cache[hook][..., units]
             patch[hook] = values
         patched, _ = net.run_with_cache(xs, patch=patch)
-        interchanged, _ = model.run(xs, units, source_states)
+        interchanged, _ = model.run(xs, model.alignment["count"], source_states)
         np.testing.assert_allclose(patched.numpy(), interchanged.numpy(), rtol=0, atol=1e-12)
         assert not np.allclose(interchanged.numpy(), expected.numpy())  # the interchange did change something
     card = (folder / "README.md").read_text()
@@ -99,21 +104,146 @@ def test_bench_load_reads_the_trained_tier(trained_builds):
     root, _ = trained_builds
     folder = load(f"{TASK}/gru", root=root, tier="trained")
     assert sorted(folder.labels) == sorted(folder.model.hook_names)
-    assert folder.labels["core"][0] == UnitLabel("count", 0, "value")
-    free = [label for label in folder.labels["core"] if label.node == "free"]
+    assert folder.labels["core.l0"][0] == UnitLabel("count", 0, "value")
+    free = [label for label in folder.labels["core.l0"] if label.node == "free"]
     assert len(free) == FREE_UNITS
-    in_circuit = {unit for hook, unit in folder.circuit.in_circuit() if hook == "core"}
-    assert in_circuit == set(train(TASK, "gru", STEPS).alignment["count"])
+    in_circuit = {unit for hook, unit in folder.circuit.in_circuit() if hook == "core.l0"}
+    assert in_circuit == set(train(TASK, "gru", STEPS).alignment["count"][1])
     # lsrl bench eval scores the folder: the aligned units against the free ones
     subject = HookedSubject.from_folder(root / "trained" / TASK / "gru")
-    core = subject.hooks.index("core")
+    core = subject.hooks.index("core.l0")
     truth = {c.unit: c.truth for c in subject.candidates if c.layer == core}
-    assert sorted(truth) == list(range(len(folder.labels["core"]))) and sum(truth.values()) == len(in_circuit)
+    assert sorted(truth) == list(range(len(folder.labels["core.l0"]))) and sum(truth.values()) == len(in_circuit)
     assert 0.0 <= evaluate(subject, "resample", pairs=8)["unit_auroc"] <= 1.0
     with pytest.raises(LsrlError, match="has no architecture 'rnn' in tier 'trained'"):
         load(f"{TASK}/rnn", root=root, tier="trained")
     with pytest.raises(LsrlError, match="has no tier 'trained'"):
         load("tomita_3/rnn", root=root, tier="trained")
+
+
+# ---- the trained tier's aim: whether a folder's labels are faithful ----------------------------------------------
+
+
+def test_the_aim_needs_the_task_and_every_variable_at_it():
+    assert meets_aim(AIM, [AIM, 1.0]) and meets_aim(1.0, [])
+    assert not meets_aim(AIM - 1e-9, [1.0]) and not meets_aim(1.0, [1.0, AIM - 1e-9])
+
+
+def _recorded(folder, arch, model):
+    """What the folder says of its aim, checked against the in-memory model's own measured accuracies."""
+    training = json.loads((folder / "config.json").read_text())["training"]
+    expected = model.accuracy >= AIM and min(model.interchange_accuracy.values()) >= AIM
+    assert training == {"steps": model.steps, "seed": 0, "task_accuracy": model.accuracy,
+                        "interchange_accuracy": model.interchange_accuracy, "aim": AIM, "meets_aim": expected}
+    assert load(f"{TASK}/{arch}", root=folder.parent.parent.parent, tier="trained").training == training
+    card = (folder / "README.md").read_text().split("\n")
+    title = next(i for i, line in enumerate(card) if line.startswith("# "))
+    return training["meets_aim"], card[title + 2]  # the card's first paragraph
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru"])
+def test_a_folder_below_the_aim_is_flagged(trained_builds, arch):
+    root, _ = trained_builds
+    folder = root / "trained" / TASK / arch
+    meets, opening = _recorded(folder, arch, train(TASK, arch, STEPS))  # 30 steps: far below (accuracy about 0.3)
+    assert not meets and opening.startswith("**Below the aim: these labels are not faithful.**")
+    written = (folder / "config.json").read_text()
+    config = json.loads(written)
+    config["training"]["meets_aim"] = True  # an edit: refused by the manifest, and by the loader's own check
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    try:
+        with pytest.raises(ModelFileError, match="sha256"):
+            load(f"{TASK}/{arch}", root=root, tier="trained")
+        with pytest.raises(SuiteFileError, match="'meets_aim' must say whether"):
+            read_config(folder)
+    finally:
+        (folder / "config.json").write_text(written)
+
+
+def test_a_folder_above_the_aim_is_not_flagged(tmp_path):
+    """A model trained long enough to meet the aim (240 steps of 32 sequences: accuracies about 0.96), written as
+    a two-model suite beside one below it: the folder says it meets the aim, and ``lsrl bench build`` names only
+    the other."""
+    from click.testing import CliRunner
+
+    from lsrl.cli import main
+
+    task = TASKS[TASK]
+    data = task_data(task, 40)
+    above, below = train(TASK, "gru", 240, batch=32), train(TASK, "lstm", STEPS)
+    folders = [write_model(tier_folder(tmp_path, TASK, arch, "trained"), task, arch, model, data, tier="trained")
+               for arch, model in (("gru", above), ("lstm", below))]
+    meets, opening = _recorded(folders[0], "gru", above)
+    assert meets and opening.startswith("**Meets the aim**")
+    assert below_aim(folders) == [f"{folders[1]} (task accuracy {below.accuracy:.3f}; interchange count "
+                                  f"{below.interchange_accuracy['count']:.3f})"]
+    import lsrl.bench
+
+    original = lsrl.bench.build_suite
+    lsrl.bench.build_suite = lambda *args, **kwargs: folders
+    try:
+        result = CliRunner().invoke(main, ["bench", "build", str(tmp_path), "--task", TASK, "--tier", "trained"])
+    finally:
+        lsrl.bench.build_suite = original
+    assert result.exit_code == 0 and "warning: 1 of 2 trained folders miss the aim" in result.output, result.output
+    assert str(folders[1]) in result.output and str(folders[0]) not in result.output
+    root_card = dataset_card(tmp_path)
+    assert f"| `trained/{TASK}/gru` |" in root_card and root_card.count("| yes |") == 1
+    assert root_card.count("| **no** |") == 1
+
+
+def _layout(name):
+    return layout(TASKS[name].build(), TASKS[name].circuit_nodes())
+
+
+def test_a_variable_read_within_the_step_sits_a_layer_up():
+    """A variable that reads another circuit variable of the same step is a layer above it; where one above reads
+    the input too (``first_token_1``'s ``first``: the count and the token), the layer below relays the input."""
+    width = UNITS_PER_COMPONENT
+    assert _layout("count_ones") == ({"count": ("core.l0", list(range(width)))},
+                                     {"core.l0": list(range(width, width + FREE_UNITS))}, {}, width + FREE_UNITS)
+    alignment, free, relay, hidden = _layout("count_token_2")  # count = running_sum(is_2)
+    assert alignment == {"is_2": ("core.l0", list(range(width))), "count": ("core.l1", list(range(width)))}
+    assert relay == {} and hidden == width + FREE_UNITS and free["core.l1"] == list(range(width, hidden))
+    alignment, free, relay, hidden = _layout("first_token_1")
+    assert alignment["first"][0] == "core.l1" and relay == {"core.l0": list(range(width, 2 * width))}
+    assert free["core.l0"] == list(range(2 * width, hidden))
+    model = train("first_token_1", "lstm", 1)
+    labels = model.labels
+    assert labels["core.l0"][width] == ("input_relay", 0, "helper") == labels["core.l0.c"][width]
+    scored = {(c.layer, c.unit) for c in TrainedSubject.from_model(model).candidates}
+    assert (0, width) not in scored and (0, 0) in scored and (0, hidden + width) not in scored  # [h; c]: not c's
+
+
+def test_a_two_layer_folder_patches_each_layer_as_the_model_does():
+    """majority: ``more_ones`` reads ``ones_minus_zeros`` in the same step, so it is aligned in the second layer of
+    a stock two-layer module; the folder's hooks (its own loader) interchange each layer's variable as the
+    in-memory model does."""
+    import tempfile
+    from pathlib import Path
+
+    model = train("majority", "lstm", 6, batch=8)
+    assert [hook for hook, _ in model.alignment.values()] == ["core.l0", "core.l1"]
+    task = TASKS["majority"]
+    folder = write_model(Path(tempfile.mkdtemp()) / "majority" / "lstm", task, "lstm", model, task_data(task, 20),
+                         tier="trained")
+    net = _own_loader(folder).load_folder(folder)
+    xs, source = torch.rand(4, 7, 1).round().double(), torch.rand(4, 7, 1).round().double()
+    with torch.no_grad():
+        expected, _ = model.run(xs)
+        np.testing.assert_allclose(net(xs).numpy(), expected.numpy(), rtol=0, atol=1e-12)
+        fused, _ = model.stock()(xs)  # torch's own two-layer LSTM
+        np.testing.assert_allclose(model.readout(fused).numpy(), expected.numpy(), rtol=0, atol=1e-12)
+        _, states = model.run(source)
+        _, cache = net.run_with_cache(source)
+        for variable, (hook, units) in model.alignment.items():
+            patch = {}
+            for name in (hook, f"{hook}.c"):
+                patch[name] = np.full(cache[name].shape, np.nan)
+                patch[name][..., units] = cache[name][..., units]
+            patched, _ = net.run_with_cache(xs, patch=patch)
+            interchanged, _ = model.run(xs, (hook, units), states)
+            np.testing.assert_allclose(patched.numpy(), interchanged.numpy(), rtol=0, atol=1e-12, err_msg=variable)
 
 
 # ---- the rotated tier's rotations --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -31,13 +31,26 @@ if TYPE_CHECKING:
 DEFAULT_ROOT = Path(os.environ.get("LSRL_BENCH", Path.home() / ".cache" / "lsrl" / "bench"))
 
 
-class Folder(NamedTuple):
-    """What ``load`` returns: a suite folder's model, unit labels, data and circuit."""
-
+class _Parts(NamedTuple):
     model: nn.Module
     labels: dict[str, list[UnitLabel]] | None
     data: dict[str, np.ndarray]
     circuit: Circuit
+
+
+class Folder(_Parts):
+    """What ``load`` returns: a suite folder's model, unit labels, data and circuit (it unpacks as these four), and
+    ``training``: a trained folder's record (``lsrl.bench.eval.trained.training_record``: the measured task and
+    per-variable interchange-intervention accuracies, ``"aim"`` and ``"meets_aim"``: whether the labels count as
+    faithful), ``None`` in the other tiers."""
+
+    training: dict[str, Any] | None
+
+    def __new__(cls, model: nn.Module, labels: dict[str, list[UnitLabel]] | None, data: dict[str, np.ndarray],
+                circuit: Circuit, training: dict[str, Any] | None = None) -> Folder:
+        folder = super().__new__(cls, model, labels, data, circuit)
+        folder.training = training
+        return folder
 
 
 def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> Folder:
@@ -51,7 +64,9 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
     torch layers), ``(B, T, d_in) -> (B, T, d_out)``, with ``model.run_with_cache(xs, patch=...)`` and one hook
     per labelled site (``model.hook_names``). ``labels``: ``{hook name: [UnitLabel per unit]}`` (the keys are
     exactly the hook names), or ``None`` if the folder has no unit labels. ``data``: a dict of numpy arrays
-    (``data.npz``). ``circuit``: the ``lsrl.bench.circuit.Circuit`` of ``circuit.json``.
+    (``data.npz``). ``circuit``: the ``lsrl.bench.circuit.Circuit`` of ``circuit.json``. ``training`` (an
+    attribute, not unpacked): a trained folder's record, with ``"meets_aim"``: whether its measured task and
+    interchange-intervention accuracies all reach the aim (0.95), i.e. whether its labels count as faithful.
 
     Every file read is checked against the folder's ``manifest.json`` (sha256) and every field of it; a
     folder changed after its build, corrupt or inconsistent is a ``ModelFileError`` naming the file and field.
@@ -66,6 +81,7 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
         raise LsrlError(f"benchmark task {task!r} has no tier {tier!r}; the tiers are {FOLDER_TIERS} (only token "
                         f"programs have the distractor and rotated ones, tasks with named circuit variables the "
                         f"trained one)")
+    from lsrl.bench.eval.trained import read_training
     from lsrl.bench.hf_trained import HF_ARCHS, load_hf_folder  # imports lsrl.bench.eval
 
     archs = (*TRAINED_ARCHS, *HF_ARCHS) if tier == "trained" else TASKS[task].archs
@@ -85,10 +101,11 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
             circuit = Circuit.from_json(_json_object(folder / "circuit.json"))
         labels = _read_labels(folder / "labels.json", model.hook_names)
         data = _read_data(folder / "data.npz")
+        training = read_training(folder) if tier == "trained" else None  # checked by the loaders against the manifest
     except (standalone.SuiteFileError, ValueError, KeyError, TypeError) as error:
         raise ModelFileError(f"{folder}: {error}" if not isinstance(error, standalone.SuiteFileError)
                              else str(error)) from None
-    return Folder(model, labels, data, circuit)
+    return Folder(model, labels, data, circuit, training)
 
 
 _SPLIT_ARRAYS = tuple(f"{split}_{kind}" for split in ("train", "test") for kind in ("inputs", "outputs", "lengths"))

@@ -140,6 +140,10 @@ def write_model(folder: Path, task: Task, arch: str, model: Model,
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
     note = model.card() if tier == "trained" else None  # its training and measured accuracies
     (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier, note))
+    if tier == "trained":  # its measured accuracies and whether they meet the aim: in config.json and the card
+        from lsrl.bench.eval.trained import record_training
+
+        record_training(folder, model)
     write_manifest(folder)
     try:
         standalone.load_folder(folder)

@@ -39,7 +39,7 @@ TIER_NOTES = {
                "hook's values are `Q h`, `h` the labelled units; `lsrl.bench.read_rotations`); a target's folder "
                "does not yet.",
     "trained": " **Tier `trained`**: a stock LSTM / GRU trained by interchange intervention training towards the "
-               "program's causal graph.",
+               "program's causal graph; whether its measured accuracies meet the aim: `config.json` `training`.",
 }
 
 
@@ -101,10 +101,14 @@ def dataset_card(root: Path) -> str:
     """The suite's ``README.md``: the dataset card, from the folders under ``root``."""
     folders = _folders(root)
     tasks = {folder.split("/")[-2] for folder in folders}
-    rows = ["| folder | units | in circuit |", "| --- | --- | --- |"]
+    from lsrl.bench.eval.trained import AIM, read_training
+
+    rows = ["| folder | units | in circuit | meets the aim |", "| --- | --- | --- | --- |"]
     for folder in folders:
         units = json.loads((root / folder / "circuit.json").read_text())["units"]
-        rows.append(f"| `{folder}` | {len(units)} | {sum(u['in_circuit'] for u in units)} |")
+        training = read_training(root / folder)
+        aim = "" if training is None else "yes" if training["meets_aim"] else "**no**"
+        rows.append(f"| `{folder}` | {len(units)} | {sum(u['in_circuit'] for u in units)} | {aim} |")
     return "\n".join([
         _front_matter({"pretty_name": "lsrl benchmark suite: recurrent models with known circuits",
                        "license": LICENSE, "tags": list(TAGS), "task_categories": ["other"],
@@ -117,7 +121,10 @@ def dataset_card(root: Path) -> str:
         "circuit discovery) on RNNs, LSTMs, GRUs and linear recurrences.", "",
         "Each folder `TASK/ARCH/` (the compiled model; `TIER/TASK/ARCH/` for the `distractors`, `rotated` and "
         "`trained` tiers of the same task, with the same labels, the trained ones aligned by training; "
-        "`config.json` says the tier; a rotated path model's `rotations.json` gives each rotated hook's exact "
+        "`config.json` says the tier, and for a trained one its measured accuracies and whether they meet the aim, "
+        f"`training.meets_aim`: task accuracy and every variable's interchange-intervention accuracy at least {AIM}, "
+        "the column below; a trained folder below it has labels that are not faithful; a rotated path model's "
+        "`rotations.json` gives each rotated hook's exact "
         "orthogonal `Q`: its values are `Q h`, `h` the labelled units) is self-contained: "
         "`load_model.py` (torch and safetensors only) builds the model with a named hook at every labelled site, "
         "`model.safetensors` + `config.json`, `labels.json`, "

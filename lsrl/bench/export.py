@@ -115,11 +115,16 @@ def _automaton(model) -> list:
 
 
 def _trained(model) -> tuple:
-    """A trained tier's cell as the stock module it is (``TrainedModel.stock``), from zero states."""
-    core = model.stock()
-    zeros = torch.zeros(core.hidden_size, dtype=core.weight_ih_l0.dtype)
-    tensors = {f"core.{name}": tensor.detach().contiguous() for name, tensor in core.state_dict().items()}
-    tensors.update({"h0": zeros, **({"c0": zeros.clone()} if isinstance(core, nn.LSTM) else {}),
-                    **{f"readout.{name}": tensor.detach().contiguous()
-                       for name, tensor in model.readout.state_dict().items()}})
-    return _core_readout(core), tensors
+    """A trained tier's recurrent layers, each the single-layer stock module it is (``TrainedModel.stock``), from
+    zero states, hooked ``core.lK`` (the states a multi-layer stock module passes up), then the readout."""
+    layers, tensors = [], {}
+    for k, hook in enumerate(model.hooks):
+        core = model.stock(k)
+        zeros = torch.zeros(core.hidden_size, dtype=core.weight_ih_l0.dtype)
+        lstm = isinstance(core, nn.LSTM)
+        layers.append(_stock(hook, core, f"{hook}.h0", f"{hook}.c0" if lstm else None, hook=hook))
+        tensors.update({f"{hook}.{name}": tensor.detach().contiguous() for name, tensor in core.state_dict().items()})
+        tensors.update({f"{hook}.h0": zeros, **({f"{hook}.c0": zeros.clone()} if lstm else {})})
+    tensors.update({f"readout.{name}": tensor.detach().contiguous()
+                    for name, tensor in model.readout.state_dict().items()})
+    return layers + [{"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}], tensors

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import STEPS, _batch, _targets, measure, measured
+from lsrl.bench.eval.trained import STEPS, _batch, _targets, measure, measured, record_training
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -289,6 +289,7 @@ def write_hf_folder(folder: Path, model: HFTrained, data: dict[str, np.ndarray],
     (folder / "program.py").write_text(program_source(task))
     widths = ", ".join(f"{hook['name']}({hook['width']})" for hook in model.hooks)
     (folder / "README.md").write_text(model_card(task, model.arch, widths, circuit, data, "trained", model.card()))
+    record_training(folder, model)  # the accuracies and whether they meet the aim: config.json and the card
     write_manifest(folder)
     loaded = hf_loader.load_folder(folder)
     if loaded.hook_names != [hook["name"] for hook in model.hooks]:

@@ -61,7 +61,8 @@ MANIFEST_FORMAT = "lsrl.bench.manifest"
 MODEL_FILES = ("config.json", "model.safetensors")  # the files load_folder reads, checked against the manifest
 DTYPES = ("float32", "float64")
 CONFIG_FIELDS = ("format", "version", "task", "architecture", "tier", "dtype", "input_size", "output_size", "layers",
-                 "loader")
+                 "loader", "training")  # "training": the trained tier's only (and required there)
+TRAINING_FIELDS = ("steps", "seed", "task_accuracy", "interchange_accuracy", "aim", "meets_aim")
 TIERS = ("compiled", "distractors", "rotated", "trained")  # what a folder's model is (docs: the suite's tiers)
 STOCK = {"torch.nn.RNN": 1, "torch.nn.GRU": 3, "torch.nn.LSTM": 4}  # op -> gate blocks
 RELU_CELLS = {"relu_gru": 3, "relu_lstm": 4}
@@ -199,9 +200,32 @@ def read_config(folder: Path) -> dict[str, Any]:
         raise SuiteFileError(f"{where}: field 'dtype' must be one of {list(DTYPES)}, got {config['dtype']!r}")
     _count(config, "input_size", where)
     _count(config, "output_size", where)
+    if ("training" in config) != (config["tier"] == "trained"):
+        raise SuiteFileError(f"{where}: field 'training' must be given exactly for tier 'trained' (rebuild the folder "
+                             f"with this version of `lsrl bench build`)")
+    if "training" in config:
+        _training(config["training"], f"{where}: field 'training'")
     if not _field(config, "layers", list, where):
         raise SuiteFileError(f"{where}: field 'layers' must list at least one layer")
     return config
+
+
+def _training(record: Any, where: str) -> None:
+    """A trained model's record: its steps and seed, the measured accuracies, the aim and whether it meets it."""
+    if not isinstance(record, dict):
+        raise SuiteFileError(f"{where} must be a JSON object")
+    _only(record, TRAINING_FIELDS, where)
+    _count(record, "steps", where)
+    _field(record, "seed", int, where)
+    accuracies = [_field(record, key, (int, float), where) for key in ("task_accuracy", "aim")]
+    interchange = _field(record, "interchange_accuracy", dict, where)
+    meets = _field(record, "meets_aim", bool, where)
+    numbers = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in interchange.values()]
+    if not interchange or not all(numbers):
+        raise SuiteFileError(f"{where}: field 'interchange_accuracy' must map each variable to a number")
+    if meets != (accuracies[0] >= accuracies[1] and min(interchange.values()) >= accuracies[1]):
+        raise SuiteFileError(f"{where}: field 'meets_aim' must say whether 'task_accuracy' and every "
+                             f"'interchange_accuracy' reach 'aim'")
 
 
 def read_tensors(folder: Path) -> dict[str, torch.Tensor]:
