@@ -494,23 +494,24 @@ def _lower_state(builder: _Builder, layer: Any, inputs: list[Form]) -> list[Form
 
 def _delay_line(builder: _Builder, layer: Any, block: Block, indices: list[int], drive: list[Form],
                 init: list[Rational]) -> list[Form]:
-    """``z_t[i] = sum_m c_m w_t-m[next^m(i)] + c_t z_0[next^t(i)]`` (the path's product of weights
-    ``c``): drives delayed by conv taps, the initial state as impulses at the steps it reaches."""
-    successor = {i: next(j for j, v in enumerate(row) if v) for i, row in enumerate(block) if any(row)}
+    """``z_t = sum_m N^m w_t-m + N^t z_0`` for the nilpotent block ``N`` (exact powers): each power's drives
+    delayed by ``m`` steps (conv taps), the initial state as impulses at the steps it reaches. A row of ``N``
+    may have several entries (a tree of shifts, not only one path), so every power is taken whole."""
+    powers = [_identity(len(indices))]
+    while any(any(row) for row in powers[-1]):  # N is nilpotent (state_blocks): N^len(indices) = 0
+        if len(powers) > len(indices):
+            raise InternalError(f"{layer.name}: a delay block of size {len(indices)} is not nilpotent")
+        powers.append(_times(powers[-1], block))
+    starts = [init[i] for i in indices]
     forms = []
     for i in range(len(indices)):
         terms: list[tuple[Rational, Form]] = []
-        position, factor, lag = i, ONE, 0
-        while True:  # a DELAY block is a nilpotent shift (state_blocks): its chains end within len(indices) steps
-            if lag >= len(indices):
-                raise InternalError(f"{layer.name}: the delay line from unit {indices[i]} is longer than its block")
-            terms.append((ONE, builder.delayed(drive[indices[position]].scaled(factor), lag, layer.name)))
-            if position not in successor:
-                break
-            factor *= block[position][successor[position]]
-            position, lag = successor[position], lag + 1
-            start = factor * init[indices[position]]
-            if start:  # reaches z[i] at step lag
+        for lag, power in enumerate(powers[:-1]):
+            taps = [(c, drive[indices[j]]) for j, c in enumerate(power[i]) if c]
+            if taps:
+                terms.append((ONE, builder.delayed(combine(taps), lag, layer.name)))
+            start = sum((c * z for c, z in zip(power[i], starts)), ZERO) if lag else ZERO
+            if start:  # N^lag z_0 reaches z[i] at step lag
                 terms.append((ONE, builder.impulse(start, lag - 1, layer.name)))
         forms.append(combine(terms))
     return forms

@@ -32,7 +32,8 @@ def components(A: Matrix) -> list[list[int]]:
 
 
 def _is_delay_line(block: np.ndarray) -> bool:
-    """A nilpotent shift: zero diagonal, and unit entries ``z_i <- z_{i+1}`` along one path."""
+    """A nilpotent block with ``k - 1`` entries and a zero diagonal: shifts along a path, or a tree of them
+    (a row may read two units; the users take whole powers of the block)."""
     k = block.shape[0]
     return bool(np.all(np.diag(block) == 0)) and np.count_nonzero(block) == k - 1 and np.all(
         np.linalg.matrix_power(block, k) == 0
