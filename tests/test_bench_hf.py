@@ -35,10 +35,14 @@ def built(arch: str):
 
 
 def stock_full_forward(hf, xs):
-    """The stock model's own full forward on token inputs: the outputs are its first logits."""
+    """The stock model's own full forward on token inputs: the outputs are its first logits (Griffin's attention
+    blocks with the sliding-window causal mask the stock model makes)."""
     ids = torch.as_tensor(xs[..., 0]).long()
-    extra = {} if hf.config.model_type == "mamba" else {
-        "position_ids": torch.arange(ids.shape[1])[None], "attention_mask": {"sliding_attention": None}}
+    extra = {}
+    if hf.config.model_type == "recurrent_gemma":
+        extra = {"position_ids": torch.arange(ids.shape[1])[None]}
+        if "attention" not in hf.config.block_types:
+            extra["attention_mask"] = {"sliding_attention": None}
     with torch.no_grad():
         return hf(input_ids=ids, use_cache=False, **extra).logits[..., :1]
 
@@ -84,14 +88,15 @@ def mamba_by_hand(hf, xs, units, source_states=None):
     return torch.stack(outputs, dim=1), states
 
 
-def hawk_by_hand(hf, xs, units, source_states=None):
-    """The stock Hawk decoding token by token through its cache, with a forward hook written here on layer 0's
-    RG-LRU (whose output is its state) that reads it and, given ``source_states``, sets its units ``units``."""
+def hawk_by_hand(hf, xs, units, source_states=None, attention=None):
+    """The stock Hawk / Griffin decoding token by token through its cache, with a forward hook written here on layer
+    0's RG-LRU (whose output is its state) that reads it and, given ``source_states``, sets its units ``units``;
+    ``attention`` (Griffin): values (B, T, hidden) of layer 1's attention block output, NaN where kept."""
     from transformers import DynamicCache
 
     ids = torch.as_tensor(xs[..., 0]).long()
     blocks = [layer.temporal_block for layer in hf.model.layers]
-    for block in blocks:
+    for block in blocks[::len(hf.config.block_types)]:  # the recurrent ones
         block.conv1d_state = torch.zeros(len(ids), block.hidden_size, block.conv1d_width - 1, dtype=torch.float64)
         block.rg_lru.recurrent_states = torch.zeros(len(ids), block.lru_width, dtype=torch.float32)
     outputs, states, step, cache = [], [], [0], DynamicCache(config=hf.config)
@@ -104,7 +109,13 @@ def hawk_by_hand(hf, xs, units, source_states=None):
         states.append(state[:, units].clone())
         return state[:, None].to(output.dtype)
 
-    handle = blocks[0].rg_lru.register_forward_hook(hook)
+    def set_attention(module, args, output):
+        setting = torch.as_tensor(attention[:, step[0]])[:, None]
+        return torch.where(torch.isnan(setting), output[0], setting), output[1]
+
+    handles = [blocks[0].rg_lru.register_forward_hook(hook)]
+    if attention is not None:
+        handles.append(blocks[1].register_forward_hook(set_attention))
     try:
         with torch.no_grad():
             for t in range(ids.shape[1]):
@@ -113,7 +124,8 @@ def hawk_by_hand(hf, xs, units, source_states=None):
                             cache=cache, attention_mask={"sliding_attention": None}).logits
                 outputs.append(logits[:, 0, :1])
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     return torch.stack(outputs, dim=1), states
 
 
@@ -125,6 +137,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
     folder = f"{root}/trained/majority/{arch}"
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
     assert type(hf).__name__ == ("MambaForCausalLM" if arch == "mamba" else "RecurrentGemmaForCausalLM")
+    assert hf.config.num_hidden_layers == (4 if arch == "griffin" else 2)  # two levels, Griffin's with attention
     assert sorted(labels) == sorted(net.hook_names) == sorted(hook["name"] for hook in circuit.hooks)
     assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
     xs = data["test_inputs"][:6]
@@ -154,6 +167,21 @@ def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the
     assert torch.allclose(patched.double(), expected.double(), rtol=0, atol=tolerance)
     assert torch.allclose(cache[hook][..., units].double(), torch.stack(states, dim=1).double(), rtol=0, atol=tolerance)
     assert (patched - net.run_with_cache(base)[0]).abs().max() > 100 * tolerance + 1e-3  # the patch mattered
+
+
+def test_griffin_patches_its_attention_blocks_output_as_a_hook_written_by_hand_does():
+    root, (net, labels, data, circuit) = built("griffin")
+    assert [label.role for label in labels["layers.1.attention"]] == ["helper"] * 16
+    assert not any(unit["in_circuit"] for unit in circuit.units if unit["hook"].endswith(".attention"))
+    base = data["pairs_clean_inputs"][:5, :9]
+    _, own = net.run_with_cache(base)
+    patch = np.full(own["layers.1.attention"].shape, np.nan)
+    patch[:, 2:6, 3:9] = np.random.default_rng(6).normal(size=(5, 4, 6))
+    patched, cache = net.run_with_cache(base, patch={"layers.1.attention": patch})
+    expected, _ = hawk_by_hand(net.hf, base, [], attention=patch)
+    assert torch.equal(patched, expected)
+    assert torch.equal(cache["layers.1.attention"][:, 2:6, 3:9], torch.as_tensor(patch[:, 2:6, 3:9]))
+    assert (patched - own["readout"]).abs().max() > 1e-3  # the patch mattered
 
 
 def test_the_harness_scores_a_folder():
