@@ -354,8 +354,8 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
     hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
-    if suite is not None and not hf:
-        raise LsrlError("lsrl bench train-tier: --suite writes the folders of a transformers --arch; give one")
+    if (suite is not None or jobs > 1) and not hf:
+        raise LsrlError("lsrl bench train-tier: --suite and --jobs are for a transformers --arch; give one")
     written = []
     if stock or not archs:
         rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
@@ -366,7 +366,12 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
         table = Path(out_dir) / "trained_hf.csv"  # the rows of the tasks and archs run replace theirs, others kept
 
         def write(row: dict[str, object]) -> None:  # as each model is measured: a stopped run keeps its rows
-            write_csv(merged_rows([row], table), table, TRAINED_COLUMNS)
+            import fcntl
+
+            table.parent.mkdir(parents=True, exist_ok=True)
+            with open(table.with_suffix(".lock"), "w") as lock:  # a run of other archs may write the table too
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                write_csv(merged_rows([row], table), table, TRAINED_COLUMNS)
 
         train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True, jobs=jobs, done=write)
         written.append(table)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import lsrl.bench
 from lsrl.bench.eval.trained import _targets
-from lsrl.bench.hf_trained import HF_ARCHS, train_hf, variable_levels
+from lsrl.bench.hf_trained import HF_ARCHS, state_hook, train_hf, variable_levels
 from lsrl.bench.tasks import TASKS
 
 pytest.importorskip("transformers")
@@ -88,6 +88,44 @@ def mamba_by_hand(hf, xs, units, source_states=None):
     return torch.stack(outputs, dim=1), states
 
 
+def mamba2_by_hand(hf, xs, units, source_states=None):
+    """Mamba-2's equations written out here (float64), as ``mamba_by_hand``: x, B and C through the conv and SiLU,
+    one decay and dt per head, the gated group RMSNorm; the state unit ``(h * head_dim + p) * state_size + n``."""
+    silu, softplus = torch.nn.functional.silu, torch.nn.functional.softplus
+    ids = torch.as_tensor(xs[..., 0]).long()
+    count, steps = ids.shape
+    config = hf.config
+    heads, width, size = config.num_heads, config.head_dim, config.state_size
+    inner = heads * width
+    conv = [torch.zeros(count, inner + 2 * size, config.conv_kernel - 1, dtype=torch.float64)
+            for _ in hf.backbone.layers]
+    ssm = [torch.zeros(count, heads, width, size, dtype=torch.float64) for _ in hf.backbone.layers]
+    outputs, states = [], []
+    with torch.no_grad():
+        for t in range(steps):
+            h = hf.backbone.embeddings(ids[:, t])
+            for i, block in enumerate(hf.backbone.layers):
+                mixer = block.mixer
+                gate, xbc, dt = torch.split(mixer.in_proj(rms(h, block.norm)), [inner, inner + 2 * size, heads], -1)
+                window = torch.cat([conv[i], xbc[..., None]], dim=-1)
+                conv[i] = window[..., 1:]
+                x, B, C = torch.split(silu((window * mixer.conv1d.weight[:, 0]).sum(-1) + mixer.conv1d.bias),
+                                      [inner, size, size], dim=-1)
+                dt = softplus(dt + mixer.dt_bias)[:, :, None, None]
+                decay = torch.exp(dt * -torch.exp(mixer.A_log)[:, None, None])
+                ssm[i] = decay * ssm[i] + dt * B[:, None, None] * x.view(count, heads, width, 1)
+                if i == 0:
+                    flat = ssm[0].reshape(count, -1)
+                    if source_states is not None:
+                        flat[:, units] = source_states[t]
+                        ssm[0] = flat.view_as(ssm[0])
+                    states.append(flat[:, units].clone())
+                y = (ssm[i] @ C[:, None, :, None])[..., 0] + mixer.D[:, None] * x.view(count, heads, width)
+                h = h + mixer.out_proj(rms(y.reshape(count, inner) * silu(gate), mixer.norm))
+            outputs.append(hf.lm_head(rms(h, hf.backbone.norm_f))[:, :1])
+    return torch.stack(outputs, dim=1), states
+
+
 def hawk_by_hand(hf, xs, units, source_states=None, attention=None):
     """The stock Hawk / Griffin decoding token by token through its cache, with a forward hook written here on layer
     0's RG-LRU (whose output is its state) that reads it and, given ``source_states``, sets its units ``units``;
@@ -136,7 +174,8 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
     root, (net, labels, data, circuit) = built(arch)
     folder = f"{root}/trained/majority/{arch}"
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
-    assert type(hf).__name__ == ("MambaForCausalLM" if arch == "mamba" else "RecurrentGemmaForCausalLM")
+    assert type(hf).__name__ == {"mamba": "MambaForCausalLM", "mamba2": "Mamba2ForCausalLM"}.get(
+        arch, "RecurrentGemmaForCausalLM")
     assert hf.config.num_hidden_layers == (4 if arch == "griffin" else 2)  # two levels, Griffin's with attention
     assert sorted(labels) == sorted(net.hook_names) == sorted(hook["name"] for hook in circuit.hooks)
     assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
@@ -144,8 +183,8 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
     outputs, cache = net.run_with_cache(xs)
     assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full, to float32
     aligned = {(v["node"], u[0]) for v in circuit.variables for u in v["units"]}
-    assert {("ones_minus_zeros", "layers.0"), ("more_ones", "layers.1")} <= {
-        (node, hook.rsplit(".", 1)[0]) for node, hook in aligned}  # each variable in the state of its level
+    levels = {"ones_minus_zeros": 0, "more_ones": 1}  # each variable in the state of its level (Griffin: layer 2)
+    assert {(node, state_hook(arch, level)) for node, level in levels.items()} <= aligned
     for hook, values in cache.items():
         assert values.shape[:2] == xs.shape[:2] and values.shape[2] == len(labels[hook])
 
@@ -153,7 +192,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
 @pytest.mark.parametrize("arch", HF_ARCHS)
 def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the_step(arch):
     root, (net, labels, data, circuit) = built(arch)
-    hook = "layers.0.ssm_state" if arch == "mamba" else "layers.0.recurrent_state"
+    hook = "layers.0.ssm_state" if arch.startswith("mamba") else "layers.0.recurrent_state"
     units = [u for u, label in enumerate(labels[hook]) if label.node == "ones_minus_zeros"]
     assert units
     base = data["pairs_clean_inputs"][:5, :9]
@@ -161,8 +200,8 @@ def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the
     patch = np.full(own[hook].shape, np.nan)
     patch[..., units] = np.random.default_rng(5).normal(size=(*patch.shape[:2], len(units)))  # states of size 1
     patched, cache = net.run_with_cache(base, patch={hook: patch})
-    by_hand = mamba_by_hand if arch == "mamba" else hawk_by_hand
-    tolerance = 1e-5 if arch == "mamba" else 0  # the written-out maths in float64, the stock code in part float32
+    by_hand = {"mamba": mamba_by_hand, "mamba2": mamba2_by_hand}.get(arch, hawk_by_hand)
+    tolerance = 1e-5 if arch.startswith("mamba") else 0  # the maths written out in float64, the stock in part float32
     expected, states = by_hand(net.hf, base, units, list(torch.as_tensor(patch[..., units]).unbind(1)))
     assert torch.allclose(patched.double(), expected.double(), rtol=0, atol=tolerance)
     assert torch.allclose(cache[hook][..., units].double(), torch.stack(states, dim=1).double(), rtol=0, atol=tolerance)
