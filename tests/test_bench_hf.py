@@ -319,3 +319,39 @@ def test_two_builds_of_a_folder_are_byte_identical(arch, tmp_path):
         f"trained/majority/{arch}/{name}" for name in ("config.json", "model.safetensors", "labels.json",
                                                        "circuit.json", "data.npz", "manifest.json", "README.md")}
     assert digests == _digests(second)
+
+
+def test_mamba2_and_griffin_folders_load_with_their_own_loader_and_patch_as_lsrl_does(tmp_path):
+    """Each folder's ``load_model.py``, run in a process without lsrl on its path (torch and transformers only; no
+    lsrl module imported), loads the folder and patches a carried state (and Griffin's attention output) inside
+    the recurrence: its outputs equal lsrl's ``bench.load`` model's under the same patch."""
+    import os
+    import subprocess
+    import sys
+
+    patched = {"mamba2": ["layers.0.ssm_state"], "griffin": ["layers.0.recurrent_state", "layers.1.attention"]}
+    code, expected = ["import importlib.util, sys", "import numpy as np"], {}
+    for arch, hooks in patched.items():
+        root, (net, labels, data, circuit) = built(arch)
+        base = data["pairs_clean_inputs"][:4, :10]
+        own, _ = net.run_with_cache(base)
+        patch = {}
+        for number, hook in enumerate(hooks):
+            patch[hook] = np.full((4, 10, len(labels[hook])), np.nan)
+            patch[hook][:, 1::2, :3] = np.random.default_rng(number).normal(size=(4, 5, 3))
+        np.savez(tmp_path / f"{arch}.npz", base=base, **patch)
+        expected[arch] = net.run_with_cache(base, patch=patch)[0].double().numpy()
+        assert not np.array_equal(expected[arch], own.double().numpy())  # the patch mattered
+        folder = Path(root) / "trained" / "majority" / arch
+        code += [f"spec = importlib.util.spec_from_file_location('loader_{arch}', {str(folder / 'load_model.py')!r})",
+                 "loader = importlib.util.module_from_spec(spec); spec.loader.exec_module(loader)",
+                 f"given = dict(np.load({str(tmp_path / f'{arch}.npz')!r})); base = given.pop('base')",
+                 f"outputs, _ = loader.load_folder({str(folder)!r}).run_with_cache(base, patch=given)",
+                 f"np.save({str(tmp_path / f'{arch}.out.npy')!r}, outputs.double().numpy())"]
+    code.append("assert not any(name.startswith('lsrl') for name in sys.modules), 'lsrl imported'")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for arch, outputs in expected.items():
+        assert np.array_equal(np.load(tmp_path / f"{arch}.out.npy"), outputs)
