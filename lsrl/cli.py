@@ -369,7 +369,7 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
             import fcntl
 
             table.parent.mkdir(parents=True, exist_ok=True)
-            with open(table.with_suffix(".lock"), "w") as lock:  # a run of other archs may write the table too
+            with open(table, "a") as lock:  # a run of other archs may write the table too: one at a time
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 write_csv(merged_rows([row], table), table, TRAINED_COLUMNS)
 

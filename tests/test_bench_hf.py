@@ -355,3 +355,26 @@ def test_mamba2_and_griffin_folders_load_with_their_own_loader_and_patch_as_lsrl
     assert result.returncode == 0, result.stderr[-2000:]
     for arch, outputs in expected.items():
         assert np.array_equal(np.load(tmp_path / f"{arch}.out.npy"), outputs)
+
+
+def test_a_run_replaces_the_rows_of_its_tasks_and_archs_in_the_table_and_keeps_the_others(tmp_path):
+    import csv
+
+    from lsrl.bench.eval.harness import write_csv
+    from lsrl.bench.eval.trained import TRAINED_COLUMNS
+    from lsrl.bench.hf_trained import merged_rows
+
+    def row(task, arch, accuracy):
+        return {column: 0 for column in TRAINED_COLUMNS} | {"task": task, "arch": arch, "task_accuracy": accuracy}
+
+    table = tmp_path / "trained_hf.csv"
+    assert merged_rows([row("majority", "hawk", 0.5)], table) == [row("majority", "hawk", 0.5)]  # no table yet
+    write_csv([row("majority", "mamba", 0.1), row("count_ones", "hawk", 0.2), row("majority", "hawk", 0.3)], table,
+              TRAINED_COLUMNS)
+    merged = merged_rows([row("majority", "griffin", 0.9), row("majority", "mamba", 0.8)], table)
+    assert [(r["task"], r["arch"], float(r["task_accuracy"])) for r in merged] == [
+        ("count_ones", "hawk", 0.2), ("majority", "mamba", 0.8), ("majority", "hawk", 0.3),
+        ("majority", "griffin", 0.9)]  # the order of TASKS_TRAINED, then of HF_ARCHS
+    write_csv(merged, table, TRAINED_COLUMNS)
+    with open(table, newline="") as file:
+        assert len(list(csv.DictReader(file))) == 4
