@@ -246,9 +246,9 @@ def bench() -> None:
 BUILD_TIERS = ("compiled", "distractors", "rotated", "trained", "all")
 # the trained tier's architectures: lsrl.bench.build.TRAINED_ARCHS, then lsrl.bench.hf_trained.HF_ARCHS (stock
 # transformers models; tests/test_bench_hf.py keeps them equal)
-TRAINED_ARCHS = ("lstm", "gru", "mamba", "hawk")
-TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: lstm and gru; mamba, hawk: stock "
-                     "transformers models, lsrl[hf])")
+TRAINED_ARCHS = ("lstm", "gru", "mamba", "mamba2", "hawk", "griffin")
+TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: lstm and gru; mamba, mamba2, hawk, "
+                     "griffin: stock transformers models, lsrl[hf])")
 
 
 @bench.command(name="build")
@@ -357,31 +357,43 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
 @click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1), help="training steps per model")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
 @click.option("--suite", default=None, type=click.Path(file_okay=False),
-              help="with --arch mamba / hawk: also write each of their models' suite folder under SUITE/trained/")
+              help="with a transformers --arch: also write each of their models' suite folder under SUITE/trained/")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1),
+              help="transformers models trained at once, one process and one torch thread each")
 def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...],
-                     suite: str | None) -> None:
-    """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba / Hawk (trained_hf.csv) trained
-    by interchange intervention training towards each task's causal graph; task and interchange accuracy, and
-    the harness's unit AUROC on them (CSV)."""
+                     suite: str | None, jobs: int) -> None:
+    """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba / Hawk (trained_hf.csv, whose rows
+    of the tasks and archs run are replaced, the others kept) trained by interchange intervention training towards
+    each task's causal graph; task and interchange accuracy, and the harness's unit AUROC on them (CSV)."""
     from lsrl.bench.eval.harness import write_csv
     from lsrl.bench.eval.trained import AIM, TASKS_TRAINED, TRAINED_COLUMNS, train_all, with_aim
 
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
     hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
-    if suite is not None and not hf:
-        raise LsrlError("lsrl bench train-tier: --suite writes the folders of --arch mamba / hawk; give one")
+    if (suite is not None or jobs > 1) and not hf:
+        raise LsrlError("lsrl bench train-tier: --suite and --jobs are for a transformers --arch; give one")
     written, models = [], []
     if stock or not archs:
         rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
         models += rows
     if hf:
-        from lsrl.bench.hf_trained import train_all_hf
+        from lsrl.bench.hf_trained import merged_rows, train_all_hf
 
-        rows = with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True))
-        written.append(write_csv(rows, Path(out_dir) / "trained_hf.csv", TRAINED_COLUMNS))
-        models += rows
+        table = Path(out_dir) / "trained_hf.csv"  # the rows of the tasks and archs run replace theirs, others kept
+
+        def write(row: dict[str, object]) -> None:  # as each model is measured: a stopped run keeps its rows
+            import fcntl
+
+            table.parent.mkdir(parents=True, exist_ok=True)
+            with open(table, "a") as lock:  # a run of other archs may write the table too: one at a time
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                write_csv(with_aim(merged_rows([row], table)), table, TRAINED_COLUMNS)
+
+        models += with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True, jobs=jobs,
+                                        done=write))
+        written.append(table)
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
     missed = [f"{row['task']}/{row['arch']}" for row in models if not row["meets_aim"]]
     click.echo(f"{len(models) - len(missed)} of {len(models)} models meet the aim (task accuracy and every variable's "

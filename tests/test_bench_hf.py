@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import lsrl.bench
 from lsrl.bench.eval.trained import _targets
-from lsrl.bench.hf_trained import HF_ARCHS, train_hf, variable_levels
+from lsrl.bench.hf_trained import HF_ARCHS, state_hook, train_hf, variable_levels
 from lsrl.bench.tasks import TASKS
 
 pytest.importorskip("transformers")
@@ -35,10 +35,14 @@ def built(arch: str):
 
 
 def stock_full_forward(hf, xs):
-    """The stock model's own full forward on token inputs: the outputs are its first logits."""
+    """The stock model's own full forward on token inputs: the outputs are its first logits (Griffin's attention
+    blocks with the sliding-window causal mask the stock model makes)."""
     ids = torch.as_tensor(xs[..., 0]).long()
-    extra = {} if hf.config.model_type == "mamba" else {
-        "position_ids": torch.arange(ids.shape[1])[None], "attention_mask": {"sliding_attention": None}}
+    extra = {}
+    if hf.config.model_type == "recurrent_gemma":
+        extra = {"position_ids": torch.arange(ids.shape[1])[None]}
+        if "attention" not in hf.config.block_types:
+            extra["attention_mask"] = {"sliding_attention": None}
     with torch.no_grad():
         return hf(input_ids=ids, use_cache=False, **extra).logits[..., :1]
 
@@ -84,14 +88,53 @@ def mamba_by_hand(hf, xs, units, source_states=None):
     return torch.stack(outputs, dim=1), states
 
 
-def hawk_by_hand(hf, xs, units, source_states=None):
-    """The stock Hawk decoding token by token through its cache, with a forward hook written here on layer 0's
-    RG-LRU (whose output is its state) that reads it and, given ``source_states``, sets its units ``units``."""
+def mamba2_by_hand(hf, xs, units, source_states=None):
+    """Mamba-2's equations written out here (float64), as ``mamba_by_hand``: x, B and C through the conv and SiLU,
+    one decay and dt per head, the gated group RMSNorm; the state unit ``(h * head_dim + p) * state_size + n``."""
+    silu, softplus = torch.nn.functional.silu, torch.nn.functional.softplus
+    ids = torch.as_tensor(xs[..., 0]).long()
+    count, steps = ids.shape
+    config = hf.config
+    heads, width, size = config.num_heads, config.head_dim, config.state_size
+    inner = heads * width
+    conv = [torch.zeros(count, inner + 2 * size, config.conv_kernel - 1, dtype=torch.float64)
+            for _ in hf.backbone.layers]
+    ssm = [torch.zeros(count, heads, width, size, dtype=torch.float64) for _ in hf.backbone.layers]
+    outputs, states = [], []
+    with torch.no_grad():
+        for t in range(steps):
+            h = hf.backbone.embeddings(ids[:, t])
+            for i, block in enumerate(hf.backbone.layers):
+                mixer = block.mixer
+                gate, xbc, dt = torch.split(mixer.in_proj(rms(h, block.norm)), [inner, inner + 2 * size, heads], -1)
+                window = torch.cat([conv[i], xbc[..., None]], dim=-1)
+                conv[i] = window[..., 1:]
+                x, B, C = torch.split(silu((window * mixer.conv1d.weight[:, 0]).sum(-1) + mixer.conv1d.bias),
+                                      [inner, size, size], dim=-1)
+                dt = softplus(dt + mixer.dt_bias)[:, :, None, None]
+                decay = torch.exp(dt * -torch.exp(mixer.A_log)[:, None, None])
+                ssm[i] = decay * ssm[i] + dt * B[:, None, None] * x.view(count, heads, width, 1)
+                if i == 0:
+                    flat = ssm[0].reshape(count, -1)
+                    if source_states is not None:
+                        flat[:, units] = source_states[t]
+                        ssm[0] = flat.view_as(ssm[0])
+                    states.append(flat[:, units].clone())
+                y = (ssm[i] @ C[:, None, :, None])[..., 0] + mixer.D[:, None] * x.view(count, heads, width)
+                h = h + mixer.out_proj(rms(y.reshape(count, inner) * silu(gate), mixer.norm))
+            outputs.append(hf.lm_head(rms(h, hf.backbone.norm_f))[:, :1])
+    return torch.stack(outputs, dim=1), states
+
+
+def hawk_by_hand(hf, xs, units, source_states=None, attention=None):
+    """The stock Hawk / Griffin decoding token by token through its cache, with a forward hook written here on layer
+    0's RG-LRU (whose output is its state) that reads it and, given ``source_states``, sets its units ``units``;
+    ``attention`` (Griffin): values (B, T, hidden) of layer 1's attention block output, NaN where kept."""
     from transformers import DynamicCache
 
     ids = torch.as_tensor(xs[..., 0]).long()
     blocks = [layer.temporal_block for layer in hf.model.layers]
-    for block in blocks:
+    for block in blocks[::len(hf.config.block_types)]:  # the recurrent ones
         block.conv1d_state = torch.zeros(len(ids), block.hidden_size, block.conv1d_width - 1, dtype=torch.float64)
         block.rg_lru.recurrent_states = torch.zeros(len(ids), block.lru_width, dtype=torch.float32)
     outputs, states, step, cache = [], [], [0], DynamicCache(config=hf.config)
@@ -104,7 +147,13 @@ def hawk_by_hand(hf, xs, units, source_states=None):
         states.append(state[:, units].clone())
         return state[:, None].to(output.dtype)
 
-    handle = blocks[0].rg_lru.register_forward_hook(hook)
+    def set_attention(module, args, output):
+        setting = torch.as_tensor(attention[:, step[0]])[:, None]
+        return torch.where(torch.isnan(setting), output[0], setting), output[1]
+
+    handles = [blocks[0].rg_lru.register_forward_hook(hook)]
+    if attention is not None:
+        handles.append(blocks[1].register_forward_hook(set_attention))
     try:
         with torch.no_grad():
             for t in range(ids.shape[1]):
@@ -113,7 +162,8 @@ def hawk_by_hand(hf, xs, units, source_states=None):
                             cache=cache, attention_mask={"sliding_attention": None}).logits
                 outputs.append(logits[:, 0, :1])
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     return torch.stack(outputs, dim=1), states
 
 
@@ -124,15 +174,17 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
     root, (net, labels, data, circuit) = built(arch)
     folder = f"{root}/trained/majority/{arch}"
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
-    assert type(hf).__name__ == ("MambaForCausalLM" if arch == "mamba" else "RecurrentGemmaForCausalLM")
+    assert type(hf).__name__ == {"mamba": "MambaForCausalLM", "mamba2": "Mamba2ForCausalLM"}.get(
+        arch, "RecurrentGemmaForCausalLM")
+    assert hf.config.num_hidden_layers == (4 if arch == "griffin" else 2)  # two levels, Griffin's with attention
     assert sorted(labels) == sorted(net.hook_names) == sorted(hook["name"] for hook in circuit.hooks)
     assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
     xs = data["test_inputs"][:6]
     outputs, cache = net.run_with_cache(xs)
     assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full, to float32
     aligned = {(v["node"], u[0]) for v in circuit.variables for u in v["units"]}
-    assert {("ones_minus_zeros", "layers.0"), ("more_ones", "layers.1")} <= {
-        (node, hook.rsplit(".", 1)[0]) for node, hook in aligned}  # each variable in the state of its level
+    levels = {"ones_minus_zeros": 0, "more_ones": 1}  # each variable in the state of its level (Griffin: layer 2)
+    assert {(node, state_hook(arch, level)) for node, level in levels.items()} <= aligned
     for hook, values in cache.items():
         assert values.shape[:2] == xs.shape[:2] and values.shape[2] == len(labels[hook])
 
@@ -140,7 +192,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
 @pytest.mark.parametrize("arch", HF_ARCHS)
 def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the_step(arch):
     root, (net, labels, data, circuit) = built(arch)
-    hook = "layers.0.ssm_state" if arch == "mamba" else "layers.0.recurrent_state"
+    hook = "layers.0.ssm_state" if arch.startswith("mamba") else "layers.0.recurrent_state"
     units = [u for u, label in enumerate(labels[hook]) if label.node == "ones_minus_zeros"]
     assert units
     base = data["pairs_clean_inputs"][:5, :9]
@@ -148,12 +200,27 @@ def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the
     patch = np.full(own[hook].shape, np.nan)
     patch[..., units] = np.random.default_rng(5).normal(size=(*patch.shape[:2], len(units)))  # states of size 1
     patched, cache = net.run_with_cache(base, patch={hook: patch})
-    by_hand = mamba_by_hand if arch == "mamba" else hawk_by_hand
-    tolerance = 1e-5 if arch == "mamba" else 0  # the written-out maths in float64, the stock code in part float32
+    by_hand = {"mamba": mamba_by_hand, "mamba2": mamba2_by_hand}.get(arch, hawk_by_hand)
+    tolerance = 1e-5 if arch.startswith("mamba") else 0  # the maths written out in float64, the stock in part float32
     expected, states = by_hand(net.hf, base, units, list(torch.as_tensor(patch[..., units]).unbind(1)))
     assert torch.allclose(patched.double(), expected.double(), rtol=0, atol=tolerance)
     assert torch.allclose(cache[hook][..., units].double(), torch.stack(states, dim=1).double(), rtol=0, atol=tolerance)
     assert (patched - net.run_with_cache(base)[0]).abs().max() > 100 * tolerance + 1e-3  # the patch mattered
+
+
+def test_griffin_patches_its_attention_blocks_output_as_a_hook_written_by_hand_does():
+    root, (net, labels, data, circuit) = built("griffin")
+    assert [label.role for label in labels["layers.1.attention"]] == ["helper"] * 16
+    assert not any(unit["in_circuit"] for unit in circuit.units if unit["hook"].endswith(".attention"))
+    base = data["pairs_clean_inputs"][:5, :9]
+    _, own = net.run_with_cache(base)
+    patch = np.full(own["layers.1.attention"].shape, np.nan)
+    patch[:, 2:6, 3:9] = np.random.default_rng(6).normal(size=(5, 4, 6))
+    patched, cache = net.run_with_cache(base, patch={"layers.1.attention": patch})
+    expected, _ = hawk_by_hand(net.hf, base, [], attention=patch)
+    assert torch.equal(patched, expected)
+    assert torch.equal(cache["layers.1.attention"][:, 2:6, 3:9], torch.as_tensor(patch[:, 2:6, 3:9]))
+    assert (patched - own["readout"]).abs().max() > 1e-3  # the patch mattered
 
 
 def test_the_harness_scores_a_folder():
@@ -252,3 +319,62 @@ def test_two_builds_of_a_folder_are_byte_identical(arch, tmp_path):
         f"trained/majority/{arch}/{name}" for name in ("config.json", "model.safetensors", "labels.json",
                                                        "circuit.json", "data.npz", "manifest.json", "README.md")}
     assert digests == _digests(second)
+
+
+def test_mamba2_and_griffin_folders_load_with_their_own_loader_and_patch_as_lsrl_does(tmp_path):
+    """Each folder's ``load_model.py``, run in a process without lsrl on its path (torch and transformers only; no
+    lsrl module imported), loads the folder and patches a carried state (and Griffin's attention output) inside
+    the recurrence: its outputs equal lsrl's ``bench.load`` model's under the same patch."""
+    import os
+    import subprocess
+    import sys
+
+    patched = {"mamba2": ["layers.0.ssm_state"], "griffin": ["layers.0.recurrent_state", "layers.1.attention"]}
+    code, expected = ["import importlib.util, sys", "import numpy as np"], {}
+    for arch, hooks in patched.items():
+        root, (net, labels, data, circuit) = built(arch)
+        base = data["pairs_clean_inputs"][:4, :10]
+        own, _ = net.run_with_cache(base)
+        patch = {}
+        for number, hook in enumerate(hooks):
+            patch[hook] = np.full((4, 10, len(labels[hook])), np.nan)
+            patch[hook][:, 1::2, :3] = np.random.default_rng(number).normal(size=(4, 5, 3))
+        np.savez(tmp_path / f"{arch}.npz", base=base, **patch)
+        expected[arch] = net.run_with_cache(base, patch=patch)[0].double().numpy()
+        assert not np.array_equal(expected[arch], own.double().numpy())  # the patch mattered
+        folder = Path(root) / "trained" / "majority" / arch
+        code += [f"spec = importlib.util.spec_from_file_location('loader_{arch}', {str(folder / 'load_model.py')!r})",
+                 "loader = importlib.util.module_from_spec(spec); spec.loader.exec_module(loader)",
+                 f"given = dict(np.load({str(tmp_path / f'{arch}.npz')!r})); base = given.pop('base')",
+                 f"outputs, _ = loader.load_folder({str(folder)!r}).run_with_cache(base, patch=given)",
+                 f"np.save({str(tmp_path / f'{arch}.out.npy')!r}, outputs.double().numpy())"]
+    code.append("assert not any(name.startswith('lsrl') for name in sys.modules), 'lsrl imported'")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for arch, outputs in expected.items():
+        assert np.array_equal(np.load(tmp_path / f"{arch}.out.npy"), outputs)
+
+
+def test_a_run_replaces_the_rows_of_its_tasks_and_archs_in_the_table_and_keeps_the_others(tmp_path):
+    import csv
+
+    from lsrl.bench.eval.harness import write_csv
+    from lsrl.bench.eval.trained import TRAINED_COLUMNS
+    from lsrl.bench.hf_trained import merged_rows
+
+    def row(task, arch, accuracy):
+        return {column: 0 for column in TRAINED_COLUMNS} | {"task": task, "arch": arch, "task_accuracy": accuracy}
+
+    table = tmp_path / "trained_hf.csv"
+    assert merged_rows([row("majority", "hawk", 0.5)], table) == [row("majority", "hawk", 0.5)]  # no table yet
+    write_csv([row("majority", "mamba", 0.1), row("count_ones", "hawk", 0.2), row("majority", "hawk", 0.3)], table,
+              TRAINED_COLUMNS)
+    merged = merged_rows([row("majority", "griffin", 0.9), row("majority", "mamba", 0.8)], table)
+    assert [(r["task"], r["arch"], float(r["task_accuracy"])) for r in merged] == [
+        ("count_ones", "hawk", 0.2), ("majority", "mamba", 0.8), ("majority", "hawk", 0.3),
+        ("majority", "griffin", 0.9)]  # the order of TASKS_TRAINED, then of HF_ARCHS
+    write_csv(merged, table, TRAINED_COLUMNS)
+    with open(table, newline="") as file:
+        assert len(list(csv.DictReader(file))) == 4

@@ -78,7 +78,7 @@ BASE = {
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
     ("bench", "eval"): lambda w: [str(w / "suite" / "parity" / "rnn"), "--method", "random", "--pairs", "2"],
     ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
-    ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1"],
+    ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1", "--jobs", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
     ("llrnn", "train"): lambda w: [*TINY_TRAINING, "--checkpoint-every", "1", "--output", fresh("train")],
     ("llrnn", "experiment"): lambda w: [*TINY_TRAINING, "--models", "ntm", "--tasks", "copy", "--seeds", "1", "--workers", "1",

@@ -57,8 +57,9 @@ def load(name: str, root: str | Path | None = None, tier: str = "compiled") -> F
     """``(model, labels, data, circuit)`` of the suite folder ``name`` (``"task/arch"``; ``"task"`` alone is its
     ``path`` model, or its first architecture) of tier ``tier`` (``lsrl.bench.tiers.FOLDER_TIERS``) under ``root``
     (default ``$LSRL_BENCH`` or ``~/.cache/lsrl/bench``; a task missing there is built first: for the trained tier,
-    its ``lstm`` and ``gru``, or the stock ``transformers`` arch asked for (``mamba``, ``hawk``), trained for
-    ``lsrl.bench.eval.trained.STEPS`` steps; such a folder's model is ``lsrl.bench.hf_loader.SteppedModel``).
+    its ``lstm`` and ``gru``, or the stock ``transformers`` arch asked for (``mamba``, ``mamba2``, ``hawk``,
+    ``griffin``), trained for ``lsrl.bench.eval.trained.STEPS`` steps; such a folder's model is
+    ``lsrl.bench.hf_loader.SteppedModel``).
 
     ``model``: a ``torch.nn.Module`` built by the folder's ``load_model.py`` (``lsrl.bench.standalone``; plain
     torch layers), ``(B, T, d_in) -> (B, T, d_out)``, with ``model.run_with_cache(xs, patch=...)`` and one hook

@@ -2,7 +2,7 @@
 trained --arch mamba``; ``lsrl.bench.hf_trained``): torch and transformers only, no lsrl.
 
 The folder is what ``save_pretrained`` writes (``config.json``, ``model.safetensors``), so
-``AutoModelForCausalLM.from_pretrained(folder)`` loads the stock ``MambaForCausalLM`` or
+``AutoModelForCausalLM.from_pretrained(folder)`` loads the stock ``MambaForCausalLM``, ``Mamba2ForCausalLM`` or
 ``RecurrentGemmaForCausalLM``; ``config.json`` also holds the suite's record ``lsrl_bench`` (task, architecture,
 tier, token offset, output width, hooks). ``load_folder(folder)`` returns a ``SteppedModel``: the stock model
 run one token at a time through its own cache (which equals its full forward), with one hook per carried state
@@ -10,8 +10,13 @@ of each layer, read and set between steps, so that a patched state is the state 
 
 * Mamba: ``layers.{i}.conv_state`` (the convolution's window, ``intermediate x conv_kernel``, channel-major) and
   ``layers.{i}.ssm_state`` (``intermediate x state_size``, channel-major: unit ``d * state_size + n``);
-* RecurrentGemma (Hawk): ``layers.{i}.conv_state`` (``lru_width x (conv1d_width - 1)``) and
-  ``layers.{i}.recurrent_state`` (the RG-LRU state, ``lru_width``);
+* Mamba-2: ``layers.{i}.conv_state`` (``(intermediate + 2 n_groups state_size) x conv_kernel``: x, B and C pass
+  through the conv) and ``layers.{i}.ssm_state`` (``num_heads x head_dim x state_size``: unit
+  ``(h * head_dim + p) * state_size + n``);
+* RecurrentGemma (Hawk, Griffin), a recurrent block: ``layers.{i}.conv_state`` (``lru_width x (conv1d_width - 1)``)
+  and ``layers.{i}.recurrent_state`` (the RG-LRU state, ``lru_width``); a local-attention block (Griffin):
+  ``layers.{i}.attention`` (its output, ``hidden_size``, before the residual sum; its keys and values stay in the
+  stock cache, unhooked: they are computed from the block's input, downstream of the states of earlier layers);
 * ``readout``: the outputs, ``logits[..., output_logits]``.
 
 ``net.run_with_cache(xs, patch=None)`` -> ``(outputs (B, T, d_out), {hook: values (B, T, width)})``; ``xs``
@@ -109,22 +114,27 @@ def _seen(seen: dict[str, list[torch.Tensor]], name: str, values: torch.Tensor) 
 
 
 class MambaStates:
-    """A ``MambaForCausalLM``'s cache, every layer's states present from the first step (zeros: as the full
-    forward's zero padding and zero initial state), so that every step takes the stock decoding path. The SSM
-    state is set inside the step: the stock ``mamba_selective_state_update`` advances the state, the hook's
-    values replace it, and the same function called again with ``dt = 0`` (decay 1, no input) computes the
-    step's output from the state as set."""
+    """A ``MambaForCausalLM``'s or ``Mamba2ForCausalLM``'s cache, every layer's states present from the first step
+    (zeros: as the full forward's zero padding and zero initial state), so that every step takes the stock decoding
+    path. The SSM state is set inside the step: the stock ``mamba_selective_state_update`` (Mamba-2:
+    ``mamba2_selective_state_update``) advances the state, the hook's values replace it, and the same function called
+    again with ``dt = 0`` (decay 1, no input) computes the step's output from the state as set."""
 
     def __init__(self, hf: nn.Module, count: int) -> None:
         from transformers import DynamicCache
 
         config, dtype = hf.config, hf.lm_head.weight.dtype
         self.hf, self.cache = hf, DynamicCache(config=config)
+        self.second = config.model_type == "mamba2"
+        if self.second:  # x, B and C pass through the conv; the state per head
+            channels = config.expand * config.hidden_size + 2 * config.n_groups * config.state_size
+            state = (config.num_heads, config.head_dim, config.state_size)
+        else:
+            channels, state = config.intermediate_size, (config.intermediate_size, config.state_size)
         for layer in self.cache.layers:
-            layer.lazy_initialization(
-                conv_states=torch.zeros(count, config.intermediate_size, config.conv_kernel, dtype=dtype),
-                recurrent_states=torch.zeros(count, config.intermediate_size, config.state_size, dtype=dtype),
-                conv_kernel_size=config.conv_kernel)
+            layer.lazy_initialization(conv_states=torch.zeros(count, channels, config.conv_kernel, dtype=dtype),
+                                      recurrent_states=torch.zeros(count, *state, dtype=dtype),
+                                      conv_kernel_size=config.conv_kernel)
             layer.has_previous_state[0] = True
 
     def step(self, ids: torch.Tensor, t: int) -> torch.Tensor:
@@ -132,9 +142,13 @@ class MambaStates:
 
     @contextlib.contextmanager
     def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
-        from transformers.models.mamba import modeling_mamba
-
-        stock = modeling_mamba.mamba_selective_state_update
+        if self.second:
+            from transformers.models.mamba2 import modeling_mamba2 as modeling
+            name = "mamba2_selective_state_update"
+        else:
+            from transformers.models.mamba import modeling_mamba as modeling
+            name = "mamba_selective_state_update"
+        stock = getattr(modeling, name)
         layers = iter(range(len(self.cache.layers)))  # the blocks run in order within a step
 
         def update(state, hidden_states, dt, A, B, C, D=None, **kwargs):
@@ -144,11 +158,12 @@ class MambaStates:
             hold = torch.full_like(dt, -torch.inf)  # softplus(-inf) = 0: exp(0 A) = 1 and 0 B u = 0
             return stock(state, hidden_states, hold, A, B, C, D, **{**kwargs, "dt_bias": None, "dt_softplus": True})
 
-        modeling_mamba.mamba_selective_state_update = update
-        try:
-            yield
+        setattr(modeling, name, update)
+        try:  # the stock update saves the state for the backward pass, then overwrites it: autograd keeps a copy
+            with torch.autograd.graph.saved_tensors_hooks(torch.clone, _unchanged):
+                yield
         finally:
-            modeling_mamba.mamba_selective_state_update = stock
+            setattr(modeling, name, stock)
 
     def window(self, name: str) -> torch.Tensor:
         return self.cache.layers[_layer(name)].conv_states[0].flatten(1)
@@ -160,20 +175,23 @@ class MambaStates:
         return values
 
 
-class HawkStates:
-    """A ``RecurrentGemmaForCausalLM`` (recurrent blocks only)'s states, kept on its blocks, from zeros; every
-    position is given (position 0 resets the state, as in the full forward). The RG-LRU state is set inside the
-    step by a forward hook on the stock ``rg_lru`` module, whose output is the state."""
+class RecurrentGemmaStates:
+    """A ``RecurrentGemmaForCausalLM``'s states (Hawk: recurrent blocks only; Griffin: recurrent and local-attention
+    blocks), the recurrent blocks' kept on the blocks, from zeros, the attention blocks' keys and values in the stock
+    cache; every position is given (position 0 resets the state, as in the full forward). The RG-LRU state is set
+    inside the step by a forward hook on the stock ``rg_lru`` module, whose output is the state; an attention
+    block's output by a forward hook on the block."""
 
     def __init__(self, hf: nn.Module, count: int) -> None:
         from transformers import DynamicCache
 
         self.hf, self.cache = hf, DynamicCache(config=hf.config)
-        self.blocks = [layer.temporal_block for layer in hf.model.layers]
-        for block in self.blocks:  # from zero states, as _setup_cache does for a new cache
-            block.conv1d_state = torch.zeros(count, block.hidden_size, block.conv1d_width - 1,
-                                             dtype=block.linear_x.weight.dtype)
-            block.rg_lru.recurrent_states = torch.zeros(count, block.lru_width, dtype=torch.float32)
+        self.blocks = {index: layer.temporal_block for index, layer in enumerate(hf.model.layers)}
+        for block in self.blocks.values():
+            if hasattr(block, "rg_lru"):  # from zero states, as _setup_cache does for a new cache
+                block.conv1d_state = torch.zeros(count, block.hidden_size, block.conv1d_width - 1,
+                                                 dtype=block.linear_x.weight.dtype)
+                block.rg_lru.recurrent_states = torch.zeros(count, block.lru_width, dtype=torch.float32)
 
     def step(self, ids: torch.Tensor, t: int) -> torch.Tensor:
         positions = torch.full(ids.shape, t, dtype=torch.long)
@@ -182,13 +200,19 @@ class HawkStates:
 
     @contextlib.contextmanager
     def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
-        def hook(layer: int):
+        def state(layer: int):
             def replace(module, args, output):
                 module.recurrent_states = patched(f"layers.{layer}.recurrent_state", module.recurrent_states)
                 return module.recurrent_states[:, None].to(output.dtype)
             return replace
 
-        handles = [block.rg_lru.register_forward_hook(hook(i)) for i, block in enumerate(self.blocks)]
+        def attention(layer: int):
+            def replace(module, args, output):
+                return patched(f"layers.{layer}.attention", output[0][:, 0])[:, None], *output[1:]
+            return replace
+
+        handles = [block.rg_lru.register_forward_hook(state(index)) if hasattr(block, "rg_lru")
+                   else block.register_forward_hook(attention(index)) for index, block in self.blocks.items()]
         try:
             yield
         finally:
@@ -204,8 +228,12 @@ class HawkStates:
         return values
 
 
+def _unchanged(values: torch.Tensor) -> torch.Tensor:
+    return values
+
+
 def _layer(name: str) -> int:
     return int(name.split(".")[1])
 
 
-STATES = {"mamba": MambaStates, "hawk": HawkStates}
+STATES = {"mamba": MambaStates, "mamba2": MambaStates, "hawk": RecurrentGemmaStates, "griffin": RecurrentGemmaStates}

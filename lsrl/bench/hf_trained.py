@@ -1,17 +1,20 @@
 """The ``"trained"`` tier in the stock ``transformers`` architectures: a small ``MambaForCausalLM`` or
-``RecurrentGemmaForCausalLM`` (Hawk: recurrent blocks only), built from a config object, trained by interchange
-intervention training towards the program's causal graph, as ``lsrl.bench.eval.trained`` trains stock LSTMs and
-GRUs (InterpBench's SIIT).
+``RecurrentGemmaForCausalLM`` (Hawk: recurrent blocks only; Griffin: a local-attention block after each recurrent
+one), built from a config object, trained by interchange intervention training towards the program's causal graph,
+as ``lsrl.bench.eval.trained`` trains stock LSTMs and GRUs (InterpBench's SIIT).
 
 The model runs one token at a time through its own cache (``lsrl.bench.hf_loader``, which is also the folder's
 ``load_model.py``), and the interventions set coordinates of the state it carries between steps: each circuit
-variable gets its own block of ``UNITS_PER_COMPONENT[arch]`` units per component in the carried state of layer
-``level`` (Mamba's ``ssm_state``, two channels of ``STATE_SIZE`` each; Hawk's RG-LRU ``recurrent_state``), where
-``level`` is the number of circuit variables chained before it within one step (``variable_levels``): a linear
-recurrence holds a running value, and a function of it (``more_ones`` of ``ones_minus_zeros``) is held by the
-next layer's state. The model has one layer more than the highest level. Every other unit of the ``ssm_state`` /
-``recurrent_state`` hooks is free and trained to be inert; the conv windows hold the layer's recent inputs
-(``helper``s, not scored). The losses, one per step in turn: the task; the outputs under the interchange of a
+variable gets its own block of ``UNITS_PER_COMPONENT[arch]`` units per component in the carried state of level
+``level`` (Mamba's ``ssm_state``, two channels of ``STATE_SIZE`` each; the RG-LRU ``recurrent_state`` of Hawk and
+Griffin), where ``level`` is the number of circuit variables chained before it within one step
+(``variable_levels``): a linear recurrence holds a running value, and a function of it (``more_ones`` of
+``ones_minus_zeros``) is held by the next level's state. The model has the blocks ``BLOCKS[arch]`` per level, one
+level more than the highest. Every other unit of the ``ssm_state`` / ``recurrent_state`` hooks is free and trained
+to be inert. The conv windows hold the layer's recent inputs, and Griffin's attention blocks read the residual
+stream of the positions in their window: both are ``helper``s, hooked but not scored (an attention block's output
+at a step is a function of the tokens and of the states of the levels below it, patched or not; training leaves it
+free to carry what it will). The losses, one per step in turn: the task; the outputs under the interchange of a
 variable's units (against ``prog(xs, patch=...)``); no change under the interchange of the free units.
 
 ``train_hf(task, arch)`` returns an ``HFTrained`` with its task accuracy and interchange-intervention accuracy
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,17 +45,29 @@ if TYPE_CHECKING:
     from lsrl.bench.eval.hooked import HookedSubject
     from lsrl.lang.program import ForEach
 
-HF_ARCHS = ("mamba", "hawk")
+HF_ARCHS = ("mamba", "mamba2", "hawk", "griffin")
 HIDDEN = 16  # d_model; Mamba's intermediate width is twice it, Hawk's lru_width equals it
 STATE_SIZE = 4  # Mamba's state entries per channel
 CONV = 2  # the conv window (Mamba conv_kernel, Hawk conv1d_width): the current input and one before
-UNITS_PER_COMPONENT = {"mamba": 2 * STATE_SIZE, "hawk": 4}
+HEAD_DIM = 2  # Mamba-2's channels per head: a component's units are one head's state (its own decay and dt)
+UNITS_PER_COMPONENT = {"mamba": 2 * STATE_SIZE, "mamba2": HEAD_DIM * STATE_SIZE, "hawk": 4, "griffin": 4}
 WINDOW = "conv_window"  # the pseudo-variable of the conv windows' units (helpers)
+ATTENTION = "attention"  # the pseudo-variable of Griffin's attention blocks' output units (helpers)
+# the kind of block each level is held in, then the blocks after it: Griffin has a local-attention block after each
+# recurrent one, so that every level's state is read by an attention block as in the stock pattern
+BLOCKS = {"mamba": ("mamba",), "mamba2": ("mamba2",), "hawk": ("recurrent",), "griffin": ("recurrent", "attention")}
+KINDS = {"mamba": "MambaForCausalLM", "mamba2": "Mamba2ForCausalLM",
+         "hawk": "RecurrentGemmaForCausalLM (Hawk: recurrent blocks)",
+         "griffin": "RecurrentGemmaForCausalLM (Griffin: recurrent and local-attention blocks)"}
 FREE = "free"
 LR = 1e-2
 HF_BATCH = 32  # sequences per Adam step (run beside their 32 sources): the stepwise stock forward is the cost
 HF_PAIRS = 8  # clean / corrupted pairs of data.npz per method when the table scores the models
 MAMBA_BIAS = True  # in_proj / out_proj biases: a gate silu(z) constant across tokens is one bias away
+# Mamba's initial -A per state entry, each channel alike, with dt = 1: decays exp(-0.01) to exp(-10), a near-lossless
+# counter to a memoryless slot in every channel (the stock S4D init, A = -1..-4 with dt in [0.001, 0.1], leaks a count
+# and takes in little of each input: paren_depth reached task accuracy 0.40, with this 0.94 at 300 steps)
+MAMBA_DECAYS = (0.01, 0.1, 1.0, 10.0)
 
 
 def variable_levels(program: ForEach, variables: list[tuple[str, int]]) -> dict[str, int]:
@@ -82,33 +98,75 @@ def variable_levels(program: ForEach, variables: list[tuple[str, int]]) -> dict[
     return levels
 
 
-def stock_model(arch: str, vocab: int, layers: int, seed: int) -> Any:
-    """A small stock model from a config object (no hub), float64, its first logits the outputs."""
-    from transformers import MambaConfig, MambaForCausalLM, RecurrentGemmaConfig, RecurrentGemmaForCausalLM
+def stock_model(arch: str, vocab: int, levels: int, seed: int) -> Any:
+    """A small stock model from a config object (no hub), float64, its first logits the outputs; ``BLOCKS[arch]``
+    per level."""
+    from transformers import (Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM, RecurrentGemmaConfig,
+                              RecurrentGemmaForCausalLM)
 
     torch.manual_seed(seed)
     if arch == "mamba":
-        config = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=layers,
+        config = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                              expand=2, conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True)
-        return MambaForCausalLM(config).double()
-    config = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN, num_hidden_layers=layers,
-                                  num_attention_heads=2, intermediate_size=4 * HIDDEN, conv1d_width=CONV,
-                                  block_types=("recurrent",), logits_soft_cap=1e4, tie_word_embeddings=False,
+        return mamba_init(MambaForCausalLM(config).double())
+    if arch == "mamba2":
+        config = Mamba2Config(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
+                              expand=2, num_heads=2 * HIDDEN // HEAD_DIM, head_dim=HEAD_DIM, n_groups=1,
+                              conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True,
+                              pad_token_id=None, bos_token_id=None, eos_token_id=None)
+        return mamba_init(Mamba2ForCausalLM(config).double())
+    config = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN,
+                                  num_hidden_layers=levels * len(BLOCKS[arch]), num_attention_heads=2,
+                                  intermediate_size=4 * HIDDEN, conv1d_width=CONV, block_types=BLOCKS[arch],
+                                  logits_soft_cap=1e4, tie_word_embeddings=False,
                                   attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None)
     return RecurrentGemmaForCausalLM(config).double()
 
 
-def state_hooks(arch: str, layers: int) -> list[dict[str, Any]]:
-    """The hooks of a model (``lsrl.bench.hf_loader``): per layer its conv window and carried state, then
-    ``readout`` (width filled in by the caller)."""
-    inner = 2 * HIDDEN if arch == "mamba" else HIDDEN
-    conv, state = (inner * CONV, inner * STATE_SIZE) if arch == "mamba" else (inner * (CONV - 1), inner)
-    kind = "ssm_state" if arch == "mamba" else "recurrent_state"
+def mamba_init(hf: Any) -> Any:
+    """``hf`` (a ``MambaForCausalLM``; a ``Mamba2ForCausalLM``: per head, in turn) with every block's decays
+    ``MAMBA_DECAYS``, ``dt`` 1 (``dt_bias`` its inverse softplus) and ``D`` 0: the skip ``D u`` passes the block's
+    input around its state, which an interchange of the state must not leave unchanged."""
+    with torch.no_grad():
+        for layer in hf.backbone.layers:
+            mixer = layer.mixer
+            decays = torch.log(torch.tensor(MAMBA_DECAYS, dtype=mixer.A_log.dtype))
+            if mixer.A_log.dim() == 1:  # Mamba-2: one A per head
+                mixer.A_log.copy_(decays.repeat(len(mixer.A_log) // len(decays) + 1)[:len(mixer.A_log)])
+            else:
+                mixer.A_log.copy_(decays.expand_as(mixer.A_log))
+            bias = mixer.dt_bias if hasattr(mixer, "dt_bias") else mixer.dt_proj.bias
+            bias.fill_(float(np.log(np.expm1(1.0))))
+            mixer.D.zero_()
+    return hf
+
+
+def state_hook(arch: str, level: int) -> str:
+    """The hook of the carried state that holds the variables of ``level``."""
+    return f"layers.{level * len(BLOCKS[arch])}.{'ssm_state' if arch.startswith('mamba') else 'recurrent_state'}"
+
+
+def state_hooks(arch: str, levels: int) -> list[dict[str, Any]]:
+    """The hooks of a model (``lsrl.bench.hf_loader``): per recurrent layer its conv window and carried state, per
+    attention layer its output (Griffin), then ``readout`` (width filled in by the caller)."""
+    if arch.startswith("mamba"):  # intermediate width 2 HIDDEN; Mamba-2's x, B and C pass through the conv
+        conv, state = (2 * HIDDEN + (2 * STATE_SIZE if arch == "mamba2" else 0)) * CONV, 2 * HIDDEN * STATE_SIZE
+    else:
+        conv, state = HIDDEN * (CONV - 1), HIDDEN
     hooks = []
-    for layer in range(layers):
+    for level in range(levels):
+        layer = level * len(BLOCKS[arch])
         hooks += [{"name": f"layers.{layer}.conv_state", "width": conv, "per_step": True},
-                  {"name": f"layers.{layer}.{kind}", "width": state, "per_step": True}]
+                  {"name": state_hook(arch, level), "width": state, "per_step": True}]
+        hooks += [{"name": f"layers.{layer + 1}.attention", "width": HIDDEN, "per_step": True}
+                  for _ in BLOCKS[arch][1:]]
     return hooks
+
+
+def carried(hooks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hooks of carried states (the variables' and the free units'), without conv windows, attention and
+    readout."""
+    return [hook for hook in hooks if hook["name"].endswith(("ssm_state", "recurrent_state"))]
 
 
 @dataclass
@@ -158,14 +216,14 @@ class HFTrained:
     @property
     def labels(self) -> dict[str, list[tuple[str, int, str]]]:
         """The unit labels per hook: an aligned unit ``(variable, component, "value")``, a free one ``("free",
-        unit, "value")`` (never in the circuit), a conv window's ``("conv_window", unit, "helper")``, the readout
-        the program's output."""
+        unit, "value")`` (never in the circuit), a conv window's ``("conv_window", unit, "helper")``, an attention
+        block's ``("attention", unit, "helper")``, the readout the program's output."""
         per = UNITS_PER_COMPONENT[self.arch]
         labels = {}
         for hook in self.hooks[:-1]:
             name, width = hook["name"], hook["width"]
-            role = "helper" if name.endswith("conv_state") else "value"
-            labels[name] = [(WINDOW if role == "helper" else FREE, unit, role) for unit in range(width)]
+            node = WINDOW if name.endswith("conv_state") else ATTENTION if name.endswith(ATTENTION) else FREE
+            labels[name] = [(node, unit, "value" if node == FREE else "helper") for unit in range(width)]
         for variable, (hook, units) in self.alignment.items():
             for position, unit in enumerate(units):
                 labels[hook][unit] = (variable, position // per, "value")
@@ -177,11 +235,14 @@ class HFTrained:
         """What the model card says of its training and its measured accuracies."""
         where = ", ".join(f"`{variable}` → `{hook}[{units[0]}:{units[-1] + 1}]`"
                           for variable, (hook, units) in self.alignment.items())
-        kind = "MambaForCausalLM" if self.arch == "mamba" else "RecurrentGemmaForCausalLM (Hawk: recurrent blocks)"
-        return (f" **Tier `trained`**: a stock `transformers` `{kind}` built from a config object and trained by "
+        attention = (" and the local-attention blocks' outputs (`attention`: every past position within the window "
+                     "of the residual stream, which the states feed) are helpers") if self.arch == "griffin" else ""
+        return (f" **Tier `trained`**: a stock `transformers` `{KINDS[self.arch]}` built from a config object and "
+                f"trained by "
                 f"interchange intervention training ({self.steps} Adam steps, seed {self.seed}; "
                 f"`lsrl.bench.hf_trained`), each circuit variable aligned with its own units of a carried state "
-                f"({where}); `free` units are trained to be inert, the conv windows are helpers. Load it with "
+                f"({where}); `free` units are trained to be inert, the conv windows{attention} are helpers. Load it "
+                f"with "
                 f"`AutoModelForCausalLM.from_pretrained` (transformers), or `load_model.py`'s `load_folder`, which "
                 f"runs it token by token through its own cache with the carried states hooked. "
                 f"{measured(self.accuracy, self.interchange_accuracy)}")
@@ -230,23 +291,26 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
     rng = np.random.default_rng(seed)
     program = task.build()
     levels = variable_levels(program, variables)
-    layers = max(levels.values()) + 1
-    hf = stock_model(arch, max(largest + 1, program.output.dim), layers, seed)
-    hooks = state_hooks(arch, layers) + [{"name": "readout", "width": program.output.dim, "per_step": True}]
+    depth = max(levels.values()) + 1
+    hf = stock_model(arch, max(largest + 1, program.output.dim), depth, seed)
+    hooks = state_hooks(arch, depth) + [{"name": "readout", "width": program.output.dim, "per_step": True}]
     hf.config.lsrl_bench = {"task": name, "architecture": arch, "tier": "trained", "token_low": 0,
                             "output_logits": list(range(program.output.dim)), "hooks": hooks}
     alignment, taken = {}, {}
     per = UNITS_PER_COMPONENT[arch]
     for variable, dim in variables:
-        hook = hooks[2 * levels[variable] + 1]["name"]
+        hook = state_hook(arch, levels[variable])
         first = taken.get(hook, 0)
         alignment[variable] = (hook, list(range(first, first + dim * per)))
         taken[hook] = first + dim * per
     free = {hook["name"]: [u for u in range(hook["width"]) if u >= taken.get(hook["name"], 0)]
-            for hook in hooks[1:-1:2]}
+            for hook in carried(hooks)}
     model = HFTrained(name, arch, SteppedModel(hf), alignment, free, hooks=hooks)
     hf.train()
     optimizer = torch.optim.Adam(hf.parameters(), lr=lr)
+    # the learning rate falls to 0 along a cosine: the last steps fine-tune the outputs the accuracies round (Mamba's
+    # paren_depth at 600 steps: interchange accuracy 0.964 with it, 0.952 without)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     for step in range(steps):
         length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
         base, source = _batch(task, rng, length, batch), _batch(task, rng, length, batch)
@@ -259,6 +323,7 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
     hf.eval()
     model.accuracy, model.interchange_accuracy = measure(model, program, rng)
     model.seconds, model.steps, model.seed = time.perf_counter() - start, steps, seed
@@ -331,35 +396,77 @@ def folder_subject(folder: str | Path) -> HookedSubject:
     return HookedSubject.from_circuit(circuit.task, "trained", net, circuit, program, program.output.dim)
 
 
+def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[str, object]]:
+    """``rows`` with the rows of the CSV at ``path`` (when it exists) whose ``(task, arch)`` they do not hold: a run
+    of some architectures or tasks replaces their rows of the table and keeps the others; rows in the order of
+    ``TASKS_TRAINED`` (others after them) then ``HF_ARCHS``."""
+    import csv
+
+    path = Path(path)
+    fresh = {(row["task"], row["arch"]) for row in rows}
+    kept = []
+    if path.exists():
+        with open(path, newline="") as file:
+            kept = [row for row in csv.DictReader(file) if (row["task"], row["arch"]) not in fresh]
+    tasks = {name: index for index, name in enumerate(TASKS_TRAINED)}
+    archs = {name: index for index, name in enumerate(HF_ARCHS)}
+    return sorted([*kept, *rows], key=lambda row: (tasks.get(str(row["task"]), len(tasks)), str(row["task"]),
+                                                    archs.get(str(row["arch"]), len(archs))))
+
+
 def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = HF_ARCHS, steps: int = STEPS,
-                 suite: str | Path | None = None, progress: bool = False) -> list[dict[str, object]]:
+                 suite: str | Path | None = None, progress: bool = False, jobs: int = 1,
+                 done: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
     """Train every task as every arch of ``HF_ARCHS``; a row per model (``TRAINED_COLUMNS``: ``hidden`` the
     carried-state units): accuracies and the harness's unit AUROC of resample / zero patching and random scores
-    against the alignment. ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``)."""
+    against the alignment. ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). ``jobs``:
+    models trained at once, each in its own process on one torch thread (the rows are the same, but ``seconds``).
+    ``done``: called with each row as soon as it is measured (the command line writes the table then)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     from tqdm import tqdm
 
+    runs = [(name, arch, steps, suite) for name in tasks for arch in archs]
+    bar = tqdm(total=len(runs), desc="trained tier (transformers)", disable=not progress)
+
+    def finished(row: dict[str, object]) -> dict[str, object]:
+        bar.update()
+        if done is not None:
+            done(row)
+        return row
+
+    if jobs <= 1:
+        return [finished(hf_row(*run)) for run in runs]
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(hf_row, *run) for run in runs]
+        for future in as_completed(futures):
+            finished(future.result())
+        return [future.result() for future in futures]
+
+
+def hf_row(name: str, arch: str, steps: int, suite: str | Path | None) -> dict[str, object]:
+    """The table's row of task ``name`` trained as ``arch`` (``train_all_hf``), its folder written under ``suite``
+    when given."""
     from lsrl.bench.build import tier_folder
     from lsrl.bench.data import npz_bytes, task_data
     from lsrl.bench.eval.harness import evaluate
     from lsrl.bench.eval.hooked import HookedSubject
 
-    rows = []
-    for name in tqdm(list(tasks), desc="trained tier (transformers)", disable=not progress):
-        data = task_data(TASKS[name])
-        data_bytes = npz_bytes(data) if suite is not None else b""
-        for arch in archs:
-            model = train_hf(name, arch, steps)
-            circuit = model.circuit(data)
-            if suite is not None:
-                write_hf_folder(tier_folder(Path(suite), name, arch, "trained"), model, data, data_bytes)
-            program = TASKS[name].build()
-            subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, program.output.dim)
-            accuracies = list(model.interchange_accuracy.values())
-            row = {"task": name, "arch": arch, "hidden": sum(h["width"] for h in model.hooks[1:-1:2]), "steps": steps,
-                   "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
-                   "worst_variable": min(accuracies)}
-            for method in ("resample", "zero", "random"):
-                row[f"{method}_unit_auroc"] = evaluate(subject, method, HF_PAIRS)["unit_auroc"]
-            row["seconds"] = round(model.seconds, 1)
-            rows.append(row)
-    return rows
+    torch.set_num_threads(1)
+    data = task_data(TASKS[name])
+    model = train_hf(name, arch, steps)
+    circuit = model.circuit(data)
+    if suite is not None:
+        write_hf_folder(tier_folder(Path(suite), name, arch, "trained"), model, data, npz_bytes(data))
+    program = TASKS[name].build()
+    subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, program.output.dim)
+    accuracies = list(model.interchange_accuracy.values())
+    row: dict[str, object] = {
+        "task": name, "arch": arch, "hidden": sum(h["width"] for h in carried(model.hooks)), "steps": steps,
+        "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
+        "worst_variable": min(accuracies)}
+    for method in ("resample", "zero", "random"):
+        row[f"{method}_unit_auroc"] = evaluate(subject, method, HF_PAIRS)["unit_auroc"]
+    row["seconds"] = round(model.seconds, 1)
+    return row
