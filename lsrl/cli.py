@@ -362,9 +362,10 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
               help="transformers models trained at once, one process and one torch thread each")
 def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...],
                      suite: str | None, jobs: int) -> None:
-    """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba / Hawk (trained_hf.csv, whose rows
-    of the tasks and archs run are replaced, the others kept) trained by interchange intervention training towards
-    each task's causal graph; task and interchange accuracy, and the harness's unit AUROC on them (CSV)."""
+    """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba, Mamba-2, Hawk, Griffin
+    (trained_hf.csv, whose rows of the tasks and archs run are replaced, the others kept) trained by interchange
+    intervention training towards each task's causal graph; task and interchange accuracy, and the harness's unit
+    AUROC on them (CSV)."""
     from lsrl.bench.eval.harness import write_csv
     from lsrl.bench.eval.trained import AIM, TASKS_TRAINED, TRAINED_COLUMNS, train_all, with_aim
 
