@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import STEPS, _batch, _targets, measure, measured, record_training
+from lsrl.bench.eval.trained import STEPS, Measured, _batch, _targets, measure, measured, record_training
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -170,7 +170,7 @@ def carried(hooks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @dataclass
-class HFTrained:
+class HFTrained(Measured):
     """A trained stock model; ``alignment``: variable -> ``(hook, units)``; ``free``: hook -> free units."""
 
     task: str
@@ -178,11 +178,6 @@ class HFTrained:
     net: SteppedModel
     alignment: dict[str, tuple[str, list[int]]]
     free: dict[str, list[int]]
-    accuracy: float = float("nan")
-    interchange_accuracy: dict[str, float] | None = None
-    seconds: float = 0.0
-    steps: int = 0
-    seed: int = 0
     hooks: list[dict[str, Any]] = field(default_factory=list)
 
     def run(self, xs: torch.Tensor, units: tuple[str, list[int]] | dict[str, list[int]] | None = None,

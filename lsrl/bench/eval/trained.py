@@ -66,7 +66,7 @@ def meets_aim(accuracy: float, interchange: Iterable[float]) -> bool:
     return bool(accuracy >= AIM and all(value >= AIM for value in interchange))
 
 
-def training_record(model: Any) -> dict[str, Any]:
+def training_record(model: Measured) -> dict[str, Any]:
     """The ``"training"`` record of a trained model (a ``TrainedModel`` or a ``lsrl.bench.hf_trained.HFTrained``):
     its steps and seed, the accuracies measured after training, ``AIM`` and whether it ``meets_aim``."""
     interchange = {variable: float(value) for variable, value in (model.interchange_accuracy or {}).items()}
@@ -90,7 +90,7 @@ def aim_note(record: dict[str, Any], where: str) -> str:
             f"wrong truth. `config.json`: `{where}.meets_aim` is `false`.")
 
 
-def record_training(folder: Path, model: Any) -> dict[str, Any]:
+def record_training(folder: Path, model: Measured) -> dict[str, Any]:
     """Write ``model``'s ``training_record`` into its suite ``folder`` (before ``manifest.json``, which then
     covers it): in ``config.json`` (field ``"training"``; in a stock ``transformers`` folder, in its ``lsrl_bench``
     record), and as the model card's opening paragraph (``aim_note``, after the title). Returns the record."""
@@ -147,8 +147,21 @@ def layer_hook(layer: int) -> str:
     return f"core.l{layer}"
 
 
+@dataclass(kw_only=True)
+class Measured:
+    """What training a model of the trained tier measured (``training_record`` reads it): task accuracy,
+    interchange-intervention accuracy per variable, seconds, steps and seed; shared by ``TrainedModel`` and
+    ``lsrl.bench.hf_trained.HFTrained``."""
+
+    accuracy: float = float("nan")
+    interchange_accuracy: dict[str, float] | None = None
+    seconds: float = 0.0
+    steps: int = 0
+    seed: int = 0
+
+
 @dataclass
-class TrainedModel:
+class TrainedModel(Measured):
     """Trained cells (one per layer, stacked as a stock multi-layer module stacks them) and a readout of the last;
     ``alignment``: variable -> ``(hook, units)`` of its layer (``layer_hook``); ``free``: hook -> the free units;
     ``relay``: hook -> the units that pass the input to the layer above (``layout``); the accuracies measured."""
@@ -160,11 +173,6 @@ class TrainedModel:
     alignment: dict[str, tuple[str, list[int]]]
     free: dict[str, list[int]]
     relay: dict[str, list[int]]
-    accuracy: float = float("nan")
-    interchange_accuracy: dict[str, float] | None = None
-    seconds: float = 0.0
-    steps: int = 0
-    seed: int = 0
 
     @property
     def hidden_size(self) -> int:
