@@ -3,7 +3,7 @@ enclosed, not refused. A state with eigenvalues ``(1 +- sqrt 2) / 4`` (a scan an
 characteristic polynomial is the irreducible cubic ``x**3 - 3x/4 - 1/8`` (roots ``cos 20, cos 140, cos 260``
 degrees: a scan and two sign flips) and a driven eighth turn of decay ``1 / sqrt 2`` run in every architecture
 and dtype within the tolerance each model states; the enclosures are checked against independent
-computations (mpmath's roots, correctly rounded; ``V V^-1 = I`` and ``V D V^-1 = C`` within the intervals);
+computations (sympy's roots at 120 digits, correctly rounded; ``V V^-1 = I`` and ``V D V^-1 = C`` within the intervals);
 the states the stock blocks cannot hold are refused, naming them."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 
-import mpmath
 import numpy as np
 import pytest
+import sympy
 import torch
 
 import lsrl
@@ -68,20 +68,18 @@ def test_irrational_states_match_the_interpreter_within_the_stated_tolerance(arc
     assert tolerance <= 1e-3 * np.max(np.abs(reference))
 
 
-def _correctly_rounded(value: mpmath.mpf) -> float:
-    """``value`` (300 bits) rounded to the nearest float64, by Python's exact ``Fraction``."""
-    mantissa, exponent = value.man_exp
-    return float(Fraction(int(mantissa)) * Fraction(2) ** int(exponent))
+def _correctly_rounded(value) -> float:
+    """A sympy number, evaluated to 120 digits and rounded to the nearest float64 by Python's exact ``Fraction``."""
+    digits = sympy.Rational(sympy.N(value, 120))
+    return float(Fraction(int(digits.p), int(digits.q)))
 
 
 def test_decays_are_the_eigenvalues_correctly_rounded():
     """Every enclosed decay the lowering writes is ``|l|`` for a root ``l`` of the states' polynomials (or
-    ``1 / sqrt 2``), rounded to the nearest float64, as mpmath's 300-bit roots give it."""
-    mpmath.mp.prec = 300
-    roots = [mpmath.mpf(1) / mpmath.sqrt(2)]
-    roots += [abs(r) for r in mpmath.polyroots([1, mpmath.mpf(-1) / 2, mpmath.mpf(-1) / 16], maxsteps=200, extraprec=600)]
-    roots += [abs(r) for r in mpmath.polyroots([1, 0, mpmath.mpf(-3) / 4, mpmath.mpf(-1) / 8], maxsteps=200,
-                                               extraprec=600)]
+    ``1 / sqrt 2``), rounded to the nearest float64, as sympy's roots at 120 digits give it."""
+    x = sympy.Symbol("x")
+    roots = [1 / sympy.sqrt(2)] + [abs(r) for r in sympy.Poly(16 * x**2 - 8 * x - 1, x).real_roots()]
+    roots += [abs(r) for r in sympy.Poly(8 * x**3 - 6 * x - 1, x).real_roots()]
     expected = sorted(_correctly_rounded(r) for r in roots)
     lowered = lower(case()[0], MAX_LEN)
     decays = {(id(c.exact_decay), c.decay) for slot in lowered.slots for c in slot.channels

@@ -14,8 +14,9 @@ needs non-negative inputs; RecurrentGemma's MLP gates one factor and its RG-LRU 
 
 A ``Form`` is an affine function of earlier slots with an interval bound. Linear layers are only
 composed into forms; a ReLU, a Multi and a LinState become slots. LinStates are lowered from
-``model.diagonal()`` in exact rationals (``lsrl.compiler.diagonal.exact_diagonal``: a float model's weights
-read as the binary values they hold), block by block:
+``model.diagonal()`` in exact rationals (``lsrl.compiler.diagonal.rational_block_diagonal``: a float model's
+weights read as the binary values they hold; a simple irreducible factor of a state's characteristic polynomial
+with irrational roots stays one rational block), block by block:
 
 - a 1x1 block of eigenvalue ``l`` in [0, 1]: a scan (``l = 0``: the drive itself, a form; ``l = 1``
   with no drive: the constant initial state);
@@ -25,8 +26,10 @@ read as the binary values they hold), block by block:
   z_(t-1) + c``: where it repeats with a period ``p <= 64`` (Listing 2's permutation counters), or
   ``max_len <= 64`` (``p = max_len``), ``z_t = sum_r z_r [t mod p = r]``, a linear map of the phase
   indicators below (``z_r`` computed exactly, the period found by exact equality);
-- a driven block ``A = rho R`` with ``R**p = I``, ``p <= 12`` and ``rho`` rational (``l < 0``: ``R = -1``; a
-  complex pair whose rotation has a finite period, ``rho = sqrt(det A)``): with ``s_t = R**t z_t``,
+- a driven block ``A = rho R`` with ``R**p = I``, ``p <= 12`` and ``0 < rho <= 1`` (``l < 0``: ``R = -1``; a
+  complex pair whose rotation has a finite period, ``rho = sqrt(det A)``, irrational where ``det A`` is no
+  rational square: then ``R`` holds elements of ``Q(rho)``, and ``R**2 = A**2 / det A`` rationals): with
+  ``s_t = R**t z_t``,
   ``z_t = rho z_(t-1) + R**-t u_t`` (``z_0 = s_0``; check: ``R**t z_t = rho R R**(t-1) z_(t-1) + u_t``)
   is a scan of decay ``rho`` whose input, and whose read-out, are selected by the exact phase
   indicators ``[t mod p = r]`` (one slot of ``p`` product channels each: exactly one indicator is
@@ -34,9 +37,14 @@ read as the binary values they hold), block by block:
 - the phase indicators come from an exact step counter ``t`` by binary long division (``t <- t - p
   2**k H(t - p 2**k)``, ``H(y) = relu(y + 1) - relu(y)`` is exact on integers) and one bump per
   phase: about ``log2(max_len / p)`` blocks, shared by all states of period ``p``;
+- a block ``C`` kept whole for its irrational eigenvalues (driven, or driveless beyond the fixed sequences):
+  where every root ``l_k`` is real, it is diagonalised exactly in ``Q(l_k)`` (``lsrl.hf.enclosure``:
+  ``z_k = w_k s`` with ``w_k C = l_k w_k``, ``s = sum_k v_k z_k``), each ``z_k`` a scan of decay ``l_k`` in
+  (0, 1) or, for ``l_k`` in (-1, 0), the sign flip above (``R = -1``, ``rho = -l_k``); its coefficients are
+  enclosed (below);
 - anything else (a driven decay above 1, a block of another shape, a driven rotation of no finite
-  period or of an irrational decay, a state whose eigenvalues are irrational) is refused with an
-  ``LsrlError`` naming the state and why.
+  period, a driven block of complex irrational roots of degree 3 or more, a repeated irrational factor) is
+  refused with an ``LsrlError`` naming the state and why.
 
 **Exact coefficients.** Every coefficient the lowering computes (the forms' ``terms`` and ``offset``: the
 program's Linears composed, eigenvector maps, rotation powers ``R**r``, driveless sequences ``z_r``) is
@@ -50,6 +58,25 @@ the nearest float64, within ``DECAY_ROUNDING = 2**-53`` of it (absolute; a decay
 1, or a positive one that would round to 0, is written as the float next to it, also within it), which
 the builders add to their decay's distance ``delta``; decay 1 and 0 are exact. Bounds (``low``, ``high``)
 are computed from the exact values and rounded outward.
+
+**Enclosures (irrational eigenvalues).** The numbers of ``Q(l)`` the lowering needs (eigenvector entries,
+rotation powers ``R**r`` in ``Q(rho)``, eigen-coordinates of initial states, a pulse's ``l z_0``) are exact
+algebraic numbers (``lsrl.hf.enclosure.Algebraic``: sums, products, inverses and the test for 0 exact), and
+each is written through an *enclosure*: a rational ``mid`` with ``|c - mid| <= r`` (rational ends from interval
+arithmetic on an isolated root, ``r`` about ``2**-120 |c|``; a coefficient exactly 0 in ``Q(l)`` is the exact
+0). A ``Form`` holds the ``mid``s, and its ``slack`` bounds ``|f~(v) - f(v)|``, ``f~`` the form of the ``mid``s and
+``f`` the program's, at the program's slot values ``v`` (within their bounds): ``combine`` adds, per term
+``w f``, ``r |f| + |mid| slack_f`` (``|w f - mid f~| <= |w - mid| |f| + |mid| |f - f~|``, ``|f|`` the bound of the
+program's form), and ``r`` for an enclosed constant; ``scaled`` multiplies it by ``|factor|``. The builders'
+bound on a form's computed value ``x^`` is a bound on ``|x^ - f~(v)|`` (the ``mid``s are rationals like any other,
+rounded to float64 within ``2**-53``); ``lsrl.hf.rounding.form_error`` adds ``slack`` (rounded up), so
+``|x^ - f(v)|`` is bounded. ``Form.exact`` is False wherever ``slack > 0``: no grid is claimed, and such a form is
+taken as live at every step (``lsrl.hf.rounding.Activity``: the program's form need not vanish where its slots
+do). An irrational decay is written as its float64 rounded to the nearest (``Algebraic.nearest_float``: the enclosure narrowed until
+both ends round to one float64; an irrational number is no rounding midpoint), so within ``DECAY_ROUNDING``
+as a rational one; a scan's reach takes the enclosure's upper end. Every bound is a bound on the program's
+values: the forms' intervals take each enclosed weight as its whole interval, and each eigen-coordinate
+``z_k = w_k s`` is also within ``w_k`` times the state's relational bounds (interval arithmetic, outward).
 
 Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
 analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
@@ -638,9 +665,10 @@ def _periodic(builder: _Builder, layer: Any, block: Block, drive: list[Form], in
 
 
 def _phase_selected_scan(builder: _Builder, name: str, rho: Number, rotation: Block, period: int, drive: list[Form],
-                         init: list[Number]) -> list[Form]:
+                         init: list[Number], magnitude: Rational | None = None) -> list[Form]:
     """``z_t = rho R z_(t-1) + u_t`` with ``R**period = I`` as a scan of decay ``rho`` of ``R**-t u_t``, read out
-    as ``R**t`` times it, both selected by the phase indicators (module doc)."""
+    as ``R**t`` times it, both selected by the phase indicators (module doc); ``magnitude``, where given, bounds
+    ``|z|`` and so each scan (``R = -1``: the scan is ``+-z``)."""
     size = len(rotation)
     phases = builder.phase(period)
     powers = [_identity(size)]
@@ -650,6 +678,8 @@ def _phase_selected_scan(builder: _Builder, name: str, rho: Number, rotation: Bl
     feeds = [builder.selected([combine(list(zip(inverse[r][i], drive))) for r in range(period)], phases, name)
              for i in range(size)]
     z = [builder.scan(feed, rho, start, name) for feed, start in zip(feeds, init)]
+    if magnitude is not None:
+        z = [builder.bounded(state, -magnitude, magnitude) for state in z]
     return [builder.selected([combine(list(zip(powers[r][i], z))) for r in range(period)], phases, name)
             for i in range(size)]
 
@@ -676,10 +706,12 @@ def _eigen_block(builder: _Builder, layer: Any, block: Block, drive: list[Form],
                             "state is refused")
         feed = combine(list(zip(pair.left, drive)))
         start = sum((w * z0 for w, z0 in zip(pair.left, init)), ZERO)
+        mode_low, mode_high = _mode_bounds(pair.left, bounds)
         if low > 0:
-            mode = builder.bounded(builder.scan(feed, pair.value, start, layer.name), *_mode_bounds(pair.left, bounds))
-        else:  # s_t = (-1)**t z_t with z_t = (-l) z_(t-1) + (-1)**t u_t
-            mode = _phase_selected_scan(builder, layer.name, -pair.value, [[-ONE]], 2, [feed], [start])[0]
+            mode = builder.bounded(builder.scan(feed, pair.value, start, layer.name), mode_low, mode_high)
+        else:  # z_t = (-1)**t y_t with y_t = (-l) y_(t-1) + (-1)**t u_t: |y| = |z|
+            mode = _phase_selected_scan(builder, layer.name, -pair.value, [[-ONE]], 2, [feed], [start],
+                                        max(-mode_low, mode_high))[0]
         modes.append(mode)
     return [combine([(pair.right[i], mode) for pair, mode in zip(pairs, modes)]) for i in range(len(block))]
 
