@@ -8,8 +8,10 @@ the states the stock blocks cannot hold are refused, naming them."""
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,10 @@ from lsrl.hf.enclosure import Algebraic, interval, real_eigenpairs, times_interv
 from lsrl.hf.lowering import lower
 from lsrl.hf.rounding import form_error, form_grid
 from lsrl.numbers import mpq
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_hf_mamba import bounded_random_program  # noqa: E402
+from test_random_programs import X_NUM  # noqa: E402
 
 GOLDEN = [[Fraction(1, 2), Fraction(1, 4)], [Fraction(1, 4), 0]]  # x**2 - x/2 - 1/16: (1 +- sqrt 2) / 4
 CUBIC = [[0, 1, 0], [0, 0, 1], [Fraction(1, 8), Fraction(3, 4), 0]]  # companion of x**3 - 3x/4 - 1/8
@@ -156,3 +162,16 @@ def test_states_the_stock_blocks_cannot_hold_are_refused_naming_them(A, name, me
     model = lsrl.compile(lsrl.ForEach(state))
     with pytest.raises(lsrl.LsrlError, match=f"LinState '{name}'.*({message})"):
         model.to_hf("mamba", max_len=8, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("seed", [1, 166])
+def test_random_programs_with_undriven_irrational_states_beyond_fixed_sequences(seed):
+    """Seeds 1 and 166 (tests/test_random_programs.py) hold undriven blocks of irrational eigenvalues: up to 64
+    steps they are exact fixed sequences (tests/test_hf_lowering.py), at 70 steps they are enclosed scans."""
+    model = lsrl.compile(bounded_random_program(seed))
+    lowered = lower(model, 70)
+    assert any(isinstance(c.exact_decay, Algebraic) for slot in lowered.slots for c in slot.channels)
+    xs = np.random.default_rng(seed).integers(-X_NUM, X_NUM + 1, (2, 70, model.input.dim)) / 2
+    hf = model.to_hf("mamba", max_len=70, dtype=torch.float64)
+    error = np.max(np.abs(run(hf, xs) - np.asarray(model(xs, exact=True), dtype=float)))
+    assert error <= hf.config.lsrl_io["tolerance"]

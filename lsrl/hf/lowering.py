@@ -72,11 +72,12 @@ bound on a form's computed value ``x^`` is a bound on ``|x^ - f~(v)|`` (the ``mi
 rounded to float64 within ``2**-53``); ``lsrl.hf.rounding.form_error`` adds ``slack`` (rounded up), so
 ``|x^ - f(v)|`` is bounded. ``Form.exact`` is False wherever ``slack > 0``: no grid is claimed, and such a form is
 taken as live at every step (``lsrl.hf.rounding.Activity``: the program's form need not vanish where its slots
-do). An irrational decay is written as its float64 rounded to the nearest (``Algebraic.nearest_float``: the enclosure narrowed until
-both ends round to one float64; an irrational number is no rounding midpoint), so within ``DECAY_ROUNDING``
-as a rational one; a scan's reach takes the enclosure's upper end. Every bound is a bound on the program's
-values: the forms' intervals take each enclosed weight as its whole interval, and each eigen-coordinate
-``z_k = w_k s`` is also within ``w_k`` times the state's relational bounds (interval arithmetic, outward).
+do). An irrational decay is written as its float64 rounded to the nearest (``Algebraic.nearest_float``: the
+enclosure narrowed until both ends round to one float64; an irrational number is no rounding midpoint), so
+within ``DECAY_ROUNDING`` as a rational one; a scan's reach takes the enclosure's upper end. Every bound is a
+bound on the program's values: the forms' intervals take each enclosed weight as its whole interval, and each
+eigen-coordinate ``z_k = w_k s`` is also within ``w_k`` times the state's relational bounds (interval
+arithmetic, outward).
 
 Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
 analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
