@@ -19,10 +19,12 @@ import sympy
 import torch
 
 import lsrl
+from lsrl.compiler.diagonal import rational_block_diagonal
 from lsrl.hf import inputs, outputs
-from lsrl.hf.enclosure import Algebraic, interval, real_eigenpairs, times_interval
+from lsrl.hf.enclosure import Algebraic, characteristic, interval, real_eigenpairs, times_interval
 from lsrl.hf.lowering import lower
 from lsrl.hf.rounding import form_error, form_grid
+from lsrl.model.structure import OTHER, state_blocks
 from lsrl.numbers import mpq
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -175,3 +177,17 @@ def test_random_programs_with_undriven_irrational_states_beyond_fixed_sequences(
     hf = model.to_hf("mamba", max_len=70, dtype=torch.float64)
     error = np.max(np.abs(run(hf, xs) - np.asarray(model(xs, exact=True), dtype=float)))
     assert error <= hf.config.lsrl_io["tolerance"]
+
+
+@pytest.mark.parametrize("seed", [1, 4, 54, 166])
+def test_rational_block_diagonal_keeps_each_irrational_factor_as_one_exact_block(seed):
+    """``rational_block_diagonal`` (what the lowering reads) computes the program's outputs bit for bit, and its
+    only blocks that are no diagonal unit, rotation pair or delay line have irreducible characteristic
+    polynomials (with irrational roots: degree 2 or more)."""
+    model = lsrl.compile(bounded_random_program(seed))
+    diagonal = rational_block_diagonal(model)
+    xs = np.random.default_rng(seed).integers(-X_NUM, X_NUM + 1, (2, 6, model.input.dim)) / 2
+    assert np.array_equal(diagonal(xs, exact=True), model(xs, exact=True))
+    kept = [[[layer.A.entry(r, c) for c in indices] for r in indices] for layer in diagonal.layers
+            if layer.kind == "LinState" for kind, indices in state_blocks(layer.A) if kind == OTHER]
+    assert kept and all(len(block) >= 2 and characteristic(block).is_irreducible for block in kept)
