@@ -21,8 +21,8 @@ import torch
 import lsrl
 from lsrl.compiler.diagonal import rational_block_diagonal
 from lsrl.hf import inputs, outputs
-from lsrl.hf.enclosure import Algebraic, characteristic, interval, real_eigenpairs, times_interval
-from lsrl.hf.lowering import lower
+from lsrl.hf.enclosure import Algebraic, characteristic, interval, real_eigenpairs, square_root, times_interval
+from lsrl.hf.lowering import _Builder, combine, constant, lower
 from lsrl.hf.rounding import form_error, form_grid
 from lsrl.model.structure import OTHER, state_blocks
 from lsrl.numbers import mpq
@@ -191,3 +191,31 @@ def test_rational_block_diagonal_keeps_each_irrational_factor_as_one_exact_block
     kept = [[[layer.A.entry(r, c) for c in indices] for r in indices] for layer in diagonal.layers
             if layer.kind == "LinState" for kind, indices in state_blocks(layer.A) if kind == OTHER]
     assert kept and all(len(block) >= 2 and characteristic(block).is_irreducible for block in kept)
+
+
+def test_a_form_of_enclosed_weights_is_within_its_slack_of_the_programs():
+    """``combine`` with irrational weights and constant, a constant irrational factor of a product, a scaling:
+    at every corner and the centre of the inputs' box, the written form (its rational ``terms`` and ``offset``)
+    is within ``slack`` of the program's, computed independently by sympy with ``sqrt(2)`` exact (60 digits), and
+    the program's value lies within the form's bounds."""
+    builder = _Builder(4, 2, ([-1, Fraction(-1, 3)], [2, Fraction(1, 3)]))
+    r = square_root(mpq(1, 2))
+    x0, x1 = builder.inputs
+    f = combine([(r, x0), (1 - r, x1)], r / 3)
+    g = builder.product(constant(3 * r), f, "g").scaled(mpq(-2, 7))
+    root = sympy.sqrt(sympy.Rational(1, 2))
+
+    def true_f(v0, v1):
+        return root * v0 + (1 - root) * v1 + root / 3
+
+    for v0, v1 in [(-1, Fraction(-1, 3)), (-1, Fraction(1, 3)), (2, Fraction(-1, 3)), (2, Fraction(1, 3)),
+                   (Fraction(1, 2), 0)]:
+        values = {0: sympy.Rational(v0), 1: sympy.Rational(v1)}
+        for form, truth in ((f, true_f(v0, v1)), (g, sympy.Rational(-2, 7) * 3 * root * true_f(v0, v1))):
+            written = sum((sympy.Rational(int(c.numerator), int(c.denominator)) * values[slot]
+                           for slot, c in form.terms), sympy.Rational(int(form.offset.numerator),
+                                                                    int(form.offset.denominator)))
+            assert abs(sympy.N(written - truth, 60)) <= sympy.Rational(int(form.slack.numerator),
+                                                                       int(form.slack.denominator))
+            assert form.low <= sympy.N(truth, 60) <= form.high
+    assert 0 < g.slack < mpq(1, 2 ** 110) and not g.exact

@@ -203,6 +203,17 @@ def combine(terms: Sequence[tuple[float | Number, Form]], const: float | Number 
     return Form(tuple((s, c) for s, c in sorted(coef.items()) if c != 0), const, below(low), above(high), slack)
 
 
+def _constant_times(factor: Form, form: Form) -> Form:
+    """``form`` times the constant ``factor`` (its ``offset`` within ``factor.slack`` of the program's: the product
+    is within ``factor.slack |form|`` more, in bounds and slack)."""
+    product = form.scaled(factor.offset)
+    if not factor.slack:
+        return product
+    wider = factor.slack * max(abs(rational(form.low)), abs(rational(form.high)))
+    return Form(product.terms, product.offset, below(rational(product.low) - wider),
+                above(rational(product.high) + wider), product.slack + wider)
+
+
 def tightened(form: Form, low: float, high: float) -> Form:
     return Form(form.terms, form.offset, max(form.low, low), min(form.high, high), form.slack)
 
@@ -328,7 +339,7 @@ class _Builder:
 
     def product(self, a: Form, b: Form, name: str) -> Form:
         if not a.terms or not b.terms:  # a constant factor: a Linear
-            return b.scaled(a.offset) if not a.terms else a.scaled(b.offset)
+            return _constant_times(a, b) if not a.terms else _constant_times(b, a)
         corners = [rational(x) * rational(y) for x in (a.low, a.high) for y in (b.low, b.high)]
         return self.slot(name, [Channel("product", a, 1.0, gate=b)], below(min(corners)), above(max(corners)))
 
@@ -337,7 +348,8 @@ class _Builder:
         (a constant form adds a multiple of its indicator). Exactly one indicator is 1 at every step, so
         the slot lies within the hull of the forms' bounds."""
         channels = [Channel("product", form, 1.0, gate=phase) for form, phase in zip(forms, phases) if form.terms]
-        linear = [(form.offset, phase) for form, phase in zip(forms, phases) if not form.terms]
+        linear = [(form.offset, phase) if not form.slack else (ONE, _constant_times(form, phase))
+                  for form, phase in zip(forms, phases) if not form.terms]
         if not channels:
             return combine(linear)
         low = min([0.0] + [form.low for form in forms if form.terms])
@@ -347,12 +359,12 @@ class _Builder:
     def scan(self, drive: Form, decay: Number, init: Number, name: str) -> Form:
         """``s_t = decay s_(t-1) + drive_t``, ``s_0 = init`` (exact ``decay`` in (0, 1] and ``init``; an
         irrational decay is written correctly rounded, ``decay_float``)."""
-        if decay == 1 and not drive.terms and not drive.offset:  # a constant: no channel
+        if decay == 1 and not (drive.terms or drive.offset or drive.slack):  # a constant: no channel
             return constant(init)
         top = interval(decay)[1]  # the decay itself where rational
         reach = mpq(self.max_len) if top >= 1 else min(mpq(self.max_len), 1 / (1 - top))
         written = decay_float(decay)
-        driven = drive.terms or drive.offset
+        driven = drive.terms or drive.offset or drive.slack
         channels = [Channel("scan", drive, 1.0, decay=written, exact_decay=decay)] if driven else []
         start = max(abs(end) for end in interval(init))
         if init:
@@ -372,7 +384,7 @@ class _Builder:
 
     def delayed(self, form: Form, lag: int, name: str) -> Form:
         """``form`` at step ``t - lag`` (0 before the sequence)."""
-        if lag == 0 or not (form.terms or form.offset):
+        if lag == 0 or not (form.terms or form.offset or form.slack):
             return form
         return self.slot(name, [Channel("delay", form, 1.0, lag=lag)], min(form.low, 0.0), max(form.high, 0.0))
 
@@ -532,7 +544,7 @@ def _lower_state(builder: _Builder, layer: Any, inputs: list[Form], bounds: tupl
     for kind, indices in state_blocks(layer.A):
         block = [[layer.A.entry(r, c) for c in indices] for r in indices]
         starts = [init[i] for i in indices]
-        driven = any(drive[i].terms for i in indices)
+        driven = any(drive[i].terms or drive[i].slack for i in indices)  # a constant with a slack: enclosed
         if kind == DIAGONAL and 0 <= block[0][0] <= 1:
             i, decay = indices[0], block[0][0]
             out[i] = drive[i] if decay == 0 else builder.scan(drive[i], decay, init[i], layer.name)
