@@ -705,18 +705,19 @@ def _eigen_block(builder: _Builder, layer: Any, block: Block, drive: list[Form],
     emulation (``R = -1``, decay ``-l_k``) for ``l_k`` in (-1, 0); ``s = sum_k v_k z_k``. Each ``z_k`` is also
     within ``w_k`` times the units' ``bounds`` (interval arithmetic on the enclosures)."""
     pairs = real_eigenpairs(block)
+    why = _unfixed(builder, drive)
     if pairs is None:
         raise LsrlError(f"{layer.describe()}: a block of {len(block)} units whose characteristic polynomial "
-                        f"{_polynomial_text(block)} is irreducible with complex roots is driven by the input; the "
-                        "stock blocks decay by factors in [0, 1], and a rotation is emulated over a step counter only "
-                        "as a 2x2 block of rational entries, so this state is refused")
+                        f"{_polynomial_text(block)} is irreducible with complex roots {why}; the stock blocks decay by "
+                        "factors in [0, 1], and a rotation is emulated over a step counter only as a 2x2 block of "
+                        "rational entries, so this state is refused")
     modes = []
     for pair in pairs:
         low, high = interval(pair.value)
         if not (-1 < low and high < 1):
             raise LsrlError(f"{layer.describe()}: its eigenvalue {float(pair.value):.6g} (irrational) lies outside "
-                            f"(-1, 1) and the input drives it; the stock blocks decay by factors in [0, 1], so this "
-                            "state is refused")
+                            f"(-1, 1) and it {why}; the stock blocks decay by factors in [0, 1], so this state is "
+                            "refused")
         feed = combine(list(zip(pair.left, drive)))
         start = sum((w * z0 for w, z0 in zip(pair.left, init)), ZERO)
         mode_low, mode_high = _mode_bounds(pair.left, bounds)
@@ -727,6 +728,14 @@ def _eigen_block(builder: _Builder, layer: Any, block: Block, drive: list[Form],
                                         max(-mode_low, mode_high))[0]
         modes.append(mode)
     return [combine([(pair.right[i], mode) for pair, mode in zip(pairs, modes)]) for i in range(len(block))]
+
+
+def _unfixed(builder: _Builder, drive: list[Form]) -> str:
+    """Why a block is no fixed sequence (``_fixed_sequence``), for a message."""
+    if any(form.terms or form.slack for form in drive):
+        return "is driven by the input"
+    return (f"is undriven but has no period <= {MAX_FIXED_PERIOD} and max_len={builder.max_len} is above "
+            f"{MAX_FIXED_PERIOD}")
 
 
 def _mode_bounds(left: list[Number], bounds: list[tuple[float, float]]) -> tuple[Rational, Rational]:
