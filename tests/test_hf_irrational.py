@@ -219,3 +219,34 @@ def test_a_form_of_enclosed_weights_is_within_its_slack_of_the_programs():
                                                                        int(form.slack.denominator))
             assert form.low <= sympy.N(truth, 60) <= form.high
     assert 0 < g.slack < mpq(1, 2 ** 110) and not g.exact
+
+
+def _random_enclosed_state(rng: np.random.Generator, max_len: int) -> lsrl.CompiledProgram | None:
+    """A random driven state of 2 to 4 units (entries in eighths, some 0), or None where its lowering holds no
+    enclosed number (rational eigenvalues) or is refused (an eigenvalue outside (-1, 1), complex roots)."""
+    n = int(rng.integers(2, 5))
+    A = [[Fraction(int(rng.integers(-3, 4)), 8) if rng.random() < 0.7 else 0 for _ in range(n)] for _ in range(n)]
+    x = lsrl.Input(1, name="x", bounds=(-1, 1))
+    B = [[int(rng.integers(-1, 2))] for _ in range(n)]
+    start = [Fraction(int(rng.integers(-2, 3)), 3) for _ in range(n)]
+    model = lsrl.compile(lsrl.ForEach(lsrl.Concat([lsrl.LinState(x, A, B, init_state=start, name="s"), x])))
+    try:
+        lowered = lower(model, max_len)
+    except lsrl.LsrlError:
+        return None
+    enclosed = any(isinstance(c.exact_decay, Algebraic) or c.form.slack for s in lowered.slots for c in s.channels)
+    return model if enclosed else None
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_random_irrational_states_match_the_interpreter_within_the_stated_tolerance(index):
+    """Random rational states whose eigenvalues are irrational (drawn until one is enclosed), at 8 and 70 steps
+    (beyond the fixed sequences), one architecture and dtype each."""
+    rng = np.random.default_rng(100 + index)
+    max_len = (8, 70)[index % 2]
+    model = next(m for m in (_random_enclosed_state(rng, max_len) for _ in range(200)) if m is not None)
+    arch, dtype = ARCHITECTURES[index], (torch.float32, torch.float64)[index // 2]
+    hf = model.to_hf(arch, max_len=max_len, dtype=dtype)
+    xs = rng.uniform(-1, 1, (2, max_len, 1))
+    error = np.max(np.abs(run(hf, xs) - np.asarray(model(xs, exact=True), dtype=float)))
+    assert error <= hf.config.lsrl_io["tolerance"], (error, hf.config.lsrl_io["tolerance"])
