@@ -340,8 +340,8 @@ class _Builder:
     def product(self, a: Form, b: Form, name: str) -> Form:
         if not a.terms or not b.terms:  # a constant factor: a Linear
             return _constant_times(a, b) if not a.terms else _constant_times(b, a)
-        corners = [rational(x) * rational(y) for x in (a.low, a.high) for y in (b.low, b.high)]
-        return self.slot(name, [Channel("product", a, 1.0, gate=b)], below(min(corners)), above(max(corners)))
+        low, high = times_interval((rational(a.low), rational(a.high)), (rational(b.low), rational(b.high)))
+        return self.slot(name, [Channel("product", a, 1.0, gate=b)], below(low), above(high))
 
     def selected(self, forms: list[Form], phases: list[Form], name: str) -> Form:
         """``forms[r]`` where ``t mod p = r``: ``sum_r forms[r] [t mod p = r]``, one slot of product channels
