@@ -49,8 +49,11 @@ def bounded_random_program(seed):
 
 
 def documented_refusal(error):
-    """A state the stock blocks cannot emulate, or one whose eigenvalues are irrational (lsrl.hf.lowering)."""
-    return "cannot be emulated" in str(error) or "irrational" in str(error) and "is refused" in str(error)
+    """A state the stock blocks cannot emulate (lsrl.hf.lowering): a rotation of no finite period, a driven block
+    of irrational complex roots (seed 4's cubic), a repeated irrational factor."""
+    text = str(error)
+    return "cannot be emulated" in text or "is refused" in text and (
+        "irreducible with complex roots" in text or "repeated irrational" in text)
 
 
 def every_state_program():
@@ -81,9 +84,9 @@ def test_random_programs_match_the_interpreter(seed):
     for dtype in DTYPES:
         try:
             hf = model.to_hf("mamba", max_len=max_len, dtype=dtype)
-        except lsrl.LsrlError as error:  # only the documented refusals (irrational eigenvalues: seeds 1, 4)
+        except lsrl.LsrlError as error:  # only the documented refusals (a driven cubic with complex roots: seed 4)
             assert documented_refusal(error), error
-            assert seed in (1, 4), f"seed {seed} was expected to build: {error}"
+            assert seed == 4, f"seed {seed} was expected to build: {error}"
             return
         assert hf.dtype == dtype
         error = np.abs(run(hf, xs) - model(xs)).max()
@@ -194,7 +197,7 @@ def test_mamba2_random_programs_match_the_interpreter(seed):
         try:
             hf = model.to_hf("mamba2", max_len=8, dtype=dtype)
         except lsrl.LsrlError as error:
-            assert seed in (1, 4) and documented_refusal(error), error
+            assert seed == 4 and documented_refusal(error), error
             return
         error = np.abs(run(hf, xs) - model(xs)).max()
         assert error <= hf.config.lsrl_io["tolerance"], (dtype, error)

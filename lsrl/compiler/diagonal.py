@@ -69,9 +69,11 @@ class Chain:
     rotation: Any = None  # 2x2 sympy Matrix (or nested list) for a complex pair
 
 
-def _jordan_of_component(block: Any, where: str, numeric: bool) -> tuple[Any, list[Chain]]:
+def _jordan_of_component(block: Any, where: str, numeric: bool, keep: bool = False) -> tuple[Any, list[Chain]]:
     """``(V, chains)`` with ``block = V J V^-1``: a sympy matrix over the rationals, or (``numeric``:
-    the float backend, when some eigenvalues are irrational) a float64 numpy array."""
+    the float backend, when some eigenvalues are irrational) a float64 numpy array. ``keep``: an
+    irreducible factor with irrational roots (multiplicity 1) stays a rational block ``J_p``, the state on
+    its invariant subspace (``rational_block_diagonal``)."""
     import sympy
 
     size = block.shape[0]
@@ -92,6 +94,9 @@ def _jordan_of_component(block: Any, where: str, numeric: bool) -> tuple[Any, li
         elif poly.degree() == 2 and multiplicity == 1 and sympy.discriminant(poly) < 0:
             bases.append(basis)
             chains.append(Chain([offset, offset + 1], rotation=restricted))
+        elif keep and multiplicity == 1:  # the state on ker p(A): one rational block of p's degree
+            bases.append(basis)
+            chains.append(Chain(list(range(offset, offset + poly.degree())), rotation=restricted))
         elif numeric and multiplicity == 1:  # distinct irrational eigenvalues: real Schur-like form in float64
             Q, local = _real_eigenbasis(np.array(restricted.tolist(), dtype=float), offset)
             bases.append(np.array(basis.tolist(), dtype=float) @ Q)
@@ -174,8 +179,9 @@ class Decomposition:
     chains: list[Chain]
 
 
-def decompose(layer: Layer) -> Decomposition:
-    """The exact Jordan decomposition of ``layer.A``, component by component."""
+def decompose(layer: Layer, keep: bool = False) -> Decomposition:
+    """The exact Jordan decomposition of ``layer.A``, component by component (``keep``: see
+    ``_jordan_of_component``)."""
     import sympy
 
     A, backend, d = layer.A, layer.A.backend, layer.dim
@@ -189,7 +195,7 @@ def decompose(layer: Layer) -> Decomposition:
             chains.append(Chain([i], eigenvalue=A.entry(i, i)))
             continue
         block = sympy.Matrix([[_to_sympy(A.entry(r, c)) for c in indices] for r in indices])
-        V, local = _jordan_of_component(block, where, numeric=backend is not EXACT)
+        V, local = _jordan_of_component(block, where, numeric=backend is not EXACT, keep=keep)
         V_inv = _inverse(V, where)
         for r in range(len(indices)):
             for c in range(len(indices)):
@@ -333,7 +339,7 @@ def _slot_labels(name: str, slots: Iterable[Slot]) -> list[Label]:
     return [UnitLabel(name, j, "mode" if kind == "z" else "drive") for kind, j in slots]
 
 
-def _rewrite(layer: Layer, previous: Layer) -> tuple[
+def _rewrite(layer: Layer, previous: Layer, keep: bool = False) -> tuple[
     list[Layer], Matrix | None, list[list[Label] | None] | None, Decomposition | None
 ]:
     """``layer`` as diagonal LinState(s) reading ``previous``, the map ``s = M z`` from the last
@@ -341,7 +347,7 @@ def _rewrite(layer: Layer, previous: Layer) -> tuple[
     and the decomposition (``None``: unchanged)."""
     if all(kind != OTHER for kind, _ in state_blocks(layer.A)):
         return [LinState(previous, layer.A, layer.B, layer.b, layer.init_state, name=layer.name)], None, None, None
-    decomposition = decompose(layer)
+    decomposition = decompose(layer, keep)
     layers, position, labels = _cascade_layers(layer, decomposition, previous)
     order = [position[("z", j)] for j in range(layer.dim)]  # z_j's place in the last layer
     readback = decomposition.V.times_selection(order, layers[-1].dim)
@@ -389,6 +395,16 @@ def exact_diagonal(model: CompiledProgram) -> CompiledProgram:
     return diagonalise(_converted(model, EXACT, _binary_values))
 
 
+def rational_block_diagonal(model: CompiledProgram) -> CompiledProgram:
+    """``exact_diagonal``, except that each irreducible factor of a state's characteristic polynomial whose
+    roots are irrational (and simple) is kept as one rational block of its degree: ``A`` restricted to the
+    invariant subspace ``ker p(A)``, in a rational basis. Its eigenvalues are left to the user (the
+    ``lsrl.hf`` targets enclose them: ``lsrl.hf.enclosure``); exact rationals throughout. ``LsrlError`` for a
+    repeated irrational factor (no diagonal form over the reals that rationals can reach)."""
+    exact = model if model.backend == "exact" else _converted(model, EXACT, _binary_values)
+    return diagonalise(exact, keep_irrational=True)
+
+
 def _binary_values(matrix: Matrix) -> Matrix:
     """``matrix`` in the exact backend, each float read as the rational it is."""
     entries = ((i, j, to_rational_exactly(value)) for i, j, value in matrix.entries())
@@ -413,7 +429,7 @@ def _absorbing(layer: Layer, readback: Matrix, previous: Layer) -> Layer:
     return LinState(previous, layer.A, layer.B @ readback, layer.b, layer.init_state, name=layer.name)
 
 
-def diagonalise(model: CompiledProgram) -> CompiledProgram:
+def diagonalise(model: CompiledProgram, keep_irrational: bool = False) -> CompiledProgram:
     """A new ``CompiledProgram`` computing the same outputs as ``model`` whose every ``LinState`` has
     a diagonal ``A``, up to 2x2 blocks for complex pairs and delay lines (see the module doc).
 
@@ -421,6 +437,7 @@ def diagonalise(model: CompiledProgram) -> CompiledProgram:
     has those of the state it rebuilds, and a rewritten state's units are ``mode`` and ``drive``
     units of the original layer (``lsrl.ir.labels``). ``eigenbases`` maps each rewritten
     layer's name to its ``(index in model.layers, V^-1, V^-1 B)``, with which ``eigen_trace`` checks those claims.
+    ``keep_irrational``: irreducible factors with irrational roots stay rational blocks (``rational_block_diagonal``).
     """
     start = model.input.fresh()
     old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
@@ -439,7 +456,7 @@ def diagonalise(model: CompiledProgram) -> CompiledProgram:
             readback = None
         source = layer if readback is None else _absorbing(layer, readback, previous)
         if layer.kind == "LinState":
-            new, readback, new_labels, decomposition = _rewrite(source, previous)
+            new, readback, new_labels, decomposition = _rewrite(source, previous, keep_irrational)
             if decomposition is not None:
                 eigenbases[layer.name] = (index, decomposition.V_inv, decomposition.V_inv @ layer.B)
                 # its state now recurs in eigen-coordinates: a patched readback would not reach it

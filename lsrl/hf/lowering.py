@@ -14,8 +14,9 @@ needs non-negative inputs; RecurrentGemma's MLP gates one factor and its RG-LRU 
 
 A ``Form`` is an affine function of earlier slots with an interval bound. Linear layers are only
 composed into forms; a ReLU, a Multi and a LinState become slots. LinStates are lowered from
-``model.diagonal()`` in exact rationals (``lsrl.compiler.diagonal.exact_diagonal``: a float model's weights
-read as the binary values they hold), block by block:
+``model.diagonal()`` in exact rationals (``lsrl.compiler.diagonal.rational_block_diagonal``: a float model's
+weights read as the binary values they hold; a simple irreducible factor of a state's characteristic polynomial
+with irrational roots stays one rational block), block by block:
 
 - a 1x1 block of eigenvalue ``l`` in [0, 1]: a scan (``l = 0``: the drive itself, a form; ``l = 1``
   with no drive: the constant initial state);
@@ -25,8 +26,10 @@ read as the binary values they hold), block by block:
   z_(t-1) + c``: where it repeats with a period ``p <= 64`` (Listing 2's permutation counters), or
   ``max_len <= 64`` (``p = max_len``), ``z_t = sum_r z_r [t mod p = r]``, a linear map of the phase
   indicators below (``z_r`` computed exactly, the period found by exact equality);
-- a driven block ``A = rho R`` with ``R**p = I``, ``p <= 12`` and ``rho`` rational (``l < 0``: ``R = -1``; a
-  complex pair whose rotation has a finite period, ``rho = sqrt(det A)``): with ``s_t = R**t z_t``,
+- a driven block ``A = rho R`` with ``R**p = I``, ``p <= 12`` and ``0 < rho <= 1`` (``l < 0``: ``R = -1``; a
+  complex pair whose rotation has a finite period, ``rho = sqrt(det A)``, irrational where ``det A`` is no
+  rational square: then ``R`` holds elements of ``Q(rho)``, and ``R**2 = A**2 / det A`` rationals): with
+  ``s_t = R**t z_t``,
   ``z_t = rho z_(t-1) + R**-t u_t`` (``z_0 = s_0``; check: ``R**t z_t = rho R R**(t-1) z_(t-1) + u_t``)
   is a scan of decay ``rho`` whose input, and whose read-out, are selected by the exact phase
   indicators ``[t mod p = r]`` (one slot of ``p`` product channels each: exactly one indicator is
@@ -34,9 +37,14 @@ read as the binary values they hold), block by block:
 - the phase indicators come from an exact step counter ``t`` by binary long division (``t <- t - p
   2**k H(t - p 2**k)``, ``H(y) = relu(y + 1) - relu(y)`` is exact on integers) and one bump per
   phase: about ``log2(max_len / p)`` blocks, shared by all states of period ``p``;
+- a block ``C`` kept whole for its irrational eigenvalues (driven, or driveless beyond the fixed sequences):
+  where every root ``l_k`` is real, it is diagonalised exactly in ``Q(l_k)`` (``lsrl.hf.enclosure``:
+  ``z_k = w_k s`` with ``w_k C = l_k w_k``, ``s = sum_k v_k z_k``), each ``z_k`` a scan of decay ``l_k`` in
+  (0, 1) or, for ``l_k`` in (-1, 0), the sign flip above (``R = -1``, ``rho = -l_k``); its coefficients are
+  enclosed (below);
 - anything else (a driven decay above 1, a block of another shape, a driven rotation of no finite
-  period or of an irrational decay, a state whose eigenvalues are irrational) is refused with an
-  ``LsrlError`` naming the state and why.
+  period, a driven block of complex irrational roots of degree 3 or more, a repeated irrational factor) is
+  refused with an ``LsrlError`` naming the state and why.
 
 **Exact coefficients.** Every coefficient the lowering computes (the forms' ``terms`` and ``offset``: the
 program's Linears composed, eigenvector maps, rotation powers ``R**r``, driveless sequences ``z_r``) is
@@ -50,6 +58,26 @@ the nearest float64, within ``DECAY_ROUNDING = 2**-53`` of it (absolute; a decay
 1, or a positive one that would round to 0, is written as the float next to it, also within it), which
 the builders add to their decay's distance ``delta``; decay 1 and 0 are exact. Bounds (``low``, ``high``)
 are computed from the exact values and rounded outward.
+
+**Enclosures (irrational eigenvalues).** The numbers of ``Q(l)`` the lowering needs (eigenvector entries,
+rotation powers ``R**r`` in ``Q(rho)``, eigen-coordinates of initial states, a pulse's ``l z_0``) are exact
+algebraic numbers (``lsrl.hf.enclosure.Algebraic``: sums, products, inverses and the test for 0 exact), and
+each is written through an *enclosure*: a rational ``mid`` with ``|c - mid| <= r`` (rational ends from interval
+arithmetic on an isolated root, ``r`` about ``2**-120 |c|``; a coefficient exactly 0 in ``Q(l)`` is the exact
+0). A ``Form`` holds the ``mid``s, and its ``slack`` bounds ``|f~(v) - f(v)|``, ``f~`` the form of the ``mid``s and
+``f`` the program's, at the program's slot values ``v`` (within their bounds): ``combine`` adds, per term
+``w f``, ``r |f| + |mid| slack_f`` (``|w f - mid f~| <= |w - mid| |f| + |mid| |f - f~|``, ``|f|`` the bound of the
+program's form), and ``r`` for an enclosed constant; ``scaled`` multiplies it by ``|factor|``. The builders'
+bound on a form's computed value ``x^`` is a bound on ``|x^ - f~(v)|`` (the ``mid``s are rationals like any other,
+rounded to float64 within ``2**-53``); ``lsrl.hf.rounding.form_error`` adds ``slack`` (rounded up), so
+``|x^ - f(v)|`` is bounded. ``Form.exact`` is False wherever ``slack > 0``: no grid is claimed, and such a form is
+taken as live at every step (``lsrl.hf.rounding.Activity``: the program's form need not vanish where its slots
+do). An irrational decay is written as its float64 rounded to the nearest (``Algebraic.nearest_float``: the
+enclosure narrowed until both ends round to one float64; an irrational number is no rounding midpoint), so
+within ``DECAY_ROUNDING`` as a rational one; a scan's reach takes the enclosure's upper end. Every bound is a
+bound on the program's values: the forms' intervals take each enclosed weight as its whole interval, and each
+eigen-coordinate ``z_k = w_k s`` is also within ``w_k`` times the state's relational bounds (interval
+arithmetic, outward).
 
 Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
 analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
@@ -66,14 +94,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import gmpy2
 import numpy as np
 
-from lsrl.compiler.diagonal import exact_diagonal
+from lsrl.compiler.diagonal import rational_block_diagonal
 from lsrl.errors import InternalError, LsrlError, shown
+from lsrl.hf.enclosure import (
+    Algebraic, characteristic, interval, midpoint, real_eigenpairs, sign, square_root, times_interval,
+)
 from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.model.compiled import CompiledProgram
-from lsrl.model.structure import DELAY, DIAGONAL, PAIR, state_blocks
+from lsrl.model.structure import DELAY, DIAGONAL, OTHER, PAIR, state_blocks
 from lsrl.numbers import FLOAT64_MAX, ONE, ZERO, as_float, mpq, to_rational_exactly
 
 MAX_PERIOD = 12  # a driven rotation's period at most this
@@ -81,6 +111,7 @@ MAX_FIXED_PERIOD = 64  # a driveless block's period (or max_len) at most this
 DECAY_ROUNDING = 2.0 ** -53  # |Channel.decay - the exact decay| at most this (module doc)
 SMALLEST_NORMAL = mpq(float(np.finfo(np.float64).tiny))
 Rational = Any  # a gmpy2.mpq: the lowering's exact numbers
+Number = Any  # a Rational or an irrational ``lsrl.hf.enclosure.Algebraic``
 Block = list[list[Any]]  # a state block's exact entries, row by row
 
 
@@ -105,12 +136,15 @@ def above(value: Rational) -> float:
 @dataclass(frozen=True)
 class Form:
     """``sum terms[slot] * slot + offset`` (exact rationals), within ``[low, high]`` (floats, rounded outward);
-    ``coef`` and ``const`` are the float64s the builders write (module doc: exact coefficients)."""
+    ``coef`` and ``const`` are the float64s the builders write (module doc: exact coefficients). ``slack``: where
+    the program's coefficients are irrational, ``terms`` and ``offset`` hold rationals near them, and the form
+    they make is within ``slack`` of the program's (at the program's slot values; module doc: enclosures)."""
 
     terms: tuple[tuple[int, Rational], ...]
     offset: Rational
     low: float
     high: float
+    slack: Rational = ZERO
 
     @cached_property
     def coef(self) -> tuple[tuple[int, float], ...]:
@@ -123,8 +157,14 @@ class Form:
 
     @cached_property
     def exact(self) -> bool:
-        """Whether ``coef`` and ``const`` are the exact coefficients (no rounding)."""
-        return all(c == float_c for (_, c), (_, float_c) in zip(self.terms, self.coef)) and self.offset == self.const
+        """Whether ``coef`` and ``const`` are the exact coefficients (no rounding, no slack)."""
+        return (all(c == float_c for (_, c), (_, float_c) in zip(self.terms, self.coef)) and self.offset == self.const
+                and not self.slack)
+
+    @cached_property
+    def coef_error(self) -> float:
+        """``slack`` rounded up to a float64 (0 for the program's own coefficients)."""
+        return above(self.slack) if self.slack else 0.0
 
     @property
     def bound(self) -> float:
@@ -134,36 +174,51 @@ class Form:
         factor = rational(factor)
         low, high = sorted((rational(self.low) * factor, rational(self.high) * factor))
         return Form(tuple((s, c * factor) for s, c in self.terms if c * factor != 0), self.offset * factor,
-                    below(low), above(high))
+                    below(low), above(high), self.slack * abs(factor))
 
 
-def constant(value: float | Rational) -> Form:
-    value = rational(value)
-    return Form((), value, below(value), above(value))
+def constant(value: float | Number) -> Form:
+    """The constant ``value`` (an irrational one as a rational within its ``slack``)."""
+    mid, radius = midpoint(value if isinstance(value, Algebraic) else rational(value))
+    return Form((), mid, below(mid - radius), above(mid + radius), radius)
 
 
-def combine(terms: Sequence[tuple[float | Rational, Form]], const: float | Rational = 0) -> Form:
-    """``sum weight * form + const`` with the interval bound of the sum, in exact rationals."""
+def combine(terms: Sequence[tuple[float | Number, Form]], const: float | Number = 0) -> Form:
+    """``sum weight * form + const`` with the interval bound of the sum, in exact rationals; an irrational
+    weight (or ``const``) enters as a rational ``mid`` within ``radius`` of it, and the sum's ``slack`` grows by
+    ``radius |form| + |mid| form.slack`` (module doc: enclosures)."""
     coef: dict[int, Rational] = {}
-    const = rational(const)
-    low = high = const
+    const, slack = midpoint(const if isinstance(const, Algebraic) else rational(const))
+    low, high = const - slack, const + slack
     for weight, form in terms:
-        weight = rational(weight)
-        if weight == 0:
+        mid, radius = midpoint(weight if isinstance(weight, Algebraic) else rational(weight))
+        if mid == 0 and radius == 0:
             continue
         for slot, c in form.terms:
-            coef[slot] = coef.get(slot, ZERO) + weight * c
-        const += weight * form.offset
-        ends = (weight * rational(form.low), weight * rational(form.high))
-        low, high = low + min(ends), high + max(ends)
-    return Form(tuple((s, c) for s, c in sorted(coef.items()) if c != 0), const, below(low), above(high))
+            coef[slot] = coef.get(slot, ZERO) + mid * c
+        const += mid * form.offset
+        ends = times_interval((mid - radius, mid + radius), (rational(form.low), rational(form.high)))
+        low, high = low + ends[0], high + ends[1]
+        slack += radius * max(abs(rational(form.low)), abs(rational(form.high))) + abs(mid) * form.slack
+    return Form(tuple((s, c) for s, c in sorted(coef.items()) if c != 0), const, below(low), above(high), slack)
+
+
+def _constant_times(factor: Form, form: Form) -> Form:
+    """``form`` times the constant ``factor`` (its ``offset`` within ``factor.slack`` of the program's: the product
+    is within ``factor.slack |form|`` more, in bounds and slack)."""
+    product = form.scaled(factor.offset)
+    if not factor.slack:
+        return product
+    wider = factor.slack * max(abs(rational(form.low)), abs(rational(form.high)))
+    return Form(product.terms, product.offset, below(rational(product.low) - wider),
+                above(rational(product.high) + wider), product.slack + wider)
 
 
 def tightened(form: Form, low: float, high: float) -> Form:
-    return Form(form.terms, form.offset, max(form.low, low), min(form.high, high))
+    return Form(form.terms, form.offset, max(form.low, low), min(form.high, high), form.slack)
 
 
-def decay_float(decay: Rational) -> float:
+def decay_float(decay: Number) -> float:
     """``decay`` in [0, 1] as the float64 the builders read, within ``DECAY_ROUNDING`` of it: the nearest, but
     never 1 or 0 for a decay that is not (module doc)."""
     near = float(decay)
@@ -213,7 +268,7 @@ class Channel:
     gate: Form | None = None
     decay: float = 1.0  # the float64 the builders read, within DECAY_ROUNDING of exact_decay
     impulse: bool = False
-    exact_decay: Any = None  # a scan's or a pulse's decay, an exact rational
+    exact_decay: Any = None  # a scan's or a pulse's decay, an exact rational or Algebraic
     whole: Channel | None = field(default=None, compare=False, repr=False)  # what a sign split took it from
 
 
@@ -284,40 +339,52 @@ class _Builder:
 
     def product(self, a: Form, b: Form, name: str) -> Form:
         if not a.terms or not b.terms:  # a constant factor: a Linear
-            return b.scaled(a.offset) if not a.terms else a.scaled(b.offset)
-        corners = [rational(x) * rational(y) for x in (a.low, a.high) for y in (b.low, b.high)]
-        return self.slot(name, [Channel("product", a, 1.0, gate=b)], below(min(corners)), above(max(corners)))
+            return _constant_times(a, b) if not a.terms else _constant_times(b, a)
+        low, high = times_interval((rational(a.low), rational(a.high)), (rational(b.low), rational(b.high)))
+        return self.slot(name, [Channel("product", a, 1.0, gate=b)], below(low), above(high))
 
     def selected(self, forms: list[Form], phases: list[Form], name: str) -> Form:
         """``forms[r]`` where ``t mod p = r``: ``sum_r forms[r] [t mod p = r]``, one slot of product channels
         (a constant form adds a multiple of its indicator). Exactly one indicator is 1 at every step, so
         the slot lies within the hull of the forms' bounds."""
         channels = [Channel("product", form, 1.0, gate=phase) for form, phase in zip(forms, phases) if form.terms]
-        linear = [(form.offset, phase) for form, phase in zip(forms, phases) if not form.terms]
+        linear = [(form.offset, phase) if not form.slack else (ONE, _constant_times(form, phase))
+                  for form, phase in zip(forms, phases) if not form.terms]
         if not channels:
             return combine(linear)
         low = min([0.0] + [form.low for form in forms if form.terms])
         high = max([0.0] + [form.high for form in forms if form.terms])
         return combine([(1, self.slot(name, channels, low, high))] + linear)
 
-    def scan(self, drive: Form, decay: Rational, init: Rational, name: str) -> Form:
-        """``s_t = decay s_(t-1) + drive_t``, ``s_0 = init`` (exact ``decay`` in (0, 1] and ``init``)."""
-        if decay == 1 and not drive.terms and not drive.offset:  # a constant: no channel
+    def scan(self, drive: Form, decay: Number, init: Number, name: str) -> Form:
+        """``s_t = decay s_(t-1) + drive_t``, ``s_0 = init`` (exact ``decay`` in (0, 1] and ``init``; an
+        irrational decay is written correctly rounded, ``decay_float``)."""
+        if decay == 1 and not (drive.terms or drive.offset or drive.slack):  # a constant: no channel
             return constant(init)
-        reach = mpq(self.max_len) if decay == 1 else min(mpq(self.max_len), 1 / (1 - decay))
+        top = interval(decay)[1]  # the decay itself where rational
+        reach = mpq(self.max_len) if top >= 1 else min(mpq(self.max_len), 1 / (1 - top))
         written = decay_float(decay)
-        driven = drive.terms or drive.offset
+        driven = drive.terms or drive.offset or drive.slack
         channels = [Channel("scan", drive, 1.0, decay=written, exact_decay=decay)] if driven else []
+        start = max(abs(end) for end in interval(init))
         if init:
-            sign = 1.0 if init > 0 else -1.0
-            channels.append(Channel("pulse", constant(abs(decay * init)), sign, decay=written, exact_decay=decay))
-        low = min(rational(drive.low), ZERO) * reach - abs(init)
-        high = max(rational(drive.high), ZERO) * reach + abs(init)
+            direction = sign(init)
+            channels.append(Channel("pulse", constant(direction * decay * init), float(direction), decay=written,
+                                    exact_decay=decay))
+        low = min(rational(drive.low), ZERO) * reach - start
+        high = max(rational(drive.high), ZERO) * reach + start
         return self.slot(name, channels, below(low), above(high))
+
+    def bounded(self, form: Form, low: Rational, high: Rational) -> Form:
+        """``form`` (a new slot) within ``[low, high]`` too: its slot's bounds tightened (rounded outward)."""
+        index = form.terms[0][0]
+        slot = self.slots[index]
+        slot.low, slot.high = max(slot.low, below(low)), min(slot.high, above(high))
+        return tightened(form, slot.low, slot.high)
 
     def delayed(self, form: Form, lag: int, name: str) -> Form:
         """``form`` at step ``t - lag`` (0 before the sequence)."""
-        if lag == 0 or not (form.terms or form.offset):
+        if lag == 0 or not (form.terms or form.offset or form.slack):
             return form
         return self.slot(name, [Channel("delay", form, 1.0, lag=lag)], min(form.low, 0.0), max(form.high, 0.0))
 
@@ -375,7 +442,7 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
             half = layer.dim
             current = [builder.product(current[i], current[half + i], layer.name) for i in range(half)]
         elif layer.kind == "LinState":
-            current = _lower_state(builder, layer, current)
+            current = _lower_state(builder, layer, current, (low, high))
         else:
             raise LsrlError(f"{layer.describe()}: the stock blocks update their state linearly; a {layer.kind} "
                             "cannot be expressed")
@@ -387,14 +454,15 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
 
 
 def exact_layers(model: CompiledProgram) -> list[Any]:
-    """The layers of ``model``'s exact diagonal form (``exact_diagonal``); ``LsrlError`` naming the state
-    whose eigenvalues are irrational: its float64 eigen-decomposition's error is in no proof here."""
+    """The layers of ``model``'s diagonal form in exact rationals, each irreducible factor with irrational roots
+    kept as one rational block (``rational_block_diagonal``, lowered by ``_eigen_block``); ``LsrlError`` naming
+    the state where such a factor is repeated (a Jordan block over an irrational field)."""
     try:
-        return list(exact_diagonal(model).layers)
+        return list(rational_block_diagonal(model).layers)
     except LsrlError as error:
-        reason = str(error).split("; compile with")[0]
-        raise LsrlError(f"{reason}: its eigenvalues are irrational, and the stock targets write exact coefficients "
-                        "only (a float64 eigen-decomposition's error is not in their proof), so this state is refused"
+        reason = str(error).split("; it has no exact")[0]
+        raise LsrlError(f"{reason}: a repeated irrational (or complex) factor has no diagonal form the stock blocks "
+                        "can hold (only simple irrational eigenvalues are enclosed), so this state is refused"
                         ) from None
 
 
@@ -438,7 +506,7 @@ def _same_values(layer: Any, original: Any) -> bool:
 def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
     """A layer component that is one new slot (times a non-zero factor) bounds that slot."""
     for form in forms:
-        if len(form.terms) == 1 and form.offset == 0 and form.terms[0][0] >= first_new:
+        if len(form.terms) == 1 and form.offset == 0 and not form.slack and form.terms[0][0] >= first_new:
             index, factor = form.terms[0]
             low, high = sorted((rational(form.low) / factor, rational(form.high) / factor))
             slots[index].low, slots[index].high = max(slots[index].low, below(low)), min(slots[index].high, above(high))
@@ -467,23 +535,32 @@ def _affine(A: Any, b: Any, forms: list[Form]) -> list[Form]:
     return [combine([(c, forms[j]) for j, c in sorted(A.row(i).items())], bias[i]) for i in range(A.shape2d[0])]
 
 
-def _lower_state(builder: _Builder, layer: Any, inputs: list[Form]) -> list[Form]:
+def _lower_state(builder: _Builder, layer: Any, inputs: list[Form], bounds: tuple[list[float], list[float]]
+                 ) -> list[Form]:
+    """The forms of ``layer``'s units, block by block (module doc); ``bounds``: the units' value bounds."""
     drive = _affine(layer.B, layer.b, inputs)
     init = layer.init_state.values()
     out: list[Form | None] = [None] * layer.dim
     for kind, indices in state_blocks(layer.A):
         block = [[layer.A.entry(r, c) for c in indices] for r in indices]
         starts = [init[i] for i in indices]
+        driven = any(drive[i].terms or drive[i].slack for i in indices)  # a constant with a slack: enclosed
         if kind == DIAGONAL and 0 <= block[0][0] <= 1:
             i, decay = indices[0], block[0][0]
             out[i] = drive[i] if decay == 0 else builder.scan(drive[i], decay, init[i], layer.name)
             continue
         if kind == DELAY:
             forms = _delay_line(builder, layer, block, indices, drive, init)
-        elif kind in (DIAGONAL, PAIR) and not any(drive[i].terms for i in indices):
+        elif kind in (DIAGONAL, PAIR) and not driven:
             forms = _fixed_sequence(builder, layer, block, [drive[i].offset for i in indices], starts)
         elif kind in (DIAGONAL, PAIR):
             forms = _periodic(builder, layer, block, [drive[i] for i in indices], starts)
+        elif kind == OTHER and not driven and _period(
+                _fixed_values(builder, block, [drive[i].offset for i in indices], starts), builder.max_len):
+            forms = _fixed_sequence(builder, layer, block, [drive[i].offset for i in indices], starts)
+        elif kind == OTHER:
+            unit_bounds = [(bounds[0][i], bounds[1][i]) for i in indices]
+            forms = _eigen_block(builder, layer, block, [drive[i] for i in indices], starts, unit_bounds)
         else:
             raise LsrlError(f"{layer.describe()}: a state block of size {len(indices)} that is neither diagonal, a "
                             "rotation pair nor a delay line; the stock blocks cannot express it")
@@ -526,24 +603,17 @@ def _identity(size: int) -> Block:
     return [[ONE if i == j else ZERO for j in range(size)] for i in range(size)]
 
 
-def _rational_root(value: Rational) -> Rational | None:
-    """``sqrt(value)`` where it is rational, else None (``value > 0``, a gmpy2 mpq: in lowest terms)."""
-    top, bottom = value.numerator, value.denominator
-    if not (gmpy2.is_square(top) and gmpy2.is_square(bottom)):
-        return None
-    return mpq(gmpy2.isqrt(top), gmpy2.isqrt(bottom))
-
-
-def decay_and_rotation(block: Block, max_period: int) -> tuple[Rational, Block, int] | None:
-    """``(rho, R, p)`` with ``block = rho R`` (exact rationals), ``0 < rho <= 1`` and ``R**p = I`` exactly
-    (``p <= max_period``, the least such), or None: a state block a step counter can emulate exactly
-    (module doc). ``rho`` is ``|l|`` for a 1x1 block, ``sqrt(det)`` for a 2x2 one (None where irrational)."""
+def decay_and_rotation(block: Block, max_period: int) -> tuple[Number, Block, int] | None:
+    """``(rho, R, p)`` with ``block = rho R`` (exact: rationals, or elements of ``Q(rho)``), ``0 < rho <= 1`` and
+    ``R**p = I`` exactly (``p <= max_period``, the least such), or None: a state block a step counter can
+    emulate (module doc). ``rho`` is ``|l|`` for a 1x1 block, ``sqrt(det)`` for a 2x2 one (an irrational one is
+    an ``Algebraic``: ``R**r`` then holds rationals for even ``r``, since ``R**2 = block**2 / det``)."""
     if len(block) == 1:
         rho = abs(block[0][0])
     else:
         det = block[0][0] * block[1][1] - block[0][1] * block[1][0]
-        rho = _rational_root(det) if det > 0 else None
-    if rho is None or not 0 < rho <= 1:
+        rho = square_root(det) if 0 < det <= 1 else None
+    if rho is None or not 0 < interval(rho)[0] <= 1:
         return None
     rotation = [[value / rho for value in row] for row in block]
     power, identity = rotation, _identity(len(block))
@@ -555,7 +625,26 @@ def decay_and_rotation(block: Block, max_period: int) -> tuple[Rational, Block, 
 
 
 def _eigen_text(block: Block) -> str:
+    if len(block) > 2:
+        return "irrational eigenvalues"
     return "complex eigenvalues" if len(block) == 2 else f"eigenvalue {float(block[0][0]):g}"
+
+
+def _fixed_values(builder: _Builder, block: Block, drive: list[Rational], init: list[Rational]) -> list[list[Any]]:
+    """``z_1, z_2, ...`` of a block the input does not drive, exact, up to ``min(max_len, MAX_FIXED_PERIOD) + 1``."""
+    z, values = list(init), []
+    for _ in range(min(builder.max_len, MAX_FIXED_PERIOD) + 1):
+        z = [sum((a * v for a, v in zip(row, z)), ZERO) + c for row, c in zip(block, drive)]
+        values.append(z)
+    return values
+
+
+def _period(values: list[list[Any]], max_len: int) -> int | None:
+    """The period ``p`` of a fixed sequence (``_fixed_values``) where ``p <= MAX_FIXED_PERIOD``, else ``max_len``
+    where that is at most ``MAX_FIXED_PERIOD``, else None."""
+    # z_(t+1) is a function of z_t: a sequence that meets its first value again repeats from there
+    return next((p for p in range(1, len(values)) if values[p] == values[0]),
+                max_len if max_len <= MAX_FIXED_PERIOD else None)
 
 
 def _fixed_sequence(builder: _Builder, layer: Any, block: Block, drive: list[Rational], init: list[Rational]
@@ -563,13 +652,8 @@ def _fixed_sequence(builder: _Builder, layer: Any, block: Block, drive: list[Rat
     """A block the input does not drive is a fixed sequence ``z_1, z_2, ...`` (exact): where it repeats with a
     period ``p <= MAX_FIXED_PERIOD`` (Listing 2's permutation counters), or ``max_len`` is at most that
     (``p = max_len``), ``z_t`` is a linear map of the phase indicators ``[t mod p = r]``."""
-    z, values = list(init), []
-    for _ in range(min(builder.max_len, MAX_FIXED_PERIOD) + 1):
-        z = [sum((a * v for a, v in zip(row, z)), ZERO) + c for row, c in zip(block, drive)]
-        values.append(z)
-    # z_(t+1) is a function of z_t: a sequence that meets its first value again repeats from there
-    period = next((p for p in range(1, len(values)) if values[p] == values[0]),
-                  builder.max_len if builder.max_len <= MAX_FIXED_PERIOD else None)
+    values = _fixed_values(builder, block, drive, init)
+    period = _period(values, builder.max_len)
     if period is None:
         raise LsrlError(f"{layer.describe()}: the stock blocks decay by factors in [0, 1], so a state with "
                         f"{_eigen_text(block)} is emulated over a step counter, and this one cannot be emulated: "
@@ -579,24 +663,91 @@ def _fixed_sequence(builder: _Builder, layer: Any, block: Block, drive: list[Rat
     return [combine([(values[(r - 1) % period][i], phases[r]) for r in range(period)]) for i in range(len(block))]
 
 
-def _periodic(builder: _Builder, layer: Any, block: Block, drive: list[Form], init: list[Rational]) -> list[Form]:
-    """A block ``rho R`` with ``R**p = I`` through a phase-selected scan (module doc), in exact rationals."""
-    size = len(block)
+def _periodic(builder: _Builder, layer: Any, block: Block, drive: list[Form], init: list[Number]) -> list[Form]:
+    """A block ``rho R`` with ``R**p = I`` through a phase-selected scan (module doc), exact (``rho`` and ``R``
+    may be irrational: enclosed)."""
     found = decay_and_rotation(block, MAX_PERIOD)
     if found is None:
         eigenvalues = np.round(np.linalg.eigvals(np.array(block, dtype=float)), 6).tolist()
         raise LsrlError(f"{layer.describe()}: the stock blocks decay by factors in [0, 1], so a state with "
                         f"{_eigen_text(block)} {eigenvalues} is emulated over a step counter, and this one cannot be "
-                        f"emulated: it is driven by the input and is no rational decay times a rotation of period at "
+                        f"emulated: it is driven by the input and is no decay in (0, 1] times a rotation of period at "
                         f"most {MAX_PERIOD}")
     rho, rotation, period = found
+    return _phase_selected_scan(builder, layer.name, rho, rotation, period, drive, init)
+
+
+def _phase_selected_scan(builder: _Builder, name: str, rho: Number, rotation: Block, period: int, drive: list[Form],
+                         init: list[Number], magnitude: Rational | None = None) -> list[Form]:
+    """``z_t = rho R z_(t-1) + u_t`` with ``R**period = I`` as a scan of decay ``rho`` of ``R**-t u_t``, read out
+    as ``R**t`` times it, both selected by the phase indicators (module doc); ``magnitude``, where given, bounds
+    ``|z|`` and so each scan (``R = -1``: the scan is ``+-z``)."""
+    size = len(rotation)
     phases = builder.phase(period)
     powers = [_identity(size)]
     for _ in range(period - 1):
         powers.append(_times(rotation, powers[-1]))
     inverse = [powers[(period - r) % period] for r in range(period)]  # R^-r = R^(p-r)
-    feeds = [builder.selected([combine(list(zip(inverse[r][i], drive))) for r in range(period)], phases, layer.name)
+    feeds = [builder.selected([combine(list(zip(inverse[r][i], drive))) for r in range(period)], phases, name)
              for i in range(size)]
-    z = [builder.scan(feed, rho, start, layer.name) for feed, start in zip(feeds, init)]
-    return [builder.selected([combine(list(zip(powers[r][i], z))) for r in range(period)], phases, layer.name)
+    z = [builder.scan(feed, rho, start, name) for feed, start in zip(feeds, init)]
+    if magnitude is not None:
+        z = [builder.bounded(state, -magnitude, magnitude) for state in z]
+    return [builder.selected([combine(list(zip(powers[r][i], z))) for r in range(period)], phases, name)
             for i in range(size)]
+
+
+def _eigen_block(builder: _Builder, layer: Any, block: Block, drive: list[Form], init: list[Rational],
+                 bounds: list[tuple[float, float]]) -> list[Form]:
+    """A rational block whose characteristic polynomial is irreducible with irrational, real roots
+    (``rational_block_diagonal``) in its eigen-coordinates ``z_k = w_k s`` (``lsrl.hf.enclosure.real_eigenpairs``,
+    exact in ``Q(l_k)``, enclosed where written): ``z_k`` is a scan of decay ``l_k`` in (0, 1), or a sign-flip
+    emulation (``R = -1``, decay ``-l_k``) for ``l_k`` in (-1, 0); ``s = sum_k v_k z_k``. Each ``z_k`` is also
+    within ``w_k`` times the units' ``bounds`` (interval arithmetic on the enclosures)."""
+    pairs = real_eigenpairs(block)
+    why = _unfixed(builder, drive)
+    if pairs is None:
+        raise LsrlError(f"{layer.describe()}: a block of {len(block)} units whose characteristic polynomial "
+                        f"{_polynomial_text(block)} is irreducible with complex roots {why}; the stock blocks decay by "
+                        "factors in [0, 1], and a rotation is emulated over a step counter only as a 2x2 block of "
+                        "rational entries, so this state is refused")
+    modes = []
+    for pair in pairs:
+        low, high = interval(pair.value)
+        if not (-1 < low and high < 1):
+            raise LsrlError(f"{layer.describe()}: its eigenvalue {float(pair.value):.6g} (irrational) lies outside "
+                            f"(-1, 1) and it {why}; the stock blocks decay by factors in [0, 1], so this state is "
+                            "refused")
+        feed = combine(list(zip(pair.left, drive)))
+        start = sum((w * z0 for w, z0 in zip(pair.left, init)), ZERO)
+        mode_low, mode_high = _mode_bounds(pair.left, bounds)
+        if low > 0:
+            mode = builder.bounded(builder.scan(feed, pair.value, start, layer.name), mode_low, mode_high)
+        else:  # z_t = (-1)**t y_t with y_t = (-l) y_(t-1) + (-1)**t u_t: |y| = |z|
+            mode = _phase_selected_scan(builder, layer.name, -pair.value, [[-ONE]], 2, [feed], [start],
+                                        max(-mode_low, mode_high))[0]
+        modes.append(mode)
+    return [combine([(pair.right[i], mode) for pair, mode in zip(pairs, modes)]) for i in range(len(block))]
+
+
+def _unfixed(builder: _Builder, drive: list[Form]) -> str:
+    """Why a block is no fixed sequence (``_fixed_sequence``), for a message."""
+    if any(form.terms or form.slack for form in drive):
+        return "is driven by the input"
+    return (f"is undriven but has no period <= {MAX_FIXED_PERIOD} and max_len={builder.max_len} is above "
+            f"{MAX_FIXED_PERIOD}")
+
+
+def _mode_bounds(left: list[Number], bounds: list[tuple[float, float]]) -> tuple[Rational, Rational]:
+    """Bounds of ``w . s`` for ``s`` within ``bounds`` (interval arithmetic; infinite bounds: none)."""
+    low = high = ZERO
+    for w, (s_low, s_high) in zip(left, bounds):
+        if not (math.isfinite(s_low) and math.isfinite(s_high)):
+            return -FLOAT64_MAX, FLOAT64_MAX
+        ends = times_interval(interval(w), (rational(s_low), rational(s_high)))
+        low, high = low + ends[0], high + ends[1]
+    return low, high
+
+
+def _polynomial_text(block: Block) -> str:
+    return str(characteristic(block).as_expr())

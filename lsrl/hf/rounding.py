@@ -14,8 +14,10 @@ computed value is provably exact and a multiple of ``2**-q``, else None. The mod
   to the dtype: ``sum |c_i| (E_i + U M'_i) + gamma_(m+2) (sum |c_i| M'_i + |c_0|) + (m + 2) TINY``,
   ``M'_i = (1 + U)(M_i + E_i)`` (the norm's float32 rounding of each value read, the weights' rounding
   and ``m`` additions; the spare rounding covers the rounding of each exact coefficient to the nearest
-  float64, ``lsrl.hf.lowering``). ``form_grid`` claims no grid for a form whose floats are such roundings
-  (``Row.exact``).
+  float64, ``lsrl.hf.lowering``), plus the form's ``coef_error`` (``slack`` rounded up: where the program's
+  coefficients are irrational, the written rational ones make a form within it of the program's, at the
+  program's slot values, ``lsrl.hf.lowering``; the rest of the bound reads the written coefficients).
+  ``form_grid`` claims no grid for a form whose floats are such roundings (``Row.exact``).
 - exactness (``dyadic_exponent``, ``on_grid``, ``form_grid``): a sum of multiples of ``2**-q`` whose
   magnitudes add up to less than ``2**(24 - q)`` is computed exactly in float32 in any order (every
   partial sum is such a multiple, representable), when every coefficient has at most 24 bits.
@@ -92,6 +94,9 @@ class Row(Protocol):
     @property
     def exact(self) -> bool: ...  # whether coef and const are the program's coefficients, not roundings of them
 
+    @property
+    def coef_error(self) -> float: ...  # the form's distance from the program's (irrational coefficients), or 0
+
 
 def gamma(n: float) -> float:
     """``gamma_n = n U / (1 - n U)``: the relative error of ``n`` roundings (``n U < 1``)."""
@@ -103,7 +108,7 @@ def form_error(form: Row, bounds: Sequence[float], errors: Sequence[float]) -> f
     read = [(abs(c), bounds[s], errors[s]) for s, c in form.coef]
     carried = sum(c * (e + U * (m + e)) for c, m, e in read)
     magnitude = sum(c * (1 + U) * (m + e) for c, m, e in read) + abs(form.const)
-    return carried + gamma(len(read) + 2) * magnitude + (len(read) + 2) * TINY
+    return carried + gamma(len(read) + 2) * magnitude + (len(read) + 2) * TINY + form.coef_error
 
 
 def dyadic_exponent(value: float) -> int | None:
@@ -242,7 +247,7 @@ class Activity:
         values = self.values(form)
         if values is not None:
             return values != 0
-        if form.const:
+        if form.const or form.coef_error:  # a constant, or a form near the program's (whose constant may live)
             return None
         live = np.zeros(self.max_len, dtype=bool)
         for s, _ in form.coef:
