@@ -1,0 +1,100 @@
+"""The convolution fallback of ``lsrl.hf.lowering``: at ``max_len <= MAX_CONVOLUTION_LEN`` a state block no other
+rule holds is its exact convolution ``z_t = sum_(m<t) A^m u_(t-m) + A^t z_0`` (delay channels and impulses of
+exact rational powers of the block). Seed 4's driven cubic with complex roots, a driven rotation by an irrational
+angle (``atan(4/3)``, decay 1/2), a driven decay 5/4 and a repeated irrational factor: their slots give the
+interpreter's exact outputs bit for bit (an independent Fraction run of the slots), every architecture and dtype
+is within the tolerance its model states, and beyond the limit each is refused, naming the state and the limit."""
+
+from __future__ import annotations
+
+import sys
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import lsrl
+from lsrl.hf.lowering import MAX_CONVOLUTION_LEN, lower
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_hf_lowering import _exact_reference, run_slots  # noqa: E402
+from test_hf_mamba import bounded_random_program, run  # noqa: E402
+from test_random_programs import X_NUM  # noqa: E402
+
+MAX_LEN = 8
+HALF, QUARTER = Fraction(1, 2), Fraction(1, 4)
+TURN = [[Fraction(3, 10), Fraction(-4, 10)], [Fraction(4, 10), Fraction(3, 10)]]  # 1/2 times a 3-4-5 rotation
+TWICE = [[HALF, QUARTER, 1, 0], [QUARTER, 0, 0, 1], [0, 0, HALF, QUARTER], [0, 0, QUARTER, 0]]  # (x^2-x/2-1/16)^2
+STATES = {  # name: A, B (reading x of 2 components), initial state
+    "turn": (TURN, [[1, 0], [0, 1]], [HALF, 0]),
+    "growth": ([[Fraction(5, 4)]], [[1, 0]], [Fraction(-1, 3)]),
+    "twice": (TWICE, [[0, 1], [0, 0], [0, 0], [0, 1]], [0, 1, 0, Fraction(1, 3)]),
+}
+
+SEED_4_CUBIC = "linstate_74"  # seed 4's state with the driven cubic x**3 - x/9 - 2/27
+
+
+def state(x: lsrl.Input, name: str) -> lsrl.LinState:
+    A, B, init = STATES[name]
+    return lsrl.LinState(x, A, B, init_state=init, name=name)
+
+
+def refused_states_program() -> lsrl.ForEach:
+    """The three driven states, with initial states, that only the convolution holds, mixed by a ReLU downstream."""
+    x = lsrl.Input(2, name="x", bounds=(-1, 1))
+    states = lsrl.Concat([state(x, name) for name in STATES])
+    mixed = lsrl.Linear(states, [[1, -1, 0, Fraction(1, 2), 0, 0, 0], [0, 0, 1, 0, 0, 0, 1]], name="mixed")
+    return lsrl.ForEach(lsrl.Concat([states, lsrl.ReLU(mixed)]))
+
+
+@lru_cache(maxsize=None)
+def case(name: str) -> tuple[lsrl.CompiledProgram, np.ndarray]:
+    """The program and inputs (multiples of 1/2, exact in float32) of ``name``: seed 4's or the three states'."""
+    if name == "seed 4":
+        model = lsrl.compile(bounded_random_program(4))
+        xs = np.random.default_rng(4).integers(-X_NUM, X_NUM + 1, (2, MAX_LEN, model.input.dim)) / 2
+    else:
+        model = lsrl.compile(refused_states_program())
+        xs = np.random.default_rng(6).integers(-2, 3, (2, MAX_LEN, 2)) / 2
+    return model, xs
+
+
+@pytest.mark.parametrize("name", ["seed 4", "states"])
+def test_refused_states_are_exact_convolutions_at_short_max_len(name):
+    """The slots, run in exact fractions (each within its bounds), give the interpreter's outputs bit for bit;
+    the refused states are delay channels and impulses only (no scan, no pulse)."""
+    model, xs = case(name)
+    lowered = lower(model, MAX_LEN)
+    assert run_slots(lowered, xs) == _exact_reference(model, xs)
+    states = [SEED_4_CUBIC] if name == "seed 4" else [layer.name for layer in model.layers if layer.kind == "LinState"]
+    convolved = [c for slot in lowered.slots if slot.name in states for c in slot.channels]
+    assert {c.kind for c in convolved} == {"delay"}
+    assert max(c.lag for c in convolved if not c.impulse) == MAX_LEN - 1  # u_1 reaches step max_len
+    if name == "states":  # A^max_len z_0 reaches step max_len
+        assert max(c.lag for c in convolved if c.impulse) == MAX_LEN - 1
+
+
+@pytest.mark.parametrize("arch", ["mamba", "mamba2", "hawk", "griffin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["seed 4", "states"])
+def test_convolutions_match_the_interpreter_within_the_stated_tolerance(name, arch, dtype):
+    """The stated tolerance holds, and says something: it is below 1e-3 of the outputs' largest value."""
+    model, xs = case(name)
+    exact = np.asarray(model(xs, exact=True), dtype=float)
+    hf = model.to_hf(arch, max_len=MAX_LEN, dtype=dtype)
+    tolerance = hf.config.lsrl_io["tolerance"]
+    error = np.max(np.abs(run(hf, xs) - exact))
+    assert error <= tolerance <= 1e-3 * np.max(np.abs(exact)), (error, tolerance)
+
+
+@pytest.mark.parametrize("name", ["seed 4", *STATES])
+def test_beyond_the_limit_each_state_is_refused_naming_it_and_the_limit(name):
+    x = lsrl.Input(2, name="x", bounds=(-1, 1))
+    model = case("seed 4")[0] if name == "seed 4" else lsrl.compile(lsrl.ForEach(state(x, name)))
+    named = SEED_4_CUBIC if name == "seed 4" else name
+    with pytest.raises(lsrl.LsrlError, match=f"LinState '{named}': .*; only at max_len <= {MAX_CONVOLUTION_LEN} "
+                                             f"\\(here {MAX_CONVOLUTION_LEN + 1}\\)"):
+        lower(model, MAX_CONVOLUTION_LEN + 1)
