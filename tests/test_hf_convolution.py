@@ -1,9 +1,10 @@
 """The convolution fallback of ``lsrl.hf.lowering``: at ``max_len <= MAX_CONVOLUTION_LEN`` a state block no other
 rule holds is its exact convolution ``z_t = sum_(m<t) A^m u_(t-m) + A^t z_0`` (delay channels and impulses of
 exact rational powers of the block). Seed 4's driven cubic with complex roots, a driven rotation by an irrational
-angle (``atan(4/3)``, decay 1/2), a driven decay 5/4 and a repeated irrational factor: their slots give the
-interpreter's exact outputs bit for bit (an independent Fraction run of the slots), every architecture and dtype
-is within the tolerance its model states, and beyond the limit each is refused, naming the state and the limit."""
+angle (``atan(4/3)``, decay 1/2), a driven decay 5/4, a repeated irrational factor and the golden ratio: their
+slots give the interpreter's exact outputs bit for bit (an independent Fraction run of the slots), every
+architecture and dtype is within the tolerance its model states, and beyond the limit each is refused, naming
+the state and the limit."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ STATES = {  # name: A, B (reading x of 2 components), initial state
     "turn": (TURN, [[1, 0], [0, 1]], [HALF, 0]),
     "growth": ([[Fraction(5, 4)]], [[1, 0]], [Fraction(-1, 3)]),
     "twice": (TWICE, [[0, 1], [0, 0], [0, 0], [0, 1]], [0, 1, 0, Fraction(1, 3)]),
+    "fibonacci": ([[1, 1], [1, 0]], [[1, 0], [0, 0]], [0, 1]),  # the golden ratio: an irrational root above 1
 }
 
 SEED_4_CUBIC = "linstate_74"  # seed 4's state with the driven cubic x**3 - x/9 - 2/27
@@ -43,10 +45,11 @@ def state(x: lsrl.Input, name: str) -> lsrl.LinState:
 
 
 def refused_states_program() -> lsrl.ForEach:
-    """The three driven states, with initial states, that only the convolution holds, mixed by a ReLU downstream."""
+    """The four driven states, with initial states, that only the convolution holds, mixed by a ReLU downstream."""
     x = lsrl.Input(2, name="x", bounds=(-1, 1))
     states = lsrl.Concat([state(x, name) for name in STATES])
-    mixed = lsrl.Linear(states, [[1, -1, 0, Fraction(1, 2), 0, 0, 0], [0, 0, 1, 0, 0, 0, 1]], name="mixed")
+    mix = [[1, -1, 0, Fraction(1, 2), 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 1, 0, Fraction(1, 4)]]
+    mixed = lsrl.Linear(states, mix, name="mixed")
     return lsrl.ForEach(lsrl.Concat([states, lsrl.ReLU(mixed)]))
 
 
