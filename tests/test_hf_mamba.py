@@ -141,8 +141,8 @@ def test_refusals_name_the_node():
     rotation = [[math.cos(angle) / 2, -math.sin(angle) / 2], [math.sin(angle) / 2, math.cos(angle) / 2]]
     spiral = lsrl.compile(lsrl.ForEach(lsrl.LinState(lsrl.Input(2, bounds=(-1, 1)), rotation, np.eye(2),
                                                      name="spiral")), backend="float")
-    with pytest.raises(lsrl.LsrlError, match="'spiral'.*cannot be emulated"):
-        spiral.to_hf("mamba", max_len=10)
+    with pytest.raises(lsrl.LsrlError, match="'spiral'.*cannot be emulated.*only at max_len <= 64 \\(here 65\\)"):
+        spiral.to_hf("mamba", max_len=65)  # at max_len <= 64: its exact convolution
     relu_state = lsrl.compile(lsrl.ForEach(lsrl.ReLUState(lsrl.Input(1, bounds=(0, 1)), [[1]], [[1]], name="r")))
     with pytest.raises(lsrl.LsrlError, match="ReLUState"):
         relu_state.to_hf("mamba", max_len=10)

@@ -20,8 +20,8 @@ with irrational roots stays one rational block), block by block:
 
 - a 1x1 block of eigenvalue ``l`` in [0, 1]: a scan (``l = 0``: the drive itself, a form; ``l = 1``
   with no drive: the constant initial state);
-- a delay line (nilpotent shift): ``z_i,t = sum_m c_m w_(j_m),t-m``, delay channels, and its
-  initial state as impulses;
+- a delay line (nilpotent shift ``N``): ``z_t = sum_m N^m w_(t-m) + N^t z_0``, delay channels of the exact powers,
+  and its initial state as impulses (``_delay_line``);
 - a block the input does not drive (its drive a constant ``c``) is the fixed sequence ``z_t = A
   z_(t-1) + c``: where it repeats with a period ``p <= 64`` (Listing 2's permutation counters), or
   ``max_len <= 64`` (``p = max_len``), ``z_t = sum_r z_r [t mod p = r]``, a linear map of the phase
@@ -42,9 +42,22 @@ with irrational roots stays one rational block), block by block:
   ``z_k = w_k s`` with ``w_k C = l_k w_k``, ``s = sum_k v_k z_k``), each ``z_k`` a scan of decay ``l_k`` in
   (0, 1) or, for ``l_k`` in (-1, 0), the sign flip above (``R = -1``, ``rho = -l_k``); its coefficients are
   enclosed (below);
-- anything else (a driven decay above 1, a block of another shape, a driven rotation of no finite
-  period, a driven block of complex irrational roots of degree 3 or more, a repeated irrational factor) is
-  refused with an ``LsrlError`` naming the state and why.
+- anything else (a driven decay above 1 or below -1, a driven rotation of no finite period, a driven block of
+  complex irrational roots of degree 3 or more, an irrational root outside (-1, 1), a repeated irrational factor
+  ``p**k``, kept by ``rational_block_diagonal`` as one rational block of ``k deg p`` units), where ``max_len <=
+  MAX_CONVOLUTION_LEN = 64``: its exact convolution over the whole sequence, ``z_t = sum_(m=0)^(t-1) A^m u_(t-m) +
+  A^t z_0`` for ``t <= max_len``, the same code as a delay line (``_delay_line`` with ``max_len`` powers): ``A``
+  is the block in its rational basis, so every power ``A^m`` is computed exactly in rationals even where its
+  eigenvalues are irrational or complex; each row's drives at lag ``m`` are one delay channel (a conv tap), and
+  ``A^t z_0`` an impulse at step ``t``. Bounds: each delay slot has its form's interval bound (the drives'), and
+  the state's forms are tightened by the state's relational bounds, as every layer's are; the rounding analysis
+  reads them as for any delay line. The cost: a block of ``n`` units takes up to ``n max_len`` delay slots and ``n
+  max_len`` impulse slots (each one channel, two for a delay in Mamba's sign split), all in one block, and the
+  conv kernel (``conv_kernel`` / ``conv1d_width``, shared by every channel of every block) grows to ``max_len + 1``
+  taps in RecurrentGemma, ``max_len + 2`` in Mamba and Mamba-2 (an impulse at lag ``max_len - 1`` reads one step
+  more); the limit 64 is the fixed sequences' (the phase indicators up to ``p = 64``), and keeps a state's channels
+  to a few hundred (a 2x2 and a 4x4 block at 64 steps: 762 slots, 3.7M parameters in Mamba). Beyond it such a
+  block is refused with an ``LsrlError`` naming the state, why, and the limit (a shorter ``max_len`` works).
 
 **Exact coefficients.** Every coefficient the lowering computes (the forms' ``terms`` and ``offset``: the
 program's Linears composed, eigenvector maps, rotation powers ``R**r``, driveless sequences ``z_r``) is
