@@ -24,7 +24,7 @@ from lsrl.model.structure import OTHER, state_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_hf_lowering import _exact_reference, run_slots  # noqa: E402
-from test_hf_mamba import bounded_random_program, run  # noqa: E402
+from test_hf_mamba import bounded_random_program, run, stepwise_logits  # noqa: E402
 from test_random_programs import X_NUM  # noqa: E402
 
 MAX_LEN = 8
@@ -109,3 +109,14 @@ def test_beyond_the_limit_each_state_is_refused_naming_it_and_the_limit(name):
     with pytest.raises(lsrl.LsrlError, match=f"LinState '{named}': .*; only at max_len <= {MAX_CONVOLUTION_LEN} "
                                              f"\\(here {MAX_CONVOLUTION_LEN + 1}\\)"):
         lower(model, MAX_CONVOLUTION_LEN + 1)
+
+
+def test_stepwise_decoding_through_the_stock_cache_equals_the_full_forward():
+    """The conv cache holds the convolution's whole window (``max_len + 2`` taps): one step at a time through the
+    stock Mamba cache gives the full forward's logits bit for bit."""
+    model, xs = case("states")
+    hf = model.to_hf("mamba", max_len=MAX_LEN, dtype=torch.float64)
+    embeds = lsrl.hf.inputs(hf, xs)["inputs_embeds"]
+    with torch.no_grad():
+        assert torch.equal(hf(inputs_embeds=embeds).logits, stepwise_logits(hf, embeds))
+    assert hf.config.conv_kernel == MAX_LEN + 2
