@@ -4,7 +4,8 @@ exact rational powers of the block). Seed 4's driven cubic with complex roots, a
 angle (``atan(4/3)``, decay 1/2), a driven decay 5/4, a repeated irrational factor and the golden ratio: their
 slots give the interpreter's exact outputs bit for bit (an independent Fraction run of the slots), every
 architecture and dtype is within the tolerance its model states, and beyond the limit each is refused, naming
-the state and the limit."""
+the state and the limit. Random driven states of 2 or 3 units that no other rule holds: exact, and within the
+tolerance in Mamba and Hawk."""
 
 from __future__ import annotations
 
@@ -120,3 +121,34 @@ def test_stepwise_decoding_through_the_stock_cache_equals_the_full_forward():
     with torch.no_grad():
         assert torch.equal(hf(inputs_embeds=embeds).logits, stepwise_logits(hf, embeds))
     assert hf.config.conv_kernel == MAX_LEN + 2
+
+
+def random_convolved_state(seed: int) -> lsrl.CompiledProgram:
+    """A random driven state of 2 or 3 units (entries multiples of 1/4 in [-5/4, 5/4], an initial state) drawn
+    until no other rule holds it: its slots at ``MAX_LEN`` are delays reaching back ``MAX_LEN - 1`` steps."""
+    rng = np.random.default_rng(seed)
+    for _ in range(100):  # a bound: most draws (complex pairs of no finite period, decays above 1) qualify
+        size = int(rng.integers(2, 4))
+        A = [[Fraction(int(v), 4) for v in row] for row in rng.integers(-5, 6, (size, size))]
+        B = [[Fraction(int(v), 2) for v in row] for row in rng.integers(-2, 3, (size, 1))]
+        init = [Fraction(int(v), 3) for v in rng.integers(-2, 3, size)]
+        x = lsrl.Input(1, name="x", bounds=(-1, 1))
+        model = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, A, B, init_state=init, name="drawn")))
+        lags = [c.lag for slot in lower(model, MAX_LEN).slots for c in slot.channels if c.kind == "delay"]
+        if max(lags, default=0) == MAX_LEN - 1:
+            return model
+    raise AssertionError(f"seed {seed}: no state the convolution holds in 100 draws")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_states_no_other_rule_holds_are_exact_convolutions(seed):
+    """The slots give the interpreter's outputs bit for bit (in fractions); Mamba and Hawk in float32 are within
+    their stated tolerance."""
+    model = random_convolved_state(seed)
+    xs = np.random.default_rng(seed).integers(-2, 3, (2, MAX_LEN, 1)) / 2
+    assert run_slots(lower(model, MAX_LEN), xs) == _exact_reference(model, xs)
+    exact = np.asarray(model(xs, exact=True), dtype=float)
+    for arch in ("mamba", "hawk"):
+        hf = model.to_hf(arch, max_len=MAX_LEN, dtype=torch.float32)
+        error = np.max(np.abs(run(hf, xs) - exact))
+        assert error <= hf.config.lsrl_io["tolerance"] <= 1e-3 * max(1.0, np.max(np.abs(exact))), (arch, error)
