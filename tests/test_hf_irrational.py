@@ -159,11 +159,12 @@ def test_an_undriven_irrational_state_beyond_fixed_sequences_is_a_pair_of_pulses
     ([[1, 1], [1, 0]], "fibonacci", "eigenvalue 1.61803 \\(irrational\\) lies outside \\(-1, 1\\).*refused"),
 ], ids=["rotation of no finite period", "cubic with complex roots", "golden ratio"])
 def test_states_the_stock_blocks_cannot_hold_are_refused_naming_them(A, name, message):
+    """Beyond the convolution's max_len (64; within it: tests/test_hf_convolution.py)."""
     x = lsrl.Input(1, name="x", bounds=(-1, 1))
     state = lsrl.LinState(x, A, [[1]] + [[0]] * (len(A) - 1), name=name)
     model = lsrl.compile(lsrl.ForEach(state))
-    with pytest.raises(lsrl.LsrlError, match=f"LinState '{name}'.*({message})"):
-        model.to_hf("mamba", max_len=8, dtype=torch.float32)
+    with pytest.raises(lsrl.LsrlError, match=f"LinState '{name}'.*({message}).*only at max_len <= 64 \\(here 65\\)"):
+        model.to_hf("mamba", max_len=65, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("seed", [1, 166])

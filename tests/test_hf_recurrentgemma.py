@@ -205,11 +205,11 @@ def test_driven_sign_flips_and_rotations_are_emulated_exactly(dtype):
 def test_refusals_name_the_node():
     x = lsrl.Input(1, name="x", bounds=(-1, 1))
     spiral = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[0.6, -0.8], [0.8, 0.6]], [[1], [0]], name="spiral")))
-    with pytest.raises(LsrlError, match="LinState 'spiral'.*complex eigenvalues.*driven by the input"):
-        H.to_hf(spiral, "hawk", 8)
+    with pytest.raises(LsrlError, match="LinState 'spiral'.*complex eigenvalues.*driven by the input.*max_len <= 64"):
+        H.to_hf(spiral, "hawk", 65)  # at max_len <= 64: its exact convolution (tests/test_hf_convolution.py)
     free = lsrl.Input(1, name="free")
     with pytest.raises(LsrlError, match="Input 'free' has no finite bound"):
         H.to_hf(lsrl.compile(lsrl.ForEach(lsrl.ReLU(free))), "hawk", 8)
     growth = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[2]], [[1]], name="growth")))
-    with pytest.raises(LsrlError, match="LinState 'growth'.*eigenvalue 2"):
-        H.to_hf(growth, "griffin", 8)
+    with pytest.raises(LsrlError, match="LinState 'growth'.*eigenvalue 2.*max_len <= 64 \\(here 65\\)"):
+        H.to_hf(growth, "griffin", 65)

@@ -72,8 +72,8 @@ class Chain:
 def _jordan_of_component(block: Any, where: str, numeric: bool, keep: bool = False) -> tuple[Any, list[Chain]]:
     """``(V, chains)`` with ``block = V J V^-1``: a sympy matrix over the rationals, or (``numeric``:
     the float backend, when some eigenvalues are irrational) a float64 numpy array. ``keep``: an
-    irreducible factor with irrational roots (multiplicity 1) stays a rational block ``J_p``, the state on
-    its invariant subspace (``rational_block_diagonal``)."""
+    irreducible factor ``p`` with irrational roots, of multiplicity ``k``, stays a rational block ``J_p``, the state
+    on its invariant subspace ``ker p(A)**k`` (``rational_block_diagonal``)."""
     import sympy
 
     size = block.shape[0]
@@ -94,9 +94,9 @@ def _jordan_of_component(block: Any, where: str, numeric: bool, keep: bool = Fal
         elif poly.degree() == 2 and multiplicity == 1 and sympy.discriminant(poly) < 0:
             bases.append(basis)
             chains.append(Chain([offset, offset + 1], rotation=restricted))
-        elif keep and multiplicity == 1:  # the state on ker p(A): one rational block of p's degree
+        elif keep:  # the state on ker p(A)**k: one rational block of k times p's degree
             bases.append(basis)
-            chains.append(Chain(list(range(offset, offset + poly.degree())), rotation=restricted))
+            chains.append(Chain(list(range(offset, offset + basis.shape[1])), rotation=restricted))
         elif numeric and multiplicity == 1:  # distinct irrational eigenvalues: real Schur-like form in float64
             Q, local = _real_eigenbasis(np.array(restricted.tolist(), dtype=float), offset)
             bases.append(np.array(basis.tolist(), dtype=float) @ Q)
@@ -399,8 +399,8 @@ def rational_block_diagonal(model: CompiledProgram) -> CompiledProgram:
     """``exact_diagonal``, except that each irreducible factor of a state's characteristic polynomial whose
     roots are irrational (and simple) is kept as one rational block of its degree: ``A`` restricted to the
     invariant subspace ``ker p(A)``, in a rational basis. Its eigenvalues are left to the user (the
-    ``lsrl.hf`` targets enclose them: ``lsrl.hf.enclosure``); exact rationals throughout. ``LsrlError`` for a
-    repeated irrational factor (no diagonal form over the reals that rationals can reach)."""
+    ``lsrl.hf`` targets enclose them: ``lsrl.hf.enclosure``); exact rationals throughout. A repeated factor ``p**k``
+    is kept as one block of ``k`` times its degree (no diagonal form over the reals that rationals can reach)."""
     exact = model if model.backend == "exact" else _converted(model, EXACT, _binary_values)
     return diagonalise(exact, keep_irrational=True)
 

@@ -20,8 +20,8 @@ with irrational roots stays one rational block), block by block:
 
 - a 1x1 block of eigenvalue ``l`` in [0, 1]: a scan (``l = 0``: the drive itself, a form; ``l = 1``
   with no drive: the constant initial state);
-- a delay line (nilpotent shift): ``z_i,t = sum_m c_m w_(j_m),t-m``, delay channels, and its
-  initial state as impulses;
+- a delay line (nilpotent shift ``N``): ``z_t = sum_m N^m w_(t-m) + N^t z_0``, delay channels of the exact powers,
+  and its initial state as impulses (``_delay_line``);
 - a block the input does not drive (its drive a constant ``c``) is the fixed sequence ``z_t = A
   z_(t-1) + c``: where it repeats with a period ``p <= 64`` (Listing 2's permutation counters), or
   ``max_len <= 64`` (``p = max_len``), ``z_t = sum_r z_r [t mod p = r]``, a linear map of the phase
@@ -42,9 +42,22 @@ with irrational roots stays one rational block), block by block:
   ``z_k = w_k s`` with ``w_k C = l_k w_k``, ``s = sum_k v_k z_k``), each ``z_k`` a scan of decay ``l_k`` in
   (0, 1) or, for ``l_k`` in (-1, 0), the sign flip above (``R = -1``, ``rho = -l_k``); its coefficients are
   enclosed (below);
-- anything else (a driven decay above 1, a block of another shape, a driven rotation of no finite
-  period, a driven block of complex irrational roots of degree 3 or more, a repeated irrational factor) is
-  refused with an ``LsrlError`` naming the state and why.
+- anything else (a driven decay above 1 or below -1, a driven rotation of no finite period, a driven block of
+  complex irrational roots of degree 3 or more, an irrational root outside (-1, 1), a repeated irrational factor
+  ``p**k``, kept by ``rational_block_diagonal`` as one rational block of ``k deg p`` units), where ``max_len <=
+  MAX_CONVOLUTION_LEN = 64``: its exact convolution over the whole sequence, ``z_t = sum_(m=0)^(t-1) A^m u_(t-m) +
+  A^t z_0`` for ``t <= max_len``, the same code as a delay line (``_delay_line`` with ``max_len`` powers): ``A``
+  is the block in its rational basis, so every power ``A^m`` is computed exactly in rationals even where its
+  eigenvalues are irrational or complex; each row's drives at lag ``m`` are one delay channel (a conv tap), and
+  ``A^t z_0`` an impulse at step ``t``. Bounds: each delay slot has its form's interval bound (the drives'), and
+  the state's forms are tightened by the state's relational bounds, as every layer's are; the rounding analysis
+  reads them as for any delay line. The cost: a block of ``n`` units takes up to ``n max_len`` delay slots and ``n
+  max_len`` impulse slots (each one channel, two for a delay in Mamba's sign split), all in one block, and the
+  conv kernel (``conv_kernel`` / ``conv1d_width``, shared by every channel of every block) grows to ``max_len + 1``
+  taps in RecurrentGemma, ``max_len + 2`` in Mamba and Mamba-2 (an impulse at lag ``max_len - 1`` reads one step
+  more); the limit 64 is the fixed sequences' (the phase indicators up to ``p = 64``), and keeps a state's channels
+  to a few hundred (a 2x2 and a 4x4 block at 64 steps: 762 slots, 3.7M parameters in Mamba). Beyond it such a
+  block is refused with an ``LsrlError`` naming the state, why, and the limit (a shorter ``max_len`` works).
 
 **Exact coefficients.** Every coefficient the lowering computes (the forms' ``terms`` and ``offset``: the
 program's Linears composed, eigenvector maps, rotation powers ``R**r``, driveless sequences ``z_r``) is
@@ -108,6 +121,7 @@ from lsrl.numbers import FLOAT64_MAX, ONE, ZERO, as_float, mpq, to_rational_exac
 
 MAX_PERIOD = 12  # a driven rotation's period at most this
 MAX_FIXED_PERIOD = 64  # a driveless block's period (or max_len) at most this
+MAX_CONVOLUTION_LEN = 64  # at max_len at most this, a block no other rule holds is its exact convolution
 DECAY_ROUNDING = 2.0 ** -53  # |Channel.decay - the exact decay| at most this (module doc)
 SMALLEST_NORMAL = mpq(float(np.finfo(np.float64).tiny))
 Rational = Any  # a gmpy2.mpq: the lowering's exact numbers
@@ -455,15 +469,9 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
 
 def exact_layers(model: CompiledProgram) -> list[Any]:
     """The layers of ``model``'s diagonal form in exact rationals, each irreducible factor with irrational roots
-    kept as one rational block (``rational_block_diagonal``, lowered by ``_eigen_block``); ``LsrlError`` naming
-    the state where such a factor is repeated (a Jordan block over an irrational field)."""
-    try:
-        return list(rational_block_diagonal(model).layers)
-    except LsrlError as error:
-        reason = str(error).split("; it has no exact")[0]
-        raise LsrlError(f"{reason}: a repeated irrational (or complex) factor has no diagonal form the stock blocks "
-                        "can hold (only simple irrational eigenvalues are enclosed), so this state is refused"
-                        ) from None
+    kept as one rational block, a repeated one ``p**k`` as one block of ``k`` times its degree
+    (``rational_block_diagonal``, lowered by ``_eigen_block``)."""
+    return list(rational_block_diagonal(model).layers)
 
 
 def _require_float64_coefficients(lowered: Lowered) -> None:
@@ -544,52 +552,76 @@ def _lower_state(builder: _Builder, layer: Any, inputs: list[Form], bounds: tupl
     for kind, indices in state_blocks(layer.A):
         block = [[layer.A.entry(r, c) for c in indices] for r in indices]
         starts = [init[i] for i in indices]
-        driven = any(drive[i].terms or drive[i].slack for i in indices)  # a constant with a slack: enclosed
         if kind == DIAGONAL and 0 <= block[0][0] <= 1:
             i, decay = indices[0], block[0][0]
             out[i] = drive[i] if decay == 0 else builder.scan(drive[i], decay, init[i], layer.name)
             continue
+        drives, bounded = [drive[i] for i in indices], [(bounds[0][i], bounds[1][i]) for i in indices]
+        first_new = len(builder.slots)
         if kind == DELAY:
-            forms = _delay_line(builder, layer, block, indices, drive, init)
-        elif kind in (DIAGONAL, PAIR) and not driven:
-            forms = _fixed_sequence(builder, layer, block, [drive[i].offset for i in indices], starts)
-        elif kind in (DIAGONAL, PAIR):
-            forms = _periodic(builder, layer, block, [drive[i] for i in indices], starts)
-        elif kind == OTHER and not driven and _period(
-                _fixed_values(builder, block, [drive[i].offset for i in indices], starts), builder.max_len):
-            forms = _fixed_sequence(builder, layer, block, [drive[i].offset for i in indices], starts)
-        elif kind == OTHER:
-            unit_bounds = [(bounds[0][i], bounds[1][i]) for i in indices]
-            forms = _eigen_block(builder, layer, block, [drive[i] for i in indices], starts, unit_bounds)
+            forms = _delay_line(builder, layer.name, block, drives, starts, len(indices))
         else:
-            raise LsrlError(f"{layer.describe()}: a state block of size {len(indices)} that is neither diagonal, a "
-                            "rotation pair nor a delay line; the stock blocks cannot express it")
+            try:
+                forms = _emulated(builder, layer, kind, block, drives, starts, bounded)
+            except LsrlError as refusal:
+                forms = _convolution(builder, layer, block, drives, starts, refusal, first_new)
         for i, form in zip(indices, forms):
             out[i] = form
     return [form for form in out if form is not None]
 
 
-def _delay_line(builder: _Builder, layer: Any, block: Block, indices: list[int], drive: list[Form],
-                init: list[Rational]) -> list[Form]:
-    """``z_t = sum_m N^m w_t-m + N^t z_0`` for the nilpotent block ``N`` (exact powers): each power's drives
-    delayed by ``m`` steps (conv taps), the initial state as impulses at the steps it reaches. A row of ``N``
-    may have several entries (a tree of shifts, not only one path), so every power is taken whole."""
-    powers = [_identity(len(indices))]
-    while any(any(row) for row in powers[-1]):  # N is nilpotent (state_blocks): N^len(indices) = 0
-        if len(powers) > len(indices):
-            raise InternalError(f"{layer.name}: a delay block of size {len(indices)} is not nilpotent")
+def _emulated(builder: _Builder, layer: Any, kind: str, block: Block, drive: list[Form], init: list[Rational],
+              bounds: list[tuple[float, float]]) -> list[Form]:
+    """A block that is no delay line (nor a decay in [0, 1]) by the first rule of the module doc that holds it;
+    ``LsrlError`` naming the state where none does (raised before any slot is written)."""
+    driven = any(form.terms or form.slack for form in drive)  # a constant with a slack: enclosed
+    offsets = [form.offset for form in drive]
+    if kind in (DIAGONAL, PAIR) and not driven:
+        return _fixed_sequence(builder, layer, block, offsets, init)
+    if kind in (DIAGONAL, PAIR):
+        return _periodic(builder, layer, block, drive, init)
+    if kind == OTHER and not driven and _period(_fixed_values(builder, block, offsets, init), builder.max_len):
+        return _fixed_sequence(builder, layer, block, offsets, init)
+    if kind == OTHER:
+        return _eigen_block(builder, layer, block, drive, init, bounds)
+    raise LsrlError(f"{layer.describe()}: a state block of size {len(block)} that is neither diagonal, a "
+                    "rotation pair nor a delay line; the stock blocks cannot express it")
+
+
+def _convolution(builder: _Builder, layer: Any, block: Block, drive: list[Form], init: list[Rational],
+                 refusal: LsrlError, first_new: int) -> list[Form]:
+    """A block the other rules refuse (``refusal``) as its exact convolution over ``max_len`` steps
+    (``_delay_line``), where ``max_len <= MAX_CONVOLUTION_LEN``; beyond, the refusal, saying that limit."""
+    if builder.max_len > MAX_CONVOLUTION_LEN:
+        raise type(refusal)(f"{refusal}; only at max_len <= {MAX_CONVOLUTION_LEN} (here {builder.max_len}) is such a "
+                            "state lowered as its exact convolution") from None
+    if len(builder.slots) != first_new:
+        raise InternalError(f"{layer.name}: a refused block left {len(builder.slots) - first_new} slots behind")
+    return _delay_line(builder, layer.name, block, drive, init, builder.max_len)
+
+
+def _delay_line(builder: _Builder, name: str, block: Block, drive: list[Form], init: list[Rational], length: int
+                ) -> list[Form]:
+    """``z_t = sum_(m<t) A^m w_(t-m) + A^t z_0`` for the block ``A`` (exact powers up to ``A^length``): each
+    power's drives delayed by ``m`` steps (conv taps), the initial state as impulses at the steps it reaches.
+    ``length``: a nilpotent block's size (``A^length = 0``: the state at every step; a row of ``A`` may have
+    several entries, a tree of shifts, so every power is taken whole), or ``max_len`` (the state at every
+    step of the sequence: the convolution fallback, module doc)."""
+    powers = [_identity(len(block))]
+    while len(powers) <= length and any(any(row) for row in powers[-1]):  # at most length + 1 powers
         powers.append(_times(powers[-1], block))
-    starts = [init[i] for i in indices]
+    if length < builder.max_len and any(any(row) for row in powers[-1]):
+        raise InternalError(f"{name}: a delay block of size {len(block)} is not nilpotent")
     forms = []
-    for i in range(len(indices)):
+    for i in range(len(block)):
         terms: list[tuple[Rational, Form]] = []
-        for lag, power in enumerate(powers[:-1]):
-            taps = [(c, drive[indices[j]]) for j, c in enumerate(power[i]) if c]
-            if taps:
-                terms.append((ONE, builder.delayed(combine(taps), lag, layer.name)))
-            start = sum((c * z for c, z in zip(power[i], starts)), ZERO) if lag else ZERO
-            if start:  # N^lag z_0 reaches z[i] at step lag
-                terms.append((ONE, builder.impulse(start, lag - 1, layer.name)))
+        for lag, power in enumerate(powers):
+            taps = [(c, drive[j]) for j, c in enumerate(power[i]) if c]
+            if taps and lag < length:
+                terms.append((ONE, builder.delayed(combine(taps), lag, name)))
+            start = sum((c * z for c, z in zip(power[i], init)), ZERO) if lag else ZERO
+            if start:  # A^lag z_0 reaches z[i] at step lag
+                terms.append((ONE, builder.impulse(start, lag - 1, name)))
         forms.append(combine(terms))
     return forms
 
@@ -704,24 +736,30 @@ def _eigen_block(builder: _Builder, layer: Any, block: Block, drive: list[Form],
     exact in ``Q(l_k)``, enclosed where written): ``z_k`` is a scan of decay ``l_k`` in (0, 1), or a sign-flip
     emulation (``R = -1``, decay ``-l_k``) for ``l_k`` in (-1, 0); ``s = sum_k v_k z_k``. Each ``z_k`` is also
     within ``w_k`` times the units' ``bounds`` (interval arithmetic on the enclosures)."""
-    pairs = real_eigenpairs(block)
     why = _unfixed(builder, drive)
+    if not characteristic(block).is_irreducible:  # p**k, k > 1: Jordan blocks over Q(l)
+        raise LsrlError(f"{layer.describe()}: a block of {len(block)} units whose characteristic polynomial "
+                        f"{_polynomial_text(block)} has a repeated irrational (or complex) factor and {why}; it has "
+                        "no diagonal form the stock blocks can hold (only simple irrational eigenvalues are "
+                        "enclosed), so this state is refused")
+    pairs = real_eigenpairs(block)
     if pairs is None:
         raise LsrlError(f"{layer.describe()}: a block of {len(block)} units whose characteristic polynomial "
                         f"{_polynomial_text(block)} is irreducible with complex roots {why}; the stock blocks decay by "
                         "factors in [0, 1], and a rotation is emulated over a step counter only as a 2x2 block of "
                         "rational entries, so this state is refused")
-    modes = []
-    for pair in pairs:
+    for pair in pairs:  # every root checked before a slot is written (``_convolution``)
         low, high = interval(pair.value)
         if not (-1 < low and high < 1):
             raise LsrlError(f"{layer.describe()}: its eigenvalue {float(pair.value):.6g} (irrational) lies outside "
                             f"(-1, 1) and it {why}; the stock blocks decay by factors in [0, 1], so this state is "
                             "refused")
+    modes = []
+    for pair in pairs:
         feed = combine(list(zip(pair.left, drive)))
         start = sum((w * z0 for w, z0 in zip(pair.left, init)), ZERO)
         mode_low, mode_high = _mode_bounds(pair.left, bounds)
-        if low > 0:
+        if interval(pair.value)[0] > 0:
             mode = builder.bounded(builder.scan(feed, pair.value, start, layer.name), mode_low, mode_high)
         else:  # z_t = (-1)**t y_t with y_t = (-l) y_(t-1) + (-1)**t u_t: |y| = |z|
             mode = _phase_selected_scan(builder, layer.name, -pair.value, [[-ONE]], 2, [feed], [start],
