@@ -182,6 +182,8 @@ HEADROOM = 16.0  # weights and pre-activations stay below finfo.max / HEADROOM
 EXACT_SATURATION = 1024.0  # |pre-activation| of a threshold unit's gate: sigmoid exactly 0 or 1 (both dtypes)
 TANH_ONE = 64.0  # tanh(TANH_ONE) is exactly 1 in float32 and float64 (a threshold unit's constant factor)
 MAX_THRESHOLDS = 256  # per component: a value with more lattice points in its range is not thresholded
+# |x| <= TANH_IDENTITY: tanh(x) == x exactly (float32 by enumeration, float64 sampled: activation_identities.csv)
+TANH_IDENTITY = {torch.float32: 2.0 ** -12, torch.float64: 2.0 ** -27}
 
 
 def _unit_roundoff(dtype: torch.dtype) -> float:
@@ -355,7 +357,9 @@ def _thresholds(lattice: Any, low: Any, high: Any, relu: bool) -> tuple[float, n
 @dataclass
 class Payload:
     """Values held by a layer's units: decoded ``v^ = D h + offset``; ``|v| <= M``, ``|v^ - v| <= E``,
-    ``|h| <= H``; ``binary``: the units whose ``h`` is exactly 0 or 1 (threshold units)."""
+    ``|h| <= H``; ``binary``: the units whose ``h`` is exactly 0 or 1 (threshold units); ``grid``: per unit, a power
+    of two that its ``h`` is always a whole multiple of, exactly (1 for threshold units, ``eps`` times the lattice's
+    for identity units), 0 where ``h`` is not exact."""
 
     D: np.ndarray
     M: np.ndarray
@@ -363,6 +367,7 @@ class Payload:
     H: np.ndarray
     offset: np.ndarray
     binary: np.ndarray
+    grid: np.ndarray
 
 
 @dataclass
@@ -404,6 +409,7 @@ class CellLayer:
     H: list = field(default_factory=list)  # |h| bound per unit
     c0: dict = field(default_factory=dict)  # an LSTM unit's initial cell (threshold units: TANH_ONE)
     binary: list = field(default_factory=list)  # per unit: a threshold unit (h exactly 0 or 1)
+    grid: list = field(default_factory=list)  # per unit: h is a whole multiple of it, exactly (0: not exact)
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
     # set by _Builder.finish: the index of the compiled layer it computes (None: the carried input); D, with
     # component j of that layer's output sum_u D[j, u] h_u; per component the value bound at max_len and the
@@ -419,13 +425,15 @@ class CellLayer:
     def units(self) -> int:
         return len(self.H)
 
-    def new_unit(self, h_bound: float) -> int:
-        """A unit with its constant gates saturated (LSTM i = 1, f = 0, o = 1; GRU r = 1, z = 0)."""
+    def new_unit(self, h_bound: float, grid: float = 0.0, saturation: float = SATURATION) -> int:
+        """A unit with its constant gates saturated (LSTM i = 1, f = 0, o = 1; GRU r = 1, z = 0) at ``saturation``
+        (an identity unit: ``EXACT_SATURATION``, exactly 0 and 1, and ``grid``, what its ``h`` is a multiple of)."""
         unit = len(self.H)
         self.H.append(float(h_bound))
         self.binary.append(False)
-        constants = {"i": SATURATION, "f": -SATURATION, "o": SATURATION} if self.arch == "lstm" else {
-            "r": SATURATION, "z": -SATURATION}
+        self.grid.append(float(grid))
+        constants = {"i": saturation, "f": -saturation, "o": saturation} if self.arch == "lstm" else {
+            "r": saturation, "z": -saturation}
         for gate, bias in constants.items():
             self.gate(gate, unit, bias=bias)
         return unit
@@ -438,6 +446,7 @@ class CellLayer:
         unit = len(self.H)
         self.H.append(1.0)
         self.binary.append(True)
+        self.grid.append(1.0)
         if self.arch == "lstm":
             self.gate("i", unit, bias=-EXACT_SATURATION)
             self.gate("f", unit, bias=EXACT_SATURATION)
@@ -492,7 +501,9 @@ class _Builder:
         self.thresholded = False
         d_in = model.input.dim
         M_in = self.bounds(model.input)
-        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in, np.zeros(d_in), np.zeros(d_in, dtype=bool))
+        # an integer input is held exactly (h = x, whole numbers): grid 1
+        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in, np.zeros(d_in), np.zeros(d_in, dtype=bool),
+                               np.full(d_in, 1.0 if model.input.integer else 0.0))
         self.W, self.c = np.eye(d_in), np.zeros(d_in)  # the Linear layers since the last cell layer
         # the compiled layer being built (index, value bound): the input at first
         self.source: tuple[int | None, np.ndarray] = (None, M_in)
@@ -558,8 +569,9 @@ class _Builder:
                 continue
             M_out = self.bounds(layer)
             self.source = (index, M_out)
-            if self.thresholds and (self.threshold_product(index, layer) if layer.kind == "Multi" else
-                                              self.threshold_layer(index, layer, M_out)):
+            if self.thresholds and (self.threshold_product(index, layer) or self.identity_product(index, layer)
+                                    if layer.kind == "Multi" else
+                                    self.threshold_layer(index, layer, M_out) or self.identity_layer(index, layer, M_out)):
                 continue
             if layer.kind == "LinState":
                 self.state(layer, M_out, relu=False)
@@ -582,7 +594,8 @@ class _Builder:
     def finish(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, E: np.ndarray,
                offset: np.ndarray | None = None) -> None:
         offset = np.zeros(len(M)) if offset is None else offset
-        self.payload = Payload(D, M, E, np.array(layer.H), offset, np.array(layer.binary, dtype=bool))
+        self.payload = Payload(D, M, E, np.array(layer.H), offset, np.array(layer.binary, dtype=bool),
+                               np.array(layer.grid))
         layer.source, layer.bound = self.source
         layer.decode, layer.error, layer.offset = D, E, offset
         self.W, self.c = np.eye(len(M)), np.zeros(len(M))
@@ -750,20 +763,10 @@ class _Builder:
         (nothing built) otherwise."""
         Wd, c, _, count, propagated = self.input_terms(self.W, self.c)
         m, binary = node.dim, self.payload.binary
-        lattices, (low, high) = self.lattices[index], self.value_range(node.inputs[0])
-
-        def exact_flag(k: int) -> bool:
-            lattice = lattices[k]
-            return (lattice is not None and lattice[0] == gmpy2.floor(lattice[0]) and lattice[1] in (0, 1)
-                    and low[k] >= 0 and high[k] <= 1)
-
         exact = (propagated == 0) & ~np.any((Wd != 0) & ~binary[None, :], axis=1)
-        pairs = []
-        for j in range(m):
-            flags = [(f, g) for f, g in ((j, m + j), (m + j, j)) if exact_flag(f)]
-            if not (flags and exact[j] and exact[m + j]):
-                return False
-            pairs.append(flags[0])
+        pairs = self.flag_factors(index, node)
+        if pairs is None or not all(exact[f] and exact[g] for f, g in pairs):
+            return False
         rows, biases, thresholds, weights, owners = [], [], [], [], []
         for j, (f, g) in enumerate(pairs):
             units = [(None, c[g])] + [(u, Wd[g, u]) for u in np.flatnonzero(Wd[g])]
@@ -790,6 +793,131 @@ class _Builder:
         layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
         layer.thresholded = True
         self.finish(layer, D, self.source[1], np.zeros(m))
+        return True
+
+    def flag_factors(self, index: int, node) -> list[tuple[int, int]] | None:
+        """Per component of ``Multi`` ``index``, ``(f, g)``: the factor ``F`` (component ``f`` of its input) that takes
+        only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and the other; None where neither does."""
+        m, lattices = node.dim, self.lattices[index]
+        low, high = self.value_range(node.inputs[0])
+
+        def exact_flag(k: int) -> bool:
+            lattice = lattices[k]
+            return (lattice is not None and lattice[0] == gmpy2.floor(lattice[0]) and lattice[1] in (0, 1)
+                    and low[k] >= 0 and high[k] <= 1)
+
+        pairs = []
+        for j in range(m):
+            flags = [(f, g) for f, g in ((j, m + j), (m + j, j)) if exact_flag(f)]
+            if not flags:
+                return None
+            pairs.append(flags[0])
+        return pairs
+
+    def identity_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+        """Compiled layer ``index`` (a ``ReLU``, ``LinState`` or ``ReLUState``) as identity units (module docstring,
+        "Identity units"), where its values lie on dyadic lattices and it reads exact units only; False otherwise."""
+        n = layer.dim
+        inputs, own = self.lattices[index], self.lattices[index + 1]
+        if layer.kind == "ReLU":
+            A, W, c, s0 = np.zeros((n, n)), self.W, self.c, np.zeros(n)
+            lattices, M_pre = inputs, self.bounds(layer.inputs[0])
+        else:
+            A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
+            W, c, s0 = B @ self.W, B @ self.c + b, layer.init_state.to_numpy()
+            if layer.kind == "ReLUState":  # the relu's input y = A s + B x + b
+                rows, bias = _update_rows(layer)
+                lattices = _affine_lattices(rows, bias, own + inputs)
+                M_pre = np.abs(A) @ M_out + np.abs(B) @ self.bounds(layer.inputs[0]) + np.abs(b)
+            else:
+                lattices, M_pre = own, M_out
+        relu = layer.kind != "LinState"
+        gates = [_relu_gate(lattice) if relu else None for lattice in lattices]
+        return self.identity_units(layer, A, W, c, (W, c) if relu else None, gates, s0, lattices, M_pre, M_out)
+
+    def identity_product(self, index: int, node) -> bool:
+        """``Multi`` as identity units where, per component, one factor ``F`` takes only the values 0 and 1 and the
+        other, ``G``, lies on a dyadic lattice, both read exactly: ``F G`` is ``G`` gated by ``[F > 1/2]``."""
+        pairs = self.flag_factors(index, node)
+        if pairs is None:
+            return False
+        f, g = (np.array(side) for side in zip(*pairs))
+        m, lattices = node.dim, self.lattices[index]
+        M_y = self.bounds(node.inputs[0])
+        gates = [(0.5, 0.5)] * m  # threshold 1/2, margin 1/2
+        return self.identity_units(node, np.zeros((m, m)), self.W[g], self.c[g], (self.W[f], self.c[f]), gates,
+                                   np.zeros(m), [lattices[k] for k in g], M_y[g], self.source[1])
+
+    def identity_units(self, node, A, W, c, gate, gates, s0, lattices, M_pre, M) -> bool:
+        """``s_t = [gate_t > theta] (A s_{t-1} + W v_t + c)`` (without ``gate``: ungated) as identity units: one per
+        component (the GRU's gated ones a pair ``a, c``), ``h = eps s`` exactly, with ``eps`` the power of two that
+        puts the pre-activation's bound ``M_pre`` within ``TANH_IDENTITY`` and the gate ``sigma(K (gate - theta))``
+        exactly 0 or 1. False (nothing built) where a value's lattice is not dyadic, a sum is not exact
+        (``_sums_exactly``), a read value carries an error, or a gate's margin is not positive."""
+        scales, lstm = self.scales, self.arch == "lstm"
+        n, pairs = len(M), gate is not None and self.arch == "gru"
+        Wd, c, _, _, propagated = self.input_terms(W, c)
+        grids = [_dyadic_grid(lattice) for lattice in lattices]
+        if propagated.any() or None in grids or (gate is not None and None in gates):
+            return False
+        eps = _power_floor(TANH_IDENTITY[scales.dtype] / np.where(M_pre > 0, M_pre, 1.0))
+        own_grid, H = eps * np.array(grids, dtype=float), eps * np.maximum(M_pre, np.abs(s0))
+        # unit j holds component j (h = eps s); a GRU pair's partner n + j holds -what a latched (decoded a - c)
+        units = np.arange(n)
+        D_own = np.zeros((n, 2 * n if pairs else n))
+        D_own[units, units] = 1.0 / eps
+        if pairs:
+            D_own[units, n + units] = -1.0 / eps
+        unit_grid, unit_H = np.tile(own_grid, D_own.shape[1] // n), np.tile(H, D_own.shape[1] // n)
+        recurrent = A @ D_own
+        p = self.payload
+        grid_all, H_all = np.concatenate([p.grid, unit_grid]), np.concatenate([p.H, unit_H])
+        digits = 24 if scales.dtype == torch.float32 else 53
+        value_rows = eps[:, None] * np.hstack([Wd, recurrent])
+        held = eps * s0 / np.where(own_grid > 0, own_grid, 1.0)
+        if not (_sums_exactly(value_rows, eps * c, grid_all, H_all, scales.dtype).all()
+                and np.all(2 * H <= 2.0 ** (digits - 1) * own_grid) and np.all(held == np.round(held))
+                and np.all(own_grid >= float(torch.finfo(scales.dtype).tiny) / scales.u)
+                and not (gate is not None and np.any(s0 < 0))):
+            return False
+        gate_rows = gate_bias = K = None
+        if gate is not None:
+            gate_Wd, gate_c, _, _, gate_error = self.input_terms(*gate)
+            if gate_error.any():
+                return False
+            thetas, half_gaps = (np.array(side, dtype=float) for side in zip(*gates))
+            gate_rows, gate_bias = np.hstack([gate_Wd, recurrent]), gate_c - thetas
+            terms = np.abs(gate_rows) @ H_all + np.abs(gate_bias)
+            margin = half_gaps - self.rounding(terms, np.count_nonzero(gate_rows, axis=1) + 1)
+            if np.any(margin <= 0):
+                return False
+            K = self.threshold_gains(node, margin)
+            gate_rows, gate_bias = K[:, None] * gate_rows, K * gate_bias
+        layer = self.begin()
+        width = Wd.shape[1]
+        for j in range(D_own.shape[1]):
+            layer.new_unit(unit_H[j], unit_grid[j], EXACT_SATURATION)
+        value = "g" if lstm else "n"
+        for j in range(n):
+            layer.gate(value, j, ih=value_rows[j, :width], bias=eps[j] * c[j], hh=_nonzero(value_rows[j, width:]))
+            if s0[j]:
+                layer.h0[j] = eps[j] * s0[j]
+            if gate_rows is None:
+                continue
+            rows = dict(ih=gate_rows[j, :width], bias=gate_bias[j], hh=_nonzero(gate_rows[j, width:]))
+            if lstm:  # h = o tanh(tanh(eps y)), o = [gate > theta]
+                layer.gate("o", j, **rows)
+            else:  # a: 1 - z = [gate > theta], latched otherwise; c: r = z, n = tanh(r a_{t-1}): a - c = [.] eps y
+                negated = dict(ih=-rows["ih"], bias=-rows["bias"], hh={k: -w for k, w in rows["hh"].items()})
+                layer.gate("z", j, **negated)
+                layer.gate("r", n + j, **negated)
+                layer.gate("n", n + j, hh={j: 1.0})
+        largest = np.abs(value_rows) @ H_all + np.abs(eps * c)
+        if gate_rows is not None:
+            largest = np.maximum(largest, np.abs(gate_rows) @ H_all + np.abs(gate_bias))
+        layer.magnitudes.append((float(np.max(largest, initial=0.0)), node))
+        layer.thresholded = True
+        self.finish(layer, D_own, M, np.zeros(n))
         return True
 
     def snap(self) -> None:
@@ -873,18 +1001,60 @@ class _Builder:
         return weight, bias, propagated + rounding
 
     def exact_sums(self, Wd: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """Per row of ``Wd h + bias``: whether its float sum is exact: it reads threshold units only (``h`` 0
-        or 1, so every product is a weight or 0), and weights and bias are whole multiples of one ``2^-q``
-        with ``(sum |weights| + |bias|) 2^q <= 2^(digits - 1)``, so every weight and every partial sum is such
-        a multiple, representable in the dtype."""
-        digits = 24 if self.scales.dtype == torch.float32 else 53  # significand bits
-        exact = []
-        for row, constant in zip(Wd, bias):
-            terms = np.append(row, constant)
-            q = _binary_exponent(terms)
-            exact.append(q is not None and not np.any((row != 0) & ~self.payload.binary)
-                         and math.ldexp(float(np.abs(terms).sum()), q) <= 2.0 ** (digits - 1))
-        return np.array(exact, dtype=bool)
+        """Per row of ``Wd h + bias`` over the current payload: whether its float sum is exact (``_sums_exactly``)."""
+        p = self.payload
+        return _sums_exactly(Wd, bias, p.grid, p.H, self.scales.dtype)
+
+
+def _sums_exactly(rows: np.ndarray, bias: np.ndarray, grid: np.ndarray, H: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """Per row of ``rows h + bias``: whether its float sum is exact in ``dtype``, whatever the order of the additions
+    (and with or without fused multiply-adds): it reads exact units only (``h`` a whole multiple of ``grid``, a power
+    of two, with ``|h| <= H``), every weight and the bias are representable, and every ``w grid`` and the bias are
+    whole multiples of one ``2^-q`` with ``(sum |w| H + |bias|) 2^q <= 2^(digits - 1)``: then every product and every
+    partial sum is such a multiple below ``2^(digits - 1 - q)``, representable (``digits`` the significand's bits)."""
+    digits = 24 if dtype == torch.float32 else 53
+    narrow = np.float32 if dtype == torch.float32 else np.float64
+    exact = []
+    for row, constant in zip(rows, bias):
+        used = row != 0
+        representable = bool(np.all(row.astype(narrow) == row)) and float(narrow(constant)) == constant
+        q = _binary_exponent(np.append(row[used] * grid[used], constant)) if representable else None
+        exact.append(q is not None and not np.any(used & (grid == 0))
+                     and math.ldexp(float(np.abs(row) @ H + abs(constant)), q) <= 2.0 ** (digits - 1))
+    return np.array(exact, dtype=bool)
+
+
+def _nonzero(row: np.ndarray) -> dict:
+    """``{column: weight}`` of a row's non-zero entries (recurrent weights)."""
+    return {int(k): float(row[k]) for k in np.flatnonzero(row)}
+
+
+def _dyadic_grid(lattice: Any) -> float | None:
+    """The largest power of two that every point of ``lattice`` (``o + g Z``) is a whole multiple of, or None when
+    the points are not all dyadic rationals (a step 1/3) or there is no lattice. A constant 0: 1."""
+    if lattice is None:
+        return None
+    step = _rational_gcd(*lattice)
+    if not step:
+        return 1.0
+    numerator, denominator = int(step.numerator), int(step.denominator)
+    if denominator & (denominator - 1):
+        return None
+    twos = (numerator & -numerator).bit_length() - 1  # the power of two in the numerator
+    return math.ldexp(1.0, twos - (denominator.bit_length() - 1))
+
+
+def _relu_gate(lattice: Any) -> tuple[float, float] | None:
+    """``(theta, margin)`` of an identity unit's relu gate ``[y > theta]`` for ``y`` on ``lattice``: theta halfway
+    between the largest point below 0 and the next (which is ``>= 0``: ``relu`` is the identity from there, and 0
+    below), margin half the step; a constant ``y = o``: theta ``o / 2``. None without a lattice."""
+    if lattice is None:
+        return None
+    offset, step = lattice
+    if not step:
+        return (float(offset) / 2, abs(float(offset)) / 2) if offset else (-1.0, 1.0)
+    first = offset + step * gmpy2.ceil(-offset / step)  # the smallest point >= 0
+    return float(first - step / 2), float(step) / 2
 
 
 def _binary_exponent(values: np.ndarray) -> int | None:
