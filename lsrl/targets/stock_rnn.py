@@ -207,7 +207,8 @@ def power_sum(A: np.ndarray, steps: int) -> np.ndarray:
     """``sum_{k < steps} |A^k|`` (elementwise absolute values), times ``POWER_SLACK``.
 
     Stops early when a power is zero (nothing more to add) or repeats an earlier one exactly (the
-    rest of the sum is periodic, e.g. a permutation or a counter's shift)."""
+    rest of the sum is periodic, e.g. a permutation or a counter's shift), and at the first power that
+    overflows: the sum is then infinite (where it overflowed), which every check refuses."""
     n = A.shape[0]
     total, power = np.zeros((n, n)), np.eye(n)
     seen: dict[bytes, int] = {}
@@ -224,7 +225,10 @@ def power_sum(A: np.ndarray, steps: int) -> np.ndarray:
         seen[key] = k
         sums.append(total.copy())
         total = total + np.abs(power)
-        power = A @ power
+        with np.errstate(over="ignore", invalid="ignore"):
+            power = A @ power
+        if not np.isfinite(power).all():
+            return np.where(np.isfinite(power) & np.isfinite(total), total, np.inf) * POWER_SLACK
         if not power.any():
             break
     return total * POWER_SLACK
@@ -569,9 +573,9 @@ class _Builder:
                 continue
             M_out = self.bounds(layer)
             self.source = (index, M_out)
-            if self.thresholds and (self.threshold_product(index, layer) or self.identity_product(index, layer)
+            if self.thresholds and (self.identity_product(index, layer) or self.threshold_product(index, layer)
                                     if layer.kind == "Multi" else
-                                    self.threshold_layer(index, layer, M_out) or self.identity_layer(index, layer, M_out)):
+                                    self.identity_layer(index, layer, M_out) or self.threshold_layer(index, layer, M_out)):
                 continue
             if layer.kind == "LinState":
                 self.state(layer, M_out, relu=False)
@@ -621,6 +625,9 @@ class _Builder:
         Wd, c, magnitude, count, propagated = self.input_terms(W, c)
         count = count + np.count_nonzero(A, axis=1)
         powers = np.abs(power_sum(np.abs(A) if relu else A, self.max_len))
+        if not np.isfinite(powers).all():
+            raise LsrlError(f"{self.name}: the errors of {node.describe()} grow beyond {DTYPES[scales.dtype]}'s range "
+                            f"over max_len={self.max_len} steps (sum of |A|^k); {_advice(scales.dtype, 'a smaller max_len')}")
         # errors that reach this layer whatever it does: the decoded values may exceed the bounds by them
         slack = 16.0 * powers @ (propagated + self.rounding(magnitude + np.abs(A) @ (MARGIN * M), count))
         M, M_w = M + slack, M_w + slack
