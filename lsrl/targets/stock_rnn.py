@@ -82,8 +82,10 @@ layer multiply it whatever the scales: a state that integrates (``A = I``: Listi
 registers) sums its input's error over ``max_len`` steps, and a comparison (``f_step``: slope 2, two ReLUs read
 back with opposite signs) doubles to quadruples it; across the 27 cell layers of Listing 2 (robust, ``n = 2``) it
 grows 3.5e16-fold, and float64 states 843 for outputs bounded by 24. Where that bound is refused (``check_margin``,
-the overflow check or ``_check_informative``), the module is built again with *threshold units*, which hold a
-value exactly instead of approximately, so that no error is carried through them:
+the overflow check or ``_check_informative``), the module is built again with *identity units* and *threshold
+units*, which hold a value exactly instead of approximately, so that no error is carried through them (each layer
+tries identity units first, one unit per component, or two, then threshold units, one per lattice point, then the
+construction above):
 
 * *Value lattices* (``_value_lattices``, exact rationals, over the compiled layers): a value lies in
   ``o + g Z``. An integer ``Input`` lies in ``Z``; ``A v + b`` in ``b + A o + gcd_j(a_j g_j) Z``;
@@ -114,29 +116,55 @@ value exactly instead of approximately, so that no error is carried through them
   over the steps, starting from the flags of its initial state (``h0``; a state whose initial value is no
   point of its thresholds keeps the construction above), every flag is exact at every step, and the
   decoded value has error ``E = 0``: nothing compounds, whatever ``max_len``.
+* *Exact sums* (``_sums_exactly``): a unit is *exact* when its ``h`` is always a whole multiple of a power of two
+  ``grid`` with ``|h| <= H`` (a threshold unit: grid 1, ``H = 1``; an identity unit, below; an integer input:
+  grid 1). A sum ``sum_u w_u h_u + b`` over exact units, every weight and the bias representable, every
+  ``w_u grid_u`` and ``b`` a whole multiple of one ``2^-q``, and ``(sum |w_u| H_u + |b|) 2^q <= 2^(p - 1)``
+  (``p`` the significand's bits), is computed exactly in any order of the additions, fused or not: every
+  product and every partial sum is such a multiple below ``2^(p - 1 - q)``, representable.
+* *An identity unit* (``identity_units``) holds ``h = eps s`` exactly, for ``s = f(y)`` with ``f`` the identity
+  (a ``LinState``), relu (``ReLU``, ``ReLUState``) or ``[F > 1/2] G`` (a ``Multi`` whose factor ``F`` takes only
+  the values 0 and 1; ``y = G``), where every ``y`` lies on a lattice whose points are whole multiples of a
+  power of two ``grid_y`` (``_dyadic_grid``; a step 1/3 has none). ``eps`` is the power of two with
+  ``eps M_y <= TANH_IDENTITY`` (``M_y`` the bound of ``|y|`` at ``max_len``; ``2^-12`` in float32, where
+  ``tanh(x) == x`` for every ``|x| <= 3.5e-4`` by enumeration; ``2^-27`` in float64, sampled:
+  ``activation_identities.csv``). Its constant gates are at ``±EXACT_SATURATION``, exactly 0 and 1, and the
+  pre-activation of its value gate, ``eps y`` (LSTM ``g``, GRU ``n``), reads exact units only and is an exact
+  sum (checked; else no identity units), so it is ``eps y`` exactly, within ``TANH_IDENTITY``. Then LSTM:
+  ``c = 0 c + 1 tanh(eps y) = eps y`` and ``h = o tanh(c) = o eps y``; GRU (``r = 1``, ``z = 0``):
+  ``h = n = eps y`` (``(1 - z) n + z h`` or ``n + z (h - n)``). The gate ``o`` (LSTM) or ``1 - z`` (GRU) is
+  ``[y > theta]``, computed as a threshold unit's flag (``sigma(K (y^ - theta))``, margin less rounding, the
+  smallest power of two ``K`` reaching ``EXACT_SATURATION``): relu's ``theta`` lies halfway between the
+  largest lattice point below 0 and the next, ``>= 0``, from where relu is the identity (margin half the
+  step); a product's ``theta = 1/2`` (margin 1/2). A shut GRU gate keeps ``z a_{t-1}``; the unit's partner
+  ``c`` (``z = 0``, ``r`` the same gate, ``n = tanh(r a_{t-1})``) holds ``r a_{t-1}`` exactly (``a_{t-1}``
+  within ``TANH_IDENTITY``), so ``a - c = [y > theta] eps y`` exactly (``(a - n) + n = a`` as both are
+  multiples of the grid with ``2 H <= 2^(p - 1) grid``: checked). A state's units read their own back through the
+  same exact sums; by induction over the steps (from ``h0 = eps s0``, a multiple of the grid) every unit is
+  exact at every step: the decoded value ``h / eps`` (GRU ``(a - c) / eps``) has error ``E = 0``, whatever
+  ``max_len``, and a component takes one unit (a gated GRU one two) however many values it has: the limit is
+  ``2 M_y / grid_y <= 2^(p - 1)`` (values up to 4e6 in float32).
 * *A product* ``F G`` where ``F`` takes only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and
   both factors are read exactly from threshold units (``F = f h + c_F``, ``G = g h + c_G``, ``h`` in
   ``{0, 1}``): ``F G = c_G [F > 1/2] + sum_u g_u [h_u + F > 3/2]`` (``h_u F`` is an AND), threshold units
   of margin 1/2; otherwise the product of the construction above, whose error the next thresholds absorb.
-* *The readout* ``W h + b`` is exact where it reads threshold units only and its weights and bias are
-  whole multiples of one ``2^-q`` with ``(sum |w| + |b|) 2^q <= 2^(p - 1)`` (``p`` the significand's
-  bits): every product is a weight or 0 and every partial sum is representable. Its tolerance is then 0.
+* *The readout* ``W h + b`` is exact where it is an exact sum (above) of exact units. Its tolerance is then 0.
   Where the outputs would still carry an error, a last memoryless layer of threshold units snaps them
   (when their lattice and margins allow).
 
 So Listing 2 (robust, ``n = 2`` and ``3``; and the paper's, slope 1000 and ``lambda = 1e10``, in float64) is
 built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is
-refused: its ``started_on`` register reaches 1e13, far too many lattice points, and its small-signal
-error does not fit. At longer ``max_len`` the output registers' value bounds (relational, not tight: they
-grow with the number of key / value pairs) outgrow ``MAX_THRESHOLDS``; those layers then keep the
-construction above and the stated tolerance is the bound that results (robust ``n = 3``, tokens up to 10,
-``max_len = 256``: the registers' bound is 420, and the LSTM states 2.7e-6 in float64, proving every
-decision, and 2.0 in float32, proving none; the GRU 9.0e-6 and 5.3). Programs whose
-plain bound is accepted and proves their token decisions are built as before: threshold units are tried only
+refused: its ``started_on`` register reaches 1e13, beyond float32's identity units (and far too many lattice
+points), and its small-signal error does not fit. The output registers' value bounds grow with ``max_len`` (a
+prompt that repeats the query's key reaches them: robust ``n = 3``, tokens up to 10, 420 at ``max_len = 256``,
+1660 at 1000); as identity units they take one unit each whatever their bound, so the module's width does not
+grow with ``max_len`` and it stays exact (``benchmarks/stock_long.py``: tolerance 0 at 256, 1000 and 4096 in
+both dtypes). Programs whose
+plain bound is accepted and proves their token decisions are built as before: exact units are tried only
 where the plain construction is refused, or where an output on a lattice (integer inputs) has a tolerance of
 half its step or more; and they are kept only if they state a smaller tolerance. (The ``ReLUState``
-program ``parity``, refused beyond a few steps in float32 before, is then exact up to ``max_len = 250``, its
-features' 250 thresholds.)
+program ``parity``, refused beyond a few steps in float32 by the plain bound, is exact with two identity
+units, LSTM, or four, GRU, at any ``max_len`` up to the limit above.)
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -176,6 +204,16 @@ GATE_AMPLITUDE = {torch.float32: 2.0 ** -7, torch.float64: 2.0 ** -17}  # eta M_
 SATURATION = 128.0  # pre-activation of a constant gate
 RELU_KNEE = 0.2785  # max over x >= 0 of x sigmoid(-x)
 ACTIVATION_ULPS = 4.0  # psi: relative error of one sigmoid / tanh, in units of u
+# runtime="onnxruntime" (float32): its GRU / LSTM kernels' activations, sampled by
+# benchmarks/onnxruntime_activations.py (docs/results/benchmarks/onnxruntime_activations.csv): tanh within 10.1 u
+# relative, sigmoid within 2.72 u absolute, the GRU's reset gate (a sigmoid of its own) within 5.04 u absolute:
+# psi charges their sum with room
+ONNX_ACTIVATION_ULPS = 24.0
+# the GRU kernel's reset gate is -2^-22 or 1 + 2^-22 at -+1024, and tanh(TANH_ONE) = 1 + 2^-21: a GRU threshold unit's
+# flag is within ONNX_FLAG_ERROR of 0 or 1 there (-2^-16 or 1 + 2^-21); the LSTM's are exact (sigmoid exactly 0 / 1
+# beyond +-18.1, tanh(TANH_ONE) = 1)
+ONNX_FLAG_ERROR = 2.0 ** -15
+RUNTIMES = ("torch", "onnxruntime")
 MARGIN = 17.0 / 16.0  # phi: decoded values stay within phi M
 POWER_SLACK = 1.0 + 2.0 ** -20  # covers the float64 rounding of the |A^k| sums
 HEADROOM = 16.0  # weights and pre-activations stay below finfo.max / HEADROOM
@@ -382,6 +420,12 @@ class Scales:
     amplitude: float
     gate_amplitude: float
     gain: float  # multiplies every ReLU gain K
+    runtime: str = "torch"  # whose activations the bound charges: "torch" or "onnxruntime" (module docstring)
+
+    @property
+    def psi(self) -> float:
+        """``psi``: the activations' error in units of ``u`` (module docstring)."""
+        return ONNX_ACTIVATION_ULPS if self.runtime == "onnxruntime" else ACTIVATION_ULPS
 
     @property
     def u(self) -> float:
@@ -502,6 +546,9 @@ class _Builder:
         # threshold units was attempted (a refusal then names its own reason)
         self.thresholds = thresholds
         self.lattices = _value_lattices(model) if thresholds else []
+        # onnxruntime's GRU flags: 0 or within ONNX_FLAG_ERROR of 1 (module docstring, "onnxruntime")
+        self.flag_error = ONNX_FLAG_ERROR if scales.runtime == "onnxruntime" and arch == "gru" else 0.0
+        self.identities = scales.runtime == "torch"  # onnxruntime's tanh is no identity anywhere
         self.thresholded = False
         d_in = model.input.dim
         M_in = self.bounds(model.input)
@@ -663,7 +710,7 @@ class _Builder:
         recurrent_magnitude = np.abs(A) @ (MARGIN * M)
         pre = magnitude + recurrent_magnitude
         layer.magnitudes.append((float(np.max(np.maximum(K if relu else 0.0, eps) * pre, initial=0.0)), node))
-        u, psi = scales.u, ACTIVATION_ULPS
+        u, psi = scales.u, scales.psi
         top = MARGIN * np.maximum(M_w, M)
         local = self.rounding(pre, count) + 4 * math.exp(-SATURATION) * (pre + top)
         if lstm:
@@ -734,7 +781,8 @@ class _Builder:
         terms = np.abs(Wd) @ self.payload.H + np.abs(recurrent).sum(axis=1) + widest
         count = count + np.count_nonzero(recurrent, axis=1)
         steps = np.array([float(lattice[1]) if size else math.inf for lattice, size in zip(lattices, sizes)])
-        margin = steps / 2 - propagated - self.rounding(terms, count)
+        own_error = np.abs(recurrent).sum(axis=1) * self.flag_error  # its own flags read back
+        margin = steps / 2 - propagated - own_error - self.rounding(terms * (1 + self.flag_error), count)
         if np.any(margin <= 0):
             return False
         K = self.threshold_gains(node, margin)
@@ -744,8 +792,7 @@ class _Builder:
             for theta in thresholds:
                 layer.threshold_unit(K[j] * Wd[j], hh, K[j] * (bias[j] - theta), float(s0[j] > theta))
         layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
-        layer.thresholded = True
-        self.finish(layer, D_own, M, np.zeros(n), offset)
+        self.finish_flags(layer, D_own, M, offset)
         return True
 
     def threshold_gains(self, node, margin: np.ndarray) -> np.ndarray:
@@ -798,9 +845,17 @@ class _Builder:
             layer.threshold_unit(K[unit] * row, {}, K[unit] * (bias - theta), 0.0)
             D[j, unit] = weight
         layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
-        layer.thresholded = True
-        self.finish(layer, D, self.source[1], np.zeros(m))
+        self.finish_flags(layer, D, self.source[1], np.zeros(m))
         return True
+
+    def finish_flags(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, offset: np.ndarray) -> None:
+        """``finish`` a layer of threshold units: error 0, or where flags are within ``flag_error`` of 1
+        (onnxruntime's GRU) ``|D| flag_error``, the flags then no exact units."""
+        layer.thresholded = True
+        if self.flag_error:
+            layer.H = [1.0 + self.flag_error] * layer.units
+            layer.grid = [0.0] * layer.units
+        self.finish(layer, D, M, np.abs(D).sum(axis=1) * self.flag_error, offset)
 
     def flag_factors(self, index: int, node) -> list[tuple[int, int]] | None:
         """Per component of ``Multi`` ``index``, ``(f, g)``: the factor ``F`` (component ``f`` of its input) that takes
@@ -863,6 +918,8 @@ class _Builder:
         (``_sums_exactly``), a read value carries an error, or a gate's margin is not positive."""
         scales, lstm = self.scales, self.arch == "lstm"
         n, pairs = len(M), gate is not None and self.arch == "gru"
+        if not self.identities:
+            return False
         Wd, c, _, _, propagated = self.input_terms(W, c)
         grids = [_dyadic_grid(lattice) for lattice in lattices]
         if propagated.any() or None in grids or (gate is not None and None in gates):
@@ -986,7 +1043,7 @@ class _Builder:
             for unit, sign in entries:
                 D[j, unit] = sign * decode[j]
         layer.magnitudes.append((float(np.max(np.concatenate([eps * magnitude[m:], eta * magnitude[:m]]))), node))
-        u, psi = scales.u, ACTIVATION_ULPS
+        u, psi = scales.u, scales.psi
         P, Q = MARGIN * M_P, MARGIN * M_Q
         E = MARGIN * (M_P * e_Q + M_Q * e_P)
         if lstm:
@@ -1405,7 +1462,8 @@ class StockRNNModel(nn.Module):
         return patches
 
     def extra_repr(self) -> str:
-        return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, tolerance={self.tolerance:.3g}, "
+        return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, runtime={self.scales.runtime}, "
+                f"tolerance={self.tolerance:.3g}, "
                 f"amplitude={self.scales.amplitude:g}, gate_amplitude={self.scales.gate_amplitude:g}")
 
 
@@ -1424,25 +1482,32 @@ def stock_dtype(name: str) -> torch.dtype:
     return dtypes[name]
 
 
-def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str) -> Scales:
+def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str,
+            runtime: Any = "torch") -> Scales:
     if not isinstance(dtype, torch.dtype) or dtype not in DTYPES:
         raise LsrlError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if not isinstance(runtime, str) or runtime not in RUNTIMES:
+        raise LsrlError(f"{name}: runtime must be one of {RUNTIMES} (whose sigmoid and tanh the tolerance charges), "
+                        f"got {runtime!r}")
+    if runtime == "onnxruntime" and dtype != torch.float32:
+        raise LsrlError(f"{name}: runtime='onnxruntime' needs dtype=torch.float32 (onnxruntime has no float64 GRU / "
+                        f"LSTM kernels), got {dtype}")
     for option, value in (("amplitude", amplitude), ("gate_amplitude", gate_amplitude), ("gain", gain)):
         if (value is not None or option == "gain") and (isinstance(value, bool) or not isinstance(value, (int, float))
                                                         or not 0 < value < math.inf):
             raise LsrlError(f"{name}: {option} must be a positive finite number, got {value!r}")
     return Scales(dtype, float(amplitude or AMPLITUDE[dtype]), float(gate_amplitude or GATE_AMPLITUDE[dtype]),
-                  float(gain))
+                  float(gain), runtime)
 
 
 def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, gate_amplitude: float | None,
-           gain: float) -> StockRNNModel:
+           gain: float, runtime: Any) -> StockRNNModel:
     name = f"stock_{arch}"
     if whole_number(max_len) is None or max_len < 1:
         raise LsrlError(f"{name}: max_len must be a positive integer (the longest sequence the module runs), "
                         f"got {max_len!r}; the scales come from the value bounds at that length")
     max_len = int(max_len)
-    scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
+    scales = _scales(dtype, amplitude, gate_amplitude, gain, name, runtime)
     relational_bounds(model.layers[-1] if model.layers else model.input, max_len)  # every layer's, in one run
     built: tuple | None = None
     refused = LsrlError(f"{name}: not built")  # replaced by the plain construction's refusal where it raises one
@@ -1498,16 +1563,18 @@ def _built(arch: str, model, max_len: int, scales: Scales, thresholds: bool) -> 
 
 def build_stock_lstm(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
                      amplitude: float | None = None, gate_amplitude: float | None = None,
-                     gain: float = 1.0) -> StockRNNModel:
-    """``model`` (a CompiledProgram) in one stock ``torch.nn.LSTM`` (module docstring); ``max_len`` required."""
-    return _build("lstm", model, max_len, dtype, amplitude, gate_amplitude, gain)
+                     gain: float = 1.0, runtime: str = "torch") -> StockRNNModel:
+    """``model`` (a CompiledProgram) in one stock ``torch.nn.LSTM`` (module docstring); ``max_len`` required.
+    ``runtime="onnxruntime"`` (float32): ``net.tolerance`` holds in onnxruntime too (``export_stock_onnx``)."""
+    return _build("lstm", model, max_len, dtype, amplitude, gate_amplitude, gain, runtime)
 
 
 def build_stock_gru(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
                     amplitude: float | None = None, gate_amplitude: float | None = None,
-                    gain: float = 1.0) -> StockRNNModel:
-    """``model`` (a CompiledProgram) in one stock ``torch.nn.GRU`` (module docstring); ``max_len`` required."""
-    return _build("gru", model, max_len, dtype, amplitude, gate_amplitude, gain)
+                    gain: float = 1.0, runtime: str = "torch") -> StockRNNModel:
+    """``model`` (a CompiledProgram) in one stock ``torch.nn.GRU`` (module docstring); ``max_len`` required.
+    ``runtime="onnxruntime"`` (float32): ``net.tolerance`` holds in onnxruntime too (``export_stock_onnx``)."""
+    return _build("gru", model, max_len, dtype, amplitude, gate_amplitude, gain, runtime)
 
 
 def layer_report(module: StockRNNModel) -> list[dict]:
