@@ -153,9 +153,10 @@ construction above):
   (when their lattice and margins allow).
 
 So Listing 2 (robust, ``n = 2`` and ``3``; and the paper's, slope 1000 and ``lambda = 1e10``, in float64) is
-built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is
-refused: its ``started_on`` register reaches 1e13, beyond float32's identity units (and far too many lattice
-points), and its small-signal error does not fit. The output registers' value bounds grow with ``max_len`` (a
+built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is refused
+at ``max_len = 256``: its ``started_on`` register's bound (3.8e15) is beyond float32's identity units (and far
+too many lattice points), and its small-signal error does not fit. The output registers' value bounds grow with
+``max_len`` (a
 prompt that repeats the query's key reaches them: robust ``n = 3``, tokens up to 10, 420 at ``max_len = 256``,
 1660 at 1000); as identity units they take one unit each whatever their bound, so the module's width does not
 grow with ``max_len`` and it stays exact (``benchmarks/stock_long.py``: tolerance 0 at 256, 1000 and 4096 in
@@ -165,6 +166,20 @@ where the plain construction is refused, or where an output on a lattice (intege
 half its step or more; and they are kept only if they state a smaller tolerance. (The ``ReLUState``
 program ``parity``, refused beyond a few steps in float32 by the plain bound, is exact with two identity
 units, LSTM, or four, GRU, at any ``max_len`` up to the limit above.)
+
+**onnxruntime** (``runtime="onnxruntime"``, float32; ``export_stock_onnx``). onnxruntime's GRU / LSTM kernels
+approximate sigmoid and tanh, sampled by ``benchmarks/onnxruntime_activations.py``
+(``docs/results/benchmarks/onnxruntime_activations.csv``, not exhaustive): tanh within 10.1 u (relative; exactly 0
+at 0, never the identity, ``tanh(64) = 1`` in the LSTM kernel but ``1 + 2^-21`` in the GRU's), sigmoid within 2.74 u
+(absolute; exactly 0 and 1 beyond ``|x| >= 18.1`` and so at ``-+1024``), and the GRU's reset gate ``r``, a sigmoid
+of its own, within 5.04 u (absolute) and never exactly 0 or 1 (``-2^-22`` and ``1 + 2^-22`` at ``-+1024``). The
+module built for it states a tolerance that holds in both runtimes: ``psi = ONNX_ACTIVATION_ULPS = 24`` (each
+activation's error in the bound above is charged as ``psi u`` times the magnitude it multiplies, and every
+absolute sigmoid error multiplies a term the bound charges with that magnitude: ``10.1 + 2.74 + 5.04 <= 24``,
+a reset gate of ``1 + 2^-22`` included); no identity units; the GRU's threshold units hold ``tanh(r TANH_ONE)``,
+within ``ONNX_FLAG_ERROR = 2^-15`` of their flag (``-2^-16`` or ``1 + 2^-21``), so their layers carry the error
+``E = |D| 2^-15``, a state's margins less its own flags' error, and their sums are not taken as exact (the LSTM's
+flags are exact there too). torch computes within all of these, so ``net.tolerance`` holds in torch as well.
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -206,7 +221,7 @@ RELU_KNEE = 0.2785  # max over x >= 0 of x sigmoid(-x)
 ACTIVATION_ULPS = 4.0  # psi: relative error of one sigmoid / tanh, in units of u
 # runtime="onnxruntime" (float32): its GRU / LSTM kernels' activations, sampled by
 # benchmarks/onnxruntime_activations.py (docs/results/benchmarks/onnxruntime_activations.csv): tanh within 10.1 u
-# relative, sigmoid within 2.72 u absolute, the GRU's reset gate (a sigmoid of its own) within 5.04 u absolute:
+# relative, sigmoid within 2.74 u absolute, the GRU's reset gate (a sigmoid of its own) within 5.04 u absolute:
 # psi charges their sum with room
 ONNX_ACTIVATION_ULPS = 24.0
 # the GRU kernel's reset gate is -2^-22 or 1 + 2^-22 at -+1024, and tanh(TANH_ONE) = 1 + 2^-21: a GRU threshold unit's
@@ -620,9 +635,7 @@ class _Builder:
                 continue
             M_out = self.bounds(layer)
             self.source = (index, M_out)
-            if self.thresholds and (self.identity_product(index, layer) or self.threshold_product(index, layer)
-                                    if layer.kind == "Multi" else
-                                    self.identity_layer(index, layer, M_out) or self.threshold_layer(index, layer, M_out)):
+            if self.thresholds and self.exact_layer(index, layer, M_out):
                 continue
             if layer.kind == "LinState":
                 self.state(layer, M_out, relu=False)
@@ -636,6 +649,13 @@ class _Builder:
                 raise InternalError(f"{self.name}: a compiled path holds a {layer.kind} layer")
         if not self.layers:  # a program of Linear layers only: one layer of value units carries the input
             self.carry()
+
+    def exact_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+        """Compiled layer ``index`` as exact units: identity units where they fit, else threshold units (module
+        docstring); False (nothing built) where neither does."""
+        if layer.kind == "Multi":
+            return self.identity_product(index, layer) or self.threshold_product(index, layer)
+        return self.identity_layer(index, layer, M_out) or self.threshold_layer(index, layer, M_out)
 
     def begin(self) -> CellLayer:
         layer = CellLayer(self.arch, self.payload.D.shape[1])
@@ -674,7 +694,8 @@ class _Builder:
         powers = np.abs(power_sum(np.abs(A) if relu else A, self.max_len))
         if not np.isfinite(powers).all():
             raise LsrlError(f"{self.name}: the errors of {node.describe()} grow beyond {DTYPES[scales.dtype]}'s range "
-                            f"over max_len={self.max_len} steps (sum of |A|^k); {_advice(scales.dtype, 'a smaller max_len')}")
+                            f"over max_len={self.max_len} steps (sum of |A|^k); "
+                            f"{_advice(scales.dtype, 'a smaller max_len')}")
         # errors that reach this layer whatever it does: the decoded values may exceed the bounds by them
         slack = 16.0 * powers @ (propagated + self.rounding(magnitude + np.abs(A) @ (MARGIN * M), count))
         M, M_w = M + slack, M_w + slack
@@ -1070,7 +1091,8 @@ class _Builder:
         return _sums_exactly(Wd, bias, p.grid, p.H, self.scales.dtype)
 
 
-def _sums_exactly(rows: np.ndarray, bias: np.ndarray, grid: np.ndarray, H: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+def _sums_exactly(rows: np.ndarray, bias: np.ndarray, grid: np.ndarray, H: np.ndarray,
+                  dtype: torch.dtype) -> np.ndarray:
     """Per row of ``rows h + bias``: whether its float sum is exact in ``dtype``, whatever the order of the additions
     (and with or without fused multiply-adds): it reads exact units only (``h`` a whole multiple of ``grid``, a power
     of two, with ``|h| <= H``), every weight and the bias are representable, and every ``w grid`` and the bias are
@@ -1232,8 +1254,8 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     # with threshold units only the outputs, which the readout overwrites, are patched
     outputs_patched = {label.node for label in output_labels} if readout_patched else set()
     thresholds = any(layer.thresholded for layer in layers)
-    unpatchable = {node: "the module holds values in threshold units (exact 0 / 1 steps of values on a lattice), "
-                   "whose exactness a patched value off the lattice would break" for node in model.patchable
+    unpatchable = {node: "the module holds values in exact units (identity and threshold units, of values on a "
+                   "lattice), whose exactness a patched value off the lattice would break" for node in model.patchable
                    if thresholds and node not in outputs_patched}
     unpatchable.update({node: "it is held by a Linear layer that the stock construction folds into the next layer's "
                         "input weights, so no unit of the core holds it" for node in model.patchable if node in folded})
@@ -1605,13 +1627,20 @@ def export_stock_onnx(net: StockRNNModel, path: Any) -> Any:
     ``LSTM`` / ``GRU`` operator per layer of the core (its default activations: sigmoid, tanh, tanh; the
     GRU with ``linear_before_reset=1``, PyTorch's formula), then ``MatMul`` + ``Add`` for the readout, in the
     module's dtype. ``x``: ``(batch, time, d_in)``, ``y``: ``(batch, time, d_out)``. Returns the path.
-    onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``)."""
+
+    onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``), and its kernels compute
+    other activations than torch's (``benchmarks/onnxruntime_activations.py``: tanh within 10.1 u, never the
+    identity, ``tanh(64) = 1 + 2^-21`` in the GRU, whose reset gate is ``-2^-22`` / ``1 + 2^-22`` at ``-+1024``).
+    ``net.tolerance`` holds there for a module built with ``runtime="onnxruntime"`` (module docstring,
+    "onnxruntime"); for one built for torch it does not: identity units are off by the tanh's error (robust
+    Listing 2, ``max_len = 256``: about 1e-2), and the file's doc string says which."""
     if getattr(net, "architecture", None) not in _ONNX_OPERATORS:
         raise LsrlError(f"export_stock_onnx: needs a module of {tuple(_ONNX_OPERATORS)}, got "
                         f"{getattr(net, 'architecture', type(net).__name__)!r}")
     g, out = _onnx_graph(net)
     doc = (f"lsrl {net.architecture}: a compiled program in stock {net.core.__class__.__name__} operators; "
-           f"outputs within {net.tolerance:.3g} of the program's for T <= {net.max_len}")
+           f"outputs within {net.tolerance:.3g} of the program's for T <= {net.max_len} (runtime {net.scales.runtime}"
+           f"{'' if net.scales.runtime == 'onnxruntime' else ': onnxruntime computes other activations'})")
     try:
         return g.write(out, path, f"lsrl_{net.architecture}", net.d_in, net.readout.out_features, doc)
     except OSError as error:
