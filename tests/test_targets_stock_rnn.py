@@ -337,23 +337,33 @@ def test_the_identity_amplitude_is_at_its_boundary(dtype, monkeypatch):
         assert not np.array_equal(run(model.to_torch(arch, max_len=64, dtype=dtype), xs), reference), arch
 
 
-def test_the_onnxruntime_facts_cover_the_measured_table():
-    """runtime="onnxruntime" charges ONNX_ACTIVATION_ULPS and ONNX_FLAG_ERROR: at least what
-    benchmarks/onnxruntime_activations.py measured (docs/results/benchmarks/onnxruntime_activations.csv), and
-    onnxruntime here computes the values the construction relies on (sigmoid exactly 0 / 1 at -+1024 but in the
-    GRU's reset gate, tanh(TANH_ONE) = 1 in the LSTM)."""
-    from lsrl.targets.stock_rnn import ONNX_ACTIVATION_ULPS, ONNX_FLAG_ERROR, TANH_ONE
+def test_the_kernel_facts_cover_the_measured_table():
+    """The kernels with their own activations (benchmarks/rnn_activations.py, sampled): torch's float32 nn.LSTM runs
+    oneDNN's, within ACTIVATION_ULPS, with tanh(x) == x up to TANH_IDENTITY and the saturation identities;
+    runtime="onnxruntime" charges ONNX_ACTIVATION_ULPS and ONNX_FLAG_ERROR: at least what onnxruntime's kernels
+    measured (sigmoid exactly 0 / 1 at -+1024 but in the GRU's reset gate, tanh(TANH_ONE) = 1 in the LSTM)."""
+    from lsrl.targets.stock_rnn import (
+        ACTIVATION_ULPS, EXACT_SATURATION, ONNX_ACTIVATION_ULPS, ONNX_FLAG_ERROR, SATURATION, TANH_IDENTITY, TANH_ONE,
+    )
 
-    rows = {(row["kernel"], row["function"]): row for row in csv.DictReader(open(ONNX_FACTS, newline=""))}
-    tanh = max(float(rows[kernel, "tanh"]["max_relative_error_u"]) for kernel in ("GRU", "LSTM"))
-    sigmoid = max(float(rows[kernel, "sigmoid"]["max_absolute_error_u"]) for kernel in ("GRU", "LSTM"))
-    reset = float(rows["GRU r", "sigmoid"]["max_absolute_error_u"])
-    assert tanh + sigmoid + reset <= ONNX_ACTIVATION_ULPS
-    assert float(rows["LSTM", "tanh"]["at_64"]) == 1.0 and TANH_ONE == 64
-    assert abs(float(rows["GRU", "tanh"]["at_64"]) - 1) <= ONNX_FLAG_ERROR
-    assert abs(float(rows["GRU r", "sigmoid"]["at_minus_1024"])) * TANH_ONE <= ONNX_FLAG_ERROR
+    with open(KERNEL_FACTS, newline="") as file:
+        rows = {(row["runtime"], row["kernel"], row["function"]): row for row in csv.DictReader(file)}
+    assert TANH_ONE == 64 and EXACT_SATURATION == 1024 and SATURATION <= 128  # the rows' at_64, at_1024 columns
+    onednn = {name: rows["torch", "LSTM (oneDNN)", name] for name in ("tanh", "sigmoid")}
+    assert float(onednn["tanh"]["max_relative_error_u"]) <= ACTIVATION_ULPS
+    assert float(onednn["sigmoid"]["max_relative_error_u_where_at_least_quarter"]) <= ACTIVATION_ULPS
+    assert float(onednn["tanh"]["identity_up_to"]) >= TANH_IDENTITY[torch.float32]
+    assert float(onednn["tanh"]["at_64"]) == 1 and float(onednn["sigmoid"]["exact_beyond"]) <= 128
+    tanh = max(float(rows["onnxruntime", kernel, "tanh"]["max_relative_error_u"]) for kernel in ("GRU", "LSTM"))
+    sigmoid = max(float(rows["onnxruntime", kernel, "sigmoid"]["max_absolute_error_u"]) for kernel in ("GRU", "LSTM"))
+    reset = rows["onnxruntime", "GRU r", "sigmoid"]
+    assert tanh + sigmoid + float(reset["max_absolute_error_u"]) <= ONNX_ACTIVATION_ULPS
+    assert float(rows["onnxruntime", "LSTM", "tanh"]["at_64"]) == 1.0
+    assert abs(float(rows["onnxruntime", "GRU", "tanh"]["at_64"]) - 1) <= ONNX_FLAG_ERROR
+    assert abs(float(reset["at_minus_1024"])) * TANH_ONE <= ONNX_FLAG_ERROR
     for kernel in ("GRU", "LSTM"):
-        assert (rows[kernel, "sigmoid"]["at_1024"], rows[kernel, "sigmoid"]["at_minus_1024"]) == ("1", "0")
+        row = rows["onnxruntime", kernel, "sigmoid"]
+        assert (row["at_1024"], row["at_minus_1024"]) == ("1", "0") and float(row["exact_beyond"]) <= 128
 
 
 @pytest.mark.parametrize("arch", STOCK)
@@ -695,7 +705,7 @@ def test_the_gru_pair_cancels_its_latched_value_at_the_knee(dtype):
 # ---- the activation identities (benchmarks/activation_identities.py) ---------------------------------
 
 IDENTITIES = Path(__file__).parents[1] / "docs" / "results" / "benchmarks" / "activation_identities.csv"
-ONNX_FACTS = IDENTITIES.with_name("onnxruntime_activations.csv")
+KERNEL_FACTS = IDENTITIES.with_name("rnn_activations.csv")
 FACTS = {  # the fact's function and what it equals on its region
     "sigmoid(x) == 1": (torch.sigmoid, torch.ones_like), "sigmoid(x) == 0": (torch.sigmoid, torch.zeros_like),
     "silu(x) == relu(x)": (torch.nn.functional.silu, torch.relu), "tanh(x) == x": (torch.tanh, lambda x: x),

@@ -38,10 +38,15 @@ steep to charge their rounding separately).
 ``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``.
 ``psi`` is a fact about torch's kernels: ``|fl(f(x)) - f(x)| <= psi (u |f(x)| + tiny)``. In float32 it is
 proved by enumeration: ``benchmarks/activation_identities.py`` evaluates sigmoid and tanh at every float32,
-by the vectorised kernel and by the scalar loop (``nn.LSTM`` / ``nn.GRU`` run both), against float64, and
-finds at most 2.49 and 1.01 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
+by the vectorised kernel and by the scalar loop (``nn.GRU`` and float64 ``nn.LSTM`` run both), against float64,
+and finds at most 2.49 and 1.01 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
 below every absolute term of the bound. In float64 it is sampled (the same script against long double,
-and ``tests/test_targets_stock_rnn.py``), not proved. The constant gates need no identity: ``sigma(128)``
+and ``tests/test_targets_stock_rnn.py``), not proved. A float32 ``nn.LSTM`` on the CPU runs oneDNN's kernel
+(``aten::mkldnn_rnn_layer``) instead, whose activations are sampled, not enumerated
+(``benchmarks/rnn_activations.py``, ``docs/results/benchmarks/rnn_activations.csv``): tanh within 1.32 u, sigmoid
+within 1.58 u absolute and 3.38 u relative where it is at least 1/4, ``sigmoid(+-128)`` and ``sigmoid(+-1024)``
+exactly 1 and 0, ``tanh(64) = 1``, ``tanh(x) == x`` for every sampled ``|x| <= 4.2e-4``: within ``psi`` and the
+identities below. The constant gates need no identity: ``sigma(128)``
 is 1 and ``sigma(-128)`` is 0 in float32 (the table), but ``sigma(-128) = 2.6e-56`` in float64, and the
 bound charges ``e^-128`` for both. Every
 decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``. Every layer first raises the bounds of
@@ -168,8 +173,8 @@ program ``parity``, refused beyond a few steps in float32 by the plain bound, is
 units, LSTM, or four, GRU, at any ``max_len`` up to the limit above.)
 
 **onnxruntime** (``runtime="onnxruntime"``, float32; ``export_stock_onnx``). onnxruntime's GRU / LSTM kernels
-approximate sigmoid and tanh, sampled by ``benchmarks/onnxruntime_activations.py``
-(``docs/results/benchmarks/onnxruntime_activations.csv``, not exhaustive): tanh within 10.1 u (relative; exactly 0
+approximate sigmoid and tanh, sampled by ``benchmarks/rnn_activations.py``
+(``docs/results/benchmarks/rnn_activations.csv``, not exhaustive): tanh within 10.1 u (relative; exactly 0
 at 0, never the identity, ``tanh(64) = 1`` in the LSTM kernel but ``1 + 2^-21`` in the GRU's), sigmoid within 2.74 u
 (absolute; exactly 0 and 1 beyond ``|x| >= 18.1`` and so at ``-+1024``), and the GRU's reset gate ``r``, a sigmoid
 of its own, within 5.04 u (absolute) and never exactly 0 or 1 (``-2^-22`` and ``1 + 2^-22`` at ``-+1024``). The
@@ -220,7 +225,7 @@ SATURATION = 128.0  # pre-activation of a constant gate
 RELU_KNEE = 0.2785  # max over x >= 0 of x sigmoid(-x)
 ACTIVATION_ULPS = 4.0  # psi: relative error of one sigmoid / tanh, in units of u
 # runtime="onnxruntime" (float32): its GRU / LSTM kernels' activations, sampled by
-# benchmarks/onnxruntime_activations.py (docs/results/benchmarks/onnxruntime_activations.csv): tanh within 10.1 u
+# benchmarks/rnn_activations.py (docs/results/benchmarks/rnn_activations.csv): tanh within 10.1 u
 # relative, sigmoid within 2.74 u absolute, the GRU's reset gate (a sigmoid of its own) within 5.04 u absolute:
 # psi charges their sum with room
 ONNX_ACTIVATION_ULPS = 24.0
@@ -1629,7 +1634,7 @@ def export_stock_onnx(net: StockRNNModel, path: Any) -> Any:
     module's dtype. ``x``: ``(batch, time, d_in)``, ``y``: ``(batch, time, d_out)``. Returns the path.
 
     onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``), and its kernels compute
-    other activations than torch's (``benchmarks/onnxruntime_activations.py``: tanh within 10.1 u, never the
+    other activations than torch's (``benchmarks/rnn_activations.py``: tanh within 10.1 u, never the
     identity, ``tanh(64) = 1 + 2^-21`` in the GRU, whose reset gate is ``-2^-22`` / ``1 + 2^-22`` at ``-+1024``).
     ``net.tolerance`` holds there for a module built with ``runtime="onnxruntime"`` (module docstring,
     "onnxruntime"); for one built for torch it does not: identity units are off by the tanh's error (robust

@@ -1,17 +1,21 @@
-"""What onnxruntime's ``GRU`` and ``LSTM`` kernels compute for sigmoid and tanh, against the exact functions:
-the facts ``lsrl.targets.stock_rnn``'s ``runtime="onnxruntime"`` construction rests on (``ONNX_ACTIVATION_ULPS``,
-``ONNX_FLAG``; ``export_stock_onnx``). onnxruntime runs these operators in float32 only.
+"""What the recurrent kernels that have their own sigmoid and tanh compute in float32, against the exact functions:
+onnxruntime's ``GRU`` and ``LSTM`` operators (the facts ``lsrl.targets.stock_rnn``'s ``runtime="onnxruntime"``
+construction rests on: ``ONNX_ACTIVATION_ULPS``, ``ONNX_FLAG_ERROR``; ``export_stock_onnx``; onnxruntime runs
+these operators in float32 only), and torch's float32 ``nn.LSTM`` on the CPU, which runs oneDNN's kernel
+(``aten::mkldnn_rnn_layer``), not ``torch.sigmoid`` / ``torch.tanh`` (``activation_identities.py`` enumerates
+those; ``nn.GRU`` and float64 use them).
 
-    python benchmarks/onnxruntime_activations.py [--samples 4194304] [--csv DIR]   # DIR/onnxruntime_activations.csv
+    python benchmarks/rnn_activations.py [--samples 4194304] [--csv DIR]   # DIR/rnn_activations.csv
 
 Each activation is read through a one-unit operator whose other gates are saturated at ±1024 (exactly 0 or 1
 there: a row below): GRU tanh ``h = n = tanh(x)`` (``z = 0``, ``r = 1``); GRU sigmoid ``h = z h0`` (``n = tanh(0)``,
 ``h0 = 1``); LSTM tanh ``h = tanh(c0)`` (``i = 0``, ``f = 1``, ``o = 1``, ``c0 = x``); LSTM sigmoid
-``h = o tanh(64)`` (``o = sigmoid(x)``, ``tanh(64) = 1``: a row below); the GRU's reset gate has a sigmoid of its
-own, read as ``tanh(r 2^-12) 2^12`` (so within the tanh's few units of error). Sampled, not exhaustive: ``--samples``
-log-uniform magnitudes in ``[2^-40, 2^11]`` of each sign, plus every float32 in ``[8, 10.5]`` (where the tanh
-kernels round to 1) and the values the construction uses. The relative error is in units of ``u = 2^-24``, against
-float64; one session thread.
+``h = o tanh(64)`` (``o = sigmoid(x)``, ``tanh(64) = 1``: a row below); onnxruntime's GRU reset gate has a sigmoid
+of its own, read as ``tanh(r 2^-12) 2^12`` (so within the tanh's few units of error). Sampled, not exhaustive:
+``--samples`` log-uniform magnitudes in ``[2^-40, 2^11]`` of each sign, plus every float32 in ``[8, 10.5]`` (where
+the tanh kernels round to 1) and the values the construction uses. The errors are in units of ``u = 2^-24``,
+against float64; ``identity_up_to``: the largest sampled ``|x|`` below which every sample has ``tanh(x) == x``;
+``exact_beyond``: the smallest ``|x|`` beyond which every sample is exactly 0 / ±1. One thread.
 """
 
 import argparse
@@ -72,6 +76,29 @@ def gru_reset_sigmoid(x):
     return run("GRU", [[0.0], [1.0], [0.0]], np.zeros((3, 1)), [-SATURATED, 0, 0, 0, 0, READ_SCALE], x) / READ_SCALE
 
 
+def torch_lstm(x, weight_ih, bias_ih, c0):
+    """torch's float32 ``nn.LSTM`` (one unit, gates i f g o) on ``x`` as a batch of one-step sequences from ``c0``."""
+    import torch
+
+    lstm = torch.nn.LSTM(1, 1, batch_first=True)
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(torch.tensor(weight_ih).reshape(4, 1))
+        lstm.weight_hh_l0.zero_()
+        lstm.bias_ih_l0.copy_(torch.tensor(bias_ih))
+        lstm.bias_hh_l0.zero_()
+        xs = torch.as_tensor(x, dtype=torch.float32).reshape(-1, 1, 1)
+        cells = torch.as_tensor(np.broadcast_to(c0, len(x)).copy(), dtype=torch.float32).reshape(1, -1, 1)
+        return lstm(xs, (torch.zeros_like(cells), cells))[0].double().numpy().ravel()
+
+
+def torch_lstm_tanh(x):
+    return torch_lstm(np.zeros_like(x), [0.0] * 4, [-SATURATED, SATURATED, 0, SATURATED], x)
+
+
+def torch_lstm_sigmoid(x):
+    return torch_lstm(x, [0.0, 0.0, 0.0, 1.0], [-SATURATED, SATURATED, 0, 0], 64.0)
+
+
 def lstm_tanh(x):
     return run("LSTM", np.zeros((4, 1)), np.zeros((4, 1)), [-SATURATED, SATURATED, SATURATED, 0, 0, 0, 0, 0],
                np.zeros_like(x), c0=x)
@@ -95,18 +122,21 @@ def main():
     add_csv_option(parser)
     args = parser.parse_args()
     import onnxruntime
+    import torch
 
+    torch.set_num_threads(1)
     x = samples(args.samples, np.random.default_rng(0))
     small = np.exp(-np.abs(x))
     exact = {"tanh": np.tanh(x), "sigmoid": np.where(x >= 0, 1.0 / (1.0 + small), small / (1.0 + small))}
-    kernels = {("GRU", "tanh"): gru_tanh, ("GRU", "sigmoid"): gru_sigmoid, ("GRU r", "sigmoid"): gru_reset_sigmoid,
-               ("LSTM", "tanh"): lstm_tanh,
-               ("LSTM", "sigmoid"): lstm_sigmoid}
-    where = f"onnxruntime {onnxruntime.__version__}, {platform.machine()}"
+    kernels = {("onnxruntime", "GRU", "tanh"): gru_tanh, ("onnxruntime", "GRU", "sigmoid"): gru_sigmoid,
+               ("onnxruntime", "GRU r", "sigmoid"): gru_reset_sigmoid, ("onnxruntime", "LSTM", "tanh"): lstm_tanh,
+               ("onnxruntime", "LSTM", "sigmoid"): lstm_sigmoid, ("torch", "LSTM (oneDNN)", "tanh"): torch_lstm_tanh,
+               ("torch", "LSTM (oneDNN)", "sigmoid"): torch_lstm_sigmoid}
+    versions = {"onnxruntime": f"onnxruntime {onnxruntime.__version__}", "torch": f"torch {torch.__version__}"}
     rows = []
-    print(f"{'kernel':6} {'function':8} {'max rel err (u)':>15} {'at':>12} {'abs (u)':>8} {'rel, |f|>=1/4':>13} "
+    print(f"{'runtime':11} {'kernel':13} {'function':8} {'max rel err (u)':>15} {'at':>12} {'abs (u)':>8} {'rel, |f|>=1/4':>13} "
           f"{'f(0)':>6} {'f(64)':>12} {'f(±1024)':>14} {'exact 0/1 beyond':>17} {'seconds':>8}")
-    for (op, name), kernel in kernels.items():
+    for (runtime, op, name), kernel in kernels.items():
         start = time.process_time()
         got = kernel(x)
         seconds = time.process_time() - start
@@ -125,18 +155,22 @@ def main():
             beyond.append(float(np.abs(x[ordered[last + 1]])) if last + 1 < len(ordered) else np.inf)
         absolute = np.abs(got - reference)
         unsaturated = np.abs(reference) >= 0.25
-        row = dict(kernel=op, function=name, max_relative_error_u=f"{relative[worst] / U:.3g}", at=f"{x[worst]:.6g}",
+        ordered = np.argsort(np.abs(x))
+        not_identity = np.flatnonzero(got[ordered] != x[ordered])
+        identity = float(np.abs(x[ordered[not_identity[0] - 1]])) if len(not_identity) and not_identity[0] else 0.0
+        row = dict(runtime=runtime, kernel=op, function=name, max_relative_error_u=f"{relative[worst] / U:.3g}", at=f"{x[worst]:.6g}",
                    max_absolute_error_u=f"{absolute.max() / U:.3g}",
                    max_relative_error_u_where_at_least_quarter=f"{relative[unsaturated].max() / U:.3g}",
                    at_zero=f"{value[0.0]:.9g}", at_64=f"{value[64.0]:.9g}", at_1024=f"{value[1024.0]:.9g}",
-                   at_minus_1024=f"{value[-1024.0]:.9g}", exact_beyond=f"{max(beyond):.6g}", samples=len(x),
-                   method="sampled", cpu=where, seconds=round(seconds, 1))
+                   at_minus_1024=f"{value[-1024.0]:.9g}", exact_beyond=f"{max(beyond):.6g}",
+                   identity_up_to=f"{identity:.6g}" if name == "tanh" else "", samples=len(x), method="sampled",
+                   version=f"{versions[runtime]}, {platform.machine()}", seconds=round(seconds, 1))
         rows.append(row)
-        print(f"{op:6} {name:8} {row['max_relative_error_u']:>15} {row['at']:>12} {row['max_absolute_error_u']:>8} "
+        print(f"{runtime:11} {op:13} {name:8} {row['max_relative_error_u']:>15} {row['at']:>12} {row['max_absolute_error_u']:>8} "
               f"{row['max_relative_error_u_where_at_least_quarter']:>13} {row['at_zero']:>6} "
               f"{row['at_64']:>12} {row['at_1024'] + ' ' + row['at_minus_1024']:>14} {row['exact_beyond']:>17} "
               f"{seconds:8.1f}", flush=True)
-    write_csv(args.csv, "onnxruntime_activations", rows)
+    write_csv(args.csv, "rnn_activations", rows)
 
 
 if __name__ == "__main__":
