@@ -311,6 +311,39 @@ def test_parity_is_exact_far_beyond_the_threshold_budget(arch):
     assert np.array_equal(run(net, xs), exact(model, xs))
 
 
+def test_random_programs_of_exact_units_equal_the_interpreter(monkeypatch):
+    """Random programs with integer inputs, exact units forced (their plain bounds would often decide them): every
+    module states its tolerance and keeps it, in both archs and dtypes, and identity units of every kind occur
+    (ReLU, gated products, LinState; the GRU's gated pairs)."""
+    from lsrl.targets import stock_rnn
+
+    monkeypatch.setattr(stock_rnn, "_decides", lambda *_: False)
+    kinds, exact_outputs = set(), 0
+    for seed in (*range(40, 50), 53, 72):  # 53 and 72: states of identity units
+        gen = generate_program(random.Random(seed))
+        plain = f"lsrl.Input({gen.d_in}, name='x')"
+        namespace: dict = {}
+        exec(gen.source_code().replace(plain, f"lsrl.Input({gen.d_in}, name='x', bounds=(-{X_NUM}, {X_NUM}), "
+                                                "integer=True)"), namespace)
+        model = lsrl.compile(namespace["prog"], progress=False)
+        xs = np.random.default_rng(seed).integers(-X_NUM, X_NUM + 1, size=(4, 16, model.input.dim)).astype(float)
+        reference = exact(model, xs)
+        for arch in STOCK:
+            for dtype in DTYPES:
+                try:
+                    net = model.to_torch(arch, max_len=16, dtype=dtype)
+                except lsrl.LsrlError as error:  # float32 refuses some: their bound does not fit
+                    assert dtype == torch.float32, (seed, arch, error)
+                    continue
+                error = largest_error(net, xs, reference)
+                assert error <= net.tolerance, (seed, arch, dtype, error, net.tolerance)
+                exact_outputs += net.tolerance == 0 == error
+                kinds |= {(arch, model.layers[layer.source].kind) for layer in net.unit_plan.layers
+                          if layer.thresholded and not any(layer.binary)}
+    assert {(arch, kind) for arch in STOCK for kind in ("ReLU", "Multi", "LinState")} <= kinds, kinds
+    assert exact_outputs >= 4  # modules of exact units only: tolerance 0 and the interpreter's outputs
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_the_identity_amplitude_is_at_its_boundary(dtype, monkeypatch):
     """Identity units rest on tanh(x) == x for |x| <= TANH_IDENTITY (the table's region, both code paths): a counter
