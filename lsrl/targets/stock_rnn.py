@@ -970,7 +970,7 @@ class _Builder:
                 and np.all(own_grid >= float(torch.finfo(scales.dtype).tiny) / scales.u)
                 and not (gate is not None and np.any(s0 < 0))):
             return False
-        gate_rows = gate_bias = K = None
+        gated: tuple[np.ndarray, np.ndarray] | None = None  # the gate's rows over [input; own] and bias, times K
         if gate is not None:
             gate_Wd, gate_c, _, _, gate_error = self.input_terms(*gate)
             if gate_error.any():
@@ -982,7 +982,7 @@ class _Builder:
             if np.any(margin <= 0):
                 return False
             K = self.threshold_gains(node, margin)
-            gate_rows, gate_bias = K[:, None] * gate_rows, K * gate_bias
+            gated = K[:, None] * gate_rows, K * gate_bias
         layer = self.begin()
         width = Wd.shape[1]
         for j in range(D_own.shape[1]):
@@ -992,9 +992,9 @@ class _Builder:
             layer.gate(value, j, ih=value_rows[j, :width], bias=eps[j] * c[j], hh=_nonzero(value_rows[j, width:]))
             if s0[j]:
                 layer.h0[j] = eps[j] * s0[j]
-            if gate_rows is None:
+            if gated is None:
                 continue
-            rows = dict(ih=gate_rows[j, :width], bias=gate_bias[j], hh=_nonzero(gate_rows[j, width:]))
+            rows = dict(ih=gated[0][j, :width], bias=gated[1][j], hh=_nonzero(gated[0][j, width:]))
             if lstm:  # h = o tanh(tanh(eps y)), o = [gate > theta]
                 layer.gate("o", j, **rows)
             else:  # a: 1 - z = [gate > theta], latched otherwise; c: r = z, n = tanh(r a_{t-1}): a - c = [.] eps y
@@ -1003,8 +1003,8 @@ class _Builder:
                 layer.gate("r", n + j, **negated)
                 layer.gate("n", n + j, hh={j: 1.0})
         largest = np.abs(value_rows) @ H_all + np.abs(eps * c)
-        if gate_rows is not None:
-            largest = np.maximum(largest, np.abs(gate_rows) @ H_all + np.abs(gate_bias))
+        if gated is not None:
+            largest = np.maximum(largest, np.abs(gated[0]) @ H_all + np.abs(gated[1]))
         layer.magnitudes.append((float(np.max(largest, initial=0.0)), node))
         layer.thresholded = True
         self.finish(layer, D_own, M, np.zeros(n))
