@@ -116,7 +116,9 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
         if max_len is None:
             raise LsrlError(f"--target {target} needs --max-len (the longest sequence: the scales come from the "
                             "value bounds at that length)")
-        module = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype))
+        # float32 files run in onnxruntime: the tolerance charges its activations (float64: no onnxruntime kernels)
+        runtime = "onnxruntime" if onnx_dtype == "float32" else "torch"
+        module = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype), runtime=runtime)
         return f"{target}.onnx", lambda path: export_stock_onnx(module, path)
     module = model.to_torch(target, **options)
     if target in ARCHS and not literal:

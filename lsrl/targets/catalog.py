@@ -68,10 +68,10 @@ register(Target("griffin", "lsrl.targets.hawk:build_griffin", "lsrl.targets.hawk
 register(ProgramTarget(
     "stock_lstm", "lsrl.targets.stock_rnn:build_stock_lstm", "lsrl.targets.stock_rnn:layer_report",
     _STOCK_LABELS,
-    options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain"), relu_state=True,
+    options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain", "runtime"), relu_state=True,
 ))
 register(ProgramTarget(
     "stock_gru", "lsrl.targets.stock_rnn:build_stock_gru", "lsrl.targets.stock_rnn:layer_report",
     _STOCK_LABELS,
-    options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain"), relu_state=True,
+    options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain", "runtime"), relu_state=True,
 ))

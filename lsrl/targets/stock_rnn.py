@@ -38,10 +38,15 @@ steep to charge their rounding separately).
 ``psi = ACTIVATION_ULPS`` for the relative error of one sigmoid / tanh evaluation, ``phi = 17/16``.
 ``psi`` is a fact about torch's kernels: ``|fl(f(x)) - f(x)| <= psi (u |f(x)| + tiny)``. In float32 it is
 proved by enumeration: ``benchmarks/activation_identities.py`` evaluates sigmoid and tanh at every float32,
-by the vectorised kernel and by the scalar loop (``nn.LSTM`` / ``nn.GRU`` run both), against float64, and
-finds at most 2.49 and 1.01 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
+by the vectorised kernel and by the scalar loop (``nn.GRU`` and float64 ``nn.LSTM`` run both), against float64,
+and finds at most 2.49 and 1.01 (``docs/results/benchmarks/activation_identities.csv``); the ``tiny`` term is far
 below every absolute term of the bound. In float64 it is sampled (the same script against long double,
-and ``tests/test_targets_stock_rnn.py``), not proved. The constant gates need no identity: ``sigma(128)``
+and ``tests/test_targets_stock_rnn.py``), not proved. A float32 ``nn.LSTM`` on the CPU runs oneDNN's kernel
+(``aten::mkldnn_rnn_layer``) instead, whose activations are sampled, not enumerated
+(``benchmarks/rnn_activations.py``, ``docs/results/benchmarks/rnn_activations.csv``): tanh within 1.32 u, sigmoid
+within 1.58 u absolute and 3.38 u relative where it is at least 1/4, ``sigmoid(+-128)`` and ``sigmoid(+-1024)``
+exactly 1 and 0, ``tanh(64) = 1``, ``tanh(x) == x`` for every sampled ``|x| <= 4.2e-4``: within ``psi`` and the
+identities below. The constant gates need no identity: ``sigma(128)``
 is 1 and ``sigma(-128)`` is 0 in float32 (the table), but ``sigma(-128) = 2.6e-56`` in float64, and the
 bound charges ``e^-128`` for both. Every
 decoded value ``v^`` is tracked with a bound ``E`` on ``|v^ - v|``. Every layer first raises the bounds of
@@ -82,8 +87,10 @@ layer multiply it whatever the scales: a state that integrates (``A = I``: Listi
 registers) sums its input's error over ``max_len`` steps, and a comparison (``f_step``: slope 2, two ReLUs read
 back with opposite signs) doubles to quadruples it; across the 27 cell layers of Listing 2 (robust, ``n = 2``) it
 grows 3.5e16-fold, and float64 states 843 for outputs bounded by 24. Where that bound is refused (``check_margin``,
-the overflow check or ``_check_informative``), the module is built again with *threshold units*, which hold a
-value exactly instead of approximately, so that no error is carried through them:
+the overflow check or ``_check_informative``), the module is built again with *identity units* and *threshold
+units*, which hold a value exactly instead of approximately, so that no error is carried through them (each layer
+tries identity units first, one unit per component, or two, then threshold units, one per lattice point, then the
+construction above):
 
 * *Value lattices* (``_value_lattices``, exact rationals, over the compiled layers): a value lies in
   ``o + g Z``. An integer ``Input`` lies in ``Z``; ``A v + b`` in ``b + A o + gcd_j(a_j g_j) Z``;
@@ -114,29 +121,70 @@ value exactly instead of approximately, so that no error is carried through them
   over the steps, starting from the flags of its initial state (``h0``; a state whose initial value is no
   point of its thresholds keeps the construction above), every flag is exact at every step, and the
   decoded value has error ``E = 0``: nothing compounds, whatever ``max_len``.
+* *Exact sums* (``_sums_exactly``): a unit is *exact* when its ``h`` is always a whole multiple of a power of two
+  ``grid`` with ``|h| <= H`` (a threshold unit: grid 1, ``H = 1``; an identity unit, below; an integer input:
+  grid 1). A sum ``sum_u w_u h_u + b`` over exact units, every weight and the bias representable, every
+  ``w_u grid_u`` and ``b`` a whole multiple of one ``2^-q``, and ``(sum |w_u| H_u + |b|) 2^q <= 2^(p - 1)``
+  (``p`` the significand's bits), is computed exactly in any order of the additions, fused or not: every
+  product and every partial sum is such a multiple below ``2^(p - 1 - q)``, representable.
+* *An identity unit* (``identity_units``) holds ``h = eps s`` exactly, for ``s = f(y)`` with ``f`` the identity
+  (a ``LinState``), relu (``ReLU``, ``ReLUState``) or ``[F > 1/2] G`` (a ``Multi`` whose factor ``F`` takes only
+  the values 0 and 1; ``y = G``), where every ``y`` lies on a lattice whose points are whole multiples of a
+  power of two ``grid_y`` (``_dyadic_grid``; a step 1/3 has none). ``eps`` is the power of two with
+  ``eps M_y <= TANH_IDENTITY`` (``M_y`` the bound of ``|y|`` at ``max_len``; ``2^-12`` in float32, where
+  ``tanh(x) == x`` for every ``|x| <= 3.5e-4`` by enumeration; ``2^-27`` in float64, sampled:
+  ``activation_identities.csv``). Its constant gates are at ``±EXACT_SATURATION``, exactly 0 and 1, and the
+  pre-activation of its value gate, ``eps y`` (LSTM ``g``, GRU ``n``), reads exact units only and is an exact
+  sum (checked; else no identity units), so it is ``eps y`` exactly, within ``TANH_IDENTITY``. Then LSTM:
+  ``c = 0 c + 1 tanh(eps y) = eps y`` and ``h = o tanh(c) = o eps y``; GRU (``r = 1``, ``z = 0``):
+  ``h = n = eps y`` (``(1 - z) n + z h`` or ``n + z (h - n)``). The gate ``o`` (LSTM) or ``1 - z`` (GRU) is
+  ``[y > theta]``, computed as a threshold unit's flag (``sigma(K (y^ - theta))``, margin less rounding, the
+  smallest power of two ``K`` reaching ``EXACT_SATURATION``): relu's ``theta`` lies halfway between the
+  largest lattice point below 0 and the next, ``>= 0``, from where relu is the identity (margin half the
+  step); a product's ``theta = 1/2`` (margin 1/2). A shut GRU gate keeps ``z a_{t-1}``; the unit's partner
+  ``c`` (``z = 0``, ``r`` the same gate, ``n = tanh(r a_{t-1})``) holds ``r a_{t-1}`` exactly (``a_{t-1}``
+  within ``TANH_IDENTITY``), so ``a - c = [y > theta] eps y`` exactly (``(a - n) + n = a`` as both are
+  multiples of the grid with ``2 H <= 2^(p - 1) grid``: checked). A state's units read their own back through the
+  same exact sums; by induction over the steps (from ``h0 = eps s0``, a multiple of the grid) every unit is
+  exact at every step: the decoded value ``h / eps`` (GRU ``(a - c) / eps``) has error ``E = 0``, whatever
+  ``max_len``, and a component takes one unit (a gated GRU one two) however many values it has: the limit is
+  ``2 M_y / grid_y <= 2^(p - 1)`` (values up to 4e6 in float32).
 * *A product* ``F G`` where ``F`` takes only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and
   both factors are read exactly from threshold units (``F = f h + c_F``, ``G = g h + c_G``, ``h`` in
   ``{0, 1}``): ``F G = c_G [F > 1/2] + sum_u g_u [h_u + F > 3/2]`` (``h_u F`` is an AND), threshold units
   of margin 1/2; otherwise the product of the construction above, whose error the next thresholds absorb.
-* *The readout* ``W h + b`` is exact where it reads threshold units only and its weights and bias are
-  whole multiples of one ``2^-q`` with ``(sum |w| + |b|) 2^q <= 2^(p - 1)`` (``p`` the significand's
-  bits): every product is a weight or 0 and every partial sum is representable. Its tolerance is then 0.
+* *The readout* ``W h + b`` is exact where it is an exact sum (above) of exact units. Its tolerance is then 0.
   Where the outputs would still carry an error, a last memoryless layer of threshold units snaps them
   (when their lattice and margins allow).
 
 So Listing 2 (robust, ``n = 2`` and ``3``; and the paper's, slope 1000 and ``lambda = 1e10``, in float64) is
-built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is
-refused: its ``started_on`` register reaches 1e13, far too many lattice points, and its small-signal
-error does not fit. At longer ``max_len`` the output registers' value bounds (relational, not tight: they
-grow with the number of key / value pairs) outgrow ``MAX_THRESHOLDS``; those layers then keep the
-construction above and the stated tolerance is the bound that results (robust ``n = 3``, tokens up to 10,
-``max_len = 256``: the registers' bound is 420, and the LSTM states 2.7e-6 in float64, proving every
-decision, and 2.0 in float32, proving none; the GRU 9.0e-6 and 5.3). Programs whose
-plain bound is accepted and proves their token decisions are built as before: threshold units are tried only
+built with ``net.tolerance = 0`` in both dtypes and answers every query exactly. The paper's in float32 is refused
+at ``max_len = 256``: its ``started_on`` register's bound (3.8e15) is beyond float32's identity units (and far
+too many lattice points), and its small-signal error does not fit. The output registers' value bounds grow with
+``max_len`` (a
+prompt that repeats the query's key reaches them: robust ``n = 3``, tokens up to 10, 420 at ``max_len = 256``,
+1660 at 1000); as identity units they take one unit each whatever their bound, so the module's width does not
+grow with ``max_len`` and it stays exact (``benchmarks/stock_long.py``: tolerance 0 at 256, 1000 and 4096 in
+both dtypes). Programs whose
+plain bound is accepted and proves their token decisions are built as before: exact units are tried only
 where the plain construction is refused, or where an output on a lattice (integer inputs) has a tolerance of
 half its step or more; and they are kept only if they state a smaller tolerance. (The ``ReLUState``
-program ``parity``, refused beyond a few steps in float32 before, is then exact up to ``max_len = 250``, its
-features' 250 thresholds.)
+program ``parity``, refused beyond a few steps in float32 by the plain bound, is exact with two identity
+units, LSTM, or four, GRU, at any ``max_len`` up to the limit above.)
+
+**onnxruntime** (``runtime="onnxruntime"``, float32; ``export_stock_onnx``). onnxruntime's GRU / LSTM kernels
+approximate sigmoid and tanh, sampled by ``benchmarks/rnn_activations.py``
+(``docs/results/benchmarks/rnn_activations.csv``, not exhaustive): tanh within 10.1 u (relative; exactly 0
+at 0, never the identity, ``tanh(64) = 1`` in the LSTM kernel but ``1 + 2^-21`` in the GRU's), sigmoid within 2.74 u
+(absolute; exactly 0 and 1 beyond ``|x| >= 18.1`` and so at ``-+1024``), and the GRU's reset gate ``r``, a sigmoid
+of its own, within 5.04 u (absolute) and never exactly 0 or 1 (``-2^-22`` and ``1 + 2^-22`` at ``-+1024``). The
+module built for it states a tolerance that holds in both runtimes: ``psi = ONNX_ACTIVATION_ULPS = 24`` (each
+activation's error in the bound above is charged as ``psi u`` times the magnitude it multiplies, and every
+absolute sigmoid error multiplies a term the bound charges with that magnitude: ``10.1 + 2.74 + 5.04 <= 24``,
+a reset gate of ``1 + 2^-22`` included); no identity units; the GRU's threshold units hold ``tanh(r TANH_ONE)``,
+within ``ONNX_FLAG_ERROR = 2^-15`` of their flag (``-2^-16`` or ``1 + 2^-21``), so their layers carry the error
+``E = |D| 2^-15``, a state's margins less its own flags' error, and their sums are not taken as exact (the LSTM's
+flags are exact there too). torch computes within all of these, so ``net.tolerance`` holds in torch as well.
 
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
@@ -176,12 +224,24 @@ GATE_AMPLITUDE = {torch.float32: 2.0 ** -7, torch.float64: 2.0 ** -17}  # eta M_
 SATURATION = 128.0  # pre-activation of a constant gate
 RELU_KNEE = 0.2785  # max over x >= 0 of x sigmoid(-x)
 ACTIVATION_ULPS = 4.0  # psi: relative error of one sigmoid / tanh, in units of u
+# runtime="onnxruntime" (float32): its GRU / LSTM kernels' activations, sampled by
+# benchmarks/rnn_activations.py (docs/results/benchmarks/rnn_activations.csv): tanh within 10.1 u
+# relative, sigmoid within 2.74 u absolute, the GRU's reset gate (a sigmoid of its own) within 5.04 u absolute:
+# psi charges their sum with room
+ONNX_ACTIVATION_ULPS = 24.0
+# the GRU kernel's reset gate is -2^-22 or 1 + 2^-22 at -+1024, and tanh(TANH_ONE) = 1 + 2^-21: a GRU threshold unit's
+# flag is within ONNX_FLAG_ERROR of 0 or 1 there (-2^-16 or 1 + 2^-21); the LSTM's are exact (sigmoid exactly 0 / 1
+# beyond +-18.1, tanh(TANH_ONE) = 1)
+ONNX_FLAG_ERROR = 2.0 ** -15
+RUNTIMES = ("torch", "onnxruntime")
 MARGIN = 17.0 / 16.0  # phi: decoded values stay within phi M
 POWER_SLACK = 1.0 + 2.0 ** -20  # covers the float64 rounding of the |A^k| sums
 HEADROOM = 16.0  # weights and pre-activations stay below finfo.max / HEADROOM
 EXACT_SATURATION = 1024.0  # |pre-activation| of a threshold unit's gate: sigmoid exactly 0 or 1 (both dtypes)
 TANH_ONE = 64.0  # tanh(TANH_ONE) is exactly 1 in float32 and float64 (a threshold unit's constant factor)
 MAX_THRESHOLDS = 256  # per component: a value with more lattice points in its range is not thresholded
+# |x| <= TANH_IDENTITY: tanh(x) == x exactly (float32 by enumeration, float64 sampled: activation_identities.csv)
+TANH_IDENTITY = {torch.float32: 2.0 ** -12, torch.float64: 2.0 ** -27}
 
 
 def _unit_roundoff(dtype: torch.dtype) -> float:
@@ -205,7 +265,8 @@ def power_sum(A: np.ndarray, steps: int) -> np.ndarray:
     """``sum_{k < steps} |A^k|`` (elementwise absolute values), times ``POWER_SLACK``.
 
     Stops early when a power is zero (nothing more to add) or repeats an earlier one exactly (the
-    rest of the sum is periodic, e.g. a permutation or a counter's shift)."""
+    rest of the sum is periodic, e.g. a permutation or a counter's shift), and at the first power that
+    overflows: the sum is then infinite (where it overflowed), which every check refuses."""
     n = A.shape[0]
     total, power = np.zeros((n, n)), np.eye(n)
     seen: dict[bytes, int] = {}
@@ -222,7 +283,10 @@ def power_sum(A: np.ndarray, steps: int) -> np.ndarray:
         seen[key] = k
         sums.append(total.copy())
         total = total + np.abs(power)
-        power = A @ power
+        with np.errstate(over="ignore", invalid="ignore"):
+            power = A @ power
+        if not np.isfinite(power).all():
+            return np.where(np.isfinite(power) & np.isfinite(total), total, np.inf) * POWER_SLACK
         if not power.any():
             break
     return total * POWER_SLACK
@@ -355,7 +419,9 @@ def _thresholds(lattice: Any, low: Any, high: Any, relu: bool) -> tuple[float, n
 @dataclass
 class Payload:
     """Values held by a layer's units: decoded ``v^ = D h + offset``; ``|v| <= M``, ``|v^ - v| <= E``,
-    ``|h| <= H``; ``binary``: the units whose ``h`` is exactly 0 or 1 (threshold units)."""
+    ``|h| <= H``; ``binary``: the units whose ``h`` is exactly 0 or 1 (threshold units); ``grid``: per unit, a power
+    of two that its ``h`` is always a whole multiple of, exactly (1 for threshold units, ``eps`` times the lattice's
+    for identity units), 0 where ``h`` is not exact."""
 
     D: np.ndarray
     M: np.ndarray
@@ -363,6 +429,7 @@ class Payload:
     H: np.ndarray
     offset: np.ndarray
     binary: np.ndarray
+    grid: np.ndarray
 
 
 @dataclass
@@ -373,6 +440,12 @@ class Scales:
     amplitude: float
     gate_amplitude: float
     gain: float  # multiplies every ReLU gain K
+    runtime: str = "torch"  # whose activations the bound charges: "torch" or "onnxruntime" (module docstring)
+
+    @property
+    def psi(self) -> float:
+        """``psi``: the activations' error in units of ``u`` (module docstring)."""
+        return ONNX_ACTIVATION_ULPS if self.runtime == "onnxruntime" else ACTIVATION_ULPS
 
     @property
     def u(self) -> float:
@@ -404,6 +477,7 @@ class CellLayer:
     H: list = field(default_factory=list)  # |h| bound per unit
     c0: dict = field(default_factory=dict)  # an LSTM unit's initial cell (threshold units: TANH_ONE)
     binary: list = field(default_factory=list)  # per unit: a threshold unit (h exactly 0 or 1)
+    grid: list = field(default_factory=list)  # per unit: h is a whole multiple of it, exactly (0: not exact)
     magnitudes: list = field(default_factory=list)  # (gate pre-activation bound, where) for the overflow check
     # set by _Builder.finish: the index of the compiled layer it computes (None: the carried input); D, with
     # component j of that layer's output sum_u D[j, u] h_u; per component the value bound at max_len and the
@@ -419,13 +493,15 @@ class CellLayer:
     def units(self) -> int:
         return len(self.H)
 
-    def new_unit(self, h_bound: float) -> int:
-        """A unit with its constant gates saturated (LSTM i = 1, f = 0, o = 1; GRU r = 1, z = 0)."""
+    def new_unit(self, h_bound: float, grid: float = 0.0, saturation: float = SATURATION) -> int:
+        """A unit with its constant gates saturated (LSTM i = 1, f = 0, o = 1; GRU r = 1, z = 0) at ``saturation``
+        (an identity unit: ``EXACT_SATURATION``, exactly 0 and 1, and ``grid``, what its ``h`` is a multiple of)."""
         unit = len(self.H)
         self.H.append(float(h_bound))
         self.binary.append(False)
-        constants = {"i": SATURATION, "f": -SATURATION, "o": SATURATION} if self.arch == "lstm" else {
-            "r": SATURATION, "z": -SATURATION}
+        self.grid.append(float(grid))
+        constants = {"i": saturation, "f": -saturation, "o": saturation} if self.arch == "lstm" else {
+            "r": saturation, "z": -saturation}
         for gate, bias in constants.items():
             self.gate(gate, unit, bias=bias)
         return unit
@@ -438,6 +514,7 @@ class CellLayer:
         unit = len(self.H)
         self.H.append(1.0)
         self.binary.append(True)
+        self.grid.append(1.0)
         if self.arch == "lstm":
             self.gate("i", unit, bias=-EXACT_SATURATION)
             self.gate("f", unit, bias=EXACT_SATURATION)
@@ -489,10 +566,15 @@ class _Builder:
         # threshold units was attempted (a refusal then names its own reason)
         self.thresholds = thresholds
         self.lattices = _value_lattices(model) if thresholds else []
+        # onnxruntime's GRU flags: 0 or within ONNX_FLAG_ERROR of 1 (module docstring, "onnxruntime")
+        self.flag_error = ONNX_FLAG_ERROR if scales.runtime == "onnxruntime" and arch == "gru" else 0.0
+        self.identities = scales.runtime == "torch"  # onnxruntime's tanh is no identity anywhere
         self.thresholded = False
         d_in = model.input.dim
         M_in = self.bounds(model.input)
-        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in, np.zeros(d_in), np.zeros(d_in, dtype=bool))
+        # an integer input is held exactly (h = x, whole numbers): grid 1
+        self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in, np.zeros(d_in), np.zeros(d_in, dtype=bool),
+                               np.full(d_in, 1.0 if model.input.integer else 0.0))
         self.W, self.c = np.eye(d_in), np.zeros(d_in)  # the Linear layers since the last cell layer
         # the compiled layer being built (index, value bound): the input at first
         self.source: tuple[int | None, np.ndarray] = (None, M_in)
@@ -558,8 +640,7 @@ class _Builder:
                 continue
             M_out = self.bounds(layer)
             self.source = (index, M_out)
-            if self.thresholds and (self.threshold_product(index, layer) if layer.kind == "Multi" else
-                                              self.threshold_layer(index, layer, M_out)):
+            if self.thresholds and self.exact_layer(index, layer, M_out):
                 continue
             if layer.kind == "LinState":
                 self.state(layer, M_out, relu=False)
@@ -574,6 +655,13 @@ class _Builder:
         if not self.layers:  # a program of Linear layers only: one layer of value units carries the input
             self.carry()
 
+    def exact_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+        """Compiled layer ``index`` as exact units: identity units where they fit, else threshold units (module
+        docstring); False (nothing built) where neither does."""
+        if layer.kind == "Multi":
+            return self.identity_product(index, layer) or self.threshold_product(index, layer)
+        return self.identity_layer(index, layer, M_out) or self.threshold_layer(index, layer, M_out)
+
     def begin(self) -> CellLayer:
         layer = CellLayer(self.arch, self.payload.D.shape[1])
         self.layers.append(layer)
@@ -582,7 +670,8 @@ class _Builder:
     def finish(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, E: np.ndarray,
                offset: np.ndarray | None = None) -> None:
         offset = np.zeros(len(M)) if offset is None else offset
-        self.payload = Payload(D, M, E, np.array(layer.H), offset, np.array(layer.binary, dtype=bool))
+        self.payload = Payload(D, M, E, np.array(layer.H), offset, np.array(layer.binary, dtype=bool),
+                               np.array(layer.grid))
         layer.source, layer.bound = self.source
         layer.decode, layer.error, layer.offset = D, E, offset
         self.W, self.c = np.eye(len(M)), np.zeros(len(M))
@@ -608,6 +697,10 @@ class _Builder:
         Wd, c, magnitude, count, propagated = self.input_terms(W, c)
         count = count + np.count_nonzero(A, axis=1)
         powers = np.abs(power_sum(np.abs(A) if relu else A, self.max_len))
+        if not np.isfinite(powers).all():
+            raise LsrlError(f"{self.name}: the errors of {node.describe()} grow beyond {DTYPES[scales.dtype]}'s range "
+                            f"over max_len={self.max_len} steps (sum of |A|^k); "
+                            f"{_advice(scales.dtype, 'a smaller max_len')}")
         # errors that reach this layer whatever it does: the decoded values may exceed the bounds by them
         slack = 16.0 * powers @ (propagated + self.rounding(magnitude + np.abs(A) @ (MARGIN * M), count))
         M, M_w = M + slack, M_w + slack
@@ -643,7 +736,7 @@ class _Builder:
         recurrent_magnitude = np.abs(A) @ (MARGIN * M)
         pre = magnitude + recurrent_magnitude
         layer.magnitudes.append((float(np.max(np.maximum(K if relu else 0.0, eps) * pre, initial=0.0)), node))
-        u, psi = scales.u, ACTIVATION_ULPS
+        u, psi = scales.u, scales.psi
         top = MARGIN * np.maximum(M_w, M)
         local = self.rounding(pre, count) + 4 * math.exp(-SATURATION) * (pre + top)
         if lstm:
@@ -714,7 +807,8 @@ class _Builder:
         terms = np.abs(Wd) @ self.payload.H + np.abs(recurrent).sum(axis=1) + widest
         count = count + np.count_nonzero(recurrent, axis=1)
         steps = np.array([float(lattice[1]) if size else math.inf for lattice, size in zip(lattices, sizes)])
-        margin = steps / 2 - propagated - self.rounding(terms, count)
+        own_error = np.abs(recurrent).sum(axis=1) * self.flag_error  # its own flags read back
+        margin = steps / 2 - propagated - own_error - self.rounding(terms * (1 + self.flag_error), count)
         if np.any(margin <= 0):
             return False
         K = self.threshold_gains(node, margin)
@@ -724,8 +818,7 @@ class _Builder:
             for theta in thresholds:
                 layer.threshold_unit(K[j] * Wd[j], hh, K[j] * (bias[j] - theta), float(s0[j] > theta))
         layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
-        layer.thresholded = True
-        self.finish(layer, D_own, M, np.zeros(n), offset)
+        self.finish_flags(layer, D_own, M, offset)
         return True
 
     def threshold_gains(self, node, margin: np.ndarray) -> np.ndarray:
@@ -750,20 +843,10 @@ class _Builder:
         (nothing built) otherwise."""
         Wd, c, _, count, propagated = self.input_terms(self.W, self.c)
         m, binary = node.dim, self.payload.binary
-        lattices, (low, high) = self.lattices[index], self.value_range(node.inputs[0])
-
-        def exact_flag(k: int) -> bool:
-            lattice = lattices[k]
-            return (lattice is not None and lattice[0] == gmpy2.floor(lattice[0]) and lattice[1] in (0, 1)
-                    and low[k] >= 0 and high[k] <= 1)
-
         exact = (propagated == 0) & ~np.any((Wd != 0) & ~binary[None, :], axis=1)
-        pairs = []
-        for j in range(m):
-            flags = [(f, g) for f, g in ((j, m + j), (m + j, j)) if exact_flag(f)]
-            if not (flags and exact[j] and exact[m + j]):
-                return False
-            pairs.append(flags[0])
+        pairs = self.flag_factors(index, node)
+        if pairs is None or not all(exact[f] and exact[g] for f, g in pairs):
+            return False
         rows, biases, thresholds, weights, owners = [], [], [], [], []
         for j, (f, g) in enumerate(pairs):
             units = [(None, c[g])] + [(u, Wd[g, u]) for u in np.flatnonzero(Wd[g])]
@@ -788,8 +871,143 @@ class _Builder:
             layer.threshold_unit(K[unit] * row, {}, K[unit] * (bias - theta), 0.0)
             D[j, unit] = weight
         layer.magnitudes.append((float(np.max(K * terms, initial=0.0)), node))
+        self.finish_flags(layer, D, self.source[1], np.zeros(m))
+        return True
+
+    def finish_flags(self, layer: CellLayer, D: np.ndarray, M: np.ndarray, offset: np.ndarray) -> None:
+        """``finish`` a layer of threshold units: error 0, or where flags are within ``flag_error`` of 1
+        (onnxruntime's GRU) ``|D| flag_error``, the flags then no exact units."""
         layer.thresholded = True
-        self.finish(layer, D, self.source[1], np.zeros(m))
+        if self.flag_error:
+            layer.H = [1.0 + self.flag_error] * layer.units
+            layer.grid = [0.0] * layer.units
+        self.finish(layer, D, M, np.abs(D).sum(axis=1) * self.flag_error, offset)
+
+    def flag_factors(self, index: int, node) -> list[tuple[int, int]] | None:
+        """Per component of ``Multi`` ``index``, ``(f, g)``: the factor ``F`` (component ``f`` of its input) that takes
+        only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and the other; None where neither does."""
+        m, lattices = node.dim, self.lattices[index]
+        low, high = self.value_range(node.inputs[0])
+
+        def exact_flag(k: int) -> bool:
+            lattice = lattices[k]
+            return (lattice is not None and lattice[0] == gmpy2.floor(lattice[0]) and lattice[1] in (0, 1)
+                    and low[k] >= 0 and high[k] <= 1)
+
+        pairs = []
+        for j in range(m):
+            flags = [(f, g) for f, g in ((j, m + j), (m + j, j)) if exact_flag(f)]
+            if not flags:
+                return None
+            pairs.append(flags[0])
+        return pairs
+
+    def identity_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+        """Compiled layer ``index`` (a ``ReLU``, ``LinState`` or ``ReLUState``) as identity units (module docstring,
+        "Identity units"), where its values lie on dyadic lattices and it reads exact units only; False otherwise."""
+        n = layer.dim
+        inputs, own = self.lattices[index], self.lattices[index + 1]
+        if layer.kind == "ReLU":
+            A, W, c, s0 = np.zeros((n, n)), self.W, self.c, np.zeros(n)
+            lattices, M_pre = inputs, self.bounds(layer.inputs[0])
+        else:
+            A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
+            W, c, s0 = B @ self.W, B @ self.c + b, layer.init_state.to_numpy()
+            if layer.kind == "ReLUState":  # the relu's input y = A s + B x + b
+                rows, bias = _update_rows(layer)
+                lattices = _affine_lattices(rows, bias, own + inputs)
+                M_pre = np.abs(A) @ M_out + np.abs(B) @ self.bounds(layer.inputs[0]) + np.abs(b)
+            else:
+                lattices, M_pre = own, M_out
+        relu = layer.kind != "LinState"
+        gates = [_relu_gate(lattice) if relu else None for lattice in lattices]
+        return self.identity_units(layer, A, W, c, (W, c) if relu else None, gates, s0, lattices, M_pre, M_out)
+
+    def identity_product(self, index: int, node) -> bool:
+        """``Multi`` as identity units where, per component, one factor ``F`` takes only the values 0 and 1 and the
+        other, ``G``, lies on a dyadic lattice, both read exactly: ``F G`` is ``G`` gated by ``[F > 1/2]``."""
+        pairs = self.flag_factors(index, node)
+        if pairs is None:
+            return False
+        f, g = (np.array(side) for side in zip(*pairs))
+        m, lattices = node.dim, self.lattices[index]
+        M_y = self.bounds(node.inputs[0])
+        gates = [(0.5, 0.5)] * m  # threshold 1/2, margin 1/2
+        return self.identity_units(node, np.zeros((m, m)), self.W[g], self.c[g], (self.W[f], self.c[f]), gates,
+                                   np.zeros(m), [lattices[k] for k in g], M_y[g], self.source[1])
+
+    def identity_units(self, node, A, W, c, gate, gates, s0, lattices, M_pre, M) -> bool:
+        """``s_t = [gate_t > theta] (A s_{t-1} + W v_t + c)`` (without ``gate``: ungated) as identity units: one per
+        component (the GRU's gated ones a pair ``a, c``), ``h = eps s`` exactly, with ``eps`` the power of two that
+        puts the pre-activation's bound ``M_pre`` within ``TANH_IDENTITY`` and the gate ``sigma(K (gate - theta))``
+        exactly 0 or 1. False (nothing built) where a value's lattice is not dyadic, a sum is not exact
+        (``_sums_exactly``), a read value carries an error, or a gate's margin is not positive."""
+        scales, lstm = self.scales, self.arch == "lstm"
+        n, pairs = len(M), gate is not None and self.arch == "gru"
+        if not self.identities:
+            return False
+        Wd, c, _, _, propagated = self.input_terms(W, c)
+        grids = [_dyadic_grid(lattice) for lattice in lattices]
+        if propagated.any() or None in grids or (gate is not None and None in gates):
+            return False
+        eps = _power_floor(TANH_IDENTITY[scales.dtype] / np.where(M_pre > 0, M_pre, 1.0))
+        own_grid, H = eps * np.array(grids, dtype=float), eps * np.maximum(M_pre, np.abs(s0))
+        # unit j holds component j (h = eps s); a GRU pair's partner n + j holds -what a latched (decoded a - c)
+        units = np.arange(n)
+        D_own = np.zeros((n, 2 * n if pairs else n))
+        D_own[units, units] = 1.0 / eps
+        if pairs:
+            D_own[units, n + units] = -1.0 / eps
+        unit_grid, unit_H = np.tile(own_grid, D_own.shape[1] // n), np.tile(H, D_own.shape[1] // n)
+        recurrent = A @ D_own
+        p = self.payload
+        grid_all, H_all = np.concatenate([p.grid, unit_grid]), np.concatenate([p.H, unit_H])
+        digits = 24 if scales.dtype == torch.float32 else 53
+        value_rows = eps[:, None] * np.hstack([Wd, recurrent])
+        held = eps * s0 / np.where(own_grid > 0, own_grid, 1.0)
+        if not (_sums_exactly(value_rows, eps * c, grid_all, H_all, scales.dtype).all()
+                and np.all(2 * H <= 2.0 ** (digits - 1) * own_grid) and np.all(held == np.round(held))
+                and np.all(own_grid >= float(torch.finfo(scales.dtype).tiny) / scales.u)
+                and not (gate is not None and np.any(s0 < 0))):
+            return False
+        gated: tuple[np.ndarray, np.ndarray] | None = None  # the gate's rows over [input; own] and bias, times K
+        if gate is not None:
+            gate_Wd, gate_c, _, _, gate_error = self.input_terms(*gate)
+            if gate_error.any():
+                return False
+            thetas, half_gaps = (np.array(side, dtype=float) for side in zip(*gates))
+            gate_rows, gate_bias = np.hstack([gate_Wd, recurrent]), gate_c - thetas
+            terms = np.abs(gate_rows) @ H_all + np.abs(gate_bias)
+            margin = half_gaps - self.rounding(terms, np.count_nonzero(gate_rows, axis=1) + 1)
+            if np.any(margin <= 0):
+                return False
+            K = self.threshold_gains(node, margin)
+            gated = K[:, None] * gate_rows, K * gate_bias
+        layer = self.begin()
+        width = Wd.shape[1]
+        for j in range(D_own.shape[1]):
+            layer.new_unit(unit_H[j], unit_grid[j], EXACT_SATURATION)
+        value = "g" if lstm else "n"
+        for j in range(n):
+            layer.gate(value, j, ih=value_rows[j, :width], bias=eps[j] * c[j], hh=_nonzero(value_rows[j, width:]))
+            if s0[j]:
+                layer.h0[j] = eps[j] * s0[j]
+            if gated is None:
+                continue
+            rows = dict(ih=gated[0][j, :width], bias=gated[1][j], hh=_nonzero(gated[0][j, width:]))
+            if lstm:  # h = o tanh(tanh(eps y)), o = [gate > theta]
+                layer.gate("o", j, **rows)
+            else:  # a: 1 - z = [gate > theta], latched otherwise; c: r = z, n = tanh(r a_{t-1}): a - c = [.] eps y
+                negated = dict(ih=-rows["ih"], bias=-rows["bias"], hh={k: -w for k, w in rows["hh"].items()})
+                layer.gate("z", j, **negated)
+                layer.gate("r", n + j, **negated)
+                layer.gate("n", n + j, hh={j: 1.0})
+        largest = np.abs(value_rows) @ H_all + np.abs(eps * c)
+        if gated is not None:
+            largest = np.maximum(largest, np.abs(gated[0]) @ H_all + np.abs(gated[1]))
+        layer.magnitudes.append((float(np.max(largest, initial=0.0)), node))
+        layer.thresholded = True
+        self.finish(layer, D_own, M, np.zeros(n))
         return True
 
     def snap(self) -> None:
@@ -851,7 +1069,7 @@ class _Builder:
             for unit, sign in entries:
                 D[j, unit] = sign * decode[j]
         layer.magnitudes.append((float(np.max(np.concatenate([eps * magnitude[m:], eta * magnitude[:m]]))), node))
-        u, psi = scales.u, ACTIVATION_ULPS
+        u, psi = scales.u, scales.psi
         P, Q = MARGIN * M_P, MARGIN * M_Q
         E = MARGIN * (M_P * e_Q + M_Q * e_P)
         if lstm:
@@ -873,18 +1091,61 @@ class _Builder:
         return weight, bias, propagated + rounding
 
     def exact_sums(self, Wd: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """Per row of ``Wd h + bias``: whether its float sum is exact: it reads threshold units only (``h`` 0
-        or 1, so every product is a weight or 0), and weights and bias are whole multiples of one ``2^-q``
-        with ``(sum |weights| + |bias|) 2^q <= 2^(digits - 1)``, so every weight and every partial sum is such
-        a multiple, representable in the dtype."""
-        digits = 24 if self.scales.dtype == torch.float32 else 53  # significand bits
-        exact = []
-        for row, constant in zip(Wd, bias):
-            terms = np.append(row, constant)
-            q = _binary_exponent(terms)
-            exact.append(q is not None and not np.any((row != 0) & ~self.payload.binary)
-                         and math.ldexp(float(np.abs(terms).sum()), q) <= 2.0 ** (digits - 1))
-        return np.array(exact, dtype=bool)
+        """Per row of ``Wd h + bias`` over the current payload: whether its float sum is exact (``_sums_exactly``)."""
+        p = self.payload
+        return _sums_exactly(Wd, bias, p.grid, p.H, self.scales.dtype)
+
+
+def _sums_exactly(rows: np.ndarray, bias: np.ndarray, grid: np.ndarray, H: np.ndarray,
+                  dtype: torch.dtype) -> np.ndarray:
+    """Per row of ``rows h + bias``: whether its float sum is exact in ``dtype``, whatever the order of the additions
+    (and with or without fused multiply-adds): it reads exact units only (``h`` a whole multiple of ``grid``, a power
+    of two, with ``|h| <= H``), every weight and the bias are representable, and every ``w grid`` and the bias are
+    whole multiples of one ``2^-q`` with ``(sum |w| H + |bias|) 2^q <= 2^(digits - 1)``: then every product and every
+    partial sum is such a multiple below ``2^(digits - 1 - q)``, representable (``digits`` the significand's bits)."""
+    digits = 24 if dtype == torch.float32 else 53
+    narrow = np.float32 if dtype == torch.float32 else np.float64
+    exact = []
+    for row, constant in zip(rows, bias):
+        used = row != 0
+        representable = bool(np.all(row.astype(narrow) == row)) and float(narrow(constant)) == constant
+        q = _binary_exponent(np.append(row[used] * grid[used], constant)) if representable else None
+        exact.append(q is not None and not np.any(used & (grid == 0))
+                     and math.ldexp(float(np.abs(row) @ H + abs(constant)), q) <= 2.0 ** (digits - 1))
+    return np.array(exact, dtype=bool)
+
+
+def _nonzero(row: np.ndarray) -> dict:
+    """``{column: weight}`` of a row's non-zero entries (recurrent weights)."""
+    return {int(k): float(row[k]) for k in np.flatnonzero(row)}
+
+
+def _dyadic_grid(lattice: Any) -> float | None:
+    """The largest power of two that every point of ``lattice`` (``o + g Z``) is a whole multiple of, or None when
+    the points are not all dyadic rationals (a step 1/3) or there is no lattice. A constant 0: 1."""
+    if lattice is None:
+        return None
+    step = _rational_gcd(*lattice)
+    if not step:
+        return 1.0
+    numerator, denominator = int(step.numerator), int(step.denominator)
+    if denominator & (denominator - 1):
+        return None
+    twos = (numerator & -numerator).bit_length() - 1  # the power of two in the numerator
+    return math.ldexp(1.0, twos - (denominator.bit_length() - 1))
+
+
+def _relu_gate(lattice: Any) -> tuple[float, float] | None:
+    """``(theta, margin)`` of an identity unit's relu gate ``[y > theta]`` for ``y`` on ``lattice``: theta halfway
+    between the largest point below 0 and the next (which is ``>= 0``: ``relu`` is the identity from there, and 0
+    below), margin half the step; a constant ``y = o``: theta ``o / 2``. None without a lattice."""
+    if lattice is None:
+        return None
+    offset, step = lattice
+    if not step:
+        return (float(offset) / 2, abs(float(offset)) / 2) if offset else (-1.0, 1.0)
+    first = offset + step * gmpy2.ceil(-offset / step)  # the smallest point >= 0
+    return float(first - step / 2), float(step) / 2
 
 
 def _binary_exponent(values: np.ndarray) -> int | None:
@@ -998,8 +1259,8 @@ def _unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray)
     # with threshold units only the outputs, which the readout overwrites, are patched
     outputs_patched = {label.node for label in output_labels} if readout_patched else set()
     thresholds = any(layer.thresholded for layer in layers)
-    unpatchable = {node: "the module holds values in threshold units (exact 0 / 1 steps of values on a lattice), "
-                   "whose exactness a patched value off the lattice would break" for node in model.patchable
+    unpatchable = {node: "the module holds values in exact units (identity and threshold units, of values on a "
+                   "lattice), whose exactness a patched value off the lattice would break" for node in model.patchable
                    if thresholds and node not in outputs_patched}
     unpatchable.update({node: "it is held by a Linear layer that the stock construction folds into the next layer's "
                         "input weights, so no unit of the core holds it" for node in model.patchable if node in folded})
@@ -1228,7 +1489,8 @@ class StockRNNModel(nn.Module):
         return patches
 
     def extra_repr(self) -> str:
-        return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, tolerance={self.tolerance:.3g}, "
+        return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, runtime={self.scales.runtime}, "
+                f"tolerance={self.tolerance:.3g}, "
                 f"amplitude={self.scales.amplitude:g}, gate_amplitude={self.scales.gate_amplitude:g}")
 
 
@@ -1247,25 +1509,32 @@ def stock_dtype(name: str) -> torch.dtype:
     return dtypes[name]
 
 
-def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str) -> Scales:
+def _scales(dtype: Any, amplitude: float | None, gate_amplitude: float | None, gain: float, name: str,
+            runtime: Any = "torch") -> Scales:
     if not isinstance(dtype, torch.dtype) or dtype not in DTYPES:
         raise LsrlError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if not isinstance(runtime, str) or runtime not in RUNTIMES:
+        raise LsrlError(f"{name}: runtime must be one of {RUNTIMES} (whose sigmoid and tanh the tolerance charges), "
+                        f"got {runtime!r}")
+    if runtime == "onnxruntime" and dtype != torch.float32:
+        raise LsrlError(f"{name}: runtime='onnxruntime' needs dtype=torch.float32 (onnxruntime has no float64 GRU / "
+                        f"LSTM kernels), got {dtype}")
     for option, value in (("amplitude", amplitude), ("gate_amplitude", gate_amplitude), ("gain", gain)):
         if (value is not None or option == "gain") and (isinstance(value, bool) or not isinstance(value, (int, float))
                                                         or not 0 < value < math.inf):
             raise LsrlError(f"{name}: {option} must be a positive finite number, got {value!r}")
     return Scales(dtype, float(amplitude or AMPLITUDE[dtype]), float(gate_amplitude or GATE_AMPLITUDE[dtype]),
-                  float(gain))
+                  float(gain), runtime)
 
 
 def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, gate_amplitude: float | None,
-           gain: float) -> StockRNNModel:
+           gain: float, runtime: Any) -> StockRNNModel:
     name = f"stock_{arch}"
     if whole_number(max_len) is None or max_len < 1:
         raise LsrlError(f"{name}: max_len must be a positive integer (the longest sequence the module runs), "
                         f"got {max_len!r}; the scales come from the value bounds at that length")
     max_len = int(max_len)
-    scales = _scales(dtype, amplitude, gate_amplitude, gain, name)
+    scales = _scales(dtype, amplitude, gate_amplitude, gain, name, runtime)
     relational_bounds(model.layers[-1] if model.layers else model.input, max_len)  # every layer's, in one run
     built: tuple | None = None
     refused = LsrlError(f"{name}: not built")  # replaced by the plain construction's refusal where it raises one
@@ -1321,16 +1590,18 @@ def _built(arch: str, model, max_len: int, scales: Scales, thresholds: bool) -> 
 
 def build_stock_lstm(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
                      amplitude: float | None = None, gate_amplitude: float | None = None,
-                     gain: float = 1.0) -> StockRNNModel:
-    """``model`` (a CompiledProgram) in one stock ``torch.nn.LSTM`` (module docstring); ``max_len`` required."""
-    return _build("lstm", model, max_len, dtype, amplitude, gate_amplitude, gain)
+                     gain: float = 1.0, runtime: str = "torch") -> StockRNNModel:
+    """``model`` (a CompiledProgram) in one stock ``torch.nn.LSTM`` (module docstring); ``max_len`` required.
+    ``runtime="onnxruntime"`` (float32): ``net.tolerance`` holds in onnxruntime too (``export_stock_onnx``)."""
+    return _build("lstm", model, max_len, dtype, amplitude, gate_amplitude, gain, runtime)
 
 
 def build_stock_gru(model: CompiledProgram, max_len: int | None = None, dtype: torch.dtype = torch.float32,
                     amplitude: float | None = None, gate_amplitude: float | None = None,
-                    gain: float = 1.0) -> StockRNNModel:
-    """``model`` (a CompiledProgram) in one stock ``torch.nn.GRU`` (module docstring); ``max_len`` required."""
-    return _build("gru", model, max_len, dtype, amplitude, gate_amplitude, gain)
+                    gain: float = 1.0, runtime: str = "torch") -> StockRNNModel:
+    """``model`` (a CompiledProgram) in one stock ``torch.nn.GRU`` (module docstring); ``max_len`` required.
+    ``runtime="onnxruntime"`` (float32): ``net.tolerance`` holds in onnxruntime too (``export_stock_onnx``)."""
+    return _build("gru", model, max_len, dtype, amplitude, gate_amplitude, gain, runtime)
 
 
 def layer_report(module: StockRNNModel) -> list[dict]:
@@ -1361,13 +1632,20 @@ def export_stock_onnx(net: StockRNNModel, path: Any) -> Any:
     ``LSTM`` / ``GRU`` operator per layer of the core (its default activations: sigmoid, tanh, tanh; the
     GRU with ``linear_before_reset=1``, PyTorch's formula), then ``MatMul`` + ``Add`` for the readout, in the
     module's dtype. ``x``: ``(batch, time, d_in)``, ``y``: ``(batch, time, d_out)``. Returns the path.
-    onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``)."""
+
+    onnxruntime runs these operators in float32 only (see ``lsrl.targets.onnx_export``), and its kernels compute
+    other activations than torch's (``benchmarks/rnn_activations.py``: tanh within 10.1 u, never the
+    identity, ``tanh(64) = 1 + 2^-21`` in the GRU, whose reset gate is ``-2^-22`` / ``1 + 2^-22`` at ``-+1024``).
+    ``net.tolerance`` holds there for a module built with ``runtime="onnxruntime"`` (module docstring,
+    "onnxruntime"); for one built for torch it does not: identity units are off by the tanh's error (robust
+    Listing 2, ``max_len = 256``: about 1e-2), and the file's doc string says which."""
     if getattr(net, "architecture", None) not in _ONNX_OPERATORS:
         raise LsrlError(f"export_stock_onnx: needs a module of {tuple(_ONNX_OPERATORS)}, got "
                         f"{getattr(net, 'architecture', type(net).__name__)!r}")
     g, out = _onnx_graph(net)
     doc = (f"lsrl {net.architecture}: a compiled program in stock {net.core.__class__.__name__} operators; "
-           f"outputs within {net.tolerance:.3g} of the program's for T <= {net.max_len}")
+           f"outputs within {net.tolerance:.3g} of the program's for T <= {net.max_len} (runtime {net.scales.runtime}"
+           f"{'' if net.scales.runtime == 'onnxruntime' else ': onnxruntime computes other activations'})")
     try:
         return g.write(out, path, f"lsrl_{net.architecture}", net.d_in, net.readout.out_features, doc)
     except OSError as error:
