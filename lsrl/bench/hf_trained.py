@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import STEPS, Measured, _batch, _targets, measure, measured, record_training
+from lsrl.bench.eval.trained import DAS_STEPS, STEPS, Measured, _batch, _targets, measure, measured, record_training
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -411,10 +411,11 @@ def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[st
 
 def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = HF_ARCHS, steps: int = STEPS,
                  suite: str | Path | None = None, progress: bool = False, jobs: int = 1,
-                 done: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
+                 done: Callable[[dict[str, object]], None] | None = None, das_steps: int = DAS_STEPS
+                 ) -> list[dict[str, object]]:
     """Train every task as every arch of ``HF_ARCHS``; a row per model (``TRAINED_COLUMNS``: ``hidden`` the
-    carried-state units): accuracies and the harness's unit AUROC of resample / zero patching and random scores
-    against the alignment. ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). ``jobs``:
+    carried-state units): accuracies and the method columns (``lsrl.bench.eval.trained.method_columns``; ``das_steps``
+    Adam steps per DAS search). ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). ``jobs``:
     models trained at once, each in its own process on one torch thread (the rows are the same, but ``seconds``).
     ``done``: called with each row as soon as it is measured (the command line writes the table then)."""
     import multiprocessing
@@ -422,7 +423,7 @@ def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] 
 
     from tqdm import tqdm
 
-    runs = [(name, arch, steps, suite) for name in tasks for arch in archs]
+    runs = [(name, arch, steps, suite, das_steps) for name in tasks for arch in archs]
     bar = tqdm(total=len(runs), desc="trained tier (transformers)", disable=not progress)
 
     def finished(row: dict[str, object]) -> dict[str, object]:
@@ -440,13 +441,14 @@ def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] 
         return [future.result() for future in futures]
 
 
-def hf_row(name: str, arch: str, steps: int, suite: str | Path | None) -> dict[str, object]:
+def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps: int = DAS_STEPS
+           ) -> dict[str, object]:
     """The table's row of task ``name`` trained as ``arch`` (``train_all_hf``), its folder written under ``suite``
-    when given."""
+    when given; ``das_steps``: Adam steps per DAS search (``method_columns``)."""
     from lsrl.bench.build import tier_folder
     from lsrl.bench.data import npz_bytes, task_data
-    from lsrl.bench.eval.harness import evaluate
     from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.eval.trained import method_columns
 
     torch.set_num_threads(1)
     data = task_data(TASKS[name])
@@ -461,7 +463,5 @@ def hf_row(name: str, arch: str, steps: int, suite: str | Path | None) -> dict[s
         "task": name, "arch": arch, "hidden": sum(h["width"] for h in carried(model.hooks)), "steps": steps,
         "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
         "worst_variable": min(accuracies)}
-    for method in ("resample", "zero", "random"):
-        row[f"{method}_unit_auroc"] = evaluate(subject, method, HF_PAIRS)["unit_auroc"]
-    row["seconds"] = round(model.seconds, 1)
+    row.update(method_columns(subject, HF_PAIRS, das_steps), seconds=round(model.seconds, 1))
     return row

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.bench.eval.das import STEPS as DAS_DEFAULT_STEPS
+from lsrl.bench.eval.das import das
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -404,6 +406,10 @@ class TrainedSubject(Subject):
 
     @classmethod
     def from_model(cls, model: TrainedModel) -> TrainedSubject:
+        """The subject of a trained ``model``, whose weights it freezes (a subject is scored, not trained: the
+        gradients of a method, ``das``'s, flow only into what the method intervenes with)."""
+        model.cells.requires_grad_(False)
+        model.readout.requires_grad_(False)
         labels, live, candidates = [], [], []
         for layer, state in enumerate(model.unit_labels().values()):
             units = [UnitLabel(*label) if label[0] in model.alignment else None for label in state]
@@ -418,7 +424,8 @@ class TrainedSubject(Subject):
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """As ``Subject.run``: an intervention on layer ``k`` sets its state units (a mask) at every step."""
+        """As ``Subject.run``: an intervention on layer ``k`` sets its state units (a mask) or a subspace (a
+        projector) at every step; with gradients only where an intervention has them (the weights are frozen)."""
         x = torch.as_tensor(np.asarray(xs, dtype=np.float64)) if not isinstance(xs, torch.Tensor) else xs
         model = self.model
         if model is None:
@@ -427,31 +434,53 @@ class TrainedSubject(Subject):
         state = [model._zeros(x, x.shape[0]) for _ in model.cells]
         outputs: list[torch.Tensor] = []
         states: list[list[torch.Tensor]] = [[] for _ in model.cells]
-        with torch.no_grad():
-            for t in range(x.shape[1]):
-                below = x[:, t]
-                for k, cell in enumerate(model.cells):
-                    flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
-                    if k in chosen:
-                        flat = chosen[k].apply(flat, t)
-                    state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
-                    states[k].append(flat)
-                    below = flat[:, :hidden]
-                outputs.append(model.readout(below))
+        for t in range(x.shape[1]):
+            below = x[:, t]
+            for k, cell in enumerate(model.cells):
+                flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
+                if k in chosen:
+                    flat = chosen[k].apply(flat, t)
+                state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
+                states[k].append(flat)
+                below = flat[:, :hidden]
+            outputs.append(model.readout(below))
         return torch.stack(outputs, dim=1), [torch.stack(layer, dim=1) for layer in states]
 
 
+UNIT_METHODS = ("resample", "mean", "zero", "random")  # the harness's unit-level methods the tables score
 TRAINED_COLUMNS = ("task", "arch", "hidden", "steps", "task_accuracy", "interchange_accuracy", "worst_variable",
-                   "meets_aim", "resample_unit_auroc", "zero_unit_auroc", "random_unit_auroc", "seconds")
+                   "meets_aim", *(f"{method}_unit_auroc" for method in UNIT_METHODS), "heldout_interchange_accuracy",
+                   "das_interchange_accuracy", "seconds", "das_seconds")
+DAS_STEPS = DAS_DEFAULT_STEPS  # Adam steps per DAS search on a trained model
+
+
+def method_columns(subject: Subject, pairs: int, das_steps: int = DAS_STEPS) -> dict[str, float]:
+    """A trained model's method columns of ``TRAINED_COLUMNS``: the harness's unit AUROC of ``UNIT_METHODS`` against
+    the alignment; on ``pairs`` held-out pairs of ``data.npz`` (the test lengths), the interchange accuracy of the
+    aligned units (``heldout_interchange_accuracy``: the alignment scored as a method would be, DAS's reference)
+    and of the subspaces ``das`` learns (``das_steps`` Adam steps per search; ``das_seconds`` its CPU seconds). DAS
+    has no node AUROC here (every variable a trained model aligns is in its circuit: no negatives) and no subspace
+    overlap (training aligns each variable with a block of units, not with a subspace of them)."""
+    from lsrl.bench.eval.harness import evaluate, found_interchange, score
+    from lsrl.bench.eval.methods import Found, Pairs
+
+    row = {f"{method}_unit_auroc": float(evaluate(subject, method, pairs)["unit_auroc"]) for method in UNIT_METHODS}
+    held_out = Pairs.from_data(subject, pairs)
+    aligned = Found(0.5, units=np.array([float(candidate.truth) for candidate in subject.candidates]))
+    row["heldout_interchange_accuracy"] = float(np.mean(list(found_interchange(subject, held_out, aligned).values())))
+    start = time.process_time()
+    found = das(subject, held_out, steps=das_steps)
+    row["das_interchange_accuracy"] = score(subject, found)["interchange_accuracy"]
+    row["das_seconds"] = round(time.process_time() - start, 1)
+    return row
 
 
 def train_all(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = ("lstm", "gru"), steps: int = STEPS,
-              progress: bool = False) -> list[dict[str, object]]:
-    """Train every task as every arch; a row per model: accuracies, and the harness's unit AUROC of
-    resample / zero patching and of random scores against the alignment."""
+              progress: bool = False, das_steps: int = DAS_STEPS) -> list[dict[str, object]]:
+    """Train every task as every arch; a row per model: accuracies and the method columns (``method_columns``)."""
     from tqdm import tqdm
 
-    from lsrl.bench.eval.harness import evaluate
+    from lsrl.bench.eval.harness import PAIRS
 
     rows = []
     for name, arch in tqdm([(t, a) for t in tasks for a in archs], desc="trained tier", disable=not progress):
@@ -460,8 +489,6 @@ def train_all(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = (
         row = {"task": name, "arch": arch, "hidden": model.hidden_size * len(model.cells), "steps": steps,
                "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(list(
                    model.interchange_accuracy.values()))), "worst_variable": min(model.interchange_accuracy.values())}
-        for method in ("resample", "zero", "random"):
-            row[f"{method}_unit_auroc"] = evaluate(subject, method)["unit_auroc"]
-        row["seconds"] = round(model.seconds, 1)
+        row.update(method_columns(subject, PAIRS, das_steps), seconds=round(model.seconds, 1))
         rows.append(row)
     return with_aim(rows)
