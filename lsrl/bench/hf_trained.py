@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import DAS_STEPS, STEPS, Measured, _batch, _targets, measure, measured, record_training
+from lsrl.bench.eval.trained import (DAS_STEPS, STEPS, Measured, _batch, _targets, measure, measured, record_training,
+                                     task_program, widths)
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -107,21 +108,21 @@ def stock_model(arch: str, vocab: int, levels: int, seed: int) -> Any:
 
     torch.manual_seed(seed)
     if arch == "mamba":
-        config = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
+        mamba = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                              expand=2, conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True)
-        return mamba_init(MambaForCausalLM(config).double())
+        return mamba_init(MambaForCausalLM(mamba).double())
     if arch == "mamba2":
-        config = Mamba2Config(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
+        mamba2 = Mamba2Config(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                               expand=2, num_heads=2 * HIDDEN // HEAD_DIM, head_dim=HEAD_DIM, n_groups=1,
                               conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True,
                               pad_token_id=None, bos_token_id=None, eos_token_id=None)
-        return mamba_init(Mamba2ForCausalLM(config).double())
-    config = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN,
+        return mamba_init(Mamba2ForCausalLM(mamba2).double())
+    gemma = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN,
                                   num_hidden_layers=levels * len(BLOCKS[arch]), num_attention_heads=2,
                                   intermediate_size=4 * HIDDEN, conv1d_width=CONV, block_types=BLOCKS[arch],
                                   logits_soft_cap=1e4, tie_word_embeddings=False,
                                   attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None)
-    return RecurrentGemmaForCausalLM(config).double()
+    return RecurrentGemmaForCausalLM(gemma).double()
 
 
 def mamba_init(hf: Any) -> Any:
@@ -187,6 +188,8 @@ class HFTrained(Measured):
         their values in ``source`` (the hooks' values of another run) at every step inside the recurrence."""
         patch = None
         if units is not None:
+            if source is None:
+                raise InternalError("HFTrained.run: units to set need the source run's values")
             patch = {}
             for hook, chosen in (dict([units]) if isinstance(units, tuple) else units).items():
                 values = torch.full_like(source[hook], float("nan"))
@@ -216,15 +219,15 @@ class HFTrained(Measured):
         block's ``("attention", unit, "helper")``, the readout the program's output."""
         per = UNITS_PER_COMPONENT[self.arch]
         labels = {}
-        for hook in self.hooks[:-1]:
-            name, width = hook["name"], hook["width"]
+        for spec in self.hooks[:-1]:
+            name, width = spec["name"], spec["width"]
             node = WINDOW if name.endswith("conv_state") else ATTENTION if name.endswith(ATTENTION) else FREE
             labels[name] = [(node, unit, "value" if node == FREE else "helper") for unit in range(width)]
         for variable, (hook, units) in self.alignment.items():
             for position, unit in enumerate(units):
                 labels[hook][unit] = (variable, position // per, "value")
-        program = TASKS[self.task].build()
-        labels["readout"] = [(program.names[program.output], k, "value") for k in range(program.output.dim)]
+        program = task_program(self.task)
+        labels["readout"] = [(program.names[program.output], k, "value") for k in range(widths(program)[1])]
         return labels
 
     def card(self) -> str:
@@ -250,10 +253,11 @@ class HFTrained(Measured):
         xs = data["test_inputs"]
         real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
         _, cache = self.net.run_with_cache(xs)
-        program = TASKS[self.task].build()
+        program = task_program(self.task)
         nodes, edges = program_graph(program)
         wanted = {*self.alignment, program.names[program.output]}
-        units, holders = [], {}
+        units: list[dict[str, Any]] = []
+        holders: dict[tuple[str, int], list[list]] = {}
         for hook, labels in self.labels.items():
             active = np.abs(cache[hook].detach().double().numpy()[real]).max(axis=0) > 0
             for unit, (node, index, role) in enumerate(labels):
@@ -264,8 +268,8 @@ class HFTrained(Measured):
                 if role == "value" and node != FREE:
                     holders.setdefault((node, index), []).append([hook, unit])
         touched = {unit["node"] for unit in units if unit["in_circuit"]}
-        for node in nodes:
-            node["in_circuit"] = node["reaches_output"] and node["name"] in touched
+        for graph_node in nodes:
+            graph_node["in_circuit"] = graph_node["reaches_output"] and graph_node["name"] in touched
         trace = program.trace(xs, check_bounds=False)
         return Circuit(task=self.task, architecture=self.arch, output_hook="readout", hooks=self.hooks, units=units,
                        nodes=nodes, edges=edges, unit_edges=[],
@@ -280,19 +284,21 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
     task = TASKS.get(name)
     variables = task.circuit_nodes() if task is not None else []
     largest = getattr(getattr(task, "sample", None), "largest", None)
-    if not variables or largest is None or arch not in HF_ARCHS:
+    if task is None or not variables or largest is None or arch not in HF_ARCHS:
         raise LsrlError(f"train_hf: needs a token program task with named circuit variables and arch in {HF_ARCHS}, "
                         f"got {name!r}, {arch!r}")
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    program = task.build()
+    program = task_program(name)
+    output = widths(program)[1]
     levels = variable_levels(program, variables)
     depth = max(levels.values()) + 1
-    hf = stock_model(arch, max(largest + 1, program.output.dim), depth, seed)
-    hooks = state_hooks(arch, depth) + [{"name": "readout", "width": program.output.dim, "per_step": True}]
+    hf = stock_model(arch, max(largest + 1, output), depth, seed)
+    hooks = state_hooks(arch, depth) + [{"name": "readout", "width": output, "per_step": True}]
     hf.config.lsrl_bench = {"task": name, "architecture": arch, "tier": "trained", "token_low": 0,
-                            "output_logits": list(range(program.output.dim)), "hooks": hooks}
-    alignment, taken = {}, {}
+                            "output_logits": list(range(output)), "hooks": hooks}
+    alignment: dict[str, tuple[str, list[int]]] = {}
+    taken: dict[str, int] = {}
     per = UNITS_PER_COMPONENT[arch]
     for variable, dim in variables:
         hook = state_hook(arch, levels[variable])
@@ -315,8 +321,8 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
         # a chain below the aim in every arch (Hawk at 600 steps: at_least_3_ones' count 0.930, equal_counts'
         # equal 0.914; summed: 0.997 and 0.995), as did more steps or more interchange steps of one variable
         if kind == 1:
-            loss = sum(pair_loss(model, program, base, source, dict([units]), variable)
-                       for variable, units in model.alignment.items())
+            loss = torch.stack([pair_loss(model, program, base, source, dict([units]), variable)
+                                for variable, units in model.alignment.items()]).sum()
         else:
             loss = pair_loss(model, program, base, source, model.free if kind == 2 else {}, None)
         optimizer.zero_grad()
@@ -400,8 +406,8 @@ def folder_subject(folder: str | Path) -> HookedSubject:
     from lsrl.bench.eval.hooked import HookedSubject
 
     net, circuit = load_hf_folder(Path(folder))
-    program = TASKS[circuit.task].build()
-    return HookedSubject.from_circuit(circuit.task, "trained", net, circuit, program, program.output.dim)
+    program = task_program(circuit.task)
+    return HookedSubject.from_circuit(circuit.task, "trained", net, circuit, program, widths(program)[1])
 
 
 def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[str, object]]:
@@ -469,9 +475,9 @@ def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps
     circuit = model.circuit(data)
     if suite is not None:
         write_hf_folder(tier_folder(Path(suite), name, arch, "trained"), model, data, npz_bytes(data))
-    program = TASKS[name].build()
-    subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, program.output.dim)
-    accuracies = list(model.interchange_accuracy.values())
+    program = task_program(name)
+    subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, widths(program)[1])
+    accuracies = list((model.interchange_accuracy or {}).values())
     row: dict[str, object] = {
         "task": name, "arch": arch, "hidden": sum(h["width"] for h in carried(model.hooks)), "steps": steps,
         "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
