@@ -37,7 +37,7 @@ import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
 from lsrl.bench.eval.trained import (DAS_STEPS, STEPS, Measured, _batch, _targets, measure, measured, record_training,
-                                     task_program, widths)
+                                     TRAINED_COLUMNS, task_program, widths)
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -413,7 +413,8 @@ def folder_subject(folder: str | Path) -> HookedSubject:
 def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[str, object]]:
     """``rows`` with the rows of the CSV at ``path`` (when it exists) whose ``(task, arch)`` they do not hold: a run
     of some architectures or tasks replaces their rows of the table and keeps the others; rows in the order of
-    ``TASKS_TRAINED`` (others after them) then ``HF_ARCHS``."""
+    ``TASKS_TRAINED`` (others after them) then ``HF_ARCHS``; a kept row's cells of columns of ``TRAINED_COLUMNS`` it
+    lacks (a table written before they were added) are empty."""
     import csv
 
     path = Path(path)
@@ -421,7 +422,8 @@ def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[st
     kept = []
     if path.exists():
         with open(path, newline="") as file:
-            kept = [row for row in csv.DictReader(file) if (row["task"], row["arch"]) not in fresh]
+            kept = [{**dict.fromkeys(TRAINED_COLUMNS, ""), **row} for row in csv.DictReader(file)
+                    if (row["task"], row["arch"]) not in fresh]  # a column the table had not yet: empty
     tasks = {name: index for index, name in enumerate(TASKS_TRAINED)}
     archs = {name: index for index, name in enumerate(HF_ARCHS)}
     return sorted([*kept, *rows], key=lambda row: (tasks.get(str(row["task"]), len(tasks)), str(row["task"]),
