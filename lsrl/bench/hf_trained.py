@@ -278,17 +278,15 @@ class HFTrained(Measured):
                        equivalent=equivalent_components(trace, real))
 
 
-def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = HF_BATCH, lr: float = LR
-             ) -> HFTrained:
-    """Train the trained tier of task ``name`` as the stock ``arch`` (``HF_ARCHS``); see the module docstring."""
+def hf_model(name: str, arch: str, seed: int = 0) -> HFTrained:
+    """The untrained model ``train_hf`` trains: the stock ``arch`` (``HF_ARCHS``) for task ``name``, one level per
+    chained circuit variable, each variable aligned with its units of its level's carried state, the rest free."""
     task = TASKS.get(name)
     variables = task.circuit_nodes() if task is not None else []
     largest = getattr(getattr(task, "sample", None), "largest", None)
     if task is None or not variables or largest is None or arch not in HF_ARCHS:
         raise LsrlError(f"train_hf: needs a token program task with named circuit variables and arch in {HF_ARCHS}, "
                         f"got {name!r}, {arch!r}")
-    start = time.perf_counter()
-    rng = np.random.default_rng(seed)
     program = task_program(name)
     output = widths(program)[1]
     levels = variable_levels(program, variables)
@@ -307,7 +305,17 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
         taken[hook] = first + dim * per
     free = {hook["name"]: [u for u in range(hook["width"]) if u >= taken.get(hook["name"], 0)]
             for hook in carried(hooks)}
-    model = HFTrained(name, arch, SteppedModel(hf), alignment, free, hooks=hooks)
+    return HFTrained(name, arch, SteppedModel(hf), alignment, free, hooks=hooks)
+
+
+def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = HF_BATCH, lr: float = LR
+             ) -> HFTrained:
+    """Train the trained tier of task ``name`` as the stock ``arch`` (``HF_ARCHS``; ``hf_model``); see the module
+    docstring."""
+    start = time.perf_counter()
+    model = hf_model(name, arch, seed)
+    task, program, hf = TASKS[name], task_program(name), model.net.hf
+    rng = np.random.default_rng(seed)
     hf.train()
     optimizer = torch.optim.Adam(hf.parameters(), lr=lr)
     # the learning rate falls to 0 along a cosine: the last steps fine-tune the outputs the accuracies round (Mamba's
