@@ -115,8 +115,10 @@ def test_bad_arguments_are_one_line_errors_naming_them():
 
 
 def test_a_subject_it_cannot_intervene_on_is_refused():
-    from lsrl.bench.eval.trained import TrainedSubject, train
-
-    subject = TrainedSubject.from_model(train("count_ones", "gru", steps=1))
-    with pytest.raises(LsrlError, match="subject must be a path or hooked model"):
-        das(subject, Pairs.from_data(subject, 4))
+    """A bare ``Subject`` (no ``run``): das needs to run the model with its interchanges inside the recurrence."""
+    held = _rotated()
+    bare = Subject(held.task, held.tier, held.arch, held.labels, held.bases, held.program, held.output_dim,
+                   held.candidates, held.live)
+    with pytest.raises(LsrlError, match="subject must be a model it can run with interventions") as error:
+        das(bare, Pairs.from_data(held, 4))
+    assert "\n" not in str(error.value)

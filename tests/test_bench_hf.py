@@ -378,3 +378,22 @@ def test_a_run_replaces_the_rows_of_its_tasks_and_archs_in_the_table_and_keeps_t
     write_csv(merged, table, TRAINED_COLUMNS)
     with open(table, newline="") as file:
         assert len(list(csv.DictReader(file))) == 4
+
+
+def test_each_interchange_step_trains_every_variable_on_the_same_pair(monkeypatch):
+    """``train_hf``'s steps in turn: the task (nothing set), every circuit variable's interchange on one base / source
+    pair (their losses summed), the free units."""
+    from lsrl.bench import hf_trained
+
+    calls, loss = [], hf_trained.pair_loss
+
+    def recorded(model, program, base, source, units, variable):
+        calls.append((len(calls), variable, sorted(units), base.tobytes(), source.tobytes()))
+        return loss(model, program, base, source, units, variable)
+
+    monkeypatch.setattr(hf_trained, "pair_loss", recorded)
+    model = train_hf("majority", "hawk", steps=3, batch=4)
+    assert [variable for _, variable, *_ in calls] == [None, "ones_minus_zeros", "more_ones", None]
+    assert [units for _, _, units, *_ in calls] == [[], [model.alignment["ones_minus_zeros"][0]],
+                                                   [model.alignment["more_ones"][0]], sorted(model.free)]
+    assert calls[1][3:] == calls[2][3:] and calls[0][3:] != calls[1][3:]

@@ -61,7 +61,7 @@ class SteppedModel(nn.Module):
 
     def __init__(self, hf: nn.Module) -> None:
         super().__init__()
-        self.hf = hf
+        self.hf: Any = hf  # a stock transformers model (its save_pretrained, config, ...)
         self.record = dict(hf.config.lsrl_bench)
 
     @property

@@ -14,8 +14,9 @@ level more than the highest. Every other unit of the ``ssm_state`` / ``recurrent
 to be inert. The conv windows hold the layer's recent inputs, and Griffin's attention blocks read the residual
 stream of the positions in their window: both are ``helper``s, hooked but not scored (an attention block's output
 at a step is a function of the tokens and of the states of the levels below it, patched or not; training leaves it
-free to carry what it will). The losses, one per step in turn: the task; the outputs under the interchange of a
-variable's units (against ``prog(xs, patch=...)``); no change under the interchange of the free units.
+free to carry what it will). The losses, one per step in turn: the task; the outputs under the interchange of each
+variable's units (against ``prog(xs, patch=...)``), every variable on the same base / source pair, summed; no change
+under the interchange of the free units.
 
 ``train_hf(task, arch)`` returns an ``HFTrained`` with its task accuracy and interchange-intervention accuracy
 (``lsrl.bench.eval.trained.measure``); ``write_hf_folder`` writes its suite folder; ``folder_subject`` reads one
@@ -35,7 +36,8 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import STEPS, Measured, _batch, _targets, measure, measured, record_training
+from lsrl.bench.eval.trained import (DAS_STEPS, STEPS, Measured, _batch, _targets, measure, measured, record_training,
+                                     TRAINED_COLUMNS, task_program, widths)
 from lsrl.bench.hf_loader import RECORD, SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -106,21 +108,21 @@ def stock_model(arch: str, vocab: int, levels: int, seed: int) -> Any:
 
     torch.manual_seed(seed)
     if arch == "mamba":
-        config = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
+        mamba = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                              expand=2, conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True)
-        return mamba_init(MambaForCausalLM(config).double())
+        return mamba_init(MambaForCausalLM(mamba).double())
     if arch == "mamba2":
-        config = Mamba2Config(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
+        mamba2 = Mamba2Config(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                               expand=2, num_heads=2 * HIDDEN // HEAD_DIM, head_dim=HEAD_DIM, n_groups=1,
                               conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True,
                               pad_token_id=None, bos_token_id=None, eos_token_id=None)
-        return mamba_init(Mamba2ForCausalLM(config).double())
-    config = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN,
+        return mamba_init(Mamba2ForCausalLM(mamba2).double())
+    gemma = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN,
                                   num_hidden_layers=levels * len(BLOCKS[arch]), num_attention_heads=2,
                                   intermediate_size=4 * HIDDEN, conv1d_width=CONV, block_types=BLOCKS[arch],
                                   logits_soft_cap=1e4, tie_word_embeddings=False,
                                   attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None)
-    return RecurrentGemmaForCausalLM(config).double()
+    return RecurrentGemmaForCausalLM(gemma).double()
 
 
 def mamba_init(hf: Any) -> Any:
@@ -186,6 +188,8 @@ class HFTrained(Measured):
         their values in ``source`` (the hooks' values of another run) at every step inside the recurrence."""
         patch = None
         if units is not None:
+            if source is None:
+                raise InternalError("HFTrained.run: units to set need the source run's values")
             patch = {}
             for hook, chosen in (dict([units]) if isinstance(units, tuple) else units).items():
                 values = torch.full_like(source[hook], float("nan"))
@@ -215,15 +219,15 @@ class HFTrained(Measured):
         block's ``("attention", unit, "helper")``, the readout the program's output."""
         per = UNITS_PER_COMPONENT[self.arch]
         labels = {}
-        for hook in self.hooks[:-1]:
-            name, width = hook["name"], hook["width"]
+        for spec in self.hooks[:-1]:
+            name, width = spec["name"], spec["width"]
             node = WINDOW if name.endswith("conv_state") else ATTENTION if name.endswith(ATTENTION) else FREE
             labels[name] = [(node, unit, "value" if node == FREE else "helper") for unit in range(width)]
         for variable, (hook, units) in self.alignment.items():
             for position, unit in enumerate(units):
                 labels[hook][unit] = (variable, position // per, "value")
-        program = TASKS[self.task].build()
-        labels["readout"] = [(program.names[program.output], k, "value") for k in range(program.output.dim)]
+        program = task_program(self.task)
+        labels["readout"] = [(program.names[program.output], k, "value") for k in range(widths(program)[1])]
         return labels
 
     def card(self) -> str:
@@ -249,10 +253,11 @@ class HFTrained(Measured):
         xs = data["test_inputs"]
         real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
         _, cache = self.net.run_with_cache(xs)
-        program = TASKS[self.task].build()
+        program = task_program(self.task)
         nodes, edges = program_graph(program)
         wanted = {*self.alignment, program.names[program.output]}
-        units, holders = [], {}
+        units: list[dict[str, Any]] = []
+        holders: dict[tuple[str, int], list[list]] = {}
         for hook, labels in self.labels.items():
             active = np.abs(cache[hook].detach().double().numpy()[real]).max(axis=0) > 0
             for unit, (node, index, role) in enumerate(labels):
@@ -263,8 +268,8 @@ class HFTrained(Measured):
                 if role == "value" and node != FREE:
                     holders.setdefault((node, index), []).append([hook, unit])
         touched = {unit["node"] for unit in units if unit["in_circuit"]}
-        for node in nodes:
-            node["in_circuit"] = node["reaches_output"] and node["name"] in touched
+        for graph_node in nodes:
+            graph_node["in_circuit"] = graph_node["reaches_output"] and graph_node["name"] in touched
         trace = program.trace(xs, check_bounds=False)
         return Circuit(task=self.task, architecture=self.arch, output_hook="readout", hooks=self.hooks, units=units,
                        nodes=nodes, edges=edges, unit_edges=[],
@@ -273,25 +278,25 @@ class HFTrained(Measured):
                        equivalent=equivalent_components(trace, real))
 
 
-def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = HF_BATCH, lr: float = LR
-             ) -> HFTrained:
-    """Train the trained tier of task ``name`` as the stock ``arch`` (``HF_ARCHS``); see the module docstring."""
+def hf_model(name: str, arch: str, seed: int = 0) -> HFTrained:
+    """The untrained model ``train_hf`` trains: the stock ``arch`` (``HF_ARCHS``) for task ``name``, one level per
+    chained circuit variable, each variable aligned with its units of its level's carried state, the rest free."""
     task = TASKS.get(name)
     variables = task.circuit_nodes() if task is not None else []
     largest = getattr(getattr(task, "sample", None), "largest", None)
-    if not variables or largest is None or arch not in HF_ARCHS:
+    if task is None or not variables or largest is None or arch not in HF_ARCHS:
         raise LsrlError(f"train_hf: needs a token program task with named circuit variables and arch in {HF_ARCHS}, "
                         f"got {name!r}, {arch!r}")
-    start = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    program = task.build()
+    program = task_program(name)
+    output = widths(program)[1]
     levels = variable_levels(program, variables)
     depth = max(levels.values()) + 1
-    hf = stock_model(arch, max(largest + 1, program.output.dim), depth, seed)
-    hooks = state_hooks(arch, depth) + [{"name": "readout", "width": program.output.dim, "per_step": True}]
+    hf = stock_model(arch, max(largest + 1, output), depth, seed)
+    hooks = state_hooks(arch, depth) + [{"name": "readout", "width": output, "per_step": True}]
     hf.config.lsrl_bench = {"task": name, "architecture": arch, "tier": "trained", "token_low": 0,
-                            "output_logits": list(range(program.output.dim)), "hooks": hooks}
-    alignment, taken = {}, {}
+                            "output_logits": list(range(output)), "hooks": hooks}
+    alignment: dict[str, tuple[str, list[int]]] = {}
+    taken: dict[str, int] = {}
     per = UNITS_PER_COMPONENT[arch]
     for variable, dim in variables:
         hook = state_hook(arch, levels[variable])
@@ -300,7 +305,17 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
         taken[hook] = first + dim * per
     free = {hook["name"]: [u for u in range(hook["width"]) if u >= taken.get(hook["name"], 0)]
             for hook in carried(hooks)}
-    model = HFTrained(name, arch, SteppedModel(hf), alignment, free, hooks=hooks)
+    return HFTrained(name, arch, SteppedModel(hf), alignment, free, hooks=hooks)
+
+
+def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = HF_BATCH, lr: float = LR
+             ) -> HFTrained:
+    """Train the trained tier of task ``name`` as the stock ``arch`` (``HF_ARCHS``; ``hf_model``); see the module
+    docstring."""
+    start = time.perf_counter()
+    model = hf_model(name, arch, seed)
+    task, program, hf = TASKS[name], task_program(name), model.net.hf
+    rng = np.random.default_rng(seed)
     hf.train()
     optimizer = torch.optim.Adam(hf.parameters(), lr=lr)
     # the learning rate falls to 0 along a cosine: the last steps fine-tune the outputs the accuracies round (Mamba's
@@ -310,11 +325,14 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
         length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
         base, source = _batch(task, rng, length, batch), _batch(task, rng, length, batch)
         kind = step % 3  # task, interchange, strictness
-        variable = variables[int(rng.integers(len(variables)))][0] if kind == 1 else None
-        expected = _targets(program, base, source, variable)
-        units = dict([model.alignment[variable]]) if kind == 1 else free if kind == 2 else {}
-        outputs = model.paired(base, source, units)
-        loss = ((outputs - expected) ** 2).mean()
+        # every variable's interchange on the same pair, summed: one variable drawn per step left one variable of
+        # a chain below the aim in every arch (Hawk at 600 steps: at_least_3_ones' count 0.930, equal_counts'
+        # equal 0.914; summed: 0.997 and 0.995), as did more steps or more interchange steps of one variable
+        if kind == 1:
+            loss = torch.stack([pair_loss(model, program, base, source, dict([units]), variable)
+                                for variable, units in model.alignment.items()]).sum()
+        else:
+            loss = pair_loss(model, program, base, source, model.free if kind == 2 else {}, None)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -323,6 +341,15 @@ def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int
     model.accuracy, model.interchange_accuracy = measure(model, program, rng)
     model.seconds, model.steps, model.seed = time.perf_counter() - start, steps, seed
     return model
+
+
+def pair_loss(model: HFTrained, program: ForEach, base: np.ndarray, source: np.ndarray, units: dict[str, list[int]],
+              variable: str | None) -> torch.Tensor:
+    """The mean squared error of ``model``'s outputs on ``base`` with ``units`` (``{hook: units}``) set at every step
+    to their values on ``source``, against the program's outputs under the interchange of ``variable`` (None: its
+    plain outputs)."""
+    outputs = model.paired(base, source, units)
+    return ((outputs - _targets(program, base, source, variable)) ** 2).mean()
 
 
 # ---- folders ------------------------------------------------------------------------------------------
@@ -387,14 +414,15 @@ def folder_subject(folder: str | Path) -> HookedSubject:
     from lsrl.bench.eval.hooked import HookedSubject
 
     net, circuit = load_hf_folder(Path(folder))
-    program = TASKS[circuit.task].build()
-    return HookedSubject.from_circuit(circuit.task, "trained", net, circuit, program, program.output.dim)
+    program = task_program(circuit.task)
+    return HookedSubject.from_circuit(circuit.task, "trained", net, circuit, program, widths(program)[1])
 
 
 def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[str, object]]:
     """``rows`` with the rows of the CSV at ``path`` (when it exists) whose ``(task, arch)`` they do not hold: a run
     of some architectures or tasks replaces their rows of the table and keeps the others; rows in the order of
-    ``TASKS_TRAINED`` (others after them) then ``HF_ARCHS``."""
+    ``TASKS_TRAINED`` (others after them) then ``HF_ARCHS``; a kept row's cells of columns of ``TRAINED_COLUMNS`` it
+    lacks (a table written before they were added) are empty."""
     import csv
 
     path = Path(path)
@@ -402,7 +430,8 @@ def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[st
     kept = []
     if path.exists():
         with open(path, newline="") as file:
-            kept = [row for row in csv.DictReader(file) if (row["task"], row["arch"]) not in fresh]
+            kept = [{**dict.fromkeys(TRAINED_COLUMNS, ""), **row} for row in csv.DictReader(file)
+                    if (row["task"], row["arch"]) not in fresh]  # a column the table had not yet: empty
     tasks = {name: index for index, name in enumerate(TASKS_TRAINED)}
     archs = {name: index for index, name in enumerate(HF_ARCHS)}
     return sorted([*kept, *rows], key=lambda row: (tasks.get(str(row["task"]), len(tasks)), str(row["task"]),
@@ -411,10 +440,11 @@ def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[st
 
 def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = HF_ARCHS, steps: int = STEPS,
                  suite: str | Path | None = None, progress: bool = False, jobs: int = 1,
-                 done: Callable[[dict[str, object]], None] | None = None) -> list[dict[str, object]]:
+                 done: Callable[[dict[str, object]], None] | None = None, das_steps: int = DAS_STEPS
+                 ) -> list[dict[str, object]]:
     """Train every task as every arch of ``HF_ARCHS``; a row per model (``TRAINED_COLUMNS``: ``hidden`` the
-    carried-state units): accuracies and the harness's unit AUROC of resample / zero patching and random scores
-    against the alignment. ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). ``jobs``:
+    carried-state units): accuracies and the method columns (``lsrl.bench.eval.trained.method_columns``; ``das_steps``
+    Adam steps per DAS search). ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). ``jobs``:
     models trained at once, each in its own process on one torch thread (the rows are the same, but ``seconds``).
     ``done``: called with each row as soon as it is measured (the command line writes the table then)."""
     import multiprocessing
@@ -422,7 +452,7 @@ def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] 
 
     from tqdm import tqdm
 
-    runs = [(name, arch, steps, suite) for name in tasks for arch in archs]
+    runs = [(name, arch, steps, suite, das_steps) for name in tasks for arch in archs]
     bar = tqdm(total=len(runs), desc="trained tier (transformers)", disable=not progress)
 
     def finished(row: dict[str, object]) -> dict[str, object]:
@@ -440,13 +470,14 @@ def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] 
         return [future.result() for future in futures]
 
 
-def hf_row(name: str, arch: str, steps: int, suite: str | Path | None) -> dict[str, object]:
+def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps: int = DAS_STEPS
+           ) -> dict[str, object]:
     """The table's row of task ``name`` trained as ``arch`` (``train_all_hf``), its folder written under ``suite``
-    when given."""
+    when given; ``das_steps``: Adam steps per DAS search (``method_columns``)."""
     from lsrl.bench.build import tier_folder
     from lsrl.bench.data import npz_bytes, task_data
-    from lsrl.bench.eval.harness import evaluate
     from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.eval.trained import method_columns
 
     torch.set_num_threads(1)
     data = task_data(TASKS[name])
@@ -454,14 +485,12 @@ def hf_row(name: str, arch: str, steps: int, suite: str | Path | None) -> dict[s
     circuit = model.circuit(data)
     if suite is not None:
         write_hf_folder(tier_folder(Path(suite), name, arch, "trained"), model, data, npz_bytes(data))
-    program = TASKS[name].build()
-    subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, program.output.dim)
-    accuracies = list(model.interchange_accuracy.values())
+    program = task_program(name)
+    subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, widths(program)[1])
+    accuracies = list((model.interchange_accuracy or {}).values())
     row: dict[str, object] = {
         "task": name, "arch": arch, "hidden": sum(h["width"] for h in carried(model.hooks)), "steps": steps,
         "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
         "worst_variable": min(accuracies)}
-    for method in ("resample", "zero", "random"):
-        row[f"{method}_unit_auroc"] = evaluate(subject, method, HF_PAIRS)["unit_auroc"]
-    row["seconds"] = round(model.seconds, 1)
+    row.update(method_columns(subject, HF_PAIRS, das_steps), seconds=round(model.seconds, 1))
     return row

@@ -13,7 +13,9 @@ What it is given, and what not: the model's layers (hooks) and their activations
 values and counterfactual outputs, as the probe is given), never the labels, the circuit or ``rotations.json``.
 It finds the layer itself: the ``HOOKS_TRIED`` layers where a least-squares probe of ``v`` fits best (on the
 training bases) are each searched, and the one whose learned subspace reaches the best training accuracy is kept.
-A rotated target is searched in its own (rotated) coordinates.
+A rotated target is searched in its own (rotated) coordinates. Any subject that runs with interventions
+is searched: a path model, a hooked one (a stock ``transformers`` model of the trained tier through its stepped run,
+``changed_forward``), an in-memory trained model (``lsrl.bench.eval.trained.TrainedSubject``).
 
 Reported, on the harness's fixed held-out pairs (``data.npz``: pairs of equal and of different lengths, never
 trained on): the interchange accuracy (the share of clean (pair, step) outputs that, rounded, equal the
@@ -31,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -39,7 +41,8 @@ from torch.nn.utils.parametrizations import orthogonal
 
 from lsrl.bench.eval.hooked import HookedSubject, hooked_forward
 from lsrl.bench.eval.methods import Found, Pairs, _effects, _fits, held_trace, program_interchange
-from lsrl.bench.eval.subject import Intervention, PathSubject, Subject, _holds
+from lsrl.bench.eval.subject import Intervention, Subject, _holds
+from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, listed, whole_number
 from lsrl.targets.cell_steps import Run
@@ -58,9 +61,10 @@ def das(subject: Subject, pairs: Pairs, seed: int = 0, steps: int = STEPS, nodes
     ``pairs``; ``seed`` fixes the training sequences and the rotations' start (one torch thread: the same ``Found``
     on every run); ``steps``: Adam steps per search."""
     seed, steps = _count(seed, "seed", 0), _count(steps, "steps", 1)
-    if not isinstance(subject, (PathSubject, HookedSubject)):
-        raise LsrlError(f"das: subject must be a path or hooked model (a suite folder or a tier model), got a "
-                        f"{type(subject).__name__} of {subject.task}/{subject.arch}")
+    if type(subject).run is Subject.run:
+        raise LsrlError(f"das: subject must be a model it can run with interventions (a path, hooked or trained "
+                        f"model: a suite folder, a tier model, a TrainedSubject), got a {type(subject).__name__} of "
+                        f"{subject.task}/{subject.arch}")
     chosen = _chosen(subject, nodes)
     own = own_coordinates(subject)
     held_out = Pairs.from_data(own, pairs.clean.shape[0])
@@ -266,9 +270,22 @@ def interchanged(subject: Subject, xs: np.ndarray, source: list[torch.Tensor], s
         interventions[layer] = _Subspaces(batch=batch, projectors=projectors, source=source[layer])
     repeated = np.concatenate([xs] * len(searches))
     if isinstance(subject, HookedSubject):
-        run = _SubspaceRun({subject.hooks[layer]: change for layer, change in interventions.items()}, xs.shape[1])
-        return hooked_forward(subject.net, repeated, run)[..., : subject.output_dim].double()
+        changes = {subject.hooks[layer]: change for layer, change in interventions.items()}
+        return changed_forward(subject.net, repeated, changes)[..., : subject.output_dim].double()
     return subject.run(repeated, interventions)[0]
+
+
+def changed_forward(net: Any, xs: np.ndarray, changes: dict[str, Intervention]) -> torch.Tensor:
+    """The outputs of a hooked model ``net`` on ``xs`` with ``changes`` applied at their hooks at every step (with
+    gradients where the caller has them on): through the suite's hook points (``hooked_forward``), or a stock
+    ``transformers`` model's stepped run (``SteppedModel.run_steps``)."""
+    if isinstance(net, SteppedModel):
+        def patched(name: str, step: int, values: torch.Tensor) -> torch.Tensor:
+            change = changes.get(name)
+            return values if change is None else change.apply(values, step)
+
+        return net.run_steps(xs, patched)[0]
+    return hooked_forward(net, xs, _SubspaceRun(changes, xs.shape[1]))
 
 
 class _SubspaceRun(Run):

@@ -27,12 +27,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
 from torch import nn
 
+from lsrl.bench.eval.das import STEPS as DAS_DEFAULT_STEPS
+from lsrl.bench.eval.das import das
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
@@ -142,6 +144,24 @@ def with_aim(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for row in rows]
 
 
+def task_program(name: str) -> ForEach:
+    """The program of task ``name`` (a program task of the trained tier: ``InternalError`` for an automaton task,
+    which the callers refuse first)."""
+    build = TASKS[name].build
+    if build is None:
+        raise InternalError(f"bench: task {name!r} has no program")
+    return build()
+
+
+def widths(program: ForEach) -> tuple[int, int]:
+    """The input and output widths of a built program (``InternalError`` if unknown: a built ``ForEach`` knows
+    both)."""
+    given, output = program.input.dim, program.output.dim
+    if given is None or output is None:
+        raise InternalError(f"bench: the program {program.name!r} has no input or output width")
+    return given, output
+
+
 def layer_hook(layer: int) -> str:
     """The hook (and ``state_dict`` prefix) of the trained model's recurrent layer ``layer``."""
     return f"core.l{layer}"
@@ -210,7 +230,7 @@ class TrainedModel(Measured):
             labels[hook] = state
             labels.update({f"{hook}.{gate}": state if gate == "c" else helpers
                            for gate in GATES[f"torch.nn.{self.arch.upper()}"]})
-        program = TASKS[self.task].build()
+        program = task_program(self.task)
         output = program.names[program.output]
         return {**labels, "readout": [(output, k, "value") for k in range(self.readout.out_features)]}
 
@@ -329,7 +349,7 @@ def layout(program: ForEach, variables: list[tuple[str, int]]
     relay = {}
     if reads_input_above(program, levels):
         for hook in map(layer_hook, range(top)):
-            relay[hook] = list(range(taken[hook], taken[hook] + program.input.dim * UNITS_PER_COMPONENT))
+            relay[hook] = list(range(taken[hook], taken[hook] + widths(program)[0] * UNITS_PER_COMPONENT))
             taken[hook] += len(relay[hook])
     hidden = max(taken.values()) + FREE_UNITS
     return alignment, {hook: list(range(first, hidden)) for hook, first in taken.items()}, relay, hidden
@@ -342,24 +362,25 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = 
     losses in turn."""
     task = TASKS.get(name)
     variables = task.circuit_nodes() if task is not None else []
-    if not variables or arch not in ("lstm", "gru"):
+    if task is None or not variables or arch not in ("lstm", "gru"):
         raise LsrlError(f"train: needs a program task with named circuit variables and arch 'lstm' or 'gru', got "
                         f"{name!r}, {arch!r}")
     start = time.perf_counter()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    program = task.build()
+    program = task_program(name)
     alignment, free, relay, hidden = layout(program, variables)
+    given, output = widths(program)
     cell = nn.LSTMCell if arch == "lstm" else nn.GRUCell
-    cells = nn.ModuleList([cell(program.input.dim if k == 0 else hidden, hidden).double() for k in range(len(free))])
-    model = TrainedModel(name, arch, cells, nn.Linear(hidden, program.output.dim).double(), alignment, free, relay)
+    cells = nn.ModuleList([cell(given if k == 0 else hidden, hidden).double() for k in range(len(free))])
+    model = TrainedModel(name, arch, cells, nn.Linear(hidden, output).double(), alignment, free, relay)
     optimizer = torch.optim.Adam([*cells.parameters(), *model.readout.parameters()], lr=lr)
     for step in range(steps):
         length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
         base, source = _batch(task, rng, length, batch), _batch(task, rng, length, batch)
         kind = step % 3  # task, interchange, strictness
         variable = variables[int(rng.integers(len(variables)))][0] if kind == 1 else None
-        units = alignment[variable] if kind == 1 else free if kind == 2 else None
+        units = alignment[variable] if variable is not None else free if kind == 2 else None
         expected = _targets(program, base, source, variable)
         patched = None
         if units is not None:
@@ -374,7 +395,17 @@ def train(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = 
     return model
 
 
-def measure(model: TrainedModel, program: ForEach, rng: np.random.Generator, batches: int = 4) -> tuple[float, dict]:
+class Interchangeable(Protocol):
+    """What ``measure`` runs: a ``TrainedModel`` or a ``lsrl.bench.hf_trained.HFTrained``."""
+
+    task: str
+    alignment: dict[str, tuple[str, list[int]]]
+
+    def run(self, xs: torch.Tensor, units: Any = None, source: Any = None) -> tuple[torch.Tensor, Any]: ...
+
+
+def measure(model: Interchangeable, program: ForEach, rng: np.random.Generator, batches: int = 4
+            ) -> tuple[float, dict]:
     """Task accuracy and per-variable interchange accuracy on fresh sequences of the training lengths: the
     share of (sequence, step) whose rounded outputs equal the program's."""
     task = TASKS[model.task]
@@ -382,7 +413,8 @@ def measure(model: TrainedModel, program: ForEach, rng: np.random.Generator, bat
     def correct(outputs, expected):
         return (torch.round(outputs) == torch.round(expected)).all(dim=-1).double().mean().item()
 
-    accuracy, interchange = [], {variable: [] for variable in model.alignment}
+    accuracy: list[float] = []
+    interchange: dict[str, list[float]] = {variable: [] for variable in model.alignment}
     with torch.no_grad():
         for _ in range(batches):
             base, source = _batch(task, rng, task.train_lengths[1]), _batch(task, rng, task.train_lengths[1])
@@ -404,6 +436,10 @@ class TrainedSubject(Subject):
 
     @classmethod
     def from_model(cls, model: TrainedModel) -> TrainedSubject:
+        """The subject of a trained ``model``, whose weights it freezes (a subject is scored, not trained: the
+        gradients of a method, ``das``'s, flow only into what the method intervenes with)."""
+        model.cells.requires_grad_(False)
+        model.readout.requires_grad_(False)
         labels, live, candidates = [], [], []
         for layer, state in enumerate(model.unit_labels().values()):
             units = [UnitLabel(*label) if label[0] in model.alignment else None for label in state]
@@ -412,13 +448,14 @@ class TrainedSubject(Subject):
             live.append(np.array([label is not None for label in labels[-1]]))
             candidates += [Candidate(layer, u, (label.node,) if label else (), label is not None)
                            for u, label in enumerate(labels[-1]) if scored[u]]
-        program = TASKS[model.task].build()
-        return cls(model.task, "trained", model.arch, labels, [None] * len(labels), program, program.output.dim,
+        program = task_program(model.task)
+        return cls(model.task, "trained", model.arch, labels, [None] * len(labels), program, widths(program)[1],
                    candidates, live, model)
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """As ``Subject.run``: an intervention on layer ``k`` sets its state units (a mask) at every step."""
+        """As ``Subject.run``: an intervention on layer ``k`` sets its state units (a mask) or a subspace (a
+        projector) at every step; with gradients only where an intervention has them (the weights are frozen)."""
         x = torch.as_tensor(np.asarray(xs, dtype=np.float64)) if not isinstance(xs, torch.Tensor) else xs
         model = self.model
         if model is None:
@@ -427,41 +464,63 @@ class TrainedSubject(Subject):
         state = [model._zeros(x, x.shape[0]) for _ in model.cells]
         outputs: list[torch.Tensor] = []
         states: list[list[torch.Tensor]] = [[] for _ in model.cells]
-        with torch.no_grad():
-            for t in range(x.shape[1]):
-                below = x[:, t]
-                for k, cell in enumerate(model.cells):
-                    flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
-                    if k in chosen:
-                        flat = chosen[k].apply(flat, t)
-                    state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
-                    states[k].append(flat)
-                    below = flat[:, :hidden]
-                outputs.append(model.readout(below))
+        for t in range(x.shape[1]):
+            below = x[:, t]
+            for k, cell in enumerate(model.cells):
+                flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
+                if k in chosen:
+                    flat = chosen[k].apply(flat, t)
+                state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
+                states[k].append(flat)
+                below = flat[:, :hidden]
+            outputs.append(model.readout(below))
         return torch.stack(outputs, dim=1), [torch.stack(layer, dim=1) for layer in states]
 
 
+UNIT_METHODS = ("resample", "mean", "zero", "random")  # the harness's unit-level methods the tables score
 TRAINED_COLUMNS = ("task", "arch", "hidden", "steps", "task_accuracy", "interchange_accuracy", "worst_variable",
-                   "meets_aim", "resample_unit_auroc", "zero_unit_auroc", "random_unit_auroc", "seconds")
+                   "meets_aim", *(f"{method}_unit_auroc" for method in UNIT_METHODS), "heldout_interchange_accuracy",
+                   "das_interchange_accuracy", "seconds", "das_seconds")
+DAS_STEPS = DAS_DEFAULT_STEPS  # Adam steps per DAS search on a trained model
+
+
+def method_columns(subject: Subject, pairs: int, das_steps: int = DAS_STEPS) -> dict[str, float]:
+    """A trained model's method columns of ``TRAINED_COLUMNS``: the harness's unit AUROC of ``UNIT_METHODS`` against
+    the alignment; on ``pairs`` held-out pairs of ``data.npz`` (the test lengths), the interchange accuracy of the
+    aligned units (``heldout_interchange_accuracy``: the alignment scored as a method would be, DAS's reference)
+    and of the subspaces ``das`` learns (``das_steps`` Adam steps per search; ``das_seconds`` its CPU seconds). DAS
+    has no node AUROC here (every variable a trained model aligns is in its circuit: no negatives) and no subspace
+    overlap (training aligns each variable with a block of units, not with a subspace of them)."""
+    from lsrl.bench.eval.harness import evaluate, found_interchange, score
+    from lsrl.bench.eval.methods import Found, Pairs
+
+    row = {f"{method}_unit_auroc": cast(float, evaluate(subject, method, pairs)["unit_auroc"])
+           for method in UNIT_METHODS}
+    held_out = Pairs.from_data(subject, pairs)
+    aligned = Found(0.5, units=np.array([float(candidate.truth) for candidate in subject.candidates]))
+    row["heldout_interchange_accuracy"] = float(np.mean(list(found_interchange(subject, held_out, aligned).values())))
+    start = time.process_time()
+    found = das(subject, held_out, steps=das_steps)
+    row["das_interchange_accuracy"] = score(subject, found)["interchange_accuracy"]
+    row["das_seconds"] = round(time.process_time() - start, 1)
+    return row
 
 
 def train_all(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = ("lstm", "gru"), steps: int = STEPS,
-              progress: bool = False) -> list[dict[str, object]]:
-    """Train every task as every arch; a row per model: accuracies, and the harness's unit AUROC of
-    resample / zero patching and of random scores against the alignment."""
+              progress: bool = False, das_steps: int = DAS_STEPS) -> list[dict[str, object]]:
+    """Train every task as every arch; a row per model: accuracies and the method columns (``method_columns``)."""
     from tqdm import tqdm
 
-    from lsrl.bench.eval.harness import evaluate
+    from lsrl.bench.eval.harness import PAIRS
 
     rows = []
     for name, arch in tqdm([(t, a) for t in tasks for a in archs], desc="trained tier", disable=not progress):
         model = train(name, arch, steps)
         subject = TrainedSubject.from_model(model)
+        accuracies = list((model.interchange_accuracy or {}).values())
         row = {"task": name, "arch": arch, "hidden": model.hidden_size * len(model.cells), "steps": steps,
-               "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(list(
-                   model.interchange_accuracy.values()))), "worst_variable": min(model.interchange_accuracy.values())}
-        for method in ("resample", "zero", "random"):
-            row[f"{method}_unit_auroc"] = evaluate(subject, method)["unit_auroc"]
-        row["seconds"] = round(model.seconds, 1)
+               "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
+               "worst_variable": min(accuracies)}
+        row.update(method_columns(subject, PAIRS, das_steps), seconds=round(model.seconds, 1))
         rows.append(row)
     return with_aim(rows)
