@@ -29,7 +29,7 @@ def test_the_derived_names_read_the_registry():
     assert UNGATED == ("linear_rnn", "rnn")
     assert NONLINEAR_STATE == ("rnn", "gated_rnn", "gru", "lstm", "stock_lstm", "stock_gru")
     assert STOCK == ("stock_lstm", "stock_gru")
-    stock = ("max_len", "dtype", "amplitude", "gate_amplitude", "gain")
+    stock = ("max_len", "dtype", "amplitude", "gate_amplitude", "gain", "runtime")
     assert OPTIONS == {"gru": ("gate_bound",), "hawk": ("max_len", "construction"),
                        "griffin": ("max_len", "window", "heads", "construction"),
                        "stock_lstm": stock, "stock_gru": stock}
