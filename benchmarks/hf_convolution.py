@@ -22,7 +22,8 @@ import torch
 
 import lsrl
 from lsrl.hf.lowering import lower
-from results import add_csv_option, write_csv
+from hf_irrational import tolerance_columns
+from results import add_csv_option, print_rows, write_csv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_hf_convolution import refused_states_program, state  # noqa: E402
@@ -51,13 +52,9 @@ def measure(name: str, build: object, max_len: int, arch: str, dtype: torch.dtyp
     start = time.process_time()
     hf = model.to_hf(arch, max_len=max_len, dtype=dtype)
     seconds = time.process_time() - start
-    with torch.no_grad():
-        computed = lsrl.hf.outputs(hf, hf(**lsrl.hf.inputs(hf, xs))).double().numpy()
-    stated, measured = hf.config.lsrl_io["tolerance"], float(np.max(np.abs(computed - reference)))
     taps = getattr(hf.config, "conv_kernel", None) or hf.config.conv1d_width
     return row | {"conv_taps": taps, "parameters": sum(p.numel() for p in hf.parameters()),
-                  "largest_output": f"{np.max(np.abs(reference)):.3g}", "stated": f"{stated:.3g}",
-                  "measured": f"{measured:.3g}", "ratio": f"{stated / measured:.3g}" if measured else "inf",
+                  "largest_output": f"{np.max(np.abs(reference)):.3g}"} | tolerance_columns(hf, xs, reference) | {
                   "build_s": f"{seconds:.2f}"}
 
 
@@ -70,10 +67,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = [measure(name, build, max_len, arch, getattr(torch, dtype)) for name, build, max_len in CASES
             for arch in args.archs.split(",") for dtype in args.dtypes.split(",")]
-    keys = list(rows[0])
-    print("  ".join(f"{key:>14}" for key in keys))
-    for row in rows:
-        print("  ".join(f"{str(row[key]):>14}" for key in keys))
+    print_rows(rows)
     write_csv(args.csv, "hf_convolution", rows)
 
 

@@ -13,7 +13,6 @@ eigenvalues, at 80 steps (beyond the fixed sequences, so their undriven blocks a
 """
 
 import argparse
-import random
 import sys
 import time
 from fractions import Fraction
@@ -23,19 +22,11 @@ import numpy as np
 import torch
 
 import lsrl
-from results import add_csv_option, write_csv
+from results import add_csv_option, print_rows, write_csv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_hf_irrational import GOLDEN, irrational_program  # noqa: E402
-from test_random_programs import X_NUM, generate_program  # noqa: E402
-
-
-def random_program(seed: int) -> lsrl.ForEach:
-    """The random program of ``seed`` with its Input declared in [-X_NUM, X_NUM]."""
-    source = generate_program(random.Random(seed)).source_code()
-    namespace: dict = {}
-    exec(source.replace("name='x')", f"name='x', bounds=(-{X_NUM}, {X_NUM}))", 1), namespace)
-    return namespace["prog"]
+from test_hf_mamba import bounded_random_program  # noqa: E402
 
 
 def undriven_golden() -> lsrl.ForEach:
@@ -47,7 +38,7 @@ def undriven_golden() -> lsrl.ForEach:
 CASES = {
     "three states": (irrational_program, 16),
     "undriven golden": (undriven_golden, 80),
-    **{f"random seed {seed}": (lambda seed=seed: random_program(seed), 80) for seed in (1, 54, 166)},
+    **{f"random seed {seed}": (lambda seed=seed: bounded_random_program(seed), 80) for seed in (1, 54, 166)},
 }
 
 
@@ -64,11 +55,17 @@ def measure(name: str, arch: str, dtype: torch.dtype) -> dict:
     except lsrl.LsrlError as error:
         return row | {"stated": "refused", "measured": str(error)[:80], "ratio": "", "build_s": ""}
     seconds = time.process_time() - start
+    return row | tolerance_columns(hf, xs, reference) | {"build_s": f"{seconds:.2f}"}
+
+
+def tolerance_columns(hf: torch.nn.Module, xs: np.ndarray, reference: np.ndarray) -> dict:
+    """The tolerance ``hf`` states, the largest error of its outputs on ``xs`` against the interpreter's
+    ``reference``, and their ratio."""
     with torch.no_grad():
         computed = lsrl.hf.outputs(hf, hf(**lsrl.hf.inputs(hf, xs))).double().numpy()
     stated, measured = hf.config.lsrl_io["tolerance"], float(np.max(np.abs(computed - reference)))
-    return row | {"stated": f"{stated:.3g}", "measured": f"{measured:.3g}",
-                  "ratio": f"{stated / measured:.3g}" if measured else "inf", "build_s": f"{seconds:.2f}"}
+    return {"stated": f"{stated:.3g}", "measured": f"{measured:.3g}",
+            "ratio": f"{stated / measured:.3g}" if measured else "inf"}
 
 
 def main() -> None:
@@ -80,10 +77,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = [measure(name, arch, getattr(torch, dtype)) for name in CASES for arch in args.archs.split(",")
             for dtype in args.dtypes.split(",")]
-    keys = list(rows[0])
-    print("  ".join(f"{key:>14}" for key in keys))
-    for row in rows:
-        print("  ".join(f"{str(row[key]):>14}" for key in keys))
+    print_rows(rows)
     write_csv(args.csv, "hf_irrational", rows)
 
 

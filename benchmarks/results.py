@@ -21,3 +21,11 @@ def write_csv(folder: Path | None, name: str, rows: list[dict]) -> None:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]) if rows else [])
         writer.writeheader()
         writer.writerows(rows)
+
+
+def print_rows(rows: list[dict], width: int = 14) -> None:
+    """Print ``rows`` (one dict per row, same keys) as a table of right-aligned columns under their keys."""
+    keys = list(rows[0])
+    print("  ".join(f"{key:>{width}}" for key in keys))
+    for row in rows:
+        print("  ".join(f"{str(row[key]):>{width}}" for key in keys))
