@@ -31,7 +31,7 @@ import lsrl.hf.lowering as lowering
 from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
-from results import add_csv_option, write_csv
+from results import add_csv_option, add_hf_options, hf_variants, write_csv
 
 
 def listing2_prompts(n, vocabulary, max_len, count=6, seed=0):
@@ -116,8 +116,7 @@ def proved(tolerance, token, bound):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--archs", default="mamba,mamba2,hawk,griffin")
-    parser.add_argument("--dtypes", default="float32,float64")
+    add_hf_options(parser)
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: " + ", ".join(CASES))
     add_csv_option(parser)
     args = parser.parse_args()
@@ -134,7 +133,7 @@ def main():
         reference = np.asarray(model(xs), dtype=float)
         edges = EDGES[case]() if case in EDGES else None
         edge_reference = np.asarray(model(edges), dtype=float) if edges is not None else None
-        for arch, dtype in itertools.product(args.archs.split(","), args.dtypes.split(",")):
+        for arch, dtype in hf_variants(args):
             interval_planning(True)
             _, before, _ = build(model, arch, max_len, getattr(torch, dtype))
             interval_planning(False)

@@ -23,7 +23,7 @@ import torch
 import lsrl
 from lsrl.hf.lowering import lower
 from hf_irrational import tolerance_columns
-from results import add_csv_option, print_rows, write_csv
+from results import add_csv_option, add_hf_options, hf_variants, print_rows, write_csv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_hf_convolution import refused_states_program, state  # noqa: E402
@@ -60,13 +60,12 @@ def measure(name: str, build: object, max_len: int, arch: str, dtype: torch.dtyp
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--archs", default="mamba,mamba2,hawk,griffin")
-    parser.add_argument("--dtypes", default="float32,float64")
+    add_hf_options(parser)
     add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [measure(name, build, max_len, arch, getattr(torch, dtype)) for name, build, max_len in CASES
-            for arch in args.archs.split(",") for dtype in args.dtypes.split(",")]
+            for arch, dtype in hf_variants(args)]
     print_rows(rows)
     write_csv(args.csv, "hf_convolution", rows)
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import lsrl
-from results import add_csv_option, print_rows, write_csv
+from results import add_csv_option, add_hf_options, hf_variants, print_rows, write_csv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_hf_irrational import GOLDEN, irrational_program  # noqa: E402
@@ -70,13 +70,11 @@ def tolerance_columns(hf: torch.nn.Module, xs: np.ndarray, reference: np.ndarray
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--archs", default="mamba,mamba2,hawk,griffin")
-    parser.add_argument("--dtypes", default="float32,float64")
+    add_hf_options(parser)
     add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = [measure(name, arch, getattr(torch, dtype)) for name in CASES for arch in args.archs.split(",")
-            for dtype in args.dtypes.split(",")]
+    rows = [measure(name, arch, getattr(torch, dtype)) for name in CASES for arch, dtype in hf_variants(args)]
     print_rows(rows)
     write_csv(args.csv, "hf_irrational", rows)
 

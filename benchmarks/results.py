@@ -1,15 +1,27 @@
 """The ``--csv DIR`` option every benchmark script has: the tables it prints, also as CSV files in
-DIR (the documentation renders its tables from them, see docs/results/README.md)."""
+DIR (the documentation renders its tables from them, see docs/results/README.md); and the ``--archs`` /
+``--dtypes`` options of the scripts that build the stock Hugging Face targets."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 from pathlib import Path
 
 
 def add_csv_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", type=Path, metavar="DIR", help="also write the tables as CSV files into DIR")
+
+
+def add_hf_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--archs", default="mamba,mamba2,hawk,griffin")
+    parser.add_argument("--dtypes", default="float32,float64")
+
+
+def hf_variants(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Every ``(arch, dtype name)`` of the ``add_hf_options`` options, archs outermost."""
+    return list(itertools.product(args.archs.split(","), args.dtypes.split(",")))
 
 
 def write_csv(folder: Path | None, name: str, rows: list[dict]) -> None:
