@@ -276,7 +276,9 @@ def test_resample_patching_beats_random_on_a_rotated_hooked_folder():
     plain = evaluate(Subject.from_tier(_tier("majority", "distractors"), "lstm"), "resample", pairs=8)
     for column in ("node_auroc", "unit_auroc", "node_tpr", "node_fpr", "unit_tpr", "unit_fpr"):
         assert resample[column] == plain[column], column  # scored as the model before the change of basis
-    assert ("rotated", "lstm", "resample") in combinations() and ("rotated", "lstm", "probe") not in combinations()
+    assert {("rotated", "lstm", "resample"), ("rotated", "lstm", "probe"), ("rotated", "lstm", "attribution")} <= set(
+        combinations())
+    assert ("rotated", "lstm", "acdc") not in combinations() and ("rotated", "path", "acdc") in combinations()
 
 
 def test_unknown_method_and_tier_are_one_line_errors():
@@ -316,8 +318,57 @@ def test_hooked_targets_of_the_distractor_tier_compute_the_task_and_are_scored(a
     np.testing.assert_allclose(outputs.numpy(), TASKS["majority"].build()(xs), atol=1e-9)
     row = evaluate(subject, "resample", pairs=8)
     assert row["node_auroc"] >= 0.9 and row["unit_auroc"] >= 0.9, row
-    with pytest.raises(LsrlError, match="needs the path model"):
-        evaluate(subject, "attribution", pairs=4)
+    for method in ("path_patching", "acdc"):
+        with pytest.raises(LsrlError, match=f"method '{method}' needs the path model's weights.*use resample"):
+            evaluate(subject, method, pairs=4)
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm"])
+def test_a_hooked_models_unit_patch_is_the_loaders_own_patch(arch):
+    """``HookedSubject.run`` applies interventions itself at the hook points (``changed_run``); setting units that way
+    equals the standalone loader's ``run_with_cache(xs, patch)`` (NaN: keep), outputs and every hook's values."""
+    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    xs = _tokens("majority", count=5, length=9).astype(np.float64)
+    rng = np.random.default_rng(5)
+    for candidate in subject.candidates[::7]:
+        hook, width = subject.hooks[candidate.layer], subject.widths[candidate.layer]
+        values = torch.as_tensor(rng.integers(-2, 3, size=(len(xs), xs.shape[1], width)).astype(np.float64))
+        mask = torch.zeros(len(xs), width, dtype=torch.float64)
+        mask[:, candidate.unit] = 1
+        outputs, layers = subject.run(xs, {candidate.layer: Intervention(values=values, mask=mask)})
+        patch = torch.full_like(values, float("nan"))
+        patch[..., candidate.unit] = values[..., candidate.unit]
+        expected, cache = subject.net.run_with_cache(xs, {hook: patch})
+        np.testing.assert_array_equal(outputs.numpy(), expected[..., : subject.output_dim].double().numpy())
+        for index, name in enumerate(subject.hooks):
+            np.testing.assert_array_equal(layers[index].numpy(), cache[name].double().numpy())
+
+
+def _attribution_by_differences(subject, pairs, candidate, step=1e-5):
+    """Attribution patching's score of ``candidate`` from central differences of the outputs' projection on their
+    corrupted change, the candidate's activation moved along its corrupted change at every step (per pair)."""
+    direction = ((pairs.corrupt_outputs - pairs.clean_outputs) * pairs.real).numpy()
+    change = (pairs.corrupt_layers[candidate.layer] - pairs.clean_layers[candidate.layer])[..., candidate.unit]
+
+    def projected(sign):
+        delta = torch.zeros_like(pairs.clean_layers[candidate.layer])
+        delta[..., candidate.unit] = sign * step * change
+        with torch.no_grad():
+            outputs = subject.run(pairs.clean, {candidate.layer: Intervention(delta=delta)})[0].numpy()
+        return (outputs * direction).sum(axis=(1, 2))
+
+    return float(np.abs((projected(1) - projected(-1)) / (2 * step)).mean())
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm"])
+def test_probe_and_attribution_find_the_circuit_of_a_hooked_model(arch):
+    """On the hooked distractor targets (exact models), attribution finds the circuit's units as resample patching
+    does, and the probes' subspaces interchange the circuit variables as the program does (its interchange)."""
+    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    chance = evaluate(subject, "random", pairs=8)
+    attribution, probe = evaluate(subject, "attribution", pairs=8), evaluate(subject, "probe", pairs=32)
+    assert attribution["unit_auroc"] >= 0.9 and attribution["unit_auroc"] > chance["unit_auroc"] + 0.2, attribution
+    assert probe["node_auroc"] >= 0.95 and probe["node_tpr"] == 1.0 and probe["interchange_accuracy"] == 1.0, probe
 
 
 def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
@@ -378,3 +429,30 @@ def test_trained_tier_subject_scores_the_aligned_units():
     subject = TrainedSubject.from_model(_trained())
     assert sum(c.truth for c in subject.candidates) == len(_trained().alignment["count"][1])
     assert evaluate(subject, "resample", pairs=8)["unit_auroc"] >= 0.9
+
+
+def assert_attribution_is_the_derivative(subject, pairs=4, every=3, step=1e-5, rel=1e-4):
+    """Attribution's scores equal central differences (``step``) of the outputs under the same change added inside
+    the run (``_attribution_by_differences``), within ``rel``: gradients flow through ``subject.run``'s
+    interventions. For smooth models (a compiled ReLU cell's kinks have one-sided differences)."""
+    pairs = Pairs.from_data(subject, pairs)
+    found = METHODS["attribution"](subject, pairs)
+    assert (found.units > found.threshold).any()
+    for position in range(0, len(subject.candidates), every):
+        expected = _attribution_by_differences(subject, pairs, subject.candidates[position], step)
+        assert found.units[position] == pytest.approx(expected, rel=rel, abs=1e-7), position
+
+
+def test_attribution_on_a_trained_model_in_memory_and_from_its_folder_is_its_derivative(tmp_path):
+    """The trained GRU as ``TrainedSubject`` (in memory) and as its suite folder through the standalone loader's hook
+    points (``HookedSubject``, ``changed_run``)."""
+    from lsrl.bench import build_suite
+    from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.eval.trained import TrainedSubject
+
+    assert_attribution_is_the_derivative(TrainedSubject.from_model(_trained()))
+    build_suite(tmp_path, ["count_ones"], progress=False, tiers=["trained"], train_steps=60, trained_archs=["gru"],
+                test_sequences=20)
+    folder = HookedSubject.from_folder(tmp_path / "trained" / "count_ones" / "gru")
+    assert isinstance(folder, HookedSubject) and folder.tier == "trained"
+    assert_attribution_is_the_derivative(folder)

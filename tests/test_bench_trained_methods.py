@@ -1,10 +1,10 @@
-"""The trained tier's method columns (lsrl.bench.eval.trained.method_columns): mean ablation and DAS on an in-memory
-trained model (TrainedSubject) and on a stock transformers model (through SteppedModel.run_steps).
+"""The trained tier's method columns (lsrl.bench.eval.trained.method_columns): mean ablation, attribution, probes and
+DAS on an in-memory trained model (TrainedSubject) and on a stock transformers model (through SteppedModel.run_steps).
 
 Checked against independent computations: DAS's interchange accuracy recomputed here from the subspace it learned,
 on the held-out pairs, with the subject's own projector intervention and the program's interchange; the aligned
 units as a planted perfect method (unit AUROC 1, against random's); the stepped run's subspace change against the
-loader's own patch."""
+loader's own patch; attribution's gradients against central differences."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from lsrl.bench.eval import das as das_module
 from lsrl.bench.eval.methods import held_trace
 from lsrl.bench.eval.trained import TRAINED_COLUMNS, TrainedSubject, method_columns, train
 from lsrl.bench.tasks import TASKS
+from tests.test_bench_eval import assert_attribution_is_the_derivative
 
 torch.set_num_threads(1)
 
@@ -72,8 +73,8 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     """The full subspace (identity projector) of a carried state set from a source run is the loader's own patch of
     that state; das then runs on the model (a few steps) and scores in range."""
     pytest.importorskip("transformers")
-    from lsrl.bench.eval.das import _Subspaces, changed_forward
-    from lsrl.bench.eval.hooked import HookedSubject
+    from lsrl.bench.eval.das import _Subspaces
+    from lsrl.bench.eval.hooked import HookedSubject, changed_run
     from lsrl.bench.hf_trained import train_hf
 
     model = train_hf("majority", "hawk", steps=3, batch=8)
@@ -85,7 +86,7 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     change = _Subspaces(batch=torch.arange(4), projectors=torch.eye(width, dtype=torch.float64)[None],
                         source=states[hook])
     with torch.no_grad():
-        changed = changed_forward(model.net, base, {hook: change})
+        changed = changed_run(model.net, base, {hook: change})[0]
     patched, _ = model.net.run_with_cache(base, {hook: states[hook]})
     np.testing.assert_allclose(changed.numpy(), patched.numpy(), atol=1e-12)
     program = TASKS["majority"].build()
@@ -93,3 +94,7 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     subject = HookedSubject.from_circuit("majority", "trained", model.net, model.circuit(data), program, 1)
     found = das_module.das(subject, Pairs.from_data(subject, 4), steps=2, nodes=["ones_minus_zeros"])
     assert 0.0 <= found.interchange["ones_minus_zeros"] <= 1.0
+    # gradients through the stepped run's hooks; its outputs carry ~1e-9 of noise: a wider step
+    assert_attribution_is_the_derivative(subject, every=16, step=1e-3, rel=5e-3)
+    probe = evaluate(subject, "probe", pairs=4)
+    assert 0.0 <= probe["interchange_accuracy"] <= 1.0, probe

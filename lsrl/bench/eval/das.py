@@ -14,8 +14,8 @@ values and counterfactual outputs, as the probe is given), never the labels, the
 It finds the layer itself: the ``HOOKS_TRIED`` layers where a least-squares probe of ``v`` fits best (on the
 training bases) are each searched, and the one whose learned subspace reaches the best training accuracy is kept.
 A rotated target is searched in its own (rotated) coordinates. Any subject that runs with interventions
-is searched: a path model, a hooked one (a stock ``transformers`` model of the trained tier through its stepped run,
-``changed_forward``), an in-memory trained model (``lsrl.bench.eval.trained.TrainedSubject``).
+is searched: a path model, a hooked one (a stock ``transformers`` model of the trained tier through its stepped run:
+``hooked.changed_run``), an in-memory trained model (``lsrl.bench.eval.trained.TrainedSubject``).
 
 Reported, on the harness's fixed held-out pairs (``data.npz``: pairs of equal and of different lengths, never
 trained on): the interchange accuracy (the share of clean (pair, step) outputs that, rounded, equal the
@@ -33,19 +33,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import torch
 from torch.nn.utils.parametrizations import orthogonal
 
-from lsrl.bench.eval.hooked import HookedSubject, hooked_forward
-from lsrl.bench.eval.methods import Found, Pairs, _effects, _fits, held_trace, program_interchange
+from lsrl.bench.eval.hooked import HookedSubject
+from lsrl.bench.eval.methods import Found, Pairs, _effects, _fits, agrees, held_trace, program_interchange
 from lsrl.bench.eval.subject import Intervention, Subject, _holds
-from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, listed, whole_number
-from lsrl.targets.cell_steps import Run
 
 STEPS = 60  # Adam steps per (variable, layer) searched
 LEARNING_RATE = 0.05
@@ -80,7 +78,7 @@ def das(subject: Subject, pairs: Pairs, seed: int = 0, steps: int = STEPS, nodes
     interchange, overlap = {}, {}
     if outputs is not None:
         real = held_out.real.numpy()[..., 0] > 0
-        agree = _agree(outputs.numpy().reshape(len(found), *expected[0].shape), np.stack(expected))[:, real]
+        agree = agrees(outputs.numpy().reshape(len(found), *expected[0].shape), np.stack(expected))[:, real]
         for search, effect, share in zip(found, _effects(outputs, held_out), agree.mean(axis=1)):
             scores[search.node], interchange[search.node] = float(effect), float(share)
             overlap[search.node] = overlap_with_labels(subject, search.layer, interchange_equivalent(
@@ -209,7 +207,7 @@ def _learn(subject: Subject, train: _Training, searches: list[Search], seed: int
         learned = trained([_weight(rotation)[: search.dim].detach() for rotation, search in zip(rotations, searches)])
         outputs = interchanged(subject, train.base, train.source_layers, learned).reshape(expected.shape)
     losses = ((outputs - expected) ** 2).flatten(1).mean(dim=1)
-    accuracies = _agree(outputs.numpy(), expected.numpy()).reshape(len(searches), -1).mean(axis=1)
+    accuracies = agrees(outputs.numpy(), expected.numpy()).reshape(len(searches), -1).mean(axis=1)
     return [replace(search, accuracy=float(accuracy), loss=float(loss))
             for search, accuracy, loss in zip(learned, accuracies, losses)]
 
@@ -232,11 +230,6 @@ def _best(searches: list[Search]) -> list[Search]:
 
 def _rank(search: Search) -> tuple[float, float]:
     return search.accuracy, -round(search.loss, LOSS_DIGITS)
-
-
-def _agree(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """Per (..., step): the outputs, rounded, equal the expected ones, rounded."""
-    return (np.round(outputs) == np.round(expected)).all(axis=-1)
 
 
 @dataclass
@@ -268,36 +261,7 @@ def interchanged(subject: Subject, xs: np.ndarray, source: list[torch.Tensor], s
         batch = torch.cat([torch.arange(k * count, (k + 1) * count) for k in blocks])
         projectors = torch.stack([searches[k].basis.T @ searches[k].basis for k in blocks])
         interventions[layer] = _Subspaces(batch=batch, projectors=projectors, source=source[layer])
-    repeated = np.concatenate([xs] * len(searches))
-    if isinstance(subject, HookedSubject):
-        changes = {subject.hooks[layer]: change for layer, change in interventions.items()}
-        return changed_forward(subject.net, repeated, changes)[..., : subject.output_dim].double()
-    return subject.run(repeated, interventions)[0]
-
-
-def changed_forward(net: Any, xs: np.ndarray, changes: dict[str, Intervention]) -> torch.Tensor:
-    """The outputs of a hooked model ``net`` on ``xs`` with ``changes`` applied at their hooks at every step (with
-    gradients where the caller has them on): through the suite's hook points (``hooked_forward``), or a stock
-    ``transformers`` model's stepped run (``SteppedModel.run_steps``)."""
-    if isinstance(net, SteppedModel):
-        def patched(name: str, step: int, values: torch.Tensor) -> torch.Tensor:
-            change = changes.get(name)
-            return values if change is None else change.apply(values, step)
-
-        return net.run_steps(xs, patched)[0]
-    return hooked_forward(net, xs, _SubspaceRun(changes, xs.shape[1]))
-
-
-class _SubspaceRun(Run):
-    """A ``run_with_cache`` run that applies ``_Subspaces`` interchanges at the hooks named."""
-
-    def __init__(self, changes: dict[str, Intervention], steps: int) -> None:
-        super().__init__({}, steps)
-        self.changes = changes
-
-    def patched(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
-        change = self.changes.get(name)
-        return value if change is None else change.apply(value, step)
+    return subject.run(np.concatenate([xs] * len(searches)), interventions)[0]
 
 
 def interchange_equivalent(subject: Subject, train: _Training, node: str, layer: int) -> list[str]:

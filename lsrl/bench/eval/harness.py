@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from lsrl.bench.eval.methods import METHODS, WEIGHT_METHODS, Found, Pairs, held_trace, program_interchange
+from lsrl.bench.eval.methods import EDGE_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
 from lsrl.bench.eval.subject import Intervention, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
@@ -153,11 +153,11 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
-    """The ``(tier, arch, method)`` triples that can run: the weight-reading methods on path models only (a
-    rotated hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
+    """The ``(tier, arch, method)`` triples that can run: the edge-level methods on path models only (a rotated
+    hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
     ``das`` (a training per variable) on the tiers of ``DAS_TIERS``."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
-            if (arch == "path" or method not in WEIGHT_METHODS) and (method != "das" or tier in DAS_TIERS)]
+            if (arch == "path" or method not in EDGE_METHODS) and (method != "das" or tier in DAS_TIERS)]
 
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,

@@ -3,12 +3,14 @@ a tier model, or a suite folder, patched through ``run_with_cache(xs, patch=...)
 
 Its layers are the hooks (``net.hook_names``, gates included); its truth is the circuit's
 (``lsrl.bench.circuit``): a unit is in the circuit when it is live (not always 0, and read by the output
-through non-zero weights) and holds a variable that reaches the output. Only patching methods run on it
-(the weight-reading methods need the path model).
+through non-zero weights) and holds a variable that reaches the output. Interventions of any kind (units or a
+subspace set, a delta added, with gradients) act at the hooks (``changed_run``), so every method runs on it but the
+edge-level ones, which read the path model's weights as the edges between units.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
 from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, unit_candidates
 from lsrl.bench.export import export
+from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.labels import unit_labels
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS
@@ -115,18 +118,20 @@ class HookedSubject(Subject):
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """As ``Subject.run``; an intervention must set units (a mask): NaN keeps a unit's own value."""
-        patch = {}
-        for index, intervention in (interventions or {}).items():
-            if intervention.mask is None or intervention.projector is not None or intervention.delta is not None:
-                raise InternalError("a hooked subject can only set units (an Intervention with a mask)")
-            keep = torch.full_like(intervention.values, float("nan"))
-            patch[self.hooks[index]] = torch.where(intervention.mask[:, None].bool(), intervention.values, keep)
-        outputs, cache = _basis_run(self.net, xs, patch, self.rotations)
+        """As ``Subject.run`` (``changed_run``), with gradients only where an intervention has them (the model is
+        scored, not trained)."""
+        changes = {self.hooks[index]: intervention for index, intervention in (interventions or {}).items()}
+        with torch.set_grad_enabled(torch.is_grad_enabled() and any(map(_has_gradients, changes.values()))):
+            outputs, cache = changed_run(self.net, xs, changes, self.rotations)
         outputs = outputs[..., : self.output_dim].double()
-        if self.rotations:  # the change of basis and back leaves float64 noise: a patch changing nothing scores 0
-            outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)
+        if self.rotations and not outputs.requires_grad:  # the change of basis and back leaves float64 noise: a patch
+            outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)  # changing nothing scores 0
         return outputs, [cache[hook].double() for hook in self.hooks]
+
+
+def _has_gradients(intervention: Intervention) -> bool:
+    """Whether a tensor of ``intervention`` (its fields, a subclass's too) asks for gradients."""
+    return any(isinstance(value, torch.Tensor) and value.requires_grad for value in vars(intervention).values())
 
 
 def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -> torch.Tensor:
@@ -146,36 +151,45 @@ def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -
     return out
 
 
-class _BasisRun(Run):
-    """A ``run_with_cache`` run seen before the change of basis at the rotated hooks: their patches set, and their
-    cache holds, the values of the model before the rotation; the model carries on with the rotated ones."""
+class _ChangedRun(Run):
+    """A ``run_with_cache`` run whose hooks' values ``changes`` changes (``Intervention``s: units or a subspace set, a
+    delta added) at every step; at the ``rotations``' hooks seen before the change of basis: their changes act on, and
+    their cache holds, the values of the model before the rotation, and the model carries on with the rotated ones."""
 
-    def __init__(self, patch: dict[str, torch.Tensor], steps: int, rotations: dict[str, HookRotation]) -> None:
-        super().__init__(patch, steps)
-        self.rotations = rotations
+    def __init__(self, changes: Mapping[str, Intervention], steps: int, rotations: dict[str, HookRotation]) -> None:
+        super().__init__({}, steps)
+        self.changes, self.rotations = changes, rotations
 
     def patched(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
-        rotation = self.rotations.get(name)
+        change, rotation = self.changes.get(name), self.rotations.get(name)
+        if change is None:
+            return value
         if rotation is None:
-            return super().patched(name, value, step)
-        unrotated = super().patched(name, change_basis(value, rotation, unrotate=True), step)
-        return change_basis(unrotated, rotation, unrotate=False)
+            return change.apply(value, step)
+        return change_basis(change.apply(change_basis(value, rotation, unrotate=True), step), rotation, unrotate=False)
 
     def finished(self) -> dict[str, torch.Tensor]:
         return {name: change_basis(values, self.rotations[name], unrotate=True) if name in self.rotations else values
                 for name, values in super().finished().items()}
 
 
-def _basis_run(net: Any, xs: torch.Tensor | np.ndarray, patch: dict[str, torch.Tensor] | None,
-               rotations: dict[str, HookRotation]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``net.run_with_cache(xs, patch)``, at the ``rotations``' hooks before the change of basis (``_BasisRun``)."""
-    if not rotations:
-        return net.run_with_cache(xs, patch)
-    dtype = _dtype(net)
-    run = _BasisRun({name: torch.as_tensor(values).to(dtype) for name, values in (patch or {}).items()},
-                    np.shape(xs)[1], rotations)
-    with torch.no_grad():
-        outputs = hooked_forward(net, xs, run)
+def changed_run(net: Any, xs: torch.Tensor | np.ndarray, changes: Mapping[str, Intervention],
+                rotations: dict[str, HookRotation] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``(outputs, {hook: values (B, T, width)})`` of a hooked model ``net`` on ``xs`` with ``changes`` (``{hook:
+    Intervention}``) applied at every step inside the recurrence, with gradients where the caller has them on:
+    through the suite's hook points (``hooked_forward``; ``rotations``: ``_ChangedRun``), or a stock ``transformers``
+    model's stepped run (``SteppedModel.run_steps``)."""
+    if isinstance(net, SteppedModel):
+        if rotations:
+            raise InternalError("a stock transformers model of the suite has no rotated tier")
+
+        def patched(name: str, step: int, values: torch.Tensor) -> torch.Tensor:
+            change = changes.get(name)
+            return values if change is None else change.apply(values, step)
+
+        return net.run_steps(xs, patched)
+    run = _ChangedRun(changes, np.shape(xs)[1], rotations or {})
+    outputs = hooked_forward(net, xs, run)
     return outputs, run.finished()
 
 

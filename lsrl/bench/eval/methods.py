@@ -1,9 +1,10 @@
 """The methods the harness scores, each ``method(subject, pairs) -> Found``.
 
-Every method sees only the model's weights and activations on the fixed clean / corrupted input pairs of the
-task's ``data.npz`` (``Pairs.from_data``: half of equal lengths, half of different ones; the outputs' changes
-counted over the clean sequences' steps) and, for probes, the variables' values the program computes: never the
-labels' truth.
+Every method sees only the model's activations and gradients (the edge-level ones, ``EDGE_METHODS``: the path
+model's weights) on the fixed clean / corrupted input pairs of the task's ``data.npz`` (``Pairs.from_data``: half
+of equal lengths, half of different ones; the outputs' changes counted over the clean sequences' steps) and, for
+probes, the variables' values the program computes: never the labels' truth. Every method but the edge-level ones
+runs on every subject: a path model, a hooked torch target, a trained model.
 
 * ``activation_patching`` (``resample``, ``mean``, ``zero``): each unit in turn set, at every step and
   inside the recurrence, to its value on the corrupted input, its mean over the inputs, or 0; a
@@ -11,10 +12,13 @@ labels' truth.
 * ``attribution_patching``: the first-order estimate of resample patching from one backward pass:
   ``|sum_t dL/da_t (a_t(corrupted) - a_t(clean))|`` with ``L`` the outputs' projection on their change
   under the corrupted input.
-* ``probe``: per program variable, a least-squares linear probe from each layer's units; in the layer
-  where it fits best, the probe's subspace is patched from the corrupted run (a variable-level
-  interchange); the score is the change of the outputs, and the interchange accuracy compares the
-  outputs with the program's own interchange of that variable.
+* ``probe``: per program variable, a least-squares affine probe from each layer's units, fitted on every other
+  sequence and its R^2 measured on the others (a probe wider than its data would fit anything); in the layer
+  where it fits best, the probe's subspace is patched from the corrupted run (a variable-level interchange); the
+  score is the change of the outputs where R^2 >= ``R2_FOUND`` (the variable found; 0 where not), and the
+  interchange accuracy, of every variable some probe predicts (R^2 > 0), the share of outputs that, rounded,
+  equal the program's own interchange of that variable (``agrees``): a correlational subspace, as DAS's is a
+  causal one.
 * ``path_patching``: per edge (non-zero weight), the receiver reads the sender's corrupted value
   through that weight only; the score is the change of the outputs (edge level).
 * ``acdc``: ACDC's greedy edge pruning (Conmy et al., 2023): from the output layer down, each edge (non-zero
@@ -168,15 +172,15 @@ def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
     return Found(EFFECT_THRESHOLD, units=scores)
 
 
-def _needs_weights(subject: Subject, method: str) -> None:
+def _needs_edges(subject: Subject, method: str) -> None:
     if not subject.weights_known:
-        raise LsrlError(f"method {method!r} needs the path model's layers (gradients, weights or subspaces); "
-                        f"{subject.task}/{subject.arch} is a hooked model: use resample, mean, zero or random")
+        raise LsrlError(f"method {method!r} needs the path model's weights, whose entries are the edges between "
+                        f"units; {subject.task}/{subject.arch} is a {subject.tier} {type(subject).__name__} (gated "
+                        f"cells: a unit's input is no sum of its senders' edges): use {', '.join(NODE_METHODS)}")
 
 
 def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
     """Gradient times activation difference (module docstring)."""
-    _needs_weights(subject, "attribution")
     deltas = {index: torch.zeros_like(layer, requires_grad=True) for index, layer in enumerate(pairs.clean_layers)}
     outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=d) for index, d in deltas.items()})
     direction = ((pairs.corrupt_outputs - pairs.clean_outputs) * pairs.real).detach()
@@ -206,7 +210,7 @@ def _edge_drive(subject: Subject, pairs: Pairs, edge: Edge) -> torch.Tensor:
 
 def path_patching(subject: Subject, pairs: Pairs) -> Found:
     """Edge-level patching: the sender's corrupted value reaches the receiver through this edge only."""
-    _needs_weights(subject, "path_patching")
+    _needs_edges(subject, "path_patching")
     edges = subject.edges()
     count = pairs.clean.shape[0]
     scores = np.zeros(len(edges))
@@ -264,7 +268,7 @@ def pruned_outputs(subject: Subject, pairs: Pairs, removed: dict[int, list[Edge]
 
 def acdc(subject: Subject, pairs: Pairs) -> Found:
     """ACDC's greedy edge pruning (module docstring), from the output layer down."""
-    _needs_weights(subject, "acdc")
+    _needs_edges(subject, "acdc")
     edges = subject.edges()
     scores = np.zeros(len(edges))
     removed: dict[int, list[Edge]] = {}
@@ -279,12 +283,16 @@ def acdc(subject: Subject, pairs: Pairs) -> Found:
     return Found(EFFECT_THRESHOLD, edges=scores)
 
 
-def _fits(activations: np.ndarray, targets: np.ndarray, widths: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+def _fits(activations: np.ndarray, targets: np.ndarray, widths: list[int], held_out: np.ndarray | None = None
+          ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Least-squares affine probes of several variables from one layer's ``activations`` ``(n, width)``:
     ``targets`` ``(n, sum of widths)`` holds the variables side by side (``widths`` components each);
-    returns each variable's R^2 (NaN for a constant variable) and probe weights ``(k, width)``."""
+    returns each variable's R^2 (NaN for a constant variable) and probe weights ``(k, width)``. ``held_out``: a
+    mask of rows the probes are not fitted on and their R^2 is measured on (None: fitted and measured on all)."""
     design = np.hstack([activations, np.ones((activations.shape[0], 1))])
-    solution, *_ = np.linalg.lstsq(design, targets, rcond=None)
+    fitted, scored = (slice(None), slice(None)) if held_out is None else (~held_out, held_out)
+    solution, *_ = np.linalg.lstsq(design[fitted], targets[fitted], rcond=None)
+    design, targets = design[scored], targets[scored]
     residual = ((design @ solution - targets) ** 2).sum(axis=0)
     total = ((targets - targets.mean(axis=0)) ** 2).sum(axis=0)
     r2, weights, start = [], [], 0
@@ -317,31 +325,37 @@ def program_interchange(subject: Subject, pairs: Pairs, node: str, corrupt_trace
                            patch={node: corrupt_trace[node]})[..., : subject.output_dim]
 
 
+def agrees(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Per (..., step): the outputs, rounded, equal the expected ones, rounded (an interchange's outputs are the
+    program's; a trained model's are near them)."""
+    return (np.round(outputs) == np.round(expected)).all(axis=-1)
+
+
 def probe(subject: Subject, pairs: Pairs) -> Found:
     """Variable-level probes and their interchange (module docstring)."""
-    _needs_weights(subject, "probe")
     clean_trace = subject.program.trace(pairs.clean, check_bounds=False)
     corrupt_trace = held_trace(subject, pairs)
-    nodes = list(subject.nodes)
+    nodes = [node for node in subject.nodes if node in clean_trace]  # a pseudo-variable (free units) has no values
+    sequences, steps = 2 * pairs.clean.shape[0], pairs.clean.shape[1]
     real = np.concatenate([pairs.real.numpy()[..., 0]] * 2).reshape(-1) > 0  # fit on the clean steps only
+    held_out = np.repeat(np.arange(sequences) % 2 == 1, steps)[real]  # every other sequence measures the fit
     targets = np.concatenate([np.concatenate([clean_trace[n], corrupt_trace[n]]).reshape(-1, clean_trace[n].shape[-1])
                               for n in nodes], axis=1)[real]
     widths = [clean_trace[n].shape[-1] for n in nodes]
-    fits = [_fits(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy()[real], targets, widths)
+    fits = [_fits(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy()[real], targets, widths, held_out)
             for c, k in zip(pairs.clean_layers, pairs.corrupt_layers)]
     r2 = np.nan_to_num(np.stack([fit[0] for fit in fits]), nan=-1.0)  # (layers, nodes)
-    scores, interchange = {}, {}
+    scores, interchange = dict.fromkeys(subject.nodes, 0.0), {}
     for column, node in enumerate(nodes):
         best = int(np.argmax(r2[:, column]))  # the first layer of the best fit
-        if r2[best, column] < R2_FOUND:
-            scores[node] = 0.0
+        if r2[best, column] <= 0:  # no probe predicts it better than its mean: no subspace to interchange
             continue
         intervention = Intervention(values=pairs.corrupt_layers[best], projector=_projector(fits[best][1][column]))
         with torch.no_grad():
             outputs = subject.patched(pairs, best, intervention, 1)
-        scores[node] = float(_effects(outputs, pairs)[0])
-        expected = program_interchange(subject, pairs, node, corrupt_trace)
-        equal = (np.abs(outputs.numpy() - expected) <= EFFECT_THRESHOLD).all(axis=-1)
+        if r2[best, column] >= R2_FOUND:
+            scores[node] = float(_effects(outputs, pairs)[0])
+        equal = agrees(outputs.numpy(), program_interchange(subject, pairs, node, corrupt_trace))
         interchange[node] = float(equal[pairs.real.numpy()[..., 0] > 0].mean())
     return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
 
@@ -363,7 +377,7 @@ def _das(subject: Subject, pairs: Pairs) -> Found:
     return das(subject, pairs)
 
 
-WEIGHT_METHODS = ("attribution", "probe", "path_patching", "acdc")  # path models only
+EDGE_METHODS = ("path_patching", "acdc")  # path models only: they read its weights as the edges between units
 METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
     "mean": lambda subject, pairs: activation_patching(subject, pairs, "mean"),
@@ -375,3 +389,4 @@ METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "das": _das,
     "random": random_scores,
 }
+NODE_METHODS = tuple(method for method in METHODS if method not in EDGE_METHODS)  # any subject

@@ -43,16 +43,17 @@ class Intervention:
     delta: torch.Tensor | None = None
 
     def apply(self, out: torch.Tensor, t: int | None = None) -> torch.Tensor:
-        """``out`` (at step ``t``, or the whole sequence when ``t`` is None) after the intervention."""
+        """``out`` (at step ``t``, or the whole sequence when ``t`` is None) after the intervention, in ``out``'s
+        dtype (a float32 model's hook takes float64 values)."""
         def at(tensor):
-            return tensor if t is None else tensor[:, t]
+            return (tensor if t is None else tensor[:, t]).to(out.dtype)
 
         if self.values is not None:
             change = at(self.values) - out
             if self.mask is not None:
-                out = out + change * (self.mask if t is not None else self.mask[:, None])
+                out = out + change * (self.mask if t is not None else self.mask[:, None]).to(out.dtype)
             if self.projector is not None:
-                out = out + change @ self.projector
+                out = out + change @ self.projector.to(out.dtype)
         return out + at(self.delta) if self.delta is not None else out
 
 
@@ -129,7 +130,7 @@ class Subject:
     candidates: list[Candidate]
     live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
 
-    weights_known = False  # the path model: methods that read the weights or gradients can run
+    weights_known = False  # the path model: the edge-level methods, which read its weights as edges, can run
 
     @staticmethod
     def from_tier(tier: TierModel, arch: str = "path") -> Subject:

@@ -477,28 +477,30 @@ class TrainedSubject(Subject):
         return torch.stack(outputs, dim=1), [torch.stack(layer, dim=1) for layer in states]
 
 
-UNIT_METHODS = ("resample", "mean", "zero", "random")  # the harness's unit-level methods the tables score
+UNIT_METHODS = ("resample", "mean", "zero", "attribution", "random")  # the unit-level methods the tables score
 TRAINED_COLUMNS = ("task", "arch", "hidden", "steps", "task_accuracy", "interchange_accuracy", "worst_variable",
                    "meets_aim", *(f"{method}_unit_auroc" for method in UNIT_METHODS), "heldout_interchange_accuracy",
-                   "das_interchange_accuracy", "seconds", "das_seconds")
+                   "probe_interchange_accuracy", "das_interchange_accuracy", "seconds", "das_seconds")
 DAS_STEPS = DAS_DEFAULT_STEPS  # Adam steps per DAS search on a trained model
 
 
 def method_columns(subject: Subject, pairs: int, das_steps: int = DAS_STEPS) -> dict[str, float]:
     """A trained model's method columns of ``TRAINED_COLUMNS``: the harness's unit AUROC of ``UNIT_METHODS`` against
     the alignment; on ``pairs`` held-out pairs of ``data.npz`` (the test lengths), the interchange accuracy of the
-    aligned units (``heldout_interchange_accuracy``: the alignment scored as a method would be, DAS's reference)
-    and of the subspaces ``das`` learns (``das_steps`` Adam steps per search; ``das_seconds`` its CPU seconds). DAS
+    aligned units (``heldout_interchange_accuracy``: the alignment scored as a method would be, DAS's reference),
+    of the linear probes' subspaces (``probe``: correlational) and of the subspaces ``das`` learns (``das_steps``
+    Adam steps per search; ``das_seconds`` its CPU seconds). DAS
     has no node AUROC here (every variable a trained model aligns is in its circuit: no negatives) and no subspace
     overlap (training aligns each variable with a block of units, not with a subspace of them)."""
     from lsrl.bench.eval.harness import evaluate, found_interchange, score
-    from lsrl.bench.eval.methods import Found, Pairs
+    from lsrl.bench.eval.methods import METHODS, Found, Pairs
 
     row = {f"{method}_unit_auroc": cast(float, evaluate(subject, method, pairs)["unit_auroc"])
            for method in UNIT_METHODS}
     held_out = Pairs.from_data(subject, pairs)
     aligned = Found(0.5, units=np.array([float(candidate.truth) for candidate in subject.candidates]))
     row["heldout_interchange_accuracy"] = float(np.mean(list(found_interchange(subject, held_out, aligned).values())))
+    row["probe_interchange_accuracy"] = score(subject, METHODS["probe"](subject, held_out))["interchange_accuracy"]
     start = time.process_time()
     found = das(subject, held_out, steps=das_steps)
     row["das_interchange_accuracy"] = score(subject, found)["interchange_accuracy"]
