@@ -98,3 +98,16 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     assert_attribution_is_the_derivative(subject, every=16, step=1e-3, rel=5e-3)
     probe = evaluate(subject, "probe", pairs=4)
     assert 0.0 <= probe["interchange_accuracy"] <= 1.0, probe
+
+
+def test_scoring_a_trained_model_leaves_its_parameters_as_they_were():
+    """A subject is scored, not trained: its run asks no gradient of the model's weights (``frozen``), so attribution's
+    and DAS's backward passes add nothing to them, and the weights still ask for gradients after."""
+    subject = _subject()
+    parameters = [*subject.model.cells.parameters(), *subject.model.readout.parameters()]
+    before = [None if parameter.grad is None else parameter.grad.clone() for parameter in parameters]
+    evaluate(subject, "attribution", pairs=4)
+    das_module.das(subject, Pairs.from_data(subject, 4), steps=2)
+    assert all(parameter.requires_grad for parameter in parameters)
+    for parameter, grad in zip(parameters, before):
+        assert (parameter.grad is None) == (grad is None) and (grad is None or torch.equal(parameter.grad, grad))

@@ -20,7 +20,7 @@ import torch
 
 from lsrl.bench import standalone
 from lsrl.bench.circuit import Circuit, build_circuit
-from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, unit_candidates
+from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, frozen, unit_candidates
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.labels import unit_labels
@@ -118,20 +118,14 @@ class HookedSubject(Subject):
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """As ``Subject.run`` (``changed_run``), with gradients only where an intervention has them (the model is
-        scored, not trained)."""
+        """As ``Subject.run`` (``changed_run``), with gradients only where an intervention has them (``frozen``)."""
         changes = {self.hooks[index]: intervention for index, intervention in (interventions or {}).items()}
-        with torch.set_grad_enabled(torch.is_grad_enabled() and any(map(_has_gradients, changes.values()))):
+        with frozen(self.net):
             outputs, cache = changed_run(self.net, xs, changes, self.rotations)
         outputs = outputs[..., : self.output_dim].double()
         if self.rotations and not outputs.requires_grad:  # the change of basis and back leaves float64 noise: a patch
             outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)  # changing nothing scores 0
         return outputs, [cache[hook].double() for hook in self.hooks]
-
-
-def _has_gradients(intervention: Intervention) -> bool:
-    """Whether a tensor of ``intervention`` (its fields, a subclass's too) asks for gradients."""
-    return any(isinstance(value, torch.Tensor) and value.requires_grad for value in vars(intervention).values())
 
 
 def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -> torch.Tensor:

@@ -13,11 +13,14 @@ units it mixes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch import nn
 
 from lsrl.bench.tiers import TierModel
 from lsrl.bench.tasks import TASKS
@@ -55,6 +58,22 @@ class Intervention:
             if self.projector is not None:
                 out = out + change @ self.projector.to(out.dtype)
         return out + at(self.delta) if self.delta is not None else out
+
+
+@contextmanager
+def frozen(*modules: nn.Module) -> Iterator[None]:
+    """The ``modules``' parameters asking for no gradients while a subject runs, as they asked after: a subject is
+    scored, not trained, so a method's gradients (attribution's, ``das``'s) flow only into what it intervenes with, and
+    a run with no such intervention keeps no graph."""
+    parameters = [parameter for module in modules for parameter in module.parameters()]
+    asked = [parameter.requires_grad for parameter in parameters]
+    for parameter in parameters:
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter, wanted in zip(parameters, asked):
+            parameter.requires_grad_(wanted)
 
 
 @dataclass

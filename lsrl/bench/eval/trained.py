@@ -35,7 +35,7 @@ from torch import nn
 
 from lsrl.bench.eval.das import STEPS as DAS_DEFAULT_STEPS
 from lsrl.bench.eval.das import das
-from lsrl.bench.eval.subject import Candidate, Intervention, Subject
+from lsrl.bench.eval.subject import Candidate, Intervention, Subject, frozen
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TASKS_TRAINED
 from lsrl.errors import InternalError, LsrlError
@@ -436,10 +436,7 @@ class TrainedSubject(Subject):
 
     @classmethod
     def from_model(cls, model: TrainedModel) -> TrainedSubject:
-        """The subject of a trained ``model``, whose weights it freezes (a subject is scored, not trained: the
-        gradients of a method, ``das``'s, flow only into what the method intervenes with)."""
-        model.cells.requires_grad_(False)
-        model.readout.requires_grad_(False)
+        """The subject of a trained ``model``."""
         labels, live, candidates = [], [], []
         for layer, state in enumerate(model.unit_labels().values()):
             units = [UnitLabel(*label) if label[0] in model.alignment else None for label in state]
@@ -455,25 +452,26 @@ class TrainedSubject(Subject):
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """As ``Subject.run``: an intervention on layer ``k`` sets its state units (a mask) or a subspace (a
-        projector) at every step; with gradients only where an intervention has them (the weights are frozen)."""
+        projector) at every step; with gradients only where an intervention has them (``frozen``)."""
         x = torch.as_tensor(np.asarray(xs, dtype=np.float64)) if not isinstance(xs, torch.Tensor) else xs
         model = self.model
         if model is None:
             raise InternalError("a TrainedSubject is built by TrainedSubject.from_model")
         hidden, lstm, chosen = model.hidden_size, model.arch == "lstm", interventions or {}
-        state = [model._zeros(x, x.shape[0]) for _ in model.cells]
-        outputs: list[torch.Tensor] = []
-        states: list[list[torch.Tensor]] = [[] for _ in model.cells]
-        for t in range(x.shape[1]):
-            below = x[:, t]
-            for k, cell in enumerate(model.cells):
-                flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
-                if k in chosen:
-                    flat = chosen[k].apply(flat, t)
-                state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
-                states[k].append(flat)
-                below = flat[:, :hidden]
-            outputs.append(model.readout(below))
+        with frozen(model.cells, model.readout):
+            state = [model._zeros(x, x.shape[0]) for _ in model.cells]
+            outputs: list[torch.Tensor] = []
+            states: list[list[torch.Tensor]] = [[] for _ in model.cells]
+            for t in range(x.shape[1]):
+                below = x[:, t]
+                for k, cell in enumerate(model.cells):
+                    flat = torch.cat(cell(below, state[k]), dim=-1) if lstm else cell(below, state[k])
+                    if k in chosen:
+                        flat = chosen[k].apply(flat, t)
+                    state[k] = (flat[:, :hidden], flat[:, hidden:]) if lstm else flat
+                    states[k].append(flat)
+                    below = flat[:, :hidden]
+                outputs.append(model.readout(below))
         return torch.stack(outputs, dim=1), [torch.stack(layer, dim=1) for layer in states]
 
 
