@@ -22,9 +22,9 @@ from tqdm import tqdm
 
 from lsrl.bench.eval.methods import EDGE_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
-from lsrl.bench.eval.subject import Intervention, Subject
+from lsrl.bench.eval.subject import Intervention, PathSubject, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 
 PAIRS = 32
 DAS_TIERS = ("rotated",)  # the tier built for subspace methods; das runs on any other by lsrl bench eval
@@ -39,7 +39,7 @@ COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr
 def _unit_scores(subject: Subject, found: Found) -> np.ndarray | None:
     if found.units is not None:
         return found.units
-    if found.edges is None or not subject.weights_known:
+    if found.edges is None or not isinstance(subject, PathSubject):
         return None
     where = {(c.layer, c.unit): position for position, c in enumerate(subject.candidates)}
     scores = np.zeros(len(subject.candidates))
@@ -55,6 +55,8 @@ def node_scores(subject: Subject, found: Found) -> dict[str, float]:
     if found.nodes is not None:
         return found.nodes
     units = _unit_scores(subject, found)
+    if units is None:
+        raise InternalError("a method's Found gives variable, unit or (on a path model) edge scores")
     scores = {node: 0.0 for node in subject.nodes}
     for candidate, score in zip(subject.candidates, units):
         for node in candidate.nodes:
@@ -66,7 +68,7 @@ def edge_truth(subject: Subject) -> np.ndarray:
     """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end
     that holds no variable; the model's input counts as in the circuit)."""
     truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
-    if not subject.weights_known:
+    if not isinstance(subject, PathSubject):
         return np.zeros(0, dtype=int)
     marks = []
     for edge in subject.edges():
@@ -144,7 +146,7 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
     found = METHODS[method](subject, data)
     if subject.tier == "trained" and not found.interchange:  # the aligned variables: a unit method's interchange
         found = replace(found, interchange=found_interchange(subject, data, found))
-    row = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
+    row: dict[str, object] = {"task": subject.task, "tier": subject.tier, "arch": subject.arch, "method": method}
     row.update(score(subject, found))
     row.update(nodes=len(subject.nodes), units=len(subject.candidates), edges=int((edge_truth(subject) >= 0).sum()),
                seconds=round(time.perf_counter() - start, 3))

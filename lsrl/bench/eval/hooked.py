@@ -39,12 +39,12 @@ ROTATED_DECIMALS = 12  # a rotated target's outputs (rationals of small denomina
 class HookedSubject(Subject):
     """A model of the suite's hooked loader; its layers are ``hooks``."""
 
-    net: standalone.Layers | None = None
+    net: standalone.Layers | SteppedModel | None = None  # the suite's loader, or a stock transformers model
     hooks: list[str] = field(default_factory=list)
     rotations: dict[str, HookRotation] = field(default_factory=dict)  # the rotated tier: its hooks' change of basis
 
     @classmethod
-    def from_tier(cls, tier: TierModel, arch: str) -> HookedSubject:
+    def from_tier(cls, tier: TierModel, arch: str = "lstm") -> HookedSubject:
         """The torch target ``arch`` of a tier model, loaded from its exported layers; the circuit's truth is
         read on ``LIVENESS_SEQUENCES`` sequences of the longest training length. A rotated tier's subject is seen
         before the change of basis (``rotated``)."""
@@ -85,11 +85,12 @@ class HookedSubject(Subject):
         arch, tier = arch_held, tier_held
         root = folder.parent.parent if tier == "compiled" else folder.parent.parent.parent
         loaded = load(f"{task}/{arch}", root=root, tier=tier)
-        if loaded.labels is None or TASKS[task].build is None:
+        build = TASKS[task].build
+        if loaded.labels is None or build is None:
             raise LsrlError(f"{folder}: the folder has no unit labels or no program (an automaton), so there are no "
                             "variables to score methods against")
         # the program it runs
-        program = distractor_program(task) if tier in ("distractors", "rotated") else TASKS[task].build()
+        program = distractor_program(task) if tier in ("distractors", "rotated") else build()
         if tier == "rotated" and arch != "path":
             return rotated(cls.from_tier(tier_model(task, "distractors"), arch), loaded.model, read_rotations(folder))
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
@@ -111,7 +112,7 @@ class HookedSubject(Subject):
         position = {hook: i for i, hook in enumerate(hooks)}
         for unit in circuit.units:
             live[position[unit["hook"]]][unit["unit"]] = unit["in_circuit"]
-        bases = [None] * len(hooks)
+        bases: list[np.ndarray | None] = [None] * len(hooks)
         candidates = unit_candidates(layer_labels, bases, live)
         return cls(task, tier, circuit.architecture, layer_labels, bases, program, output_dim, candidates, live,
                    net, hooks)
@@ -119,6 +120,8 @@ class HookedSubject(Subject):
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """As ``Subject.run`` (``changed_run``), with gradients only where an intervention has them (``frozen``)."""
+        if self.net is None:
+            raise InternalError("a HookedSubject is built by HookedSubject.from_tier, from_folder or from_circuit")
         changes = {self.hooks[index]: intervention for index, intervention in (interventions or {}).items()}
         with frozen(self.net):
             outputs, cache = changed_run(self.net, xs, changes, self.rotations)

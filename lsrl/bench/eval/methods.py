@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from lsrl.bench.data import pair_inputs
-from lsrl.bench.eval.subject import Edge, Intervention, Layer, Subject
+from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 
@@ -172,11 +172,13 @@ def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
     return Found(EFFECT_THRESHOLD, units=scores)
 
 
-def _needs_edges(subject: Subject, method: str) -> None:
-    if not subject.weights_known:
+def _path_model(subject: Subject, method: str) -> PathSubject:
+    """``subject``, which an edge-level ``method`` needs to be a path model."""
+    if not isinstance(subject, PathSubject):
         raise LsrlError(f"method {method!r} needs the path model's weights, whose entries are the edges between "
                         f"units; {subject.task}/{subject.arch} is a {subject.tier} {type(subject).__name__} (gated "
                         f"cells: a unit's input is no sum of its senders' edges): use {', '.join(NODE_METHODS)}")
+    return subject
 
 
 def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
@@ -185,16 +187,18 @@ def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
     outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=d) for index, d in deltas.items()})
     direction = ((pairs.corrupt_outputs - pairs.clean_outputs) * pairs.real).detach()
     (outputs * direction).sum().backward()
+    gradients = {index: delta.grad if delta.grad is not None else torch.zeros_like(delta)  # a layer the outputs
+                 for index, delta in deltas.items()}  # do not read
     scores = np.zeros(len(subject.candidates))
     for position, candidate in enumerate(subject.candidates):
         layer, unit = candidate.layer, candidate.unit
         difference = pairs.corrupt_layers[layer][..., unit] - pairs.clean_layers[layer][..., unit]
-        per_pair = (deltas[layer].grad[..., unit] * difference).sum(dim=1).abs()
+        per_pair = (gradients[layer][..., unit] * difference).sum(dim=1).abs()
         scores[position] = float(per_pair.mean())
     return Found(EFFECT_THRESHOLD, units=scores)
 
 
-def _edge_drive(subject: Subject, pairs: Pairs, edge: Edge) -> torch.Tensor:
+def _edge_drive(subject: PathSubject, pairs: Pairs, edge: Edge) -> torch.Tensor:
     """What the edge adds to its receiver's input when its sender takes the corrupted value: ``(P, T)``."""
     if edge.kind == "recurrent":  # the sender's previous state; s_0 is the same in both runs
         def previous(states):
@@ -210,7 +214,7 @@ def _edge_drive(subject: Subject, pairs: Pairs, edge: Edge) -> torch.Tensor:
 
 def path_patching(subject: Subject, pairs: Pairs) -> Found:
     """Edge-level patching: the sender's corrupted value reaches the receiver through this edge only."""
-    _needs_edges(subject, "path_patching")
+    subject = _path_model(subject, "path_patching")
     edges = subject.edges()
     count = pairs.clean.shape[0]
     scores = np.zeros(len(edges))
@@ -233,7 +237,7 @@ def path_patching(subject: Subject, pairs: Pairs) -> Found:
 def _edge_weights(layer: Layer, removed: list[Edge]) -> tuple[Layer, dict[str, torch.Tensor]]:
     """``layer`` without the ``removed`` edges into it, and those edges' weights (``{"A" or "B": removed part}``)."""
     kept = {name: weight.clone() for name, weight in layer.weights.items()}
-    cut = {name: torch.zeros_like(kept[name]) for name in ("A", "B") if name in kept}
+    cut: dict[str, torch.Tensor] = {name: torch.zeros_like(kept[name]) for name in ("A", "B") if name in kept}
     for edge in removed:
         name = "A" if layer.kind == "Linear" or edge.kind == "recurrent" else "B"
         cut[name][edge.receiver, edge.sender] = kept[name][edge.receiver, edge.sender]
@@ -241,7 +245,7 @@ def _edge_weights(layer: Layer, removed: list[Edge]) -> tuple[Layer, dict[str, t
     return Layer(layer.kind, kept), cut
 
 
-def _corrupted_drive(subject: Subject, pairs: Pairs, index: int, cut: dict[str, torch.Tensor]) -> torch.Tensor:
+def _corrupted_drive(subject: PathSubject, pairs: Pairs, index: int, cut: dict[str, torch.Tensor]) -> torch.Tensor:
     """What the removed edges into layer ``index`` add to it: their senders' corrupted values through the removed
     weights (for a state layer, the previous corrupted state through the removed recurrent weights, added at each
     step before the state is carried)."""
@@ -253,7 +257,7 @@ def _corrupted_drive(subject: Subject, pairs: Pairs, index: int, cut: dict[str, 
     return previous @ cut["A"].T + below @ cut["B"].T
 
 
-def pruned_outputs(subject: Subject, pairs: Pairs, removed: dict[int, list[Edge]], start: int = 0) -> torch.Tensor:
+def pruned_outputs(subject: PathSubject, pairs: Pairs, removed: dict[int, list[Edge]], start: int = 0) -> torch.Tensor:
     """The task outputs on the clean inputs with the ``removed`` edges (``{layer: edges into it}``) reading their
     senders' corrupted values; ``start``: no edge below this layer is removed (those layers are not run again)."""
     layers, interventions = list(subject.layers), {}
@@ -268,7 +272,7 @@ def pruned_outputs(subject: Subject, pairs: Pairs, removed: dict[int, list[Edge]
 
 def acdc(subject: Subject, pairs: Pairs) -> Found:
     """ACDC's greedy edge pruning (module docstring), from the output layer down."""
-    _needs_edges(subject, "acdc")
+    subject = _path_model(subject, "acdc")
     edges = subject.edges()
     scores = np.zeros(len(edges))
     removed: dict[int, list[Edge]] = {}
@@ -367,7 +371,7 @@ def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Fo
         seed = zlib.crc32(f"{subject.task}/{subject.tier}/{subject.arch}".encode())
     rng = np.random.default_rng(seed)
     nodes = {node: float(rng.random()) for node in subject.nodes}
-    edges = rng.random(len(subject.edges())) if subject.weights_known else None
+    edges = rng.random(len(subject.edges())) if isinstance(subject, PathSubject) else None
     return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from lsrl.bench.tiers import TierModel
 from lsrl.bench.tasks import TASKS
+from lsrl.errors import InternalError
 from lsrl.ir.labels import PATCHABLE_ROLES
 from lsrl.lang.program import ForEach
 
@@ -149,8 +150,6 @@ class Subject:
     candidates: list[Candidate]
     live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
 
-    weights_known = False  # the path model: the edge-level methods, which read its weights as edges, can run
-
     @staticmethod
     def from_tier(tier: TierModel, arch: str = "path") -> Subject:
         """The subject of a ``lsrl.bench.tiers.TierModel``: its path model, or the torch target ``arch`` of it
@@ -195,14 +194,16 @@ class Subject:
 
 @dataclass
 class PathSubject(Subject):
-    """A compiled path model run by ``Layer``s: every method can run on it."""
+    """A compiled path model run by ``Layer``s: every method can run on it, the edge-level ones (which read its
+    weights as the edges between units) only on it."""
 
     layers: list[Layer] = field(default_factory=list)
-    weights_known = True
 
     @classmethod
-    def from_tier(cls, tier: TierModel) -> PathSubject:
-        """The path model of a ``lsrl.bench.tiers.TierModel``."""
+    def from_tier(cls, tier: TierModel, arch: str = "path") -> PathSubject:
+        """The path model of a ``lsrl.bench.tiers.TierModel`` (``arch`` "path")."""
+        if arch != "path" or tier.model.labels is None:
+            raise InternalError(f"PathSubject.from_tier: a tier's labelled path model, got arch {arch!r}")
         bases = [None if basis is None else basis.to_numpy() for basis in tier.bases]
         subject = cls(tier.task, tier.tier, "path", tier.model.labels, bases, tier.program, tier.output_dim, [], [],
                       [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
@@ -261,10 +262,11 @@ class PathSubject(Subject):
         """Which entries of weight ``name`` of layer ``index`` are non-zero in the labels' bases."""
         weight = self.layers[index].weights[name].numpy()
         below = index if name == "A" and self.layers[index].kind in STATE_KINDS else index - 1
-        if self.bases[index] is not None:
-            weight = self.bases[index].T @ weight
-        if below >= 0 and self.bases[below] is not None:
-            weight = weight @ self.bases[below]
+        mine, theirs = self.bases[index], self.bases[below] if below >= 0 else None
+        if mine is not None:
+            weight = mine.T @ weight
+        if theirs is not None:
+            weight = weight @ theirs
         return np.abs(weight) > ZERO
 
     def reaching(self) -> list[np.ndarray]:
