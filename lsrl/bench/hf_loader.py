@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 from pathlib import Path
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ContextManager, Protocol
 
 import torch
 from torch import nn
@@ -59,7 +60,7 @@ def load_folder(folder: str | Path) -> SteppedModel:
 class SteppedModel(nn.Module):
     """A stock model run token by token through its own cache, its carried states hooked (module docstring)."""
 
-    def __init__(self, hf: nn.Module) -> None:
+    def __init__(self, hf: Any) -> None:  # a stock transformers model: its attributes are the model's own
         super().__init__()
         self.hf: Any = hf  # a stock transformers model (its save_pretrained, config, ...)
         self.record = dict(hf.config.lsrl_bench)
@@ -99,7 +100,10 @@ class SteppedModel(nn.Module):
         states = STATES[self.record["architecture"]](self.hf, count)
         seen: dict[str, list[torch.Tensor]] = {name: [] for name in self.hook_names}
         for t in range(steps):
-            with states.inside(lambda name, values, step=t: _seen(seen, name, patched(name, step, values))):
+            def visit(name: str, values: torch.Tensor, step: int = t) -> torch.Tensor:
+                return _seen(seen, name, patched(name, step, values))
+
+            with states.inside(visit):
                 logits = states.step(ids[:, t:t + 1], t)
             for name in (name for name in self.hook_names if name.endswith(".conv_state")):
                 seen[name].append(states.set_window(name, patched(name, t, states.window(name))))
@@ -120,18 +124,20 @@ class MambaStates:
     ``mamba2_selective_state_update``) advances the state, the hook's values replace it, and the same function called
     again with ``dt = 0`` (decay 1, no input) computes the step's output from the state as set."""
 
-    def __init__(self, hf: nn.Module, count: int) -> None:
+    def __init__(self, hf: Any, count: int) -> None:
         from transformers import DynamicCache
 
         config, dtype = hf.config, hf.lm_head.weight.dtype
         self.hf, self.cache = hf, DynamicCache(config=config)
+        self.layers: list[Any] = list(self.cache.layers)  # the stock Mamba cache layers (typed as any cache's)
         self.second = config.model_type == "mamba2"
+        state: tuple[int, ...]
         if self.second:  # x, B and C pass through the conv; the state per head
             channels = config.expand * config.hidden_size + 2 * config.n_groups * config.state_size
             state = (config.num_heads, config.head_dim, config.state_size)
         else:
             channels, state = config.intermediate_size, (config.intermediate_size, config.state_size)
-        for layer in self.cache.layers:
+        for layer in self.layers:
             layer.lazy_initialization(conv_states=torch.zeros(count, channels, config.conv_kernel, dtype=dtype),
                                       recurrent_states=torch.zeros(count, *state, dtype=dtype),
                                       conv_kernel_size=config.conv_kernel)
@@ -142,14 +148,11 @@ class MambaStates:
 
     @contextlib.contextmanager
     def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
-        if self.second:
-            from transformers.models.mamba2 import modeling_mamba2 as modeling
-            name = "mamba2_selective_state_update"
-        else:
-            from transformers.models.mamba import modeling_mamba as modeling
-            name = "mamba_selective_state_update"
+        kind = "mamba2" if self.second else "mamba"
+        modeling = importlib.import_module(f"transformers.models.{kind}.modeling_{kind}")
+        name = f"{kind}_selective_state_update"
         stock = getattr(modeling, name)
-        layers = iter(range(len(self.cache.layers)))  # the blocks run in order within a step
+        layers = iter(range(len(self.layers)))  # the blocks run in order within a step
 
         def update(state, hidden_states, dt, A, B, C, D=None, **kwargs):
             stock(state, hidden_states, dt, A, B, C, D, **{**kwargs, "z": None})  # advances the state in place
@@ -166,11 +169,11 @@ class MambaStates:
             setattr(modeling, name, stock)
 
     def window(self, name: str) -> torch.Tensor:
-        return self.cache.layers[_layer(name)].conv_states[0].flatten(1)
+        return self.layers[_layer(name)].conv_states[0].flatten(1)
 
     def set_window(self, name: str, values: torch.Tensor) -> torch.Tensor:
         # the next step updates the cache in place: it gets a copy, the caller keeps ``values``
-        windows = self.cache.layers[_layer(name)].conv_states
+        windows = self.layers[_layer(name)].conv_states
         windows[0] = values.reshape(windows[0].shape).clone()
         return values
 
@@ -182,7 +185,7 @@ class RecurrentGemmaStates:
     inside the step by a forward hook on the stock ``rg_lru`` module, whose output is the state; an attention
     block's output by a forward hook on the block."""
 
-    def __init__(self, hf: nn.Module, count: int) -> None:
+    def __init__(self, hf: Any, count: int) -> None:
         from transformers import DynamicCache
 
         self.hf, self.cache = hf, DynamicCache(config=hf.config)
@@ -236,4 +239,17 @@ def _layer(name: str) -> int:
     return int(name.split(".")[1])
 
 
-STATES = {"mamba": MambaStates, "mamba2": MambaStates, "hawk": RecurrentGemmaStates, "griffin": RecurrentGemmaStates}
+class States(Protocol):
+    """What ``SteppedModel.run_steps`` asks of an architecture's states (``STATES``)."""
+
+    def step(self, ids: torch.Tensor, t: int) -> torch.Tensor: ...
+
+    def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> ContextManager[None]: ...
+
+    def window(self, name: str) -> torch.Tensor: ...
+
+    def set_window(self, name: str, values: torch.Tensor) -> torch.Tensor: ...
+
+
+STATES: dict[str, Callable[[Any, int], States]] = {"mamba": MambaStates, "mamba2": MambaStates,
+                                                  "hawk": RecurrentGemmaStates, "griffin": RecurrentGemmaStates}
