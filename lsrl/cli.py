@@ -296,7 +296,8 @@ EVAL_TIERS = ("compiled", "distractors", "rotated")
 
 @bench.command(name="eval")
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
-@click.option("--method", required=True, type=click.Choice(EVAL_METHODS), help="the method to score")
+@click.option("--method", required=True, type=click.Choice(EVAL_METHODS),
+              help="the method to score (every one on every model but path_patching and acdc: path models only)")
 @click.option("--task", default=None, help="score on this task's tier model instead of a FOLDER")
 @click.option("--tier", default=None, type=click.Choice(EVAL_TIERS),
               help="with --task: the tier (default: distractors); with a FOLDER: must be the folder's own")
