@@ -8,7 +8,8 @@ A variant is ``KEY=VALUE`` settings joined by ``,`` (none: ``train_hf``'s own sc
   summed loss); ``summed`` (``train_hf``'s): every variable on the same base / source pair, the losses summed;
 * ``lengths=longest``: every batch of the longest training length (``train_hf``: a length drawn per step);
 * ``steps=N``, ``lr=X``: Adam steps, learning rate (cosine schedule to 0, as ``train_hf``);
-* ``cycle=tiis``: the loss of each step in turn, ``t`` task, ``i`` interchange, ``s`` free units (``tis``).
+* ``cycle=tiis``: the loss of each step in turn, ``t`` task, ``i`` interchange, ``s`` free units (``tis``);
+* ``decays=0.0001/0.1/1/10``: Mamba's and Mamba-2's initial ``-A`` per state entry (``hf_trained.MAMBA_DECAYS``).
 
 Task accuracy and per-variable interchange accuracy as ``train_hf`` measures them (``measure``), on 8 fresh batches
 of a fixed seed; CPU seconds on one torch thread.
@@ -26,10 +27,11 @@ import torch
 
 from benchmarks.results import add_csv_option, write_csv
 from lsrl.bench.eval.trained import measure
-from lsrl.bench.hf_trained import HF_BATCH, LR, hf_model, pair_loss
+from lsrl.bench.hf_trained import HF_BATCH, LR, MAMBA_DECAYS, hf_model, pair_loss
 from lsrl.bench.tasks import TASKS
 
-DEFAULTS = {"interchange": "summed", "lengths": "drawn", "steps": "600", "lr": str(LR), "cycle": "tis"}
+DEFAULTS = {"interchange": "summed", "lengths": "drawn", "steps": "600", "lr": str(LR), "cycle": "tis",
+            "decays": "/".join(f"{decay:g}" for decay in MAMBA_DECAYS)}
 
 
 def settings(variant: str) -> dict[str, str]:
@@ -44,7 +46,7 @@ def settings(variant: str) -> dict[str, str]:
 def train_variant(name: str, arch: str, variant: dict[str, str], seed: int = 0) -> dict[str, object]:
     """``train_hf``'s training of ``name`` as ``arch`` with ``variant``'s settings; a row of the table."""
     start = time.process_time()
-    model = hf_model(name, arch, seed)
+    model = hf_model(name, arch, seed, tuple(float(decay) for decay in variant["decays"].split("/")))
     task, program, hf = TASKS[name], TASKS[name].build(), model.net.hf
     rng = np.random.default_rng(seed)
     steps = int(variant["steps"])

@@ -100,9 +100,9 @@ def variable_levels(program: ForEach, variables: list[tuple[str, int]]) -> dict[
     return levels
 
 
-def stock_model(arch: str, vocab: int, levels: int, seed: int) -> Any:
+def stock_model(arch: str, vocab: int, levels: int, seed: int, decays: tuple[float, ...] = MAMBA_DECAYS) -> Any:
     """A small stock model from a config object (no hub), float64, its first logits the outputs; ``BLOCKS[arch]``
-    per level."""
+    per level; ``decays``: Mamba's and Mamba-2's (``mamba_init``)."""
     from transformers import (Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM, RecurrentGemmaConfig,
                               RecurrentGemmaForCausalLM)
 
@@ -110,13 +110,13 @@ def stock_model(arch: str, vocab: int, levels: int, seed: int) -> Any:
     if arch == "mamba":
         mamba = MambaConfig(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                              expand=2, conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True)
-        return mamba_init(MambaForCausalLM(mamba).double())
+        return mamba_init(MambaForCausalLM(mamba).double(), decays)
     if arch == "mamba2":
         mamba2 = Mamba2Config(vocab_size=vocab, hidden_size=HIDDEN, state_size=STATE_SIZE, num_hidden_layers=levels,
                               expand=2, num_heads=2 * HIDDEN // HEAD_DIM, head_dim=HEAD_DIM, n_groups=1,
                               conv_kernel=CONV, use_bias=MAMBA_BIAS, tie_word_embeddings=False, use_cache=True,
                               pad_token_id=None, bos_token_id=None, eos_token_id=None)
-        return mamba_init(Mamba2ForCausalLM(mamba2).double())
+        return mamba_init(Mamba2ForCausalLM(mamba2).double(), decays)
     gemma = RecurrentGemmaConfig(vocab_size=vocab, hidden_size=HIDDEN, lru_width=HIDDEN,
                                   num_hidden_layers=levels * len(BLOCKS[arch]), num_attention_heads=2,
                                   intermediate_size=4 * HIDDEN, conv1d_width=CONV, block_types=BLOCKS[arch],
@@ -125,18 +125,18 @@ def stock_model(arch: str, vocab: int, levels: int, seed: int) -> Any:
     return RecurrentGemmaForCausalLM(gemma).double()
 
 
-def mamba_init(hf: Any) -> Any:
-    """``hf`` (a ``MambaForCausalLM``; a ``Mamba2ForCausalLM``: per head, in turn) with every block's decays
-    ``MAMBA_DECAYS``, ``dt`` 1 (``dt_bias`` its inverse softplus) and ``D`` 0: the skip ``D u`` passes the block's
+def mamba_init(hf: Any, decays: tuple[float, ...] = MAMBA_DECAYS) -> Any:
+    """``hf`` (a ``MambaForCausalLM``; a ``Mamba2ForCausalLM``: per head, in turn) with every block's ``decays``
+    (``-A``), ``dt`` 1 (``dt_bias`` its inverse softplus) and ``D`` 0: the skip ``D u`` passes the block's
     input around its state, which an interchange of the state must not leave unchanged."""
     with torch.no_grad():
         for layer in hf.backbone.layers:
             mixer = layer.mixer
-            decays = torch.log(torch.tensor(MAMBA_DECAYS, dtype=mixer.A_log.dtype))
+            logs = torch.log(torch.tensor(decays, dtype=mixer.A_log.dtype))
             if mixer.A_log.dim() == 1:  # Mamba-2: one A per head
-                mixer.A_log.copy_(decays.repeat(len(mixer.A_log) // len(decays) + 1)[:len(mixer.A_log)])
+                mixer.A_log.copy_(logs.repeat(len(mixer.A_log) // len(logs) + 1)[:len(mixer.A_log)])
             else:
-                mixer.A_log.copy_(decays.expand_as(mixer.A_log))
+                mixer.A_log.copy_(logs.expand_as(mixer.A_log))
             bias = mixer.dt_bias if hasattr(mixer, "dt_bias") else mixer.dt_proj.bias
             bias.fill_(float(np.log(np.expm1(1.0))))
             mixer.D.zero_()
@@ -278,9 +278,10 @@ class HFTrained(Measured):
                        equivalent=equivalent_components(trace, real))
 
 
-def hf_model(name: str, arch: str, seed: int = 0) -> HFTrained:
+def hf_model(name: str, arch: str, seed: int = 0, decays: tuple[float, ...] = MAMBA_DECAYS) -> HFTrained:
     """The untrained model ``train_hf`` trains: the stock ``arch`` (``HF_ARCHS``) for task ``name``, one level per
-    chained circuit variable, each variable aligned with its units of its level's carried state, the rest free."""
+    chained circuit variable, each variable aligned with its units of its level's carried state, the rest free;
+    ``decays``: Mamba's and Mamba-2's initial ``-A`` (``mamba_init``)."""
     task = TASKS.get(name)
     variables = task.circuit_nodes() if task is not None else []
     largest = getattr(getattr(task, "sample", None), "largest", None)
@@ -291,7 +292,7 @@ def hf_model(name: str, arch: str, seed: int = 0) -> HFTrained:
     output = widths(program)[1]
     levels = variable_levels(program, variables)
     depth = max(levels.values()) + 1
-    hf = stock_model(arch, max(largest + 1, output), depth, seed)
+    hf = stock_model(arch, max(largest + 1, output), depth, seed, decays)
     hooks = state_hooks(arch, depth) + [{"name": "readout", "width": output, "per_step": True}]
     hf.config.lsrl_bench = {"task": name, "architecture": arch, "tier": "trained", "token_low": 0,
                             "output_logits": list(range(output)), "hooks": hooks}
