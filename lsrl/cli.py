@@ -290,7 +290,8 @@ def _say_aim(folders: list[Path]) -> None:
 
 
 # lsrl.bench.eval imports torch: its method and tier names, kept equal to METHODS and TIERS by tests/test_habits.py
-EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "acdc", "das", "random")
+EVAL_METHODS = ("resample", "mean", "zero", "attribution", "probe", "path_patching", "acdc", "edge_attribution", "das",
+                "random")
 EVAL_TIERS = ("compiled", "distractors", "rotated")
 
 

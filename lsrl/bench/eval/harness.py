@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from lsrl.bench.eval.methods import EDGE_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
+from lsrl.bench.eval.methods import PATH_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
 from lsrl.bench.eval.subject import Intervention, PathSubject, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
@@ -39,7 +39,7 @@ COLUMNS = ("task", "tier", "arch", "method", "node_auroc", "node_tpr", "node_fpr
 def _unit_scores(subject: Subject, found: Found) -> np.ndarray | None:
     if found.units is not None:
         return found.units
-    if found.edges is None or not isinstance(subject, PathSubject):
+    if found.edges is None:
         return None
     where = {(c.layer, c.unit): position for position, c in enumerate(subject.candidates)}
     scores = np.zeros(len(subject.candidates))
@@ -65,15 +65,18 @@ def node_scores(subject: Subject, found: Found) -> dict[str, float]:
 
 
 def edge_truth(subject: Subject) -> np.ndarray:
-    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end
-    that holds no variable; the model's input counts as in the circuit)."""
-    truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
-    if not isinstance(subject, PathSubject):
-        return np.zeros(0, dtype=int)
+    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored; the model's input
+    counts as in the circuit. A path model's ends are its candidates (an end that holds no variable is not scored);
+    a torch target's are every unit of its hooks, in the circuit as ``circuit.json`` says (gates and cells too)."""
+    truth: dict[tuple[int, int], bool | None]
+    if isinstance(subject, PathSubject):
+        truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
+    else:
+        truth = {(layer, unit): bool(flag) for layer, flags in enumerate(subject.live)
+                 for unit, flag in enumerate(flags)}
     marks = []
     for edge in subject.edges():
-        sender = True if edge.layer == 0 and edge.kind == "input" else truth.get(
-            (edge.layer if edge.kind == "recurrent" else edge.layer - 1, edge.sender))
+        sender = True if edge.source < 0 else truth.get((edge.source, edge.sender))
         receiver = truth.get((edge.layer, edge.receiver))
         marks.append(-1 if sender is None or receiver is None else int(sender and receiver))
     return np.array(marks, dtype=int)
@@ -159,7 +162,7 @@ def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, met
     hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
     ``das`` (a training per variable) on the tiers of ``DAS_TIERS``."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
-            if (arch == "path" or method not in EDGE_METHODS) and (method != "das" or tier in DAS_TIERS)]
+            if (arch == "path" or method not in PATH_METHODS) and (method != "das" or tier in DAS_TIERS)]
 
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,

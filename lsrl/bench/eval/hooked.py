@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from lsrl.bench import standalone
-from lsrl.bench.circuit import Circuit, build_circuit
-from lsrl.bench.eval.subject import Intervention, Layer, PathSubject, Subject, frozen, unit_candidates
+from lsrl.bench.circuit import INPUT, Circuit, build_circuit
+from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject, frozen, unit_candidates
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.labels import unit_labels
@@ -42,6 +42,7 @@ class HookedSubject(Subject):
     net: standalone.Layers | SteppedModel | None = None  # the suite's loader, or a stock transformers model
     hooks: list[str] = field(default_factory=list)
     rotations: dict[str, HookRotation] = field(default_factory=dict)  # the rotated tier: its hooks' change of basis
+    unit_edges: list[tuple[str, int, str, int, int]] = field(default_factory=list)  # circuit.json's
 
     @classmethod
     def from_tier(cls, tier: TierModel, arch: str = "lstm") -> HookedSubject:
@@ -115,7 +116,14 @@ class HookedSubject(Subject):
         bases: list[np.ndarray | None] = [None] * len(hooks)
         candidates = unit_candidates(layer_labels, bases, live)
         return cls(task, tier, circuit.architecture, layer_labels, bases, program, output_dim, candidates, live,
-                   net, hooks)
+                   net, hooks, unit_edges=list(circuit.unit_edges))
+
+    def edges(self) -> list[Edge]:
+        """``circuit.json``'s unit edges as ``Edge``s (the model's input: layer -1)."""
+        layer = {hook: index for index, hook in enumerate(self.hooks)}
+        layer[INPUT] = -1
+        return [Edge(layer[receiver], "recurrent" if delay else "input", sender, unit, float("nan"), layer[source])
+                for source, sender, receiver, unit, delay in self.unit_edges]
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -1,10 +1,11 @@
 """The methods the harness scores, each ``method(subject, pairs) -> Found``.
 
-Every method sees only the model's activations and gradients (the edge-level ones, ``EDGE_METHODS``: the path
-model's weights) on the fixed clean / corrupted input pairs of the task's ``data.npz`` (``Pairs.from_data``: half
-of equal lengths, half of different ones; the outputs' changes counted over the clean sequences' steps) and, for
-probes, the variables' values the program computes: never the labels' truth. Every method but the edge-level ones
-runs on every subject: a path model, a hooked torch target, a trained model.
+Every method sees only the model's activations and gradients (``PATH_METHODS``: the path model's weights; the
+edge-level ones: the unit edges, ``Subject.edges``) on the fixed clean / corrupted input pairs of the task's
+``data.npz`` (``Pairs.from_data``: half of equal lengths, half of different ones; the outputs' changes counted over
+the clean sequences' steps) and, for probes, the variables' values the program computes: never the labels' truth.
+Every method but those of ``PATH_METHODS`` runs on every subject: a path model, a hooked torch target, a trained
+model (whose unit edges are not known: no edge scores).
 
 * ``activation_patching`` (``resample``, ``mean``, ``zero``): each unit in turn set, at every step and
   inside the recurrence, to its value on the corrupted input, its mean over the inputs, or 0; a
@@ -25,6 +26,10 @@ runs on every subject: a path model, a hooked torch target, a trained model.
   weight) in turn is removed, its receiver reading the sender's corrupted value through it (and the edges
   removed before it stay removed); the removal is kept when the outputs move from the full model's by less than
   the threshold more than they did before it. An edge's score is that increase (edge level).
+* ``edge_attribution``: edge attribution patching (Syed et al., 2023), the first-order estimate of patching one
+  edge: ``|sum_t dL/da_v(t) da_v(t)/da_u(t') (a_u(t')(corrupted) - a_u(t')(clean))|`` with ``da_v/da_u`` the
+  receiver's direct derivative in its sender, through no other layer (edge level; a torch target's edges pass
+  through its gates).
 * ``das``: Distributed Alignment Search, per program variable a learned orthogonal rotation of one layer whose
   first coordinates are interchanged from the corrupted run (``lsrl.bench.eval.das``; variable level, with the
   overlap of the subspace found with the labelled one).
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -173,22 +178,28 @@ def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
 
 
 def _path_model(subject: Subject, method: str) -> PathSubject:
-    """``subject``, which an edge-level ``method`` needs to be a path model."""
+    """``subject``, which ``method`` (of ``PATH_METHODS``) needs to be a path model."""
     if not isinstance(subject, PathSubject):
         raise LsrlError(f"method {method!r} needs the path model's weights, whose entries are the edges between "
                         f"units; {subject.task}/{subject.arch} is a {subject.tier} {type(subject).__name__} (gated "
-                        f"cells: a unit's input is no sum of its senders' edges): use {', '.join(NODE_METHODS)}")
+                        f"cells: a unit's input is no sum of its senders' edges): use {', '.join(ANY_MODEL_METHODS)} "
+                        "(edge level: edge_attribution)")
     return subject
+
+
+def _output_gradients(subject: Subject, pairs: Pairs) -> list[torch.Tensor]:
+    """Per layer, ``dL/da`` ``(P, T, width)`` on the clean inputs: ``L`` the outputs' projection on their change under
+    the corrupted inputs, ``a`` the layer's values at each step (0 where the outputs do not read a layer)."""
+    deltas = [torch.zeros_like(layer, requires_grad=True) for layer in pairs.clean_layers]
+    outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=delta) for index, delta in enumerate(deltas)})
+    direction = ((pairs.corrupt_outputs - pairs.clean_outputs) * pairs.real).detach()
+    (outputs * direction).sum().backward()
+    return [delta.grad if delta.grad is not None else torch.zeros_like(delta) for delta in deltas]
 
 
 def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
     """Gradient times activation difference (module docstring)."""
-    deltas = {index: torch.zeros_like(layer, requires_grad=True) for index, layer in enumerate(pairs.clean_layers)}
-    outputs, _ = subject.run(pairs.clean, {index: Intervention(delta=d) for index, d in deltas.items()})
-    direction = ((pairs.corrupt_outputs - pairs.clean_outputs) * pairs.real).detach()
-    (outputs * direction).sum().backward()
-    gradients = {index: delta.grad if delta.grad is not None else torch.zeros_like(delta)  # a layer the outputs
-                 for index, delta in deltas.items()}  # do not read
+    gradients = _output_gradients(subject, pairs)
     scores = np.zeros(len(subject.candidates))
     for position, candidate in enumerate(subject.candidates):
         layer, unit = candidate.layer, candidate.unit
@@ -196,6 +207,63 @@ def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
         per_pair = (gradients[layer][..., unit] * difference).sum(dim=1).abs()
         scores[position] = float(per_pair.mean())
     return Found(EFFECT_THRESHOLD, units=scores)
+
+
+@dataclass
+class _Cut(Intervention):
+    """Keeps each value a layer computes (``computed``) and hands a fresh leaf on in its place (``leaves``: one per
+    step inside a recurrence, one for a whole sequence): a gradient of a layer's values then stops at the values it
+    reads directly, its edges' direct derivatives."""
+
+    computed: list[torch.Tensor] = field(default_factory=list)
+    leaves: list[torch.Tensor] = field(default_factory=list)
+
+    def apply(self, out: torch.Tensor, t: int | None = None) -> torch.Tensor:
+        self.computed.append(out)
+        self.leaves.append(out.detach().requires_grad_())
+        return self.leaves[-1]
+
+    def stacked(self, parts: Sequence[torch.Tensor | None]) -> torch.Tensor:
+        """``parts`` (one per leaf; None: 0) as one ``(P, T, width)`` tensor."""
+        given = [torch.zeros_like(leaf) if part is None else part for part, leaf in zip(parts, self.leaves)]
+        return given[0] if len(given) == 1 and given[0].dim() == 3 else torch.stack(given, dim=1)
+
+
+def edge_attribution(subject: Subject, pairs: Pairs) -> Found:
+    """Edge attribution patching (Syed et al., 2023): per edge, ``|sum_t dL/da_v(t) * da_v(t)/da_u(t') * (a_u(t')
+    (corrupted) - a_u(t')(clean))|`` (per pair, averaged), ``L`` as for attribution patching and ``da_v/da_u`` the
+    receiver's direct derivative in its sender (through no other layer), on the clean inputs: the first-order
+    estimate of patching the edge alone, from one backward pass per receiver unit. Any model whose unit edges are
+    known (``Subject.edges``)."""
+    edges = subject.edges()
+    gradients = _output_gradients(subject, pairs)
+    cuts = [_Cut() for _ in pairs.clean_layers]
+    model_input = pairs.layer_input(subject, 0).clone().requires_grad_()
+    subject.run(model_input, dict(enumerate(cuts)))
+    computed = [cut.stacked(cut.computed) for cut in cuts]
+    changes = [pairs.layer_input(subject, 0, corrupted=True) - pairs.layer_input(subject, 0),
+               *(corrupt - clean for corrupt, clean in zip(pairs.corrupt_layers, pairs.clean_layers))]
+    leaves = [model_input, *(leaf for cut in cuts for leaf in cut.leaves)]
+    scores = np.zeros(len(edges))
+    by_receiver: dict[tuple[int, int], list[int]] = {}
+    for position, edge in enumerate(edges):
+        by_receiver.setdefault((edge.layer, edge.receiver), []).append(position)
+    for (layer, unit), positions in by_receiver.items():
+        reads = torch.autograd.grad((computed[layer][..., unit] * gradients[layer][..., unit]).sum(), leaves,
+                                    allow_unused=True, retain_graph=True)
+        derivatives: list[torch.Tensor | None] = [reads[0]]
+        start = 1
+        for cut in cuts:
+            derivatives.append(cut.stacked(list(reads[start:start + len(cut.leaves)])))
+            start += len(cut.leaves)
+        for position in positions:
+            edge = edges[position]
+            through = derivatives[edge.source + 1]
+            if through is None:  # the model's input, where a stepped model reads tokens: no derivative
+                continue
+            per_pair = (through[..., edge.sender] * changes[edge.source + 1][..., edge.sender]).sum(dim=1)
+            scores[position] = float(per_pair.abs().mean())
+    return Found(EFFECT_THRESHOLD, edges=scores)
 
 
 def _edge_drive(subject: PathSubject, pairs: Pairs, edge: Edge) -> torch.Tensor:
@@ -365,13 +433,13 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
 
 
 def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Found:
-    """Uniform random scores for every candidate, variable and edge (of a path model); the seed defaults to one
-    drawn from the subject's name, so that models of one size do not share a draw."""
+    """Uniform random scores for every candidate, variable and edge (of a model whose edges are known); the seed
+    defaults to one drawn from the subject's name, so that models of one size do not share a draw."""
     if seed is None:
         seed = zlib.crc32(f"{subject.task}/{subject.tier}/{subject.arch}".encode())
     rng = np.random.default_rng(seed)
     nodes = {node: float(rng.random()) for node in subject.nodes}
-    edges = rng.random(len(subject.edges())) if isinstance(subject, PathSubject) else None
+    edges = rng.random(len(subject.edges())) if subject.edges() else None
     return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 
@@ -381,7 +449,7 @@ def _das(subject: Subject, pairs: Pairs) -> Found:
     return das(subject, pairs)
 
 
-EDGE_METHODS = ("path_patching", "acdc")  # path models only: they read its weights as the edges between units
+PATH_METHODS = ("path_patching", "acdc")  # path models only: they patch its weights, the edges between units
 METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
     "mean": lambda subject, pairs: activation_patching(subject, pairs, "mean"),
@@ -390,7 +458,8 @@ METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "probe": probe,
     "path_patching": path_patching,
     "acdc": acdc,
+    "edge_attribution": edge_attribution,
     "das": _das,
     "random": random_scores,
 }
-NODE_METHODS = tuple(method for method in METHODS if method not in EDGE_METHODS)  # any subject
+ANY_MODEL_METHODS = tuple(method for method in METHODS if method not in PATH_METHODS)  # any subject

@@ -114,14 +114,17 @@ class Layer:
 
 @dataclass(frozen=True)
 class Edge:
-    """Weight ``weight`` by which unit ``receiver`` of layer ``layer`` reads unit ``sender`` of the layer
-    below (``kind`` "input"; the model's input for layer 0) or of its own previous state ("recurrent")."""
+    """Weight ``weight`` by which unit ``receiver`` of layer ``layer`` reads unit ``sender`` of layer ``source``
+    (-1: the model's input): in a path model the layer below (``kind`` "input") or its own previous state
+    ("recurrent"); in a hooked model any hook it reads with no hook between them (``circuit.json``'s unit edges:
+    "recurrent" when it reads the previous step's value), through weights and gates (``weight`` NaN)."""
 
     layer: int
     kind: str
     sender: int
     receiver: int
     weight: float
+    source: int
 
 
 @dataclass
@@ -169,6 +172,10 @@ class Subject:
     def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
         """The task outputs on ``repeats`` copies of the clean inputs with ``intervention`` on ``layer``."""
         return self.run(torch.as_tensor(pairs.clean).repeat(repeats, 1, 1), {layer: intervention})[0]
+
+    def edges(self) -> list[Edge]:
+        """The unit edges known of the model (none: a trained model reads every unit through non-zero weights)."""
+        return []
 
     @property
     def widths(self) -> list[int]:
@@ -237,8 +244,9 @@ class PathSubject(Subject):
                 if name not in layer.weights or (kind == "recurrent") != (layer.kind in STATE_KINDS):
                     continue
                 weight = layer.weights[name]
+                source = index if kind == "recurrent" else index - 1
                 for receiver, sender in torch.nonzero(weight).tolist():
-                    edges.append(Edge(index, kind, sender, receiver, float(weight[receiver, sender])))
+                    edges.append(Edge(index, kind, sender, receiver, float(weight[receiver, sender]), source))
         return edges
 
     def live_units(self, count: int = 64, seed: int = 0) -> list[np.ndarray]:
