@@ -335,7 +335,7 @@ def test_edge_attribution_of_a_weight_is_the_weight_times_the_receivers_gradient
     pairs = Pairs.from_data(subject, 8)
     found, gradients = edge_attribution(subject, pairs), _output_gradients(subject, pairs)
     checked = 0
-    for edge, score in zip(subject.edges(), found.edges):
+    for edge, edge_score in zip(subject.edges(), found.edges):
         if subject.layers[edge.layer].kind not in ("Linear", "LinState"):
             continue
         before = pairs.layer_input(subject, edge.source + 1) if edge.kind == "input" else pairs.clean_layers[edge.layer]
@@ -346,16 +346,16 @@ def test_edge_attribution_of_a_weight_is_the_weight_times_the_receivers_gradient
         if edge.kind == "recurrent":  # the state read at step t is the previous step's
             change, receiver = change[:, :-1], receiver[:, 1:]
         expected = float((edge.weight * (change * receiver).sum(dim=1)).abs().mean())
-        assert score == pytest.approx(expected, rel=1e-9, abs=1e-12), edge
+        assert edge_score == pytest.approx(expected, rel=1e-9, abs=1e-12), edge
         checked += 1
     assert checked > 20 and (found.edges > found.threshold).any()
 
 
 @pytest.mark.parametrize("arch", ["rnn", "gru"])
 def test_edge_attribution_scores_a_hooked_models_edges_against_its_circuit(arch):
-    """A torch target's edges are ``circuit.json``'s unit edges, their truth its units' ``in_circuit``: a planted
-    perfect method scores edge AUROC 1; edge attribution gives 0 to every edge into a unit the output does not read
-    and finds circuit edges, above random."""
+    """A torch target's edges are ``circuit.json``'s unit edges, scored where both ends hold variables: a planted
+    perfect method scores edge AUROC 1; edge attribution gives 0 to every edge into a distractor's unit (the output
+    does not read it) and finds circuit edges, above random."""
     from lsrl.bench.eval.harness import edge_truth
 
     subject = Subject.from_tier(_tier("majority", "distractors"), arch)
@@ -365,7 +365,8 @@ def test_edge_attribution_scores_a_hooked_models_edges_against_its_circuit(arch)
                  )["edge_auroc"] == 1.0
     pairs = Pairs.from_data(subject, 8)
     found = METHODS["edge_attribution"](subject, pairs)
-    outside = [position for position, edge in enumerate(subject.edges()) if not subject.live[edge.layer][edge.receiver]]
+    distractor = {(c.layer, c.unit) for c in subject.candidates if not c.truth}
+    outside = [position for position, edge in enumerate(subject.edges()) if (edge.layer, edge.receiver) in distractor]
     assert outside and (found.edges[outside] == 0).all()
     row, chance = evaluate(subject, "edge_attribution", pairs=8), evaluate(subject, "random", pairs=8)
     assert row["edge_auroc"] >= 0.75 and row["edge_auroc"] > chance["edge_auroc"] + 0.2, (row, chance)

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from lsrl.bench.eval.methods import PATH_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
-from lsrl.bench.eval.subject import Intervention, PathSubject, Subject
+from lsrl.bench.eval.subject import Intervention, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import InternalError, LsrlError
 
@@ -65,15 +65,10 @@ def node_scores(subject: Subject, found: Found) -> dict[str, float]:
 
 
 def edge_truth(subject: Subject) -> np.ndarray:
-    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored; the model's input
-    counts as in the circuit. A path model's ends are its candidates (an end that holds no variable is not scored);
-    a torch target's are every unit of its hooks, in the circuit as ``circuit.json`` says (gates and cells too)."""
-    truth: dict[tuple[int, int], bool | None]
-    if isinstance(subject, PathSubject):
-        truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
-    else:
-        truth = {(layer, unit): bool(flag) for layer, flags in enumerate(subject.live)
-                 for unit, flag in enumerate(flags)}
+    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end that holds no
+    variable, a constant's or a helper's, as a gate of constant value: no patching or gradient moves it); the
+    model's input counts as in the circuit."""
+    truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
     marks = []
     for edge in subject.edges():
         sender = True if edge.source < 0 else truth.get((edge.source, edge.sender))
