@@ -19,6 +19,7 @@ from lsrl.bench.eval import das as das_module
 from lsrl.bench.eval.methods import held_trace
 from lsrl.bench.eval.trained import TRAINED_COLUMNS, TrainedSubject, method_columns, train
 from lsrl.bench.tasks import TASKS
+from lsrl.errors import LsrlError
 from tests.test_bench_eval import assert_attribution_is_the_derivative
 
 torch.set_num_threads(1)
@@ -98,6 +99,11 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     assert_attribution_is_the_derivative(subject, every=16, step=1e-3, rel=5e-3)
     probe = evaluate(subject, "probe", pairs=4)
     assert 0.0 <= probe["interchange_accuracy"] <= 1.0, probe
+
+
+def test_edge_attribution_on_a_trained_model_is_refused_naming_why():
+    with pytest.raises(LsrlError, match="edge_attribution' needs the model's unit edges; none are known of count_ones"):
+        evaluate(_subject(), "edge_attribution", pairs=4)
 
 
 def test_scoring_a_trained_model_leaves_its_parameters_as_they_were():

@@ -56,7 +56,7 @@ def node_scores(subject: Subject, found: Found) -> dict[str, float]:
         return found.nodes
     units = _unit_scores(subject, found)
     if units is None:
-        raise InternalError("a method's Found gives variable, unit or (on a path model) edge scores")
+        raise InternalError("a method's Found gives variable, unit or edge scores")
     scores = {node: 0.0 for node in subject.nodes}
     for candidate, score in zip(subject.candidates, units):
         for node in candidate.nodes:
@@ -153,8 +153,8 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
-    """The ``(tier, arch, method)`` triples that can run: the edge-level methods on path models only (a rotated
-    hooked target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
+    """The ``(tier, arch, method)`` triples that can run: ``PATH_METHODS`` on path models only (a rotated hooked
+    target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
     ``das`` (a training per variable) on the tiers of ``DAS_TIERS``."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
             if (arch == "path" or method not in PATH_METHODS) and (method != "das" or tier in DAS_TIERS)]

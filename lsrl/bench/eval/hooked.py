@@ -4,8 +4,9 @@ a tier model, or a suite folder, patched through ``run_with_cache(xs, patch=...)
 Its layers are the hooks (``net.hook_names``, gates included); its truth is the circuit's
 (``lsrl.bench.circuit``): a unit is in the circuit when it is live (not always 0, and read by the output
 through non-zero weights) and holds a variable that reaches the output. Interventions of any kind (units or a
-subspace set, a delta added, with gradients) act at the hooks (``changed_run``), so every method runs on it but the
-edge-level ones, which read the path model's weights as the edges between units.
+subspace set, a delta added, with gradients) act at the hooks (``changed_run``), so every method runs on it but
+``path_patching`` and ``acdc``, which patch a path model's weights; its edges (``edge_attribution``'s) are
+``circuit.json``'s unit edges.
 """
 
 from __future__ import annotations

@@ -236,6 +236,9 @@ def edge_attribution(subject: Subject, pairs: Pairs) -> Found:
     estimate of patching the edge alone, from one backward pass per receiver unit. Any model whose unit edges are
     known (``Subject.edges``)."""
     edges = subject.edges()
+    if not edges:
+        raise LsrlError(f"method 'edge_attribution' needs the model's unit edges; none are known of {subject.task}/"
+                        f"{subject.arch} (a {subject.tier} model: every weight of a trained model is non-zero)")
     gradients = _output_gradients(subject, pairs)
     cuts = [_Cut() for _ in pairs.clean_layers]
     model_input = pairs.layer_input(subject, 0).clone().requires_grad_()

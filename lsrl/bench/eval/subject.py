@@ -201,8 +201,8 @@ class Subject:
 
 @dataclass
 class PathSubject(Subject):
-    """A compiled path model run by ``Layer``s: every method can run on it, the edge-level ones (which read its
-    weights as the edges between units) only on it."""
+    """A compiled path model run by ``Layer``s: every method can run on it, ``path_patching`` and ``acdc`` (which
+    patch its weights, the edges between units) only on it."""
 
     layers: list[Layer] = field(default_factory=list)
 
