@@ -246,22 +246,25 @@ def edge_attribution(subject: Subject, pairs: Pairs) -> Found:
     computed = [cut.stacked(cut.computed) for cut in cuts]
     changes = [pairs.layer_input(subject, 0, corrupted=True) - pairs.layer_input(subject, 0),
                *(corrupt - clean for corrupt, clean in zip(pairs.corrupt_layers, pairs.clean_layers))]
-    leaves = [model_input, *(leaf for cut in cuts for leaf in cut.leaves)]
+    leaves = [[model_input], *(cut.leaves for cut in cuts)]  # per source layer + 1 (0: the model's input)
     scores = np.zeros(len(edges))
     by_receiver: dict[tuple[int, int], list[int]] = {}
     for position, edge in enumerate(edges):
         by_receiver.setdefault((edge.layer, edge.receiver), []).append(position)
     for (layer, unit), positions in by_receiver.items():
-        reads = torch.autograd.grad((computed[layer][..., unit] * gradients[layer][..., unit]).sum(), leaves,
+        sources = sorted({edges[position].source for position in positions})  # only the layers it reads directly
+        reads = torch.autograd.grad((computed[layer][..., unit] * gradients[layer][..., unit]).sum(),
+                                    [leaf for source in sources for leaf in leaves[source + 1]],
                                     allow_unused=True, retain_graph=True)
-        derivatives: list[torch.Tensor | None] = [reads[0]]
-        start = 1
-        for cut in cuts:
-            derivatives.append(cut.stacked(list(reads[start:start + len(cut.leaves)])))
-            start += len(cut.leaves)
+        derivatives: dict[int, torch.Tensor | None] = {}
+        start = 0
+        for source in sources:
+            part = list(reads[start:start + len(leaves[source + 1])])
+            derivatives[source] = part[0] if source < 0 else cuts[source].stacked(part)
+            start += len(part)
         for position in positions:
             edge = edges[position]
-            through = derivatives[edge.source + 1]
+            through = derivatives[edge.source]
             if through is None:  # the model's input, where a stepped model reads tokens: no derivative
                 continue
             per_pair = (through[..., edge.sender] * changes[edge.source + 1][..., edge.sender]).sum(dim=1)
@@ -442,7 +445,8 @@ def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Fo
         seed = zlib.crc32(f"{subject.task}/{subject.tier}/{subject.arch}".encode())
     rng = np.random.default_rng(seed)
     nodes = {node: float(rng.random()) for node in subject.nodes}
-    edges = rng.random(len(subject.edges())) if subject.edges() else None
+    known = subject.edges()
+    edges = rng.random(len(known)) if known else None
     return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 
