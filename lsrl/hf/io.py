@@ -81,7 +81,9 @@ def inputs(hf_model: PreTrainedModel, xs: Any) -> dict:
 
 def outputs(hf_model: PreTrainedModel, result: Any) -> torch.Tensor:
     """The program's outputs ``(B, T, d_out)`` from a forward's result (or its logits), as the
-    record says: the chosen logits times ``output_scale``. Reads only ``config.lsrl_io``."""
+    record says: the chosen logits times ``output_scale``. Reads only ``config.lsrl_io``. Logits in
+    another dtype than the record's (integers, or a model moved to float16) are refused: the stated
+    tolerance holds in the dtype the model was built and checked in."""
     import torch
 
     record = io_record(hf_model)
@@ -90,6 +92,7 @@ def outputs(hf_model: PreTrainedModel, result: Any) -> torch.Tensor:
         shape = tuple(getattr(logits, "shape", ()))
         raise LsrlError(f"lsrl.hf.outputs: result must be the model's forward result or its logits (B, T, "
                         f"{hf_model.config.vocab_size}), got {type(logits).__name__} {shape}")
+    _check_logits_dtype(logits, record)
     return logits[..., record["output_logits"]] * record["output_scale"]
 
 
@@ -191,3 +194,12 @@ def _json_bound(value: Any) -> float | None:
     """A declared bound for JSON: a float, or None for an infinite one."""
     number = float(value)
     return None if np.isinf(number) else number
+
+
+def _check_logits_dtype(logits: torch.Tensor, record: dict) -> None:
+    """Refuse logits that are not in the record's dtype (``lsrl.hf.outputs``)."""
+    dtype = str(logits.dtype).removeprefix("torch.")
+    if dtype != record["dtype"]:
+        raise LsrlError(f"lsrl.hf.outputs: the logits are {dtype}, but the model was built and checked in "
+                        f"{record['dtype']} (its stated tolerance holds there); run it in {record['dtype']} and pass "
+                        "its own logits")
