@@ -96,3 +96,25 @@ def test_outputs_refuses_a_model_lsrl_did_not_build():
     config = transformers.MambaConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1)
     with pytest.raises(lsrl.LsrlError, match="lsrl_io"):
         lsrl.hf.outputs(transformers.MambaForCausalLM(config), torch.zeros(1, 1, 4))
+
+
+def test_outputs_refuses_logits_in_another_dtype_than_the_model_was_checked_in():
+    """Integer logits (rounded: a token's output off by up to 1/2 times the output scale) and the logits of a
+    model run in float16 or float64 are refused; the model's own float32 logits are read."""
+    model = lsrl.compile(real_program())
+    hf = model.to_hf("mamba", max_len=6)
+    xs = np.random.default_rng(1).uniform(-1, 1, (2, 6, 2))
+    with torch.no_grad():
+        logits = hf(**lsrl.hf.inputs(hf, xs)).logits
+    expected = np.array(model(xs), dtype=float)
+    assert np.max(np.abs(lsrl.hf.outputs(hf, logits).double().numpy() - expected)) <= hf.config.lsrl_io["tolerance"]
+    for other in (logits.round().long(), logits.round().int(), logits.half(), logits.double()):
+        with pytest.raises(lsrl.LsrlError, match=rf"^lsrl.hf.outputs: the logits are {str(other.dtype)[6:]}, but "
+                                                 "the model was built and checked in float32"):
+            lsrl.hf.outputs(hf, other)
+
+
+def test_inputs_refuse_sequences_past_max_len():
+    hf = lsrl.compile(real_program()).to_hf("mamba", max_len=6)
+    with pytest.raises(lsrl.LsrlError, match=r"7 steps, but the model is built for at most max_len=6"):
+        lsrl.hf.inputs(hf, np.zeros((1, 7, 2)))

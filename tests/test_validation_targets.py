@@ -386,7 +386,7 @@ def test_half_precision_other_dtypes_and_the_meta_device_are_refused_before_anyt
         with pytest.raises(lsrl.LsrlError, match=rf"^{arch}: .*{named}"):
             move()
     after = net.state_dict()
-    assert all(torch.equal(after[name], tensor) and after[name].dtype == tensor.dtype for name, tensor in before.items())
+    assert all(torch.equal(after[name], kept) and after[name].dtype == kept.dtype for name, kept in before.items())
     assert net.tolerance == stated
     x = torch.ones(1, 3, 2, dtype=torch.float64)
     with pytest.raises(lsrl.SequenceError, match=rf"^{arch}: the input is on the meta device"):
