@@ -81,8 +81,8 @@ def inputs(hf_model: PreTrainedModel, xs: Any) -> dict:
 
 def outputs(hf_model: PreTrainedModel, result: Any) -> torch.Tensor:
     """The program's outputs ``(B, T, d_out)`` from a forward's result (or its logits), as the
-    record says: the chosen logits times ``output_scale``. Reads only ``config.lsrl_io``. Logits in
-    another dtype than the record's (integers, or a model moved to float16) are refused: the stated
+    record says: the chosen logits times ``output_scale``. Reads only ``config.lsrl_io``. Integer
+    logits, and a model moved to another dtype than the record's (float16, say) are refused: the stated
     tolerance holds in the dtype the model was built and checked in."""
     import torch
 
@@ -92,7 +92,7 @@ def outputs(hf_model: PreTrainedModel, result: Any) -> torch.Tensor:
         shape = tuple(getattr(logits, "shape", ()))
         raise LsrlError(f"lsrl.hf.outputs: result must be the model's forward result or its logits (B, T, "
                         f"{hf_model.config.vocab_size}), got {type(logits).__name__} {shape}")
-    _check_logits_dtype(logits, record)
+    _check_logits_dtype(hf_model, logits, record)
     return logits[..., record["output_logits"]] * record["output_scale"]
 
 
@@ -196,10 +196,14 @@ def _json_bound(value: Any) -> float | None:
     return None if np.isinf(number) else number
 
 
-def _check_logits_dtype(logits: torch.Tensor, record: dict) -> None:
-    """Refuse logits that are not in the record's dtype (``lsrl.hf.outputs``)."""
-    dtype = str(logits.dtype).removeprefix("torch.")
-    if dtype != record["dtype"]:
-        raise LsrlError(f"lsrl.hf.outputs: the logits are {dtype}, but the model was built and checked in "
-                        f"{record['dtype']} (its stated tolerance holds there); run it in {record['dtype']} and pass "
-                        "its own logits")
+def _check_logits_dtype(hf_model: PreTrainedModel, logits: torch.Tensor, record: dict) -> None:
+    """Refuse logits that are no floats (``lsrl.hf.outputs``), and a model whose weights were moved to another
+    dtype than the record's (the logits of a stock model may be upcast to float32 whatever it ran in)."""
+    if not logits.is_floating_point():
+        raise LsrlError(f"lsrl.hf.outputs: the logits must be floats, got {logits.dtype}; pass the model's own logits")
+    weights = {str(tensor.dtype).removeprefix("torch.") for tensor in hf_model.parameters()
+               if tensor.is_floating_point()}
+    if weights - {record["dtype"]}:
+        raise LsrlError(f"lsrl.hf.outputs: the model's weights are {', '.join(sorted(weights))}, but it was built and "
+                        f"checked in {record['dtype']} (its stated tolerance holds there); move it back with "
+                        f"model.to(torch.{record['dtype']})")
