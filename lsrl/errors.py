@@ -46,6 +46,16 @@ class AutomatonError(LsrlError):
     outside its alphabet; the message names the state and the symbol."""
 
 
+class ProgramError(LsrlError):
+    """The user's own code failed while lsrl ran it (a program file of ``lsrl compile``: a syntax error, an
+    exception, ``sys.exit``). The message says so in one line; ``user_traceback`` is the traceback of the
+    user's frames, which the command line prints above it."""
+
+    def __init__(self, message: str, user_traceback: str) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
+
+
 class InternalError(Exception):
     """A broken invariant inside lsrl: a bug, not a mistake in the user's program or input.
 

@@ -175,7 +175,7 @@ def test_the_fig1_summary_in_the_readme_is_what_the_code_prints(tmp_path, monkey
 def test_a_user_error_is_one_line_and_debug_shows_its_traceback(source, tmp_path):
     _fails_in_one_line(["compile", f"{source}:nothing", "-o", str(tmp_path / "m")], "nothing")
     result = CliRunner().invoke(main, ["--debug", "compile", f"{source}:nothing", "-o", str(tmp_path / "m")])
-    assert result.exit_code == 1 and "Traceback" in result.output and "_load_program" in result.output
+    assert result.exit_code == 1 and "Traceback" in result.output and "load_program" in result.output
     assert result.output.strip().splitlines()[-1].startswith("Error: ") and "report" not in result.output
 
 
