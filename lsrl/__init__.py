@@ -3,6 +3,7 @@
 ``import lsrl`` is quick: the names of ``__all__`` (``lsrl.api``) load together on the first use of any of them.
 """
 
+# ruff: noqa: F405  (the names of __all__ come from lsrl.api, star-imported for type checkers only)
 from importlib import import_module as _import_module
 from typing import TYPE_CHECKING, Any
 

@@ -2,6 +2,7 @@
 the first use of any of them: the language, the sugar, the compiler, and the packages that register the
 model's front doors (``lsrl.model.extensions``: the targets of ``model.to_torch``, the builder of
 ``model.to_hf``). Every public name here is one of ``lsrl.__all__`` and the other way round."""
+# ruff: noqa: F401  (every import is a name of lsrl, re-exported)
 
 from lsrl.errors import (
     AutomatonError, BackendError, DimensionError, GraphError, LsrlError, ModelFileError, SequenceError,

@@ -197,7 +197,8 @@ def _read_sequence(path: str) -> np.ndarray:
                 warnings.simplefilter("ignore", UserWarning)
                 xs = np.loadtxt(path, ndmin=2)
     except (ValueError, EOFError, OSError) as error:  # unreadable: a corrupt .npy, a binary or ragged text file
-        raise SequenceError(f"--input {path}: cannot read a sequence ({first_line(error)}); expected {expected}")
+        raise SequenceError(f"--input {path}: cannot read a sequence ({first_line(error)}); "
+                            f"expected {expected}") from None
     if xs.size == 0:
         raise SequenceError(f"--input {path}: the file holds no step; expected {expected}")
     return xs

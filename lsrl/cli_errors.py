@@ -1,8 +1,9 @@
 """The command line's error handling, shared by ``lsrl`` and ``lsrl llrnn``.
 
 An error a user can cause (an ``LsrlError``, a file that cannot be read, a bad value) is printed as one
-line, ``Error: ...``; an error of the user's own code (a ``ProgramError``) has its user's traceback above it. Anything else is a bug in lsrl: it is printed with its traceback and a request to
-report it. ``lsrl --debug`` prints the traceback of every error.
+line, ``Error: ...``; an error of the user's own code (a ``ProgramError``) has its user's traceback above
+it. Anything else is a bug in lsrl: it is printed with its traceback and a request to report it.
+``lsrl --debug`` prints the traceback of every error.
 """
 
 from __future__ import annotations
