@@ -212,13 +212,14 @@ def _read_sequence(path: str) -> np.ndarray:
               help="also draw the model's layers, units and weights to this file (.png, .svg, .pdf; .svg zooms)")
 def inspect(model_dir: str, max_len: int | None, plot_file: str | None) -> None:
     """Per architecture: layers, hidden sizes, non-zero parameters."""
+    from lsrl.plot import check_plot_path, plot_model
     from lsrl.targets import inspect as describe
 
+    if plot_file:
+        check_plot_path(plot_file)  # before the tables: a path it cannot write is refused first
     model = lsrl.load(model_dir)
     click.echo(describe(model, max_len=max_len))
     if plot_file:
-        from lsrl.plot import plot_model
-
         plot_model(model, plot_file)
         click.echo(f"wrote {plot_file}")
 

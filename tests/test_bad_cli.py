@@ -331,3 +331,11 @@ def test_input_files_that_hold_steps_still_run(source, tmp_path):
     for name in ("xs.npy", "xs.txt"):
         result = CliRunner().invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / name), "--exact"])
         assert result.exit_code == 0 and result.output.split() == ["1", "2", "1"], result.output
+
+
+@pytest.mark.parametrize("name", ["circuit.txt", "circuit"])
+def test_inspect_refuses_a_plot_path_of_no_known_format_before_any_work(source, tmp_path, name):
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    _fails_in_one_line(["inspect", str(tmp_path / "m"), "--plot", str(tmp_path / name)],
+                       f"plot path {str(tmp_path / name)!r}: the suffix must be one of .png, .svg, .pdf")
+    assert not (tmp_path / name).exists()
