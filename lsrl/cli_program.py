@@ -6,7 +6,8 @@ The file is the user's code, and what goes wrong while it runs is blamed on the 
 - a syntax error, an exception raised by the program's own code (or by a library it calls directly), an
   ``LsrlError`` with which lsrl refused what the program gave it, and ``sys.exit`` are the program's: a
   ``ProgramError`` whose one-line message says so, with the traceback of the program's frames (lsrl's and
-  the import machinery's left out), which the command line prints above it;
+  the import machinery's left out), which the command line prints above it (for ``sys.exit``, none: the
+  message names the line that called it);
 - any other exception raised inside lsrl (an ``InternalError``, a ``KeyError``...) is a bug in lsrl: it
   goes on unchanged, and the command line prints it with its whole traceback and a request to report it.
 """
@@ -63,10 +64,10 @@ def run_program_file(path: str) -> ModuleType:
     try:
         with _importable(Path(path).resolve().parent):  # the program may import modules beside it
             module_spec.loader.exec_module(module)
-    except SystemExit as stop:
-        raise ProgramError(f"{path}: the program ended the command with sys.exit({stop.code!r}) while it was "
-                           "loaded; a program file only defines its ForEach",
-                           user_traceback=_program_traceback(stop)) from stop
+    except SystemExit as stop:  # one line, as Python reports none: where the program called it
+        raise ProgramError(f"{path}: the program ended the command with sys.exit({stop.code!r}) at "
+                           f"{_program_line(stop)} while it was loaded; a program file only defines its ForEach",
+                           user_traceback="") from stop
     except Exception as error:
         if not _is_the_programs(error):
             raise
@@ -103,6 +104,12 @@ def _raised_by(trace: TracebackType | None) -> str:
         if kind in ("lsrl", "program"):
             owner = kind
     return owner
+
+
+def _program_line(error: BaseException) -> str:
+    """``FILE, line N`` of the innermost frame of the program's code in ``error``'s traceback."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _kind(frame.filename) == "program"]
+    return f"{frames[-1].filename}, line {frames[-1].lineno}" if frames else "an unknown line"
 
 
 def _kind(filename: str) -> str:

@@ -266,11 +266,12 @@ def test_an_error_of_a_library_the_program_calls_is_the_programs(tmp_path):
 
 
 @pytest.mark.parametrize("code", [3, 0, "'stopped'"])
-def test_sys_exit_in_a_program_file_is_reported(tmp_path, code):
-    output = _program_error(tmp_path, f"import sys\nsys.exit({code})\n")
-    assert output.strip().splitlines()[-1].endswith(
-        f"the program ended the command with sys.exit({code}) while it was loaded; a program file only defines "
-        "its ForEach")
+def test_sys_exit_in_a_program_file_is_one_line_naming_where(tmp_path, code):
+    output = _program_error(tmp_path, f"import sys\n\nsys.exit({code})\n")
+    assert output.strip().count("\n") == 0, output
+    assert output.strip().endswith(
+        f"the program ended the command with sys.exit({code}) at {tmp_path / 'prog.py'}, line 3 while it was "
+        "loaded; a program file only defines its ForEach")
 
 
 def test_a_bug_inside_lsrl_while_a_program_file_runs_is_lsrls(source, tmp_path, monkeypatch):
