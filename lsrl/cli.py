@@ -1,31 +1,36 @@
 """The ``lsrl`` command: demo, compile, run, inspect, experiment noise, and the LLRNN group ``llrnn``.
 
 Errors an LSRL user can cause are printed as one line (``Error: ...``), bugs with their traceback
-(``lsrl.cli_errors``). Modules that import torch are imported by the commands that use them, so that
-``lsrl --help`` and the commands that need no torch start without it.
+(``lsrl.cli_errors``); what a program file raises is the program's (``lsrl.cli_program``). This module
+imports only click and lsrl's light modules: each command imports what it uses (numpy, the compiler,
+torch), so ``lsrl --version`` and every ``--help`` start quickly (``benchmarks/cli_startup.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 
 import lsrl
-from lsrl.cli_errors import ReportingGroup
-from lsrl.errors import LsrlError
-from lsrl.hf import ARCHITECTURES as HF_ARCHITECTURES
-from lsrl.model.writing import written
-from lsrl.targets import ARCHITECTURES, STOCK
+from lsrl.cli_errors import ReportingGroup, first_line
+from lsrl.errors import LsrlError, SequenceError
 from lsrl.workers import MAX_WORKERS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The choices of the options, here so that --help imports no target: lsrl.targets.ARCHITECTURES,
+# lsrl.targets.STOCK and lsrl.hf.ARCHITECTURES (tests/test_habits.py keeps them equal)
+ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk",
+                 "griffin", "stock_lstm", "stock_gru")
+STOCK = ("stock_lstm", "stock_gru")
+HF_ARCHITECTURES = ("mamba", "mamba2", "hawk", "griffin")
 
 
 class LazyGroup(ReportingGroup):
@@ -62,35 +67,6 @@ class LazyGroup(ReportingGroup):
         listing.format_commands(ctx, formatter)
 
 
-def _load_program(spec: str) -> lsrl.ForEach:
-    """``FILE.py`` or ``FILE.py:name``: a module-level ForEach (the only one, or the named one)."""
-    path, _, name = spec.partition(":")
-    if not Path(path).is_file():
-        raise LsrlError(f"SOURCE {path!r}: no such file")
-    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(module_spec)
-    with _importable(Path(path).resolve().parent):  # the program may import modules beside it
-        module_spec.loader.exec_module(module)
-    programs = {key: value for key, value in vars(module).items() if isinstance(value, lsrl.ForEach)}
-    if name:
-        if name not in programs:
-            raise LsrlError(f"{path}: no module-level ForEach named {name!r} (found: {sorted(programs) or 'none'})")
-        return programs[name]
-    if len(programs) != 1:
-        raise LsrlError(f"{path}: expected one module-level ForEach, found {sorted(programs) or 'none'}; "
-                        "use FILE.py:name")
-    return next(iter(programs.values()))
-
-
-@contextmanager
-def _importable(folder: Path) -> Iterator[None]:
-    sys.path.insert(0, str(folder))
-    try:
-        yield
-    finally:
-        sys.path.remove(str(folder))
-
-
 HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transformers model, in a folder
 
 
@@ -125,6 +101,8 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
         check_precision(module, target, onnx_dtype, allow_inexact)
         return f"{target}.onnx", lambda path: export_onnx(module, path, target, onnx_dtype, allow_inexact)
     from safetensors.torch import save_file  # no ONNX operators for these: the torch module's weights
+
+    from lsrl.model.writing import written
 
     metadata = {"architecture": target, **{key: str(value) for key, value in options.items()}}
     weights = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
@@ -172,7 +150,9 @@ def demo(plots: str) -> None:
 def compile_command(source: str, backend: str, target: str, max_len: int | None, onnx_dtype: str,
                     allow_inexact: bool, out_dir: str) -> None:
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR."""
-    program = _load_program(source)
+    from lsrl.cli_program import load_program
+
+    program = load_program(source)
     model = lsrl.compile(program, backend=backend)
     export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
     folder = model.save(out_dir)
@@ -187,16 +167,41 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
 @main.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help=".npy array or text file (one token per line, values separated by spaces)")
+              help=".npy array or text file (one step per line, values separated by spaces)")
 @click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
 @click.option("--no-check-bounds", is_flag=True, help="run on inputs outside the Input's declared bounds")
 def run(model_dir: str, input_file: str, exact: bool, no_check_bounds: bool) -> None:
     """Run a compiled model on an input sequence and print its outputs."""
+    import numpy as np
+
     model = lsrl.load(model_dir)
-    xs = np.load(input_file) if input_file.endswith(".npy") else np.loadtxt(input_file, ndmin=2)
-    outputs = model(xs, exact=exact, check_bounds=not no_check_bounds)
+    outputs = model(_read_sequence(input_file), exact=exact, check_bounds=not no_check_bounds)
     for row in np.asarray(outputs).reshape(-1, outputs.shape[-1]):
         click.echo(" ".join(str(v) for v in row))
+
+
+def _read_sequence(path: str) -> np.ndarray:
+    """The sequence in the file of ``--input``: a ``.npy`` array, else text (one step per line, values separated
+    by spaces, ``#`` comments); one that cannot be read or holds no step is a ``SequenceError`` naming the file."""
+    import warnings
+
+    import numpy as np
+
+    expected = "a .npy array, or a text file with one step per line, values separated by spaces"
+    try:
+        if path.endswith(".npy"):
+            with open(path, "rb") as file:  # read as an array file only (np.load would try unpickling others)
+                xs = np.lib.format.read_array(file, allow_pickle=False)
+        else:
+            with warnings.catch_warnings():  # an empty text file is refused below, not warned about
+                warnings.simplefilter("ignore", UserWarning)
+                xs = np.loadtxt(path, ndmin=2)
+    except (ValueError, EOFError, OSError) as error:  # unreadable: a corrupt .npy, a binary or ragged text file
+        raise SequenceError(f"--input {path}: cannot read a sequence ({first_line(error)}); "
+                            f"expected {expected}") from None
+    if xs.size == 0:
+        raise SequenceError(f"--input {path}: the file holds no step; expected {expected}")
+    return xs
 
 
 @main.command()
@@ -207,13 +212,14 @@ def run(model_dir: str, input_file: str, exact: bool, no_check_bounds: bool) -> 
               help="also draw the model's layers, units and weights to this file (.png, .svg, .pdf; .svg zooms)")
 def inspect(model_dir: str, max_len: int | None, plot_file: str | None) -> None:
     """Per architecture: layers, hidden sizes, non-zero parameters."""
+    from lsrl.plot import check_plot_path, plot_model
     from lsrl.targets import inspect as describe
 
+    if plot_file:
+        check_plot_path(plot_file)  # before the tables: a path it cannot write is refused first
     model = lsrl.load(model_dir)
     click.echo(describe(model, max_len=max_len))
     if plot_file:
-        from lsrl.plot import plot_model
-
         plot_model(model, plot_file)
         click.echo(f"wrote {plot_file}")
 
