@@ -7,12 +7,12 @@ sequence whose states were interchanged in (transformers models).
 
 from __future__ import annotations
 
+import nnsight
 import pytest
 import torch
+import transformers
 
 from lsrl.hooks import HookError, HookPoint, hooked
-
-transformers = pytest.importorskip("transformers")
 
 RNNS = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}
 STATES = {"lstm": ("hidden_state", "cell_state"), "gru": ("hidden_state",), "rnn": ("hidden_state",)}
@@ -273,3 +273,26 @@ def test_refusals_name_the_problem():
         hooked(model).run_with_cache()
     with pytest.raises(HookError, match="not 'labels'"):
         hooked(model).run_with_cache(torch.ones(1, 3, dtype=torch.long), labels=torch.ones(1, 3, dtype=torch.long))
+
+
+def test_an_nnsight_intervention_on_a_hook_point_carries_to_later_steps():
+    """nnsight wraps the hooked model like any module: 5 added to the cell state at its first call (step 0) is
+    the cell every later step reads (the oracle: the stock LSTM restarted from that cell)."""
+    lstm = _rnn("lstm")
+    xs = torch.randn(1, 5, 3, dtype=torch.float64)
+    net = hooked(lstm)
+    _, cache = net.run_with_cache(xs)
+    model = nnsight.NNsight(net)
+    with model.trace(xs):
+        model.points.points.layers__0__cell_state.output[:] += 5.0
+        outputs = model.output.save()
+    cell = cache["layers.0.cell_state"][:, 0] + 5.0
+    hidden = cache["layers.0.output_gate"][:, 0] * torch.tanh(cell)
+    upper = torch.nn.LSTM(5, 5, batch_first=True).double()  # layer 1 of the stock module, alone, at step 0
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(upper, f"{name}_l0").copy_(getattr(lstm, f"{name}_l1"))
+    top, (h1, c1) = upper(hidden[:, None])
+    expected, _ = lstm(xs[:, 1:], (torch.stack([hidden, h1[0]]), torch.stack([cell, c1[0]])))
+    torch.testing.assert_close(outputs[0][:, 0], top[:, 0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(outputs[0][:, 1:], expected, rtol=0, atol=1e-12)
