@@ -26,7 +26,7 @@ the rest set at that step inside the recurrence; ``grad`` keeps the autograd gra
 forward hook on one (or a tool that wraps modules, such as nnsight) reads and sets the hook inside the
 recurrence of a plain ``net(xs)``. ``manifest.json``'s sha256 of the model files is checked.
 
-A RecurrentGemma folder's ``config.json`` says ``use_cache: false``: in transformers 5 a plain forward of a RecurrentGemma
+A RecurrentGemma folder's ``config.json`` says ``use_cache: false``: in transformers 5 a plain forward of such a
 model without attention layers fails with the default cache (``DynamicCache.get_seq_length``); ``generate`` and
 step-by-step decoding pass their own cache and positions.
 """
