@@ -360,6 +360,37 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
 
 
+@bench.command(name="score")
+@click.argument("submission", type=click.Path(exists=True, dir_okay=False))
+@click.argument("suite", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "out_dir", default="score", show_default=True, type=click.Path(file_okay=False),
+              help="writes score.csv and .eval_results/lsrl_bench.yaml (Hugging Face's eval results) here")
+@click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
+def bench_score(submission: str, suite: str, out_dir: str, pairs: int) -> None:
+    """Score a method of your own: SUBMISSION (JSON of scores per folder, docs/bench.md) against the circuits of
+    SUITE (a folder lsrl bench build wrote). Checks the whole submission first (one line per problem)."""
+    from lsrl.bench.eval.submission import (SCORE_COLUMNS, eval_results_yaml, problems, read_submission,
+                                            score_submission)
+    from lsrl.bench.eval.harness import write_csv
+
+    stored = read_submission(submission)
+    found = problems(stored, suite)
+    if found:
+        for problem in found:
+            click.echo(f"{submission}: {problem}", err=True)
+        raise click.exceptions.Exit(2)
+    rows = score_submission(stored, suite, pairs)
+    for row in rows:
+        click.echo(", ".join(f"{column} {round(row[column], 4) if isinstance(row[column], float) else row[column]}"
+                             for column in ("folder", "method", "node_auroc", "unit_auroc", "edge_auroc", "cpr",
+                                            "cmd")))
+    folder = Path(out_dir)
+    results = folder / ".eval_results" / "lsrl_bench.yaml"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(eval_results_yaml(rows), encoding="utf-8")
+    click.echo(f"wrote {write_csv(rows, folder / 'score.csv', SCORE_COLUMNS)}, {results}")
+
+
 @bench.command(name="train-tier")
 @click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
               type=click.Path(file_okay=False), help="writes trained.csv here")

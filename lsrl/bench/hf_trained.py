@@ -121,7 +121,10 @@ def stock_model(arch: str, vocab: int, levels: int, seed: int, decays: tuple[flo
                                   num_hidden_layers=levels * len(BLOCKS[arch]), num_attention_heads=2,
                                   intermediate_size=4 * HIDDEN, conv1d_width=CONV, block_types=BLOCKS[arch],
                                   logits_soft_cap=1e4, tie_word_embeddings=False,
-                                  attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+                                  attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+                                  # a plain forward of a Hawk (no attention layer) with the default cache fails in
+                                  # transformers 5 (DynamicCache.get_seq_length needs an attention layer): off
+                                  use_cache=False)
     return RecurrentGemmaForCausalLM(gemma).double()
 
 
