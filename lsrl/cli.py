@@ -342,16 +342,23 @@ def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
 @click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
               type=click.Path(file_okay=False), help="writes eval.csv, eval_summary.csv and eval.png here")
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten token tasks)")
+@click.option("--tier", "tiers", multiple=True, type=click.Choice(EVAL_TIERS), help="only this tier (repeatable)")
+@click.option("--method", "methods", multiple=True, type=click.Choice(EVAL_METHODS),
+              help="only this method (repeatable)")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
 @grid_options(workers=1)
-def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int, workers: int, ray_address: str | None) -> None:
+def bench_eval_all(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], methods: tuple[str, ...], pairs: int,
+                   workers: int, ray_address: str | None) -> None:
     """Every method × tier × architecture on the tasks (a run per task and tier): the results table (CSV), its
     summary and a plot."""
     from lsrl.bench.eval.harness import (DEFAULT_TASKS, SUMMARY_COLUMNS, evaluate_all, plot_summary, summary,
                                          write_csv)
 
     _program_tasks(tasks, "eval-all")
-    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True, workers=workers, ray_address=ray_address)
+    chosen = {"tiers": tiers} if tiers else {}
+    chosen |= {"methods": methods} if methods else {}
+    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True, workers=workers, ray_address=ray_address,
+                        **chosen)
     table = summary(rows)
     folder = Path(out_dir)
     written = [write_csv(rows, folder / "eval.csv"), write_csv(table, folder / "eval_summary.csv", SUMMARY_COLUMNS),

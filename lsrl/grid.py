@@ -17,7 +17,6 @@ their arguments say: on a cluster, a folder every node sees.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import sys
 import threading
@@ -149,40 +148,42 @@ def import_ray() -> Any:
 
 def _run_on_ray(runs: Sequence[Run], address: str, finish: Callable[..., None]) -> None:
     ray = import_ray()
-    with _connected(ray, address):
-        remote = ray.remote(call_on_one_thread)
-        pending = {remote.options(num_cpus=1, num_gpus=run.gpus, max_retries=0, name=run.name)
-                   .remote(run.function, run.args): index for index, run in enumerate(runs)}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for reference in ready:
-                index = pending.pop(reference)
-                try:
-                    result = ray.get(reference)
-                except ray.exceptions.RayTaskError as error:  # the run raised: its own error, not Ray's wrapper
-                    finish(index, error=error.cause if isinstance(error.cause, BaseException) else error)
-                except ray.exceptions.RayError as error:  # its worker died, the node was lost, ...
-                    finish(index, error=error)
-                else:
-                    finish(index, result)
+    _connect(ray, address)
+    remote = ray.remote(call_on_one_thread)
+    pending = {remote.options(num_cpus=1, num_gpus=run.gpus, max_retries=0, name=run.name)
+               .remote(run.function, run.args): index for index, run in enumerate(runs)}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for reference in ready:
+            index = pending.pop(reference)
+            try:
+                result = ray.get(reference)
+            except ray.exceptions.RayTaskError as error:  # the run raised: its own error, not Ray's wrapper
+                finish(index, error=error.cause if isinstance(error.cause, BaseException) else error)
+            except ray.exceptions.RayError as error:  # its worker died, the node was lost, ...
+                finish(index, error=error)
+            else:
+                finish(index, result)
 
 
-@contextlib.contextmanager
-def _connected(ray: Any, address: str) -> Iterator[None]:
-    """Connected to the cluster at ``address`` for the block (a connection already open is used and kept)."""
-    if ray.is_initialized():
-        yield
+def _connect(ray: Any, address: str) -> None:
+    """Connect to the cluster at ``address``, unless this process already is: the connection stays open for the
+    process's next grids (Ray closes it at exit), and is replaced when a grid names another address."""
+    global _connected_address
+    if ray.is_initialized() and _connected_address in (None, address):  # None: connected by the caller
         return
+    if ray.is_initialized():
+        ray.shutdown()
     if address != "auto":
         _check_reachable(address)
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise GridError(f"--ray-address {address}: no Ray cluster to connect to ({_error_text(error)})") from None
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    _connected_address = address
+
+
+_connected_address: str | None = None  # the address this process connected to Ray at (None: not by _connect)
 
 
 def _check_reachable(address: str) -> None:

@@ -122,8 +122,9 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(llrnn_cli, "run_experiment", lambda out_dir, *args, **kwargs: write(out_dir, "experiment.md"))
     monkeypatch.setattr(llrnn_cli, "run_reproduction", reproduction)
     evaluate_all, train_all = harness.evaluate_all, trained.train_all
-    monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress, **grid: evaluate_all(
-        tasks, tiers=("compiled",), archs=("path",), methods=("random",), pairs=pairs, **grid))
+    monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress, workers, ray_address, **chosen: evaluate_all(
+        tasks, tiers=("compiled",), archs=("path",), methods=("random",), pairs=pairs, workers=workers,
+        ray_address=ray_address))
     monkeypatch.setattr(trained, "train_all", lambda tasks, steps, progress, **grid: [
         {**row, "steps": steps} for row in train_all(tasks[:1], archs=("lstm",), steps=1, **grid)])
 
