@@ -20,7 +20,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +58,7 @@ class Outcome:
     owner: str
     names: list[str]
     results: list[Any]
-    failures: dict[str, str] = field(default_factory=dict)  # run name -> "ErrorType: message"
+    failures: dict[str, str] = field(default_factory=dict)  # run name -> "ErrorType: message", as they failed
     bugs: set[str] = field(default_factory=set)  # the failed runs whose error was an InternalError
 
     @property
@@ -70,7 +70,7 @@ class Outcome:
         """Raise a ``GridError`` naming every failed run and its error (nothing when all finished); an
         ``InternalError`` instead where a run met a bug in lsrl."""
         if self.failures:
-            listed = "; ".join(f"{name}: {error}" for name, error in self.failures.items())
+            listed = "; ".join(f"{name}: {self.failures[name]}" for name in self.names if name in self.failures)
             message = f"{self.owner}: {len(self.failures)} of {len(self.names)} runs failed: {listed}"
             raise InternalError(message) if self.bugs else GridError(message)
 
@@ -84,6 +84,7 @@ def run_grid(owner: str, runs: Sequence[Run], workers: int = 2, ray_address: str
     workers = check_workers(owner, workers)
     ray_address = check_ray_address(owner, ray_address)
     outcome = Outcome(owner, [run.name for run in runs], [None] * len(runs))
+    ray = None if ray_address is None else connected_ray(ray_address)  # before the bar: a refusal is one line
     with tqdm(total=len(runs), desc=owner, disable=not progress) as bar:
         def finish(index: int, result: Any = None, error: BaseException | str | None = None) -> None:
             if error is None:
@@ -96,8 +97,8 @@ def run_grid(owner: str, runs: Sequence[Run], workers: int = 2, ray_address: str
                     outcome.bugs.add(runs[index].name)
             bar.update()
 
-        if ray_address is not None:
-            _run_on_ray(runs, ray_address, finish)
+        if ray is not None:
+            _run_on_ray(ray, runs, finish)
         elif workers == 1 or len(runs) <= 1:
             for index, run in enumerate(runs):
                 try:
@@ -146,9 +147,14 @@ def import_ray() -> Any:
     return ray
 
 
-def _run_on_ray(runs: Sequence[Run], address: str, finish: Callable[..., None]) -> None:
+def connected_ray(address: str) -> Any:
+    """The ``ray`` module, connected to the cluster at ``address`` (``_connect``)."""
     ray = import_ray()
     _connect(ray, address)
+    return ray
+
+
+def _run_on_ray(ray: Any, runs: Sequence[Run], finish: Callable[..., None]) -> None:
     remote = ray.remote(call_on_one_thread)
     pending = {remote.options(num_cpus=1, num_gpus=run.gpus, max_retries=0, name=run.name)
                .remote(run.function, run.args): index for index, run in enumerate(runs)}
@@ -174,8 +180,9 @@ def _connect(ray: Any, address: str) -> None:
         return
     if ray.is_initialized():
         ray.shutdown()
-    if address != "auto":
-        _check_reachable(address)
+    head = _head_of_this_machine() if address == "auto" else address
+    if head is not None:
+        _check_reachable(head, address)
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as error:
@@ -186,10 +193,22 @@ def _connect(ray: Any, address: str) -> None:
 _connected_address: str | None = None  # the address this process connected to Ray at (None: not by _connect)
 
 
-def _check_reachable(address: str) -> None:
-    """A ``GridError`` naming ``address`` unless its host answers a TCP connection within ``CONNECT_SECONDS``,
-    name lookup included (``ray.init`` itself retries for minutes)."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+def _head_of_this_machine() -> str | None:
+    """The head's address that ``auto`` stands for (``RAY_ADDRESS``, else the cluster this machine last started
+    or joined), where Ray says; None where it finds none (``ray.init`` then says so at once)."""
+    try:
+        from ray._private.services import get_ray_address_from_environment  # no public name for this look-up
+
+        head = get_ray_address_from_environment("auto", None)
+    except Exception:  # a Ray without this function, or no cluster: ray.init answers for it
+        return None
+    return None if head in (None, "auto") else head
+
+
+def _check_reachable(head: str, address: str) -> None:
+    """A ``GridError`` naming ``address`` unless the ``head`` it stands for answers a TCP connection within
+    ``CONNECT_SECONDS``, name lookup included (``ray.init`` itself retries for minutes)."""
+    host, _, port = head.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise GridError(f"--ray-address {address}: expected 'auto' or HOST:PORT of a Ray cluster's head")
     answer: list[BaseException | None] = []
@@ -204,17 +223,16 @@ def _check_reachable(address: str) -> None:
     attempt = threading.Thread(target=connect, daemon=True)  # a name lookup has no timeout of its own
     attempt.start()
     attempt.join(CONNECT_SECONDS)
-    error = answer[0] if answer else socket.timeout()
-    if error is not None:
-        raise GridError(f"--ray-address {address}: no Ray cluster answers there ({_error_text(error)}; "
-                        f"waited at most {CONNECT_SECONDS:.0f} s)")
+    if not answer or isinstance(answer[0], (socket.timeout, TimeoutError)):
+        raise GridError(f"--ray-address {address}: no Ray cluster answers at {head} (no answer within "
+                        f"{CONNECT_SECONDS:g} s)")
+    if answer[0] is not None:
+        raise GridError(f"--ray-address {address}: no Ray cluster answers at {head} ({_error_text(answer[0])})")
 
 
 def _error_text(error: BaseException | str) -> str:
     """An error as ``Type: message`` on one line, at most ``FAILURE_TEXT`` characters."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    if isinstance(error, socket.timeout):
-        text = "timed out"
     text = " ".join(text.split())
     return text if len(text) <= FAILURE_TEXT else text[: FAILURE_TEXT - 1] + "…"
 
