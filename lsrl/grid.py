@@ -158,18 +158,23 @@ def _run_on_ray(ray: Any, runs: Sequence[Run], finish: Callable[..., None]) -> N
     remote = ray.remote(call_on_one_thread)
     pending = {remote.options(num_cpus=1, num_gpus=run.gpus, max_retries=0, name=run.name)
                .remote(run.function, run.args): index for index, run in enumerate(runs)}
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for reference in ready:
-            index = pending.pop(reference)
-            try:
-                result = ray.get(reference)
-            except ray.exceptions.RayTaskError as error:  # the run raised: its own error, not Ray's wrapper
-                finish(index, error=error.cause if isinstance(error.cause, BaseException) else error)
-            except ray.exceptions.RayError as error:  # its worker died, the node was lost, ...
-                finish(index, error=error)
-            else:
-                finish(index, result)
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for reference in ready:
+                index = pending.pop(reference)
+                try:
+                    result = ray.get(reference)
+                except ray.exceptions.RayTaskError as error:  # the run raised: its own error, not Ray's wrapper
+                    finish(index, error=error.cause if isinstance(error.cause, BaseException) else error)
+                except ray.exceptions.RayError as error:  # its worker died, the node was lost, ...
+                    finish(index, error=error)
+                else:
+                    finish(index, result)
+    except BaseException:  # interrupted (Ctrl-C): the cluster stops the runs this grid still has there
+        for reference in pending:
+            ray.cancel(reference, force=True)
+        raise
 
 
 def _connect(ray: Any, address: str) -> None:

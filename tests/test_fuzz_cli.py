@@ -110,7 +110,7 @@ def stubbed(monkeypatch):
         (Path(out_dir) / name).write_text("")
         return []
 
-    def reproduction(out_dir, preset_name, models, tasks, seeds, workers, finished_only, **overrides):
+    def reproduction(out_dir, preset_name, models, tasks, seeds, workers, ray_address, finished_only, **overrides):
         for model in models:
             for task in tasks:
                 preset(preset_name, model, task, **overrides)  # what the runs would be given, checked

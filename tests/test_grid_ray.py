@@ -4,8 +4,9 @@ and each command's files hold the numbers of the same grid run in this process.
 
 Ray advertises a machine's outside interface even when told 127.0.0.1, and the machines that run these tests may
 send traffic to loopback only: the cluster and the driver run in a network namespace of their own whose only
-interface is loopback (``unshare -n``, joined with ``nsenter``: util-linux; ``ip``: iproute2; root). The head
-and everything it starts form one process group, killed at the end whatever happened; every wait is bounded."""
+interface is loopback (``unshare -n``, joined with ``nsenter``: both util-linux; root). The head and everything it
+starts form one process group, killed at the end whatever happened (then whatever is left in the namespace);
+every wait is bounded."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ray_grid_driver import REPRODUCE, SMOKE_GRIDS
 import lsrl.cli
 
 ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "tests" / "ray_grid_driver.py"
 PORT = 6379  # the namespace is the cluster's own: no other program holds a port there
 ADDRESS = f"127.0.0.1:{PORT}"
 START_SECONDS = 120  # the head is up within this (seconds on an idle machine)
@@ -36,12 +38,12 @@ TIMES = {"wall_seconds", "seconds", "das_seconds"}  # the columns that differ fr
 
 def _tools() -> dict[str, str]:
     """The programs the cluster needs, or a failure that says what to install."""
-    found = {name: shutil.which(name) for name in ("unshare", "nsenter", "ip")}
+    found = {name: shutil.which(name) for name in ("unshare", "nsenter")}
     found["ray"] = str(Path(sys.executable).parent / "ray")
     missing = [name for name, path in found.items() if not path or not Path(path).exists()]
     if missing or os.geteuid() != 0:
-        pytest.fail(f"a Ray cluster in its own network namespace needs root and unshare, nsenter (util-linux), ip "
-                    f"(iproute2) and ray (pip install -e '.[test]'); missing: {missing or 'root'}")
+        pytest.fail(f"a Ray cluster in its own network namespace needs root, unshare and nsenter (util-linux) and "
+                    f"ray (pip install -e '.[test]'); missing: {missing or 'root'}")
     return {name: str(path) for name, path in found.items()}
 
 
@@ -103,18 +105,18 @@ def on_cluster(tmp_path_factory) -> Path:
            "RAY_USAGE_STATS_ENABLED": "0"}
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 characters
     log = out / "head.log"
-    start = (f"ip link set lo up && exec {tools['ray']} start --head --block --node-ip-address 127.0.0.1 "
-             f"--port {PORT} --num-cpus 2 --num-gpus 0 --include-dashboard=false --disable-usage-stats "
-             f"--object-store-memory 100000000 --temp-dir {temp}")
+    start = [tools["unshare"], "-n", sys.executable, str(DRIVER), "head", tools["ray"], "start", "--head", "--block",
+             "--node-ip-address", "127.0.0.1", f"--port={PORT}", "--num-cpus=2", "--num-gpus=0",
+             "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=100000000",
+             f"--temp-dir={temp}"]
     with open(log, "w") as head_log:
-        head = subprocess.Popen([tools["unshare"], "-n", "bash", "-c", start], stdout=head_log,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        head = subprocess.Popen(start, stdout=head_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     namespace = None
     try:
         _wait_for_head(head, log)
         namespace = _namespace(head.pid)
         driver = subprocess.run([tools["nsenter"], f"--net=/proc/{head.pid}/ns/net", sys.executable,
-                                 str(ROOT / "tests" / "ray_grid_driver.py"), ADDRESS, str(out)],
+                                 str(DRIVER), ADDRESS, str(out)],
                                 capture_output=True, text=True, env=env, timeout=DRIVER_SECONDS, cwd=out)
         assert driver.returncode == 0, driver.stdout[-3000:] + driver.stderr[-5000:]
     finally:
