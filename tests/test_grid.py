@@ -107,8 +107,8 @@ def test_a_head_that_does_not_answer_is_given_up_after_a_bounded_wait(monkeypatc
 
     monkeypatch.setattr(socket, "create_connection", silent)
     try:
-        with pytest.raises(GridError, match=r"^--ray-address head:6379: no Ray cluster answers at head:6379 \(no answer "
-                                            r"within 0.2 s\)$"):
+        with pytest.raises(GridError, match=r"^--ray-address head:6379: no Ray cluster answers at head:6379 "
+                                            r"\(no answer within 0.2 s\)$"):
             run_grid("squares", RUNS[:1], ray_address="head:6379", progress=False)
     finally:
         released.set()

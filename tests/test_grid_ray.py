@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bench_builds import built_once
 from click.testing import CliRunner
 from ray_grid_driver import REPRODUCE, SMOKE_GRIDS
 
@@ -97,9 +98,14 @@ def _wait_for_head(head: subprocess.Popen, log: Path) -> None:
 
 @pytest.fixture(scope="module")
 def on_cluster(tmp_path_factory) -> Path:
-    """The folder of the smoke grids run on the cluster (OUT/NAME per grid of ``SMOKE_GRIDS``)."""
+    """The folder of the smoke grids run on the cluster (OUT/NAME per grid of ``SMOKE_GRIDS``): run once per test
+    session, whichever test worker asks first (the others wait for it and read it)."""
+    ((out, _),) = built_once(tmp_path_factory, [("ray-grids", _grids_on_a_cluster)])
+    return out
+
+
+def _grids_on_a_cluster(out: Path) -> list[Path]:
     tools = _tools()
-    out = tmp_path_factory.mktemp("on-cluster")
     _cut_reproduction(out / "reproduce")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "RAY_USAGE_STATS_ENABLED": "0"}
@@ -124,7 +130,7 @@ def on_cluster(tmp_path_factory) -> Path:
         if namespace is not None and namespace != _namespace(os.getpid()):
             _kill_the_rest(namespace)
         shutil.rmtree(temp, ignore_errors=True)
-    return out
+    return []
 
 
 def _cut_reproduction(folder: Path) -> None:
