@@ -20,6 +20,7 @@ import click
 import lsrl
 from lsrl.cli_errors import ReportingGroup, first_line
 from lsrl.errors import LsrlError, SequenceError
+from lsrl.grid import grid_options
 from lsrl.workers import MAX_WORKERS
 
 if TYPE_CHECKING:
@@ -231,15 +232,15 @@ def experiment() -> None:
 
 @experiment.command(name="noise")
 @click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, MAX_WORKERS),
-              help="processes in parallel (at most 4 per usable CPU, 64: more only share the CPUs)")
+@grid_options(workers=2)
 @click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
-def noise_command(out_dir: str, workers: int, quick: bool) -> None:
+def noise_command(out_dir: str, workers: int, ray_address: str | None, quick: bool) -> None:
     """Parameter noise (Fig 4) on both approximators: all ifelse variants, the paper's constants and
     the robust construction (CSV, survival table, strip plots)."""
     from lsrl.experiments import noise
 
-    rows = noise.run(out_dir, protocol=noise.QUICK if quick else noise.Protocol(), workers=workers)
+    rows = noise.run(out_dir, protocol=noise.QUICK if quick else noise.Protocol(), workers=workers,
+                     ray_address=ray_address)
     click.echo(noise.summary_markdown(rows))
     files = ("noise.csv", "survival.csv", "summary.md", "noise_continuous.png", "noise_discrete.png")
     click.echo(f"wrote {', '.join(str(Path(out_dir) / name) for name in files)}")
@@ -268,13 +269,15 @@ TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: 
 @click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1),
               help="training steps per model of the trained tier")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
+@grid_options(workers=1)
 def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], steps: int,
-                archs: tuple[str, ...]) -> None:
-    """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
+                archs: tuple[str, ...], workers: int, ray_address: str | None) -> None:
+    """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card);
+    a run per task and tier."""
     from lsrl.bench import build_suite
 
     folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",), train_steps=steps,
-                          trained_archs=archs or TRAINED_ARCHS[:2])
+                          trained_archs=archs or TRAINED_ARCHS[:2], workers=workers, ray_address=ray_address)
     click.echo(f"wrote {len(folders)} models to {out_dir}")
     if "trained" in tiers or "all" in tiers:
         _say_aim(folders)
@@ -345,14 +348,23 @@ def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
 @click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
               type=click.Path(file_okay=False), help="writes eval.csv, eval_summary.csv and eval.png here")
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten token tasks)")
+@click.option("--tier", "tiers", multiple=True, type=click.Choice(EVAL_TIERS), help="only this tier (repeatable)")
+@click.option("--method", "methods", multiple=True, type=click.Choice(EVAL_METHODS),
+              help="only this method (repeatable)")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
-def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
-    """Every method × tier × architecture on the tasks: the results table (CSV), its summary and a plot."""
+@grid_options(workers=1)
+def bench_eval_all(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], methods: tuple[str, ...], pairs: int,
+                   workers: int, ray_address: str | None) -> None:
+    """Every method × tier × architecture on the tasks (a run per task and tier): the results table (CSV), its
+    summary and a plot."""
     from lsrl.bench.eval.harness import (DEFAULT_TASKS, SUMMARY_COLUMNS, evaluate_all, plot_summary, summary,
                                          write_csv)
 
     _program_tasks(tasks, "eval-all")
-    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True)
+    chosen = {"tiers": tiers} if tiers else {}
+    chosen |= {"methods": methods} if methods else {}
+    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True, workers=workers, ray_address=ray_address,
+                        **chosen)
     table = summary(rows)
     folder = Path(out_dir)
     written = [write_csv(rows, folder / "eval.csv"), write_csv(table, folder / "eval_summary.csv", SUMMARY_COLUMNS),
@@ -399,10 +411,11 @@ def bench_score(submission: str, suite: str, out_dir: str, pairs: int) -> None:
 @click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
 @click.option("--suite", default=None, type=click.Path(file_okay=False),
               help="with a transformers --arch: also write each of their models' suite folder under SUITE/trained/")
-@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1),
-              help="transformers models trained at once, one process and one torch thread each")
+@grid_options(workers=1)
+@click.option("--jobs", default=None, type=click.IntRange(1, MAX_WORKERS), hidden=True,
+              help="deprecated: the old name of --workers")
 def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...],
-                     suite: str | None, jobs: int) -> None:
+                     suite: str | None, workers: int, ray_address: str | None, jobs: int | None) -> None:
     """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba, Mamba-2, Hawk, Griffin
     (trained_hf.csv, whose rows of the tasks and archs run are replaced, the others kept) trained by interchange
     intervention training towards each task's causal graph; task and interchange accuracy, and the harness's unit
@@ -413,11 +426,15 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
     hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
-    if (suite is not None or jobs > 1) and not hf:
-        raise LsrlError("lsrl bench train-tier: --suite and --jobs are for a transformers --arch; give one")
+    if jobs is not None:
+        click.echo("warning: --jobs is deprecated and will be removed; use --workers", err=True)
+        workers = jobs
+    if suite is not None and not hf:
+        raise LsrlError("lsrl bench train-tier: --suite is for a transformers --arch; give one")
     written, models = [], []
     if stock or not archs:
-        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
+        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}),
+                         workers=workers, ray_address=ray_address)
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
         models += rows
     if hf:
@@ -433,8 +450,8 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 write_csv(with_aim(merged_rows([row], table)), table, TRAINED_COLUMNS)
 
-        models += with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True, jobs=jobs,
-                                        done=write))
+        models += with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True, done=write,
+                                        workers=workers, ray_address=ray_address))
         written.append(table)
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
     missed = [f"{row['task']}/{row['arch']}" for row in models if not row["meets_aim"]]
