@@ -1,0 +1,197 @@
+"""Token programs that answer through ``generate``: the generation form of Listing 2, the next-token
+head of the stock ``transformers`` models, their word-level tokenizer, and the stock LSTM / GRU loop."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from functools import cache
+
+import numpy as np
+import pytest
+
+import lsrl
+from lsrl.programs import discrete_approximator, discrete_prompt
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+N, VOCABULARY = 2, 2  # keys and values of 2 tokens in 0 .. 2: a table of 9 keys
+ARCHS = ("mamba", "mamba2", "hawk", "griffin")
+CAPITALS = {"AUT": "VIE", "BGR": "SOF", "CAN": "OTT", "DEU": "BER", "FRA": "PAR", "JPN": "TOK", "PER": "LIM"}
+
+
+def random_map(n: int, vocabulary: int, size: int, seed: int) -> dict[tuple[int, ...], tuple[int, ...]]:
+    rng = np.random.default_rng(seed)
+    keys = list(itertools.product(range(vocabulary + 1), repeat=n))
+    chosen = rng.choice(len(keys), size=size, replace=False)
+    return {keys[i]: tuple(int(t) for t in rng.integers(0, vocabulary + 1, n)) for i in chosen}
+
+
+def greedy(step, prompt: list[int], n: int) -> list[int]:
+    """``n`` tokens continuing ``prompt``: each the output ``step(sequence)`` gives for the sequence so far,
+    rounded, then appended (what greedy decoding does, independent of any model's cache)."""
+    sequence = list(prompt)
+    for _ in range(n):
+        sequence.append(int(round(float(step(sequence)))))
+    return sequence[len(prompt):]
+
+
+@cache
+def generating(n: int = N, vocabulary: int = VOCABULARY) -> lsrl.CompiledProgram:
+    return lsrl.compile(discrete_approximator(n, robust=True, vocabulary=vocabulary, generate=True))
+
+
+@pytest.mark.parametrize("n, vocabulary", [(1, 6), (2, 2), (3, 1)])
+def test_the_generation_form_answers_every_query_when_its_outputs_are_fed_back(n, vocabulary):
+    model = generating(n, vocabulary)
+    mapping = random_map(n, vocabulary, min(5, (vocabulary + 1) ** n), seed=n)
+    for query, value in mapping.items():
+        prompt = discrete_prompt(mapping, query, generate=True)[:, 0].tolist()
+        assert prompt[-n:] == list(query)  # the prompt ends with the query
+        answer = greedy(lambda sequence: model(np.array(sequence).reshape(-1, 1), exact=True)[-1, 0], prompt, n)
+        assert tuple(answer) == value
+
+
+def test_the_listing_2_signature_and_prompt_are_unchanged_without_generate():
+    mapping = {(1, 2): (3, 4), (0, 4): (2, 2)}
+    assert discrete_prompt(mapping, (0, 4))[:2, 0].tolist() == [0, 4]  # the query first
+    program = discrete_approximator(2, robust=True, vocabulary=4)
+    assert "generate" not in program.name and program.input.dim == 1
+
+
+def test_the_generation_form_needs_the_robust_construction_and_a_vocabulary():
+    with pytest.raises(lsrl.LsrlError, match="generate=True.*robust=True and vocabulary"):
+        discrete_approximator(2, generate=True)
+    with pytest.raises(lsrl.LsrlError, match="table of"):
+        discrete_approximator(4, robust=True, vocabulary=9, generate=True)
+
+
+@cache
+def hf_generator(arch: str, dtype: str):
+    mapping = random_map(N, VOCABULARY, 4, seed=7)
+    max_len = len(discrete_prompt(mapping, next(iter(mapping)), generate=True)) + N
+    return mapping, generating().to_hf(arch, max_len=max_len, dtype=getattr(torch, dtype), generate=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_generate_answers_every_query_of_a_random_map(arch, dtype):
+    mapping, hf = hf_generator(arch, dtype)
+    prompts = np.stack([discrete_prompt(mapping, query, generate=True) for query in mapping])
+    ids = torch.as_tensor(prompts[..., 0])
+    with torch.no_grad():
+        forward = lsrl.hf.outputs(hf, hf(input_ids=ids))
+        generated = hf.generate(ids, max_new_tokens=N, do_sample=False)[:, ids.shape[1]:]
+    # every step's argmax is the program's output, and the first generated token is the last step's
+    assert np.array_equal(forward.double().numpy(), generating()(prompts))
+    assert torch.equal(generated[:, 0], forward[:, -1, 0].long())
+    assert [tuple(row) for row in generated.tolist()] == list(mapping.values())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_logits_keep_the_stated_margin(arch):
+    mapping, hf = hf_generator(arch, "float32")
+    prompts = np.stack([discrete_prompt(mapping, query, generate=True) for query in mapping])
+    with torch.no_grad():
+        logits = hf(input_ids=torch.as_tensor(prompts[..., 0])).logits.double()
+    top = logits.topk(2, dim=-1).values
+    margin = hf.config.lsrl_io["generation"]["margin"]
+    assert 0.4 < margin < 0.5 and (top[..., 0] - top[..., 1]).min() >= margin
+
+
+def test_hawk_generates_with_the_cache_where_the_stock_model_can_count_it():
+    """The stock Hawk cannot count a cache without attention layers; its folder turns the cache off, so a
+    plain ``generate`` works, and asking for the cache is the stock model's own ``ValueError``."""
+    mapping, hf = hf_generator("hawk", "float32")
+    ids = torch.as_tensor(discrete_prompt(mapping, next(iter(mapping)), generate=True)[None, :, 0])
+    assert hf.config.use_cache is False
+    with pytest.raises(ValueError, match="get_seq_length"):
+        hf.generate(ids, max_new_tokens=N, do_sample=False, use_cache=True)
+
+
+@pytest.mark.parametrize("target", ["stock_lstm", "stock_gru"])
+def test_the_stock_lstm_and_gru_answer_through_a_greedy_loop(target):
+    mapping = random_map(N, VOCABULARY, 4, seed=3)
+    prompts = {query: discrete_prompt(mapping, query, generate=True)[:, 0].tolist() for query in mapping}
+    net = generating().to_torch(target, max_len=len(next(iter(prompts.values()))) + N, dtype=torch.float64)
+    assert net.tolerance < 0.5
+    for query, prompt in prompts.items():
+        tokens = torch.tensor([prompt], dtype=torch.float64)[..., None]
+        with torch.no_grad():
+            y, state = net.run(tokens)  # the prompt, then one token at a time through the carried state
+            answer = []
+            for _ in range(N):
+                answer.append(int(torch.round(y[0, -1, 0])))
+                y, state = net.run(torch.tensor([[[answer[-1]]]], dtype=torch.float64), state)
+        assert tuple(answer) == mapping[query]
+        assert answer == greedy(lambda s: generating()(np.array(s).reshape(-1, 1))[-1, 0], prompt, N)
+
+
+def capitals():
+    words = sorted(set(CAPITALS) | set(CAPITALS.values()))
+    return {word: token for token, word in enumerate(words)}
+
+
+def test_a_pipeline_answers_the_capitals_from_a_folder_where_lsrl_cannot_be_imported(tmp_path):
+    words = capitals()
+    mapping = {(words[k],): (words[v],) for k, v in CAPITALS.items()}
+    program = lsrl.compile(discrete_approximator(1, robust=True, vocabulary=len(words) - 1, generate=True))
+    hf = program.to_hf("mamba", max_len=2 * len(mapping) + 2, generate=True)
+    folder = lsrl.hf.save(hf, tmp_path / "capitals", words=words)
+    assert "pipeline(\"text-generation\"" in (folder / "README.md").read_text()
+    pairs = " ".join(f"{k} {v}" for k, v in CAPITALS.items())
+    code = ["import sys", "sys.modules['lsrl'] = None  # import lsrl now fails",
+            "from transformers import AutoTokenizer, pipeline",
+            f"generator = pipeline('text-generation', model={str(folder)!r})",
+            f"assert AutoTokenizer.from_pretrained({str(folder)!r})('CAN OTT').input_ids == "
+            f"[{words['CAN']}, {words['OTT']}]"]
+    code += [f"print(generator({pairs + ' ' + country!r}, max_new_tokens=1, do_sample=False, "
+             "return_full_text=False)[0]['generated_text'].strip())" for country in CAPITALS]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == list(CAPITALS.values())
+
+
+def test_a_token_programs_folder_has_a_tokenizer_of_the_token_numbers_by_default(tmp_path):
+    from transformers import AutoTokenizer
+
+    token = lsrl.Input(1, name="token", bounds=(3, 6), integer=True)
+    hf = lsrl.compile(lsrl.ForEach(lsrl.ReLU(token))).to_hf("hawk", max_len=4)
+    folder = lsrl.hf.save(hf, tmp_path / "tokens")
+    words = AutoTokenizer.from_pretrained(folder)
+    assert words("3 6 4").input_ids == [0, 3, 1]  # input_ids = token - token_low
+    assert words.decode([2, 0]) == "5 3"
+
+
+def test_a_generation_head_or_a_tokenizer_for_a_program_without_tokens_is_refused_naming_its_input(tmp_path):
+    x = lsrl.Input(1, name="reading", bounds=(0, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(x)))
+    with pytest.raises(lsrl.LsrlError, match="Input 'reading' is not a token input") as refused:
+        model.to_hf("mamba", max_len=4, generate=True)
+    assert "\n" not in str(refused.value)
+    hf = model.to_hf("hawk", max_len=4)
+    with pytest.raises(lsrl.LsrlError, match="Input 'reading' of .* reads no tokens"):
+        lsrl.hf.save(hf, tmp_path / "x", words={"a": 0})
+    assert not (tmp_path / "x").exists()
+    pair = lsrl.Input(1, name="pair", bounds=(0, 1), integer=True)
+    with pytest.raises(lsrl.LsrlError, match="2 outputs"):
+        lsrl.compile(lsrl.ForEach(lsrl.Concat([pair, pair]))).to_hf("mamba", max_len=4, generate=True)
+
+
+@pytest.mark.parametrize("words, named", [
+    ({"A": 0, "B": 0, "C": 2}, "'A' and 'B' both name token 0"),
+    ({"A": 0, "B": 1}, "no word for token 2"),
+    ({"A": 0, "B": 1, "C": 2, "D": 3}, "the word 'D' names token 3"),
+    ({"A B": 0, "B": 1, "C": 2}, "the word 'A B'"),
+])
+def test_vocabulary_words_that_collide_or_miss_a_token_are_refused_naming_the_word(tmp_path, words, named):
+    token = lsrl.Input(1, name="token", bounds=(0, 2), integer=True)
+    hf = lsrl.compile(lsrl.ForEach(lsrl.ReLU(token))).to_hf("hawk", max_len=4)
+    with pytest.raises(lsrl.LsrlError, match=named):
+        lsrl.hf.save(hf, tmp_path / "words", words=words)
+    assert not (tmp_path / "words").exists()
