@@ -88,7 +88,8 @@ def generation_head(hf_model: PreTrainedModel) -> PreTrainedModel:
     with torch.no_grad():
         head.copy_(torch.from_numpy(weights).to(head.dtype))
     if hasattr(hf_model.config, "logits_soft_cap"):  # RecurrentGemma: keep tanh(l / cap) * cap the identity
-        hf_model.config.logits_soft_cap = 2.0 ** math.ceil(math.log2(largest_logit + rounding) - math.log2(TANH_IDENTITY))
+        capped = math.log2(largest_logit + rounding) - math.log2(TANH_IDENTITY)
+        hf_model.config.logits_soft_cap = 2.0 ** math.ceil(capped)
     record["output_logits"] = None
-    record["generation"] = {"logit": "u * y - u**2 / 2", "margin": margin}
+    record["generation"] = {"logit": "u * y - u**2 / 2", "margin": float(margin)}
     return hf_model

@@ -159,9 +159,9 @@ ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
 """
     cache = ("`generate` runs it without a cache (the stock Hawk cannot count a cache without attention layers), "
              "each step over the whole sequence" if record["arch"] == "hawk" else "`generate` may use the cache")
-    return f"""**Output: the next token.** The output is the token of the largest logit (`argmax + {record['token_low']}`),
-ahead of every other logit by at least {record['generation']['margin']:.3g}: greedy decoding feeds it back,
-so `generate` continues a prompt with the program's outputs (the sequence, prompt and new tokens, at most
+    return f"""**Output: the next token.** The output is the token of the largest logit
+(`argmax + {record['token_low']}`), ahead of every other logit by at least {record['generation']['margin']:.3g}:
+greedy decoding feeds it back, so `generate` continues a prompt with the program's outputs (the sequence, prompt and new tokens, at most
 {record['max_len']} steps). {cache}.
 
 {loading}{code_in}

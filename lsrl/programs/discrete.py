@@ -229,7 +229,7 @@ def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Seque
     if query is not None and query not in seen:
         raise LsrlError(f"discrete_prompt: the query {query} is not one of the keys; the network "
                         "would answer 0 0 ..., indistinguishable from a value")
-    rows = []
+    rows: list[int] = []
     for key, value in pairs:
         rows.extend(key)
         rows.extend(value)

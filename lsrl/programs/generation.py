@@ -29,7 +29,7 @@ from __future__ import annotations
 from lsrl.errors import LsrlError
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, Multi, Node
 from lsrl.lang.program import ForEach
-from lsrl.numbers import EXACT
+from lsrl.numbers import EXACT, Matrix
 from lsrl.sugar import f_and, f_larger, f_modulo_counter, f_smaller, f_step
 
 MU = 2  # integers compared at a half-integer: a margin of 1/2 saturates a step of slope 2
@@ -47,12 +47,12 @@ def generating_approximator(n: int, vocabulary: int) -> ForEach:
                         "fewer tokens")
     token = Input(dim=1, name="token", bounds=(0, vocabulary), integer=True)
     onehot = _one_hot(token, tokens)
-    history = _shift_register(onehot, n, name="history")  # block d: the token d steps ago
+    history = _shift_register(onehot, tokens, n, name="history")  # block d: the token d steps ago
     phase = f_modulo_counter(token, 2 * n, mu=MU, name="phase")
     at_key_end = f_and(f_larger(phase, n - 1.5, MU), f_smaller(phase, n - 0.5, MU), mu=MU, name="at_key_end")
     key_end = f_step(Linear(Concat([history, at_key_end]), _key_sums(n, tokens), b=[-(n + 0.5)] * keys), MU,
                      name="key_end")
-    key_delays = _shift_register(key_end, n + 1, name="key_delays")  # block d: key_end d steps ago
+    key_delays = _shift_register(key_end, keys, n + 1, name="key_delays")  # block d: key_end d steps ago
     writes = Multi(Concat([key_delays[keys:], Linear(token, [[1]] * (n * keys))]), name="table_writes")
     table = LinState(writes, A=EXACT.eye(n * keys), B=EXACT.eye(n * keys), name="table")
     reads = Multi(Concat([key_delays[:n * keys], table]), name="table_reads")
@@ -68,21 +68,21 @@ def _one_hot(token: Node, tokens: int) -> Node:
     return f_and(above, below, mu=MU, name="onehot")
 
 
-def _shift_register(signal: Node, length: int, name: str) -> LinState:
-    """``length`` blocks of ``signal.dim``: block 0 is ``signal_t``, block d is ``signal_(t-d)``."""
-    width = signal.dim
+def _shift_register(signal: Node, width: int, length: int, name: str) -> LinState:
+    """``length`` blocks of ``signal`` (of dim ``width``): block 0 is ``signal_t``, block d is
+    ``signal_(t-d)``."""
     shift = EXACT.from_entries(((i + width, i, 1) for i in range(width * (length - 1))),
                                (width * length, width * length))
     enter = EXACT.from_entries(((i, i, 1) for i in range(width)), (width * length, width))
     return LinState(signal, A=shift, B=enter, name=name)
 
 
-def _key_sums(n: int, tokens: int) -> object:
+def _key_sums(n: int, tokens: int) -> Matrix:
     """Rows ``k`` (a key as the number with base-``tokens`` digits ``k_0 .. k_(n-1)``, ``k_0`` first):
     the history flags of its tokens (token i is ``n - 1 - i`` steps old at the key's last token) and
     the phase flag (the last column)."""
     keys = tokens ** n
-    entries = []
+    entries: list[tuple[int, int, int]] = []
     for key in range(keys):
         digits = [(key // tokens ** (n - 1 - i)) % tokens for i in range(n)]
         entries.extend((key, (n - 1 - i) * tokens + digit, 1) for i, digit in enumerate(digits))
