@@ -161,8 +161,8 @@ ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
              "each step over the whole sequence" if record["arch"] == "hawk" else "`generate` may use the cache")
     return f"""**Output: the next token.** The output is the token of the largest logit
 (`argmax + {record['token_low']}`), ahead of every other logit by at least {record['generation']['margin']:.3g}:
-greedy decoding feeds it back, so `generate` continues a prompt with the program's outputs (the sequence, prompt and new tokens, at most
-{record['max_len']} steps). {cache}.
+greedy decoding feeds it back, so `generate` continues a prompt with the program's outputs
+(the sequence, prompt and new tokens, at most {record['max_len']} steps). {cache}.
 
 {loading}{code_in}
 next_tokens = out.logits.argmax(-1) + {record['token_low']}
