@@ -4,6 +4,7 @@ head of the stock ``transformers`` models, their word-level tokenizer, and the s
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -195,3 +196,40 @@ def test_vocabulary_words_that_collide_or_miss_a_token_are_refused_naming_the_wo
     with pytest.raises(lsrl.LsrlError, match=named):
         lsrl.hf.save(hf, tmp_path / "words", words=words)
     assert not (tmp_path / "words").exists()
+
+
+def test_every_cards_code_runs_without_lsrl_and_reads_the_programs_outputs(tmp_path):
+    """The README.md code of a folder (inputs_embeds in float32, tokens, a generation head), run with its
+    placeholders (FOLDER, the inputs, PROMPT, N) set, in a process where lsrl cannot be imported."""
+    import re
+
+    x = lsrl.Input(2, name="x", bounds=(-1, 1))
+    embedded = lsrl.compile(lsrl.ForEach(lsrl.ReLU(x[0:1] - x[1:2])))
+    token = lsrl.Input(1, name="token", bounds=(0, 4), integer=True)
+    counted = lsrl.compile(lsrl.ForEach(lsrl.LinState(token, A=[[1]], B=[[1]], name="total")))
+    mapping = random_map(N, VOCABULARY, 3, seed=5)
+    prompt = discrete_prompt(mapping, next(iter(mapping)), generate=True)[:, 0].tolist()
+    xs = np.random.default_rng(0).uniform(-1, 1, (6, 2))
+    folders = {
+        "embeds": (lsrl.hf.save(embedded.to_hf("mamba", max_len=6, dtype=torch.float32), tmp_path / "embeds"),
+                   f"xs = {xs.tolist()!r}; T = {len(xs)}", "ys", embedded(xs)),
+        "tokens": (lsrl.hf.save(counted.to_hf("hawk", max_len=6), tmp_path / "tokens"),
+                   "tokens = [4, 0, 3, 1, 2]", "ys", counted(np.array([[4], [0], [3], [1], [2]]))),
+        "generate": (lsrl.hf.save(generating().to_hf("hawk", max_len=len(prompt) + N, generate=True),
+                                  tmp_path / "generate"),
+                     f"tokens = {prompt!r}; PROMPT = {' '.join(map(str, prompt))!r}; N = {N}", "next_tokens",
+                     generating()(np.array(prompt).reshape(-1, 1))),
+    }
+    code = ["import sys", "sys.modules['lsrl'] = None  # import lsrl now fails", "import numpy as np"]
+    for name, (folder, given, result, _) in folders.items():
+        blocks = re.findall(r"^```python\n(.*?)^```", (folder / "README.md").read_text(), flags=re.M | re.S)
+        code += [f"FOLDER = {str(folder)!r}", given, *blocks,
+                 f"np.save({str(tmp_path / name)!r}, np.asarray({result}.detach().double().reshape(-1)))"]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name, (folder, _, _, expected) in folders.items():
+        tolerance = json.loads((folder / "config.json").read_text())["lsrl_io"]["tolerance"]
+        error = np.abs(np.load(tmp_path / f"{name}.npy") - np.asarray(expected, dtype=float).reshape(-1)).max()
+        assert error <= tolerance and (name == "embeds" or tolerance == 0)
