@@ -86,10 +86,12 @@ def test_greedy_generate_answers_every_query_of_a_random_map(arch, dtype):
     with torch.no_grad():
         forward = lsrl.hf.outputs(hf, hf(input_ids=ids))
         generated = hf.generate(ids, max_new_tokens=N, do_sample=False)[:, ids.shape[1]:]
+        cached = None if arch == "hawk" else hf.generate(ids, max_new_tokens=N, do_sample=False, use_cache=True)
     # every step's argmax is the program's output, and the first generated token is the last step's
     assert np.array_equal(forward.double().numpy(), generating()(prompts))
     assert torch.equal(generated[:, 0], forward[:, -1, 0].long())
     assert [tuple(row) for row in generated.tolist()] == list(mapping.values())
+    assert cached is None or torch.equal(cached[:, ids.shape[1]:], generated)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -103,8 +105,8 @@ def test_the_logits_keep_the_stated_margin(arch):
     assert 0.4 < margin < 0.5 and (top[..., 0] - top[..., 1]).min() >= margin
 
 
-def test_hawk_generates_with_the_cache_where_the_stock_model_can_count_it():
-    """The stock Hawk cannot count a cache without attention layers; its folder turns the cache off, so a
+def test_hawk_generates_without_the_cache_it_cannot_count():
+    """The stock Hawk cannot count a cache without attention layers; its config turns the cache off, so a
     plain ``generate`` works, and asking for the cache is the stock model's own ``ValueError``."""
     mapping, hf = hf_generator("hawk", "float32")
     ids = torch.as_tensor(discrete_prompt(mapping, next(iter(mapping)), generate=True)[None, :, 0])

@@ -157,12 +157,11 @@ below 1/2, rounding reads it exactly.
 ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
 ```
 """
-    cache = ("`generate` runs it without a cache (the stock Hawk cannot count a cache without attention layers), "
-             "each step over the whole sequence" if record["arch"] == "hawk" else "`generate` may use the cache")
+    cache = _card_cache(hf_model)
     return f"""**Output: the next token.** The output is the token of the largest logit
 (`argmax + {record['token_low']}`), ahead of every other logit by at least {record['generation']['margin']:.3g}:
 greedy decoding feeds it back, so `generate` continues a prompt with the program's outputs
-(the sequence, prompt and new tokens, at most {record['max_len']} steps). {cache}.
+(the sequence, prompt and new tokens, at most {record['max_len']} steps). {cache}
 
 {loading}{code_in}
 next_tokens = out.logits.argmax(-1) + {record['token_low']}
@@ -177,6 +176,19 @@ generator = pipeline("text-generation", model=FOLDER)
 print(generator(PROMPT, max_new_tokens=N, do_sample=False)[0]["generated_text"])
 ```
 """
+
+
+def _card_cache(hf_model: PreTrainedModel) -> str:
+    """How ``generate`` may use the stock cache of ``hf_model``."""
+    kinds = getattr(hf_model.config, "layers_block_type", None)
+    if kinds is None:  # Mamba, Mamba-2
+        return "`generate` decodes through the stock cache."
+    advice = ("The stock model cannot count a cache without attention blocks (`use_cache=True` raises its "
+              "`ValueError`)." if not any("attention" in kind and "linear" not in kind
+                                          for kind in kinds[:hf_model.config.num_hidden_layers]) else
+              "`generate(..., use_cache=True)` decodes through the stock cache from a prompt of at least 2 tokens "
+              "(a one-token start fails in the stock recurrent block).")
+    return f"The folder sets `use_cache=False`: `generate` runs every step over the whole sequence. {advice}"
 
 
 def save(hf_model: PreTrainedModel, path: str | Path, words: Mapping[str, int] | None = None) -> Path:
