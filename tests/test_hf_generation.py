@@ -115,6 +115,27 @@ def test_hawk_generates_without_the_cache_it_cannot_count():
         hf.generate(ids, max_new_tokens=N, do_sample=False, use_cache=True)
 
 
+def test_hawk_answers_greedily_step_by_step_through_its_cache_as_its_card_says():
+    from transformers import DynamicCache
+
+    mapping, hf = hf_generator("hawk", "float32")
+    assert "prefill of 2 or more tokens" in lsrl.hf.model_card(hf)
+    for query, value in mapping.items():
+        sequence = discrete_prompt(mapping, query, generate=True)[:, 0].tolist()
+        prompt_length, cache = len(sequence), DynamicCache(config=hf.config)
+        start = 0
+        with torch.no_grad():
+            while len(sequence) < prompt_length + N:
+                stop = max(start + 1, 2) if start < prompt_length else start + 1
+                logits = hf(input_ids=torch.tensor([sequence[start:stop]]), use_cache=True, cache=cache,
+                            position_ids=torch.arange(start, stop)[None],
+                            attention_mask={"sliding_attention": None}).logits
+                start = stop
+                if stop >= prompt_length:  # the prompt is read: its last logits pick the next token
+                    sequence.append(int(logits[0, -1].argmax()))
+        assert tuple(sequence[prompt_length:]) == value
+
+
 @pytest.mark.parametrize("target", ["stock_lstm", "stock_gru"])
 def test_the_stock_lstm_and_gru_answer_through_a_greedy_loop(target):
     mapping = random_map(N, VOCABULARY, 4, seed=3)

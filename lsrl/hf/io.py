@@ -151,7 +151,7 @@ model = AutoModelForCausalLM.from_pretrained(FOLDER, dtype=torch.{record['dtype'
     if "generation" not in record:
         return f"""**Output.** Output j is `logits[..., {record['output_logits']}[j]] * {record['output_scale']!r}`
 (the other logits are 0). Where the program's output is a token (an integer) and the tolerance is
-below 1/2, rounding reads it exactly.
+below 1/2, rounding reads it exactly.{_card_stepwise(hf_model)}
 
 {loading}{code_in}
 ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
@@ -161,7 +161,7 @@ ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
     return f"""**Output: the next token.** The output is the token of the largest logit
 (`argmax + {record['token_low']}`), ahead of every other logit by at least {record['generation']['margin']:.3g}:
 greedy decoding feeds it back, so `generate` continues a prompt with the program's outputs
-(the sequence, prompt and new tokens, at most {record['max_len']} steps). {cache}
+(the sequence, prompt and new tokens, at most {record['max_len']} steps). {cache}{_card_stepwise(hf_model)}
 
 {loading}{code_in}
 next_tokens = out.logits.argmax(-1) + {record['token_low']}
@@ -189,6 +189,16 @@ def _card_cache(hf_model: PreTrainedModel) -> str:
               "`generate(..., use_cache=True)` decodes through the stock cache from a prompt of at least 2 tokens "
               "(a one-token start fails in the stock recurrent block).")
     return f"The folder sets `use_cache=False`: `generate` runs every step over the whole sequence. {advice}"
+
+
+def _card_stepwise(hf_model: PreTrainedModel) -> str:
+    """How to decode ``hf_model`` step by step through its stock cache, where that needs care (RecurrentGemma)."""
+    if getattr(hf_model.config, "layers_block_type", None) is None:
+        return ""
+    return ("\n\nStep by step through the stock cache: pass `use_cache=True`, `position_ids` and a "
+            "`DynamicCache(config=model.config)`, and start with a prefill of 2 or more tokens (a one-token start "
+            "sizes the convolution state by `hidden_size`, not `lru_width`); where the model has no attention "
+            "block, also pass `attention_mask={\"sliding_attention\": None}`.")
 
 
 def save(hf_model: PreTrainedModel, path: str | Path, words: Mapping[str, int] | None = None) -> Path:
