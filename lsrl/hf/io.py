@@ -134,7 +134,7 @@ whose inputs lie within the declared bounds (low {record['input_low']}, high {re
 {record['dtype']}: every output is within {record['tolerance']:.3g} of the program's.
 
 **Input.** {feeding}
-
+{_card_float64(record)}
 {_card_output(hf_model, record, code_in)}
 The same record is `config.lsrl_io` in `config.json`.
 """
@@ -176,6 +176,19 @@ generator = pipeline("text-generation", model=FOLDER)
 print(generator(PROMPT, max_new_tokens=N, do_sample=False)[0]["generated_text"])
 ```
 """
+
+
+FLOAT32_PARTS = {"mamba": "its RMSNorms and its logits", "mamba2": "its RMSNorms (the gated one too)",
+                 "hawk": "its RMSNorms and its RG-LRU scan", "griffin": "its RMSNorms and its RG-LRU scan"}
+
+
+def _card_float64(record: dict) -> str:
+    """Where a float64 model keeps float32 precision (the stock code), and so its tolerance."""
+    if record["dtype"] != "float64":
+        return ""
+    return (f"\n**float64 keeps float32-class error.** The stock code computes {FLOAT32_PARTS[record['arch']]} in "
+            "float32 also in a float64 model, so the tolerance is proved with float32's unit roundoff `2**-24`, as "
+            "for the float32 model; only values on a grid (integers, counters) are exact in both.\n")
 
 
 def _card_cache(hf_model: PreTrainedModel) -> str:
