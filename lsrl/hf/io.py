@@ -18,8 +18,14 @@ lsrl can feed the model and read it. Format 1:
 ``embed_scale``     (inputs_embeds) a power of two
 ``embed_constants`` (inputs_embeds) ``{channel: value}`` (keys are strings, as JSON has them): constant
                     "anchor" channels set at every step; every other channel is 0
-``output_logits``   ``y[..., j] = logits[..., output_logits[j]] * output_scale``
+``input_name``      the name of the program's ``Input``
+``output_logits``   ``y[..., j] = logits[..., output_logits[j]] * output_scale`` (None with ``generation``)
 ``output_scale``    a power of two (the model's own scale is undone exactly)
+``generation``      (a token program built with ``generate=True``) ``{"logit": ..., "margin": m}``: the
+                    output is the token of the largest logit, ``argmax + token_low``, ahead of every
+                    other by at least ``m`` (``lsrl.hf.generation``)
+``hidden_constant`` ``{"channel": c, "value": v}``: the final hidden state (after the last norm) holds
+                    ``v`` in channel ``c`` at every step
 ``max_len``         the longest sequence the construction is proved for
 ``dtype``           "float32" or "float64": the dtype the model was built and checked in
 ``tolerance``       every output is within ``tolerance`` (absolute) of the program's, a proved bound
@@ -30,6 +36,7 @@ lsrl can feed the model and read it. Format 1:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +100,8 @@ def outputs(hf_model: PreTrainedModel, result: Any) -> torch.Tensor:
         raise LsrlError(f"lsrl.hf.outputs: result must be the model's forward result or its logits (B, T, "
                         f"{hf_model.config.vocab_size}), got {type(logits).__name__} {shape}")
     _check_logits_dtype(hf_model, logits, record)
+    if "generation" in record:  # a next-token head: the output is the argmax's token
+        return (logits.argmax(-1, keepdim=True) + int(record["token_low"])).to(logits.dtype)
     return logits[..., record["output_logits"]] * record["output_scale"]
 
 
@@ -102,7 +111,8 @@ def model_card(hf_model: PreTrainedModel) -> str:
     record = io_record(hf_model)
     if record["input"] == "input_ids":
         feeding = (f"Feed the tokens as `input_ids = token - {record['token_low']}` (tokens "
-                   f"{record['token_low']} .. {record['token_low'] + hf_model.config.vocab_size - 1}).")
+                   f"{record['token_low']} .. {record['token_low'] + hf_model.config.vocab_size - 1}). The folder's "
+                   "tokenizer (`AutoTokenizer.from_pretrained(FOLDER)`, one word per token) does it for text.")
         code_in = f"out = model(input_ids=torch.tensor([tokens]) - {record['token_low']})"
     else:
         constants = ", ".join(f"{channel}: {value!r}" for channel, value in record["embed_constants"].items())
@@ -110,7 +120,8 @@ def model_card(hf_model: PreTrainedModel) -> str:
                    f"times {record['embed_scale']!r} in channel `embed_channels[i]` = {record['embed_channels']}, "
                    f"and the constant channels {{{constants}}} at every step.")
         code_in = (f"embeds = torch.zeros(1, T, {hf_model.config.hidden_size}, dtype=torch.{record['dtype']})\n"
-                   f"embeds[0, :, {record['embed_channels']}] = torch.as_tensor(xs) * {record['embed_scale']!r}\n"
+                   f"embeds[0, :, {record['embed_channels']}] = torch.as_tensor(xs, dtype=embeds.dtype) * "
+                   f"{record['embed_scale']!r}\n"
                    + "".join(f"embeds[..., {channel}] = {value!r}\n"
                              for channel, value in record["embed_constants"].items())
                    + "out = model(inputs_embeds=embeds)")
@@ -126,30 +137,99 @@ whose inputs lie within the declared bounds (low {record['input_low']}, high {re
 {record['dtype']}: every output is within {record['tolerance']:.3g} of the program's.
 
 **Input.** {feeding}
-
-**Output.** Output j is `logits[..., {record['output_logits']}[j]] * {record['output_scale']!r}`
-(the other logits are 0). Where the program's output is a token (an integer) and the tolerance is
-below 1/2, rounding reads it exactly.
-
-```python
-import torch
-from transformers import AutoModelForCausalLM
-
-model = AutoModelForCausalLM.from_pretrained(FOLDER, dtype=torch.{record['dtype']})
-{code_in}
-ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
-```
-
+{_card_float64(record)}
+{_card_output(hf_model, record, code_in)}
 The same record is `config.lsrl_io` in `config.json`.
 """
 
 
-def save(hf_model: PreTrainedModel, path: str | Path) -> Path:
-    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md``; returns the folder."""
+def _card_output(hf_model: PreTrainedModel, record: dict, code_in: str) -> str:
+    """The model card's output section: a readout of logits, or (a generation head) next tokens."""
+    loading = f"""```python
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained(FOLDER, dtype=torch.{record['dtype']})
+"""
+    if "generation" not in record:
+        return f"""**Output.** Output j is `logits[..., {record['output_logits']}[j]] * {record['output_scale']!r}`
+(the other logits are 0). Where the program's output is a token (an integer) and the tolerance is
+below 1/2, rounding reads it exactly.{_card_stepwise(hf_model)}
+
+{loading}{code_in}
+ys = out.logits[..., {record['output_logits']}] * {record['output_scale']!r}
+```
+"""
+    cache = _card_cache(hf_model)
+    return f"""**Output: the next token.** The output is the token of the largest logit
+(`argmax + {record['token_low']}`), ahead of every other logit by at least {record['generation']['margin']:.3g}:
+greedy decoding feeds it back, so `generate` continues a prompt with the program's outputs
+(the sequence, prompt and new tokens, at most {record['max_len']} steps). {cache}{_card_stepwise(hf_model)}
+
+{loading}{code_in}
+next_tokens = out.logits.argmax(-1) + {record['token_low']}
+```
+
+With the folder's tokenizer, in words:
+
+```python
+from transformers import pipeline
+
+generator = pipeline("text-generation", model=FOLDER)
+print(generator(PROMPT, max_new_tokens=N, do_sample=False)[0]["generated_text"])
+```
+"""
+
+
+FLOAT32_PARTS = {"mamba": "its RMSNorms and its logits", "mamba2": "its RMSNorms (the gated one too)",
+                 "hawk": "its RMSNorms and its RG-LRU scan", "griffin": "its RMSNorms and its RG-LRU scan"}
+
+
+def _card_float64(record: dict) -> str:
+    """Where a float64 model keeps float32 precision (the stock code), and so its tolerance."""
+    if record["dtype"] != "float64":
+        return ""
+    return (f"\n**float64 keeps float32-class error.** The stock code computes {FLOAT32_PARTS[record['arch']]} in "
+            "float32 also in a float64 model, so the tolerance is proved with float32's unit roundoff `2**-24`, as "
+            "for the float32 model; only values on a grid (integers, counters) are exact in both.\n")
+
+
+def _card_cache(hf_model: PreTrainedModel) -> str:
+    """How ``generate`` may use the stock cache of ``hf_model``."""
+    kinds = getattr(hf_model.config, "layers_block_type", None)
+    if kinds is None:  # Mamba, Mamba-2
+        return "`generate` decodes through the stock cache."
+    advice = ("The stock model cannot count a cache without attention blocks (`use_cache=True` raises its "
+              "`ValueError`)." if not any("attention" in kind and "linear" not in kind
+                                          for kind in kinds[:hf_model.config.num_hidden_layers]) else
+              "`generate(..., use_cache=True)` decodes through the stock cache from a prompt of at least 2 tokens "
+              "(a one-token start fails in the stock recurrent block).")
+    return f"The folder sets `use_cache=False`: `generate` runs every step over the whole sequence. {advice}"
+
+
+def _card_stepwise(hf_model: PreTrainedModel) -> str:
+    """How to decode ``hf_model`` step by step through its stock cache, where that needs care (RecurrentGemma)."""
+    if getattr(hf_model.config, "layers_block_type", None) is None:
+        return ""
+    return ("\n\nStep by step through the stock cache: pass `use_cache=True`, `position_ids` and a "
+            "`DynamicCache(config=model.config)`, and start with a prefill of 2 or more tokens (a one-token start "
+            "sizes the convolution state by `hidden_size`, not `lru_width`); where the model has no attention "
+            "block, also pass `attention_mask={\"sliding_attention\": None}`.")
+
+
+def save(hf_model: PreTrainedModel, path: str | Path, words: Mapping[str, int] | None = None) -> Path:
+    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md`` and, for a token
+    program, its word-level tokenizer (``lsrl.hf.tokenizer``: ``words`` maps each word to its token;
+    by default the token numbers); returns the folder."""
+    from lsrl.hf.tokenizer import has_tokens, tokenizer
+
     card = model_card(hf_model)  # refuses a model lsrl did not build before anything is written
+    words_for = tokenizer(hf_model, words) if words is not None or has_tokens(hf_model) else None
     with output_folder(path, "lsrl.hf.save") as folder:
         try:
             hf_model.save_pretrained(folder)
+            if words_for is not None:
+                words_for.save_pretrained(folder)
             (folder / README).write_text(card)
         except OSError as error:
             raise cannot_write("lsrl.hf.save", folder, error) from None
@@ -182,7 +262,8 @@ def make_record(model: Any, arch: str, max_len: int, dtype: str, tolerance: floa
     low, high = model.input.bounds
     token = "token_low" in feeding
     return {
-        "format": FORMAT, "arch": arch, "program": model.name, "input": "input_ids" if token else "inputs_embeds",
+        "format": FORMAT, "arch": arch, "program": model.name, "input_name": str(model.input.name),
+        "input": "input_ids" if token else "inputs_embeds",
         "input_dim": model.input.dim, "input_low": [_json_bound(v) for v in low],
         "input_high": [_json_bound(v) for v in high], **feeding, "output_logits": list(output_logits),
         "output_scale": float(output_scale), "max_len": int(max_len), "dtype": dtype,

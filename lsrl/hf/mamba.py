@@ -316,6 +316,7 @@ def finished(hf: ModelT, weights: dict[str, np.ndarray], model: CompiledProgram,
         "embed_constants": {str(a): stream.alpha / factor for a in stream.anchors}}
     hf.config.lsrl_io = make_record(model, record["arch"], record["max_len"], str(dtype).removeprefix("torch."),
                                     record["tolerance"], list(range(record["outputs"])), 1.0, largest, **feeding)
+    hf.config.lsrl_io["hidden_constant"] = {"channel": stream.anchor, "value": stream.alpha}
     return hf
 
 
