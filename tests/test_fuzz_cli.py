@@ -12,6 +12,7 @@ tests/test_fuzz_api.py.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -58,6 +59,10 @@ def workspace() -> Path:
     np.save(root / "xs.npy", np.array([[1.0, 0.5], [0.0, 2.0]]))
     (root / "a-file").write_text("not a folder")
     assert CliRunner().invoke(main, ["bench", "build", str(root / "suite"), "--task", "parity"]).exit_code == 0
+    hooks = json.loads((root / "suite" / "parity" / "rnn" / "circuit.json").read_text())["hooks"]
+    scores = {"units": {hook["name"]: [0.5] * hook["width"] for hook in hooks}}
+    (root / "submission.json").write_text(json.dumps({"format": "lsrl.bench.submission", "method": "flat",
+                                                      "folders": {"parity/rnn": scores}}))
     return root
 
 
@@ -78,6 +83,7 @@ BASE = {
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
     ("bench", "eval"): lambda w: [str(w / "suite" / "parity" / "rnn"), "--method", "random", "--pairs", "2"],
     ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
+    ("bench", "score"): lambda w: [str(w / "submission.json"), str(w / "suite"), "-o", fresh("score"), "--pairs", "2"],
     ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1", "--workers", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
     ("llrnn", "train"): lambda w: [*TINY_TRAINING, "--checkpoint-every", "1", "--output", fresh("train")],
@@ -102,7 +108,8 @@ def stubbed(monkeypatch):
     import lsrl.bench.eval.trained as trained
     import lsrl.demo
     import lsrl.experiments.noise as noise
-    import lsrl.llrnn.cli as llrnn_cli
+    import lsrl.llrnn.experiment as llrnn_experiment
+    import lsrl.llrnn.reproduce as llrnn_reproduce
     from lsrl.llrnn.train import preset
 
     def write(out_dir, name):
@@ -119,8 +126,9 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(lsrl.demo, "main", lambda plots: len(write(plots, "demo")))
     monkeypatch.setattr(noise, "run", lambda out_dir, protocol, **grid: write(out_dir, "noise.csv"))
     monkeypatch.setattr(noise, "summary_markdown", lambda rows: "")
-    monkeypatch.setattr(llrnn_cli, "run_experiment", lambda out_dir, *args, **kwargs: write(out_dir, "experiment.md"))
-    monkeypatch.setattr(llrnn_cli, "run_reproduction", reproduction)
+    monkeypatch.setattr(llrnn_experiment, "run_experiment",
+                        lambda out_dir, *args, **kwargs: write(out_dir, "experiment.md"))
+    monkeypatch.setattr(llrnn_reproduce, "run_reproduction", reproduction)
     evaluate_all, train_all = harness.evaluate_all, trained.train_all
     monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress, workers, ray_address, **chosen: evaluate_all(
         tasks, tiers=("compiled",), archs=("path",), methods=("random",), pairs=pairs, workers=workers,

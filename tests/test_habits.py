@@ -51,7 +51,7 @@ def _lsrl_in_a_fresh_interpreter(args: list[str], folder: Path) -> str:
 
 
 # Commands that need no torch: the help texts, compiling to the path form and running it. The ones that do
-# need it: inspect, compile --target ARCH, bench build and every llrnn command (their --help included).
+# need it: inspect, compile --target ARCH, bench build and every llrnn command (not their --help).
 @pytest.mark.parametrize("args", [
     ["--help"], ["--version"], ["llrnn", "--help"], ["compile", "--help"], ["run", "--help"], ["demo", "--help"],
     ["experiment", "noise", "--help"], ["bench", "--help"], ["compile", "prog.py", "-o", "m"],
@@ -73,7 +73,8 @@ def test_commands_that_need_no_torch_do_not_import_it(args, tmp_path):
 # measured by benchmarks/cli_startup.py.
 HEAVY_MODULES = ("numpy", "scipy", "gmpy2", "torch", "transformers", "matplotlib", "onnx", "onnxruntime",
                  "safetensors", "networkx", "tqdm", "lsrl.api", "lsrl.lang", "lsrl.compiler", "lsrl.model",
-                 "lsrl.targets", "lsrl.hf", "lsrl.llrnn")
+                 "lsrl.targets", "lsrl.hf", "lsrl.llrnn.train", "lsrl.llrnn.explicit", "lsrl.llrnn.tasks",
+                 "lsrl.llrnn.cell")  # lsrl.llrnn.settings, the options of lsrl llrnn, is light
 HELP_RUN = f'''
 import sys
 from lsrl.cli import main
@@ -84,12 +85,8 @@ print("heavy modules:", sorted(name for name in {HEAVY_MODULES!r} if name in sys
 
 
 def _help_commands(group: click.Group, path: tuple[str, ...] = ()) -> list[list[str]]:
-    """``--help`` of ``group`` and of every command under it (``lsrl llrnn``'s listed, not its commands)."""
-    from lsrl.cli import LazyGroup
-
+    """``--help`` of ``group`` and of every command under it (``lsrl llrnn``'s too)."""
     commands = [[*path, "--help"]]
-    if isinstance(group, LazyGroup):  # its commands' options come from the torch module it stands for
-        return commands
     for name in group.list_commands(click.Context(group)):
         command = group.get_command(click.Context(group), name)
         commands += (_help_commands(command, (*path, name)) if isinstance(command, click.Group)
@@ -103,6 +100,7 @@ def test_the_help_walk_reaches_every_command():
     walked = _help_commands(main)
     assert ["compile", "--help"] in walked and ["bench", "eval-all", "--help"] in walked
     assert ["llrnn", "--help"] in walked and ["experiment", "noise", "--help"] in walked
+    assert ["llrnn", "reproduce", "--help"] in walked
 
 
 @pytest.mark.parametrize("args", [["--version"], *_help_commands(__import__("lsrl.cli").cli.main)], ids=" ".join)
@@ -137,6 +135,16 @@ def test_lsrl_bench_eval_offers_the_harness_methods_and_tiers():
     from lsrl.cli import BUILD_TIERS, EVAL_METHODS, EVAL_TIERS
 
     assert EVAL_METHODS == tuple(METHODS) and EVAL_TIERS == TIERS and BUILD_TIERS == (*FOLDER_TIERS, "all")
+
+
+def test_the_llrnn_settings_name_what_the_registries_hold():
+    """lsrl.llrnn.settings holds the names the command line offers, without torch; they are the registries'."""
+    from lsrl.llrnn.explicit import CONTROLLERS
+    from lsrl.llrnn.settings import CONTROLLER_NAMES, MODEL_NAMES, TASK_NAMES
+    from lsrl.llrnn.tasks import TASKS
+    from lsrl.llrnn.train import MODELS
+
+    assert TASK_NAMES == tuple(TASKS) and MODEL_NAMES == tuple(MODELS) and CONTROLLER_NAMES == tuple(CONTROLLERS)
 
 
 def test_lsrl_llrnn_help_lists_the_llrnn_commands_as_they_describe_themselves():

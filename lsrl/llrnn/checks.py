@@ -15,11 +15,13 @@ float32 tensor given to a float64 model is refused with the conversion to write,
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import torch
+import sys
+from typing import TYPE_CHECKING, Any
 
 from lsrl.errors import LsrlError, SequenceError, listed, shown, whole_number
+
+if TYPE_CHECKING:
+    import torch
 
 
 class LlrnnArgumentError(LsrlError, ValueError):
@@ -60,9 +62,10 @@ def _real_scalar(value: Any) -> bool:
     """A numpy or torch real scalar (``np.float64(0.1)``, a 0-d tensor)."""
     dtype = getattr(value, "dtype", None)
     shape = getattr(value, "shape", None)
-    if dtype is None or shape not in ((), torch.Size([])):
+    if dtype is None or shape is None or tuple(shape) != ():
         return False
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # a tensor exists only where torch is imported: checks load without it
+    if torch is not None and isinstance(value, torch.Tensor):
         return value.dtype.is_floating_point or not value.dtype.is_complex and value.dtype != torch.bool
     return getattr(dtype, "kind", "") in "iuf"
 
@@ -99,6 +102,8 @@ def strings(owner: str, name: str, values: Any, nonempty: bool = True) -> tuple[
 
 def check_inputs(owner: str, xs: Any, input_dim: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``xs`` if it is a finite ``torch.Tensor`` (B, T, input_dim), B, T >= 1, of ``dtype`` on ``device``."""
+    import torch
+
     conversion = f"torch.as_tensor(xs, dtype={dtype}, device='{device}')"
     if not isinstance(xs, torch.Tensor):
         raise SequenceError(f"{owner}: inputs must be a torch.Tensor (B, T, {input_dim}), got a "

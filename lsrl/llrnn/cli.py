@@ -12,18 +12,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import torch
 from click.core import ParameterSource
 
 from lsrl.cli_errors import ReportingGroup
-from lsrl.llrnn.tasks import TASKS
-from lsrl.llrnn.experiment import EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, run_experiment
-from lsrl.llrnn.explicit import CONTROLLERS, ERASES
-from lsrl.llrnn.reproduce import REPRODUCTION_MODELS, REPRODUCTION_TASKS, run_reproduction
-from lsrl.llrnn.experiment import MAX_RUNS
-from lsrl.llrnn.train import (
-    CURRICULA, MAX_BATCH, MAX_LENGTH, MAX_SLOTS, MAX_STEPS, MAX_WIDTH, MODELS, PRESETS, SCHEDULES, SEED_RANGE,
-    TrainConfig, preset, train,
+from lsrl.llrnn.settings import (
+    CONTROLLER_NAMES, CURRICULA, ERASES, EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, MAX_BATCH,
+    MAX_LENGTH, MAX_RUNS, MAX_SLOTS, MAX_STEPS, MAX_WIDTH, MODEL_NAMES, PRESETS, REPRODUCTION_MODELS,
+    REPRODUCTION_TASKS, SCHEDULES, SEED_RANGE, TASK_NAMES, TrainConfig,
 )
 from lsrl.grid import grid_options
 from lsrl.workers import MAX_WORKERS
@@ -141,7 +136,7 @@ def training_options(defaults: TrainConfig) -> Callable[[Command], Command]:
                      help="sharpen addresses with a learned exponent (TF)"),
         click.option("--content-addressing/--no-content-addressing", default=defaults.content_addressing,
                      show_default=True, help="content-based addressing with key strength (Graves et al.)"),
-        click.option("--controller", type=click.Choice(list(CONTROLLERS)), default=defaults.controller,
+        click.option("--controller", type=click.Choice(CONTROLLER_NAMES), default=defaults.controller,
                      show_default=True, help="the NTMs' controller activation: relu (paper) or tanh (TF)"),
         click.option("--device", default=defaults.device, show_default=True, callback=_device,
                      help="cpu, cuda or cuda:N"),
@@ -163,12 +158,16 @@ def llrnn() -> None:
 
 
 @llrnn.command()
-@click.argument("task_name", type=click.Choice(sorted(TASKS)))
+@click.argument("task_name", type=click.Choice(sorted(TASK_NAMES)))
 @click.option("--length", type=click.IntRange(1, MAX_LENGTH), default=5, show_default=True)
 @click.option("--count", type=click.IntRange(1, MAX_BATCH), default=3, show_default=True)
 @click.option("--seed", type=SEEDS, default=0, show_default=True)
 def sample(task_name: str, length: int, count: int, seed: int) -> None:
     """Print random examples of a task: input, then the expected output."""
+    import torch
+
+    from lsrl.llrnn.tasks import TASKS
+
     task = TASKS[task_name]()
     batch = task.batch(count, length, torch.Generator().manual_seed(seed))
     for tokens, targets, mask in zip(batch.tokens, batch.targets, batch.mask):
@@ -176,8 +175,8 @@ def sample(task_name: str, length: int, count: int, seed: int) -> None:
 
 
 @llrnn.command(name="train")
-@click.option("--model", "model_name", default="ntm", show_default=True, help=f"one of {', '.join(MODELS)}")
-@click.option("--task", "task_name", type=click.Choice(sorted(TASKS)), default="copy", show_default=True)
+@click.option("--model", "model_name", default="ntm", show_default=True, help=f"one of {', '.join(MODEL_NAMES)}")
+@click.option("--task", "task_name", type=click.Choice(sorted(TASK_NAMES)), default="copy", show_default=True)
 @click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), default=None,
               help="start from these settings (tf: the authors' TensorFlow ones); options given override them")
 @training_options(TrainConfig())
@@ -191,6 +190,10 @@ def sample(task_name: str, length: int, count: int, seed: int) -> None:
 def train_command(context: click.Context, model_name: str, task_name: str, preset_name: str | None, seed: int,
                   out_dir: str, resume: bool, checkpoint_every: int, threads: int, **settings: Any) -> None:
     """Train a model on a task; write checkpoint, history, evaluation and plots to OUTPUT."""
+    import torch
+
+    from lsrl.llrnn.train import preset, train
+
     torch.set_num_threads(threads)
     if preset_name:
         given = {name: value for name, value in settings.items()
@@ -216,9 +219,14 @@ def train_command(context: click.Context, model_name: str, task_name: str, prese
 def experiment_command(models: str, tasks: str, seeds: int, workers: int, ray_address: str | None, out_dir: str,
                        **settings: Any) -> None:
     """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
+    import torch
+
+    from lsrl.llrnn.experiment import run_experiment
+    from lsrl.llrnn.train import MODELS  # the registry itself (MODEL_NAMES: its names, for the help)
+
     torch.set_num_threads(1)
     rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS, "--models"),
-                          _names(tasks, TASKS, "--tasks"), range(seeds), workers=workers, ray_address=ray_address)
+                          _names(tasks, TASK_NAMES, "--tasks"), range(seeds), workers=workers, ray_address=ray_address)
     click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")
 
@@ -245,11 +253,16 @@ def reproduce_command(preset_name: str, models: str, tasks: str, seeds: int, ste
                       finished_only: bool, out_dir: str) -> None:
     """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.
     Run again on the same folder, it picks up where it was stopped."""
+    import torch
+
+    from lsrl.llrnn.reproduce import run_reproduction
+    from lsrl.llrnn.train import MODELS
+
     torch.set_num_threads(1)
     given = {"steps": steps, "schedule": schedule, "learning_rate": learning_rate}
     overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
-    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"), _names(tasks, TASKS, "--tasks"),
-                            range(seeds), workers=workers, ray_address=ray_address, finished_only=finished_only,
-                            **overrides)
+    rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"),
+                            _names(tasks, TASK_NAMES, "--tasks"), range(seeds), workers=workers,
+                            ray_address=ray_address, finished_only=finished_only, **overrides)
     click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")

@@ -14,20 +14,19 @@ import torch
 
 from lsrl.llrnn.checks import LlrnnArgumentError, integers, strings
 from lsrl.llrnn.tasks import TASKS
-from lsrl.llrnn.train import MODELS, SEED_RANGE, SIDECAR, UNREADABLE_CHECKPOINT, TrainConfig, TrainingError, train
+from lsrl.llrnn.settings import (  # noqa: F401  (also lsrl.llrnn.experiment's names)
+    EXPERIMENT_DEFAULTS, EXPERIMENT_MODELS, EXPERIMENT_TASKS, MAX_RUNS, SEED_RANGE, TrainConfig, TrainingError,
+)
+from lsrl.llrnn.train import MODELS, SIDECAR, UNREADABLE_CHECKPOINT, train
 from lsrl.grid import Outcome, Run, run_grid
 from lsrl.workers import check_workers
 
-EXPERIMENT_DEFAULTS = TrainConfig(max_length=5)  # ~30 min for the full grid on two CPU cores
-EXPERIMENT_MODELS = ("ntm", "pattern_ntm", "multiple_pattern_ntm")
-EXPERIMENT_TASKS = ("copy", "repeat_copy", "pattern", "multiple_pattern")
 RESULT_FIELDS = ("model", "task", "seed", "steps", "parameters", "wall_seconds", "curriculum_length",
                  "train_symbol_error", "train_sequence_error", "test_length", "test_symbol_error",
                  "test_sequence_error")
 
 
 CHECKPOINT_EVERY = 250  # steps; a grid stopped part way loses at most this much of each run
-MAX_RUNS = 10_000  # runs in one grid: each trains for seconds to hours, and each config is held in memory
 
 
 def check_grid(owner: str, models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int]

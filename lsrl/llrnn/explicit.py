@@ -38,15 +38,13 @@ from torch import nn
 from lsrl.errors import DimensionError, SequenceError, listed, shown
 from lsrl.llrnn.logic.library import MAX_TERM_WORD
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
+from lsrl.llrnn.settings import CONTROLLER_NAMES, ERASES, MAX_POWER, MAX_SLOTS, MAX_WIDTH
 from lsrl.llrnn.ring import (
     WORD_TRANSFORMS, content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index,
     word_transform,
 )
 
 MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
-MAX_SLOTS = 100_000  # ring sizes (as lsrl.llrnn.train allows); the head moves are K x N indices, checked too
-MAX_POWER = 64  # HigherOrderRNN: V(x)^0 .. V(x)^max_power, one product each per step (as lsrl.llrnn.train allows)
-MAX_WIDTH = 4_096  # controller, hidden, memory, symbol and aux sizes (as lsrl.llrnn.train allows)
 MAX_STATE = MAX_PARAMETERS  # numbers in a model's flat state, refused before its initial state is allocated
 MAX_TRAJECTORY = 2.5 * 10**8  # numbers forward returns (B x T x the kept state: 2 GB of float64), checked first
 MAX_MOVES = MAX_PARAMETERS // 8  # gather indices K x N of one head (50 MB of int64); a step gathers B x K x N
@@ -372,8 +370,7 @@ def _few_moves(N: int, moves: Iterable) -> list:
     return moves
 
 
-ERASES = ("location", "matrix")
-CONTROLLERS = {"relu": torch.relu, "tanh": torch.tanh}
+CONTROLLERS = dict(zip(CONTROLLER_NAMES, (torch.relu, torch.tanh)))
 
 # The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).

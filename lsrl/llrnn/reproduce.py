@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from lsrl.llrnn.experiment import check_grid, grid_of_configs
-from lsrl.llrnn.train import TrainConfig, TrainingError, preset
+from lsrl.llrnn.settings import REPRODUCTION_MODELS, REPRODUCTION_TASKS, TrainConfig, TrainingError  # noqa: F401
+from lsrl.llrnn.train import preset
 from lsrl.workers import check_workers
 
-REPRODUCTION_TASKS = ("tf_copy", "tf_repeat_copy", "tf_pattern1", "tf_pattern2", "tf_pattern3", "tf_pattern4",
-                      "tf_pattern5", "tf_multiple_pattern3", "tf_multiple_pattern4", "tf_variable_pattern1")
-REPRODUCTION_MODELS = ("ntm", "pattern_ntm", "multiple_pattern_ntm", "lstm", "gru")
 
 # The TF repository's median test errors (at content length 33), as the issue quotes them from the
 # notebooks' logs: (text, the largest error that counts as reaching it). Pattern 1–5 are quoted as a

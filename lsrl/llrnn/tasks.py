@@ -23,6 +23,7 @@ import torch
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn.checks import count
+from lsrl.llrnn.settings import MAX_BATCH, MAX_LENGTH
 
 START, END, SWAP, SEPARATOR, BLANK = "∘", "•", "S", "|", "_"
 
@@ -32,8 +33,6 @@ class TaskError(LsrlError):
 
 
 MARKERS = START + END + SWAP + SEPARATOR + BLANK
-MAX_LENGTH = 10_000  # the longest string a task draws (a batch is one tensor of that many steps)
-MAX_BATCH = 65_536  # the most samples in one batch
 MAX_PATTERN_DRAWS = 100_000  # TapeVariablePattern: random patterns drawn until one is valid, at most
 
 Sample = tuple[list[int], list[int]]  # (prompt, output) as symbol indices
