@@ -52,10 +52,16 @@ are prefixes of the unrolled run, so the union over its steps of ``min T + lo ..
 every step of every such sequence. The result is intersected with ``value_bounds`` (both sound), so
 it is never looser than the interval analysis.
 
-**Cost.** Linear in ``max_length`` and in the number of node components, times the table sizes
-(at most ``JOINT_VALUES`` entries): Listing 2 (n = 3, robust, compiled, 50 layers) at
-``max_length = 256`` takes a few seconds. Without ``max_length``, or for an ``Input`` with an
-unbounded component, it is ``value_bounds`` itself.
+**Cost.** At most linear in ``max_length`` and in the number of node components, times the table
+sizes (at most ``JOINT_VALUES`` entries), and far less where the program settles: a node's values at
+a step are a function of what it reads there, bit for bit, and an atom whose centres and offset repeat
+is the same atom (``_Atoms``), so a node that reads what it read at an earlier step reuses that step's
+values (``_unrolled``), which are those the rules would compute again (the soundness above holds as
+it is): the token atoms, phase flags and permutation counters of Listing 2 run in a period and cost a
+look-up per step; only its answer register and the layers reading it are computed at every step.
+Listing 2 (n = 3, robust, compiled, 50 layers) takes about 0.3 CPU seconds at ``max_length = 256``
+and 1.2 at 1,024 (``benchmarks/build_time.py`` times the builds). Without ``max_length``, or for an
+``Input`` with an unbounded component, it is ``value_bounds`` itself.
 """
 
 from __future__ import annotations
@@ -180,8 +186,13 @@ def _squeezed(value: Value) -> Value:
         return Value((), value.least, value.lo, value.hi, value.grid)
     table, support, lo, hi = value.table, list(value.support), value.lo, value.hi
     scale = MERGE * (1.0 + max(abs(value.least), abs(value.most)))
+    if len(support) == 1:
+        return _squeezed_line(value, scale)
     axis = 0
     while axis < len(support):  # each round drops an axis or moves past it: at most 2 len(support) rounds
+        if _visibly_varies(table, axis, scale):
+            axis += 1
+            continue
         first = np.take(table, [0], axis=axis)
         difference = table - first
         if float(np.abs(difference).max()) <= scale:
@@ -195,6 +206,26 @@ def _squeezed(value: Value) -> Value:
     if len(support) == len(value.support):
         return value
     return Value(tuple(support), table if support else float(table), lo, hi, value.grid)
+
+
+def _visibly_varies(table: np.ndarray, axis: int, scale: float) -> bool:
+    """Whether the table's last and first entries along ``axis`` (at index 0 along the others) differ by more
+    than ``scale`` (or by NaN): then ``table - table[0]`` along ``axis`` does too, and ``_squeezed`` keeps the
+    axis; a look at two entries that spares it the arrays."""
+    last = [0] * table.ndim
+    last[axis] = -1
+    return not abs(float(table[tuple(last)]) - float(table[(0,) * table.ndim])) <= scale
+
+
+def _squeezed_line(value: Value, scale: float) -> Value:
+    """``_squeezed`` of a table over one atom, without its arrays: rounding is monotone, so the extremes of
+    ``table - table[0]`` are ``least - table[0]`` and ``most - table[0]`` (and NaN keeps the atom, as there)."""
+    first = float(value.table[0])
+    least, most = value.least - first, value.most - first
+    if not (abs(least) <= scale and abs(most) <= scale):
+        return value
+    slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
+    return Value((), first, value.lo + (least - slack), value.hi + (most + slack), value.grid)
 
 
 def _linear(rows: list[list[tuple[int, float, int | None]]], bias: list[Value], inputs: list[Value],
@@ -320,18 +351,28 @@ def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
     lo, hi = value.lo, value.hi
     if len(centres) > 1:  # merge centres closer than MERGE (relative) into clusters
         scale = MERGE * (1.0 + float(np.abs(centres).max()))
-        starts = np.concatenate([[True], np.diff(centres) > scale])
-        labels = np.cumsum(starts) - 1
-        kept = centres[starts]
-        deviation = centres - kept[labels]
-        slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
-        lo, hi = lo + float(deviation.min()) - slack, hi + float(deviation.max()) + slack
-        centres = kept
+        gaps = np.diff(centres) > scale
+        if gaps.all() and math.isfinite(centres[0]) and math.isfinite(centres[-1]):
+            # no cluster: every deviation in _merged is x - x = 0.0 (sorted: infinities and NaN at the ends)
+            slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY
+            lo, hi = lo + 0.0 - slack, hi + 0.0 + slack
+        else:
+            centres, lo, hi = _merged(centres, np.concatenate([[True], gaps]), value.grid, scale, lo, hi)
     if len(centres) == 1:
         return Value((), float(centres[0]), lo, hi, value.grid)
     if len(centres) > ATOM_VALUES:
         return Value((), 0.0, float(centres[0]) + lo, float(centres[-1]) + hi, value.grid)
     return atoms.new(source, centres, lo, hi, value.grid)
+
+
+def _merged(centres: np.ndarray, starts: np.ndarray, grid: int | None, scale: float, lo: float, hi: float
+            ) -> tuple[np.ndarray, float, float]:
+    """The clusters' first centres (``starts`` marks them) and the offset widened by the merged centres'."""
+    labels = np.cumsum(starts) - 1
+    kept = centres[starts]
+    deviation = centres - kept[labels]
+    slack = 0.0 if grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
+    return kept, lo + float(deviation.min()) - slack, hi + float(deviation.max()) + slack
 
 
 class _Weights:
