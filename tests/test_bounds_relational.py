@@ -217,3 +217,24 @@ def test_a_diagonal_form_is_made_once_per_model_so_builds_reuse_its_bounds():
     assert [a is b for a, b in zip(first, exact_layers(model))] == [True] * len(first)
     other = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
     assert exact_layers(other)[-1] is not first[-1]
+
+
+def test_every_build_of_a_model_at_a_length_reuses_its_analyses(monkeypatch):
+    """The first ``to_hf`` runs the analysis on the compiled layers and on the diagonal form; a second
+    ``to_hf`` and a stock LSTM at that length run none; another length runs them again."""
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
+    runs = []
+    unrolled = relational._unrolled
+
+    def counted(output, max_length):
+        runs.append(max_length)
+        return unrolled(output, max_length)
+
+    monkeypatch.setattr(relational, "_unrolled", counted)
+    model.to_hf("mamba", 12)
+    assert runs == [12, 12]
+    model.to_hf("mamba", 12)
+    model.to_torch("stock_lstm", max_len=12)
+    assert runs == [12, 12]
+    model.to_torch("stock_lstm", max_len=13)
+    assert runs == [12, 12, 13]
