@@ -199,13 +199,13 @@ def test_parts_of_a_program_that_run_in_a_period_are_computed_once_per_phase(mon
     computed at a handful of steps; the register and the three layers reading it at (nearly) every step."""
     model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
     computed = collections.Counter()
-    step = relational._state_step
+    step = relational._node_step
 
     def counted(node, *args):
         computed[node] += 1
         return step(node, *args)
 
-    monkeypatch.setattr(relational, "_state_step", counted)
+    monkeypatch.setattr(relational, "_node_step", counted)
     relational._unrolled(model.layers[-1], 300)
     assert max(computed[layer] for layer in model.layers[:-4]) <= 10
     assert min(computed[layer] for layer in model.layers[-4:]) >= 290

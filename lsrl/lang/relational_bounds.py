@@ -462,7 +462,7 @@ def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: lis
     raise TypeError(node)
 
 
-def _state_step(node: Any, weights: _Weights, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...],
+def _node_step(node: Any, weights: _Weights, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...],
                 exact: tuple | None, atoms: _Atoms, first_source: int) -> tuple:
     """The node's components at this step; for a state also its exact components (``_exact_state``) and its
     components as the atoms the next step reads. Values as ``atoms.canonical`` objects."""
@@ -488,7 +488,7 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     """Per node (``output`` and its ancestors), per component, ``(low, high)`` over the steps.
 
     A node's values at a step are a function of what it reads (its inputs' values, its previous state and
-    exact components, bit for bit: ``Value.key``), and atoms of equal contents have equal ids (``_Atoms``), so
+    exact components, bit for bit: ``Value.contents``), and atoms of equal contents have equal ids (``_Atoms``), so
     a node that reads what it read at an earlier step computes what it computed then: its results of the
     last ``MEMO_STEPS`` distinct steps are kept and reused, and values seen before leave the bounds as they
     are. The parts of a program that settle into a period (token atoms, phase flags, permutation counters)
@@ -516,7 +516,7 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
             key = (*inputs, before, exact_before)
             result = known[node].get(key)
             if result is None:
-                result = _state_step(node, node_weights, inputs, before, exact_before, atoms, first_source.get(node, 0))
+                result = _node_step(node, node_weights, inputs, before, exact_before, atoms, first_source.get(node, 0))
                 _remember(known[node], key, result)
                 _widen_bounds(low, high, node, result[0])
             values[node] = result[0]
