@@ -70,7 +70,7 @@ def main() -> None:
                 rows.append((name, target, max_len, round(first, 3), round(again, 3), round(first / shortest, 2)))
                 print(f"{name:36} {target:11} {max_len:>7} {first:>14.2f} {again:>8.2f} {first / shortest:>25.1f}",
                       flush=True)
-    write_csv(args, "build_time.csv", header, rows)
+    write_csv(args.csv, "build_time", [dict(zip(header, row)) for row in rows])
 
 
 if __name__ == "__main__":
