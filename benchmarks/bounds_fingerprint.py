@@ -54,10 +54,10 @@ def stated_tolerances(module: torch.nn.Module) -> str:
     return json.dumps(module.config.lsrl_io, sort_keys=True, default=str)
 
 
-def built(make) -> str:
-    """``weights digest | tolerances``, or the refusal's message."""
+def built(build, *args, **options) -> str:
+    """``weights digest | tolerances`` of ``build(*args, **options)``, or the refusal's message."""
     try:
-        module = make()
+        module = build(*args, **options)
     except LsrlError as error:
         return f"refused: {error}"
     return f"{module_digest(module)} | {stated_tolerances(module)}"
@@ -73,9 +73,9 @@ def fingerprints(lengths: list[int]) -> dict[str, str]:
             out[f"{row}: layer bounds"] = bounds_digest(model.layers, max_len)
             out[f"{row}: diagonal bounds"] = bounds_digest(exact_layers(model), max_len)
             for label, (arch, dtype) in TORCH_TARGETS.items():
-                out[f"{row}: {label}"] = built(lambda: model.to_torch(arch, max_len=max_len, dtype=dtype))
+                out[f"{row}: {label}"] = built(model.to_torch, arch, max_len=max_len, dtype=dtype)
             for arch in HF_TARGETS:
-                out[f"{row}: hf {arch}"] = built(lambda: model.to_hf(arch, max_len))
+                out[f"{row}: hf {arch}"] = built(model.to_hf, arch, max_len)
     return out
 
 

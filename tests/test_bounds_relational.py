@@ -163,7 +163,8 @@ def reference_unrolled(output, max_length):
                                                 previous.get(node, []), atoms)
             if node in exact:
                 exact[node] = relational._exact_state(node, weights[node], exact[node], values[node.inputs[0]])
-                values[node] = [v if e is None else relational._exact_float(e) for v, e in zip(values[node], exact[node])]
+                values[node] = [v if e is None else relational._exact_float(e)
+                                for v, e in zip(values[node], exact[node])]
             low[node] = [min(a, v.low) for a, v in zip(low[node], values[node])]
             high[node] = [max(a, v.high) for a, v in zip(high[node], values[node])]
         previous = {node: [relational._as_atom(v, atoms, 0) for v in values[node]] for node in states}
