@@ -3,8 +3,8 @@ layer of the compiled model and of its exact diagonal form, and per stock target
 tolerances they state (sha256 of each, and the tolerance itself). A change to ``lsrl.lang.relational_bounds``
 that must not change its bounds is checked by writing the fingerprints before it and comparing after.
 
-    python benchmarks/bounds_fingerprint.py --write before.json [--lengths 64,300,1024]
-    python benchmarks/bounds_fingerprint.py --check before.json   # lists every fingerprint that differs
+    python tests/bounds_fingerprint.py --write before.json [--lengths 64,300,1024]
+    python tests/bounds_fingerprint.py --check before.json   # lists every fingerprint that differs
 """
 
 import argparse
