@@ -5,6 +5,8 @@ written once)."""
 
 from __future__ import annotations
 
+import collections
+import importlib
 import random
 from fractions import Fraction as F
 
@@ -12,11 +14,13 @@ import numpy as np
 import pytest
 
 import lsrl
+from lsrl.hf.lowering import exact_layers
 from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.programs import discrete_approximator
 from test_random_programs import generate_program
 
 X = 3  # random programs read inputs in [-X, X]
+relational = importlib.import_module("lsrl.lang.relational_bounds")  # the module (lsrl.lang exports the function)
 
 
 def random_program(seed: int, integer: bool) -> lsrl.ForEach:
@@ -127,3 +131,111 @@ def test_without_a_length_or_with_an_unbounded_input_it_is_the_interval_analysis
     assert relational_bounds(counter + x, 10) == lsrl.value_bounds(counter + x, 10)
     with pytest.raises(lsrl.LsrlError, match="max_length"):
         relational_bounds(counter, 0)
+
+
+class FreshAtoms(relational._Atoms):
+    """Atoms numbered in creation order, a new one each time (no ids shared between steps)."""
+
+    def new(self, source, centres, lo, hi, grid):
+        atom = len(self.sizes)
+        self.sizes[atom] = len(centres)
+        return relational.Value((atom,), centres, lo, hi, grid)
+
+
+def reference_unrolled(output, max_length):
+    """The unrolled analysis run step by step, every rule applied afresh at every step to new atoms: the
+    oracle of ``_unrolled``, which reuses the results of steps that read what an earlier one read."""
+    order = lsrl.lang.program.topological_order(output)
+    weights = {node: relational._Weights(node) for node in order if not isinstance(node, lsrl.Input)}
+    states = [node for node in order if node.kind in ("LinState", "ReLUState")]
+    atoms = FreshAtoms()
+    previous = {node: list(weights[node].init) for node in states}
+    exact = {node: weights[node].exact_init for node in states}
+    low = {node: [np.inf] * node.dim for node in order}
+    high = {node: [-np.inf] * node.dim for node in order}
+    for _ in range(max_length):
+        values = {}
+        for node in order:
+            if isinstance(node, lsrl.Input):
+                values[node] = relational._input_values(node, atoms, 0)
+            else:
+                values[node] = relational._step(node, weights[node], [values[x] for x in node.inputs],
+                                                previous.get(node, []), atoms)
+            if node in exact:
+                exact[node] = relational._exact_state(node, weights[node], exact[node], values[node.inputs[0]])
+                values[node] = [v if e is None else relational._exact_float(e)
+                                for v, e in zip(values[node], exact[node])]
+            low[node] = [min(a, v.low) for a, v in zip(low[node], values[node])]
+            high[node] = [max(a, v.high) for a, v in zip(high[node], values[node])]
+        previous = {node: [relational._as_atom(v, atoms, 0) for v in values[node]] for node in states}
+    return {node: (low[node], high[node]) for node in order}
+
+
+def assert_same_bounds(output, steps):
+    """Bit for bit (``repr`` tells -0.0 from 0.0), every node, every component."""
+    fast, reference = relational._unrolled(output, steps), reference_unrolled(output, steps)
+    assert fast.keys() == reference.keys()
+    for node, bounds in reference.items():
+        assert repr(fast[node]) == repr(bounds), node
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_reusing_earlier_steps_gives_the_bounds_of_the_step_by_step_analysis_on_random_programs(seed):
+    for integer in (True, False):
+        assert_same_bounds(random_program(seed, integer).output, 40)
+
+
+@pytest.mark.parametrize("form, steps", [("layers", 200), ("diagonal", 64)])
+def test_reusing_earlier_steps_gives_the_bounds_of_the_step_by_step_analysis_on_compiled_listing_2(form, steps):
+    """The compiled layers and the exact diagonal form (``to_hf`` bounds both); at 200 steps the answer's
+    register has outgrown its joint tables (from step 188 its values carry an offset) while the rest runs
+    in a period."""
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
+    layers = model.layers if form == "layers" else exact_layers(model)
+    assert_same_bounds(layers[-1], steps)
+
+
+def test_parts_of_a_program_that_run_in_a_period_are_computed_once_per_phase(monkeypatch):
+    """Listing 2's layers before its answer register repeat with the token phase: over 300 steps each is
+    computed at a handful of steps; the register and the three layers reading it at (nearly) every step."""
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
+    computed = collections.Counter()
+    step = relational._node_step
+
+    def counted(node, *args):
+        computed[node] += 1
+        return step(node, *args)
+
+    monkeypatch.setattr(relational, "_node_step", counted)
+    relational._unrolled(model.layers[-1], 300)
+    assert max(computed[layer] for layer in model.layers[:-4]) <= 10
+    assert min(computed[layer] for layer in model.layers[-4:]) >= 290
+
+
+def test_a_diagonal_form_is_made_once_per_model_so_builds_reuse_its_bounds():
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
+    first = exact_layers(model)
+    assert [a is b for a, b in zip(first, exact_layers(model))] == [True] * len(first)
+    other = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
+    assert exact_layers(other)[-1] is not first[-1]
+
+
+def test_every_build_of_a_model_at_a_length_reuses_its_analyses(monkeypatch):
+    """The first ``to_hf`` runs the analysis on the compiled layers and on the diagonal form; a second
+    ``to_hf`` and a stock LSTM at that length run none; another length runs them again."""
+    model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
+    runs = []
+    unrolled = relational._unrolled
+
+    def counted(output, max_length):
+        runs.append(max_length)
+        return unrolled(output, max_length)
+
+    monkeypatch.setattr(relational, "_unrolled", counted)
+    model.to_hf("mamba", 12)
+    assert runs == [12, 12]
+    model.to_hf("mamba", 12)
+    model.to_torch("stock_lstm", max_len=12)
+    assert runs == [12, 12]
+    model.to_torch("stock_lstm", max_len=13)
+    assert runs == [12, 12, 13]

@@ -102,6 +102,7 @@ exact model's; a float model's own bounds read its weights as decimals, so they 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -467,11 +468,19 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     return lowered
 
 
+# model -> (its layers, those of its diagonal form): a compiled model's layers never change
+_diagonal_forms: weakref.WeakKeyDictionary[CompiledProgram, tuple[list, list]] = weakref.WeakKeyDictionary()
+
+
 def exact_layers(model: CompiledProgram) -> list[Any]:
     """The layers of ``model``'s diagonal form in exact rationals, each irreducible factor with irrational roots
     kept as one rational block, a repeated one ``p**k`` as one block of ``k`` times its degree
-    (``rational_block_diagonal``, lowered by ``_eigen_block``)."""
-    return list(rational_block_diagonal(model).layers)
+    (``rational_block_diagonal``, lowered by ``_eigen_block``). Made once per model (while its layers are the
+    same objects), so every build reads the same layers and their ``relational_bounds``, cached on them."""
+    known = _diagonal_forms.get(model)
+    if known is None or len(known[0]) != len(model.layers) or any(a is not b for a, b in zip(known[0], model.layers)):
+        known = _diagonal_forms[model] = (list(model.layers), list(rational_block_diagonal(model).layers))
+    return list(known[1])
 
 
 def _require_float64_coefficients(lowered: Lowered) -> None:

@@ -52,15 +52,23 @@ are prefixes of the unrolled run, so the union over its steps of ``min T + lo ..
 every step of every such sequence. The result is intersected with ``value_bounds`` (both sound), so
 it is never looser than the interval analysis.
 
-**Cost.** Linear in ``max_length`` and in the number of node components, times the table sizes
-(at most ``JOINT_VALUES`` entries): Listing 2 (n = 3, robust, compiled, 50 layers) at
-``max_length = 256`` takes a few seconds. Without ``max_length``, or for an ``Input`` with an
-unbounded component, it is ``value_bounds`` itself.
+**Cost.** At most linear in ``max_length`` and in the number of node components, times the table
+sizes (at most ``JOINT_VALUES`` entries), and far less where the program settles: a node's values at
+a step are a function of what it reads there, bit for bit, and an atom whose centres and offset repeat
+is the same atom (``_Atoms``), so a node that reads what it read at an earlier step reuses that step's
+values (``_unrolled``), which are those the rules would compute again (the soundness above holds as
+it is): the token atoms, phase flags and permutation counters of Listing 2 run in a period and cost a
+look-up per step; only its answer register and the layers reading it are computed at every step.
+Listing 2 (n = 3, robust, compiled, 50 layers) takes about 0.3 CPU seconds at ``max_length = 256``
+and 1.2 at 1,024 (``benchmarks/build_time.py`` times the builds). Without ``max_length``, or for an
+``Input`` with an unbounded component, it is ``value_bounds`` itself.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import struct
 import weakref
 from typing import Any
 
@@ -79,6 +87,8 @@ MAX_GRID = 60  # finer grids are not tracked (their values get rounding slack)
 EXACT_UNITS = 2.0 ** 51  # a sum of multiples of 2**-q below 2**(51 - q) is exact in float64, with room
 EXACT_STATE_BITS = 1 << 16  # a fixed state sequence is carried exactly while its denominators are this small
 MAX_UNROLLED = 100_000  # longer max_length: the interval analysis alone
+MEMO_STEPS = 64  # per node, the results of this many distinct steps are kept for reuse (periods up to this)
+_SOURCE_STRIDE = 1 << 48  # atom ids: source * _SOURCE_STRIDE + a serial number
 _U = 2.0 ** -53
 _TINY = 2.0 ** -1000
 
@@ -88,7 +98,7 @@ class Value:
     (a constant: ``table`` a float, no support). ``grid``: table and offsets are multiples of
     ``2**-grid`` computed exactly (no rounding slack), or None."""
 
-    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size")
+    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "__weakref__")
 
     def __init__(self, support: tuple[int, ...], table: Any, lo: float, hi: float, grid: int | None) -> None:
         self.support, self.table, self.lo, self.hi, self.grid = support, table, lo, hi, grid
@@ -97,6 +107,12 @@ class Value:
         else:
             self.least = self.most = float(table)
         self.size = max(abs(self.least), abs(self.most)) + max(abs(lo), abs(hi))  # the largest |value|
+
+    @property
+    def contents(self) -> tuple:
+        """Everything the rules read, bit for bit (-0.0 is not 0.0): equal contents, equal results."""
+        table = (self.table.shape, self.table.tobytes()) if self.support else ((), struct.pack("<d", self.table))
+        return (self.support, *table, struct.pack("<dd", self.lo, self.hi), self.grid)
 
     @property
     def low(self) -> float:
@@ -170,8 +186,13 @@ def _squeezed(value: Value) -> Value:
         return Value((), value.least, value.lo, value.hi, value.grid)
     table, support, lo, hi = value.table, list(value.support), value.lo, value.hi
     scale = MERGE * (1.0 + max(abs(value.least), abs(value.most)))
+    if len(support) == 1:
+        return _squeezed_line(value, scale)
     axis = 0
     while axis < len(support):  # each round drops an axis or moves past it: at most 2 len(support) rounds
+        if _visibly_varies(table, axis, scale):
+            axis += 1
+            continue
         first = np.take(table, [0], axis=axis)
         difference = table - first
         if float(np.abs(difference).max()) <= scale:
@@ -185,6 +206,26 @@ def _squeezed(value: Value) -> Value:
     if len(support) == len(value.support):
         return value
     return Value(tuple(support), table if support else float(table), lo, hi, value.grid)
+
+
+def _visibly_varies(table: np.ndarray, axis: int, scale: float) -> bool:
+    """Whether the table's last and first entries along ``axis`` (at index 0 along the others) differ by more
+    than ``scale`` (or by NaN): then ``table - table[0]`` along ``axis`` does too, and ``_squeezed`` keeps the
+    axis; a look at two entries that spares it the arrays."""
+    last = [0] * table.ndim
+    last[axis] = -1
+    return not abs(float(table[tuple(last)]) - float(table[(0,) * table.ndim])) <= scale
+
+
+def _squeezed_line(value: Value, scale: float) -> Value:
+    """``_squeezed`` of a table over one atom, without its arrays: rounding is monotone, so the extremes of
+    ``table - table[0]`` are ``least - table[0]`` and ``most - table[0]`` (and NaN keeps the atom, as there)."""
+    first = float(value.table[0])
+    least, most = value.least - first, value.most - first
+    if not (abs(least) <= scale and abs(most) <= scale):
+        return value
+    slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
+    return Value((), first, value.lo + (least - slack), value.hi + (most + slack), value.grid)
 
 
 def _linear(rows: list[list[tuple[int, float, int | None]]], bias: list[Value], inputs: list[Value],
@@ -273,18 +314,36 @@ def _product(x: Value, y: Value, sizes: dict[int, int]) -> Value:
 
 
 class _Atoms:
-    """The atom ids handed out so far and their sizes."""
+    """The atoms handed out so far and their sizes, and the values made from them.
+
+    An atom's id is its *source* (a state component or an ``Input`` component, numbered in the order the step
+    creates them: the states' components, then the inputs') and its contents: one step never reads two atoms of
+    one source, and a source whose centres and offset repeat at a later step gets the same id there (while
+    it is among its last ``MEMO_STEPS`` contents), so that step's values repeat bit for bit and ``_unrolled``
+    reuses them. Ids sort by source, as atoms handed out in creation order would."""
 
     def __init__(self) -> None:
         self.sizes: dict[int, int] = {}
+        self._ids: dict[int, dict[tuple, int]] = {}  # per source: contents -> id
+        self._serials = itertools.count()
+        self._values: weakref.WeakValueDictionary[tuple, Value] = weakref.WeakValueDictionary()
 
-    def new(self, centres: np.ndarray, lo: float, hi: float, grid: int | None) -> Value:
-        atom = len(self.sizes)
-        self.sizes[atom] = len(centres)
+    def new(self, source: int, centres: np.ndarray, lo: float, hi: float, grid: int | None) -> Value:
+        contents = (centres.tobytes(), struct.pack("<dd", lo, hi), grid)
+        ids = self._ids.setdefault(source, {})
+        atom = ids.get(contents)
+        if atom is None:
+            atom = source * _SOURCE_STRIDE + next(self._serials)
+            _remember(ids, contents, atom)
+            self.sizes[atom] = len(centres)
         return Value((atom,), centres, lo, hi, grid)
 
+    def canonical(self, values: list[Value]) -> tuple[Value, ...]:
+        """``values``, each as the one object of its contents: identity compares them."""
+        return tuple(self._values.setdefault(value.contents, value) for value in values)
 
-def _as_atom(value: Value, atoms: _Atoms) -> Value:
+
+def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
     """A state component's value as the next step reads it: an atom over its distinct values."""
     if not value.support:
         return value
@@ -292,18 +351,28 @@ def _as_atom(value: Value, atoms: _Atoms) -> Value:
     lo, hi = value.lo, value.hi
     if len(centres) > 1:  # merge centres closer than MERGE (relative) into clusters
         scale = MERGE * (1.0 + float(np.abs(centres).max()))
-        starts = np.concatenate([[True], np.diff(centres) > scale])
-        labels = np.cumsum(starts) - 1
-        kept = centres[starts]
-        deviation = centres - kept[labels]
-        slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
-        lo, hi = lo + float(deviation.min()) - slack, hi + float(deviation.max()) + slack
-        centres = kept
+        gaps = np.diff(centres) > scale
+        if gaps.all() and math.isfinite(centres[0]) and math.isfinite(centres[-1]):
+            # no cluster: every deviation in _merged is x - x = 0.0 (sorted: infinities and NaN at the ends)
+            slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY
+            lo, hi = lo + 0.0 - slack, hi + 0.0 + slack
+        else:
+            centres, lo, hi = _merged(centres, np.concatenate([[True], gaps]), value.grid, scale, lo, hi)
     if len(centres) == 1:
         return Value((), float(centres[0]), lo, hi, value.grid)
     if len(centres) > ATOM_VALUES:
         return Value((), 0.0, float(centres[0]) + lo, float(centres[-1]) + hi, value.grid)
-    return atoms.new(centres, lo, hi, value.grid)
+    return atoms.new(source, centres, lo, hi, value.grid)
+
+
+def _merged(centres: np.ndarray, starts: np.ndarray, grid: int | None, scale: float, lo: float, hi: float
+            ) -> tuple[np.ndarray, float, float]:
+    """The clusters' first centres (``starts`` marks them) and the offset widened by the merged centres'."""
+    labels = np.cumsum(starts) - 1
+    kept = centres[starts]
+    deviation = centres - kept[labels]
+    slack = 0.0 if grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
+    return kept, lo + float(deviation.min()) - slack, hi + float(deviation.max()) + slack
 
 
 class _Weights:
@@ -362,13 +431,13 @@ def _outward(bound, direction: float) -> float:
     return near if to_rational(near) == to_rational(bound) else math.nextafter(near, direction)
 
 
-def _input_values(node: N.Input, atoms: _Atoms) -> list[Value]:
+def _input_values(node: N.Input, atoms: _Atoms, first_source: int) -> list[Value]:
     out = []
-    for low, high in zip(*node.bounds):
+    for source, (low, high) in enumerate(zip(*node.bounds), start=first_source):
         lo, hi = _outward(low, -math.inf), _outward(high, math.inf)
         count = hi - lo + 1
         if node.integer and lo == math.ceil(lo) and 1 < count <= ATOM_VALUES:
-            out.append(atoms.new(np.arange(lo, hi + 1.0), 0.0, 0.0, 0))
+            out.append(atoms.new(source, np.arange(lo, hi + 1.0), 0.0, 0.0, 0))
         else:
             out.append(_constant(0.0, lo, hi))
     return out
@@ -393,31 +462,80 @@ def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: lis
     raise TypeError(node)
 
 
+def _node_step(node: Any, weights: _Weights, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...],
+                exact: tuple | None, atoms: _Atoms, first_source: int) -> tuple:
+    """The node's components at this step; for a state also its exact components (``_exact_state``) and its
+    components as the atoms the next step reads. Values as ``atoms.canonical`` objects."""
+    values = _step(node, weights, [list(part) for part in inputs], list(previous), atoms)
+    if exact is None:
+        return atoms.canonical(values), None, None
+    exact = tuple(_exact_state(node, weights, list(exact), inputs[0]))
+    values = [v if e is None else _exact_float(e) for v, e in zip(values, exact)]
+    return atoms.canonical(values), exact, atoms.canonical([_as_atom(v, atoms, first_source + i)
+                                                            for i, v in enumerate(values)])
+
+
+def _first_sources(order: list[Any], states: list[Any]) -> dict[Any, int]:
+    """Per state and ``Input`` node, the source number of its first component (``_Atoms``): the states'
+    components first (their atoms are made at the end of the step before), then the inputs'."""
+    first: dict[Any, int] = {}
+    for node in states + [node for node in order if isinstance(node, N.Input)]:
+        first[node] = sum(x.dim for x in first)
+    return first
+
+
 def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float], list[float]]]:
-    """Per node (``output`` and its ancestors), per component, ``(low, high)`` over the steps."""
+    """Per node (``output`` and its ancestors), per component, ``(low, high)`` over the steps.
+
+    A node's values at a step are a function of what it reads (its inputs' values, its previous state and
+    exact components, bit for bit: ``Value.contents``), and atoms of equal contents have equal ids (``_Atoms``), so
+    a node that reads what it read at an earlier step computes what it computed then: its results of the
+    last ``MEMO_STEPS`` distinct steps are kept and reused, and values seen before leave the bounds as they
+    are. The parts of a program that settle into a period (token atoms, phase flags, permutation counters)
+    cost a look-up per step; only the parts that keep changing are computed."""
     order: list[Any] = topological_order(output)
     weights = {node: _Weights(node) for node in order if not isinstance(node, N.Input)}
     states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
+    first_source = _first_sources(order, states)
     atoms = _Atoms()
-    previous = {node: list(weights[node].init) for node in states}
-    exact = {node: weights[node].exact_init for node in states}
     low = {node: [math.inf] * node.dim for node in order}
     high = {node: [-math.inf] * node.dim for node in order}
+    # every step reads the same input atoms
+    values = {node: atoms.canonical(_input_values(node, atoms, first_source[node]))
+              for node in order if isinstance(node, N.Input)}
+    for node, components in values.items():
+        _widen_bounds(low, high, node, components)
+    previous = {node: atoms.canonical(weights[node].init) for node in states}
+    exact = {node: tuple(weights[node].exact_init) for node in states}
+    known: dict[Any, dict[tuple, tuple]] = {node: {} for node in weights}
     for _ in range(max_length):  # one round per step
-        values: dict[N.Node, list[Value]] = {}
-        for node in order:
-            if isinstance(node, N.Input):
-                values[node] = _input_values(node, atoms)
-            else:
-                values[node] = _step(node, weights[node], [values[x] for x in node.inputs], previous.get(node, []),
-                                     atoms)
-            if node in exact:
-                exact[node] = _exact_state(node, weights[node], exact[node], values[node.inputs[0]])
-                values[node] = [v if e is None else _exact_float(e) for v, e in zip(values[node], exact[node])]
-            low[node] = [min(a, v.low) for a, v in zip(low[node], values[node])]
-            high[node] = [max(a, v.high) for a, v in zip(high[node], values[node])]
-        previous = {node: [_as_atom(v, atoms) for v in values[node]] for node in states}
+        atomized = {}
+        for node, node_weights in weights.items():
+            inputs = [values[x] for x in node.inputs]
+            before, exact_before = previous.get(node, ()), exact.get(node)
+            key = (*inputs, before, exact_before)
+            result = known[node].get(key)
+            if result is None:
+                result = _node_step(node, node_weights, inputs, before, exact_before, atoms, first_source.get(node, 0))
+                _remember(known[node], key, result)
+                _widen_bounds(low, high, node, result[0])
+            values[node] = result[0]
+            if exact_before is not None:
+                exact[node], atomized[node] = result[1], result[2]
+        previous = atomized
     return {node: (low[node], high[node]) for node in order}
+
+
+def _widen_bounds(low: dict, high: dict, node: Any, values: tuple[Value, ...]) -> None:
+    low[node] = [min(a, v.low) for a, v in zip(low[node], values)]
+    high[node] = [max(a, v.high) for a, v in zip(high[node], values)]
+
+
+def _remember(results: dict[tuple, Any], key: tuple, result: Any) -> None:
+    """Keep ``result`` under ``key``, forgetting the oldest beyond ``MEMO_STEPS`` (bounded memory)."""
+    if len(results) >= MEMO_STEPS:
+        del results[next(iter(results))]
+    results[key] = result
 
 
 # node -> {(rewirings, max_length): its bounds}
