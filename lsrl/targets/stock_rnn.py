@@ -211,6 +211,7 @@ from lsrl.targets.cache import GATES as CACHE_GATES
 from lsrl.targets.cache import _as_batch, _hook_values, _points
 from lsrl.targets.cell_steps import Run, run_steps
 from lsrl.targets.checks import checked_input, module_placement
+from lsrl.targets.facts import ensure_facts
 from lsrl.targets.patch import StatePatch, _check_patchable, _values_array
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
@@ -1376,6 +1377,7 @@ class StockRNNModel(nn.Module):
         with torch.no_grad():
             self.readout.weight.copy_(torch.as_tensor(readout_weight))
             self.readout.bias.copy_(torch.as_tensor(readout_bias))
+        ensure_facts(self.architecture, self.h0)  # the floating-point facts of the units, where it is built
 
     def __call__(self, x: Any, *args: Any, patch: Any = None, **kwargs: Any) -> Any:
         """``forward``; ``patch={node: values}`` patches program nodes of ``net.patchable`` (class docstring)."""
@@ -1397,6 +1399,7 @@ class StockRNNModel(nn.Module):
     def run(self, x: Any, state: Any = None, check_bounds: bool = True) -> tuple[torch.Tensor, Any]:
         """``(outputs, final state)``; ``state``: a final state of an earlier call (None: the initial one)."""
         x = checked_input(self, x, check_bounds)
+        ensure_facts(self.architecture, self.h0)  # on a device or dtype not checked before
         hidden, final = self.core(x, self.initial_state(x.shape[0]) if state is None else state)
         return self.readout(hidden), final
 
@@ -1404,6 +1407,7 @@ class StockRNNModel(nn.Module):
         if not self.state_patch:
             return self.run(x, check_bounds=check_bounds)[0]
         x = checked_input(self, x, check_bounds)
+        ensure_facts(self.architecture, self.h0)
         outputs = self.readout(self._patched_core(x, self.state_patch))
         if "readout" in self.state_patch:
             outputs = _overwritten(outputs, self.state_patch["readout"])
@@ -1447,6 +1451,7 @@ class StockRNNModel(nn.Module):
         x = _as_batch(self, xs)
         squeeze = x.dim() == 2
         x = checked_input(self, x[None] if squeeze else x, check_bounds)
+        ensure_facts(self.architecture, self.h0)
         items = patch_items(patch, "run_with_cache")
         patchable = set(getattr(self, "patchable", None) or ())
         nodes = {key: values for key, values in items if patch_key_name(key) in patchable}
