@@ -140,7 +140,7 @@ _MAMBA = [
     _NORM,
 ]
 # Mamba-2's gated group norm: silu(2 g) == g for powers of two g <= SMALL_GATE, in float32
-_MAMBA2 = [*_MAMBA, Fact("silu(x) == x/2 for small powers of two", "silu", tuple(2.0 ** -k for k in range(25, 61)),
+_MAMBA2 = [*_MAMBA, Fact("silu(x) == x/2 for small powers of two", "silu", tuple(2.0 ** -k for k in range(25, 60)),
                          "x/2", None, "hf.mamba2 SMALL_GATE", computed_in="float32")]
 _RGLRU_UNIT = {  # the rounding trick (hf.recurrentgemma.unit_decay): recurrent_param, m
     "float32": (float.fromhex("-0x1.3b2202p+4"), 2.0 ** -12),
