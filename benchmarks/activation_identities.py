@@ -249,9 +249,9 @@ def _region_rows(region, dtype, method, boundary, checked, seconds) -> list[dict
 
 
 def _bound_row(bound, dtype, method, largest, checked, seconds) -> dict:
-    return dict(capability=CAPABILITY, fact=bound.name, dtype=dtype, method=method, region="every input", boundary=f"{largest:.6g}",
-                boundary_hex=float(largest).hex(), used=f"{bound.used:g}", used_by=bound.used_by,
-                holds=largest <= bound.used, checked=checked, seconds=round(seconds, 1), cpu=CPU)
+    return dict(capability=CAPABILITY, fact=bound.name, dtype=dtype, method=method, region="every input",
+                boundary=f"{largest:.6g}", boundary_hex=float(largest).hex(), used=f"{bound.used:g}",
+                used_by=bound.used_by, holds=largest <= bound.used, checked=checked, seconds=round(seconds, 1), cpu=CPU)
 
 
 # ---- float64: sampled -------------------------------------------------------------------------------

@@ -126,7 +126,8 @@ the set of ``(a, m)`` any lane can compute. The builder writes only parameters w
 paths agree). So every lane computes the ``a^`` and ``m`` the tolerance uses, bit for bit. What this rests
 on: torch's dispatch picks one kernel per op for the process (the CPU capability,
 ``torch.backends.cpu.get_cpu_capability()``; another machine's AVX512 kernels are checked when a model is
-built there, not when a saved one is loaded), and an elementwise op has no third path.
+built there, and the unit decay and saturated gates again, as facts of ``lsrl.targets.facts``, the first time
+a model runs on a new device or dtype through lsrl), and an elementwise op has no third path.
 
 **Not proved** (stated precisely):
 

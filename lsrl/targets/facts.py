@@ -186,10 +186,11 @@ def _lstm_probe(function: str, x: torch.Tensor, width: int) -> torch.Tensor:
     with torch.no_grad():
         for parameter in cell.parameters():
             parameter.zero_()
+        weight, bias = cell.get_parameter("weight_ih_l0"), cell.get_parameter("bias_ih_l0")
         gate = {"sigmoid": 1, "tanh": 2}[function]  # rows i, f, g, o
-        cell.weight_ih_l0[gate * width:(gate + 1) * width] = 1.0
+        weight[gate * width:(gate + 1) * width] = 1.0
         if function == "tanh":
-            cell.bias_ih_l0[:width] = PROBE_GATE
+            bias[:width] = PROBE_GATE
         c0 = torch.full((1, x.numel(), width), 1.0 if function == "sigmoid" else 0.0, dtype=x.dtype, device=x.device)
         _, (_, c) = cell(x.reshape(-1, 1, 1), (torch.zeros_like(c0), c0))
     return c[0]
@@ -203,11 +204,12 @@ def _gru_probe(function: str, x: torch.Tensor, width: int) -> torch.Tensor:
     with torch.no_grad():
         for parameter in cell.parameters():
             parameter.zero_()
+        weight, bias = cell.get_parameter("weight_ih_l0"), cell.get_parameter("bias_ih_l0")
         if function == "sigmoid":  # rows r, z, n
-            cell.weight_ih_l0[width:2 * width] = 1.0
+            weight[width:2 * width] = 1.0
         else:
-            cell.weight_ih_l0[2 * width:] = 1.0
-            cell.bias_ih_l0[width:2 * width] = -PROBE_GATE
+            weight[2 * width:] = 1.0
+            bias[width:2 * width] = -PROBE_GATE
         h0 = torch.full((1, x.numel(), width), 1.0 if function == "sigmoid" else 0.0, dtype=x.dtype, device=x.device)
         _, h = cell(x.reshape(-1, 1, 1), h0)
     return h[0]

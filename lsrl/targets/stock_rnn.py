@@ -186,6 +186,12 @@ within ``ONNX_FLAG_ERROR = 2^-15`` of their flag (``-2^-16`` or ``1 + 2^-21``), 
 ``E = |D| 2^-15``, a state's margins less its own flags' error, and their sums are not taken as exact (the LSTM's
 flags are exact there too). torch computes within all of these, so ``net.tolerance`` holds in torch as well.
 
+**Facts.** The activation facts above (``sigma(+-EXACT_SATURATION)`` exactly 1 / 0, ``tanh(0) = 0``,
+``tanh(TANH_ONE) = 1``, ``tanh(x) == x`` within ``TANH_IDENTITY``) are measured on one machine; the module checks
+them on its own device, dtype and CPU capability, through torch's activations and its own recurrent kernel, when
+it is built and the first time it runs on a new device or dtype (``lsrl.targets.facts``; ``FactError`` where one
+fails).
+
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
 """
