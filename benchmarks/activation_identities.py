@@ -1,7 +1,8 @@
 """Where torch's activations are exactly 0, 1, the identity or ReLU, and how accurate they are elsewhere:
 the facts the stock constructions rest on, checked for EVERY float32 input and sampled in float64.
 
-    python benchmarks/activation_identities.py [--csv DIR] [--chunk 22]   # DIR/activation_identities.csv
+    python benchmarks/activation_identities.py [--csv DIR] [--chunk 22] [--dtypes float64,float32]
+    # DIR/activation_identities.csv
 
 Each row is one fact about torch's CPU kernels (``torch.sigmoid``, ``torch.tanh``, ``F.silu``,
 ``F.gelu(approximate="tanh")``, the functions ``nn.LSTM`` / ``nn.GRU`` and the ``transformers`` models call):
@@ -27,8 +28,8 @@ gives -0 in a vector and -1.5e-7 alone; ``nn.LSTM`` runs both, on the widths tha
 rest); a fact must hold on both. A region's boundary is the float just beyond the farthest failure, so
 the region is proved, not sampled. The kernels are the ones ``torch.backends.cpu.get_cpu_capability()``
 picks (``ATEN_CPU_CAPABILITY=default`` / ``avx2`` / ``avx512`` forces one); each row names the capability it
-was measured on (``capability``), and a run replaces only the rows of its own capability in ``--csv DIR``'s
-table, so the table keeps one set of rows per capability measured. A capability not in the table (AVX512 on
+was measured on (``capability``), and a run replaces only the rows of its own capability and dtypes
+(``--dtypes``) in ``--csv DIR``'s table, so the table keeps one set of rows per capability and dtype measured. A capability not in the table (AVX512 on
 the machines that made it) or a GPU is not covered by it: lsrl checks the facts its constructions use where a
 model runs (``lsrl.targets.facts``). Run time: 38 minutes (2260 s) on one core of a loaded 2-core machine
 (``seconds``); float64 takes 12 s.
@@ -325,21 +326,25 @@ def float64_rows() -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunk", type=int, default=22, help="float32 values per chunk: 2^CHUNK")
+    parser.add_argument("--dtypes", default="float64,float32",
+                        help="the dtypes measured (float32 enumerates every value: 38 minutes on a quiet core)")
     add_csv_option(parser)
     args = parser.parse_args()
-    rows = float64_rows() + float32_rows(args.chunk)
+    dtypes = args.dtypes.split(",")
+    rows = (float64_rows() if "float64" in dtypes else []) + (float32_rows(args.chunk) if "float32" in dtypes else [])
     print(f"{'fact':42} {'dtype':8} {'method':10} {'region':15} {'boundary':>14}  {'used':>9}  holds  used by")
     for row in rows:
         print(f"{row['fact']:42} {row['dtype']:8} {row['method']:10} {row['region']:15} {row['boundary']:>14}  "
               f"{row['used']:>9}  {str(row['holds']):5}  {row['used_by']}")
-    print(f"float32: {rows[-1]['checked']} values in {rows[-1]['seconds']} s")
+    print(f"{rows[-1]['dtype']}: {rows[-1]['checked']} values in {rows[-1]['seconds']} s")
     if args.csv is not None:
-        write_csv(args.csv, "activation_identities", _other_capabilities(args.csv) + rows)
+        table = sorted(_kept_rows(args.csv, dtypes) + rows, key=lambda row: (row["capability"], row["dtype"]))
+        write_csv(args.csv, "activation_identities", table)
 
 
-def _other_capabilities(folder) -> list[dict]:
-    """The rows of ``folder``'s table measured on other CPU capabilities than this run's (kept beside its rows);
-    a row without a ``capability`` column takes it from its ``cpu`` column (``torch X, CAPABILITY``)."""
+def _kept_rows(folder, dtypes: list[str]) -> list[dict]:
+    """The rows of ``folder``'s table this run does not measure (other CPU capabilities, or other dtypes), kept
+    beside its rows; a row without a ``capability`` column takes it from its ``cpu`` column (``torch X, CAP``)."""
     path = folder / "activation_identities.csv"
     if not path.exists():
         return []
@@ -348,7 +353,7 @@ def _other_capabilities(folder) -> list[dict]:
     for row in rows:
         row.setdefault("capability", row["cpu"].rsplit(", ", 1)[-1])
     return [{"capability": row["capability"], **{k: v for k, v in row.items() if k != "capability"}}
-            for row in rows if row["capability"] != CAPABILITY]
+            for row in rows if row["capability"] != CAPABILITY or row["dtype"] not in dtypes]
 
 
 if __name__ == "__main__":
