@@ -29,10 +29,10 @@ rest); a fact must hold on both. A region's boundary is the float just beyond th
 the region is proved, not sampled. The kernels are the ones ``torch.backends.cpu.get_cpu_capability()``
 picks (``ATEN_CPU_CAPABILITY=default`` / ``avx2`` / ``avx512`` forces one); each row names the capability it
 was measured on (``capability``), and a run replaces only the rows of its own capability and dtypes
-(``--dtypes``) in ``--csv DIR``'s table, so the table keeps one set of rows per capability and dtype measured. A capability not in the table (AVX512 on
-the machines that made it) or a GPU is not covered by it: lsrl checks the facts its constructions use where a
-model runs (``lsrl.targets.facts``). Run time: 38 minutes (2260 s) on one core of a loaded 2-core machine
-(``seconds``); float64 takes 12 s.
+(``--dtypes``) in ``--csv DIR``'s table, so the table keeps one set of rows per capability and dtype
+measured. A capability not in the table (AVX512 on the machines that made it) or a GPU is not covered by
+it: lsrl checks the facts its constructions use where a model runs (``lsrl.targets.facts``). Run time: 38
+minutes (2260 s) on one core of a loaded 2-core machine (``seconds``); float64 takes 12 s.
 **float64: sampled**, as 2^64 inputs cannot be enumerated: the boundary is found by bisection over the
 bit patterns (the identity sets are rays because the kernels are monotone, an assumption this samples:
 ``2^20`` log-uniform points on each region and the ``2^12`` floats on both sides of the boundary); the
