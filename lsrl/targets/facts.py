@@ -173,7 +173,7 @@ def on_every_path(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Ten
     it: the vectorised body (a contiguous run of ``LANES`` copies), the scalar loop of a strided input (what a
     tensor's tail also runs), and lone elements."""
     run = function(x.repeat_interleave(LANES))[::LANES]
-    spread = function(x.repeat_interleave(2)[::2])
+    spread = function(x.repeat_interleave(2 * LANES)[::2])[::LANES]  # strided: no element's neighbour is in it
     lone = torch.cat([function(x[i:i + 1]) for i in range(x.numel())])
     return [run, spread, lone]
 
