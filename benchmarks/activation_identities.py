@@ -1,7 +1,8 @@
 """Where torch's activations are exactly 0, 1, the identity or ReLU, and how accurate they are elsewhere:
 the facts the stock constructions rest on, checked for EVERY float32 input and sampled in float64.
 
-    python benchmarks/activation_identities.py [--csv DIR] [--chunk 22]   # DIR/activation_identities.csv
+    python benchmarks/activation_identities.py [--csv DIR] [--chunk 22] [--dtypes float64,float32]
+    # DIR/activation_identities.csv
 
 Each row is one fact about torch's CPU kernels (``torch.sigmoid``, ``torch.tanh``, ``F.silu``,
 ``F.gelu(approximate="tanh")``, the functions ``nn.LSTM`` / ``nn.GRU`` and the ``transformers`` models call):
@@ -26,21 +27,27 @@ tensor's tail and on strided inputs (they round differently: at ``x = -5.0613809
 gives -0 in a vector and -1.5e-7 alone; ``nn.LSTM`` runs both, on the widths that fill vectors and the
 rest); a fact must hold on both. A region's boundary is the float just beyond the farthest failure, so
 the region is proved, not sampled. The kernels are the ones ``torch.backends.cpu.get_cpu_capability()``
-picks (printed; the table was made on AVX2); another capability (AVX512) or a GPU is not covered.
-Run time: 38 minutes (2260 s) on one core of a loaded 2-core machine (``seconds``); float64 takes 12 s.
+picks (``ATEN_CPU_CAPABILITY=default`` / ``avx2`` / ``avx512`` forces one); each row names the capability it
+was measured on (``capability``), and a run replaces only the rows of its own capability and dtypes
+(``--dtypes``) in ``--csv DIR``'s table, so the table keeps one set of rows per capability and dtype
+measured. A capability not in the table (AVX512 on the machines that made it) or a GPU is not covered by
+it: lsrl checks the facts its constructions use where a model runs (``lsrl.targets.facts``). Run time: 38
+minutes (2260 s) on one core of a loaded 2-core machine (``seconds``); float64 takes 12 s.
 **float64: sampled**, as 2^64 inputs cannot be enumerated: the boundary is found by bisection over the
 bit patterns (the identity sets are rays because the kernels are monotone, an assumption this samples:
 ``2^20`` log-uniform points on each region and the ``2^12`` floats on both sides of the boundary); the
 set where ``tanh(x) == x`` is no interval (float64: it fails at 1.354e-8 and holds at 1.7e-8), so that
 region is the largest power of two below the nearest failure that ``5 * 2^20`` samples find, sampled again.
 
-The fast test ``tests/test_targets_stock_rnn.py::test_the_activation_identities_hold_at_their_boundaries``
-reads this table and checks every boundary and its neighbours, so a torch change that moves one fails CI.
+The tests do not read this table's boundaries (they differ between capabilities: float32 ``tanh(x) == x``
+ends at ``0x1.717268p-12`` on AVX2 and lower on AVX512); they check that every fact a construction uses holds
+on the capability they run on (``tests/test_facts.py``), as ``lsrl.targets.facts`` does where a model runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import time
 from dataclasses import dataclass
@@ -56,7 +63,8 @@ torch.set_num_threads(1)
 
 FLOAT32_FINITE = 0x7F800000  # bit patterns 0 .. this - 1 are the finite non-negative float32 (0x7F800000 is inf)
 SAMPLES = 1 << 20
-CPU = f"torch {torch.__version__.split('+')[0]}, {torch.backends.cpu.get_cpu_capability()}"  # the kernels checked
+CAPABILITY = torch.backends.cpu.get_cpu_capability()  # the kernels checked (ATEN_CPU_CAPABILITY forces one)
+CPU = f"torch {torch.__version__.split('+')[0]}, {CAPABILITY}"
 NEIGHBOURS = 1 << 12
 
 
@@ -68,7 +76,8 @@ def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class Region:
     """``function(x) == target(x)`` for every ``x`` beyond ``boundary`` on ``side``: ``"+"`` (``x >= b``),
-    ``"-"`` (``x <= b``), ``"0"`` (``|x| <= b``, both signs); ``uses``: ``(constant, where)`` that lsrl relies on."""
+    ``"-"`` (``x <= b``), ``"0"`` (``|x| <= b``, both signs); ``uses``: ``(constant, where)`` that lsrl relies on,
+    or ``(constant, where, dtype name)`` for a constant of one dtype only."""
 
     name: str
     function: Callable[[torch.Tensor], torch.Tensor]
@@ -130,7 +139,9 @@ REGIONS = [
     Region("silu(x) == relu(x)", F.silu, torch.relu, "-", ((-710.0, "hf.mamba SILU_EXACT"),)),
     Region("gelu_tanh(x) == relu(x)", gelu_tanh, torch.relu, "+", ((8.0, "hf.recurrentgemma GELU_EXACT"),)),
     Region("gelu_tanh(x) == relu(x)", gelu_tanh, torch.relu, "-", ((-8.0, "hf.recurrentgemma GELU_EXACT"),)),
-    Region("tanh(x) == x", torch.tanh, lambda x: x, "0", ((2.0 ** -27, "hf.recurrentgemma soft cap"),)),
+    Region("tanh(x) == x", torch.tanh, lambda x: x, "0",
+           ((2.0 ** -27, "hf.recurrentgemma soft cap"), (2.0 ** -12, "stock_rnn TANH_IDENTITY", "float32"),
+            (2.0 ** -27, "stock_rnn TANH_IDENTITY", "float64"))),
 ]
 BOUNDS = [
     Bound("max |silu(x) - relu(x)|", F.silu, _gap, 0.28, "hf.mamba SILU_GAP"),
@@ -232,16 +243,16 @@ def float32_rows(chunk: int) -> list[dict]:
 
 def _region_rows(region, dtype, method, boundary, checked, seconds) -> list[dict]:
     where = {"+": "x >= boundary", "-": "x <= boundary", "0": "|x| <= boundary"}[region.side]
-    return [dict(fact=region.name, dtype=dtype, method=method, region=where, boundary=f"{boundary:.9g}",
-                 boundary_hex=float(boundary).hex(), used=f"{used:g}", used_by=used_by,
+    return [dict(capability=CAPABILITY, fact=region.name, dtype=dtype, method=method, region=where,
+                 boundary=f"{boundary:.9g}", boundary_hex=float(boundary).hex(), used=f"{used:g}", used_by=used_by,
                  holds=_covers(region.side, used, boundary), checked=checked, seconds=round(seconds, 1), cpu=CPU)
-            for used, used_by in region.uses]
+            for used, used_by, *only in region.uses if only in ([], [dtype])]
 
 
 def _bound_row(bound, dtype, method, largest, checked, seconds) -> dict:
-    return dict(fact=bound.name, dtype=dtype, method=method, region="every input", boundary=f"{largest:.6g}",
-                boundary_hex=float(largest).hex(), used=f"{bound.used:g}", used_by=bound.used_by,
-                holds=largest <= bound.used, checked=checked, seconds=round(seconds, 1), cpu=CPU)
+    return dict(capability=CAPABILITY, fact=bound.name, dtype=dtype, method=method, region="every input",
+                boundary=f"{largest:.6g}", boundary_hex=float(largest).hex(), used=f"{bound.used:g}",
+                used_by=bound.used_by, holds=largest <= bound.used, checked=checked, seconds=round(seconds, 1), cpu=CPU)
 
 
 # ---- float64: sampled -------------------------------------------------------------------------------
@@ -315,15 +326,34 @@ def float64_rows() -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunk", type=int, default=22, help="float32 values per chunk: 2^CHUNK")
+    parser.add_argument("--dtypes", default="float64,float32",
+                        help="the dtypes measured (float32 enumerates every value: 38 minutes on a quiet core)")
     add_csv_option(parser)
     args = parser.parse_args()
-    rows = float64_rows() + float32_rows(args.chunk)
+    dtypes = args.dtypes.split(",")
+    rows = (float64_rows() if "float64" in dtypes else []) + (float32_rows(args.chunk) if "float32" in dtypes else [])
     print(f"{'fact':42} {'dtype':8} {'method':10} {'region':15} {'boundary':>14}  {'used':>9}  holds  used by")
     for row in rows:
         print(f"{row['fact']:42} {row['dtype']:8} {row['method']:10} {row['region']:15} {row['boundary']:>14}  "
               f"{row['used']:>9}  {str(row['holds']):5}  {row['used_by']}")
-    print(f"float32: {rows[-1]['checked']} values in {rows[-1]['seconds']} s")
-    write_csv(args.csv, "activation_identities", rows)
+    print(f"{rows[-1]['dtype']}: {rows[-1]['checked']} values in {rows[-1]['seconds']} s")
+    if args.csv is not None:
+        table = sorted(_kept_rows(args.csv, dtypes) + rows, key=lambda row: (row["capability"], row["dtype"]))
+        write_csv(args.csv, "activation_identities", table)
+
+
+def _kept_rows(folder, dtypes: list[str]) -> list[dict]:
+    """The rows of ``folder``'s table this run does not measure (other CPU capabilities, or other dtypes), kept
+    beside its rows; a row without a ``capability`` column takes it from its ``cpu`` column (``torch X, CAP``)."""
+    path = folder / "activation_identities.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as file:
+        rows = list(csv.DictReader(file))
+    for row in rows:
+        row.setdefault("capability", row["cpu"].rsplit(", ", 1)[-1])
+    return [{"capability": row["capability"], **{k: v for k, v in row.items() if k != "capability"}}
+            for row in rows if row["capability"] != CAPABILITY or row["dtype"] not in dtypes]
 
 
 if __name__ == "__main__":

@@ -66,6 +66,12 @@ class CallError(LsrlError, TypeError):
     ``TypeError``, as Python's own error for such a call is."""
 
 
+class FactError(LsrlError):
+    """A floating-point fact a construction rests on (``lsrl.targets.facts``: an activation that must be exactly
+    0, 1, the identity or ReLU on the values it is fed) fails on the device, dtype and CPU capability the model is
+    built or run on; the message names the fact, the device and the capability."""
+
+
 class InternalError(Exception):
     """A broken invariant inside lsrl: a bug, not a mistake in the user's program or input.
 

@@ -93,9 +93,13 @@ def test_random_programs_stay_within_the_stated_tolerance(arch, dtype):
 
 
 @pytest.mark.parametrize("arch", STOCK)
-def test_one_step_at_a_time_equals_the_whole_sequence(arch):
+def test_one_step_at_a_time_stays_within_the_stated_tolerance(arch):
+    """``net.run(x_t, state)`` step by step, carrying the state, and the whole sequence at once: both within
+    ``net.tolerance`` of the interpreter. They are the same computation up to rounding, not bit for bit (the input
+    products are computed per step, not per sequence, and the kernels' order of the sums differs between CPUs), and
+    the tolerance is what the module promises for either."""
     for seed in (2, 5):
-        model, xs, _ = random_case(seed)
+        model, xs, reference = random_case(seed)
         net = model.to_torch(arch, max_len=T, dtype=torch.float64)
         x = torch.as_tensor(xs)
         with torch.no_grad():
@@ -104,8 +108,10 @@ def test_one_step_at_a_time_equals_the_whole_sequence(arch):
             for t in range(x.shape[1]):
                 y, state = net.run(x[:, t:t + 1], state)
                 steps.append(y)
-        # the same computation up to rounding (the input products are computed per step, not per sequence)
-        np.testing.assert_allclose(torch.cat(steps, dim=1).numpy(), whole.numpy(), rtol=1e-12, atol=1e-12)
+        stepped = torch.cat(steps, dim=1).numpy()
+        assert 0 < net.tolerance < 1e-3 * max(1.0, float(np.max(np.abs(reference))))  # a bound that says something
+        assert np.max(np.abs(stepped - reference)) <= net.tolerance, seed
+        assert np.max(np.abs(whole.numpy() - reference)) <= net.tolerance, seed
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -347,14 +353,12 @@ def test_random_programs_of_exact_units_equal_the_interpreter(monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_the_identity_amplitude_is_at_its_boundary(dtype, monkeypatch):
-    """Identity units rest on tanh(x) == x for |x| <= TANH_IDENTITY (the table's region, both code paths): a counter
-    of integer inputs to 64, held by one identity unit (exact units forced: its plain bound would decide it), is
-    exact; with 16 times TANH_IDENTITY (tanh(x) != x there) its outputs are not the interpreter's."""
+    """Identity units rest on tanh(x) == x for |x| <= TANH_IDENTITY (a fact checked where the module runs, both code
+    paths): a counter of integer inputs to 64, held by one identity unit (exact units forced: its plain bound would
+    decide it), is exact; with 16 times TANH_IDENTITY (tanh(x) != x there) its outputs are not the interpreter's."""
     from lsrl.targets import stock_rnn
 
     limit = stock_rnn.TANH_IDENTITY[dtype]
-    row = next(row for row in identity_rows() if row["fact"] == "tanh(x) == x" and row["dtype"] == str(dtype)[6:])
-    assert limit <= float.fromhex(row["boundary_hex"]) and row["holds"] == "True"
     assert holds_on_both_paths("tanh(x) == x", limit, dtype)
     assert not holds_on_both_paths("tanh(x) == x", 16 * limit, dtype)
     x = lsrl.Input(1, name="x", bounds=(0, 1), integer=True)
@@ -495,7 +499,9 @@ def test_every_label_holds_within_its_unit_tolerance(arch):
         net = model.to_torch(arch, max_len=xs.shape[1], dtype=torch.float64)
         outputs, cache = net.run_with_cache(xs)
         assert list(cache) == net.hook_names()
-        assert np.max(np.abs(outputs.numpy() - run(net, xs))) <= 1e-12
+        # PyTorch's equations step by step and the stock kernel: both within the stated tolerance of the program
+        assert np.max(np.abs(outputs.numpy() - exact(model, xs))) <= net.tolerance
+        assert np.max(np.abs(run(net, xs) - exact(model, xs))) <= net.tolerance
         trace = program.trace(xs, exact=True)
         for key, labels in net.labels.items():
             for unit, label in enumerate(labels):
@@ -845,28 +851,42 @@ def holds_on_both_paths(fact: str, value: float, dtype: torch.dtype) -> bool:
 
 
 def test_the_activation_table_proves_what_the_constructions_rely_on():
-    """Every fact a construction relies on holds in the table (float32 rows exhaustive, float64 sampled);
-    the stock gates' saturation is not relied on (their leak e^-128 is charged)."""
-    rows = identity_rows()
-    assert {row["method"] for row in rows if row["dtype"] == "float32"} == {"exhaustive"}
-    assert {row["fact"] for row in rows} >= set(FACTS)
-    relied = [row for row in rows if "charged anyway" not in row["used_by"]]
-    assert [row for row in relied if row["holds"] != "True"] == []
-    ulps = [float(row["boundary"]) for row in rows if "relative error" in row["fact"] and row["dtype"] == "float32"]
+    """For every CPU capability and dtype measured (a set of rows each, named in ``capability`` and ``dtype``):
+    every fact a construction relies on holds in the table (float32 rows exhaustive, float64 sampled), and both
+    activations' relative errors are within ACTIVATION_ULPS; the stock gates' saturation is not relied on (their
+    leak e^-128 is charged)."""
     from lsrl.targets.stock_rnn import ACTIVATION_ULPS
 
-    assert len(ulps) == 2 and max(ulps) <= ACTIVATION_ULPS
+    rows = identity_rows()
+    groups = {(row["capability"], row["dtype"]) for row in rows}
+    assert {(capability, dtype) for capability in ("AVX2", "DEFAULT") for dtype in ("float32", "float64")} <= groups
+    for capability, dtype in groups:
+        measured = [row for row in rows if (row["capability"], row["dtype"]) == (capability, dtype)]
+        assert all(row["cpu"].endswith(capability) for row in measured)
+        assert {row["method"] for row in measured} <= ({"exhaustive"} if dtype == "float32" else
+                                                       {"sampled", "sampled, a power of two below"})
+        assert {row["fact"] for row in measured} >= set(FACTS)
+        relied = [row for row in measured if "charged anyway" not in row["used_by"]]
+        assert [row for row in relied if row["holds"] != "True"] == [], (capability, dtype)
+        ulps = [float(row["boundary"]) for row in measured if "relative error" in row["fact"]]
+        assert len(ulps) == 2 and max(ulps) <= ACTIVATION_ULPS, (capability, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_the_activation_identities_hold_at_their_boundaries(dtype):
-    """Each region's boundary from the table and the floats beyond it satisfy the identity, the float before it
-    does not (so the boundary is exact), on both of torch's code paths: a torch change that moves one fails."""
+def test_the_activation_table_boundaries_of_this_capability_are_exact(dtype):
+    """The rows measured on the CPU capability these tests run on (``ATEN_CPU_CAPABILITY`` picks it): each region's
+    boundary and the floats beyond it satisfy the identity, the float before it does not, on both code paths; the
+    used constants hold as the row says. Rows of other capabilities are other kernels (AVX512's float32
+    ``tanh(x) == x`` ends 7,590 ulps lower than AVX2's) and are not checked here; the facts the constructions use
+    are checked on every capability (``tests/test_facts.py``)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    rows = [row for row in identity_rows() if row["capability"] == capability and row["fact"] in FACTS
+            and row["dtype"] == str(dtype).removeprefix("torch.")]
+    if not rows:
+        pytest.skip(f"the activation table has no {dtype} rows measured on {capability} "
+                    "(benchmarks/activation_identities.py --dtypes)")
     np_type = np.float32 if dtype == torch.float32 else np.float64
-    checked = 0
-    for row in identity_rows():
-        if row["fact"] not in FACTS or row["dtype"] != str(dtype).removeprefix("torch."):
-            continue
+    for row in rows:
         boundary = np_type(float.fromhex(row["boundary_hex"]))
         inward = np_type(0) if row["region"] != "|x| <= boundary" else np_type(np.copysign(np.inf, boundary))
         outward = np_type(np.copysign(np.inf, boundary)) if row["region"] != "|x| <= boundary" else np_type(0)
@@ -876,7 +896,5 @@ def test_the_activation_identities_hold_at_their_boundaries(dtype):
         assert all(holds_on_both_paths(row["fact"], float(v), dtype) for v in beyond), row
         if "power of two below" not in row["method"]:  # float64 tanh(x) == x: a region below its holes, not its edge
             assert not holds_on_both_paths(row["fact"], float(np.nextafter(boundary, inward)), dtype), row
-        used = float(row["used"])
-        assert holds_on_both_paths(row["fact"], used, dtype) == (row["holds"] == "True"), row
-        checked += 1
-    assert checked >= 7
+        assert holds_on_both_paths(row["fact"], float(row["used"]), dtype) == (row["holds"] == "True"), row
+    assert len(rows) >= 7

@@ -69,7 +69,10 @@ def inputs(hf_model: PreTrainedModel, xs: Any) -> dict:
     the model's dtype. Reads only ``config.lsrl_io``."""
     import torch
 
+    from lsrl.targets.facts import watch
+
     record = io_record(hf_model)
+    watch(hf_model, record["arch"])  # a loaded model: its floating-point facts where it runs (lsrl.targets.facts)
     array = _batch(xs, record)
     if record["input"] == "input_ids":
         tokens = np.rint(array[..., 0]).astype(np.int64) - int(record["token_low"])

@@ -298,6 +298,8 @@ def finished(hf: ModelT, weights: dict[str, np.ndarray], model: CompiledProgram,
     number) and optionally ``embed_factor`` (what the stock model multiplies its embeddings by)."""
     import torch
 
+    from lsrl.targets.facts import watch
+
     largest = max(float(np.max(np.abs(w), initial=0.0)) for w in weights.values())
     limit = float(torch.finfo(dtype).max) / 2.0 ** 8  # a weight times what it reads is at most LARGEST
     if largest > limit:
@@ -310,6 +312,7 @@ def finished(hf: ModelT, weights: dict[str, np.ndarray], model: CompiledProgram,
     hf.load_state_dict({name: torch.from_numpy(np.asarray(value, dtype=np.float64)).reshape(state[name].shape)
                         for name, value in weights.items()})
     hf.eval()
+    watch(hf, record["arch"])  # its floating-point facts, here and on every new device or dtype it runs on
     spec, factor = declared(model), record.get("embed_factor", 1.0)
     feeding = {"token_low": spec.token_low} if spec.token else {
         "embed_channels": [stream.payload[i] for i in range(spec.dim)], "embed_scale": stream.beta / factor,

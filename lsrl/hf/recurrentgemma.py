@@ -126,7 +126,8 @@ the set of ``(a, m)`` any lane can compute. The builder writes only parameters w
 paths agree). So every lane computes the ``a^`` and ``m`` the tolerance uses, bit for bit. What this rests
 on: torch's dispatch picks one kernel per op for the process (the CPU capability,
 ``torch.backends.cpu.get_cpu_capability()``; another machine's AVX512 kernels are checked when a model is
-built there, not when a saved one is loaded), and an elementwise op has no third path.
+built there, and the unit decay and saturated gates again, as facts of ``lsrl.targets.facts``, the first time
+a model runs on a new device or dtype through lsrl), and an elementwise op has no third path.
 
 **Not proved** (stated precisely):
 
@@ -170,7 +171,6 @@ SATURATE = 1024.0  # sigmoid(+-SATURATE) is exactly 1 / 0; exp(-8 * SATURATE) is
 Y_GAIN = 8.0  # the gate branch y = gelu_tanh(8) == 8 exactly
 WEIGHT_LIMIT = 2.0 ** 120  # every weight and pre-activation below this (float32 overflows at 2**128)
 GRIFFIN_PATTERN = ("recurrent", "recurrent", "attention")
-LANES = 64  # a contiguous run this long fills whole vectors on every CPU capability (AVX512: 2 x 16 float32)
 PARAM_TRIES = 64  # recurrent_param candidates tried for a genuine decay (decay_param)
 
 
@@ -179,11 +179,11 @@ PARAM_TRIES = 64  # recurrent_param candidates tried for a genuine decay (decay_
 
 def on_every_path(function: Callable[[torch.Tensor], torch.Tensor], value: torch.Tensor) -> set[float]:
     """``function(value)`` for a 0-d ``value`` as each code path of torch's CPU elementwise kernels computes it
-    in a lane: the vectorised body (a contiguous run of ``LANES`` copies), the scalar loop of a strided input
-    (also what a tensor's tail runs), and a lone element. One value: every lane holding ``value`` gets it."""
-    run = value.reshape(1).repeat(LANES)
-    spread = value.reshape(1).repeat(2 * LANES)[::2]
-    return {function(run)[0].item(), function(spread)[0].item(), function(value).item()}
+    in a lane (``lsrl.targets.facts.on_every_path``: the vectorised body, the scalar loop of a strided input, also
+    what a tensor's tail runs, and a lone element). One value: every lane holding ``value`` gets it."""
+    from lsrl.targets.facts import on_every_path as every_path
+
+    return {float(result[0]) for result in every_path(function, value.reshape(1))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -186,6 +186,12 @@ within ``ONNX_FLAG_ERROR = 2^-15`` of their flag (``-2^-16`` or ``1 + 2^-21``), 
 ``E = |D| 2^-15``, a state's margins less its own flags' error, and their sums are not taken as exact (the LSTM's
 flags are exact there too). torch computes within all of these, so ``net.tolerance`` holds in torch as well.
 
+**Facts.** The activation facts above (``sigma(+-EXACT_SATURATION)`` exactly 1 / 0, ``tanh(0) = 0``,
+``tanh(TANH_ONE) = 1``, ``tanh(x) == x`` within ``TANH_IDENTITY``) are measured on one machine; the module checks
+them on its own device, dtype and CPU capability, through torch's activations and its own recurrent kernel, when
+it is built and the first time it runs on a new device or dtype (``lsrl.targets.facts``; ``FactError`` where one
+fails).
+
 **Labels and patches.** ``StockRNNModel``: what every unit holds, ``patch=`` by program node and
 ``run_with_cache``.
 """
@@ -211,6 +217,7 @@ from lsrl.targets.cache import GATES as CACHE_GATES
 from lsrl.targets.cache import _as_batch, _hook_values, _points
 from lsrl.targets.cell_steps import Run, run_steps
 from lsrl.targets.checks import checked_input, module_placement
+from lsrl.targets.facts import ensure_facts
 from lsrl.targets.patch import StatePatch, _check_patchable, _values_array
 from lsrl.targets.promises import BuiltForOneDtype, StockState, continued_state
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
@@ -1381,6 +1388,7 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
         with torch.no_grad():
             self.readout.weight.copy_(torch.as_tensor(readout_weight))
             self.readout.bias.copy_(torch.as_tensor(readout_bias))
+        ensure_facts(self.architecture, self.h0)  # the floating-point facts of the units, where it is built
 
     def __call__(self, x: Any, *args: Any, patch: Any = None, **kwargs: Any) -> Any:
         """``forward``; ``patch={node: values}`` patches program nodes of ``net.patchable`` (class docstring)."""
@@ -1404,6 +1412,7 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
         """``(outputs, final state)``; ``state``: the ``StockState`` of an earlier call to continue from (None: the
         initial one). A run that would pass ``max_len`` steps in all is refused (``continued_state``)."""
         x = checked_input(self, x, check_bounds)
+        ensure_facts(self.architecture, self.h0)  # on a device or dtype not checked before
         start, initial = continued_state(self, state, x)
         hidden, final = self.core(x, initial)
         return self.readout(hidden), StockState(final, start + x.shape[1])
@@ -1412,6 +1421,7 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
         if not self.state_patch:
             return self.run(x, check_bounds=check_bounds)[0]
         x = checked_input(self, x, check_bounds)
+        ensure_facts(self.architecture, self.h0)
         outputs = self.readout(self._patched_core(x, self.state_patch))
         if "readout" in self.state_patch:
             outputs = _overwritten(outputs, self.state_patch["readout"])
@@ -1455,6 +1465,7 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
         x = _as_batch(self, xs)
         squeeze = x.dim() == 2
         x = checked_input(self, x[None] if squeeze else x, check_bounds)
+        ensure_facts(self.architecture, self.h0)
         items = patch_items(patch, "run_with_cache")
         patchable = set(getattr(self, "patchable", None) or ())
         nodes = {key: values for key, values in items if patch_key_name(key) in patchable}
