@@ -20,27 +20,36 @@ from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
-from lsrl.model.writing import as_path, output_folder, written
+from lsrl.model.folders import read_bound, replaced_folder
+from lsrl.model.writing import as_path
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
+FILES = ("model.json", "weights.safetensors")  # besides manifest.json
 _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
 def save(model: CompiledProgram, path: str | Path) -> Path:
-    """Write ``model`` as ``path/model.json`` and ``path/weights.safetensors``; returns the folder.
+    """Write ``model`` as ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json``;
+    returns the folder.
 
-    The folder is created if missing; a path that cannot be a folder or cannot be written raises
-    ``ModelFileError`` naming it, and leaves no partial file (``lsrl.model.writing``).
+    The folder is written as a unit (``lsrl.model.folders``): an earlier model there is replaced whole,
+    never mixed with this one. A path that cannot be a folder or cannot be written raises
+    ``ModelFileError`` naming it, and leaves nothing behind.
     """
-    structure, tensors = _encoded(model)
-    with output_folder(path, "save") as folder:
-        json_file, weights_file = folder / "model.json", folder / "weights.safetensors"
-        with written(json_file, "save") as json_partial, written(weights_file, "save") as weights_partial:
-            json_partial.write_text(json.dumps(structure, indent=1))
-            save_file(tensors, str(weights_partial))
+    folder = as_path(path, "save")
+    with replaced_folder(folder, "save") as staging:
+        write_files(model, staging)
     return folder
+
+
+def write_files(model: CompiledProgram, folder: Path) -> None:
+    """``model.json`` and ``weights.safetensors`` of ``model`` into the existing ``folder`` (no manifest:
+    ``replaced_folder`` writes it over everything the folder holds)."""
+    structure, tensors = _encoded(model)
+    (folder / "model.json").write_text(json.dumps(structure, indent=1))
+    save_file(tensors, str(folder / "weights.safetensors"))
 
 
 def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
@@ -78,11 +87,16 @@ def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
 def load(path: str | Path) -> CompiledProgram:
     """Read a folder written by ``CompiledProgram.save``.
 
-    Every field is checked before use (structure, array dtypes and lengths, index ranges,
+    ``manifest.json`` must list both files with their sha256 (any edit, and a folder of two saves, is
+    refused; ``lsrl.model.folders``). Every field is checked before use (structure, array dtypes and lengths, index ranges,
     denominators, shapes against the layer before); a bad file raises ``ModelFileError`` naming
     the layer and the field.
     """
-    folder = as_path(path, "lsrl.load")
+    return read_bound(path, "lsrl.load", FILES, _read_model)
+
+
+def _read_model(folder: Path) -> CompiledProgram:
+    """The model of ``folder``, its manifest already checked."""
     structure = _read_structure(folder)
     tensors = _read_tensors(folder)
     where = f"{folder}/model.json"
@@ -182,6 +196,8 @@ def _decode_labels(spec, layer, where):
 def _read_structure(folder) -> dict:
     try:
         structure = json.loads((folder / "model.json").read_text())
+    except RecursionError:
+        raise ModelFileError(f"{folder}/model.json: nested too deeply to be an lsrl model") from None
     except (OSError, ValueError) as error:
         raise ModelFileError(f"cannot load a compiled program from {str(folder)!r}: {error}") from None
     if not isinstance(structure, dict):

@@ -18,11 +18,18 @@ from typing import Iterator
 
 from lsrl.errors import ModelFileError, shown
 
+NAME_MAX = 255  # bytes in one path component: ext4, APFS, NTFS (in UTF-16 units) and most others
+
 
 def as_path(path: object, what: str) -> Path:
-    """``path`` as a ``Path``; anything but a non-empty str or ``os.PathLike`` raises ``ModelFileError``."""
+    """``path`` as a ``Path``; anything but a non-empty str or ``os.PathLike``, or a path with a component
+    longer than ``NAME_MAX`` bytes, raises ``ModelFileError``."""
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path) or "\x00" in str(path):
         raise ModelFileError(f"{what}: expected a path (str or pathlib.Path), got {type(path).__name__} {shown(path)}")
+    longest = max(Path(path).parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > NAME_MAX:
+        raise ModelFileError(f"{what}: the path component {shown(longest)} is {len(os.fsencode(longest))} bytes "
+                             f"long; file systems allow at most {NAME_MAX}")
     return Path(path)
 
 
