@@ -16,8 +16,9 @@ Interface:
 - ``lsrl.hf.inputs(hf_model, xs) -> dict`` (the forward's keyword arguments) and
   ``lsrl.hf.outputs(hf_model, result) -> (B, T, d_out)``: read only ``config.lsrl_io``.
 - ``lsrl.hf.model_card(hf_model) -> str`` (README.md: the same in words) and ``lsrl.hf.save(hf_model,
-  path)`` (``save_pretrained`` plus the card); the folder loads with
-  ``AutoModelForCausalLM.from_pretrained`` without lsrl.
+  path)`` (``save_pretrained`` plus the card and ``manifest.json``, written as a unit); the folder loads
+  with ``AutoModelForCausalLM.from_pretrained`` without lsrl, and with ``lsrl.hf.load(path)``, which
+  refuses it where a file differs from the manifest.
 - ``lsrl.hf.stream``: the residual-stream layout the constructions share (anchor channels that make
   every RMSNorm an exact constant scaling, the payload scale from ``relational_bounds`` at ``max_len``).
 - ``lsrl.hf.rounding``: the rounding analysis they share; each builder's module doc proves the
@@ -30,7 +31,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from lsrl.errors import LsrlError, shown, whole_number
-from lsrl.hf.io import inputs, model_card, outputs, save
+from lsrl.hf.io import inputs, load, model_card, outputs, save
 from lsrl.model import extensions
 
 if TYPE_CHECKING:
@@ -72,4 +73,4 @@ def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | 
 
 extensions.register_builder("to_hf", to_hf)
 
-__all__ = ["ARCHITECTURES", "BUILDERS", "inputs", "model_card", "outputs", "save", "to_hf"]
+__all__ = ["ARCHITECTURES", "BUILDERS", "inputs", "load", "model_card", "outputs", "save", "to_hf"]

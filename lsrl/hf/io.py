@@ -2,9 +2,9 @@
 
 Every model ``lsrl.hf.to_hf`` builds carries its I/O record as ``config.lsrl_io``, a plain JSON dict
 (``config.json`` keeps it through ``save_pretrained`` / ``from_pretrained``), so that a user without
-lsrl can feed the model and read it. Format 1:
+lsrl can feed the model and read it. ``lsrl.hf.record`` checks every field before it is used. Format 2:
 
-``format``          1
+``format``          2 (format 1 lacked ``sha256``; such records are refused: build the model again)
 ``arch``            "mamba", "mamba2", "hawk" or "griffin"
 ``program``         the program's name
 ``input``           "input_ids" (a token program: its ``Input`` is one integer with finite bounds) or
@@ -26,6 +26,8 @@ lsrl can feed the model and read it. Format 1:
                     (``lsrl.hf.rounding``; 0: every output exact); an output that is an integer (a
                     token) is read exactly by rounding when ``tolerance < 1/2``
 ``largest_weight``  the largest weight magnitude written (float16 cannot hold more than 65504)
+``sha256``          the sha256 of the other fields as canonical JSON (``json.dumps(..., sort_keys=True)``):
+                    a record edited by hand is refused
 """
 
 from __future__ import annotations
@@ -36,24 +38,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lsrl.errors import LsrlError
+from lsrl.hf.record import FORMAT, checked_record, record_digest
 from lsrl.lang.evaluate import finite_numbers
-from lsrl.model.writing import cannot_write, output_folder
+from lsrl.model.folders import read_bound, replaced_folder
+from lsrl.model.writing import as_path
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
-FORMAT = 1
 README = "README.md"
 
 
 def io_record(hf_model: PreTrainedModel) -> dict:
-    """The ``config.lsrl_io`` record of a model built by ``lsrl.hf.to_hf``."""
-    record = getattr(getattr(hf_model, "config", None), "lsrl_io", None)
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise LsrlError(f"{type(hf_model).__name__} has no lsrl I/O record (config.lsrl_io, format {FORMAT}): "
-                        "it was not built by lsrl.hf.to_hf")
-    return record
+    """The ``config.lsrl_io`` record of a model built by ``lsrl.hf.to_hf``, every field checked
+    (``lsrl.hf.record``)."""
+    return checked_record(hf_model)
 
 
 def inputs(hf_model: PreTrainedModel, xs: Any) -> dict:
@@ -142,15 +142,30 @@ The same record is `config.lsrl_io` in `config.json`.
 
 
 def save(hf_model: PreTrainedModel, path: str | Path) -> Path:
-    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md``; returns the folder."""
+    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md`` and ``manifest.json`` (the
+    sha256 of every file), written as a unit (``lsrl.model.folders``); returns the folder."""
     card = model_card(hf_model)  # refuses a model lsrl did not build before anything is written
-    with output_folder(path, "lsrl.hf.save") as folder:
-        try:
-            hf_model.save_pretrained(folder)
-            (folder / README).write_text(card)
-        except OSError as error:
-            raise cannot_write("lsrl.hf.save", folder, error) from None
+    folder = as_path(path, "lsrl.hf.save")
+    with replaced_folder(folder, "lsrl.hf.save") as staging:
+        hf_model.save_pretrained(staging)
+        (staging / README).write_text(card)
     return folder
+
+
+def load(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """The model of a folder written by ``lsrl.hf.save`` (``AutoModelForCausalLM.from_pretrained``, in the
+    record's dtype unless ``dtype`` is given), after checking every file against ``manifest.json`` and the
+    ``lsrl_io`` record; an edited or mixed folder is a ``ModelFileError`` naming the file."""
+    import torch
+
+    def read(folder: Path) -> PreTrainedModel:
+        from transformers import AutoModelForCausalLM
+
+        hf_model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+        record = io_record(hf_model)
+        return hf_model if dtype is not None else hf_model.to(getattr(torch, record["dtype"]))
+
+    return read_bound(path, "lsrl.hf.load", ("config.json",), read)
 
 
 def _batch(xs: Any, record: dict) -> np.ndarray:
@@ -178,13 +193,14 @@ def make_record(model: Any, arch: str, max_len: int, dtype: str, tolerance: floa
     ``embed_constants``."""
     low, high = model.input.bounds
     token = "token_low" in feeding
-    return {
+    record = {
         "format": FORMAT, "arch": arch, "program": model.name, "input": "input_ids" if token else "inputs_embeds",
         "input_dim": model.input.dim, "input_low": [_json_bound(v) for v in low],
         "input_high": [_json_bound(v) for v in high], **feeding, "output_logits": list(output_logits),
         "output_scale": float(output_scale), "max_len": int(max_len), "dtype": dtype,
         "tolerance": float(tolerance), "largest_weight": float(largest_weight),
     }
+    return {**record, "sha256": record_digest(record)}
 
 
 def _json_bound(value: Any) -> float | None:

@@ -120,6 +120,7 @@ def _read_model(folder: Path) -> CompiledProgram:
         raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
     model.entangled = frozenset(entangled)
     model.node_widths = _decode_node_widths(structure, where)
+    _check_names(model, where)
     if "eigenbases" in structure:  # absent in a model that is not a model.diagonal(), and in older files
         model.eigenbases = _decode_eigenbases(_field(structure, "eigenbases", list, where), model, tensors, where)
     return model
@@ -132,6 +133,30 @@ def _decode_node_widths(structure: dict, where: str) -> dict[str, int] | None:
             isinstance(width, int) and not isinstance(width, bool) and width >= 1 for width in widths.values()):
         raise ModelFileError(f"{where}: field 'node_widths' must map node names to positive integers, got {widths!r}")
     return widths
+
+
+def _check_names(model: CompiledProgram, where: str) -> None:
+    """What the layers' labels, ``entangled`` and ``node_widths`` must agree on: a label names one unit of a
+    program node of ``node_widths`` (or of a layer: a diagonal form's new states), once per layer; an empty layer list (the model echoes its input)
+    is the compiled form only of a program whose output is its Input, whose ``node_widths`` name nothing else."""
+    widths = model.node_widths
+    if not model.layers and (widths is None or set(widths) != {model.input.name}):
+        raise ModelFileError(f"{where}: field 'layers' is empty, but the program computes more than its input "
+                             f"(node_widths: {sorted(widths or {})})")
+    if widths is None:
+        return
+    if not model.entangled <= set(widths):
+        raise ModelFileError(f"{where}: field 'entangled' names nodes not in 'node_widths': "
+                             f"{sorted(model.entangled - set(widths))}")
+    widths = {**widths, **{layer.name: layer.dim for layer in model.layers}}  # a diagonal form's new states
+    for index, layer_labels in enumerate(model.labels or []):
+        at = f"{where}: layer {index} ({model.layers[index].name})"
+        if len(set(layer_labels)) != len(layer_labels):
+            raise ModelFileError(f"{at}: two units carry one label")
+        for unit, label in enumerate(layer_labels):
+            if not 0 <= label.index < widths.get(label.node, 0):
+                raise ModelFileError(f"{at}: label of unit {unit} names {label.node}[{label.index}], not a unit of "
+                                     "a node in 'node_widths' or a layer")
 
 
 def _encode_eigenbases(eigenbases, tensors) -> list:

@@ -92,6 +92,9 @@ def replaced_folder(path: object, what: str) -> Iterator[Path]:
     except OSError as error:
         _remove_made(made)
         raise cannot_write(what, Path(str(path)), error) from None
+    except ModelFileError as error:  # a writer's own error names the file in the staging folder: name the target's
+        _remove_made(made)
+        raise ModelFileError(str(error).replace(str(staging), str(path))) from None
     except BaseException:
         _remove_made(made)
         raise
