@@ -41,9 +41,12 @@ def checked_record(hf_model: Any) -> dict:
     feeding = FEEDING.get(record["input"]) if isinstance(record.get("input"), str) else None
     if feeding is None:
         raise LsrlError(f"{where}: field 'input' must be one of {tuple(FEEDING)}, got {shown(record.get('input'))}")
-    missing = [field for field in (*COMMON, *feeding) if field not in record]
+    missing = [field for field in COMMON if field not in record]
     if missing:
         raise LsrlError(f"{where}: missing fields {missing}")
+    missing = [field for field in feeding if field not in record]
+    if missing:
+        raise LsrlError(f"{where}: field 'input' is {record['input']!r}, which needs the missing fields {missing}")
     _check_common(record, config, where)
     if record["input"] == "input_ids":
         _check_tokens(record, config, where)
@@ -71,7 +74,7 @@ def _check_common(record: dict, config: Any, where: str) -> None:
     for side in ("input_low", "input_high"):
         bounds = record[side]
         if not isinstance(bounds, list) or len(bounds) != dim or not all(v is None or _finite(v) for v in bounds):
-            raise LsrlError(f"{where}: field {side!r} must list {dim} finite numbers or null (unbounded), "
+            raise LsrlError(f"{where}: field {side!r} must list 'input_dim' = {dim} finite numbers or null (unbounded), "
                             f"got {shown(bounds)}")
     if any(low is not None and high is not None and low > high
            for low, high in zip(record["input_low"], record["input_high"])):
@@ -96,8 +99,9 @@ def _check_tokens(record: dict, config: Any, where: str) -> None:
     low = _whole(record, "token_low", where)
     bounds = (record["input_low"][0], record["input_high"][0])
     if record["input_dim"] != 1 or None in bounds or int(bounds[0]) != low or bounds[1] > low + config.vocab_size - 1:
-        raise LsrlError(f"{where}: field 'token_low' ({low}) and the input bounds {list(bounds)} must describe one "
-                        f"token input whose vocabulary {low} .. {low + config.vocab_size - 1} starts at its low bound")
+        raise LsrlError(f"{where}: field 'token_low' ({low}) and the fields 'input_low' / 'input_high' "
+                        f"{list(bounds)} must describe one token input whose vocabulary {low} .. "
+                        f"{low + config.vocab_size - 1} starts at its low bound")
 
 
 def _check_embedding(record: dict, config: Any, where: str) -> None:
@@ -106,7 +110,7 @@ def _check_embedding(record: dict, config: Any, where: str) -> None:
     hidden, channels, constants = config.hidden_size, record["embed_channels"], record["embed_constants"]
     if (not isinstance(channels, list) or len(channels) != record["input_dim"]
             or not all(_is_whole(c) and 0 <= c < hidden for c in channels) or len(set(channels)) != len(channels)):
-        raise LsrlError(f"{where}: field 'embed_channels' must list {record['input_dim']} distinct channels in "
+        raise LsrlError(f"{where}: field 'embed_channels' must list 'input_dim' = {record['input_dim']} distinct channels in "
                         f"0..{hidden - 1}, got {shown(channels)}")
     _power_of_two(record, "embed_scale", where)
     if (not isinstance(constants, dict) or not constants
