@@ -65,17 +65,21 @@ def record_digest(record: dict) -> str:
 
 
 def _check_common(record: dict, config: Any, where: str) -> None:
-    arch = record["arch"]
-    if not isinstance(arch, str) or arch not in MODEL_TYPES or MODEL_TYPES[arch] != getattr(config, "model_type", None):
-        raise LsrlError(f"{where}: field 'arch' is {shown(arch)}, but the model is a {config.model_type!r} model")
+    arch, model_type = record["arch"], getattr(config, "model_type", None)
+    if not isinstance(arch, str) or arch not in MODEL_TYPES or MODEL_TYPES[arch] != model_type:
+        raise LsrlError(f"{where}: field 'arch' is {shown(arch)}, but the model is a {shown(model_type)} model")
+    for size in ("vocab_size", "hidden_size"):
+        if not _is_whole(getattr(config, size, None)) or getattr(config, size) < 1:
+            raise LsrlError(f"{where}: the model's config.{size} must be a positive integer, got "
+                            f"{shown(getattr(config, size, None))}")
     if not isinstance(record["program"], str):
         raise LsrlError(f"{where}: field 'program' must be a string, got {shown(record['program'])}")
     dim = _whole(record, "input_dim", where, low=1)
     for side in ("input_low", "input_high"):
         bounds = record[side]
         if not isinstance(bounds, list) or len(bounds) != dim or not all(v is None or _finite(v) for v in bounds):
-            raise LsrlError(f"{where}: field {side!r} must list 'input_dim' = {dim} finite numbers or null (unbounded), "
-                            f"got {shown(bounds)}")
+            raise LsrlError(f"{where}: field {side!r} must list 'input_dim' = {dim} finite numbers or null "
+                            f"(unbounded), got {shown(bounds)}")
     if any(low is not None and high is not None and low > high
            for low, high in zip(record["input_low"], record["input_high"])):
         raise LsrlError(f"{where}: fields 'input_low' / 'input_high' hold a low bound above its high bound")
@@ -110,8 +114,8 @@ def _check_embedding(record: dict, config: Any, where: str) -> None:
     hidden, channels, constants = config.hidden_size, record["embed_channels"], record["embed_constants"]
     if (not isinstance(channels, list) or len(channels) != record["input_dim"]
             or not all(_is_whole(c) and 0 <= c < hidden for c in channels) or len(set(channels)) != len(channels)):
-        raise LsrlError(f"{where}: field 'embed_channels' must list 'input_dim' = {record['input_dim']} distinct channels in "
-                        f"0..{hidden - 1}, got {shown(channels)}")
+        raise LsrlError(f"{where}: field 'embed_channels' must list 'input_dim' = {record['input_dim']} distinct "
+                        f"channels in 0..{hidden - 1}, got {shown(channels)}")
     _power_of_two(record, "embed_scale", where)
     if (not isinstance(constants, dict) or not constants
             or not all(isinstance(k, str) and k.isdigit() and int(k) < hidden and _finite(v)

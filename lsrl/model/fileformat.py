@@ -88,9 +88,9 @@ def load(path: str | Path) -> CompiledProgram:
     """Read a folder written by ``CompiledProgram.save``.
 
     ``manifest.json`` must list both files with their sha256 (any edit, and a folder of two saves, is
-    refused; ``lsrl.model.folders``). Every field is checked before use (structure, array dtypes and lengths, index ranges,
-    denominators, shapes against the layer before); a bad file raises ``ModelFileError`` naming
-    the layer and the field.
+    refused; ``lsrl.model.folders``). Every field is checked before use (structure, array dtypes and
+    lengths, index ranges, denominators, shapes against the layer before, labels against
+    ``node_widths``); a bad file raises ``ModelFileError`` naming the layer and the field.
     """
     return read_bound(path, "lsrl.load", FILES, _read_model)
 
@@ -137,8 +137,9 @@ def _decode_node_widths(structure: dict, where: str) -> dict[str, int] | None:
 
 def _check_names(model: CompiledProgram, where: str) -> None:
     """What the layers' labels, ``entangled`` and ``node_widths`` must agree on: a label names one unit of a
-    program node of ``node_widths`` (or of a layer: a diagonal form's new states), once per layer; an empty layer list (the model echoes its input)
-    is the compiled form only of a program whose output is its Input, whose ``node_widths`` name nothing else."""
+    program node of ``node_widths`` (or of a layer: a diagonal form's new states), once per layer; an empty
+    layer list (the model echoes its input) is the compiled form only of a program whose output is its
+    Input, whose ``node_widths`` name nothing else."""
     widths = model.node_widths
     if not model.layers and (widths is None or set(widths) != {model.input.name}):
         raise ModelFileError(f"{where}: field 'layers' is empty, but the program computes more than its input "
