@@ -53,6 +53,17 @@ def test_a_saved_folder_is_bound_and_loads_back(built, tmp_path, kind):
     assert np.abs(run(loaded, xs).double().numpy() - model(xs)).max() <= hf.config.lsrl_io["tolerance"]
 
 
+def test_a_float64_folder_loads_back_in_float64_unrounded(tmp_path):
+    x = lsrl.Input(2, name="x", bounds=(-1, 1))
+    model = lsrl.compile(lsrl.ForEach(lsrl.Linear(lsrl.ReLU(x), [[0.1, 0.3]])))  # weights float32 would round
+    hf = model.to_hf("mamba", max_len=4, dtype=torch.float64)
+    assert any(not torch.equal(w, w.float().double()) for w in hf.state_dict().values())
+    loaded = lsrl.hf.load(lsrl.hf.save(hf, tmp_path / "hf64"))
+    xs = np.random.default_rng(1).uniform(-1, 1, (2, 4, 2))
+    assert loaded.dtype == torch.float64 and torch.equal(run(loaded, xs), run(hf, xs))
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), hf.state_dict().values()))
+
+
 def test_an_edited_or_mixed_folder_is_refused_by_lsrl_hf_load(built, tmp_path):
     _, hf, _ = built["real"]
     folder = lsrl.hf.save(hf, tmp_path / "hf")

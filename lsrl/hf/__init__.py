@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from lsrl.errors import LsrlError, shown, whole_number
 from lsrl.hf.io import inputs, load, model_card, outputs, save
+from lsrl.hf.record import DTYPES
 from lsrl.model import extensions
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ BUILDERS = {
     "griffin": "lsrl.hf.recurrentgemma:build_griffin",
 }
 ARCHITECTURES = tuple(BUILDERS)
-DTYPES = ("float32", "float64")
 
 
 def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | str | None = None

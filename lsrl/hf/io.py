@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lsrl.errors import LsrlError
-from lsrl.hf.record import FORMAT, checked_record, record_digest
+from lsrl.hf.record import DTYPES, FORMAT, checked_record, record_digest
 from lsrl.lang.evaluate import finite_numbers
 from lsrl.model.folders import read_bound, replaced_folder
 from lsrl.model.writing import as_path
@@ -159,11 +159,14 @@ def load(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
     import torch
 
     def read(folder: Path) -> PreTrainedModel:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoConfig, AutoModelForCausalLM
 
-        hf_model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
-        record = io_record(hf_model)
-        return hf_model if dtype is not None else hf_model.to(getattr(torch, record["dtype"]))
+        built = getattr(AutoConfig.from_pretrained(folder), "lsrl_io", None)
+        named = built.get("dtype") if isinstance(built, dict) else None  # checked with the rest below
+        hf_model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=dtype or getattr(torch, named if named in DTYPES else "float32"))
+        io_record(hf_model)
+        return hf_model
 
     return read_bound(path, "lsrl.hf.load", ("config.json",), read)
 

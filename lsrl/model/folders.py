@@ -18,8 +18,10 @@ Crashes. A writer killed at any point leaves its staging or aside folder behind,
 The next write to that target removes those whose process is gone (no litter survives a later save);
 where the target is missing and a dead writer's aside folder exists (killed between 2 and 1), the
 next write or read renames it back first, so a reader sees the old model, never none. A reader that
-finds the target missing while a live writer holds it aside waits for the rename. Nothing is fsynced:
-the guarantee is against killed and concurrent processes, not against a power cut.
+finds the target missing while a live writer holds it aside waits for the rename. The pid tells a
+dead writer from a live one, so the writers must share one machine (not one network folder from
+several). Nothing is fsynced: the guarantee is against killed and concurrent processes, not against
+a power cut.
 
 Reading (``read_bound``). ``manifest.json`` must exist and list the files the reader needs; every
 file it lists must have its sha256 (one-line ``ModelFileError`` naming the file otherwise). Files not
@@ -125,7 +127,7 @@ def read_bound(path: object, what: str, needed: tuple[str, ...], read: Callable[
 def _check_manifest(folder: Path, needed: tuple[str, ...]) -> None:
     """ModelFileError naming the file unless ``folder``'s manifest lists ``needed`` and matches every file."""
     if not folder.is_dir():
-        raise ModelFileError(f"{folder}: no such folder")
+        raise ModelFileError(f"no folder at the path {str(folder)!r}")
     digests = _manifest(folder)
     for name in needed:
         if name not in digests:
@@ -244,8 +246,10 @@ def _restore_or_wait(target: Path) -> None:
         if dead:
             try:
                 os.rename(dead[0], target)
-            except OSError:  # another reader or writer was first
+            except FileNotFoundError:  # another reader or writer was first
                 pass
+            except OSError:  # a folder this process cannot write: nothing to put back from here
+                return
         elif not asides:
             return
         else:
