@@ -5,13 +5,13 @@ no path, an existing folder where a file is asked for, a file where a folder is 
 that does not exist, or one that cannot be written (read-only, no permission, disk full) raises one
 ``ModelFileError`` naming the path, never a raw ``OSError``. A file is written to a temporary name
 beside it and renamed into place when complete, so a failed write leaves no partial file behind
-(and an earlier file of that name untouched); a folder ``save`` had to create is removed again.
+(and an earlier file of that name untouched). Folders (``save``, ``lsrl.hf.save``, ``lsrl compile -o``)
+are written as a unit by ``lsrl.model.folders``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -51,26 +51,6 @@ def output_file(path: object, what: str) -> Path:
 
 
 @contextmanager
-def output_folder(path: object, what: str) -> Iterator[Path]:
-    """``path`` as a folder to write into, created (with its parents) if missing; ``ModelFileError``
-    if it is a file or cannot be made. The folders made are removed again if the block fails."""
-    folder = as_path(path, what)
-    if folder.exists() and not folder.is_dir():
-        raise ModelFileError(f"{what}: {str(folder)!r} is a file, not a folder")
-    missing = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise cannot_write(what, folder, error) from None
-    try:
-        yield folder
-    except BaseException:
-        if missing is not None:
-            shutil.rmtree(missing, ignore_errors=True)
-        raise
-
-
-@contextmanager
 def written(path: Path, what: str) -> Iterator[Path]:
     """A temporary name beside ``path`` to write to; renamed to ``path`` when the block ends, removed if
     it fails. An ``OSError`` inside the block becomes a ``ModelFileError`` naming ``path``."""
@@ -85,4 +65,4 @@ def written(path: Path, what: str) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
-__all__ = ["as_path", "cannot_write", "output_file", "output_folder", "written"]
+__all__ = ["as_path", "cannot_write", "output_file", "written"]
