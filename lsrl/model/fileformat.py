@@ -1,4 +1,5 @@
-"""The file format of a compiled program: a folder with ``model.json`` and ``weights.safetensors``.
+"""The file format of a compiled program: a folder with ``model.json``, ``weights.safetensors`` and
+``manifest.json`` (their sha256; the folder is written and read as a unit by ``lsrl.model.folders``).
 
 ``model.json`` holds the structure (input, layers, labels, stats); ``weights.safetensors`` the
 weights as sparse COO: ``rows``, ``cols``, float64 ``values``; the exact backend adds numerators
