@@ -258,3 +258,11 @@ def test_saves_killed_by_pid_at_random_moments_never_load_a_mix(tmp_path):
         assert which(folder) in (1, 2, 3, 4)
     counter(5).save(folder)
     assert which(folder) == 5 and litter(tmp_path) == []
+
+
+def test_a_folder_saved_before_manifests_is_refused_by_load_and_replaced_by_save(tmp_path):
+    folder = counter(1).save(tmp_path / "old")
+    (folder / MANIFEST).unlink()  # as an lsrl from before manifests wrote it
+    with pytest.raises(lsrl.ModelFileError, match="manifest.json: missing; .* save the model again"):
+        lsrl.load(folder)
+    assert which(counter(2).save(folder)) == 2 and litter(tmp_path) == []

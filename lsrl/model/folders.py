@@ -195,8 +195,10 @@ def _check_replaceable(target: Path, what: str) -> None:
         return
     for name, marker in LEGACY_MARKERS.items():
         file = target / name
-        if file.is_file() and file.stat().st_size < 1 << 24 and marker in file.read_text(errors="replace"):
-            return
+        if file.is_file():
+            with open(file, errors="replace") as text:
+                if marker in text.read(1 << 20):  # near the top of the file in both
+                    return
     raise ModelFileError(f"{what}: the folder {str(target)!r} holds files lsrl did not write (no {MANIFEST}); "
                          "give a new or empty folder")
 
