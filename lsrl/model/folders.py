@@ -115,9 +115,11 @@ def read_bound(path: object, what: str, needed: tuple[str, ...], read: Callable[
         try:
             _check_manifest(folder, needed)
             result = read(folder)
-        except (ModelFileError, OSError):
+        except Exception as error:
             if identity is not None and _identity(target) != identity:
                 continue  # replaced while it was read: the files may be of two saves
+            if isinstance(error, OSError):
+                raise ModelFileError(f"{what}: cannot read {str(folder)!r}: {error.strerror or error}") from None
             raise
         if _identity(target) == identity:
             return result
@@ -169,7 +171,11 @@ def _inside(name: str) -> bool:
 def _target(path: object, what: str) -> Path:
     """``path`` made absolute (its parent is where the temporaries go); a file there is refused."""
     target = Path(os.path.abspath(as_path(path, what)))
-    if target.exists() and not target.is_dir():
+    try:
+        is_file = target.exists() and not target.is_dir()
+    except OSError as error:  # a parent folder that cannot be searched
+        raise ModelFileError(f"{what}: cannot reach {str(path)!r}: {error.strerror or error}") from None
+    if is_file:
         raise ModelFileError(f"{what}: {str(path)!r} is a file, not a folder")
     return target
 
