@@ -174,8 +174,9 @@ def test_compile_into_a_reused_folder_keeps_no_stale_export(tmp_path):
 
 
 # ---- concurrent and killed writers ------------------------------------------------------------------------
-def _save_repeatedly(scale: int, folder: str, times: int) -> None:
-    model = counter(scale)
+# The children only save models compiled here, before the fork: a child killed while compiling would hold
+# tqdm's lock (a semaphore shared with this process) for ever.
+def _save_repeatedly(model: lsrl.CompiledProgram, folder: str, times: int) -> None:
     for _ in range(times):
         model.save(folder)
 
@@ -188,7 +189,7 @@ def test_concurrent_saves_never_load_a_mix_and_leave_no_litter(tmp_path):
     folder = tmp_path / "m"
     counter(1).save(folder)
     seen = FORK.Queue()
-    writers = [FORK.Process(target=_save_repeatedly, args=(scale, str(folder), 15)) for scale in (2, 3, 4)]
+    writers = [FORK.Process(target=_save_repeatedly, args=(counter(scale), str(folder), 15)) for scale in (2, 3, 4)]
     reader = FORK.Process(target=_load_repeatedly, args=(str(folder), 40, seen))
     for process in [*writers, reader]:
         process.start()
@@ -214,6 +215,8 @@ def _crash_at(point: str, nth: int, after: bool):
             os._exit(9)
         return result
 
+    model = counter(2)
+
     def child(folder: str) -> None:
         if point == "write_manifest":
             folders.write_manifest = dying
@@ -221,7 +224,7 @@ def _crash_at(point: str, nth: int, after: bool):
             folders.os.rename = dying  # os.rename itself: this child is a fork of its own
         else:
             folders.shutil.rmtree = dying
-        counter(2).save(folder)
+        model.save(folder)
 
     return child
 
@@ -249,8 +252,9 @@ def test_a_save_killed_at_each_step_leaves_the_old_or_the_new_model(tmp_path, po
 def test_saves_killed_by_pid_at_random_moments_never_load_a_mix(tmp_path):
     folder, chance = tmp_path / "m", random.Random(7)
     counter(1).save(folder)
+    models = [counter(scale) for scale in (2, 3, 4)]
     for round_ in range(12):
-        process = FORK.Process(target=_save_repeatedly, args=(2 + round_ % 3, str(folder), 1000))
+        process = FORK.Process(target=_save_repeatedly, args=(models[round_ % 3], str(folder), 1000))
         process.start()
         time.sleep(chance.uniform(0.0, 0.05))
         os.kill(process.pid, signal.SIGKILL)
