@@ -7,6 +7,12 @@ that put the query on a cell's ramp at every token, where its errors add up: ``a
 
     python benchmarks/hf_bounds.py [--archs mamba,mamba2,hawk,griffin] [--dtypes float32] [--cases ...] [--csv DIR]
                                                                                       # DIR/hf_bounds.csv
+    python benchmarks/hf_bounds.py --generation [--archs ...] [--dtypes ...] [--csv DIR]  # DIR/hf_generation.csv
+
+``--generation`` compares Listing 2 (robust, the query first, the answer read from one logit) with its
+generation form (``generate=True``: the query last, a next-token head, answered by ``generate``) on the
+same maps: the model's parameters, the build's CPU seconds (median of 3, compile excluded), and the
+queries answered (generation form: greedy ``generate``; today's: the rounded outputs of its last n steps).
 
 A token program's answers are proved exact where the stated tolerance is below 1/2 (``proved``: yes); 0
 means every output is on a grid and computed exactly. Listing 1's outputs are real: ``proved`` says
@@ -114,13 +120,60 @@ def proved(tolerance, token, bound):
     return "yes" if (tolerance < 0.5 if token else tolerance < bound) else "no"
 
 
+GENERATION_MAPS = {"n=1, 14 tokens (Fig. 3's words)": (1, 13, 7), "n=2, tokens 0..3": (2, 3, 6)}  # n, vocabulary, pairs
+
+
+def answered(hf, n, mapping, generate):
+    """How many queries of ``mapping`` the model answers (module doc)."""
+    right = 0
+    for query, value in mapping.items():
+        prompt = torch.as_tensor(discrete_prompt(mapping, query, generate=generate)[None, :, 0])
+        with torch.no_grad():
+            if generate:
+                answer = hf.generate(prompt, max_new_tokens=n, do_sample=False)[0, prompt.shape[1]:]
+            else:
+                answer = torch.round(lsrl.hf.outputs(hf, hf(input_ids=prompt))[0, -n:, 0])
+        right += tuple(int(t) for t in answer) == value
+    return right
+
+
+def generation_rows(args):
+    rows = []
+    for case, (n, vocabulary, pairs) in GENERATION_MAPS.items():
+        rng = random.Random(n)
+        keys = rng.sample(list(itertools.product(range(vocabulary + 1), repeat=n)), pairs)
+        mapping = {key: tuple(rng.randint(0, vocabulary) for _ in range(n)) for key in keys}
+        for generate in (False, True):
+            model = lsrl.compile(discrete_approximator(n, robust=True, vocabulary=vocabulary, generate=generate),
+                                 progress=False)
+            max_len = 2 * n * pairs + n + (n if generate else 0)
+            for arch, dtype in hf_variants(args):
+                seconds = []
+                for _ in range(3):
+                    start = time.process_time()
+                    hf = model.to_hf(arch, max_len=max_len, dtype=getattr(torch, dtype), generate=generate)
+                    seconds.append(time.process_time() - start)
+                row = {"map": case, "form": "generate" if generate else "query first", "max_len": max_len,
+                       "target": arch, "dtype": dtype, "program weights": model.parameter_count,
+                       "parameters": sum(p.numel() for p in hf.parameters()), "layers": hf.config.num_hidden_layers,
+                       "hidden": hf.config.hidden_size, "build s": f"{sorted(seconds)[1]:.2f}",
+                       "answered": f"{answered(hf, n, mapping, generate)}/{len(mapping)}"}
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_hf_options(parser)
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: " + ", ".join(CASES))
+    parser.add_argument("--generation", action="store_true", help="the generation form against today's Listing 2")
     add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.generation:
+        write_csv(args.csv, "hf_generation", generation_rows(args))
+        return
     rows = []
     for case in args.cases.split(","):
         make, max_len, prompts, token = CASES[case]

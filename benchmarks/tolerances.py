@@ -97,14 +97,14 @@ def target_rows(case, model, xs, exact, long):
             if dtype == "float32" and arch not in FLOAT32_TARGETS:
                 continue
             torch_dtype = getattr(torch, dtype)
-            net = net.to(torch_dtype)
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
+                    net = net.to(torch_dtype)  # restates net.tolerance for the dtype
                     out = net(torch.as_tensor(xs, dtype=torch_dtype), check_bounds=False).double().numpy()
                 except lsrl.LsrlError:
                     continue  # refused in this dtype (e.g. a GRU gate bound)
-            bound = net.tolerance.in_dtype(dtype).bound(xs.shape[1], magnitude)
+            bound = net.tolerance.bound(xs.shape[1], magnitude)
             rows.append(row(case, f"to_torch({arch!r})", dtype, xs.shape[1], float(np.abs(out - exact).max()), bound))
     return rows
 

@@ -1,31 +1,37 @@
 """The ``lsrl`` command: demo, compile, run, inspect, experiment noise, and the LLRNN group ``llrnn``.
 
 Errors an LSRL user can cause are printed as one line (``Error: ...``), bugs with their traceback
-(``lsrl.cli_errors``). Modules that import torch are imported by the commands that use them, so that
-``lsrl --help`` and the commands that need no torch start without it.
+(``lsrl.cli_errors``); what a program file raises is the program's (``lsrl.cli_program``). This module
+imports only click and lsrl's light modules: each command imports what it uses (numpy, the compiler,
+torch), so ``lsrl --version`` and every ``--help`` start quickly (``benchmarks/cli_startup.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 
 import lsrl
-from lsrl.cli_errors import ReportingGroup
-from lsrl.errors import LsrlError
-from lsrl.hf import ARCHITECTURES as HF_ARCHITECTURES
-from lsrl.model.writing import written
-from lsrl.targets import ARCHITECTURES, STOCK
+from lsrl.cli_errors import ReportingGroup, first_line
+from lsrl.errors import LsrlError, SequenceError
+from lsrl.grid import grid_options
 from lsrl.workers import MAX_WORKERS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The choices of the options, here so that --help imports no target: lsrl.targets.ARCHITECTURES,
+# lsrl.targets.STOCK and lsrl.hf.ARCHITECTURES (tests/test_habits.py keeps them equal)
+ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk",
+                 "griffin", "stock_lstm", "stock_gru")
+STOCK = ("stock_lstm", "stock_gru")
+HF_ARCHITECTURES = ("mamba", "mamba2", "hawk", "griffin")
 
 
 class LazyGroup(ReportingGroup):
@@ -62,35 +68,6 @@ class LazyGroup(ReportingGroup):
         listing.format_commands(ctx, formatter)
 
 
-def _load_program(spec: str) -> lsrl.ForEach:
-    """``FILE.py`` or ``FILE.py:name``: a module-level ForEach (the only one, or the named one)."""
-    path, _, name = spec.partition(":")
-    if not Path(path).is_file():
-        raise LsrlError(f"SOURCE {path!r}: no such file")
-    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(module_spec)
-    with _importable(Path(path).resolve().parent):  # the program may import modules beside it
-        module_spec.loader.exec_module(module)
-    programs = {key: value for key, value in vars(module).items() if isinstance(value, lsrl.ForEach)}
-    if name:
-        if name not in programs:
-            raise LsrlError(f"{path}: no module-level ForEach named {name!r} (found: {sorted(programs) or 'none'})")
-        return programs[name]
-    if len(programs) != 1:
-        raise LsrlError(f"{path}: expected one module-level ForEach, found {sorted(programs) or 'none'}; "
-                        "use FILE.py:name")
-    return next(iter(programs.values()))
-
-
-@contextmanager
-def _importable(folder: Path) -> Iterator[None]:
-    sys.path.insert(0, str(folder))
-    try:
-        yield
-    finally:
-        sys.path.remove(str(folder))
-
-
 HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transformers model, in a folder
 
 
@@ -125,6 +102,8 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
         check_precision(module, target, onnx_dtype, allow_inexact)
         return f"{target}.onnx", lambda path: export_onnx(module, path, target, onnx_dtype, allow_inexact)
     from safetensors.torch import save_file  # no ONNX operators for these: the torch module's weights
+
+    from lsrl.model.writing import written
 
     metadata = {"architecture": target, **{key: str(value) for key, value in options.items()}}
     weights = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
@@ -174,10 +153,11 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR.
 
     OUT_DIR is written as a unit (an earlier model there is replaced whole, with no file of it left)."""
+    from lsrl.cli_program import load_program
     from lsrl.model.fileformat import write_files
     from lsrl.model.folders import replaced_folder
 
-    program = _load_program(source)
+    program = load_program(source)
     model = lsrl.compile(program, backend=backend)
     export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
     with replaced_folder(out_dir, "lsrl compile") as staging:
@@ -193,16 +173,41 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
 @main.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help=".npy array or text file (one token per line, values separated by spaces)")
+              help=".npy array or text file (one step per line, values separated by spaces)")
 @click.option("--exact", is_flag=True, help="exact rational outputs (exact-backend models)")
 @click.option("--no-check-bounds", is_flag=True, help="run on inputs outside the Input's declared bounds")
 def run(model_dir: str, input_file: str, exact: bool, no_check_bounds: bool) -> None:
     """Run a compiled model on an input sequence and print its outputs."""
+    import numpy as np
+
     model = lsrl.load(model_dir)
-    xs = np.load(input_file) if input_file.endswith(".npy") else np.loadtxt(input_file, ndmin=2)
-    outputs = model(xs, exact=exact, check_bounds=not no_check_bounds)
+    outputs = model(_read_sequence(input_file), exact=exact, check_bounds=not no_check_bounds)
     for row in np.asarray(outputs).reshape(-1, outputs.shape[-1]):
         click.echo(" ".join(str(v) for v in row))
+
+
+def _read_sequence(path: str) -> np.ndarray:
+    """The sequence in the file of ``--input``: a ``.npy`` array, else text (one step per line, values separated
+    by spaces, ``#`` comments); one that cannot be read or holds no step is a ``SequenceError`` naming the file."""
+    import warnings
+
+    import numpy as np
+
+    expected = "a .npy array, or a text file with one step per line, values separated by spaces"
+    try:
+        if path.endswith(".npy"):
+            with open(path, "rb") as file:  # read as an array file only (np.load would try unpickling others)
+                xs = np.lib.format.read_array(file, allow_pickle=False)
+        else:
+            with warnings.catch_warnings():  # an empty text file is refused below, not warned about
+                warnings.simplefilter("ignore", UserWarning)
+                xs = np.loadtxt(path, ndmin=2)
+    except (ValueError, EOFError, OSError) as error:  # unreadable: a corrupt .npy, a binary or ragged text file
+        raise SequenceError(f"--input {path}: cannot read a sequence ({first_line(error)}); "
+                            f"expected {expected}") from None
+    if xs.size == 0:
+        raise SequenceError(f"--input {path}: the file holds no step; expected {expected}")
+    return xs
 
 
 @main.command()
@@ -213,13 +218,14 @@ def run(model_dir: str, input_file: str, exact: bool, no_check_bounds: bool) -> 
               help="also draw the model's layers, units and weights to this file (.png, .svg, .pdf; .svg zooms)")
 def inspect(model_dir: str, max_len: int | None, plot_file: str | None) -> None:
     """Per architecture: layers, hidden sizes, non-zero parameters."""
+    from lsrl.plot import check_plot_path, plot_model
     from lsrl.targets import inspect as describe
 
+    if plot_file:
+        check_plot_path(plot_file)  # before the tables: a path it cannot write is refused first
     model = lsrl.load(model_dir)
     click.echo(describe(model, max_len=max_len))
     if plot_file:
-        from lsrl.plot import plot_model
-
         plot_model(model, plot_file)
         click.echo(f"wrote {plot_file}")
 
@@ -231,15 +237,15 @@ def experiment() -> None:
 
 @experiment.command(name="noise")
 @click.option("-o", "--output", "out_dir", default="noise", show_default=True, type=click.Path(file_okay=False))
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, MAX_WORKERS),
-              help="processes in parallel (at most 4 per usable CPU, 64: more only share the CPUs)")
+@grid_options(workers=2)
 @click.option("--quick", is_flag=True, help="A tiny protocol (2 targets / maps, n = 3) that runs in seconds.")
-def noise_command(out_dir: str, workers: int, quick: bool) -> None:
+def noise_command(out_dir: str, workers: int, ray_address: str | None, quick: bool) -> None:
     """Parameter noise (Fig 4) on both approximators: all ifelse variants, the paper's constants and
     the robust construction (CSV, survival table, strip plots)."""
     from lsrl.experiments import noise
 
-    rows = noise.run(out_dir, protocol=noise.QUICK if quick else noise.Protocol(), workers=workers)
+    rows = noise.run(out_dir, protocol=noise.QUICK if quick else noise.Protocol(), workers=workers,
+                     ray_address=ray_address)
     click.echo(noise.summary_markdown(rows))
     files = ("noise.csv", "survival.csv", "summary.md", "noise_continuous.png", "noise_discrete.png")
     click.echo(f"wrote {', '.join(str(Path(out_dir) / name) for name in files)}")
@@ -268,13 +274,15 @@ TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: 
 @click.option("--steps", default=600, show_default=True, type=click.IntRange(min=1),
               help="training steps per model of the trained tier")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
+@grid_options(workers=1)
 def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], steps: int,
-                archs: tuple[str, ...]) -> None:
-    """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card)."""
+                archs: tuple[str, ...], workers: int, ray_address: str | None) -> None:
+    """Write one folder per task and architecture to OUT_DIR (weights, config, labels, data, model card);
+    a run per task and tier."""
     from lsrl.bench import build_suite
 
     folders = build_suite(out_dir, tasks or None, tiers=tiers or ("compiled",), train_steps=steps,
-                          trained_archs=archs or TRAINED_ARCHS[:2])
+                          trained_archs=archs or TRAINED_ARCHS[:2], workers=workers, ray_address=ray_address)
     click.echo(f"wrote {len(folders)} models to {out_dir}")
     if "trained" in tiers or "all" in tiers:
         _say_aim(folders)
@@ -345,19 +353,59 @@ def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
 @click.option("-o", "--output", "out_dir", default="docs/results/bench", show_default=True,
               type=click.Path(file_okay=False), help="writes eval.csv, eval_summary.csv and eval.png here")
 @click.option("--task", "tasks", multiple=True, help="only this task (repeatable; default: ten token tasks)")
+@click.option("--tier", "tiers", multiple=True, type=click.Choice(EVAL_TIERS), help="only this tier (repeatable)")
+@click.option("--method", "methods", multiple=True, type=click.Choice(EVAL_METHODS),
+              help="only this method (repeatable)")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
-def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
-    """Every method × tier × architecture on the tasks: the results table (CSV), its summary and a plot."""
+@grid_options(workers=1)
+def bench_eval_all(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], methods: tuple[str, ...], pairs: int,
+                   workers: int, ray_address: str | None) -> None:
+    """Every method × tier × architecture on the tasks (a run per task and tier): the results table (CSV), its
+    summary and a plot."""
     from lsrl.bench.eval.harness import (DEFAULT_TASKS, SUMMARY_COLUMNS, evaluate_all, plot_summary, summary,
                                          write_csv)
 
     _program_tasks(tasks, "eval-all")
-    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True)
+    chosen = {"tiers": tiers} if tiers else {}
+    chosen |= {"methods": methods} if methods else {}
+    rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True, workers=workers, ray_address=ray_address,
+                        **chosen)
     table = summary(rows)
     folder = Path(out_dir)
     written = [write_csv(rows, folder / "eval.csv"), write_csv(table, folder / "eval_summary.csv", SUMMARY_COLUMNS),
                plot_summary(table, folder / "eval.png")]
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
+
+
+@bench.command(name="score")
+@click.argument("submission", type=click.Path(exists=True, dir_okay=False))
+@click.argument("suite", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "out_dir", default="score", show_default=True, type=click.Path(file_okay=False),
+              help="writes score.csv and .eval_results/lsrl_bench.yaml (Hugging Face's eval results) here")
+@click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
+def bench_score(submission: str, suite: str, out_dir: str, pairs: int) -> None:
+    """Score a method of your own: SUBMISSION (JSON of scores per folder, docs/bench.md) against the circuits of
+    SUITE (a folder lsrl bench build wrote). Checks the whole submission first (one line per problem)."""
+    from lsrl.bench.eval.submission import (SCORE_COLUMNS, eval_results_yaml, problems, read_submission,
+                                            score_submission)
+    from lsrl.bench.eval.harness import write_csv
+
+    stored = read_submission(submission)
+    found = problems(stored, suite)
+    if found:
+        for problem in found:
+            click.echo(f"{submission}: {problem}", err=True)
+        raise click.exceptions.Exit(2)
+    rows = score_submission(stored, suite, pairs)
+    for row in rows:
+        click.echo(", ".join(f"{column} {round(row[column], 4) if isinstance(row[column], float) else row[column]}"
+                             for column in ("folder", "method", "node_auroc", "unit_auroc", "edge_auroc", "cpr",
+                                            "cmd")))
+    folder = Path(out_dir)
+    results = folder / ".eval_results" / "lsrl_bench.yaml"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(eval_results_yaml(rows), encoding="utf-8")
+    click.echo(f"wrote {write_csv(rows, folder / 'score.csv', SCORE_COLUMNS)}, {results}")
 
 
 @bench.command(name="train-tier")
@@ -368,10 +416,11 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], pairs: int) -> None:
 @click.option("--arch", "archs", multiple=True, type=click.Choice(TRAINED_ARCHS), help=TRAINED_ARCH_HELP)
 @click.option("--suite", default=None, type=click.Path(file_okay=False),
               help="with a transformers --arch: also write each of their models' suite folder under SUITE/trained/")
-@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1),
-              help="transformers models trained at once, one process and one torch thread each")
+@grid_options(workers=1)
+@click.option("--jobs", default=None, type=click.IntRange(1, MAX_WORKERS), hidden=True,
+              help="deprecated: the old name of --workers")
 def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tuple[str, ...],
-                     suite: str | None, jobs: int) -> None:
+                     suite: str | None, workers: int, ray_address: str | None, jobs: int | None) -> None:
     """The trained tier: stock LSTM / GRU (trained.csv) or stock transformers Mamba, Mamba-2, Hawk, Griffin
     (trained_hf.csv, whose rows of the tasks and archs run are replaced, the others kept) trained by interchange
     intervention training towards each task's causal graph; task and interchange accuracy, and the harness's unit
@@ -382,11 +431,15 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
     hf = tuple(arch for arch in dict.fromkeys(archs) if arch not in TRAINED_ARCHS[:2])
-    if (suite is not None or jobs > 1) and not hf:
-        raise LsrlError("lsrl bench train-tier: --suite and --jobs are for a transformers --arch; give one")
+    if jobs is not None:
+        click.echo("warning: --jobs is deprecated and will be removed; use --workers", err=True)
+        workers = jobs
+    if suite is not None and not hf:
+        raise LsrlError("lsrl bench train-tier: --suite is for a transformers --arch; give one")
     written, models = [], []
     if stock or not archs:
-        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}))
+        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}),
+                         workers=workers, ray_address=ray_address)
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
         models += rows
     if hf:
@@ -402,8 +455,8 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 write_csv(with_aim(merged_rows([row], table)), table, TRAINED_COLUMNS)
 
-        models += with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True, jobs=jobs,
-                                        done=write))
+        models += with_aim(train_all_hf(tasks or TASKS_TRAINED, hf, steps, suite=suite, progress=True, done=write,
+                                        workers=workers, ray_address=ray_address))
         written.append(table)
     click.echo(f"wrote {', '.join(str(path) for path in written)}")
     missed = [f"{row['task']}/{row['arch']}" for row in models if not row["meets_aim"]]

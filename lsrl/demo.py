@@ -1,4 +1,5 @@
-"""The main demo: compile Fig. 1's program and both universal approximators, run them, compare.
+"""The main demo: compile Fig. 1's program and both universal approximators, run them, compare; Listing 2
+in a stock transformers Mamba, answered by generate().
 
     python -m lsrl.demo
 """
@@ -55,6 +56,35 @@ def demo_discrete() -> bool:
                 all_right &= _word(out) == CAPITALS[country]
             print(f"  {variant:15} {backend:5}: {', '.join(answers)}   "
                   f"({len(model.layers)} layers, {model.parameter_count} weights)")
+    return all_right
+
+
+def demo_stock_mamba() -> bool:
+    """Listing 2's generation form (a word per token) in a stock transformers MambaForCausalLM, prompted
+    with the map and the query and answered by greedy ``generate``, beside the compiled model's answer."""
+    try:
+        import torch
+        import transformers  # noqa: F401  (the hf extra)
+    except ImportError:
+        print("Listing 2 in a stock MambaForCausalLM: needs the hf extra (pip install 'lsrl[hf]')")
+        return True
+    print("Listing 2  answered by generate() in a stock transformers MambaForCausalLM (one token per word)")
+    words = sorted(set(CAPITALS) | set(CAPITALS.values()))
+    number = {word: token for token, word in enumerate(words)}
+    mapping = {(number[country],): (number[capital],) for country, capital in CAPITALS.items()}
+    model = lsrl.compile(discrete_approximator(1, robust=True, vocabulary=len(words) - 1, generate=True))
+    mamba = model.to_hf("mamba", max_len=2 * len(mapping) + 2, generate=True)
+    all_right, answers = True, []
+    for country in ("CAN", "JPN", "AUT"):
+        prompt = discrete_prompt(mapping, (number[country],), generate=True)
+        compiled = words[int(model(prompt)[-1, 0])]
+        with torch.no_grad():
+            generated = words[int(mamba.generate(torch.as_tensor(prompt[None, :, 0]), max_new_tokens=1,
+                                                 do_sample=False)[0, -1])]
+        answers.append(f"{country}->{compiled} (compiled) {generated} (stock Mamba)")
+        all_right &= compiled == generated == CAPITALS[country]
+    print(f"  {', '.join(answers)}")
+    print(f"  {type(mamba).__name__}: {mamba.config.num_hidden_layers} blocks, hidden size {mamba.config.hidden_size}")
     return all_right
 
 
@@ -161,7 +191,7 @@ def write_plots(out_dir: str | Path = "lsrl-demo", side: int = 48) -> tuple[list
 
 
 def main(plots: str | None = "lsrl-demo") -> int:
-    results = [demo_more_ones(), demo_discrete(), demo_continuous()]
+    results = [demo_more_ones(), demo_discrete(), demo_stock_mamba(), demo_continuous()]
     if plots:
         write_plots(plots)
     print("all outputs as expected" if all(results) else "SOME OUTPUTS DIFFER FROM THE EXPECTED ONES")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 REPORT_REQUEST = ("This is a bug in lsrl, not in your program: please report it with the traceback and the program "
                   "that triggered it.")
@@ -46,6 +50,22 @@ class AutomatonError(LsrlError):
     outside its alphabet; the message names the state and the symbol."""
 
 
+class ProgramError(LsrlError):
+    """The user's own code failed while lsrl ran it (a program file of ``lsrl compile``: a syntax error, an
+    exception, ``sys.exit``). The message says so in one line; ``user_traceback`` is the traceback of the
+    user's frames, which the command line prints above it."""
+
+    def __init__(self, message: str, user_traceback: str) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
+
+
+class CallError(LsrlError, TypeError):
+    """A public function called with arguments its signature does not take (an unknown keyword, a missing or
+    surplus argument); the message names the function, the argument and the ones it accepts. Also a
+    ``TypeError``, as Python's own error for such a call is."""
+
+
 class InternalError(Exception):
     """A broken invariant inside lsrl: a bug, not a mistake in the user's program or input.
 
@@ -85,3 +105,37 @@ def shown(value: object) -> str:
     """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
     text = " ".join(repr(value).split())
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def checked_call(function: Function) -> Function:
+    """``function`` (or a class's ``__init__``), raising ``CallError`` where Python would raise its ``TypeError``
+    for arguments that do not fit the signature."""
+    import inspect  # here: ``import lsrl.errors`` stays quick for the command line
+
+    signature = inspect.signature(function)
+    where = function.__qualname__.removesuffix(".__init__")
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise CallError(_call_mistake(where, signature, kwargs, error)) from None
+        return function(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]  # the same signature, by functools.wraps
+
+
+def _call_mistake(where: str, signature: Any, keywords: dict[str, Any], error: TypeError) -> str:
+    """What is wrong with a call of ``where`` that ``signature.bind`` refused with ``error``."""
+    parameters = [parameter for name, parameter in signature.parameters.items() if name != "self"]
+    if not any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        accepted = [parameter.name for parameter in parameters
+                    if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)]
+        unknown = [name for name in keywords if name not in accepted]
+        if unknown:
+            return (f"{where}: unknown keyword argument {unknown[0]!r}; it accepts "
+                    f"{', '.join(accepted) or 'no keyword arguments'}")
+    bare = signature.replace(parameters=[parameter.replace(annotation=parameter.empty) for parameter in parameters],
+                             return_annotation=signature.empty)
+    return f"{where}: {error}; it is called as {where}{bare}"

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lsrl.errors import LsrlError
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -20,6 +22,14 @@ COLUMN_INCHES, UNIT_INCHES = 1.6, 0.3  # the canvas grows with the model, so tha
 MAX_INCHES = 320  # 32,000 pixels at 100 dpi, inside Agg's limit; an SVG or PDF zooms without one
 TITLE_CHARS, UNIT_LABEL_CHARS = 22, 34  # what fits in a column at the label's font size
 LEGEND_COLUMNS = 6
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what plot_model writes, chosen by the file's suffix
+
+
+def check_plot_path(path: str | Path) -> None:
+    """Refuse, before any drawing, a ``path`` whose suffix is none of ``PLOT_SUFFIXES``."""
+    if Path(path).suffix.lower() not in PLOT_SUFFIXES:
+        raise LsrlError(f"plot path {str(path)!r}: the suffix must be one of {', '.join(PLOT_SUFFIXES)} (the "
+                        "file's format)")
 
 
 def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges: int = MAX_EDGES) -> Figure:
@@ -36,6 +46,8 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
     from matplotlib.figure import Figure  # no pyplot: no global figure state, any backend
     from matplotlib.lines import Line2D
 
+    if path is not None:
+        check_plot_path(path)
     columns = [model.input] + list(model.layers)
     widest = max(column.dim for column in columns)
     labels = getattr(model, "labels", None)

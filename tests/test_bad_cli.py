@@ -175,7 +175,7 @@ def test_the_fig1_summary_in_the_readme_is_what_the_code_prints(tmp_path, monkey
 def test_a_user_error_is_one_line_and_debug_shows_its_traceback(source, tmp_path):
     _fails_in_one_line(["compile", f"{source}:nothing", "-o", str(tmp_path / "m")], "nothing")
     result = CliRunner().invoke(main, ["--debug", "compile", f"{source}:nothing", "-o", str(tmp_path / "m")])
-    assert result.exit_code == 1 and "Traceback" in result.output and "_load_program" in result.output
+    assert result.exit_code == 1 and "Traceback" in result.output and "load_program" in result.output
     assert result.output.strip().splitlines()[-1].startswith("Error: ") and "report" not in result.output
 
 
@@ -207,3 +207,136 @@ def test_a_bug_inside_an_llrnn_command_shows_its_traceback(monkeypatch):
     monkeypatch.setattr(lsrl.llrnn.cli, "TASKS", {"copy": _bug})
     result = CliRunner().invoke(main, ["llrnn", "sample", "copy"])
     assert result.exit_code == 1 and "Traceback" in result.output and "please report it" in result.output
+
+
+# ---- a program file's errors are the program's: its own traceback, then one line saying so ---------------
+
+RAISES = '''
+import lsrl
+from signs import check_sign  # a module beside the program file
+bits = lsrl.Input(1, name="bits")
+check_sign(-1)
+'''
+SIGNS = '''
+def check_sign(sign):
+    if sign < 0:
+        raise ValueError("the sign must be positive")
+'''
+
+
+def _program_error(tmp_path, text, name="prog.py"):
+    """``lsrl compile`` of a program file holding ``text``: its output, after checking that it failed as the
+    program's error (a last line ``Error: ...`` naming the file and the program, no report request, no frame
+    of lsrl or of the import machinery)."""
+    (tmp_path / name).write_text(text)
+    result = CliRunner().invoke(main, ["compile", str(tmp_path / name), "-o", str(tmp_path / "m")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and lines[-1].startswith(f"Error: {tmp_path / name}: the program "), result.output
+    assert "please report it" not in result.output and "bug in lsrl" not in result.output, result.output
+    assert "lsrl/" not in result.output and "importlib" not in result.output, result.output
+    assert not (tmp_path / "m").exists()
+    return result.output
+
+
+def test_a_syntax_error_in_a_program_file_shows_where_and_blames_the_program(tmp_path):
+    output = _program_error(tmp_path, "import lsrl\nbits = lsrl.Input(1)\nif bits\n")
+    assert f'File "{tmp_path / "prog.py"}", line 3' in output and "if bits" in output
+    assert "SyntaxError: expected ':'" in output and "(an error in the program, not in lsrl" in output
+
+
+def test_an_exception_in_a_program_file_shows_the_programs_frames_only(tmp_path):
+    (tmp_path / "signs.py").write_text(SIGNS)
+    output = _program_error(tmp_path, RAISES)
+    frames = [line.strip() for line in output.splitlines() if line.strip().startswith("File ")]
+    assert frames == [f'File "{tmp_path / "prog.py"}", line 5, in <module>',
+                      f'File "{tmp_path / "signs.py"}", line 4, in check_sign'], output
+    assert output.splitlines()[-1].endswith("raised ValueError: the sign must be positive (an error in the program, "
+                                            "not in lsrl; the program's traceback is above)")
+
+
+def test_an_lsrl_refusal_while_a_program_file_runs_shows_the_programs_line(tmp_path):
+    output = _program_error(tmp_path, 'import lsrl\nx = lsrl.Input(2, name="x")\ny = lsrl.Linear(x, [[1, 2, 3]])\n')
+    assert f'File "{tmp_path / "prog.py"}", line 3, in <module>' in output
+    assert "y = lsrl.Linear(x, [[1, 2, 3]])" in output and "raised DimensionError: Linear" in output
+
+
+def test_an_error_of_a_library_the_program_calls_is_the_programs(tmp_path):
+    output = _program_error(tmp_path, "import numpy as np\nnp.zeros(3).reshape(2, 2)\n")
+    assert "raised ValueError: cannot reshape array of size 3" in output and "line 2, in <module>" in output
+
+
+@pytest.mark.parametrize("code", [3, 0, "'stopped'"])
+def test_sys_exit_in_a_program_file_is_one_line_naming_where(tmp_path, code):
+    output = _program_error(tmp_path, f"import sys\n\nsys.exit({code})\n")
+    assert output.strip().count("\n") == 0, output
+    assert output.strip().endswith(
+        f"the program ended the command with sys.exit({code}) at {tmp_path / 'prog.py'}, line 3 while it was "
+        "loaded; a program file only defines its ForEach")
+
+
+def test_a_bug_inside_lsrl_while_a_program_file_runs_is_lsrls(source, tmp_path, monkeypatch):
+    import lsrl.lang.nodes
+
+    monkeypatch.setattr(lsrl.lang.nodes, "whole_number", {}.__getitem__)  # a KeyError raised in Input's own frame
+    result = CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    assert result.exit_code == 1 and "please report it" in result.output and "\nError: " not in result.output
+    assert "lsrl/lang/nodes.py" in result.output and "KeyError" in result.output
+
+
+@pytest.mark.parametrize("name, words", [("prog.txt", "ends in .py"), ("folder", "not a file"),
+                                         ("missing.py", "no such file")])
+def test_a_source_that_is_no_python_file_is_one_line(tmp_path, name, words):
+    (tmp_path / "prog.txt").write_text("import lsrl\nx = lsrl.Input(1)\nprogram = lsrl.ForEach(x)\n")
+    (tmp_path / "folder").mkdir()
+    _fails_in_one_line(["compile", str(tmp_path / name), "-o", str(tmp_path / "m")], repr(str(tmp_path / name)),
+                       words)
+    assert not (tmp_path / "m").exists()
+
+
+# ---- --input files: one that holds no step or cannot be read is one line naming it -------------------------
+
+def _write_inputs(folder):
+    (folder / "empty.txt").write_text("")
+    (folder / "comments.txt").write_text("# no step here\n\n")
+    (folder / "empty.npy").write_bytes(b"")
+    np.save(folder / "no_steps.npy", np.zeros((0, 1)))
+    (folder / "garbage.npy").write_text("not an array\n")
+    np.savez(folder / "arrays.npz", xs=np.ones((2, 1)))
+    (folder / "commas.csv").write_text("1,0\n")
+    (folder / "ragged.txt").write_text("1 0\n1\n")
+
+
+@pytest.mark.parametrize("name, words", [
+    ("empty.txt", "the file holds no step"), ("comments.txt", "the file holds no step"),
+    ("no_steps.npy", "the file holds no step"),
+    ("empty.npy", "cannot read a sequence"), ("garbage.npy", "cannot read a sequence"),
+    ("arrays.npz", "cannot read a sequence"), ("commas.csv", "cannot read a sequence"),
+    ("ragged.txt", "cannot read a sequence"),
+])
+def test_an_input_file_with_no_step_or_unreadable_is_one_line(source, tmp_path, name, words):
+    import warnings
+
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    _write_inputs(tmp_path)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        _fails_in_one_line(["run", str(tmp_path / "m"), "--input", str(tmp_path / name)],
+                           f"--input {tmp_path / name}: {words}", "expected a .npy array, or a text file")
+    assert [str(warning.message) for warning in warned] == []  # numpy's "no data" warning is not leaked
+
+
+def test_input_files_that_hold_steps_still_run(source, tmp_path):
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    np.save(tmp_path / "xs.npy", np.array([[1.0], [1.0], [0.0]]))
+    (tmp_path / "xs.txt").write_text("# bits\n1\n1\n0\n")
+    for name in ("xs.npy", "xs.txt"):
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "m"), "--input", str(tmp_path / name), "--exact"])
+        assert result.exit_code == 0 and result.output.split() == ["1", "2", "1"], result.output
+
+
+@pytest.mark.parametrize("name", ["circuit.txt", "circuit"])
+def test_inspect_refuses_a_plot_path_of_no_known_format_before_any_work(source, tmp_path, name):
+    CliRunner().invoke(main, ["compile", str(source), "-o", str(tmp_path / "m")])
+    _fails_in_one_line(["inspect", str(tmp_path / "m"), "--plot", str(tmp_path / name)],
+                       f"plot path {str(tmp_path / name)!r}: the suffix must be one of .png, .svg, .pdf")
+    assert not (tmp_path / name).exists()

@@ -208,6 +208,56 @@ def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the
     assert (patched - net.run_with_cache(base)[0]).abs().max() > 100 * tolerance + 1e-3  # the patch mattered
 
 
+@pytest.mark.parametrize("arch", ["mamba", "hawk"])
+def test_a_forward_hook_on_a_loader_hook_point_sets_the_state_later_steps_read(arch):
+    """The loader's hooks are ``HookPoint`` modules reached at every step of a plain ``net(xs)``: 5 added to a
+    state at step 0 by a forward hook is the patch of the same values through ``run_with_cache``; nnsight reaches
+    the same point."""
+    import nnsight
+
+    root, (net, labels, data, circuit) = built(arch)
+    hook = "layers.0.ssm_state" if arch == "mamba" else "layers.0.recurrent_state"
+    xs = torch.as_tensor(data["pairs_clean_inputs"][:3, :8])
+    _, own = net.run_with_cache(xs)
+    patch = np.full(own[hook].shape, np.nan)
+    patch[:, 0] = own[hook][:, 0] + 5.0
+    expected, _ = net.run_with_cache(xs, patch={hook: patch})
+    point = net.points[hook.replace(".", "__")]
+    steps = []
+
+    def add_five_at_step_0(module, args, output):
+        steps.append(args[1])
+        return output + 5.0 if args[1] == 0 else None
+
+    handle = point.register_forward_hook(add_five_at_step_0)
+    try:
+        with torch.no_grad():
+            hooked_outputs = net(xs)
+    finally:
+        handle.remove()
+    assert steps == list(range(8))
+    assert torch.allclose(hooked_outputs, expected, rtol=0, atol=0)
+    assert (expected - own["readout"]).abs().max() > 1e-3  # the state at step 0 mattered later
+    traced = nnsight.NNsight(net)
+    with traced.trace(xs):
+        getattr(traced.points, hook.replace(".", "__")).output[:] += 5.0  # its first call: step 0
+        outputs = traced.output.save()
+    assert torch.allclose(outputs.detach(), expected, rtol=0, atol=0)
+
+
+def test_a_hawk_folder_runs_a_plain_forward_with_its_own_config():
+    """transformers 5 cannot run a RecurrentGemma model without attention layers through the default cache; the
+    folder's config turns the cache off, so ``from_pretrained(folder)(ids)`` is the full forward."""
+    from transformers import AutoModelForCausalLM
+
+    root, (net, labels, data, circuit) = built("hawk")
+    hf = AutoModelForCausalLM.from_pretrained(f"{root}/trained/majority/hawk", dtype=torch.float64)
+    xs = data["test_inputs"][:4]
+    with torch.no_grad():
+        logits = hf(torch.as_tensor(xs[..., 0]).long()).logits[..., :1]
+    assert torch.allclose(logits, stock_full_forward(hf, xs), rtol=0, atol=0)
+
+
 def test_griffin_patches_its_attention_blocks_output_as_a_hook_written_by_hand_does():
     root, (net, labels, data, circuit) = built("griffin")
     assert [label.role for label in labels["layers.1.attention"]] == ["helper"] * 16

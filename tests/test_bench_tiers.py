@@ -92,6 +92,59 @@ def test_a_trained_folder_loads_standalone_and_is_the_trained_model(trained_buil
     assert f"interchange-intervention accuracy {mean:.3f}" in card
 
 
+def test_a_trained_folders_hook_points_fire_in_a_plain_forward(trained_builds):
+    """The loader's stock LSTM reaches its hook points at every step of a plain ``net(xs)``: a forward hook on one
+    fires at every step, what it returns is what later steps read (as ``run_with_cache``'s patch of the same
+    values), nnsight reaches the cell the same way, and ``grad=True`` keeps the graph."""
+    import nnsight
+
+    root, _ = trained_builds
+    folder = root / "trained" / TASK / "lstm"
+    net = _own_loader(folder).load_folder(folder)
+    with np.load(folder / "data.npz") as data:
+        xs = torch.as_tensor(data["test_inputs"][:4])
+    with torch.no_grad():
+        plain = net(xs)
+        _, cache = net.run_with_cache(xs)
+    cell = next(module for module in net.modules() if getattr(module, "name", None) == "core.l0.c")
+    steps = []
+
+    def add_five_at_step_0(module, args, output):
+        steps.append(args[1])
+        return output + 5.0 if args[1] == 0 else None
+
+    handle = cell.register_forward_hook(add_five_at_step_0)
+    try:
+        with torch.no_grad():
+            hooked = net(xs)
+    finally:
+        handle.remove()
+    assert steps == list(range(xs.shape[1]))
+    cells = np.full(cache["core.l0.c"].shape, np.nan)
+    cells[:, 0] = cache["core.l0.c"][:, 0] + 5.0
+    hidden = np.full(cache["core.l0"].shape, np.nan)
+    hidden[:, 0] = cache["core.l0.o"][:, 0] * torch.tanh(cache["core.l0.c"][:, 0] + 5.0)
+    patched, _ = net.run_with_cache(xs, patch={"core.l0.c": cells, "core.l0": hidden})
+    np.testing.assert_allclose(hooked.numpy(), patched.numpy(), rtol=0, atol=1e-12)
+    assert not np.allclose(hooked.numpy(), plain.numpy())
+    with torch.no_grad():
+        np.testing.assert_allclose(net(xs).numpy(), plain.numpy(), rtol=0, atol=0)  # the hook is gone
+    traced = nnsight.NNsight(net)
+    path = next(name for name, module in net.named_modules() if module is cell)
+    envoy = traced
+    for part in path.split("."):
+        envoy = getattr(envoy, part)
+    with traced.trace(xs):
+        envoy.output[:] += 5.0  # its first call: step 0
+        outputs = traced.output.save()
+    np.testing.assert_allclose(outputs.detach().numpy(), patched.numpy(), rtol=0, atol=1e-12)
+    inputs = xs.to(torch.float64).requires_grad_(True)
+    outputs, cache = net.run_with_cache(inputs, grad=True)
+    (gradient,) = torch.autograd.grad(cache["core.l0.c"][:, -1].sum(), inputs)
+    assert gradient.abs().sum() > 0
+    assert not net.run_with_cache(inputs)[1]["core.l0.c"].requires_grad  # no graph unless asked
+
+
 def test_trained_folders_are_byte_identical_on_rebuild(trained_builds):
     first, second = trained_builds
     files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())

@@ -70,17 +70,20 @@ def _written(folder: Path, code: str) -> Path:
 
 
 QUICK_CHECK = re.compile(r"quick check: (.+)$")
+ON_A_CLUSTER = "on a Ray cluster"  # a line whose comment says so needs one: its command and options are checked
+CLUSTER_LINES = [line.partition("  #")[0].strip() for _, language, code in BLOCKS if language in ("bash", "sh")
+                 for line in code.splitlines() if line.startswith("lsrl ") and ON_A_CLUSTER in line]
 
 
 def _lsrl_lines(page: Path) -> list[tuple[str, list[str]]]:
-    """Each ``lsrl ...`` line of the page's shell blocks, and the flags its comment names after "quick
-    check:" (a line marked as taking long is run with them appended; click keeps the last value of an
-    option given twice)."""
+    """Each ``lsrl ...`` line of the page's shell blocks but those for a Ray cluster, and the flags its comment
+    names after "quick check:" (a line marked as taking long is run with them appended; click keeps the last
+    value of an option given twice)."""
     lines = []
     for language, code in re.findall(r"^```(\w*)\n(.*?)^```", page.read_text(), flags=re.M | re.S):
         for line in code.splitlines() if language in ("bash", "sh") else []:
             command, _, comment = line.partition("  #")
-            if command.strip().startswith("lsrl "):
+            if command.strip().startswith("lsrl ") and ON_A_CLUSTER not in comment:
                 quick = QUICK_CHECK.search(comment)
                 assert ("long" in comment) == bool(quick), f"{page.name}: {line!r}: a long line names a quick check"
                 lines.append((command.strip(), shlex.split(quick.group(1)) if quick else []))
@@ -107,6 +110,14 @@ def test_every_lsrl_line_of_a_page_runs_as_written(page, tmp_path, monkeypatch):
     for line, quick in LSRL_LINES[page]:
         result = CliRunner().invoke(lsrl.cli.main, shlex.split(line)[1:] + quick)
         assert result.exit_code == 0, f"{page}: {line!r} {quick} failed:\n{result.output[-3000:]}"
+
+
+@pytest.mark.parametrize("line", CLUSTER_LINES)
+def test_a_line_for_a_cluster_names_a_command_and_options_that_exist(line):
+    """Not run (it needs a Ray cluster: tests/test_grid_ray.py runs the grids on one); click parses it, and an
+    unknown option fails before ``--help`` prints the command's help."""
+    result = CliRunner().invoke(lsrl.cli.main, shlex.split(line)[1:] + ["--help"])
+    assert result.exit_code == 0 and "--ray-address" in line and "Usage:" in result.output, result.output
 
 
 def _script_options(script: str) -> set[str]:

@@ -78,7 +78,7 @@ BASE = {
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
     ("bench", "eval"): lambda w: [str(w / "suite" / "parity" / "rnn"), "--method", "random", "--pairs", "2"],
     ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
-    ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1", "--jobs", "1"],
+    ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1", "--workers", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
     ("llrnn", "train"): lambda w: [*TINY_TRAINING, "--checkpoint-every", "1", "--output", fresh("train")],
     ("llrnn", "experiment"): lambda w: [*TINY_TRAINING, "--models", "ntm", "--tasks", "copy", "--seeds", "1", "--workers", "1",
@@ -110,22 +110,23 @@ def stubbed(monkeypatch):
         (Path(out_dir) / name).write_text("")
         return []
 
-    def reproduction(out_dir, preset_name, models, tasks, seeds, workers, finished_only, **overrides):
+    def reproduction(out_dir, preset_name, models, tasks, seeds, workers, ray_address, finished_only, **overrides):
         for model in models:
             for task in tasks:
                 preset(preset_name, model, task, **overrides)  # what the runs would be given, checked
         return write(out_dir, "reproduction.md")
 
     monkeypatch.setattr(lsrl.demo, "main", lambda plots: len(write(plots, "demo")))
-    monkeypatch.setattr(noise, "run", lambda out_dir, protocol, workers: write(out_dir, "noise.csv"))
+    monkeypatch.setattr(noise, "run", lambda out_dir, protocol, **grid: write(out_dir, "noise.csv"))
     monkeypatch.setattr(noise, "summary_markdown", lambda rows: "")
     monkeypatch.setattr(llrnn_cli, "run_experiment", lambda out_dir, *args, **kwargs: write(out_dir, "experiment.md"))
     monkeypatch.setattr(llrnn_cli, "run_reproduction", reproduction)
     evaluate_all, train_all = harness.evaluate_all, trained.train_all
-    monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress: evaluate_all(
-        tasks, tiers=("compiled",), archs=("path",), methods=("random",), pairs=pairs))
-    monkeypatch.setattr(trained, "train_all", lambda tasks, steps, progress: [
-        {**row, "steps": steps} for row in train_all(tasks[:1], archs=("lstm",), steps=1)])
+    monkeypatch.setattr(harness, "evaluate_all", lambda tasks, pairs, progress, workers, ray_address, **chosen: evaluate_all(
+        tasks, tiers=("compiled",), archs=("path",), methods=("random",), pairs=pairs, workers=workers,
+        ray_address=ray_address))
+    monkeypatch.setattr(trained, "train_all", lambda tasks, steps, progress, **grid: [
+        {**row, "steps": steps} for row in train_all(tasks[:1], archs=("lstm",), steps=1, **grid)])
 
 
 def hostile_values(parameter: click.Parameter) -> st.SearchStrategy[str]:

@@ -68,6 +68,61 @@ def test_commands_that_need_no_torch_do_not_import_it(args, tmp_path):
     assert "torch not imported" in output, output
 
 
+# What `lsrl --version` and every --help must not import: the numerical and ML stacks and lsrl's own heavy
+# packages (each command imports them when it runs). A check of the imports, not of the time: the time is
+# measured by benchmarks/cli_startup.py.
+HEAVY_MODULES = ("numpy", "scipy", "gmpy2", "torch", "transformers", "matplotlib", "onnx", "onnxruntime",
+                 "safetensors", "networkx", "tqdm", "lsrl.api", "lsrl.lang", "lsrl.compiler", "lsrl.model",
+                 "lsrl.targets", "lsrl.hf", "lsrl.llrnn")
+HELP_RUN = f'''
+import sys
+from lsrl.cli import main
+code = main.main(sys.argv[1:], prog_name="lsrl", standalone_mode=False)
+print("exit code", code or 0)
+print("heavy modules:", sorted(name for name in {HEAVY_MODULES!r} if name in sys.modules))
+'''
+
+
+def _help_commands(group: click.Group, path: tuple[str, ...] = ()) -> list[list[str]]:
+    """``--help`` of ``group`` and of every command under it (``lsrl llrnn``'s listed, not its commands)."""
+    from lsrl.cli import LazyGroup
+
+    commands = [[*path, "--help"]]
+    if isinstance(group, LazyGroup):  # its commands' options come from the torch module it stands for
+        return commands
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
+        commands += (_help_commands(command, (*path, name)) if isinstance(command, click.Group)
+                     else [[*path, name, "--help"]])
+    return commands
+
+
+def test_the_help_walk_reaches_every_command():
+    from lsrl.cli import main
+
+    walked = _help_commands(main)
+    assert ["compile", "--help"] in walked and ["bench", "eval-all", "--help"] in walked
+    assert ["llrnn", "--help"] in walked and ["experiment", "noise", "--help"] in walked
+
+
+@pytest.mark.parametrize("args", [["--version"], *_help_commands(__import__("lsrl.cli").cli.main)], ids=" ".join)
+def test_version_and_every_help_import_no_heavy_module(args, tmp_path):
+    result = subprocess.run([sys.executable, "-c", HELP_RUN, *args], cwd=tmp_path, capture_output=True, text=True,
+                            env=ENV, timeout=300)
+    assert result.returncode == 0 and "exit code 0" in result.stdout, result.stdout + result.stderr
+    assert "heavy modules: []" in result.stdout, result.stdout
+
+
+def test_the_options_of_the_command_line_are_the_libraries_names():
+    """The choices ``lsrl compile`` offers without importing the targets are theirs."""
+    import lsrl.hf
+    import lsrl.targets
+    from lsrl import cli
+
+    assert cli.ARCHITECTURES == lsrl.targets.ARCHITECTURES and cli.STOCK == lsrl.targets.STOCK
+    assert cli.HF_ARCHITECTURES == lsrl.hf.ARCHITECTURES
+
+
 def test_the_modules_of_demo_and_experiment_noise_need_no_torch():
     modules = ["lsrl.demo", "lsrl.plot", "lsrl.experiments.noise"]
     check = f"import sys, {', '.join(modules)}; print('torch' in sys.modules)"

@@ -96,3 +96,32 @@ def test_outputs_refuses_a_model_lsrl_did_not_build():
     config = transformers.MambaConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1)
     with pytest.raises(lsrl.LsrlError, match="lsrl_io"):
         lsrl.hf.outputs(transformers.MambaForCausalLM(config), torch.zeros(1, 1, 4))
+
+
+def test_outputs_refuses_integer_logits_and_a_model_moved_to_another_dtype():
+    """Integer logits (rounded: a token's output off by up to 1/2 times the output scale) and a model whose
+    weights were moved from the dtype it was built and checked in are refused; its own logits are read."""
+    model = lsrl.compile(real_program())
+    hf = model.to_hf("mamba", max_len=6)
+    xs = np.random.default_rng(1).uniform(-1, 1, (2, 6, 2))
+    with torch.no_grad():
+        logits = hf(**lsrl.hf.inputs(hf, xs)).logits
+    expected = np.array(model(xs), dtype=float)
+    assert np.max(np.abs(lsrl.hf.outputs(hf, logits).double().numpy() - expected)) <= hf.config.lsrl_io["tolerance"]
+    for integers in (logits.round().long(), logits.round().int(), logits > 0):
+        with pytest.raises(lsrl.LsrlError, match=rf"^lsrl.hf.outputs: the logits must be floats, got {integers.dtype}"):
+            lsrl.hf.outputs(hf, integers)
+    for dtype in (torch.float16, torch.float64):
+        moved = model.to_hf("mamba", max_len=6).to(dtype)
+        with torch.no_grad():
+            moved_logits = moved(**{key: value.to(dtype) if value.is_floating_point() else value
+                                    for key, value in lsrl.hf.inputs(moved, xs).items()}).logits
+        with pytest.raises(lsrl.LsrlError, match=rf"^lsrl.hf.outputs: the model's weights are {str(dtype)[6:]}, but it "
+                                                 "was built and checked in float32"):
+            lsrl.hf.outputs(moved, moved_logits)
+
+
+def test_inputs_refuse_sequences_past_max_len():
+    hf = lsrl.compile(real_program()).to_hf("mamba", max_len=6)
+    with pytest.raises(lsrl.LsrlError, match=r"7 steps, but the model is built for at most max_len=6"):
+        lsrl.hf.inputs(hf, np.zeros((1, 7, 2)))

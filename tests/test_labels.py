@@ -181,3 +181,14 @@ def test_patching_a_diagonal_model_matches_the_program():
                 program(xs, exact=True, patch={name: donor[name]})), f"seed {seed}: patching {name}"
             patched += 1
     assert patched > 20
+
+
+@pytest.mark.parametrize("tolerance", [-1, -1e-300, float("nan"), float("inf"), "0.1", None, True, 1j])
+def test_a_tolerance_that_would_report_every_unit_is_refused(tolerance):
+    x = lsrl.Input(1, name="x")
+    program = lsrl.ForEach(lsrl.LinState(x, [[1]], [[1]], name="total"))
+    model = lsrl.compile(program, progress=False)
+    xs = np.array([[1.0], [3.0], [0.0]])
+    assert model.label_violations(program, xs, exact=False, tolerance=1e-9) == []  # the labels hold
+    with pytest.raises(lsrl.LsrlError, match=r"^label_violations: tolerance must be a finite number >= 0"):
+        model.label_violations(program, xs, exact=False, tolerance=tolerance)

@@ -146,3 +146,22 @@ def test_every_module_has_a_room_in_the_layout_page():
                if path.name != "__init__.py"
                and not (f"lsrl.{path.stem}" in page if path.parent == ROOT else path.name in page)]
     assert not missing, f"modules docs/layout.md does not place (add them to its table or rooms): {missing}"
+
+
+def test_import_lsrl_is_light_and_its_first_name_loads_the_whole_api():
+    """``import lsrl`` imports no numpy (``lsrl --help`` pays only for it); the first use of one of its names
+    loads ``lsrl.api``, whose public names are ``lsrl.__all__``, the same objects."""
+    code = ("import sys, lsrl; light = not {'numpy', 'scipy', 'lsrl.api'} & set(sys.modules); lsrl.Input; "
+            "import lsrl.api as api; public = sorted(name for name in vars(api) if not name.startswith('_')); "
+            "print(light, public == sorted(lsrl.__all__), all(getattr(lsrl, n) is getattr(api, n) for n in public))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
+    assert result.stdout.split() == ["True", "True", "True"], result.stdout + result.stderr
+
+
+def test_a_model_reached_through_submodules_finds_its_front_doors():
+    """``lsrl.model.extensions`` loads the API when nothing is registered: no ``lsrl.<name>`` is touched here."""
+    code = ("from lsrl.lang import ForEach, Input; from lsrl.compiler import compile; "
+            "model = compile(ForEach(2 * Input(1))); net = model.to_torch('rnn'); "
+            "print(type(net).__name__, type(model.diagonal()).__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
+    assert result.stdout.split() == ["BlockModel", "CompiledProgram"], result.stdout + result.stderr

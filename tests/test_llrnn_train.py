@@ -6,6 +6,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from lsrl.grid import GridError
 from lsrl.llrnn import experiment
 from lsrl.llrnn import train as training
 from lsrl.llrnn.cli import llrnn
@@ -189,7 +190,8 @@ def test_a_grid_reads_finished_runs_back_and_continues_runs_cut_short(with_stand
 
     monkeypatch.setattr(experiment, "train", no_training)
     assert experiment.run_configs([config], tmp_path, workers=1, progress=False) == [row]
-    with pytest.raises(AssertionError, match="trained again"):  # another config in that folder is trained
+    # another config in that folder is trained (the grid names the run and its error)
+    with pytest.raises(GridError, match="AssertionError: a finished run was trained again"):
         experiment.run_configs([dataclasses.replace(config, learning_rate=1e-2)], tmp_path, workers=1,
                                progress=False)
 

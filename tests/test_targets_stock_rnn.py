@@ -25,6 +25,7 @@ from lsrl.programs import (
     more_ones_than_zeros, parity, squaring,
 )
 from lsrl.targets import STOCK, layer_report
+from lsrl.targets.promises import StockState
 from lsrl.targets.stock_rnn import GATE_AMPLITUDE, RELU_KNEE, export_stock_onnx, power_sum
 from test_random_programs import X_NUM, generate_program
 
@@ -650,6 +651,91 @@ def test_bad_options_and_patches_are_refused(arch):
     net = model.to_torch(arch, max_len=4, dtype=torch.float64)
     with pytest.raises(lsrl.SequenceError, match="outside the declared bounds"):
         net(torch.full((1, 4, 1), 2.0, dtype=torch.float64))
+
+
+# ---- promises: max_len, continued runs, dtype --------------------------------------------------------
+
+
+def core_outputs(net, xs) -> np.ndarray:
+    """The core and readout run directly, past every check: what the module would answer unchecked."""
+    with torch.no_grad():
+        x = torch.as_tensor(xs, dtype=net.h0.dtype)
+        return net.readout(net.core(x, net.initial_state(x.shape[0]))[0]).double().numpy()
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_a_counter_built_for_16_steps_refuses_1000(arch):
+    """Past max_len the scales no longer hold the values: unchecked, the float32 counter is off by far more than
+    its tolerance at 1,000 steps; the module refuses, naming the target, the length and the limit, in every path."""
+    model = counter_program()
+    net = model.to_torch(arch, max_len=16, dtype=torch.float32)
+    ones = np.ones((1, 1000, 1))
+    assert np.abs(core_outputs(net, ones) - np.cumsum(ones, axis=1)).max() > 1000 * net.tolerance
+    assert np.array_equal(run(net, ones[:, :16]), exact(model, ones[:, :16]))  # within max_len: exact
+    message = rf"{arch}: sequence length 1000 exceeds max_len=16"
+    for call in (lambda: net(torch.ones(1, 1000, 1)), lambda: net.run(torch.ones(1, 1000, 1)),
+                 lambda: net.run_with_cache(torch.ones(1, 1000, 1)),
+                 lambda: net(torch.ones(1, 1000, 1), patch={"count": np.zeros((1, 1000, 1))})):
+        with pytest.raises(lsrl.SequenceError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_a_continued_run_counts_its_steps_and_refuses_past_max_len(arch):
+    model = counter_program()
+    net = model.to_torch(arch, max_len=16, dtype=torch.float64)
+    xs = np.random.default_rng(3).integers(0, 2, size=(2, 16, 1)).astype(np.float64)
+    x = torch.as_tensor(xs)
+    with torch.no_grad():
+        first, state = net.run(x[:, :10])
+        second, state = net.run(x[:, 10:], state)
+    assert isinstance(state, StockState) and state.steps == 16
+    assert np.array_equal(torch.cat([first, second], dim=1).numpy(), exact(model, xs))  # a counter: exact
+    with pytest.raises(lsrl.SequenceError, match=rf"{arch}.run: 16 steps run and 1 more make 17, beyond max_len=16"):
+        net.run(x[:, :1], state)
+    wrapped = StockState(state.core, 15)  # a core state from elsewhere, wrapped with its step count
+    assert net.run(x[:, :1], wrapped)[1].steps == 16
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_a_bad_state_is_one_sequence_error(arch):
+    net = counter_program().to_torch(arch, max_len=16, dtype=torch.float32)
+    x = torch.ones(2, 3, 1)
+    _, state = net.run(x)
+    core = state.core
+    h = core[0] if isinstance(core, tuple) else core
+    as_core = (lambda t: (t, t)) if isinstance(core, tuple) else (lambda t: t)
+    for bad, match in [
+        (core, "state must be the StockState an earlier run returned"),
+        ("junk", "got str"),
+        (StockState(core, -1), "steps must be a non-negative integer"),
+        (StockState(core, 2.5), "steps must be a non-negative integer"),
+        (StockState(as_core(h[:, :1]), 3), r"shape \(\d+, 1, \d+\), expected \(\d+, 2, \d+\)"),
+        (StockState(as_core(h.double()), 3), "float64 tensor on cpu, the module runs in torch.float32"),
+        (StockState(as_core(torch.full_like(h, np.nan)), 3), "NaN or infinite"),
+        (StockState(as_core(h.to("meta")), 3), "on meta"),
+        (StockState((h, h, h) if isinstance(core, tuple) else (h, h), 3), "state.core must be"),
+    ]:
+        with pytest.raises(lsrl.SequenceError, match=match):
+            net.run(x, bad)
+    assert net.run(x[:1])[1].steps == 3  # a smaller batch starts from the initial state
+
+
+@pytest.mark.parametrize("arch", STOCK)
+def test_a_stock_target_refuses_any_dtype_change_before_moving(arch):
+    """Its scales and tolerance are made for the dtype it was built in: float64 -> float32 and back, half and
+    bfloat16 are refused, and the module still runs in its own dtype, within its tolerance."""
+    model, xs, reference = random_case(2)
+    for built, others in ((torch.float32, (torch.float64, torch.float16, torch.bfloat16)),
+                          (torch.float64, (torch.float32, torch.float16))):
+        net = model.to_torch(arch, max_len=T, dtype=built)
+        for dtype in others:
+            with pytest.raises(lsrl.LsrlError, match=rf"{arch}: built for {built}.*cannot run in {dtype}"):
+                net.to(dtype)
+        with pytest.raises(lsrl.LsrlError, match="built for"):
+            net.half()
+        assert all(p.dtype == built for p in net.parameters()) and net.h0.dtype == built
+        assert largest_error(net.to("cpu"), xs, reference) <= net.tolerance  # a device move is no dtype change
 
 
 # ---- ONNX, reports ----------------------------------------------------------------------------------

@@ -545,3 +545,67 @@ def test_check_refuses_more_batches_than_its_cap_before_any_work(strings, batch)
 def test_check_refuses_architectures_that_cannot_be_listed(architectures):
     with pytest.raises(LsrlError, match="^check: architectures must be names among"):
         check([tomita(1)], architectures, strings=1, max_length=1)
+
+
+# ---- calls that do not fit a signature: a CallError naming the argument and what is accepted ---------------
+
+
+ENTRY_POINTS = ("DFA", "Mealy", "certified_deviation", "check", "export_onnx", "from_regex", "gain_bound",
+                "learn_back", "network_size", "random_dfa", "to_torch", "tomita")
+
+
+def test_the_entry_points_below_are_every_public_function_and_machine_of_lsrl_automata():
+    import lsrl.automata as automata
+
+    built_by_lsrl = {"AutomatonNetwork", "NetworkSize"}  # results, not entry points
+    public = {name for name in automata.__all__ if callable(getattr(automata, name))} - built_by_lsrl
+    assert public == set(ENTRY_POINTS)
+
+
+def _entry_points(folder):
+    """Each public function and class of lsrl.automata with a call that fits it (checked to run below)."""
+    import lsrl.automata as automata
+
+    dfa = tomita(1)
+    network = automata.to_torch(dfa, "rnn")
+    return {
+        "export_onnx": (automata.export_onnx, (network, folder / "dfa.onnx"), {}),
+        "to_torch": (automata.to_torch, (dfa, "rnn"), {}),
+        "network_size": (automata.network_size, (dfa, "rnn"), {}),
+        "gain_bound": (automata.gain_bound, ("lstm", 2, 2), {}),
+        "certified_deviation": (automata.certified_deviation, ("lstm", 10.0, 2, 2), {}),
+        "from_regex": (automata.from_regex, ("ab*", "ab"), {}),
+        "random_dfa": (automata.random_dfa, (3, 2, 0), {}),
+        "tomita": (automata.tomita, (2,), {}),
+        "check": (automata.check, ([dfa], ["rnn"]), {"strings": 2, "max_length": 2}),
+        "learn_back": (automata.learn_back, (network, [0, 1]), {}),
+        "DFA": (DFA, ([0], ["a"], {0: {"a": 0}}, 0, [0]), {}),
+        "Mealy": (automata.Mealy, ([0], ["a"], ["x"], {0: {"a": (0, "x")}}, 0), {}),
+    }
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_an_unknown_keyword_to_a_public_entry_point_names_it_and_the_accepted_ones(name, tmp_path):
+    import inspect
+
+    function, args, kwargs = _entry_points(tmp_path)[name]
+    function(*args, **kwargs)  # the call fits: only the unknown keyword below is wrong
+    accepted = [parameter for parameter in inspect.signature(function).parameters if parameter != "self"]
+    with pytest.raises(LsrlError) as caught:
+        function(*args, **kwargs, unknown_keyword=1)
+    message = one_line(caught)
+    assert isinstance(caught.value, TypeError)  # as Python's own error for such a call is
+    assert message.startswith(f"{name}: unknown keyword argument 'unknown_keyword'; it accepts "), message
+    assert all(parameter in message for parameter in accepted), message
+
+
+def test_a_missing_or_surplus_argument_to_to_torch_is_one_line_with_the_signature():
+    import lsrl.automata as automata
+
+    with pytest.raises(LsrlError) as missing:
+        automata.to_torch(tomita(1))
+    assert one_line(missing).startswith("to_torch: missing a required argument: 'architecture'; it is called as "
+                                        "to_torch(machine, architecture, *, gain=None")
+    with pytest.raises(LsrlError) as surplus:
+        automata.to_torch(tomita(1), "rnn", 3.0)  # gain is keyword-only
+    assert one_line(surplus).startswith("to_torch: too many positional arguments")

@@ -62,9 +62,10 @@ def test_a_gate_bound_outside_the_range_of_the_dtype_the_net_runs_in_is_refused(
 
     low, high = gate_bound_range("float32")
     assert high == 4096 and low == 2.0**-126
-    net = product_model().to_torch("gru", gate_bound=2**20).to(torch.float32)
+    net = product_model().to_torch("gru", gate_bound=2**20)
     with pytest.raises(lsrl.LsrlError, match=r"gate_bound=.*float32"):
-        net(torch.ones(1, 2, 2))
+        net.to(torch.float32)  # refused before anything moves
+    assert net.tolerance.dtype == "float64" and all(p.dtype == torch.float64 for p in net.parameters())
     fine = product_model().to_torch("gru").to(torch.float32)  # the default 1024 is within float32's range
     xs = product_inputs()
     assert np.max(np.abs(products(fine, xs) - xs[..., :1] * xs[..., 1:])) <= 5 * 1024 * 2.0**-24
@@ -312,21 +313,121 @@ def test_every_target_states_a_tolerance_that_holds_where_lambda_is_1e10(arch):
 
 
 @pytest.mark.parametrize("seed", [0, 2, 3, 5])
-def test_stated_tolerances_hold_on_random_programs_in_float32(seed):
+def test_a_module_moved_to_float32_states_a_float32_tolerance_that_holds_on_random_programs(seed):
+    """``.to(torch.float32)`` restates ``net.tolerance`` for float32 (a bound 2^29 times the float64 one) and
+    it holds against the interpreter; ``.double()`` restates float64 again."""
     import random
 
+    from lsrl.targets import STOCK
     from test_random_programs import generate_program
 
     program = generate_program(random.Random(seed)).program
     model = lsrl.compile(program, progress=False)
     xs = np.random.default_rng(seed).uniform(-2, 2, (2, 7, program.input.dim))
     exact = np.array(program(xs.astype(object), exact=True, check_bounds=False), dtype=float)
-    for arch in ("gated_linear_rnn", "lstm", "hawk"):
-        net = model.to_torch(arch).to(torch.float32)
+    multi = any(layer.kind == "Multi" for layer in model.layers)
+    archs = [arch for arch in lsrl.targets.ARCHITECTURES
+             if arch not in STOCK and (arch not in lsrl.targets.UNGATED or not multi)]
+    for arch in archs:
+        net = model.to_torch(arch)
+        stated64 = net.tolerance.bound(7, np.abs(xs).max())
+        net.to(torch.float32)
+        stated = net.tolerance.bound(7, np.abs(xs).max())
+        assert net.tolerance.dtype == "float32" and stated == stated64 * 2.0**29, arch
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the precision warning of large weights
             out = net(torch.as_tensor(xs, dtype=torch.float32), check_bounds=False).double().numpy()
-        assert np.max(np.abs(out - exact)) <= net.tolerance.in_dtype("float32").bound(7, np.abs(xs).max()), arch
+        assert np.max(np.abs(out - exact)) <= stated, arch
+        assert net.double().tolerance.dtype == "float64", arch
+
+
+# ---- 4. promises: max_len, dtype and device moves, odd tensors ------------------------------------------
+
+
+def max_len_options(arch: str, max_len: int) -> dict | None:
+    """The options that build ``arch`` for sequences of at most ``max_len`` steps; None for a target that runs
+    any length."""
+    from lsrl.targets import STOCK
+
+    if arch in STOCK:
+        return {"max_len": max_len, "dtype": torch.float64}
+    if "construction" in lsrl.targets.OPTIONS.get(arch, ()):
+        return {"max_len": max_len, "construction": "app_e"}
+    return None
+
+
+@pytest.mark.parametrize("arch", lsrl.targets.ARCHITECTURES)
+def test_every_target_refuses_sequences_past_its_max_len_and_the_others_run_any_length(arch):
+    model = state_model()
+    options = max_len_options(arch, 8)
+    xs = np.random.default_rng(1).integers(-1, 2, size=(2, 8 if options else 300, 2)).astype(np.float64)
+    net = model.to_torch(arch, **(options or {}))
+    exact = np.array(model(xs, exact=True), dtype=float)
+    with torch.no_grad():
+        error = np.max(np.abs(net(torch.as_tensor(xs)).numpy() - exact))
+    stated = net.tolerance if options and "dtype" in options else net.tolerance.bound(xs.shape[1], 1)
+    assert error <= stated
+    if options is None:
+        return
+    longer = torch.zeros(1, 9, 2, dtype=torch.float64)
+    for call in (lambda: net(longer), lambda: net.run_with_cache(longer)):
+        with pytest.raises(lsrl.SequenceError, match=rf"^{arch}: sequence length 9 exceeds max_len=8"):
+            call()
+
+
+@pytest.mark.filterwarnings("ignore:Complex modules are a new feature")  # torch's, before the refusal
+@pytest.mark.parametrize("arch", lsrl.targets.ARCHITECTURES)
+def test_half_precision_other_dtypes_and_the_meta_device_are_refused_before_anything_moves(arch):
+    net = state_model().to_torch(arch, **(max_len_options(arch, 8) or {}))
+    before, stated = {name: tensor.clone() for name, tensor in net.state_dict().items()}, net.tolerance
+    moves = [(lambda: net.half(), "float16"), (lambda: net.to(torch.bfloat16), "bfloat16"),
+             (lambda: net.to(torch.complex128), "complex128"), (lambda: net.to("meta"), "meta device")]
+    for move, named in moves:
+        with pytest.raises(lsrl.LsrlError, match=rf"^{arch}: .*{named}"):
+            move()
+    after = net.state_dict()
+    assert all(torch.equal(after[name], kept) and after[name].dtype == kept.dtype for name, kept in before.items())
+    assert net.tolerance == stated
+    x = torch.ones(1, 3, 2, dtype=torch.float64)
+    with pytest.raises(lsrl.SequenceError, match=rf"^{arch}: the input is on the meta device"):
+        net(x.to("meta"))
+    with pytest.raises(lsrl.SequenceError, match=rf"^{arch}: the module runs in torch.float64 but the input is "
+                                                 "torch.bfloat16"):
+        net(x.bfloat16())
+
+
+@pytest.mark.parametrize("arch", lsrl.targets.ARCHITECTURES)
+def test_an_input_that_requires_grad_runs_with_gradients(arch):
+    """The outputs equal those without gradients, and the gradient of ``3 x - 1`` (away from the sign split's
+    kink at 0) is 3 per step, to the module's tolerance."""
+    x = lsrl.Input(1, name="x", bounds=(-4, 4))
+    model = lsrl.compile(lsrl.ForEach(3 * x - 1), progress=False)
+    net = model.to_torch(arch, **(max_len_options(arch, 6) or {}))
+    xs = torch.tensor([[[1.5], [-2.0], [0.75], [3.0], [-0.5], [2.0]]], dtype=torch.float64, requires_grad=True)
+    out = net(xs)
+    with torch.no_grad():
+        assert torch.equal(out.detach(), net(xs.detach()))
+    out.sum().backward()
+    assert xs.grad is not None and np.max(np.abs(xs.grad.numpy() - 3.0)) <= 1e-6, xs.grad
+
+
+def test_the_interpreter_and_the_compiled_model_read_bfloat16_grad_and_meta_tensors_cleanly():
+    x = lsrl.Input(2, name="x", bounds=(-4, 4))
+    program = lsrl.ForEach(lsrl.LinState(x, [[1, 0], [0, 1]], [[1, 0], [0, 1]], name="s"))
+    model = lsrl.compile(program, progress=False)
+    values = np.array([[[1.0, -2.0], [0.5, 3.0], [-4.0, 0.25]]])  # bfloat16 numbers: read exactly
+    expected = np.cumsum(values, axis=1)
+    tensor = torch.as_tensor(values)
+    for run in (program, model):
+        for xs in (tensor.bfloat16(), tensor.clone().requires_grad_()):
+            assert np.array_equal(np.array(run(xs, exact=True), dtype=float), expected)
+            assert np.array_equal(run(xs), expected)
+        for exact in (True, False):
+            with pytest.raises(lsrl.SequenceError, match="^Input 'x': the tensor is on the meta device"):
+                run(tensor.to("meta"), exact=exact)
+        with pytest.raises(lsrl.SequenceError, match="meta device"):
+            run(values, patch={"s": tensor.to("meta")})
+
 
 
 def test_a_run_longer_than_the_tolerance_was_checked_for_warns_once(monkeypatch):

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from lsrl.automata.arguments import whole_number
-from lsrl.errors import listed, shown
+from lsrl.errors import checked_call, listed, shown
 from lsrl.automata.compile import ARCHITECTURES, to_torch
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import AutomatonError, LsrlError
@@ -125,6 +125,7 @@ def _empty_word(network, machine) -> tuple[int, int]:
     return int(bool(network.initial_output()[0]) != bool(machine.accepting[machine.start])), 1
 
 
+@checked_call
 def check(machines: Iterable[DFA | Mealy], architectures: Iterable[str] = ARCHITECTURES, *, strings: int = 10_000,
           max_length: int = 1000, batch: int = 1000, seed: int = 0, first: int = 0,
           progress: Callable[[int, list[CheckResult]], object] | None = None) -> list[CheckResult]:

@@ -12,7 +12,7 @@ from lsrl.automata.arguments import positive_real, whole_number
 from lsrl.automata.machines import DFA, Mealy
 from lsrl.automata.networks import AutomatonNetwork
 from lsrl.automata.units import transition_units
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, checked_call
 
 ARCHITECTURES = ("rnn", "second_order", "lstm", "gru")
 DEFAULT_MAX_PARAMETERS = 5 * 10 ** 7  # to_torch refuses larger networks unless max_parameters says otherwise
@@ -29,6 +29,7 @@ class NetworkSize(NamedTuple):
     bytes: int
 
 
+@checked_call
 def network_size(machine: DFA | Mealy, architecture: str, dtype: torch.dtype = torch.float32) -> NetworkSize:
     """The size of ``to_torch(machine, architecture, dtype=dtype)``, from the machine's size alone (nothing built).
 
@@ -54,6 +55,7 @@ def network_size(machine: DFA | Mealy, architecture: str, dtype: torch.dtype = t
     return NetworkSize(m, count, count * itemsize)
 
 
+@checked_call
 def to_torch(machine: DFA | Mealy, architecture: str, *, gain: float | None = None,
              dtype: torch.dtype = torch.float32,
              max_parameters: int | None = DEFAULT_MAX_PARAMETERS) -> AutomatonNetwork:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, checked_call
 from lsrl.model.writing import output_file, written
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
@@ -26,6 +26,7 @@ _OPERATORS = {
 }
 
 
+@checked_call
 def export_onnx(network: nn.Module, path: str | Path) -> Path:
     """Write ``network`` (from ``lsrl.automata.to_torch``, float32) as an ONNX model to ``path``; returns the path."""
     if getattr(network, "architecture", None) not in _OPERATORS:

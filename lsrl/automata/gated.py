@@ -70,7 +70,7 @@ from scipy.special import expit
 from torch import nn
 
 from lsrl.automata.arguments import whole_number
-from lsrl.errors import shown
+from lsrl.errors import checked_call, shown
 from lsrl.automata.networks import AutomatonNetwork, half_threshold_readout, set_weights
 from lsrl.automata.units import TransitionUnits
 from lsrl.errors import LsrlError
@@ -113,6 +113,7 @@ def _deviation_grid(architecture: str, in_degree: int, readout_size: int) -> np.
     return np.geomspace(GATE_SLACK, largest, _GRID_POINTS, endpoint=False)
 
 
+@checked_call
 def certified_deviation(architecture: str, gain: float, in_degree: int, readout_size: int) -> float | None:
     """The smallest grid ε* with ``L(G, ε*) ≤ ε*`` (the units then stay within ε* of 0/1 forever), or None
     (also for a NaN, infinite or non-positive ``gain``, which nothing certifies)."""
@@ -131,6 +132,7 @@ def certified_deviation(architecture: str, gain: float, in_degree: int, readout_
     return float(certified[0]) if len(certified) else None
 
 
+@checked_call
 def gain_bound(architecture: str, in_degree: int, readout_size: int) -> float:
     """The smallest certified gain (module docstring) for an ``"lstm"`` or ``"gru"`` with these widths: ``in_degree``
     (D, at least 1) and ``readout_size`` (R, at least 0). The search is bounded (``MAX_DOUBLINGS``,

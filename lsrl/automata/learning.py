@@ -20,7 +20,7 @@ import torch
 
 from lsrl.automata.arguments import items, whole_number
 from lsrl.automata.machines import DFA, Mealy
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, checked_call
 
 if TYPE_CHECKING:
     from lsrl.automata.networks import AutomatonNetwork
@@ -90,6 +90,7 @@ def _sampling_oracle(network, alphabet, answer, words: int, length: int, rng: np
     return SamplingOracle(alphabet, sul)
 
 
+@checked_call
 def learn_back(network: AutomatonNetwork, alphabet: Iterable[Hashable], *, outputs: Sequence[Hashable] | None = None,
                words: int = 1000, length: int = 50, seed: int = 0) -> DFA | Mealy:
     """The machine that AALpy's L* learns from ``network`` over ``alphabet``: a ``DFA`` from a DFA's network,

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from lsrl.automata.arguments import generator, is_hashable, items, whole_number
-from lsrl.errors import shown
+from lsrl.errors import checked_call, shown
 from lsrl.errors import AutomatonError
 
 if TYPE_CHECKING:
@@ -172,6 +172,7 @@ class DFA:
     anything else raises ``AutomatonError`` naming the state and symbol.
     """
 
+    @checked_call
     def __init__(self, states: Iterable[Hashable], alphabet: Iterable[Hashable],
                  transitions: dict[Any, dict[Any, Any]], start: Hashable,
                  accepting: Iterable[Hashable], *, check_reachable: bool = True) -> None:
@@ -284,6 +285,7 @@ def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
     return DFA(range(len(order)), alphabet, transitions, 0, [order[p] for p in lib_dfa.final_states if p in order])
 
 
+@checked_call
 def from_regex(pattern: str, alphabet: Iterable[str], *, max_states: int | None = REGEX_MAX_STATES) -> DFA:
     """The minimal complete DFA of a regular expression over ``alphabet`` (single-character symbols).
 
@@ -357,6 +359,7 @@ def _determinised(nfa, alphabet: tuple, max_states: int | None, pattern: str) ->
                   initial_state=0, final_states=final_states)
 
 
+@checked_call
 def random_dfa(n_states: int, n_symbols: int, rng: np.random.Generator | int) -> DFA:
     """A random minimal DFA with exactly ``n_states`` states over symbols ``0..n_symbols-1``.
 
@@ -397,6 +400,7 @@ class Mealy:
     an output outside ``outputs`` is an error too.
     """
 
+    @checked_call
     def __init__(self, states: Iterable[Hashable], alphabet: Iterable[Hashable], outputs: Iterable[Hashable],
                  transitions: dict[Any, dict[Any, Any]], start: Hashable) -> None:
         self.states = _distinct(states, "state")

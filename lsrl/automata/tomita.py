@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from lsrl.errors import shown
+from lsrl.errors import checked_call, shown
 from lsrl.automata.machines import DFA, from_regex
 from lsrl.errors import AutomatonError
 
@@ -45,6 +45,7 @@ def _grammar_6() -> DFA:
     return _table({d: ((d + 1) % 3, (d - 1) % 3) for d in range(3)}, 0, {0})
 
 
+@checked_call
 def tomita(number: int) -> DFA:
     """The minimal DFA of Tomita grammar ``number`` (1..7)."""
     if isinstance(number, bool) or not isinstance(number, Hashable):

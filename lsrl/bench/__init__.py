@@ -162,4 +162,15 @@ def _read_data(path: Path) -> dict[str, np.ndarray]:
     return data
 
 
-__all__ = ["TASKS", "Circuit", "Folder", "build_suite", "load", "read_circuit", "read_rotations"]
+def score(scores: dict[str, Any], folder: str | Path) -> dict[str, float]:
+    """A method's scores on one suite folder (``{"units": {hook: [score per unit, in unit order]}}``, optionally
+    ``"edges"``, ``"nodes"``, ``"threshold"``) against the folder's ``circuit.json``: ``{"unit_auroc": ...,
+    "node_auroc": ..., "edge_auroc": ..., TPR / FPR at the threshold and at each budget, the faithfulness curve
+    and its areas "cpr" and "cmd", "interchange_accuracy"}`` (``lsrl.bench.eval.submission``); an ``LsrlError``
+    naming an unknown hook, a wrong number of units or a score that is not a number."""
+    from lsrl.bench.eval.submission import score as score_folder
+
+    return score_folder(scores, folder)
+
+
+__all__ = ["TASKS", "Circuit", "Folder", "build_suite", "load", "read_circuit", "read_rotations", "score"]

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from safetensors.torch import save_file
-from tqdm import tqdm
 
 import lsrl
 from lsrl.bench import standalone
@@ -36,6 +35,7 @@ from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.errors import InternalError, LsrlError, whole_number
+from lsrl.grid import Run, run_grid
 from lsrl.model.writing import as_path, cannot_write
 
 if TYPE_CHECKING:
@@ -253,7 +253,8 @@ def describe_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> st
 
 def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: bool = True,
                 tiers: Iterable[str] = ("compiled",), test_sequences: int = TEST_SEQUENCES,
-                train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS) -> list[Path]:
+                train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS, workers: int = 1,
+                ray_address: str | None = None) -> list[Path]:
     """Write every (task, architecture) folder of each tier of ``tiers`` (``lsrl.bench.tiers.FOLDER_TIERS``, or
     ``"all"``: every tier) under ``root`` (``tier_folder``); returns the folders. ``tasks``: a task name or names,
     default all (for the distractor and rotated tiers all that have them, for the trained one ``TASKS_TRAINED``);
@@ -261,8 +262,10 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     the default (1,000) writes a smaller test split, for quick checks of the build (the published suite has the
     default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``);
     ``trained_archs``: the trained tier's architectures (``TRAINED_ARCHS``, and the stock ``transformers`` ones of
-    ``lsrl.bench.hf_trained.HF_ARCHS``, written by ``write_hf_folder``)."""
-    from lsrl.bench.hf_trained import HF_ARCHS, write_hf_folder
+    ``lsrl.bench.hf_trained.HF_ARCHS``, written by ``write_hf_folder``). A run per task and tier (``build_tier``);
+    where the runs run: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at ``ray_address``, whose
+    nodes must all see ``root``); a ``GridError`` names the runs that failed, after the others are written."""
+    from lsrl.bench.hf_trained import HF_ARCHS
 
     root = as_path(root, "build_suite: root")
     if tasks is not None and not isinstance(tasks, Iterable):
@@ -297,19 +300,36 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     try:
         root.mkdir(parents=True, exist_ok=True)
         (root / "load_model.py").write_text(loader_source())
-        folders = []
-        for name, tier in tqdm(jobs, desc="lsrl bench", unit="task", disable=not progress):
-            task = TASKS[name]
-            data = task_data(task, test_sequences)
-            data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
-            models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
-            for arch, model in models.items():
-                if arch in HF_ARCHS:
-                    folders.append(write_hf_folder(tier_folder(root, name, arch, tier), model, data, data_bytes))
-                    continue
-                folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
-                                           tier, program, rotations.get(arch)))
+    except OSError as error:
+        raise cannot_write("build_suite: root", root, error) from None
+    runs = [Run(f"{name} ({tier})", build_tier, (root, name, tier, test_sequences, train_steps, tuple(trained_archs)))
+            for name, tier in jobs]
+    outcome = run_grid("lsrl bench", runs, workers, ray_address, progress)
+    try:
         write_root_cards(root)
+    except OSError as error:
+        raise cannot_write("build_suite: root", root, error) from None
+    outcome.check()
+    return [folder for folders in outcome.finished for folder in folders]
+
+
+def build_tier(root: Path, name: str, tier: str, test_sequences: int = TEST_SEQUENCES, train_steps: int | None = None,
+               trained_archs: tuple[str, ...] = TRAINED_ARCHS) -> list[Path]:
+    """Write the folders of task ``name``'s tier ``tier`` under ``root`` (a run of ``build_suite``); returns them."""
+    from lsrl.bench.hf_trained import HF_ARCHS, write_hf_folder
+
+    task = TASKS[name]
+    data = task_data(task, test_sequences)
+    data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
+    models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
+    folders = []
+    try:
+        for arch, model in models.items():
+            if arch in HF_ARCHS:
+                folders.append(write_hf_folder(tier_folder(root, name, arch, tier), model, data, data_bytes))
+                continue
+            folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
+                                       tier, program, rotations.get(arch)))
     except OSError as error:
         raise cannot_write("build_suite: root", root, error) from None
     return folders

@@ -19,9 +19,16 @@ of each layer, read and set between steps, so that a patched state is the state 
   stock cache, unhooked: they are computed from the block's input, downstream of the states of earlier layers);
 * ``readout``: the outputs, ``logits[..., output_logits]``.
 
-``net.run_with_cache(xs, patch=None)`` -> ``(outputs (B, T, d_out), {hook: values (B, T, width)})``; ``xs``
-``(B, T, 1)`` tokens; ``patch`` ``{hook: values (B, T, width)}``, NaN where the model keeps its own value, the
-rest set at that step inside the recurrence. ``manifest.json``'s sha256 of the model files is checked.
+``net.run_with_cache(xs, patch=None, grad=False)`` -> ``(outputs (B, T, d_out), {hook: values (B, T, width)})``;
+``xs`` ``(B, T, 1)`` tokens; ``patch`` ``{hook: values (B, T, width)}``, NaN where the model keeps its own value,
+the rest set at that step inside the recurrence; ``grad`` keeps the autograd graph. Each hook is also a
+``HookPoint`` module (``net.points``, keyed by the name with ``__`` for ``.``) reached at every step, so a plain
+forward hook on one (or a tool that wraps modules, such as nnsight) reads and sets the hook inside the
+recurrence of a plain ``net(xs)``. ``manifest.json``'s sha256 of the model files is checked.
+
+A RecurrentGemma folder's ``config.json`` says ``use_cache: false``: in transformers 5 a plain forward of such a
+model without attention layers fails with the default cache (``DynamicCache.get_seq_length``); ``generate`` and
+step-by-step decoding pass their own cache and positions.
 """
 
 from __future__ import annotations
@@ -64,6 +71,8 @@ class SteppedModel(nn.Module):
         super().__init__()
         self.hf: Any = hf  # a stock transformers model (its save_pretrained, config, ...)
         self.record = dict(hf.config.lsrl_bench)
+        # one identity module per hook, reached at every step (a ModuleDict key holds no dot: "__" for ".")
+        self.points = nn.ModuleDict({name.replace(".", "__"): HookPoint(name) for name in self.hook_names})
 
     @property
     def hook_names(self) -> list[str]:
@@ -99,17 +108,33 @@ class SteppedModel(nn.Module):
         count, steps = ids.shape
         states = STATES[self.record["architecture"]](self.hf, count)
         seen: dict[str, list[torch.Tensor]] = {name: [] for name in self.hook_names}
+        def through(name: str, step: int, values: torch.Tensor) -> torch.Tensor:
+            """The hook's values at ``step``: patched, then through its ``HookPoint`` (its forward hooks)."""
+            return self.points[name.replace(".", "__")](patched(name, step, values), step)
+
         for t in range(steps):
             def visit(name: str, values: torch.Tensor, step: int = t) -> torch.Tensor:
-                return _seen(seen, name, patched(name, step, values))
+                return _seen(seen, name, through(name, step, values))
 
             with states.inside(visit):
                 logits = states.step(ids[:, t:t + 1], t)
             for name in (name for name in self.hook_names if name.endswith(".conv_state")):
-                seen[name].append(states.set_window(name, patched(name, t, states.window(name))))
-            seen["readout"].append(patched("readout", t, logits[:, 0, self.record["output_logits"]]))
+                seen[name].append(states.set_window(name, through(name, t, states.window(name))))
+            seen["readout"].append(through("readout", t, logits[:, 0, self.record["output_logits"]]))
         cache = {name: torch.stack(values, dim=1) for name, values in seen.items()}
         return cache["readout"], cache
+
+
+class HookPoint(nn.Module):
+    """The identity on one hook's values at one step (``forward(values, step)``): a forward hook on it fires at
+    every step of a run, plain ``net(xs)`` included, and a tensor it returns is the value the run goes on with."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def forward(self, values: torch.Tensor, step: int) -> torch.Tensor:
+        return values
 
 
 def _seen(seen: dict[str, list[torch.Tensor]], name: str, values: torch.Tensor) -> torch.Tensor:

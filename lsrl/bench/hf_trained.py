@@ -121,7 +121,10 @@ def stock_model(arch: str, vocab: int, levels: int, seed: int, decays: tuple[flo
                                   num_hidden_layers=levels * len(BLOCKS[arch]), num_attention_heads=2,
                                   intermediate_size=4 * HIDDEN, conv1d_width=CONV, block_types=BLOCKS[arch],
                                   logits_soft_cap=1e4, tie_word_embeddings=False,
-                                  attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+                                  attention_window_size=16, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+                                  # a plain forward of a Hawk (no attention layer) with the default cache fails in
+                                  # transformers 5 (DynamicCache.get_seq_length needs an attention layer): off
+                                  use_cache=False)
     return RecurrentGemmaForCausalLM(gemma).double()
 
 
@@ -440,35 +443,21 @@ def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[st
 
 
 def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = HF_ARCHS, steps: int = STEPS,
-                 suite: str | Path | None = None, progress: bool = False, jobs: int = 1,
-                 done: Callable[[dict[str, object]], None] | None = None, das_steps: int = DAS_STEPS
-                 ) -> list[dict[str, object]]:
+                 suite: str | Path | None = None, progress: bool = False, workers: int = 1,
+                 done: Callable[[dict[str, object]], None] | None = None, das_steps: int = DAS_STEPS,
+                 ray_address: str | None = None) -> list[dict[str, object]]:
     """Train every task as every arch of ``HF_ARCHS``; a row per model (``TRAINED_COLUMNS``: ``hidden`` the
     carried-state units): accuracies and the method columns (``lsrl.bench.eval.trained.method_columns``; ``das_steps``
-    Adam steps per DAS search). ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). ``jobs``:
-    models trained at once, each in its own process on one torch thread (the rows are the same, but ``seconds``).
+    Adam steps per DAS search). ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). Where the
+    models train: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at ``ray_address``; one torch
+    thread each, the rows the same wherever, but ``seconds``); a ``GridError`` names the models that failed.
     ``done``: called with each row as soon as it is measured (the command line writes the table then)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from lsrl.grid import Run, run_grid
 
-    from tqdm import tqdm
-
-    runs = [(name, arch, steps, suite, das_steps) for name in tasks for arch in archs]
-    bar = tqdm(total=len(runs), desc="trained tier (transformers)", disable=not progress)
-
-    def finished(row: dict[str, object]) -> dict[str, object]:
-        bar.update()
-        if done is not None:
-            done(row)
-        return row
-
-    if jobs <= 1:
-        return [finished(hf_row(*run)) for run in runs]
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(hf_row, *run) for run in runs]
-        for future in as_completed(futures):
-            finished(future.result())
-        return [future.result() for future in futures]
+    runs = [Run(f"{name}/{arch}", hf_row, (name, arch, steps, suite, das_steps)) for name in tasks for arch in archs]
+    outcome = run_grid("trained tier (transformers)", runs, workers, ray_address, progress, done)
+    outcome.check()
+    return outcome.finished
 
 
 def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps: int = DAS_STEPS
@@ -480,7 +469,6 @@ def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps
     from lsrl.bench.eval.hooked import HookedSubject
     from lsrl.bench.eval.trained import method_columns
 
-    torch.set_num_threads(1)
     data = task_data(TASKS[name])
     model = train_hf(name, arch, steps)
     circuit = model.circuit(data)

@@ -29,8 +29,13 @@ its activation. ``net.hook_names`` lists them;
 ``outputs, cache = net.run_with_cache(xs, patch={name: values})`` returns every hook's values ``(B, T, width)``
 and replaces the hooks of ``patch`` by ``values`` (``(B, T, width)``; NaN entries keep the model's own value,
 so single units can be patched) at every step before anything reads them: a patched state is the one the
-next step reads. ``net(xs)`` runs the stock modules fused; ``run_with_cache`` runs every recurrence step by
-step with the equations written out in ``rnn_step``, ``gru_step`` and ``lstm_step``.
+next step reads; ``run_with_cache(xs, patch, grad=True)`` keeps the autograd graph. Every hook is a
+``HookPoint`` module (the identity), reached at every step: a plain ``register_forward_hook`` on one fires at
+each step of ``net(xs)`` (its arguments are the value and the step), and a value it returns is the one the run
+goes on with (tools that wrap modules, such as nnsight, reach them the same way). A stock module with hooks
+therefore runs step by step, in ``net(xs)`` as in ``run_with_cache``, with the equations written out in
+``rnn_step``, ``gru_step`` and ``lstm_step`` (the same values as the fused module to float rounding); one
+without hooks runs fused.
 
 ``load_folder`` first checks the folder against ``manifest.json`` (the sha256 of every file, written by
 ``lsrl bench build``): a ``config.json`` or ``model.safetensors`` changed after the build is refused, since
@@ -432,9 +437,10 @@ class Layers(nn.Module):
         """Every hook's name, in the order of ``config.json`` (a recurrence's state before its gates)."""
         return [module.name for module in self.modules() if isinstance(module, HookPoint)]
 
-    def run_with_cache(self, xs: Any, patch: dict[str, Any] | None = None) -> tuple[torch.Tensor, dict]:
+    def run_with_cache(self, xs: Any, patch: dict[str, Any] | None = None, grad: bool = False
+                       ) -> tuple[torch.Tensor, dict]:
         """``(outputs, {hook name: values (B, T, width)})`` of ``xs`` ``(B, T, d_in)``; ``patch`` (module
-        docstring) replaces hooks' values inside the run."""
+        docstring) replaces hooks' values inside the run; ``grad`` keeps the autograd graph."""
         dtype = next(t.dtype for t in list(self.parameters()) + list(self.buffers()) if t.is_floating_point())
         x = torch.as_tensor(xs).to(dtype)
         unknown = sorted(set(patch or {}) - set(self.hook_names))
@@ -445,7 +451,7 @@ class Layers(nn.Module):
         for point in points:
             point.run = run
         try:
-            with torch.no_grad():
+            with torch.set_grad_enabled(grad):
                 outputs = self(x)
         finally:
             for point in points:
@@ -550,13 +556,13 @@ class Cell(nn.Module):
                          self.bias_hh, gate, candidate)[0]
 
     def hooked(self) -> bool:
-        """Whether a ``run_with_cache`` is running (the hooks then see every step)."""
-        return any(point.run is not None for point in self.points.values())
+        """Whether the layer has hook points (it then runs step by step, so that they see every step)."""
+        return len(self.points) > 0
 
 
 class Stock(nn.Module):
-    """A stock one-layer recurrent module run from stored initial states: fused by ``torch.nn``, or step by step
-    (``Cell``, the same parameters) while ``run_with_cache`` runs."""
+    """A stock one-layer recurrent module run from stored initial states: step by step (``Cell``, the same
+    parameters) where it has hook points, so that they are reached at every step; fused by ``torch.nn`` where not."""
 
     def __init__(self, kind: str, spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()

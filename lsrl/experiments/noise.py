@@ -48,16 +48,15 @@ import csv
 import itertools
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
-from tqdm.auto import tqdm
 
 from lsrl.compiler import compile as compile_program
+from lsrl.grid import Run, run_grid
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
 from lsrl.sugar import IFELSE_VARIANTS
@@ -269,11 +268,14 @@ def paper_rows(sigmas: Collection[float], variants: Collection[str]) -> list[Row
 
 
 def run(out_dir: str | Path = "noise", sigmas: Sequence[float] = SIGMAS, variants: Sequence[str] = IFELSE_VARIANTS,
-        protocol: Protocol = Protocol(), workers: int = 2, progress: bool = True) -> list[Row]:
+        protocol: Protocol = Protocol(), workers: int = 2, progress: bool = True, ray_address: str | None = None
+        ) -> list[Row]:
     """Run the sweep; write ``noise.csv``, ``survival.csv``, ``summary.md`` and one strip plot per
     program (``noise_continuous.png``, ``noise_discrete.png``). Returns the rows of ``noise.csv``.
 
-    ``workers``: processes in 1 .. ``lsrl.workers.MAX_WORKERS`` (no more are started than there are jobs);
+    Where the runs (one per program, construction and variant) run: ``lsrl.grid.run_grid`` (``workers``
+    processes in 1 .. ``lsrl.workers.MAX_WORKERS``, or the Ray cluster at ``ray_address``); the files hold the
+    runs that finished, and a ``GridError`` then names any that failed.
     ``sigmas``: finite noise levels >= 0; ``variants``: names of ``IFELSE_VARIANTS``."""
     workers = check_workers("noise.run", workers)
     sigmas, variants = tuple(sigmas), tuple(variants)
@@ -285,14 +287,10 @@ def run(out_dir: str | Path = "noise", sigmas: Sequence[float] = SIGMAS, variant
         raise StudyError(f"noise.run: variants must name some of {', '.join(IFELSE_VARIANTS)}, got {variants}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [(kind, construction, variant, tuple(sigmas), protocol)
+    runs = [Run(f"{kind}/{construction}/{variant}", _run_job, ((kind, construction, variant, sigmas, protocol),))
             for kind, construction, variant in itertools.product(PROGRAMS, CONSTRUCTIONS, variants)]
-    results = {}
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        futures = {pool.submit(_run_job, job): index for index, job in enumerate(jobs)}
-        for future in tqdm(as_completed(futures), total=len(jobs), desc="noise study", disable=not progress):
-            results[futures[future]] = future.result()
-    rows = [row for index in range(len(jobs)) for row in results[index]] + paper_rows(sigmas, variants)
+    outcome = run_grid("noise study", runs, workers, ray_address, progress)
+    rows = [row for rows in outcome.finished for row in rows] + paper_rows(sigmas, variants)
     _write_csv(out / "noise.csv", Row._fields, rows)
     table = survival(rows)
     _write_csv(out / "survival.csv", ("program", "source", "variant", "largest_sigma_survived"),
@@ -300,6 +298,7 @@ def run(out_dir: str | Path = "noise", sigmas: Sequence[float] = SIGMAS, variant
     (out / "summary.md").write_text(summary_markdown(rows))
     for kind in PROGRAMS:
         strip_plot([r for r in rows if r.program == kind], out / f"noise_{kind}.png", kind)
+    outcome.check()
     return rows
 
 

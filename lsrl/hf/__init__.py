@@ -15,6 +15,9 @@ Interface:
   ``embed_constants``), and how outputs are read (``logits[..., output_logits] * output_scale``).
 - ``lsrl.hf.inputs(hf_model, xs) -> dict`` (the forward's keyword arguments) and
   ``lsrl.hf.outputs(hf_model, result) -> (B, T, d_out)``: read only ``config.lsrl_io``.
+- ``to_hf(..., generate=True)``: a next-token head for a token program (``lsrl.hf.generation``), so that
+  ``generate`` answers; ``lsrl.hf.save(hf_model, path, words=...)`` writes a word-level tokenizer of the
+  program's tokens beside it (``lsrl.hf.tokenizer``).
 - ``lsrl.hf.model_card(hf_model) -> str`` (README.md: the same in words) and ``lsrl.hf.save(hf_model,
   path)`` (``save_pretrained`` plus the card and ``manifest.json``, written as a unit); the folder loads
   with ``AutoModelForCausalLM.from_pretrained`` without lsrl, and with ``lsrl.hf.load(path)``, which
@@ -31,6 +34,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from lsrl.errors import LsrlError, shown, whole_number
+from lsrl.sugar import flag
 from lsrl.hf.io import inputs, load, model_card, outputs, save
 from lsrl.hf.record import DTYPES
 from lsrl.model import extensions
@@ -50,12 +54,15 @@ BUILDERS = {
 ARCHITECTURES = tuple(BUILDERS)
 
 
-def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | str | None = None
-          ) -> PreTrainedModel:
+def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | str | None = None,
+          generate: bool = False) -> PreTrainedModel:
     """``model`` (a CompiledProgram) as a stock ``transformers`` model of ``arch``, exact for sequences
     of up to ``max_len`` steps in ``dtype`` (torch.float32 by default, or torch.float64); see the
-    package docstring."""
+    package docstring. ``generate=True`` (a token program with one output) gives it a next-token head
+    (``lsrl.hf.generation``): the argmax of the logits is the program's output token."""
     import torch
+
+    from lsrl.hf.generation import generation_head, require_token_program
 
     if arch not in BUILDERS:
         raise LsrlError(f"to_hf: unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
@@ -67,8 +74,11 @@ def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | 
     name = str(dtype or "float32").removeprefix("torch.")
     if name not in DTYPES:
         raise LsrlError(f"to_hf: dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if flag(generate, "to_hf: generate"):
+        require_token_program(model, "to_hf(generate=True)")
     module, function = BUILDERS[arch].split(":")
-    return getattr(import_module(module), function)(model, max_len, getattr(torch, name))
+    hf_model = getattr(import_module(module), function)(model, max_len, getattr(torch, name))
+    return generation_head(hf_model) if generate else hf_model
 
 
 extensions.register_builder("to_hf", to_hf)

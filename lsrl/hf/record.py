@@ -22,8 +22,8 @@ from lsrl.errors import LsrlError, shown
 FORMAT = 2  # 1: no sha256 of its own
 MODEL_TYPES = {"mamba": "mamba", "mamba2": "mamba2", "hawk": "recurrent_gemma", "griffin": "recurrent_gemma"}
 DTYPES = ("float32", "float64")
-COMMON = ("arch", "program", "input", "input_dim", "input_low", "input_high", "output_logits", "output_scale",
-          "max_len", "dtype", "tolerance", "largest_weight")
+COMMON = ("arch", "program", "input_name", "input", "input_dim", "input_low", "input_high", "output_logits",
+          "output_scale", "max_len", "dtype", "tolerance", "largest_weight")
 FEEDING = {"input_ids": ("token_low",), "inputs_embeds": ("embed_channels", "embed_scale", "embed_constants")}
 
 
@@ -58,6 +58,11 @@ def checked_record(hf_model: Any) -> dict:
     return record
 
 
+def sealed(record: dict) -> dict:
+    """``record`` with its field ``sha256`` (re)computed: the builders call it once the record is complete."""
+    return {**record, "sha256": record_digest(record)}
+
+
 def record_digest(record: dict) -> str:
     """The sha256 of ``record``'s fields but ``sha256`` itself, as canonical JSON (sorted keys)."""
     fields = {key: value for key, value in record.items() if key != "sha256"}
@@ -72,8 +77,9 @@ def _check_common(record: dict, config: Any, where: str) -> None:
         if not _is_whole(getattr(config, size, None)) or getattr(config, size) < 1:
             raise LsrlError(f"{where}: the model's config.{size} must be a positive integer, got "
                             f"{shown(getattr(config, size, None))}")
-    if not isinstance(record["program"], str):
-        raise LsrlError(f"{where}: field 'program' must be a string, got {shown(record['program'])}")
+    for field in ("program", "input_name"):
+        if not isinstance(record[field], str):
+            raise LsrlError(f"{where}: field {field!r} must be a string, got {shown(record[field])}")
     dim = _whole(record, "input_dim", where, low=1)
     for side in ("input_low", "input_high"):
         bounds = record[side]
@@ -85,7 +91,9 @@ def _check_common(record: dict, config: Any, where: str) -> None:
         raise LsrlError(f"{where}: fields 'input_low' / 'input_high' hold a low bound above its high bound")
     logits = record["output_logits"]
     vocab = config.vocab_size
-    if (not isinstance(logits, list) or not logits or len(set(map(repr, logits))) != len(logits)
+    if "generation" in record:
+        _check_generation(record, where)
+    elif (not isinstance(logits, list) or not logits or len(set(map(repr, logits))) != len(logits)
             or not all(_is_whole(v) and 0 <= v < vocab for v in logits)):
         raise LsrlError(f"{where}: field 'output_logits' must list distinct logit indices in 0..{vocab - 1}, "
                         f"got {shown(logits)}")
@@ -96,6 +104,22 @@ def _check_common(record: dict, config: Any, where: str) -> None:
     for field in ("tolerance", "largest_weight"):
         if not _finite(record[field]) or record[field] < 0:
             raise LsrlError(f"{where}: field {field!r} must be a finite number >= 0, got {shown(record[field])}")
+    constant = record.get("hidden_constant", {"channel": 0, "value": 1.0})
+    if (not isinstance(constant, dict) or set(constant) != {"channel", "value"} or not _is_whole(constant["channel"])
+            or not 0 <= constant["channel"] < config.hidden_size or not _finite(constant["value"])
+            or constant["value"] <= 0):
+        raise LsrlError(f"{where}: field 'hidden_constant' must be {{'channel': a channel in "
+                        f"0..{config.hidden_size - 1}, 'value': a positive number}}, got {shown(constant)}")
+
+
+def _check_generation(record: dict, where: str) -> None:
+    """A next-token head (``lsrl.hf.generation``): a token program whose output is the argmax's token."""
+    head = record["generation"]
+    if (record["input"] != "input_ids" or record["output_logits"] is not None or not isinstance(head, dict)
+            or set(head) != {"logit", "margin"} or not isinstance(head["logit"], str) or not _finite(head["margin"])
+            or not 0 < head["margin"] <= 0.5):
+        raise LsrlError(f"{where}: field 'generation' must be {{'logit': str, 'margin': in (0, 1/2]}} on a token "
+                        f"program whose 'output_logits' is null, got {shown(head)}")
 
 
 def _check_tokens(record: dict, config: Any, where: str) -> None:
@@ -147,4 +171,4 @@ def _power_of_two(record: dict, field: str, where: str) -> None:
         raise LsrlError(f"{where}: field {field!r} must be a positive power of two, got {shown(value)}")
 
 
-__all__ = ["FORMAT", "checked_record", "record_digest"]
+__all__ = ["FORMAT", "checked_record", "record_digest", "sealed"]

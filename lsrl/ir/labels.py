@@ -31,12 +31,13 @@ carries. ``label_violations`` (``model.label_violations``) tests the claims agai
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import numpy as np
 
-from lsrl.errors import DimensionError
+from lsrl.errors import DimensionError, LsrlError
 from lsrl.ir.ops import LINEAR, RELU
 
 if TYPE_CHECKING:
@@ -162,7 +163,9 @@ def units_holding(labelled_units: Iterable[tuple[int, Label]], patched: dict, wh
 def label_violations(labels: Sequence[Sequence[UnitLabel]], layer_values: Sequence[np.ndarray], trace: Mapping,
                      tolerance: float = 0.0) -> list[tuple[int, int, UnitLabel, str]]:
     """Units whose values (``layer_values``: per layer, ``(..., T, width)``) break their label;
-    each as ``(layer, unit, label, reason)``. ``tolerance``: for float values (0 means equal)."""
+    each as ``(layer, unit, label, reason)``. ``tolerance``: for float values (0 means equal), a finite
+    number >= 0 (anything else is refused: a negative or NaN one would report every unit)."""
+    _check_tolerance(tolerance)
     broken = []
     for layer, (layer_labels, values) in enumerate(zip(labels, layer_values)):
         for unit, label in enumerate(layer_labels):
@@ -180,6 +183,13 @@ def label_violations(labels: Sequence[Sequence[UnitLabel]], layer_values: Sequen
             elif not _close(held, _held(label.role, trace[_trace_key(label)][..., label.index]), tolerance):
                 broken.append((layer, unit, label, "values differ"))
     return broken
+
+
+def _check_tolerance(tolerance: object) -> None:
+    real = isinstance(tolerance, numbers.Real) and not isinstance(tolerance, bool)
+    if not real or not 0 <= tolerance < float("inf"):  # type: ignore[operator]  # NaN fails both
+        raise LsrlError(f"label_violations: tolerance must be a finite number >= 0 (relative, 0: equal), got "
+                        f"{type(tolerance).__name__} {tolerance!r}"[:200])
 
 
 def _trace_key(label: UnitLabel) -> str | tuple[str, str]:

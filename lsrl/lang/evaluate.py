@@ -80,11 +80,31 @@ def _not_numbers(input_node, what):
                          "(a list or an array of ints or floats)")
 
 
+_NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")  # torch float dtypes numpy holds
+
+
+def tensor_values(values: Any, where: str) -> Any:
+    """A torch tensor's values as a numpy array, anything else unchanged: read without its autograd graph
+    (the interpreter's outputs are numpy arrays, which carry no gradients), a float dtype numpy lacks
+    (bfloat16, float8) widened to float32, exactly; ``SequenceError`` (starting with ``where``) for a tensor
+    on the meta device, which holds no values."""
+    if not (hasattr(values, "detach") and hasattr(values, "numpy")):  # no torch tensor (this package imports no torch)
+        return values
+    if values.is_meta:
+        raise SequenceError(f"{where}: the tensor is on the meta device, which holds no values")
+    values = values.detach().cpu()
+    if values.is_floating_point() and str(values.dtype) not in _NUMPY_FLOATS:
+        values = values.float()
+    return values.numpy()
+
+
 def refuse_non_numbers(xs: ArrayLike, input_node: Input) -> ArrayLike:
     """Refuse, with one ``SequenceError``, what numpy would read as numbers but is not: masked arrays
     (the mask would be lost), dates and durations, text and bytes (``"1.5"`` would be parsed),
     ``None`` and other objects. Lists are checked through the array numpy makes of them, which is
-    returned (``xs`` itself where numpy cannot make one: a ragged list, left to the shape check)."""
+    returned (``xs`` itself where numpy cannot make one: a ragged list, left to the shape check). A torch
+    tensor is read by ``tensor_values``."""
+    xs = tensor_values(xs, input_node.describe())
     if isinstance(xs, np.ma.MaskedArray):
         raise _not_numbers(input_node, "a masked array (its mask would be lost: pass xs.filled(value))")
     if isinstance(xs, np.ndarray):
@@ -277,8 +297,7 @@ def finite_numbers(values: Any, where: str) -> np.ndarray:
     finite real number: no text, ``None``, objects, masked entries, complex numbers, NaN or infinity."""
     if isinstance(values, np.ma.MaskedArray):
         raise SequenceError(f"{where}: a masked array is not numbers (its mask would be lost); pass values.filled(v)")
-    if hasattr(values, "detach") and hasattr(values, "numpy"):  # a torch tensor (this package imports no torch)
-        values = values.detach().cpu().numpy()
+    values = tensor_values(values, where)
     try:
         array = np.asarray(values)
     except (TypeError, ValueError) as error:  # ragged

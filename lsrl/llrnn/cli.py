@@ -25,6 +25,7 @@ from lsrl.llrnn.train import (
     CURRICULA, MAX_BATCH, MAX_LENGTH, MAX_SLOTS, MAX_STEPS, MAX_WIDTH, MODELS, PRESETS, SCHEDULES, SEED_RANGE,
     TrainConfig, preset, train,
 )
+from lsrl.grid import grid_options
 from lsrl.workers import MAX_WORKERS
 
 Command = TypeVar("Command", bound=Callable[..., Any])  # a command function, or a click command
@@ -209,15 +210,15 @@ def train_command(context: click.Context, model_name: str, task_name: str, prese
 @click.option("--tasks", default=",".join(EXPERIMENT_TASKS), show_default=True)
 @click.option("--seeds", type=click.IntRange(1, MAX_RUNS), default=3, show_default=True, help="seeds 0 .. SEEDS-1")
 @training_options(EXPERIMENT_DEFAULTS)
-@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=2, show_default=True,
-              help="runs in parallel, one process and CPU thread each (at most 4 per usable CPU, 64)")
+@grid_options(workers=2)
 @click.option("-o", "--output", "out_dir", default="llrnn-experiment", show_default=True,
               type=click.Path(file_okay=False))
-def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_dir: str, **settings: Any) -> None:
+def experiment_command(models: str, tasks: str, seeds: int, workers: int, ray_address: str | None, out_dir: str,
+                       **settings: Any) -> None:
     """Every model on every task and seed (one CPU thread each): test errors and costs as CSV and Markdown."""
     torch.set_num_threads(1)
     rows = run_experiment(out_dir, TrainConfig(**settings), _names(models, MODELS, "--models"),
-                          _names(tasks, TASKS, "--tasks"), range(seeds), workers=workers)
+                          _names(tasks, TASKS, "--tasks"), range(seeds), workers=workers, ray_address=ray_address)
     click.echo((Path(out_dir) / "experiment.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'experiment.csv'} ({len(rows)} runs)")
 
@@ -234,21 +235,21 @@ def experiment_command(models: str, tasks: str, seeds: int, workers: int, out_di
 @click.option("--lr", "learning_rate", type=FiniteFloat(min=0, min_open=True), default=None,
               help="override the preset's learning rate (its exceptions for some models and tasks included)")
 @click.option("--device", default="cpu", show_default=True, callback=_device, help="cpu, cuda or cuda:N")
-@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=2, show_default=True,
-              help="runs in parallel, one process and CPU thread each (at most 4 per usable CPU, 64)")
+@grid_options(workers=2)
 @click.option("--finished-only", is_flag=True,
               help="train nothing: the table and plot of the runs finished so far in the output folder")
 @click.option("-o", "--output", "out_dir", default="llrnn-reproduction", show_default=True,
               type=click.Path(file_okay=False))
 def reproduce_command(preset_name: str, models: str, tasks: str, seeds: int, steps: int | None, schedule: str | None,
-                      learning_rate: float | None, device: str, workers: int, finished_only: bool,
-                      out_dir: str) -> None:
+                      learning_rate: float | None, device: str, workers: int, ray_address: str | None,
+                      finished_only: bool, out_dir: str) -> None:
     """Train models × TF tasks × seeds; the median errors beside the TF medians, plots and heat maps.
     Run again on the same folder, it picks up where it was stopped."""
     torch.set_num_threads(1)
     given = {"steps": steps, "schedule": schedule, "learning_rate": learning_rate}
     overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
     rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"), _names(tasks, TASKS, "--tasks"),
-                            range(seeds), workers=workers, finished_only=finished_only, **overrides)
+                            range(seeds), workers=workers, ray_address=ray_address, finished_only=finished_only,
+                            **overrides)
     click.echo((Path(out_dir) / "reproduction.md").read_text(), nl=False)
     click.echo(f"wrote {Path(out_dir) / 'reproduction.csv'} ({len(rows)} runs) and error_vs_length.png")

@@ -8,15 +8,14 @@ import csv
 import dataclasses
 import json
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from lsrl.llrnn.checks import LlrnnArgumentError, integers, strings
 from lsrl.llrnn.tasks import TASKS
 from lsrl.llrnn.train import MODELS, SEED_RANGE, SIDECAR, UNREADABLE_CHECKPOINT, TrainConfig, TrainingError, train
+from lsrl.grid import Outcome, Run, run_grid
 from lsrl.workers import check_workers
 
 EXPERIMENT_DEFAULTS = TrainConfig(max_length=5)  # ~30 min for the full grid on two CPU cores
@@ -93,32 +92,48 @@ def _steps_saved(config: TrainConfig, folder: Path) -> int | None:
 
 
 def run_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, progress: bool = True,
-                finished_only: bool = False) -> list[dict]:
-    """Train every config into ``folder/{model}-{task}-{seed}``, ``workers`` runs at a time (one CPU
-    thread each); one result row per run (``_experiment_run``: finished runs are read back, and runs
-    cut short continue from their checkpoints). ``finished_only``: train nothing, the rows of the
-    runs finished so far. ``workers``: 1 .. ``lsrl.workers.MAX_WORKERS`` (no more start than there are runs)."""
-    workers = check_workers("run_configs", workers)
+                finished_only: bool = False, ray_address: str | None = None) -> list[dict]:
+    """Train every config into ``folder/{model}-{task}-{seed}``; one result row per run (``_experiment_run``:
+    finished runs are read back, and runs cut short continue from their checkpoints), or a ``GridError`` naming
+    the runs that failed. ``finished_only``: train nothing, the rows of the runs finished so far. Where the runs
+    run: ``lsrl.grid.run_grid`` (``workers`` local processes of one CPU thread, or the Ray cluster at
+    ``ray_address``, where a ``cuda`` run takes one GPU and ``folder`` must be one every node sees)."""
+    outcome = grid_of_configs(configs, folder, workers, progress, finished_only, ray_address)
+    outcome.check()
+    return outcome.finished
+
+
+def grid_of_configs(configs: list[TrainConfig], folder: Path, workers: int = 2, progress: bool = True,
+                    finished_only: bool = False, ray_address: str | None = None, owner: str = "run_configs"
+                    ) -> Outcome:
+    """``run_configs``'s runs, their rows and failures (``lsrl.grid.Outcome``; ``owner`` names the grid in its
+    bar and errors): a grid's tables are written from the runs that finished before the failures are raised."""
+    workers = check_workers(owner, workers)
     if len(configs) > MAX_RUNS:
         raise TrainingError(f"run_configs: {len(configs)} runs, more than the {MAX_RUNS} of a grid")
     bad = [config for config in configs if not isinstance(config, TrainConfig)]
     if bad:
         raise TrainingError(f"run_configs: configs must be TrainConfig objects, got a {type(bad[0]).__name__}")
-    runs = [(config, folder / f"{config.model}-{config.task}-{config.seed}") for config in configs]
+    named = [(f"{config.model}-{config.task}-{config.seed}", config) for config in configs]
     if finished_only:
-        return [row for row in (finished_row(*run) for run in runs) if row is not None]
-    if workers == 1 or len(runs) <= 1:
-        return [_experiment_run(*run) for run in tqdm(runs, desc="runs", disable=not progress)]
-    with ProcessPoolExecutor(min(workers, len(runs)), initializer=torch.set_num_threads, initargs=(1,)) as pool:
-        futures = [pool.submit(_experiment_run, *run) for run in runs]
-        return [future.result() for future in tqdm(futures, desc="runs", disable=not progress)]
+        rows = {name: finished_row(config, folder / name) for name, config in named}
+        finished = {name: row for name, row in rows.items() if row is not None}
+        return Outcome(owner, list(finished), list(finished.values()))
+    cuda = [config.device for config in configs if str(config.device).startswith("cuda:")]
+    if ray_address is not None and cuda:
+        raise TrainingError(f"run_configs: on a Ray cluster give device 'cuda' (Ray gives each run its GPU), "
+                            f"not {cuda[0]!r}")
+    runs = [Run(name, _experiment_run, (config, folder / name), gpus=int(str(config.device).startswith("cuda")))
+            for name, config in named]
+    return run_grid(owner, runs, workers, ray_address, progress)
 
 
 def run_experiment(folder: str | Path, base: TrainConfig, models: Sequence[str] = EXPERIMENT_MODELS,
                    tasks: Sequence[str] = EXPERIMENT_TASKS, seeds: Sequence[int] = (0, 1, 2), workers: int = 2,
-                   progress: bool = True) -> list[dict]:
-    """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md``.
-    The grid is checked first (``check_grid``; ``workers``: ``run_configs``)."""
+                   progress: bool = True, ray_address: str | None = None) -> list[dict]:
+    """Train every model on every task with every seed; write ``experiment.csv`` and ``experiment.md`` (of the
+    runs that finished, before a ``GridError`` names any that failed). The grid is checked first
+    (``check_grid``; ``workers`` and ``ray_address``: ``run_configs``)."""
     models, tasks, seeds = check_grid("run_experiment", models, tasks, seeds)
     workers = check_workers("run_experiment", workers)
     if not isinstance(base, TrainConfig):
@@ -126,12 +141,14 @@ def run_experiment(folder: str | Path, base: TrainConfig, models: Sequence[str] 
     folder = Path(folder)
     configs = [dataclasses.replace(base, model=model, task=task, seed=seed)
                for model in models for task in tasks for seed in seeds]
-    rows = run_configs(configs, folder, workers, progress)
+    outcome = grid_of_configs(configs, folder, workers, progress, ray_address=ray_address, owner="run_experiment")
+    rows = outcome.finished
     with open(folder / "experiment.csv", "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=RESULT_FIELDS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     (folder / "experiment.md").write_text(markdown_table(rows))
+    outcome.check()
     return rows
 
 

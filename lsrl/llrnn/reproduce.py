@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lsrl.llrnn.experiment import check_grid, run_configs
+from lsrl.llrnn.experiment import check_grid, grid_of_configs
 from lsrl.llrnn.train import TrainConfig, TrainingError, preset
 from lsrl.workers import check_workers
 
@@ -55,22 +55,29 @@ def reproduction_configs(preset_name: str, models: Sequence[str], tasks: Sequenc
 
 def run_reproduction(folder: str | Path, preset_name: str = "tf", models: Sequence[str] = REPRODUCTION_MODELS,
                      tasks: Sequence[str] = REPRODUCTION_TASKS, seeds: Sequence[int] = (0, 1, 2), workers: int = 2,
-                     progress: bool = True, finished_only: bool = False, **overrides: Any) -> list[dict]:
-    """Train every model × task × seed with ``preset_name``; write the CSV, the table and the plot.
-    ``finished_only``: train nothing; write them for the runs of the grid finished so far. The grid is
-    checked first (``check_grid``, ``lsrl.workers.check_workers``; ``overrides`` by ``TrainConfig``)."""
+                     progress: bool = True, finished_only: bool = False, ray_address: str | None = None,
+                     **overrides: Any) -> list[dict]:
+    """Train every model × task × seed with ``preset_name``; write the CSV, the table and the plot of the runs
+    that finished (then a ``GridError`` names any that failed). ``finished_only``: train nothing; write them for
+    the runs of the grid finished so far. The grid is checked first (``check_grid``,
+    ``lsrl.workers.check_workers``; ``overrides`` by ``TrainConfig``); ``workers`` and ``ray_address``: where the
+    runs run (``lsrl.llrnn.experiment.run_configs``)."""
     models, tasks, seeds = check_grid("run_reproduction", models, tasks, seeds)
     workers = check_workers("run_reproduction", workers)
     configs = reproduction_configs(preset_name, models, tasks, seeds, **overrides)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    rows = run_configs(configs, folder, workers, progress, finished_only)
+    outcome = grid_of_configs(configs, folder, workers, progress, finished_only, ray_address, "run_reproduction")
+    rows = outcome.finished
     if not rows:
+        outcome.check()
         raise TrainingError(f"{folder}: no run of this grid has finished yet")
     write_rows(rows, folder / "reproduction.csv")
     (folder / "reproduction.md").write_text(reproduction_table(rows, preset_name))
     write_summary(rows, folder / "reproduction_summary.csv")
     plot_error_vs_length(rows, folder / "error_vs_length.png")
+    if not finished_only:
+        outcome.check()
     return rows
 
 

@@ -226,12 +226,13 @@ class CompiledProgram:
         torch is imported only when one is built."""
         return extensions.find_target(arch).to_torch(self, **options)
 
-    def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None) -> PreTrainedModel:
+    def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None, generate: bool = False
+              ) -> PreTrainedModel:
         """This program in a stock ``transformers`` model of ``arch`` ("mamba", "mamba2", "hawk",
         "griffin"), exact for sequences of up to ``max_len`` steps in ``dtype`` (torch.float32 by
         default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions`` (transformers is
-        imported only when a model is built)."""
-        return extensions.find_builder("to_hf")(self, arch, max_len, dtype)
+        imported only when a model is built); ``generate=True``: a next-token head (a token program)."""
+        return extensions.find_builder("to_hf")(self, arch, max_len, dtype, generate)
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json`` as a unit

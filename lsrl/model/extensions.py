@@ -3,8 +3,10 @@
 ``model.to_torch(arch)`` builds a target (``lsrl.targets``), ``model.to_hf(arch)`` a Hugging Face
 model (``lsrl.hf``) and ``model.diagonal()`` runs a compiler pass (``lsrl.compiler.diagonal``). These
 packages import the model, so the model must not import them: they register here when they are
-imported (``import lsrl`` imports them, and none imports torch or transformers on import), and the
-model looks them up by name.
+imported (none imports torch or transformers on import), and the model looks them up by name. The first
+use of any of lsrl's public names imports them all (``lsrl.api``); a lookup that finds nothing registered
+does that first, so that a model reached through a submodule (``from lsrl.compiler import compile``)
+finds its front doors too.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ MODEL_PASSES: dict[str, ModelPass] = {}  # name of a CompiledProgram method -> t
 BUILDERS: dict[str, Callable[..., Any]] = {}  # name of a CompiledProgram method -> the builder behind it
 
 
+def _load_public_api() -> None:
+    """Import ``lsrl.api`` through the package (which loads it on first use), registering every front door."""
+    import lsrl
+
+    lsrl.compile  # noqa: B018  (the first use of a public name loads them all)
+
+
 def register_target(target: Target) -> None:
     """Make ``model.to_torch(target.name)`` build ``target``."""
     if TARGETS.get(target.name, target) != target:
@@ -44,6 +53,8 @@ def register_target(target: Target) -> None:
 
 def find_target(name: str) -> Target:
     """The target registered as ``name``; ``LsrlError`` listing the architectures for an unknown one."""
+    if not TARGETS:
+        _load_public_api()
     if not TARGETS:
         raise InternalError("no target is registered: lsrl.targets was not imported")
     if not isinstance(name, str) or name not in TARGETS:
@@ -61,6 +72,8 @@ def register_model_pass(name: str, function: ModelPass) -> None:
 def find_model_pass(name: str) -> ModelPass:
     """The pass behind the model method ``name``."""
     if name not in MODEL_PASSES:
+        _load_public_api()
+    if name not in MODEL_PASSES:
         raise InternalError(f"no pass is registered for model.{name}(): lsrl.compiler was not imported")
     return MODEL_PASSES[name]
 
@@ -75,6 +88,8 @@ def register_builder(name: str, function: Callable[..., Any]) -> None:
 
 def find_builder(name: str) -> Callable[..., Any]:
     """The builder behind the model method ``name``."""
+    if name not in BUILDERS:
+        _load_public_api()
     if name not in BUILDERS:
         raise InternalError(f"no builder is registered for model.{name}(): its package was not imported")
     return BUILDERS[name]

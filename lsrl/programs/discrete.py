@@ -22,6 +22,7 @@ from lsrl.errors import LsrlError, shown, whole_number
 from lsrl.lang.nodes import Concat, Input, Linear, LinState
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
+from lsrl.programs.generation import generating_approximator
 from lsrl.sugar import (
     DEFAULT_LAMBDA, DEFAULT_MU, IFELSE_VARIANTS, f_and, f_constant, f_ifelse, f_larger, f_modulo_counter, f_not,
     f_smaller, flag, positive_integer,
@@ -35,9 +36,15 @@ MAX_KEY_LENGTH = 256  # discrete_approximator: the program has O(n) nodes; n = 2
 def discrete_approximator(
     n: int, ifelse: str = "multiplicative", counter: str = "permutation", mu: float = DEFAULT_MU,
     lambda_: float | Literal["auto"] = DEFAULT_LAMBDA, robust: bool = False, vocabulary: int | None = None,
+    generate: bool = False,
 ) -> ForEach:
     """Listing 2 with the paper's constants, or with ``robust=True`` a construction whose margins
     come from the values involved (``vocabulary``, the largest token, must then be given).
+
+    ``generate=True`` (with ``robust=True`` and ``vocabulary``) is the generation form
+    (``lsrl.programs.generation``): the prompt ends with the query (``discrete_prompt(mapping, query,
+    generate=True)``) and the value's tokens are the outputs from the query's last token on, each
+    step fed the previous output, as greedy decoding does.
 
     Weight noise acts in proportion to the values a layer carries, and a ReLU conditional multiplies
     an error in its condition by ``lambda_``. Listing 2 carries a global step counter (as large as
@@ -61,6 +68,11 @@ def discrete_approximator(
         raise LsrlError(f"discrete_approximator: unknown ifelse variant {shown(ifelse)}; "
                         f"expected one of {IFELSE_VARIANTS}")
     robust = flag(robust, "discrete_approximator: robust")  # a truthy {} or "no" is no robust=True
+    if flag(generate, "discrete_approximator: generate"):
+        if not robust or vocabulary is None:
+            raise LsrlError("discrete_approximator(generate=True) needs robust=True and vocabulary= (the largest "
+                            "token)")
+        return generating_approximator(n, vocabulary)
     if robust:
         if vocabulary is None:
             raise LsrlError("discrete_approximator(robust=True) needs vocabulary= (the largest token)")
@@ -186,13 +198,16 @@ def _shift_register(flag, length, name=None):
     return LinState(flag, A=shift, B=[[1]] + [[0]] * (length - 1), name=name)
 
 
-def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Sequence[int] | None = None) -> np.ndarray:
+def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Sequence[int] | None = None,
+                    generate: bool = False) -> np.ndarray:
     """Keys and values one after the other as a ``(2 n len(mapping), 1)`` array of tokens.
 
-    With ``query``, its n tokens come first (the complete model input); it must be one of the keys.
+    With ``query``, its n tokens come first (the complete model input), or last with ``generate=True``
+    (the prompt of ``discrete_approximator(..., generate=True)``); it must be one of the keys.
     Keys must differ (as token tuples: ``(1, 2)`` and ``(1.0, 2.0)`` are one key): the network adds
     up the values of a repeated key.
     """
+    generate = flag(generate, "discrete_prompt: generate")
     if not isinstance(mapping, Mapping):
         raise LsrlError(f"discrete_prompt: mapping must be a dict of key -> value token tuples, got "
                         f"{type(mapping).__name__}")
@@ -214,10 +229,12 @@ def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Seque
     if query is not None and query not in seen:
         raise LsrlError(f"discrete_prompt: the query {query} is not one of the keys; the network "
                         "would answer 0 0 ..., indistinguishable from a value")
-    rows = [] if query is None else list(query)
+    rows: list[int] = []
     for key, value in pairs:
         rows.extend(key)
         rows.extend(value)
+    if query is not None:
+        rows = rows + list(query) if generate else list(query) + rows
     return np.array(rows, dtype=np.int64).reshape(-1, 1)
 
 

@@ -33,8 +33,10 @@ def to_torch(model: CompiledProgram, arch: str, **options: Any) -> nn.Module:
     """``model`` (a CompiledProgram) as a ``torch.nn.Module`` of architecture ``arch``.
 
     The module checks its input (``lsrl.targets.checks``): shape, dtype, finiteness and the
-    program's ``Input`` bounds (``module(x, check_bounds=False)`` skips the last); it warns once
-    when run in a precision its weights are too large for (``lsrl.targets.precision``).
+    program's ``Input`` bounds (``module(x, check_bounds=False)`` skips the last) and, where the module
+    has a ``max_len``, the length; it warns once when run in a precision its weights are too large for
+    (``lsrl.targets.precision``). ``module.tolerance`` states its accuracy; ``module.to(dtype)`` restates
+    it or is refused (half precision, the meta device; ``lsrl.targets.promises``).
 
     ``module.labels`` (None when ``model.labels`` is None) maps a sub-module's name, as in
     ``module.named_modules()``, to one ``lsrl.ir.labels.UnitLabel`` per unit of its output's

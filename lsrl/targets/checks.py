@@ -43,13 +43,17 @@ def checked_input(module: torch.nn.Module, x: Any, check_bounds: bool = True) ->
     """``x`` as a ``(B, T, module.d_in)`` tensor in the module's dtype and on its device, or ``SequenceError``.
 
     Accepted: a tensor or numpy array of that shape, floating in the module's dtype, or integer /
-    bool (converted, exactly for tokens); an empty batch. Rejected: another rank or width, no time
-    steps (``T = 0``: the interpreter returns ``(B, 0, d_out)``), complex numbers, a
-    floating dtype other than the module's (convert the input, or the module with ``.to``), NaN or
-    infinity, and values outside the declared ``Input`` bounds (unless ``check_bounds=False``).
+    bool (converted, exactly for tokens); an empty batch; a tensor that requires grad (the outputs carry
+    gradients). Rejected: another rank or width, no time steps (``T = 0``: the interpreter returns
+    ``(B, 0, d_out)``), more steps than the module's ``max_len`` (``check_length``), a tensor on the meta
+    device, complex numbers, a floating dtype other than the module's (convert the input, or the module
+    with ``.to``), NaN or infinity, and values outside the declared ``Input`` bounds (unless
+    ``check_bounds=False``).
     """
     name = getattr(module, "architecture", type(module).__name__)
     x = _as_tensor(x, name)
+    if x.is_meta:
+        raise SequenceError(f"{name}: the input is on the meta device, which holds no values")
     if x.is_complex():
         raise SequenceError(f"{name}: the input holds complex numbers")
     if x.dim() != 3 or x.shape[-1] != module.d_in:
@@ -59,6 +63,7 @@ def checked_input(module: torch.nn.Module, x: Any, check_bounds: bool = True) ->
         )
     if x.shape[1] == 0:  # torch's recurrences and convolutions cannot run zero steps
         raise SequenceError(f"{name}: the sequences have no steps (shape {tuple(x.shape)}); a target needs T >= 1")
+    check_length(module, x.shape[1])
     dtype, device = module_placement(module)
     if x.is_floating_point() and x.dtype != dtype:
         raise SequenceError(
@@ -74,6 +79,17 @@ def checked_input(module: torch.nn.Module, x: Any, check_bounds: bool = True) ->
     _warn_if_inexact(module, dtype)
     _warn_if_unchecked(module, x.shape[1])
     return x
+
+
+def check_length(module: torch.nn.Module, steps: int) -> None:
+    """Refuse (``SequenceError``) a run of ``steps`` steps beyond the module's ``max_len``, where it has one: its
+    construction holds up to it (``module.max_len_reason`` says how); a module without one runs any length."""
+    max_len = getattr(module, "max_len", None)
+    if max_len is not None and steps > max_len:
+        name = getattr(module, "architecture", type(module).__name__)
+        raise SequenceError(f"{name}: sequence length {steps} exceeds max_len={max_len}, "
+                            f"{getattr(module, 'max_len_reason', 'the longest sequence it is built for')}; "
+                            f"build the model with max_len >= {steps}")
 
 
 def _check_bounds(declared, x: torch.Tensor) -> None:

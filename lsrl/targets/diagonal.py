@@ -27,6 +27,7 @@ from lsrl.numbers import FLOAT
 from lsrl.targets.blocks import Block, BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
+from lsrl.targets.promises import KeptPromises
 from lsrl.targets.recurrent import DenseStack, block_labels, float64_tensor
 
 
@@ -132,7 +133,7 @@ class DiagonalRNNBlock(nn.Module):
         return y if self.gamma is None else self.gamma(x) * y
 
 
-class DiagonalRNNModel(CachedRun, nn.Module):
+class DiagonalRNNModel(KeptPromises, CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     architecture = "diagonal_linear_rnn"

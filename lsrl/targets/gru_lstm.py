@@ -86,6 +86,7 @@ from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.cell_steps import run_steps
 from lsrl.targets.checks import checked_input
+from lsrl.targets.promises import KeptPromises
 from lsrl.targets.precision import ERROR_BUDGET, SIGNIFICAND_BITS, gate_bound_range
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
@@ -203,7 +204,7 @@ class ReluLSTM(_CellStack):
         return run_steps("lstm", points, gi, h, c, w_hh, b_hh, gate, candidate)[0]
 
 
-class CellModel(CachedRun, nn.Module):
+class CellModel(KeptPromises, CachedRun, nn.Module):
     """A compiled program as stacked ReLU GRU / LSTM layers (``.rnn``) and a linear ``.readout``.
 
     ``(B, T, d_in) -> (B, T, d_out)``, float64. ``roles[k]`` says what layer ``k`` does:
@@ -249,6 +250,11 @@ class CellModel(CachedRun, nn.Module):
                 self._check_gates(k, x)
             x = self.rnn.layer(k, x)
         return self.readout(x)
+
+    def require_dtype(self, dtype: str) -> None:
+        """A GRU's ``gate_bound`` must lie in ``dtype``'s range (``checked_gate_bound``)."""
+        if self.gate_bound is not None:
+            checked_gate_bound(self.gate_bound, dtype)
 
     def _check_gates(self, k, x):
         factors = x[..., getattr(self, self.gate_columns[k])]

@@ -97,12 +97,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lsrl.errors import LsrlError, SequenceError
+from lsrl.errors import LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, constant_for, copy_of, helper_for, negation_of
 from lsrl.targets.blocks import Block, BlockStack, to_blocks
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import MAX_HAWK_BYTES, check_hawk_size, checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
+from lsrl.targets.promises import KeptPromises
 from lsrl.targets.recurrent import float64_tensor
 from lsrl.targets.registry import whole_number_option
 
@@ -295,8 +296,10 @@ class ResidualBlock(nn.Module):
         return self.mlp(self.temporal(a))
 
 
-class HawkModel(CachedRun, nn.Module):
+class HawkModel(KeptPromises, CachedRun, nn.Module):
     """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
+
+    max_len_reason = "the window d_conv of the temporal convolution that computes the state (App. E.1)"
 
     def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None, blocks: list[nn.Module]) -> None:
         super().__init__()
@@ -307,13 +310,7 @@ class HawkModel(CachedRun, nn.Module):
         self.readout = _linear(np.eye(d_out, d_out + 1))
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
-        x = checked_input(self, x, check_bounds)
-        if self.max_len is not None and x.shape[1] > self.max_len:
-            raise SequenceError(
-                f"{self.architecture}: sequence length {x.shape[1]} exceeds max_len={self.max_len}, the "
-                f"window d_conv of the temporal convolution that computes the state (App. E.1); "
-                f"build the model with max_len >= {x.shape[1]}"
-            )
+        x = checked_input(self, x, check_bounds)  # refuses more than max_len steps (max_len_reason)
         v = self.embedding(x)
         for block in self.blocks:
             v = block(v)

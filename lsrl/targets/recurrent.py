@@ -20,6 +20,7 @@ from lsrl.ir.labels import negative_part, positive_part
 from lsrl.targets.blocks import Block, BlockStack, Dense
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
+from lsrl.targets.promises import KeptPromises
 
 
 def float64_tensor(array: ArrayLike) -> torch.Tensor:
@@ -141,7 +142,7 @@ class ClassicRNNBlock(LinearRNNBlock):
         return torch.stack(steps, dim=1)
 
 
-class BlockModel(CachedRun, nn.Module):
+class BlockModel(KeptPromises, CachedRun, nn.Module):
     """Blocks applied one after the other: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     def __init__(self, stack: BlockStack, block_type: type[LinearRNNBlock], architecture: str) -> None:

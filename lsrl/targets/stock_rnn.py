@@ -212,6 +212,7 @@ from lsrl.targets.cache import _as_batch, _hook_values, _points
 from lsrl.targets.cell_steps import Run, run_steps
 from lsrl.targets.checks import checked_input, module_placement
 from lsrl.targets.patch import StatePatch, _check_patchable, _values_array
+from lsrl.targets.promises import BuiltForOneDtype, StockState, continued_state
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
 
 if TYPE_CHECKING:
@@ -1317,13 +1318,16 @@ def _check_patch_bound(net, label, held: np.ndarray, bound: float) -> None:
                         "scales every value by its bound, and net.tolerance holds for values within it")
 
 
-class StockRNNModel(nn.Module):
+class StockRNNModel(BuiltForOneDtype, nn.Module):
     """A compiled program in one stock ``nn.LSTM`` / ``nn.GRU`` (``core``) and a ``nn.Linear`` ``readout``.
 
-    ``net(x)``: ``(B, T, d_in) -> (B, T, d_out)``; ``net.run(x, state)`` also returns the core's final
-    state (``h`` or ``(h, c)``, PyTorch's layout) and takes one to continue from (step-by-step decoding).
+    ``net(x)``: ``(B, T, d_in) -> (B, T, d_out)``; ``net.run(x, state)`` also returns where it stopped, a
+    ``StockState`` (the core's final state, ``h`` or ``(h, c)`` in PyTorch's layout, and the steps run so far)
+    and takes one to continue from (step-by-step decoding).
     ``net.tolerance`` bounds every output's distance from the exact interpreter (module docstring of
-    ``lsrl.targets.stock_rnn``) for ``T <= net.max_len`` and inputs within the declared bounds.
+    ``lsrl.targets.stock_rnn``) for ``T <= net.max_len`` and inputs within the declared bounds: longer
+    sequences, a continued run past ``max_len`` steps and a dtype change (``lsrl.targets.promises``) are
+    refused.
 
     ``net.labels``: ``core.l{k}`` (layer ``k``'s ``h``; an LSTM's cell ``core.l{k}.c``) and ``readout``, one
     ``UnitLabel`` per unit; a labelled
@@ -1350,7 +1354,8 @@ class StockRNNModel(nn.Module):
         super().__init__()
         self.architecture = f"stock_{arch}"
         self.d_in = d_in
-        self.max_len = max_len
+        self.max_len = max_len  # the longest sequence checked_input and run accept
+        self.max_len_reason = "the length its scales and stated tolerance come from"
         self.scales = scales
         self.tolerances = np.asarray(tolerances, dtype=np.float64)
         self.tolerance = float(np.max(self.tolerances, initial=0.0))
@@ -1394,11 +1399,14 @@ class StockRNNModel(nn.Module):
         c0 = self.c0[:, None, :].expand(-1, batch, -1).contiguous()
         return (h0, c0) if isinstance(self.core, nn.LSTM) else h0
 
-    def run(self, x: Any, state: Any = None, check_bounds: bool = True) -> tuple[torch.Tensor, Any]:
-        """``(outputs, final state)``; ``state``: a final state of an earlier call (None: the initial one)."""
+    def run(self, x: Any, state: StockState | None = None, check_bounds: bool = True
+            ) -> tuple[torch.Tensor, StockState]:
+        """``(outputs, final state)``; ``state``: the ``StockState`` of an earlier call to continue from (None: the
+        initial one). A run that would pass ``max_len`` steps in all is refused (``continued_state``)."""
         x = checked_input(self, x, check_bounds)
-        hidden, final = self.core(x, self.initial_state(x.shape[0]) if state is None else state)
-        return self.readout(hidden), final
+        start, initial = continued_state(self, state, x)
+        hidden, final = self.core(x, initial)
+        return self.readout(hidden), StockState(final, start + x.shape[1])
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
         if not self.state_patch:

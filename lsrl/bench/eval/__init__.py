@@ -3,7 +3,8 @@
 ``evaluate(subject, method)`` scores one method (a key of ``METHODS``) on a ``Subject`` (a tier model
 of a task, ``lsrl.bench.tiers``); ``evaluate_all`` gives the table of every method × tier × task,
 ``write_csv`` writes it. ``lsrl bench eval --method M --task T`` and ``lsrl bench eval-all`` are the
-commands.
+commands. A method written outside lsrl is scored from its scores per unit: ``lsrl.bench.score(scores, folder)``
+and ``lsrl bench score SUBMISSION SUITE`` (``lsrl.bench.eval.submission``).
 """
 
 from lsrl.bench.eval.harness import COLUMNS, evaluate, evaluate_all, score, write_csv

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from lsrl.bench.eval.methods import PATH_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
@@ -161,17 +160,28 @@ def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, met
 
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,
-                 methods: Iterable[str] = tuple(METHODS), pairs: int = PAIRS, progress: bool = False
-                 ) -> list[dict[str, object]]:
-    """A row per task and runnable ``combinations`` of tier, architecture and method."""
+                 methods: Iterable[str] = tuple(METHODS), pairs: int = PAIRS, progress: bool = False, workers: int = 1,
+                 ray_address: str | None = None) -> list[dict[str, object]]:
+    """A row per task and runnable ``combinations`` of tier, architecture and method. A run per task and tier (its
+    model built once); where the runs run: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at
+    ``ray_address``; the rows the same wherever, but ``seconds``); a ``GridError`` names the runs that failed."""
+    from lsrl.grid import Run, run_grid
+
     runs = combinations(tiers, archs, methods)
+    grid = [Run(f"{task}/{tier}", tier_rows, (task, tier, [run for run in runs if run[0] == tier], pairs))
+            for task in list(tasks) for tier in dict.fromkeys(tier for tier, _, _ in runs)]
+    outcome = run_grid("lsrl bench eval", grid, workers, ray_address, progress)
+    outcome.check()
+    return [row for rows in outcome.finished for row in rows]
+
+
+def tier_rows(task: str, tier: str, runs: list[tuple[str, str, str]], pairs: int = PAIRS) -> list[dict[str, object]]:
+    """``evaluate_all``'s rows of ``task``'s ``tier`` model: one per (tier, arch, method) of ``runs``."""
+    model = tier_model(task, tier)
     rows = []
-    for task in tqdm(list(tasks), desc="lsrl bench eval", unit="task", disable=not progress):
-        for tier in dict.fromkeys(tier for tier, _, _ in runs):
-            model = tier_model(task, tier)
-            for arch in dict.fromkeys(arch for t, arch, _ in runs if t == tier):
-                subject = Subject.from_tier(model, arch)
-                rows += [evaluate(subject, method, pairs) for t, a, method in runs if (t, a) == (tier, arch)]
+    for arch in dict.fromkeys(arch for _, arch, _ in runs):
+        subject = Subject.from_tier(model, arch)
+        rows += [evaluate(subject, method, pairs) for _, other, method in runs if other == arch]
     return rows
 
 

@@ -507,20 +507,29 @@ def method_columns(subject: Subject, pairs: int, das_steps: int = DAS_STEPS) -> 
 
 
 def train_all(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = ("lstm", "gru"), steps: int = STEPS,
-              progress: bool = False, das_steps: int = DAS_STEPS) -> list[dict[str, object]]:
-    """Train every task as every arch; a row per model: accuracies and the method columns (``method_columns``)."""
-    from tqdm import tqdm
+              progress: bool = False, das_steps: int = DAS_STEPS, workers: int = 1, ray_address: str | None = None
+              ) -> list[dict[str, object]]:
+    """Train every task as every arch; a row per model: accuracies and the method columns (``method_columns``).
+    Where the models train: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at ``ray_address``;
+    one torch thread each, the rows the same wherever, but ``seconds``); a ``GridError`` names those that failed."""
+    from lsrl.grid import Run, run_grid
 
+    runs = [Run(f"{name}/{arch}", stock_row, (name, arch, steps, das_steps)) for name in tasks for arch in archs]
+    outcome = run_grid("trained tier", runs, workers, ray_address, progress)
+    outcome.check()
+    return with_aim(outcome.finished)
+
+
+def stock_row(name: str, arch: str, steps: int, das_steps: int = DAS_STEPS) -> dict[str, object]:
+    """The table's row of task ``name`` trained as the stock torch ``arch`` (``train_all``)."""
     from lsrl.bench.eval.harness import PAIRS
 
-    rows = []
-    for name, arch in tqdm([(t, a) for t in tasks for a in archs], desc="trained tier", disable=not progress):
-        model = train(name, arch, steps)
-        subject = TrainedSubject.from_model(model)
-        accuracies = list((model.interchange_accuracy or {}).values())
-        row = {"task": name, "arch": arch, "hidden": model.hidden_size * len(model.cells), "steps": steps,
-               "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
-               "worst_variable": min(accuracies)}
-        row.update(method_columns(subject, PAIRS, das_steps), seconds=round(model.seconds, 1))
-        rows.append(row)
-    return with_aim(rows)
+    model = train(name, arch, steps)
+    subject = TrainedSubject.from_model(model)
+    accuracies = list((model.interchange_accuracy or {}).values())
+    row: dict[str, object] = {
+        "task": name, "arch": arch, "hidden": model.hidden_size * len(model.cells), "steps": steps,
+        "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
+        "worst_variable": min(accuracies)}
+    row.update(method_columns(subject, PAIRS, das_steps), seconds=round(model.seconds, 1))
+    return row
