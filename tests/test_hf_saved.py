@@ -137,3 +137,26 @@ def test_a_record_of_the_first_format_is_refused(built):
             lsrl.hf.inputs(hf, xs)
     finally:
         hf.config.lsrl_io = good
+
+
+def test_a_generation_folder_binds_its_tokenizer_and_refuses_an_edited_head(tmp_path):
+    token = lsrl.Input(1, name="token", bounds=(0, 3), integer=True)
+    model = lsrl.compile(lsrl.ForEach(3 - token))  # the next token: 3 minus this one
+    hf = model.to_hf("mamba", max_len=4, generate=True)
+    folder = lsrl.hf.save(hf, tmp_path / "gen")
+    listed = json.loads((folder / MANIFEST).read_text())["sha256"]
+    assert "tokenizer.json" in listed and "model.safetensors" in listed
+    xs = np.array([[[0], [2], [3], [1]]])
+    loaded = lsrl.hf.load(folder)
+    assert run(loaded, xs)[0, :, 0].tolist() == [3, 1, 0, 2]
+    good = dict(hf.config.lsrl_io)
+    try:
+        hf.config.lsrl_io = {**good, "generation": {**good["generation"], "margin": 0.5}}
+        with pytest.raises(lsrl.LsrlError, match="was edited after lsrl built it"):
+            run(hf, xs)
+        hf.config.lsrl_io = {**good, "output_logits": [0]}
+        hf.config.lsrl_io["sha256"] = record_digest(hf.config.lsrl_io)
+        with pytest.raises(lsrl.LsrlError, match="field 'generation'"):
+            run(hf, xs)
+    finally:
+        hf.config.lsrl_io = good
