@@ -160,13 +160,14 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
     program = load_program(source)
     model = lsrl.compile(program, backend=backend)
     export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
+    name, write = export or (None, None)
     with replaced_folder(out_dir, "lsrl compile") as staging:
         write_files(model, staging)
-        if export:
-            export[1](staging / export[0])
+        if name and write:
+            write(staging / name)
     click.echo(model.summary())
-    if export:
-        click.echo(f"wrote {Path(out_dir) / export[0]}")
+    if name:
+        click.echo(f"wrote {Path(out_dir) / name}")
     click.echo(f"wrote {out_dir}")
 
 
