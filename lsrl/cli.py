@@ -150,19 +150,25 @@ def demo(plots: str) -> None:
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 def compile_command(source: str, backend: str, target: str, max_len: int | None, onnx_dtype: str,
                     allow_inexact: bool, out_dir: str) -> None:
-    """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR."""
+    """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR.
+
+    OUT_DIR is written as a unit (an earlier model there is replaced whole, with no file of it left)."""
     from lsrl.cli_program import load_program
+    from lsrl.model.fileformat import write_files
+    from lsrl.model.folders import replaced_folder
 
     program = load_program(source)
     model = lsrl.compile(program, backend=backend)
     export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
-    folder = model.save(out_dir)
+    name, write = export or (None, None)
+    with replaced_folder(out_dir, "lsrl compile") as staging:
+        write_files(model, staging)
+        if name and write:
+            write(staging / name)
     click.echo(model.summary())
-    if export:
-        name, write = export
-        write(folder / name)
-        click.echo(f"wrote {folder / name}")
-    click.echo(f"wrote {folder}")
+    if name:
+        click.echo(f"wrote {Path(out_dir) / name}")
+    click.echo(f"wrote {out_dir}")
 
 
 @main.command()

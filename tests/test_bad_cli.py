@@ -56,7 +56,7 @@ def test_a_failed_weight_write_is_one_line_and_leaves_no_partial_file(source, tm
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]  # after the summary
     assert result.exit_code != 0 and "Traceback" not in result.output and len(errors) == 1, result.output
     assert all(word in errors[0] for word in ("lsrl compile --target", "linear_rnn.safetensors", "No space left"))
-    assert not [path.name for path in out.iterdir() if "linear_rnn" in path.name]
+    assert not out.exists() and not [path.name for path in tmp_path.iterdir() if path.name.startswith(".lsrl-")]
 
 
 def test_version():

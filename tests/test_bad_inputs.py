@@ -14,6 +14,7 @@ from safetensors.numpy import load_file, save_file
 import torch
 
 import lsrl
+from lsrl.model.folders import write_manifest
 from lsrl.programs import discrete_approximator, discrete_prompt
 
 
@@ -31,10 +32,13 @@ def saved(request, tmp_path):
 
 
 def _load_with(folder, tensors=None, structure=None):
+    """The error of loading ``folder`` after the edits, its manifest rebound to them (so that the checks of
+    the files' contents, not the manifest's, are what refuse them)."""
     if tensors is not None:
         save_file(tensors, str(folder / "weights.safetensors"))
     if structure is not None:
         (folder / "model.json").write_text(json.dumps(structure))
+    write_manifest(folder)
     with pytest.raises(lsrl.ModelFileError) as error:
         lsrl.load(folder)
     return str(error.value)
@@ -90,6 +94,7 @@ def test_a_missing_array_is_rejected(saved):
 def test_a_corrupt_weights_file_is_one_line(saved, content):
     folder, _, _ = saved
     (folder / "weights.safetensors").write_bytes(content)
+    write_manifest(folder)
     with pytest.raises(lsrl.ModelFileError) as error:
         lsrl.load(folder)
     assert "\n" not in str(error.value)

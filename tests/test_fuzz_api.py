@@ -605,6 +605,10 @@ HF = [
              lambda card, args: None if "sums" in card else pytest.fail(card), words=HF_WORDS),
     Boundary("lsrl.hf.save", lambda hf_model, path: lsrl.hf.save(hf_model, path),
              {"hf_model": st.builds(hf_network), "path": tmp_file("hf")}, check_hf_save, words=HF_WORDS),
+    Boundary("lsrl.hf.load", lambda path: lsrl.hf.load(path),
+             {"path": st.builds(lambda: lsrl.hf.save(hf_network(), fresh_path("hf")))},
+             lambda loaded, args: None if np.array_equal(hf_answer(loaded, XS), hf_answer(hf_network(), XS))
+             else pytest.fail("lsrl.hf.load answers otherwise than the saved model"), words=HF_WORDS),
 ]
 
 # ---------------------------------------------------------------- the program library (Listings 1 and 2)

@@ -9,6 +9,7 @@ import pytest
 
 import lsrl
 from lsrl.ir.labels import ROLES, label_violations
+from lsrl.model.folders import write_manifest
 from tests.conftest import as_fractions, library_program
 from tests.test_random_programs import (
     N_SEEDS, RELU_SEEDS, _as_object_array, _compiled_seeds, _generated, _inputs_for, _relu_compiled,
@@ -111,6 +112,9 @@ def test_labels_are_saved_shown_and_checked_on_load(tmp_path):
     structure = json.loads((tmp_path / "m" / "model.json").read_text())
     structure["layers"][0]["labels"][0][2] = "guess"
     (tmp_path / "m" / "model.json").write_text(json.dumps(structure))
+    with pytest.raises(lsrl.ModelFileError, match="model.json: its sha256 differs"):
+        lsrl.load(tmp_path / "m")
+    write_manifest(tmp_path / "m")  # bound again: the label check itself refuses the edit
     with pytest.raises(lsrl.ModelFileError, match="label of unit 0"):
         lsrl.load(tmp_path / "m")
 

@@ -19,6 +19,7 @@ import lsrl
 from conftest import as_fractions, random_map
 from lsrl.compiler.diagonal import eigen_trace, float_diagonal
 from lsrl.ir.labels import label_violations
+from lsrl.model.folders import write_manifest
 from lsrl.programs import conditional_reset, continuous_approximator, discrete_approximator, discrete_prompt, parity
 from lsrl.targets import ARCHITECTURES, NONLINEAR_STATE, STOCK, UNGATED
 from test_diagonal import STRUCTURES, _state_program
@@ -310,6 +311,7 @@ def test_a_model_that_is_not_diagonal_saves_no_eigenbases(tmp_path):
     structure = json.loads((older / "model.json").read_text())
     del structure["eigenbases"]
     (older / "model.json").write_text(json.dumps(structure))
+    write_manifest(older)
     assert not hasattr(lsrl.load(older), "eigenbases")
 
 
@@ -334,6 +336,7 @@ def test_a_bad_eigenbases_entry_names_the_layer(tmp_path, spoil, message):
     structure = json.loads((folder / "model.json").read_text())
     spoil(structure["eigenbases"][0])
     (folder / "model.json").write_text(json.dumps(structure))
+    write_manifest(folder)
     with pytest.raises(lsrl.ModelFileError, match="eigenbases entry 0 " + message):
         lsrl.load(folder)
 
@@ -343,6 +346,7 @@ def test_a_missing_eigenbasis_tensor_names_the_layer_and_field(tmp_path):
     tensors = load_file(str(folder / "weights.safetensors"))
     del tensors["eigenbases.0.drive.rows"]
     save_file(tensors, str(folder / "weights.safetensors"))
+    write_manifest(folder)
     with pytest.raises(lsrl.ModelFileError, match=r"\(layer 's'\): drive: field 'rows'.*missing"):
         lsrl.load(folder)
 

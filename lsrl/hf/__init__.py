@@ -19,8 +19,9 @@ Interface:
   ``generate`` answers; ``lsrl.hf.save(hf_model, path, words=...)`` writes a word-level tokenizer of the
   program's tokens beside it (``lsrl.hf.tokenizer``).
 - ``lsrl.hf.model_card(hf_model) -> str`` (README.md: the same in words) and ``lsrl.hf.save(hf_model,
-  path)`` (``save_pretrained`` plus the card); the folder loads with
-  ``AutoModelForCausalLM.from_pretrained`` without lsrl.
+  path)`` (``save_pretrained`` plus the card and ``manifest.json``, written as a unit); the folder loads
+  with ``AutoModelForCausalLM.from_pretrained`` without lsrl, and with ``lsrl.hf.load(path)``, which
+  refuses it where a file differs from the manifest.
 - ``lsrl.hf.stream``: the residual-stream layout the constructions share (anchor channels that make
   every RMSNorm an exact constant scaling, the payload scale from ``relational_bounds`` at ``max_len``).
 - ``lsrl.hf.rounding``: the rounding analysis they share; each builder's module doc proves the
@@ -34,7 +35,8 @@ from typing import TYPE_CHECKING
 
 from lsrl.errors import LsrlError, shown, whole_number
 from lsrl.sugar import flag
-from lsrl.hf.io import inputs, model_card, outputs, save
+from lsrl.hf.io import inputs, load, model_card, outputs, save
+from lsrl.hf.record import DTYPES
 from lsrl.model import extensions
 
 if TYPE_CHECKING:
@@ -50,7 +52,6 @@ BUILDERS = {
     "griffin": "lsrl.hf.recurrentgemma:build_griffin",
 }
 ARCHITECTURES = tuple(BUILDERS)
-DTYPES = ("float32", "float64")
 
 
 def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | str | None = None,
@@ -82,4 +83,4 @@ def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | 
 
 extensions.register_builder("to_hf", to_hf)
 
-__all__ = ["ARCHITECTURES", "BUILDERS", "inputs", "model_card", "outputs", "save", "to_hf"]
+__all__ = ["ARCHITECTURES", "BUILDERS", "inputs", "load", "model_card", "outputs", "save", "to_hf"]

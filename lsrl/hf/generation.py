@@ -37,6 +37,7 @@ import numpy as np
 from lsrl.errors import LsrlError
 from lsrl.hf.io import io_record
 from lsrl.hf.lowering import declared
+from lsrl.hf.record import sealed
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -90,6 +91,6 @@ def generation_head(hf_model: PreTrainedModel) -> PreTrainedModel:
     if hasattr(hf_model.config, "logits_soft_cap"):  # RecurrentGemma: keep tanh(l / cap) * cap the identity
         capped = math.log2(largest_logit + rounding) - math.log2(TANH_IDENTITY)
         hf_model.config.logits_soft_cap = 2.0 ** math.ceil(capped)
-    record["output_logits"] = None
-    record["generation"] = {"logit": "u * y - u**2 / 2", "margin": float(margin)}
+    hf_model.config.lsrl_io = sealed({**record, "output_logits": None,
+                                      "generation": {"logit": "u * y - u**2 / 2", "margin": float(margin)}})
     return hf_model

@@ -2,9 +2,9 @@
 
 Every model ``lsrl.hf.to_hf`` builds carries its I/O record as ``config.lsrl_io``, a plain JSON dict
 (``config.json`` keeps it through ``save_pretrained`` / ``from_pretrained``), so that a user without
-lsrl can feed the model and read it. Format 1:
+lsrl can feed the model and read it. ``lsrl.hf.record`` checks every field before it is used. Format 2:
 
-``format``          1
+``format``          2 (format 1 lacked ``sha256``; such records are refused: build the model again)
 ``arch``            "mamba", "mamba2", "hawk" or "griffin"
 ``program``         the program's name
 ``input``           "input_ids" (a token program: its ``Input`` is one integer with finite bounds) or
@@ -32,6 +32,8 @@ lsrl can feed the model and read it. Format 1:
                     (``lsrl.hf.rounding``; 0: every output exact); an output that is an integer (a
                     token) is read exactly by rounding when ``tolerance < 1/2``
 ``largest_weight``  the largest weight magnitude written (float16 cannot hold more than 65504)
+``sha256``          the sha256 of the other fields as canonical JSON (``json.dumps(..., sort_keys=True)``):
+                    a record edited by hand is refused
 """
 
 from __future__ import annotations
@@ -43,24 +45,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lsrl.errors import LsrlError
+from lsrl.hf.record import DTYPES, FORMAT, checked_record
 from lsrl.lang.evaluate import finite_numbers
-from lsrl.model.writing import cannot_write, output_folder
+from lsrl.model.folders import read_bound, replaced_folder
+from lsrl.model.writing import as_path
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
-FORMAT = 1
 README = "README.md"
 
 
 def io_record(hf_model: PreTrainedModel) -> dict:
-    """The ``config.lsrl_io`` record of a model built by ``lsrl.hf.to_hf``."""
-    record = getattr(getattr(hf_model, "config", None), "lsrl_io", None)
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise LsrlError(f"{type(hf_model).__name__} has no lsrl I/O record (config.lsrl_io, format {FORMAT}): "
-                        "it was not built by lsrl.hf.to_hf")
-    return record
+    """The ``config.lsrl_io`` record of a model built by ``lsrl.hf.to_hf``, every field checked
+    (``lsrl.hf.record``)."""
+    return checked_record(hf_model)
 
 
 def inputs(hf_model: PreTrainedModel, xs: Any) -> dict:
@@ -221,22 +221,40 @@ def _card_stepwise(hf_model: PreTrainedModel) -> str:
 
 
 def save(hf_model: PreTrainedModel, path: str | Path, words: Mapping[str, int] | None = None) -> Path:
-    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md`` and, for a token
-    program, its word-level tokenizer (``lsrl.hf.tokenizer``: ``words`` maps each word to its token;
-    by default the token numbers); returns the folder."""
+    """``hf_model.save_pretrained(path)`` plus the model card as ``path/README.md``, for a token program its
+    word-level tokenizer (``lsrl.hf.tokenizer``: ``words`` maps each word to its token; by default the token
+    numbers), and ``manifest.json`` (the sha256 of every file), written as a unit (``lsrl.model.folders``);
+    returns the folder."""
     from lsrl.hf.tokenizer import has_tokens, tokenizer
 
     card = model_card(hf_model)  # refuses a model lsrl did not build before anything is written
     words_for = tokenizer(hf_model, words) if words is not None or has_tokens(hf_model) else None
-    with output_folder(path, "lsrl.hf.save") as folder:
-        try:
-            hf_model.save_pretrained(folder)
-            if words_for is not None:
-                words_for.save_pretrained(folder)
-            (folder / README).write_text(card)
-        except OSError as error:
-            raise cannot_write("lsrl.hf.save", folder, error) from None
+    folder = as_path(path, "lsrl.hf.save")
+    with replaced_folder(folder, "lsrl.hf.save") as staging:
+        hf_model.save_pretrained(staging)
+        if words_for is not None:
+            words_for.save_pretrained(staging)
+        (staging / README).write_text(card)
     return folder
+
+
+def load(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """The model of a folder written by ``lsrl.hf.save`` (``AutoModelForCausalLM.from_pretrained``, in the
+    record's dtype unless ``dtype`` is given), after checking every file against ``manifest.json`` and the
+    ``lsrl_io`` record; an edited or mixed folder is a ``ModelFileError`` naming the file."""
+    import torch
+
+    def read(folder: Path) -> PreTrainedModel:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        built = getattr(AutoConfig.from_pretrained(folder), "lsrl_io", None)
+        named = built.get("dtype") if isinstance(built, dict) else None  # checked with the rest below
+        hf_model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=dtype or getattr(torch, named if named in DTYPES else "float32"))
+        io_record(hf_model)
+        return hf_model
+
+    return read_bound(path, "lsrl.hf.load", ("config.json",), read)
 
 
 def _batch(xs: Any, record: dict) -> np.ndarray:

@@ -130,6 +130,7 @@ import numpy as np
 from lsrl.errors import InternalError, LsrlError
 from lsrl.hf.io import make_record
 from lsrl.hf.lowering import DECAY_ROUNDING, Channel, Form, Lowered, declared, lower
+from lsrl.hf.record import sealed
 from lsrl.hf.rounding import (
     U, Activity, computed_bounds, factor, form_error, form_grid, informative, on_grid, product_error, pulse_error,
     reach, scan_error, written,
@@ -317,9 +318,9 @@ def finished(hf: ModelT, weights: dict[str, np.ndarray], model: CompiledProgram,
     feeding = {"token_low": spec.token_low} if spec.token else {
         "embed_channels": [stream.payload[i] for i in range(spec.dim)], "embed_scale": stream.beta / factor,
         "embed_constants": {str(a): stream.alpha / factor for a in stream.anchors}}
-    hf.config.lsrl_io = make_record(model, record["arch"], record["max_len"], str(dtype).removeprefix("torch."),
-                                    record["tolerance"], list(range(record["outputs"])), 1.0, largest, **feeding)
-    hf.config.lsrl_io["hidden_constant"] = {"channel": stream.anchor, "value": stream.alpha}
+    io = make_record(model, record["arch"], record["max_len"], str(dtype).removeprefix("torch."),
+                     record["tolerance"], list(range(record["outputs"])), 1.0, largest, **feeding)
+    hf.config.lsrl_io = sealed({**io, "hidden_constant": {"channel": stream.anchor, "value": stream.alpha}})
     return hf
 
 

@@ -235,8 +235,8 @@ class CompiledProgram:
         return extensions.find_builder("to_hf")(self, arch, max_len, dtype, generate)
 
     def save(self, path: str | Path) -> Path:
-        """Write ``path/model.json`` and ``path/weights.safetensors`` (``lsrl.model.fileformat``); returns
-        the folder."""
+        """Write ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json`` as a unit
+        (``lsrl.model.fileformat``, ``lsrl.model.folders``); returns the folder."""
         from lsrl.model.fileformat import save
 
         return save(self, path)

@@ -1,4 +1,5 @@
-"""The file format of a compiled program: a folder with ``model.json`` and ``weights.safetensors``.
+"""The file format of a compiled program: a folder with ``model.json``, ``weights.safetensors`` and
+``manifest.json`` (their sha256; the folder is written and read as a unit by ``lsrl.model.folders``).
 
 ``model.json`` holds the structure (input, layers, labels, stats); ``weights.safetensors`` the
 weights as sparse COO: ``rows``, ``cols``, float64 ``values``; the exact backend adds numerators
@@ -20,27 +21,36 @@ from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
-from lsrl.model.writing import as_path, output_folder, written
+from lsrl.model.folders import read_bound, replaced_folder
+from lsrl.model.writing import as_path
 from lsrl.numbers import EXACT, get_backend, mpq
 
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
+FILES = ("model.json", "weights.safetensors")  # besides manifest.json
 _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
 
 def save(model: CompiledProgram, path: str | Path) -> Path:
-    """Write ``model`` as ``path/model.json`` and ``path/weights.safetensors``; returns the folder.
+    """Write ``model`` as ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json``;
+    returns the folder.
 
-    The folder is created if missing; a path that cannot be a folder or cannot be written raises
-    ``ModelFileError`` naming it, and leaves no partial file (``lsrl.model.writing``).
+    The folder is written as a unit (``lsrl.model.folders``): an earlier model there is replaced whole,
+    never mixed with this one. A path that cannot be a folder or cannot be written raises
+    ``ModelFileError`` naming it, and leaves nothing behind.
     """
-    structure, tensors = _encoded(model)
-    with output_folder(path, "save") as folder:
-        json_file, weights_file = folder / "model.json", folder / "weights.safetensors"
-        with written(json_file, "save") as json_partial, written(weights_file, "save") as weights_partial:
-            json_partial.write_text(json.dumps(structure, indent=1))
-            save_file(tensors, str(weights_partial))
+    folder = as_path(path, "save")
+    with replaced_folder(folder, "save") as staging:
+        write_files(model, staging)
     return folder
+
+
+def write_files(model: CompiledProgram, folder: Path) -> None:
+    """``model.json`` and ``weights.safetensors`` of ``model`` into the existing ``folder`` (no manifest:
+    ``replaced_folder`` writes it over everything the folder holds)."""
+    structure, tensors = _encoded(model)
+    (folder / "model.json").write_text(json.dumps(structure, indent=1))
+    save_file(tensors, str(folder / "weights.safetensors"))
 
 
 def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
@@ -78,11 +88,16 @@ def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
 def load(path: str | Path) -> CompiledProgram:
     """Read a folder written by ``CompiledProgram.save``.
 
-    Every field is checked before use (structure, array dtypes and lengths, index ranges,
-    denominators, shapes against the layer before); a bad file raises ``ModelFileError`` naming
-    the layer and the field.
+    ``manifest.json`` must list both files with their sha256 (any edit, and a folder of two saves, is
+    refused; ``lsrl.model.folders``). Every field is checked before use (structure, array dtypes and
+    lengths, index ranges, denominators, shapes against the layer before, labels against
+    ``node_widths``); a bad file raises ``ModelFileError`` naming the layer and the field.
     """
-    folder = as_path(path, "lsrl.load")
+    return read_bound(path, "lsrl.load", FILES, _read_model)
+
+
+def _read_model(folder: Path) -> CompiledProgram:
+    """The model of ``folder``, its manifest already checked."""
     structure = _read_structure(folder)
     tensors = _read_tensors(folder)
     where = f"{folder}/model.json"
@@ -106,6 +121,7 @@ def load(path: str | Path) -> CompiledProgram:
         raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
     model.entangled = frozenset(entangled)
     model.node_widths = _decode_node_widths(structure, where)
+    _check_names(model, where)
     if "eigenbases" in structure:  # absent in a model that is not a model.diagonal(), and in older files
         model.eigenbases = _decode_eigenbases(_field(structure, "eigenbases", list, where), model, tensors, where)
     return model
@@ -118,6 +134,31 @@ def _decode_node_widths(structure: dict, where: str) -> dict[str, int] | None:
             isinstance(width, int) and not isinstance(width, bool) and width >= 1 for width in widths.values()):
         raise ModelFileError(f"{where}: field 'node_widths' must map node names to positive integers, got {widths!r}")
     return widths
+
+
+def _check_names(model: CompiledProgram, where: str) -> None:
+    """What the layers' labels, ``entangled`` and ``node_widths`` must agree on: a label names one unit of a
+    program node of ``node_widths`` (or of a layer: a diagonal form's new states), once per layer; an empty
+    layer list (the model echoes its input) is the compiled form only of a program whose output is its
+    Input, whose ``node_widths`` name nothing else."""
+    widths = model.node_widths
+    if not model.layers and (widths is None or set(widths) != {model.input.name}):
+        raise ModelFileError(f"{where}: field 'layers' is empty, but the program computes more than its input "
+                             f"(node_widths: {sorted(widths or {})})")
+    if widths is None:
+        return
+    if not model.entangled <= set(widths):
+        raise ModelFileError(f"{where}: field 'entangled' names nodes not in 'node_widths': "
+                             f"{sorted(model.entangled - set(widths))}")
+    widths = {**widths, **{layer.name: layer.dim for layer in model.layers}}  # a diagonal form's new states
+    for index, layer_labels in enumerate(model.labels or []):
+        at = f"{where}: layer {index} ({model.layers[index].name})"
+        if len(set(layer_labels)) != len(layer_labels):
+            raise ModelFileError(f"{at}: two units carry one label")
+        for unit, label in enumerate(layer_labels):
+            if not 0 <= label.index < widths.get(label.node, 0):
+                raise ModelFileError(f"{at}: label of unit {unit} names {label.node}[{label.index}], not a unit of "
+                                     "a node in 'node_widths' or a layer")
 
 
 def _encode_eigenbases(eigenbases, tensors) -> list:
@@ -182,6 +223,8 @@ def _decode_labels(spec, layer, where):
 def _read_structure(folder) -> dict:
     try:
         structure = json.loads((folder / "model.json").read_text())
+    except RecursionError:
+        raise ModelFileError(f"{folder}/model.json: nested too deeply to be an lsrl model") from None
     except (OSError, ValueError) as error:
         raise ModelFileError(f"cannot load a compiled program from {str(folder)!r}: {error}") from None
     if not isinstance(structure, dict):

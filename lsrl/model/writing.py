@@ -5,24 +5,31 @@ no path, an existing folder where a file is asked for, a file where a folder is 
 that does not exist, or one that cannot be written (read-only, no permission, disk full) raises one
 ``ModelFileError`` naming the path, never a raw ``OSError``. A file is written to a temporary name
 beside it and renamed into place when complete, so a failed write leaves no partial file behind
-(and an earlier file of that name untouched); a folder ``save`` had to create is removed again.
+(and an earlier file of that name untouched). Folders (``save``, ``lsrl.hf.save``, ``lsrl compile -o``)
+are written as a unit by ``lsrl.model.folders``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from lsrl.errors import ModelFileError, shown
 
+NAME_MAX = 255  # bytes in one path component: ext4, APFS, NTFS (in UTF-16 units) and most others
+
 
 def as_path(path: object, what: str) -> Path:
-    """``path`` as a ``Path``; anything but a non-empty str or ``os.PathLike`` raises ``ModelFileError``."""
+    """``path`` as a ``Path``; anything but a non-empty str or ``os.PathLike``, or a path with a component
+    longer than ``NAME_MAX`` bytes, raises ``ModelFileError``."""
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path) or "\x00" in str(path):
         raise ModelFileError(f"{what}: expected a path (str or pathlib.Path), got {type(path).__name__} {shown(path)}")
+    longest = max(Path(path).parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > NAME_MAX:
+        raise ModelFileError(f"{what}: the path component {shown(longest)} is {len(os.fsencode(longest))} bytes "
+                             f"long; file systems allow at most {NAME_MAX}")
     return Path(path)
 
 
@@ -44,26 +51,6 @@ def output_file(path: object, what: str) -> Path:
 
 
 @contextmanager
-def output_folder(path: object, what: str) -> Iterator[Path]:
-    """``path`` as a folder to write into, created (with its parents) if missing; ``ModelFileError``
-    if it is a file or cannot be made. The folders made are removed again if the block fails."""
-    folder = as_path(path, what)
-    if folder.exists() and not folder.is_dir():
-        raise ModelFileError(f"{what}: {str(folder)!r} is a file, not a folder")
-    missing = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise cannot_write(what, folder, error) from None
-    try:
-        yield folder
-    except BaseException:
-        if missing is not None:
-            shutil.rmtree(missing, ignore_errors=True)
-        raise
-
-
-@contextmanager
 def written(path: Path, what: str) -> Iterator[Path]:
     """A temporary name beside ``path`` to write to; renamed to ``path`` when the block ends, removed if
     it fails. An ``OSError`` inside the block becomes a ``ModelFileError`` naming ``path``."""
@@ -78,4 +65,4 @@ def written(path: Path, what: str) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
-__all__ = ["as_path", "cannot_write", "output_file", "output_folder", "written"]
+__all__ = ["as_path", "cannot_write", "output_file", "written"]
