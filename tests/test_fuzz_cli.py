@@ -235,3 +235,74 @@ def test_a_hostile_input_file_for_run_exits_in_one_line_or_runs(xs) -> None:
     assert "Traceback" not in result.output, result.output
     if result.exit_code != 0:
         assert [line.startswith("Error:") for line in result.output.splitlines()] == [True], result.output
+
+
+# ---------------------------------------------------------------- whole command lines, drawn
+
+def command_line_words(path: tuple[str, ...]) -> st.SearchStrategy[str]:
+    """Words a user may type after ``lsrl PATH``: the command's own flags (and --help), other commands'
+    flags, the hostile values of its parameters, paths of the workspace and stray words."""
+    command = COMMANDS[path]
+    own = sorted({flag for p in command.params for flag in getattr(p, "opts", ())} | {"--help"})
+    others = sorted({flag for c in COMMANDS.values() for p in c.params for flag in getattr(p, "opts", ())})
+    return st.one_of(st.sampled_from(own), st.sampled_from(others), *[hostile_values(p) for p in fuzzable(command)],
+                     st.sampled_from(["--", "-", "-x", "--no-such-option", "=", *(" ".join(p) for p in COMMANDS)]))
+
+
+@st.composite
+def command_lines(draw: st.DrawFn, path: tuple[str, ...]) -> list[str]:
+    """The command's small valid arguments with one to four words inserted, replaced, dropped or repeated."""
+    args = BASE[path](workspace())
+    for _ in range(draw(st.integers(1, 4))):
+        how = draw(st.sampled_from(["insert", "replace", "drop", "repeat"]))
+        at = draw(st.integers(0, len(args)))
+        if how == "insert" or not args:
+            args = [*args[:at], draw(command_line_words(path)), *args[at:]]
+        elif how == "replace":
+            args = [*args[:at - 1], draw(command_line_words(path)), *args[at:]] if at else args
+        elif how == "drop":
+            args = [arg for i, arg in enumerate(args) if i != min(at, len(args) - 1)]
+        else:
+            args = [*args, *args[max(at - 2, 0):at]]
+    return args
+
+
+@pytest.mark.usefixtures("stubbed")
+@CLI_EXAMPLES
+@given(path=st.sampled_from(sorted(COMMANDS)), data=st.data())
+def test_a_drawn_command_line_exits_in_one_line_or_runs(path: tuple[str, ...], data: st.DataObject) -> None:
+    """Any command line (words missing, repeated, misplaced, of another command) either runs or exits with
+    one ``Error:`` line: never a traceback, never a request to report a bug in lsrl."""
+    args = data.draw(command_lines(path), label="args")
+    with deadline(60):
+        result = CliRunner().invoke(main, [*path, *args])
+    assert "Traceback" not in result.output and "bug in lsrl" not in result.output, result.output
+    if result.exit_code != 0:
+        assert len([line for line in result.output.splitlines() if line.startswith("Error:")]) == 1, result.output
+
+
+PROGRAM_PIECES = [  # lines a program file may hold: the valid program's, and a user's mistakes
+    "import lsrl", "import sys", "x = lsrl.Input(2, name='x', bounds=(-4, 4))",
+    "program = lsrl.ForEach(lsrl.LinState(x[0:1], [[1]], [[1]], name='total'))", "program = 5", "program = None",
+    "def (:", "raise ValueError('mine')", "raise RuntimeError('mine')", "raise KeyboardInterrupt", "sys.exit(3)",
+    "sys.exit(0)", "sys.exit('bye')", "import no_such_module_here", "x = 1 / 0", "del program", "lsrl.Input(-1)",
+    "program = lsrl.ForEach(x)", "program = lsrl.ForEach(lsrl.Multi(x[0:1]))", "\t  indented = 1", "",
+]
+
+
+@given(lines=st.lists(st.sampled_from(PROGRAM_PIECES), min_size=0, max_size=6),
+       suffix=st.sampled_from([".py", ".py", ".txt", ""]))
+def test_a_drawn_program_file_compiles_or_exits_with_an_error_that_blames_it(lines: list[str], suffix: str) -> None:
+    """``lsrl compile FILE``: a program file of the user's (with mistakes in it: syntax, exceptions, sys.exit,
+    no program) either compiles or exits non-zero with an ``Error:`` line; a mistake in the file is never
+    reported as a bug in lsrl."""
+    source = Path(fresh(f"prog{suffix}"))
+    source.write_text("\n".join(lines) + "\n")
+    out = fresh("out")
+    with deadline(60):
+        result = CliRunner().invoke(main, ["compile", str(source), "-o", out])
+    assert "bug in lsrl" not in result.output, result.output
+    if result.exit_code == 0:
+        assert (Path(out) / "model.json").is_file(), result.output
+    else:
+        assert any(line.startswith("Error:") for line in result.output.splitlines()), result.output

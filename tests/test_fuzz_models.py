@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import lsrl
 import lsrl.bench
+import lsrl.bench.eval
 from fuzz_strategies import bad_sequence, in_a_scratch_folder, user_error_or_answer  # noqa: F401 (autouse)
 from lsrl import automata
 from lsrl.targets.hawk import CONSTRUCTIONS
@@ -390,3 +391,75 @@ def test_a_random_benchmark_name_loads_its_folder_or_is_refused(task: str, arch:
             outputs = folder.model(torch.as_tensor(folder.data["test_inputs"], dtype=torch.float64)).numpy()
         for sequence, length in enumerate(folder.data["test_lengths"]):
             assert np.allclose(outputs[sequence, :length], folder.data["test_outputs"][sequence, :length], atol=1e-6)
+
+
+@st.composite
+def transition_tables(draw: st.DrawFn) -> tuple[list, list, dict, Any, list]:
+    """``DFA(states, alphabet, transitions, start, accepting)`` arguments: a complete random table, or one
+    with an entry missing, pointing to an unknown state or reading an unknown symbol, an unknown start or
+    accepting state, repeated states or symbols."""
+    states = list(range(draw(st.integers(1, 4))))
+    alphabet = ["a", "b"][:draw(st.integers(1, 2))]
+    transitions = {p: {a: draw(st.sampled_from(states)) for a in alphabet} for p in states}
+    start, accepting = draw(st.sampled_from(states)), draw(st.lists(st.sampled_from(states), unique=True))
+    spoil = draw(st.sampled_from(["none", "none", "missing", "unknown target", "unknown symbol", "start", "accepting",
+                                  "repeated state", "repeated symbol"]))
+    if spoil == "missing":
+        del transitions[draw(st.sampled_from(states))][draw(st.sampled_from(alphabet))]
+    elif spoil == "unknown target":
+        transitions[draw(st.sampled_from(states))][draw(st.sampled_from(alphabet))] = 99
+    elif spoil == "unknown symbol":
+        transitions[draw(st.sampled_from(states))]["z"] = states[0]
+    elif spoil == "start":
+        start = 99
+    elif spoil == "accepting":
+        accepting = [*accepting, 99]
+    elif spoil == "repeated state":
+        states = [*states, states[0]]
+    elif spoil == "repeated symbol":
+        alphabet = [*alphabet, alphabet[0]]
+    return states, alphabet, transitions, start, accepting
+
+
+@given(table=transition_tables(), architecture=st.sampled_from(automata.ARCHITECTURES), data=st.data())
+def test_a_drawn_transition_table_builds_a_dfa_its_networks_follow_or_is_refused(table: tuple, architecture: str,
+                                                                                 data: st.DataObject) -> None:
+    states, alphabet, transitions, start, accepting = table
+    dfa = user_error_or_answer(lambda: automata.DFA(states, alphabet, transitions, start, accepting,
+                                                    check_reachable=False), ("state", "symbol", "transition",
+                                                                             "accepting", "start", "states"))
+    if dfa is None:
+        return
+    words = data.draw(words_over(tuple(alphabet)), label="words")
+    expected = [walked(transitions, start, set(accepting), word) for word in words]
+    assert [[float(dfa.value.accepts(word[:t + 1])) for t in range(len(word))] for word in words] == expected
+    assert network_answers(automata.to_torch(dfa.value, architecture), dfa.value, words).tolist() == expected
+
+
+# ---------------------------------------------------------------- the benchmark suite's evaluation options
+
+@settings(max_examples=max(3, settings().max_examples // 2))
+@given(method=st.one_of(st.sampled_from(sorted(lsrl.bench.eval.METHODS)), st.text(max_size=4)),
+       pairs=st.sampled_from([2, 3, 1, 0, -1, 2.5, "2", None, True]),
+       tier=st.sampled_from([None, "compiled", "rotated", "trained", "x"]),
+       arch=st.sampled_from([None, "rnn", "path", "lstm", ""]))
+def test_a_benchmark_folder_is_scored_with_drawn_options_or_they_are_refused(method: str, pairs: Any, tier: Any,
+                                                                             arch: Any) -> None:
+    """``evaluate(HookedSubject.from_folder(folder, tier, arch), method, pairs)`` on the parity task's rnn folder:
+    a row for that folder whose rates and AUROCs lie in [0, 1] (or are NaN: a level the method does not score),
+    or a one-line error naming the option."""
+    from lsrl.bench.eval import evaluate
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    folder = Path(bench_root()) / "parity" / "rnn"
+    subject = user_error_or_answer(lambda: HookedSubject.from_folder(folder, tier=tier, arch=arch),
+                                   ("tier", "arch", "architecture", repr(tier), repr(arch)))
+    if subject is None:
+        return
+    row = user_error_or_answer(lambda: evaluate(subject.value, method, pairs), ("method", "pairs", repr(method)))
+    if row is None:
+        return
+    assert (row.value["task"], row.value["arch"], row.value["method"]) == ("parity", "rnn", method)
+    for column in ("node_auroc", "node_tpr", "node_fpr", "unit_auroc", "edge_auroc", "interchange_accuracy"):
+        value = row.value[column]
+        assert np.isnan(value) or 0 <= value <= 1, (column, value)
