@@ -463,3 +463,11 @@ def test_a_benchmark_folder_is_scored_with_drawn_options_or_they_are_refused(met
     for column in ("node_auroc", "node_tpr", "node_fpr", "unit_auroc", "edge_auroc", "interchange_accuracy"):
         value = row.value[column]
         assert np.isnan(value) or 0 <= value <= 1, (column, value)
+
+
+@pytest.mark.parametrize("pattern", ["(  ", "?  ", "a  )"])
+def test_an_unparsable_pattern_is_named_as_it_was_typed(pattern: str) -> None:
+    """The error shows the pattern itself: its spaces are not squeezed, as a multi-line repr's breaks are."""
+    with pytest.raises(lsrl.LsrlError) as error:
+        automata.from_regex(pattern, ["a", "b"])
+    assert f"cannot parse the pattern {pattern!r}:" in str(error.value) and "\n" not in str(error.value)
