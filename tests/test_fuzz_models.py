@@ -266,11 +266,19 @@ def test_an_edited_saved_model_is_refused_or_loads_as_the_same_model(seed: int, 
 
 # ---------------------------------------------------------------- the stock transformers models
 
+@functools.cache
+def transformers_models() -> None:
+    """Import the stock model classes once, before any timed call: a first import takes seconds (tens on a
+    loaded machine), no hang, and one cut short by the deadline leaves transformers half imported."""
+    from transformers import Mamba2ForCausalLM, MambaForCausalLM, RecurrentGemmaForCausalLM  # noqa: F401
+
+
 @settings(max_examples=max(3, settings().max_examples // 2))
 @given(seed=SEEDS, arch=st.sampled_from(lsrl.hf.ARCHITECTURES), max_len=st.sampled_from([1, 3, 5, 0, -2]),
        dtype=st.sampled_from([None, torch.float32, torch.float64, "float64", torch.float16]), data=st.data())
 def test_a_random_program_in_transformers_answers_within_its_tolerance_or_refuses(
         seed: int, arch: str, max_len: int, dtype: Any, data: st.DataObject) -> None:
+    transformers_models()
     program, model = random_model(seed)
     built = user_error_or_answer(lambda: model.to_hf(arch, max_len=max_len, dtype=dtype),
                                  (arch, "max_len", "dtype", "to_hf", "Multi", *model.node_widths))
@@ -290,6 +298,48 @@ def test_a_random_program_in_transformers_answers_within_its_tolerance_or_refuse
     tolerance = hf_model.config.lsrl_io["tolerance"]
     assert np.abs(answer.double().numpy().reshape(values.shape[0], values.shape[1], -1)
                   - interpreted(program, values)).max(initial=0.0) <= tolerance
+
+
+def hf_answers(hf_model: Any, xs: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return lsrl.hf.outputs(hf_model, hf_model(**lsrl.hf.inputs(hf_model, xs))).double().numpy()
+
+
+@settings(max_examples=max(3, settings().max_examples // 4))
+@given(seed=SEEDS, arch=st.sampled_from(lsrl.hf.ARCHITECTURES), data=st.data())
+def test_an_edited_saved_transformers_folder_is_refused_or_answers_as_saved(seed: int, arch: str, data: st.DataObject,
+                                                                           tmp_path: Path) -> None:
+    """A folder of ``lsrl.hf.save`` whose config.json (its ``lsrl_io`` record above all) or weights are edited
+    either fails to load or to run with a one-line ``LsrlError``, or answers as the saved model did."""
+    from transformers import AutoModelForCausalLM
+
+    transformers_models()
+    program, model = random_model(seed)
+    built = user_error_or_answer(lambda: model.to_hf(arch, max_len=4, dtype=torch.float64), (arch, "to_hf", "Multi",
+                                                                                             *model.node_widths))
+    if built is None:
+        return
+    folder = lsrl.hf.save(built.value, tmp_path / "hf")
+    xs = np.random.default_rng(seed).integers(-4 * X_NUM, 4 * X_NUM + 1, (2, 4, program.input.dim)) / 4
+    saved = hf_answers(built.value, xs)
+    name = data.draw(st.sampled_from(sorted(name for name in saved_files(folder) if name != "README.md")), label="file")
+    target = folder / name
+    if name == "config.json":
+        record = json.loads(target.read_text())
+        path = data.draw(st.sampled_from([("lsrl_io", *path) for path in json_leaves(record["lsrl_io"])]), label="field")
+        delete = data.draw(st.booleans(), label="delete") and len(path) > 1
+        target.write_text(json.dumps(edited(record, path, None if delete else data.draw(REPLACEMENTS, label="value"),
+                                            delete)))
+    else:
+        target.write_bytes(data.draw(bytes_edit(target.read_bytes()), label="edit"))
+    words = (name, "lsrl_io", "config", str(folder), "weights", "manifest", "xs", "result")
+    try:
+        loaded = AutoModelForCausalLM.from_pretrained(folder)
+    except Exception:  # noqa: BLE001 (transformers refused the edited folder itself: nothing was loaded)
+        return
+    answered = user_error_or_answer(lambda: hf_answers(loaded, xs), words)
+    if answered is not None:
+        assert np.abs(answered.value - saved).max() <= built.value.config.lsrl_io["tolerance"], f"{name} edited"
 
 
 # ---------------------------------------------------------------- finite automata
