@@ -56,7 +56,8 @@ def program_inputs(draw: st.DrawFn, d: int, max_steps: int) -> Any:
     kind = draw(st.sampled_from(["within"] * 4 + ["outside", "non-finite", "wrong"]))
     if kind == "wrong":
         return draw(bad_sequence(d))
-    batch, steps = draw(st.integers(1, 2)), draw(st.sampled_from([0, *range(1, max_steps + 1), *range(1, max_steps + 1)]))
+    batch = draw(st.integers(1, 2))
+    steps = draw(st.sampled_from([0, *range(1, max_steps + 1), *range(1, max_steps + 1)]))  # T = 0 now and then
     quarters = draw(st.lists(st.integers(-4 * X_NUM, 4 * X_NUM), min_size=batch * steps * d,
                              max_size=batch * steps * d))
     xs = np.array(quarters, dtype=np.float64).reshape(batch, steps, d) / 4
@@ -157,6 +158,43 @@ def test_every_target_of_a_random_program_answers_within_its_tolerance_or_refuse
     assert error <= stated_error(net, values.shape[1], np.abs(values).max(initial=0.0)), (arch, options, error)
 
 
+def other_states(state: Any) -> list[Any]:
+    """States a stock target's ``run(x, state)`` must refuse: of another batch size, width or dtype, not finite,
+    a numpy array, not a state at all (an LSTM's state is ``(h, c)``: its ``h`` spoilt)."""
+    h = state[0] if isinstance(state, tuple) else state
+    spoilt = [h[:, :1].repeat(1, 3, 1), h[..., :-1], h.half(), h * float("nan"), h.numpy()]
+    return [(wrong, *state[1:]) if isinstance(state, tuple) else wrong for wrong in spoilt] + ["state", 0, ()]
+
+
+@given(seed=SEEDS, arch=st.sampled_from(STOCK), data=st.data())
+def test_a_stock_target_run_in_two_parts_answers_as_in_one_or_refuses_the_state(seed: int, arch: str,
+                                                                                 data: st.DataObject) -> None:
+    """``net.run(x[:, :k])`` then ``net.run(x[:, k:], state)`` with the first part's final state answers as the
+    interpreter on the whole sequence; with no state, as on the second part alone; any other state is refused."""
+    program, model = random_model(seed)
+    steps = data.draw(st.integers(2, 6), label="steps")
+    net = user_error_or_answer(lambda: model.to_torch(arch, max_len=steps, dtype=torch.float64), (arch, "max_len"))
+    if net is None:
+        return
+    net = net.value
+    quarters = data.draw(st.lists(st.integers(-4 * X_NUM, 4 * X_NUM), min_size=2 * steps * program.input.dim,
+                                  max_size=2 * steps * program.input.dim), label="xs")
+    xs = torch.tensor(quarters, dtype=torch.float64).reshape(2, steps, program.input.dim) / 4
+    k = data.draw(st.integers(1, steps - 1), label="k")
+    with torch.no_grad():
+        head, state = net.run(xs[:, :k])
+        given_state = data.draw(st.sampled_from(["final", "none", *range(len(other_states(state)))]), label="state")
+        if given_state in ("final", "none"):
+            tail, _ = net.run(xs[:, k:], state if given_state == "final" else None)
+            answer = torch.cat([head, tail], 1) if given_state == "final" else tail
+            expected = interpreted(program, (xs if given_state == "final" else xs[:, k:]).numpy())
+            assert np.abs(answer.numpy() - expected).max() <= net.tolerance
+            return
+        wrong = other_states(state)[given_state]
+        refused = user_error_or_answer(lambda: net.run(xs[:, k:], wrong), ("state", arch))
+    assert refused is None, f"{arch}.run took the state {wrong!r}"
+
+
 # ---------------------------------------------------------------- saved models
 
 def fingerprint(model: lsrl.CompiledProgram) -> tuple:
@@ -227,7 +265,8 @@ def model_json_edit(draw: st.DrawFn, text: str) -> str:
     how = draw(st.sampled_from(["replace", "replace", "delete", "cut", "splice"]))
     if how in ("cut", "splice"):
         at = draw(st.integers(0, len(text)))
-        return text[:at] if how == "cut" else text[:at] + draw(st.sampled_from(["0", "-", "]", "{", "\"", " ", "9"])) + text[at:]
+        inserted = draw(st.sampled_from(["0", "-", "]", "{", "\"", " ", "9"]))
+        return text[:at] if how == "cut" else text[:at] + inserted + text[at:]
     document = json.loads(text)
     path = draw(st.sampled_from(json_leaves(document)))
     delete = how == "delete" and bool(path)
@@ -326,7 +365,8 @@ def test_an_edited_saved_transformers_folder_is_refused_or_answers_as_saved(seed
     target = folder / name
     if name == "config.json":
         record = json.loads(target.read_text())
-        path = data.draw(st.sampled_from([("lsrl_io", *path) for path in json_leaves(record["lsrl_io"])]), label="field")
+        fields = [("lsrl_io", *path) for path in json_leaves(record["lsrl_io"])]
+        path = data.draw(st.sampled_from(fields), label="field")
         delete = data.draw(st.booleans(), label="delete") and len(path) > 1
         target.write_text(json.dumps(edited(record, path, None if delete else data.draw(REPLACEMENTS, label="value"),
                                             delete)))
@@ -402,8 +442,8 @@ def test_the_networks_of_a_random_regular_expression_match_what_re_matches(patte
 
 @given(pattern=st.text(alphabet="ab()|*+?.&\\[]{}^$ ", max_size=8), alphabet=st.sampled_from([["a", "b"], ["a"], []]))
 def test_a_random_pattern_compiles_to_what_re_matches_or_is_refused(pattern: str, alphabet: list) -> None:
-    dfa = user_error_or_answer(lambda: automata.from_regex(pattern, alphabet), ("pattern", "regex", "symbol", "alphabet",
-                                                                               repr(pattern)))
+    dfa = user_error_or_answer(lambda: automata.from_regex(pattern, alphabet),
+                               ("pattern", "regex", "symbol", "alphabet", repr(pattern)))
     if dfa is None or any(c in pattern for c in "&.[]{}^$\\ "):  # syntax Python's re reads otherwise
         return
     python = re.compile(pattern)  # automata-lib accepted it: re (a superset of this syntax) must too
