@@ -477,24 +477,41 @@ def bench_name_parts() -> st.SearchStrategy[str]:
                                       "..", "/", "parity/", "/parity", "parity/rnn/x"]), st.text(max_size=5))
 
 
-@given(task=bench_name_parts(), arch=st.one_of(st.none(), bench_name_parts()), tier=bench_name_parts())
+@functools.cache
+def other_folders() -> list[str]:
+    """Folders that hold no suite or not the one asked for: empty, missing, a file, a task's folder, a folder of
+    another architecture."""
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="lsrl-fuzz-folders-"))
+    (scratch / "a-file").write_text("not a folder")
+    return [str(scratch), str(scratch / "missing"), str(scratch / "a-file"), str(Path(bench_root()) / "parity"),
+            str(Path(bench_root()) / "parity" / "path")]
+
+
+@given(task=bench_name_parts(), arch=st.one_of(st.none(), bench_name_parts()), tier=bench_name_parts(),
+       elsewhere=st.one_of(st.none(), st.integers(0, 4)))
 def test_a_random_benchmark_name_loads_its_folder_or_is_refused(task: str, arch: str | None, tier: str,
+                                                                elsewhere: int | None,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lsrl.bench.load(name, root, tier)``: the parity folder (the only one built under the suite's root) is
+    loaded and reproduces its own test outputs; a task of the suite missing under the root is built (not run
+    here); any other name, tier or root is refused in one line."""
     def refuse_to_build(*args, **kwargs):
         raise WouldBuild
 
-    root = bench_root()
+    root = bench_root() if elsewhere is None else other_folders()[elsewhere]
     monkeypatch.setattr(lsrl.bench, "build_suite", refuse_to_build)
     name = task if arch is None else f"{task}/{arch}"
     try:
         loaded = user_error_or_answer(lambda: lsrl.bench.load(name, root, tier=tier),
-                                      ("task", "tier", "architecture", "name", repr(name), repr(tier)))
+                                      ("task", "tier", "architecture", "name", "root", repr(name), repr(tier), root))
     except WouldBuild:
-        assert task in lsrl.bench.TASKS and (task, tier) != ("parity", "compiled"), (name, tier)
+        assert task in lsrl.bench.TASKS and (root, task, tier) != (bench_root(), "parity", "compiled"), (name, tier)
         return
     if loaded is not None:
         folder = loaded.value
-        assert (task, tier) == ("parity", "compiled") and folder.circuit.task == "parity"
+        assert (root, task, tier) == (bench_root(), "parity", "compiled") and folder.circuit.task == "parity"
         with torch.no_grad():
             outputs = folder.model(torch.as_tensor(folder.data["test_inputs"], dtype=torch.float64)).numpy()
         for sequence, length in enumerate(folder.data["test_lengths"]):
@@ -550,24 +567,26 @@ def test_a_drawn_transition_table_builds_a_dfa_its_networks_follow_or_is_refused
 @given(method=st.one_of(st.sampled_from(sorted(lsrl.bench.eval.METHODS)), st.text(max_size=4)),
        pairs=st.sampled_from([2, 3, 1, 0, -1, 2.5, "2", None, True]),
        tier=st.sampled_from([None, "compiled", "rotated", "trained", "x"]),
-       arch=st.sampled_from([None, "rnn", "path", "lstm", ""]))
+       arch=st.sampled_from([None, "rnn", "path", "lstm", ""]), elsewhere=st.one_of(st.none(), st.integers(0, 4)))
 def test_a_benchmark_folder_is_scored_with_drawn_options_or_they_are_refused(method: str, pairs: Any, tier: Any,
-                                                                             arch: Any) -> None:
-    """``evaluate(HookedSubject.from_folder(folder, tier, arch), method, pairs)`` on the parity task's rnn folder:
+                                                                             arch: Any, elsewhere: int | None) -> None:
+    """``evaluate(HookedSubject.from_folder(folder, tier, arch), method, pairs)`` on the parity task's rnn folder
+    (or one of ``other_folders``):
     a row for that folder whose rates and AUROCs lie in [0, 1] (or are NaN: a level the method does not score),
     or a one-line error naming the option."""
     from lsrl.bench.eval import evaluate
     from lsrl.bench.eval.hooked import HookedSubject
 
-    folder = Path(bench_root()) / "parity" / "rnn"
+    folder = str(Path(bench_root()) / "parity" / "rnn") if elsewhere is None else other_folders()[elsewhere]
     subject = user_error_or_answer(lambda: HookedSubject.from_folder(folder, tier=tier, arch=arch),
-                                   ("tier", "arch", "architecture", repr(tier), repr(arch)))
+                                   ("tier", "arch", "architecture", "folder", folder, repr(tier), repr(arch)))
     if subject is None:
         return
     row = user_error_or_answer(lambda: evaluate(subject.value, method, pairs), ("method", "pairs", repr(method)))
     if row is None:
         return
-    assert (row.value["task"], row.value["arch"], row.value["method"]) == ("parity", "rnn", method)
+    expected_arch = "rnn" if elsewhere is None else Path(folder).name
+    assert (row.value["task"], row.value["arch"], row.value["method"]) == ("parity", expected_arch, method)
     for column in ("node_auroc", "node_tpr", "node_fpr", "unit_auroc", "edge_auroc", "interchange_accuracy"):
         value = row.value[column]
         assert np.isnan(value) or 0 <= value <= 1, (column, value)
@@ -579,3 +598,13 @@ def test_an_unparsable_pattern_is_named_as_it_was_typed(pattern: str) -> None:
     with pytest.raises(lsrl.LsrlError) as error:
         automata.from_regex(pattern, ["a", "b"])
     assert f"cannot parse the pattern {pattern!r}:" in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("which", ["empty", "missing", "a task's folder"])
+def test_scoring_a_folder_that_holds_no_suite_model_is_a_model_file_error(which: str, tmp_path: Path) -> None:
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    folder = {"empty": tmp_path, "missing": tmp_path / "missing", "a task's folder": Path(bench_root()) / "parity"}[which]
+    with pytest.raises(lsrl.errors.ModelFileError, match="config.json") as error:
+        HookedSubject.from_folder(folder)
+    assert "\n" not in str(error.value)
