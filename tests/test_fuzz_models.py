@@ -608,3 +608,14 @@ def test_scoring_a_folder_that_holds_no_suite_model_is_a_model_file_error(which:
     with pytest.raises(lsrl.errors.ModelFileError, match="config.json") as error:
         HookedSubject.from_folder(folder)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("pairs", ["2", 2.5, None, True, 1, 10**9])
+def test_a_pairs_count_that_is_no_whole_number_in_range_is_a_one_line_error(pairs: Any) -> None:
+    from lsrl.bench.eval import evaluate
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    subject = HookedSubject.from_folder(Path(bench_root()) / "parity" / "rnn")
+    with pytest.raises(lsrl.LsrlError, match=r"^pairs: .*must be a whole number from 2 to \d+") as error:
+        evaluate(subject, "random", pairs)
+    assert "\n" not in str(error.value)
