@@ -592,7 +592,8 @@ def test_a_benchmark_folder_is_scored_with_drawn_options_or_they_are_refused(met
                                    ("tier", "arch", "architecture", "folder", folder, repr(tier), repr(arch)))
     if subject is None:
         return
-    row = user_error_or_answer(lambda: evaluate(subject.value, method, pairs), ("method", "pairs", repr(method)))
+    row = user_error_or_answer(lambda: evaluate(subject.value, method, pairs),
+                               ("method", "pairs", repr(method), *([method] if method.strip() else [])))
     if row is None:
         return
     expected_arch = "rnn" if elsewhere is None else Path(folder).name
