@@ -162,11 +162,17 @@ def test_every_target_of_a_random_program_answers_within_its_tolerance_or_refuse
 
 
 def other_states(state: Any) -> list[Any]:
-    """States a stock target's ``run(x, state)`` must refuse: of another batch size, width or dtype, not finite,
-    a numpy array, not a state at all (an LSTM's state is ``(h, c)``: its ``h`` spoilt)."""
-    h = state[0] if isinstance(state, tuple) else state
+    """States a stock target's ``run(x, state)`` must refuse: the final state's core (``h``, or the LSTM's
+    ``(h, c)``: its ``h`` spoilt) of another batch size, width or dtype, not finite or a numpy array; a step count
+    that is negative, no integer or runs past max_len; a bare core; no state at all."""
+    from lsrl.targets.promises import StockState
+
+    core = state.core
+    h = core[0] if isinstance(core, tuple) else core
     spoilt = [h[:, :1].repeat(1, 3, 1), h[..., :-1], h.half(), h * float("nan"), h.numpy()]
-    return [(wrong, *state[1:]) if isinstance(state, tuple) else wrong for wrong in spoilt] + ["state", 0, ()]
+    cores = [(wrong, *core[1:]) if isinstance(core, tuple) else wrong for wrong in spoilt]
+    return ([StockState(wrong, state.steps) for wrong in cores]
+            + [StockState(core, -1), StockState(core, "1"), StockState(core, 10**6), core, "state", 0, ()])
 
 
 @given(seed=SEEDS, arch=st.sampled_from(STOCK), data=st.data())
