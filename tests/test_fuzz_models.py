@@ -141,8 +141,11 @@ def test_every_target_of_a_random_program_answers_within_its_tolerance_or_refuse
     if built is None:
         return
     net = built.value
-    if data.draw(st.booleans(), label="float32 after build"):
-        net = net.to(torch.float32)
+    if data.draw(st.booleans(), label="float32 after build"):  # moved, it restates its tolerance or refuses
+        moved = user_error_or_answer(lambda: net.to(torch.float32), (arch, "float32", "dtype", *options))
+        if moved is None:
+            return
+        net = moved.value
     xs = data.draw(program_inputs(program.input.dim, max_steps=10), label="xs")
     xs_dtype = data.draw(st.sampled_from(["the module's"] * 3 + ["as drawn"]), label="xs dtype")
     if isinstance(xs, torch.Tensor) and xs.is_floating_point() and xs_dtype == "the module's":
