@@ -58,7 +58,19 @@ def workspace() -> Path:
     np.save(root / "xs.npy", np.array([[1.0, 0.5], [0.0, 2.0]]))
     (root / "a-file").write_text("not a folder")
     assert CliRunner().invoke(main, ["bench", "build", str(root / "suite"), "--task", "parity"]).exit_code == 0
+    (root / "submission.json").write_text(halves_submission(root / "suite" / "parity" / "path"))
     return root
+
+
+def halves_submission(folder: Path) -> str:
+    """A submission for ``lsrl bench score`` scoring every unit of ``folder`` (a parity suite folder) 0.5."""
+    import json
+
+    from lsrl.bench import read_circuit
+    from lsrl.bench.eval.submission import FORMAT
+
+    units = {hook["name"]: [0.5] * hook["width"] for hook in read_circuit(folder / "circuit.json").hooks}
+    return json.dumps({"format": FORMAT, "method": "halves", "folders": {"parity/path": {"units": units}}})
 
 
 def fresh(name: str) -> str:
@@ -77,6 +89,7 @@ BASE = {
     ("experiment", "noise"): lambda w: ["--output", fresh("noise"), "--workers", "1", "--quick"],
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
     ("bench", "eval"): lambda w: [str(w / "suite" / "parity" / "rnn"), "--method", "random", "--pairs", "2"],
+    ("bench", "score"): lambda w: [str(w / "submission.json"), str(w / "suite"), "-o", fresh("score"), "--pairs", "2"],
     ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
     ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1", "--workers", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
@@ -304,5 +317,6 @@ def test_a_drawn_program_file_compiles_or_exits_with_an_error_that_blames_it(lin
     assert "bug in lsrl" not in result.output, result.output
     if result.exit_code == 0:
         assert (Path(out) / "model.json").is_file(), result.output
-    else:
-        assert any(line.startswith("Error:") for line in result.output.splitlines()), result.output
+    else:  # (a KeyboardInterrupt the program raises ends as Ctrl-C does: click's "Aborted!")
+        assert any(line.startswith("Error:") or line == "Aborted!" for line in result.output.splitlines()), \
+            result.output
