@@ -108,8 +108,9 @@ def listed(values: object) -> list | None:
 
 
 def shown(value: object) -> str:
-    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters."""
-    text = " ".join(repr(value).split())
+    """``repr(value)`` on one line (a numpy array's spans several), cut to 60 characters; only the line breaks
+    and the indentation after them are joined, so that the spaces inside a string stay as they are."""
+    text = re.sub(r"\s*\n\s*", " ", repr(value))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

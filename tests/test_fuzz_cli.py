@@ -59,11 +59,19 @@ def workspace() -> Path:
     np.save(root / "xs.npy", np.array([[1.0, 0.5], [0.0, 2.0]]))
     (root / "a-file").write_text("not a folder")
     assert CliRunner().invoke(main, ["bench", "build", str(root / "suite"), "--task", "parity"]).exit_code == 0
-    hooks = json.loads((root / "suite" / "parity" / "rnn" / "circuit.json").read_text())["hooks"]
-    scores = {"units": {hook["name"]: [0.5] * hook["width"] for hook in hooks}}
-    (root / "submission.json").write_text(json.dumps({"format": "lsrl.bench.submission", "method": "flat",
-                                                      "folders": {"parity/rnn": scores}}))
+    (root / "submission.json").write_text(halves_submission(root / "suite" / "parity" / "path"))
     return root
+
+
+def halves_submission(folder: Path) -> str:
+    """A submission for ``lsrl bench score`` scoring every unit of ``folder`` (a parity suite folder) 0.5."""
+    import json
+
+    from lsrl.bench import read_circuit
+    from lsrl.bench.eval.submission import FORMAT
+
+    units = {hook["name"]: [0.5] * hook["width"] for hook in read_circuit(folder / "circuit.json").hooks}
+    return json.dumps({"format": FORMAT, "method": "halves", "folders": {"parity/path": {"units": units}}})
 
 
 def fresh(name: str) -> str:
@@ -82,8 +90,8 @@ BASE = {
     ("experiment", "noise"): lambda w: ["--output", fresh("noise"), "--workers", "1", "--quick"],
     ("bench", "build"): lambda w: [fresh("bench"), "--task", "parity"],
     ("bench", "eval"): lambda w: [str(w / "suite" / "parity" / "rnn"), "--method", "random", "--pairs", "2"],
-    ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
     ("bench", "score"): lambda w: [str(w / "submission.json"), str(w / "suite"), "-o", fresh("score"), "--pairs", "2"],
+    ("bench", "eval-all"): lambda w: ["-o", fresh("eval"), "--task", "parity", "--pairs", "2"],
     ("bench", "train-tier"): lambda w: ["-o", fresh("trained"), "--task", "count_ones", "--steps", "1", "--workers", "1"],
     ("llrnn", "sample"): lambda w: ["copy", "--length", "2", "--count", "1"],
     ("llrnn", "train"): lambda w: [*TINY_TRAINING, "--checkpoint-every", "1", "--output", fresh("train")],
@@ -202,6 +210,18 @@ def names_option(line: str, parameter: click.Parameter) -> bool:
     return any(re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", line, re.IGNORECASE) for word in words if word)
 
 
+def refusal(path: tuple[str, ...], args: list[str], output: str) -> list[str]:
+    """The lines of a run's refusal, asserted to be one ``Error:`` line, or for ``bench score``, which checks a
+    whole submission first, that or one line per problem, each starting with the submission's path."""
+    lines = output.splitlines()
+    errors = [line for line in lines if line.startswith("Error:")]
+    if path == ("bench", "score") and not errors and args and not args[0].startswith("-"):
+        assert lines and all(line.startswith(f"{args[0]}: ") for line in lines), output
+        return lines
+    assert len(errors) == 1, output
+    return errors
+
+
 CASES = [(path, parameter.name) for path, command in COMMANDS.items() for parameter in fuzzable(command)]
 
 
@@ -223,10 +243,9 @@ def test_a_hostile_option_exits_in_one_line_or_runs(path: tuple[str, ...], name:
     assert "Traceback" not in result.output, result.output
     if result.exit_code == 0:
         return
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1, result.output
+    errors = refusal(path, args, result.output)
     # the value itself, when it is not blank, also tells the user which option was wrong
-    assert names_option(errors[0], parameter) or value.strip() and value in errors[0], result.output
+    assert any(names_option(line, parameter) or value.strip() and value in line for line in errors), result.output
 
 
 @given(xs=bad_sequence(2))
@@ -243,3 +262,75 @@ def test_a_hostile_input_file_for_run_exits_in_one_line_or_runs(xs) -> None:
     assert "Traceback" not in result.output, result.output
     if result.exit_code != 0:
         assert [line.startswith("Error:") for line in result.output.splitlines()] == [True], result.output
+
+
+# ---------------------------------------------------------------- whole command lines, drawn
+
+def command_line_words(path: tuple[str, ...]) -> st.SearchStrategy[str]:
+    """Words a user may type after ``lsrl PATH``: the command's own flags (and --help), other commands'
+    flags, the hostile values of its parameters, paths of the workspace and stray words."""
+    command = COMMANDS[path]
+    own = sorted({flag for p in command.params for flag in getattr(p, "opts", ())} | {"--help"})
+    others = sorted({flag for c in COMMANDS.values() for p in c.params for flag in getattr(p, "opts", ())})
+    return st.one_of(st.sampled_from(own), st.sampled_from(others), *[hostile_values(p) for p in fuzzable(command)],
+                     st.sampled_from(["--", "-", "-x", "--no-such-option", "=", *(" ".join(p) for p in COMMANDS)]))
+
+
+@st.composite
+def command_lines(draw: st.DrawFn, path: tuple[str, ...]) -> list[str]:
+    """The command's small valid arguments with one to four words inserted, replaced, dropped or repeated."""
+    args = BASE[path](workspace())
+    for _ in range(draw(st.integers(1, 4))):
+        how = draw(st.sampled_from(["insert", "replace", "drop", "repeat"]))
+        at = draw(st.integers(0, len(args)))
+        if how == "insert" or not args:
+            args = [*args[:at], draw(command_line_words(path)), *args[at:]]
+        elif how == "replace":
+            args = [*args[:at - 1], draw(command_line_words(path)), *args[at:]] if at else args
+        elif how == "drop":
+            args = [arg for i, arg in enumerate(args) if i != min(at, len(args) - 1)]
+        else:
+            args = [*args, *args[max(at - 2, 0):at]]
+    return args
+
+
+@pytest.mark.usefixtures("stubbed")
+@CLI_EXAMPLES
+@given(path=st.sampled_from(sorted(COMMANDS)), data=st.data())
+def test_a_drawn_command_line_exits_in_one_line_or_runs(path: tuple[str, ...], data: st.DataObject) -> None:
+    """Any command line (words missing, repeated, misplaced, of another command) either runs or exits with
+    one ``Error:`` line: never a traceback, never a request to report a bug in lsrl."""
+    args = data.draw(command_lines(path), label="args")
+    with deadline(60):
+        result = CliRunner().invoke(main, [*path, *args])
+    assert "Traceback" not in result.output and "bug in lsrl" not in result.output, result.output
+    if result.exit_code != 0:
+        refusal(path, args, result.output)
+
+
+PROGRAM_PIECES = [  # lines a program file may hold: the valid program's, and a user's mistakes
+    "import lsrl", "import sys", "x = lsrl.Input(2, name='x', bounds=(-4, 4))",
+    "program = lsrl.ForEach(lsrl.LinState(x[0:1], [[1]], [[1]], name='total'))", "program = 5", "program = None",
+    "def (:", "raise ValueError('mine')", "raise RuntimeError('mine')", "raise KeyboardInterrupt", "sys.exit(3)",
+    "sys.exit(0)", "sys.exit('bye')", "import no_such_module_here", "x = 1 / 0", "del program", "lsrl.Input(-1)",
+    "program = lsrl.ForEach(x)", "program = lsrl.ForEach(lsrl.Multi(x[0:1]))", "\t  indented = 1", "",
+]
+
+
+@given(lines=st.lists(st.sampled_from(PROGRAM_PIECES), min_size=0, max_size=6),
+       suffix=st.sampled_from([".py", ".py", ".txt", ""]))
+def test_a_drawn_program_file_compiles_or_exits_with_an_error_that_blames_it(lines: list[str], suffix: str) -> None:
+    """``lsrl compile FILE``: a program file of the user's (with mistakes in it: syntax, exceptions, sys.exit,
+    no program) either compiles or exits non-zero with an ``Error:`` line; a mistake in the file is never
+    reported as a bug in lsrl."""
+    source = Path(fresh(f"prog{suffix}"))
+    source.write_text("\n".join(lines) + "\n")
+    out = fresh("out")
+    with deadline(60):
+        result = CliRunner().invoke(main, ["compile", str(source), "-o", out])
+    assert "bug in lsrl" not in result.output, result.output
+    if result.exit_code == 0:
+        assert (Path(out) / "model.json").is_file(), result.output
+    else:  # (a KeyboardInterrupt the program raises ends as Ctrl-C does: click's "Aborted!")
+        assert any(line.startswith("Error:") or line == "Aborted!" for line in result.output.splitlines()), \
+            result.output

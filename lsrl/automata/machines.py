@@ -314,9 +314,9 @@ def from_regex(pattern: str, alphabet: Iterable[str], *, max_states: int | None 
         nfa = NFA.from_regex(pattern, input_symbols=set(alphabet))
     except (AutomatonException, RegexException) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
-        raise AutomatonError(f"from_regex: cannot parse {shown(pattern)}: {reason}") from None
+        raise AutomatonError(f"from_regex: cannot parse the pattern {shown(pattern)}: {reason}") from None
     except RecursionError:
-        raise AutomatonError(f"from_regex: cannot parse {shown(pattern)}: it nests too deeply") from None
+        raise AutomatonError(f"from_regex: cannot parse the pattern {shown(pattern)}: it nests too deeply") from None
     return _from_library(_determinised(nfa, alphabet, max_states, pattern).minify(), alphabet, alphabet)
 
 

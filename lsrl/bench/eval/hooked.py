@@ -28,7 +28,7 @@ from lsrl.bench.labels import unit_labels
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TierModel, distractor_program, tier_model
-from lsrl.errors import InternalError, LsrlError
+from lsrl.errors import InternalError, LsrlError, ModelFileError
 from lsrl.lang.program import ForEach
 from lsrl.targets.cell_steps import Run
 
@@ -78,7 +78,10 @@ class HookedSubject(Subject):
         folder = Path(folder)
         if is_hf_folder(folder):  # a stock transformers model of the trained tier
             return folder_subject(folder)
-        config = standalone.read_config(folder)
+        try:
+            config = standalone.read_config(folder)
+        except standalone.SuiteFileError as error:  # no suite folder, or a corrupt one: lsrl.bench.load's refusal
+            raise ModelFileError(str(error)) from None
         task, arch_held, tier_held = config["task"], config["architecture"], config["tier"]
         for option, asked, held in (("tier", tier, tier_held), ("arch", arch, arch_held)):
             if asked is not None and asked != held:

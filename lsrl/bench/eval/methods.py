@@ -48,7 +48,7 @@ import torch
 from lsrl.bench.data import pair_inputs
 from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject
 from lsrl.bench.tasks import TASKS
-from lsrl.errors import LsrlError
+from lsrl.errors import LsrlError, shown, whole_number
 
 ROWS = 8192  # rows (units x pairs) per batched forward
 EFFECT_THRESHOLD = 1e-6  # an output change above this calls a candidate in the circuit (float64 noise is ~1e-15)
@@ -76,10 +76,13 @@ class Pairs:
         taken evenly from its pairs of equal and of different lengths."""
         data = pair_inputs(TASKS[subject.task])
         total = len(data["pairs_clean_lengths"])
-        if not 2 <= (count or total) <= total:
-            raise LsrlError(f"pairs: the data has {total} fixed clean / corrupted pairs, asked for {count}")
-        half = (count or total) // 2
-        chosen = np.r_[0:half, total // 2:total // 2 + (count or total) - half]
+        wanted = whole_number(count)
+        if wanted is None or not 2 <= (wanted or total) <= total:
+            raise LsrlError(f"pairs: the data has {total} fixed clean / corrupted pairs; pairs must be a whole number "
+                            f"from 2 to {total} (0: all of them), got {shown(count)}")
+        wanted = wanted or total
+        half = wanted // 2
+        chosen = np.r_[0:half, total // 2:total // 2 + wanted - half]
         clean, lengths = data["pairs_clean_inputs"][chosen], data["pairs_clean_lengths"][chosen]
         steps = int(lengths.max())
         clean = clean[:, :steps]
