@@ -141,7 +141,7 @@ def _chain(exception: traceback.TracebackException) -> Iterator[traceback.Traceb
     """``exception`` and the exceptions it was raised from or during (its cause and context), each once."""
     seen: set[int] = set()
     waiting = [exception]
-    while waiting:
+    while waiting:  # each exception is yielded once (seen): at most the chain's length rounds
         current = waiting.pop()
         if id(current) in seen:
             continue

@@ -159,7 +159,7 @@ def _run_on_ray(ray: Any, runs: Sequence[Run], finish: Callable[..., None]) -> N
     pending = {remote.options(num_cpus=1, num_gpus=run.gpus, max_retries=0, name=run.name)
                .remote(run.function, run.args): index for index, run in enumerate(runs)}
     try:
-        while pending:
+        while pending:  # each round takes at least one finished run out of pending: at most len(runs) rounds
             ready, _ = ray.wait(list(pending), num_returns=1)
             for reference in ready:
                 index = pending.pop(reference)

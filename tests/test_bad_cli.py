@@ -202,9 +202,9 @@ def test_a_bug_inside_a_command_shows_its_traceback_and_asks_for_a_report(source
 
 
 def test_a_bug_inside_an_llrnn_command_shows_its_traceback(monkeypatch):
-    import lsrl.llrnn.cli
+    import lsrl.llrnn.tasks
 
-    monkeypatch.setattr(lsrl.llrnn.cli, "TASKS", {"copy": _bug})
+    monkeypatch.setitem(lsrl.llrnn.tasks.TASKS, "copy", _bug)
     result = CliRunner().invoke(main, ["llrnn", "sample", "copy"])
     assert result.exit_code == 1 and "Traceback" in result.output and "please report it" in result.output
 

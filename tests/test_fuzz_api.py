@@ -897,6 +897,18 @@ def check_rotations(rotations: dict, args: dict) -> None:
         assert (Q.dot(Q.T) == np.eye(len(Q), dtype=int)).all()
 
 
+def unit_scores(root: str, seed: int) -> dict:
+    """Random scores for every unit of every hook of the parity/rnn folder (a valid submission)."""
+    hooks = json.loads((Path(root) / "parity" / "rnn" / "circuit.json").read_text())["hooks"]
+    rng = np.random.default_rng(seed)
+    return {"units": {hook["name"]: rng.random(hook["width"]).tolist() for hook in hooks}}
+
+
+def check_score(metrics: dict, args: dict) -> None:
+    """Every AUROC is a rate, the faithfulness of the whole model is 1 (every unit kept: the clean run)."""
+    assert 0.0 <= metrics["unit_auroc"] <= 1.0 and metrics["faithfulness@1"] == 1.0
+
+
 def whole_suite(args: dict) -> str | None:
     """Why ``build_suite(root, tasks=None)`` with a usable root is not run by the fuzzer."""
     usable = isinstance(args["root"], str) and args["root"] and "\x00" not in args["root"]
@@ -912,6 +924,11 @@ BENCH = [
     Boundary("lsrl.bench.load", lambda name, root: lsrl.bench.load(name, root),
              {"name": st.sampled_from(["parity", "parity/rnn"]), "root": st.builds(bench_root)},
              check_bench, words={"name": ("task", "benchmark", "name"), "root": ("root",)}),
+    Boundary("lsrl.bench.score", lsrl.bench.score,
+             {"scores": st.integers(0, 2**16).map(lambda seed: unit_scores(bench_root(), seed)),
+              "folder": st.builds(lambda: str(Path(bench_root()) / "parity" / "rnn"))},
+             check_score, words={"scores": ("units", "hook", "scores", "field", "edges", "nodes", "threshold",
+                                            "an object"), "folder": ("folder", "suite", "circuit", "path")}),
     Boundary("lsrl.bench.build_suite", lambda root, tasks: lsrl.bench.build_suite(root, tasks, progress=False),
              {"root": tmp_file("bench"), "tasks": st.just([])},
              lambda folders, args: None if folders == [] else pytest.fail(str(folders)),

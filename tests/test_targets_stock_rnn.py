@@ -721,6 +721,7 @@ def test_a_bad_state_is_one_sequence_error(arch):
         (StockState(as_core(torch.full_like(h, np.nan)), 3), "NaN or infinite"),
         (StockState(as_core(h.to("meta")), 3), "on meta"),
         (StockState((h, h, h) if isinstance(core, tuple) else (h, h), 3), "state.core must be"),
+        (StockState((h.detach().numpy(), h) if isinstance(core, tuple) else h.detach().numpy(), 3), "state.core must be"),
     ]:
         with pytest.raises(lsrl.SequenceError, match=match):
             net.run(x, bad)

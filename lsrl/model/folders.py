@@ -248,7 +248,7 @@ def _restore_or_wait(target: Path) -> None:
     """Where ``target`` is missing: put back a dead writer's set-aside folder, or wait while a live writer
     holds one aside (it is between its two renames)."""
     deadline = time.monotonic() + _WAIT_S
-    while not target.exists() and time.monotonic() < deadline:
+    while not target.exists() and time.monotonic() < deadline:  # bounded by the deadline, _WAIT_S from now
         asides = _temporaries(target, "old")
         dead = [folder for folder, alive in asides if not alive]
         if dead:

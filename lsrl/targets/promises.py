@@ -143,9 +143,10 @@ def _check_core(net: nn.Module, core: Any, batch: int) -> None:
     """``core`` is ``h`` (GRU) or ``(h, c)`` (LSTM), each ``(num_layers, batch, hidden)`` in the module's dtype, on
     its device, finite."""
     name, lstm = net.architecture, isinstance(net.core, nn.LSTM)
-    parts = core if lstm and isinstance(core, tuple) and len(core) == 2 else (core,)
+    pair = isinstance(core, tuple) and len(core) == 2
+    parts = core if lstm and pair else (core,)
     expected = "a pair (h, c) of tensors" if lstm else "a tensor h"
-    if lstm and parts == (core,) or not all(isinstance(part, torch.Tensor) for part in parts):
+    if lstm and not pair or not all(isinstance(part, torch.Tensor) for part in parts):
         raise SequenceError(f"{name}.run: state.core must be {expected}, got {type(core).__name__}")
     shape = (net.core.num_layers, batch, net.core.hidden_size)
     dtype, device = module_placement(net)

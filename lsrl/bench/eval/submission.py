@@ -45,6 +45,7 @@ from lsrl.bench.eval.harness import COLUMNS, PAIRS, edge_truth, found_interchang
 from lsrl.bench.eval.methods import Found, Pairs
 from lsrl.bench.eval.subject import Intervention, Subject
 from lsrl.errors import InternalError, LsrlError
+from lsrl.model.writing import as_path
 
 FORMAT = "lsrl.bench.submission"
 BUDGETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # fractions of the scored units called in the circuit
@@ -138,7 +139,10 @@ class _Scored(NamedTuple):
 def _scored(folder: str | Path) -> _Scored:
     from lsrl.bench.eval.hooked import HookedSubject
 
-    folder = Path(folder)
+    folder = as_path(folder, "lsrl.bench.score")
+    if not (folder / "circuit.json").is_file():
+        raise SubmissionError(f"lsrl.bench.score: {str(folder)!r} is no suite folder (it holds no circuit.json): "
+                              "give a folder lsrl bench build wrote, as SUITE/parity/gru")
     subject = HookedSubject.from_folder(folder)
     circuit = read_circuit(folder / "circuit.json")
     hooks = [(hook["name"], int(hook["width"])) for hook in circuit.hooks]
