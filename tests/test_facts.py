@@ -130,16 +130,21 @@ def test_a_recurrent_kernel_whose_tanh_is_no_identity_stops_the_build(unchecked,
         _counter().to_torch(arch, max_len=8, dtype=torch.float32)
 
 
-def test_a_false_fact_stops_the_first_run_on_a_new_dtype(unchecked, monkeypatch):
-    """Built and checked in float64; the module moved to float32, where a fact is false: its first run there
-    raises (whether the move itself or the run checks it)."""
-    net = _counter().to_torch("stock_gru", max_len=8, dtype=torch.float64)
-    xs = torch.ones(1, 4, 1, dtype=torch.float64)
+def test_a_stock_target_checks_its_facts_where_it_runs_and_never_runs_in_another_dtype(unchecked, monkeypatch):
+    """A stock target is built for one dtype: moving it to another is refused before anything moves, so it never
+    runs where its facts were not checked. Its runs check the facts of a (device, dtype) not checked in this
+    process before (here: the record of checked ones emptied, as on a device first used), and a false one
+    raises."""
+    net = _counter().to_torch("stock_gru", max_len=8, dtype=torch.float32)
+    xs = torch.ones(1, 4, 1)
     assert net(xs)[0, -1, 0].item() == 4
+    with pytest.raises(lsrl.LsrlError, match=r"stock_gru: built for torch.float32"):
+        net.to(torch.float64)
     monkeypatch.setitem(facts.FUNCTIONS, "tanh", _broken("tanh", torch.float32))
-    assert net(xs)[0, -1, 0].item() == 4  # float64 was checked before: nothing new to check
+    assert net(xs)[0, -1, 0].item() == 4  # checked when built: nothing new to check
+    monkeypatch.setattr(facts, "CHECKED", set())
     with pytest.raises(FactError, match=rf"stock_gru: .*'tanh\(x\) == x'.* on cpu \({CAPABILITY}\) in torch.float32"):
-        net.to(torch.float32)(xs.float())
+        net(xs)
 
 
 def test_a_transformers_model_checks_its_facts_before_it_runs_on_a_new_dtype(unchecked, monkeypatch):
