@@ -28,27 +28,22 @@ import torch
 from torch import nn
 
 from lsrl.hooks.points import HookPoints
-from lsrl.hooks.transformers_steps import TOLERANCE, block_points, causal_lm_output, read_inputs, step_inputs
+from lsrl.hooks.transformers_steps import (
+    CausalLMStepper, block_points, causal_lm_output, read_inputs, step_inputs,
+)
 
 SSM_POINTS = ("ssm_input", "dt", "B", "C")
 
 
-class MambaStepper:
+class MambaStepper(CausalLMStepper):
     """The stepped run of a ``MambaForCausalLM`` or ``Mamba2ForCausalLM``."""
 
-    tolerance = TOLERANCE
-
-    def __init__(self, model: Any) -> None:  # a stock transformers model: its attributes are the model's own
-        self.model = model
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
         self.kind = self.model.config.model_type  # "mamba" or "mamba2"
         gate = ("gate",) if self.kind == "mamba" else ()
         self.hook_names = [f"layers.{index}.{name}" for index in range(self.model.config.num_hidden_layers)
                            for name in ("input", *SSM_POINTS, *gate, "ssm_state", "conv_state", "output")]
-        self.step = 0
-
-    def shape(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
-        values = read_inputs(self.model, args, kwargs)[1]
-        return values.shape[0], values.shape[1]
 
     def run(self, points: HookPoints, *args: Any, **kwargs: Any) -> Any:
         kind, values = read_inputs(self.model, args, kwargs)

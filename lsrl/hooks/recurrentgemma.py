@@ -25,27 +25,22 @@ import torch
 from torch import nn
 
 from lsrl.hooks.points import HookPoints
-from lsrl.hooks.transformers_steps import TOLERANCE, block_points, causal_lm_output, read_inputs, step_inputs
+from lsrl.hooks.transformers_steps import (
+    CausalLMStepper, block_points, causal_lm_output, read_inputs, step_inputs,
+)
 
 RG_LRU_POINTS = ("rg_lru.input", "rg_lru.input_gate", "rg_lru.recurrence_gate", "rg_lru.state", "conv_state")
 
 
-class RecurrentGemmaStepper:
+class RecurrentGemmaStepper(CausalLMStepper):
     """The stepped run of a ``RecurrentGemmaForCausalLM``."""
 
-    tolerance = TOLERANCE
-
-    def __init__(self, model: Any) -> None:  # a stock transformers model: its attributes are the model's own
-        self.model = model
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
         self.blocks = [layer.temporal_block for layer in self.model.model.layers]
         self.hook_names = [f"layers.{index}.{name}" for index, block in enumerate(self.blocks)
                            for name in ("input", *(RG_LRU_POINTS if _recurrent(block) else ("attention",)),
                                         "output")]
-        self.step = 0
-
-    def shape(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
-        values = read_inputs(self.model, args, kwargs)[1]
-        return values.shape[0], values.shape[1]
 
     def run(self, points: HookPoints, *args: Any, **kwargs: Any) -> Any:
         from transformers import DynamicCache

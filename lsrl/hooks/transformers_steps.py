@@ -22,6 +22,22 @@ TOLERANCE = ("the stepped run is the model's own decoding path (one token at a t
              "(about 1e-15 relative in float64, 1e-6 in float32, growing with the sequence length)")
 
 
+class CausalLMStepper:
+    """What the steppers of the stock causal LMs share: the model, the step being run (read by their hooks), the
+    run's shape from its arguments."""
+
+    tolerance = TOLERANCE
+    hook_names: list[str]
+
+    def __init__(self, model: Any) -> None:  # a stock transformers model: its attributes are the model's own
+        self.model = model
+        self.step = 0
+
+    def shape(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        values = read_inputs(self.model, args, kwargs)[1]
+        return values.shape[0], values.shape[1]
+
+
 def read_inputs(model: nn.Module, args: tuple, kwargs: dict[str, Any]) -> tuple[str, torch.Tensor]:
     """``("input_ids" | "inputs_embeds", values (batch, steps[, hidden]))`` of a causal LM call."""
     name = type(model).__name__
