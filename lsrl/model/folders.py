@@ -37,6 +37,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,7 +51,7 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lsrl.manifest"
 LEGACY_MARKERS = {"model.json": '"format": "lsrl.compiled"', "config.json": '"lsrl_io"'}  # before manifests
 _SWAP_TRIES = 1000  # renames lost to concurrent writers before giving up
-_READ_TRIES = 5  # reads spoiled by a concurrent replacement before giving up
+_READ_TRIES = 50  # reads spoiled by a concurrent replacement before giving up (each retry waits 5-20 ms)
 _WAIT_S, _POLL_S = 10.0, 0.005  # how long a reader waits for a live writer's rename, and how often it looks
 T = TypeVar("T")
 
@@ -117,12 +118,14 @@ def read_bound(path: object, what: str, needed: tuple[str, ...], read: Callable[
             result = read(folder)
         except Exception as error:
             if identity is not None and _identity(target) != identity:
+                time.sleep(_POLL_S * (1 + secrets.randbelow(4)))  # jittered: busy writers do not starve a reader
                 continue  # replaced while it was read: the files may be of two saves
             if isinstance(error, OSError):
                 raise ModelFileError(f"{what}: cannot read {str(folder)!r}: {error.strerror or error}") from None
             raise
         if _identity(target) == identity:
             return result
+        time.sleep(_POLL_S * (1 + secrets.randbelow(4)))
     raise ModelFileError(f"{what}: {str(folder)!r} was replaced {_READ_TRIES} times while it was read; try again")
 
 
@@ -171,8 +174,10 @@ def _inside(name: str) -> bool:
 def _target(path: object, what: str) -> Path:
     """``path`` made absolute (its parent is where the temporaries go); a file there is refused."""
     target = Path(os.path.abspath(as_path(path, what)))
-    try:
-        is_file = target.exists() and not target.is_dir()
+    try:  # one stat: a folder another writer is renaming away between two calls is no file
+        is_file = not stat.S_ISDIR(os.stat(target).st_mode)
+    except FileNotFoundError:
+        is_file = False
     except OSError as error:  # a parent folder that cannot be searched
         raise ModelFileError(f"{what}: cannot reach {str(path)!r}: {error.strerror or error}") from None
     if is_file:
@@ -197,14 +202,17 @@ def _remove_made(made: Path | None) -> None:
 
 def _check_replaceable(target: Path, what: str) -> None:
     """Refuse to replace a folder holding files lsrl did not write."""
-    if not target.is_dir() or not any(target.iterdir()) or (target / MANIFEST).is_file():
+    try:
+        if not target.is_dir() or not any(target.iterdir()) or (target / MANIFEST).is_file():
+            return
+        for name, marker in LEGACY_MARKERS.items():
+            file = target / name
+            if file.is_file():
+                with open(file, errors="replace") as text:
+                    if marker in text.read(1 << 20):  # near the top of the file in both
+                        return
+    except FileNotFoundError:  # another writer renamed the folder away meanwhile: nothing of the user's to keep
         return
-    for name, marker in LEGACY_MARKERS.items():
-        file = target / name
-        if file.is_file():
-            with open(file, errors="replace") as text:
-                if marker in text.read(1 << 20):  # near the top of the file in both
-                    return
     raise ModelFileError(f"{what}: the folder {str(target)!r} holds files lsrl did not write (no {MANIFEST}); "
                          "give a new or empty folder")
 
