@@ -1,7 +1,7 @@
 """lsrl.automata: machines, the four networks (float32, against the automaton), the gain bound at its
 boundary, ONNX in onnxruntime, the L* round trip, and bad tables.
 
-The full-size check of the issue (100 random DFAs x 10,000 strings of lengths up to 1,000, and lengths
+The full-size check (100 random DFAs x 10,000 strings of lengths up to 1,000, and lengths
 up to 10^6) is ``lsrl.automata.check``, run by ``benchmarks/finite_automata.py``; here a smaller sample:
 the seven Tomita grammars and 20 random minimal DFAs (up to 50 states, alphabets up to 5), per DFA
 64 strings of length 300 and 256 of length 12, plus 16 strings of length 1,000 for the Tomita grammars
@@ -149,8 +149,8 @@ def test_mealy_networks_output_one_hot_symbols(architecture):
     assert [machine.outputs[i] for i in out[0, :40].argmax(-1)] == [f"r{int(word[:t + 1], 2) % 3}" for t in range(40)]
 
 
-def test_check_of_the_issue_reduced():
-    """``check`` at a tenth of a percent of the issue's size: zero errors, and every prefix counted."""
+def test_check_at_a_reduced_size():
+    """``check`` at a tenth of a percent of the full size: zero errors, and every prefix counted."""
     rng = np.random.default_rng(21)
     dfas = [tomita(i) for i in range(1, 8)] + [random_dfa(50, 5, rng), random_dfa(int(rng.integers(2, 51)), 3, rng)]
     results = check(dfas, strings=100, max_length=1000, seed=4)

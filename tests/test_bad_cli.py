@@ -1,4 +1,4 @@
-"""Issue 17, command line: every error a user can cause is one line, nothing is written before a
+"""Command line: every error a user can cause is one line, nothing is written before a
 refusal, and every --target writes a file."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _fails_in_one_line(args, *words):
 
 
 def test_a_failed_weight_write_is_one_line_and_leaves_no_partial_file(source, tmp_path, monkeypatch):
-    """Issue 28: the torch weights are written through lsrl.model.writing as model.save writes (a temporary
+    """The torch weights are written through lsrl.model.writing as model.save writes (a temporary
     name renamed into place): a disk that fails mid-write leaves neither the file nor a partial one."""
     import safetensors.torch
 

@@ -1,4 +1,4 @@
-"""Issue 17, "nothing silently wrong": tampered model files, inputs outside their declared
+"""Nothing silently wrong: tampered model files, inputs outside their declared
 bounds, complex input, edge shapes, torch targets' input checks, float32 / ONNX precision, and
 one-line CLI errors. Each test is a case that once gave a wrong answer or a raw traceback."""
 
@@ -125,7 +125,7 @@ def test_a_layer_that_no_longer_fits_the_one_before_is_rejected(saved):
 
 # ---------------------------------------------------------------------- declared Input bounds
 def _bounded_ifelse():
-    """The issue's example: the optimised ifelse relies on x[1] in [0, 1]."""
+    """The reported example: the optimised ifelse relies on x[1] in [0, 1]."""
     x = lsrl.Input(2, name="xb", bounds=(0, 1))
     return lsrl.ForEach(lsrl.f_ifelse(lsrl.f_step(x[0] - 0.5), x[1], x[1] * 0 + 7, variant="optimized"))
 

@@ -1,4 +1,4 @@
-"""The public Python boundary, fuzzed (issue 28): every public callable is called with hostile values
+"""The public Python boundary, fuzzed: every public callable is called with hostile values
 (tests/fuzz_strategies.py) in one or two of its arguments, the others valid. Each call ends either in an
 ``LsrlError`` whose one-line message names the spoiled argument, or in an answer that is checked against
 the exact interpreter (``prog(xs, exact=True)``) or an independent computation. Nothing else may escape.
@@ -1581,7 +1581,7 @@ PATCH_PATHS = {
 @pytest.mark.parametrize("path", PATCH_PATHS)
 @pytest.mark.parametrize("bad", BAD_PATCH_VALUES)
 def test_every_patch_path_refuses_bad_values_in_one_line(path: str, bad: str) -> None:
-    """Issue 28: patches wider than the node were truncated by the compiled model, net(..., patch=) and
+    """Patches wider than the node were truncated by the compiled model, net(..., patch=) and
     run_with_cache, and the torch targets accepted NaN / infinite values; complex values are refused too."""
     values, error = BAD_PATCH_VALUES[bad]
     with pytest.raises(error) as raised:

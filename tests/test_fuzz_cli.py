@@ -1,4 +1,4 @@
-"""The command line, fuzzed (issue 28): every option and argument of every ``lsrl`` command, found by walking
+"""The command line, fuzzed: every option and argument of every ``lsrl`` command, found by walking
 the click commands (a new option is fuzzed without a change here), gets hostile values for its type: out of
 range, NaN, inf, huge, negative, malformed, empty, a file where a folder is wanted. Each run either succeeds
 (exit 0) or exits non-zero with one ``Error: ...`` line naming the option and no traceback.

@@ -1,4 +1,4 @@
-"""Issue 25, habits: the command line starts without torch where it needs none, every imported package
+"""Habits: the command line starts without torch where it needs none, every imported package
 is declared, ruff passes on the package, and every public function has type hints."""
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def test_every_combination_of_the_options_has_an_equal_llrnn_form(name):
     lambda: explicit.MultiplicativeRNN(1, 1, 3000),  # diag(V x) of 3,000 entries
 ], ids=["ntm-wide-memory", "multiplicative-wide-aux"])
 def test_a_wide_diagonal_map_is_never_built_dense(model, monkeypatch):
-    """Issue 28: the form built the diagonal maps (the location-weighted erase, diag(V x), diag(w')) as dense
+    """The form built the diagonal maps (the location-weighted erase, diag(V x), diag(w')) as dense
     B x d x d matrices every step: a memory width of 16,000 took 4 GB. Now they act entry by entry; the form
     still equals the explicit equations, and torch.diag_embed is never called."""
     torch.manual_seed(0)
@@ -242,7 +242,7 @@ def test_a_wide_diagonal_map_is_never_built_dense(model, monkeypatch):
     (lambda: explicit.PolynomialStepNTM(1, 2, 5, 1, polynomials=((0, 300),)), "polynomials makes a program"),
 ])
 def test_a_form_too_large_or_slow_to_run_is_refused_before_it_is_built(model, words):
-    """Issue 28 (deep fuzzing): llrnn_form of an NTM with 200 slots built numerals for minutes and ran for
+    """Found by deep fuzzing: llrnn_form of an NTM with 200 slots built numerals for minutes and ran for
     hours; a negative pattern power raised numeral's raw ValueError. Each is a one-line LlrnnArgumentError."""
     with pytest.raises(LlrnnArgumentError, match=words) as error:
         llrnn_form(model())

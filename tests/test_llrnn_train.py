@@ -358,7 +358,7 @@ def test_shifts_are_powers_modulo_each_ring():
 
 def test_an_overflowing_batch_does_not_update_the_weights(with_stand_in):
     """Finite weights whose logits overflow float32: the batch is skipped when skipping is allowed
-    (issue 28: by default training stops there, tests/test_validation_llrnn.py)."""
+    (by default training stops there, tests/test_validation_llrnn.py)."""
     trainer = Trainer(TrainConfig(**TINY, steps=1, max_skipped_steps=1))
     with torch.no_grad():
         trainer.net.readout[0].bias.fill_(1e3)  # y = ReLU(W_y h0 + B_y) >= 1e3 - |W_y h0|

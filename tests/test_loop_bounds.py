@@ -1,4 +1,4 @@
-"""Issue 28: every loop of the library that is not a ``for`` over a finite collection states its bound,
+"""Every loop of the library that is not a ``for`` over a finite collection states its bound,
 and where the bound is not obvious a guard raises ``InternalError`` when it is exceeded."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Issue 28, lsrl.automata: every search terminates (the gain search that looped on NaN, the subset
+"""``lsrl.automata``: every search terminates (the gain search that looped on NaN, the subset
 construction of a regex, the redraws of random_dfa), sizes are refused before memory is spent, and every
 bad argument ends in one ``LsrlError`` with a one-line message naming it; valid inputs keep their results.
 
-The examples of the issue: ``to_torch(dfa, "gru")`` never returned for a ~400-symbol alphabet; the LSTM of a
+The reported examples: ``to_torch(dfa, "gru")`` never returned for a ~400-symbol alphabet; the LSTM of a
 2,500-symbol DFA took 2.2 GB; invalid regexes, ``random_dfa(3, 2, 0)``, numpy input and T = 0 raised
 raw tracebacks.
 """
@@ -53,7 +53,7 @@ def _one_hot(indices, k):
 
 
 def test_gru_of_a_400_symbol_dfa_is_refused_quickly_instead_of_looping():
-    """The issue's hang: the sink of this DFA sums 2,795 units, and float32 rounding leaves a GRU no margin;
+    """The reported hang: the sink of this DFA sums 2,795 units, and float32 rounding leaves a GRU no margin;
     the gain search used to double the gain forever on a NaN grid."""
     dfa = chain_with_sink(6, 400)
     assert transition_units(dfa).in_degree > 2000
@@ -163,7 +163,7 @@ def test_random_dfa_redraws_are_bounded(monkeypatch):
 
 
 def test_lstm_of_a_2500_symbol_dfa_is_refused_before_anything_is_built(monkeypatch):
-    """The issue's 2.2 GB: 2 states x 2,500 symbols is 5,001 units (with the start unit), 1.5e8 LSTM parameters.
+    """The reported 2.2 GB: 2 states x 2,500 symbols is 5,001 units (with the start unit), 1.5e8 LSTM parameters.
     The refusal comes from the machine's size alone: building the units would fail this test."""
     dfa = chain_with_sink(1, 2500)
     monkeypatch.setattr(compile_module, "transition_units", lambda machine: pytest.fail("built before refusing"))

@@ -1,4 +1,4 @@
-"""Issue 28, benchmark folders: a folder changed after its build is refused (sha256 in manifest.json), and every
+"""Benchmark folders: a folder changed after its build is refused (sha256 in manifest.json), and every
 field of config.json is checked on load: one-line ``ValueError`` (``SuiteFileError``) from the standalone loader,
 ``ModelFileError`` from ``lsrl.bench.load``, naming the file and the field. Before, edited configs raised raw
 tracebacks, and some edits (``nonlinearity``, a removed layer) loaded silently with other outputs."""

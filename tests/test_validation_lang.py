@@ -1,6 +1,6 @@
-"""Issue 28, the language's part: sugar parameters against their meaning and the declared bounds,
+"""The language's part: sugar parameters against their meaning and the declared bounds,
 matrix and sequence entries that are not numbers, prompt builders against repeated keys, value_bounds'
-max_length, and fusions whose products leave float64's range. Each example of the issue is a test that
+max_length, and fusions whose products leave float64's range. Each reported example is a test that
 failed before the fix; the parametrised ones cover the class."""
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def test_valid_sequences_read_as_before():
 
 # ---------------------------------------------------------------------- prompts
 def test_a_prompt_with_a_repeated_key_is_refused():
-    """The issue's example: query (1, 2), then (1, 2) -> (3, 4) and (1, 2) -> (5, 6): the network
+    """The reported example: query (1, 2), then (1, 2) -> (3, 4) and (1, 2) -> (5, 6): the network
     answers (8, 10), the sum."""
     prompt = [[1], [2], [1], [2], [3], [4], [1], [2], [5], [6]]
     with pytest.raises(lsrl.LsrlError, match=r"the key \[1, 2\] appears more than once") as caught:

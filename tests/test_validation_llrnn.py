@@ -1,4 +1,4 @@
-"""Issue 28, LLRNN and the CLI ranges: training that diverges stops with an error naming the step,
+"""LLRNN and the CLI ranges: training that diverges stops with an error naming the step,
 hyper-parameters and CLI options outside their ranges are refused before anything runs, and the models
 check their constructor arguments and inputs, each with a one-line ``LsrlError`` naming the argument."""
 
@@ -45,7 +45,7 @@ def _last_line(output):
     return [line for line in output.splitlines() if line.startswith("Error:")][-1]
 
 
-# ---- the issue's examples: training that diverges -------------------------------------------------
+# ---- the reported examples: training that diverges -------------------------------------------------
 
 
 @pytest.mark.parametrize("args, words", [
@@ -56,7 +56,7 @@ def _last_line(output):
     (["--erase", "matrix", "--erase-init", "1e30"], ["step 1", "diverged", "loss"]),
 ])
 def test_diverging_training_from_the_cli_stops_with_an_error(tmp_path, args, words):
-    """Issue 28: each printed an error rate and exited 0 with every parameter NaN."""
+    """Each printed an error rate and exited 0 with every parameter NaN."""
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["llrnn", "train", "--preset", "smoke", *args, "-o", str(out)])
     assert result.exit_code != 0 and "Traceback" not in result.output, result.output
@@ -176,11 +176,11 @@ def test_settings_assigned_after_construction_are_checked_by_the_trainer():
         Trainer(config)
 
 
-# ---- the issue's examples and the class: CLI ranges ------------------------------------------------
+# ---- the reported examples and the class: CLI ranges ------------------------------------------------
 
 
 def test_noise_workers_have_an_upper_limit(tmp_path):
-    """Issue 28: ``--workers 100000`` forked thousands of processes."""
+    """``--workers 100000`` forked thousands of processes."""
     out = _one_line_failure(["experiment", "noise", "--workers", "100000", "-o", str(tmp_path / "n")], "--workers",
                             code=2)
     assert f"1<=x<={MAX_WORKERS}" in out
@@ -199,7 +199,7 @@ def test_noise_workers_have_an_upper_limit(tmp_path):
     (["--device", "tpu"], "--device"),
 ])
 def test_reproduce_options_have_ranges(tmp_path, args, word):
-    """Issue 28: ``llrnn reproduce`` accepted ``--workers 0``, ``--steps -5``, ``--seeds 0``."""
+    """``llrnn reproduce`` accepted ``--workers 0``, ``--steps -5``, ``--seeds 0``."""
     _one_line_failure(["llrnn", "reproduce", "--preset", "smoke", *args, "-o", str(tmp_path / "r")], word, code=2)
     assert not (tmp_path / "r").exists()
 
@@ -315,11 +315,11 @@ def test_run_configs_checks_workers_and_configs(tmp_path):
         run_configs([{"steps": 0}], tmp_path, workers=1)
 
 
-# ---- the issue's examples: the models' Python API -------------------------------------------------
+# ---- the reported examples: the models' Python API -------------------------------------------------
 
 
 def test_ntm_with_no_slots():
-    """Issue 28: ``NTM(10, 8, 0)`` was a raw ZeroDivisionError."""
+    """``NTM(10, 8, 0)`` was a raw ZeroDivisionError."""
     with pytest.raises(LlrnnArgumentError, match=r"^NTM: slots must be an integer in 1 \.\. 100000, got 0$"):
         NTM(10, 8, 0)
 

@@ -1,4 +1,4 @@
-"""Issue 28, the targets and model boundary: gate bounds and target options against their dtype,
+"""The targets and model boundary: gate bounds and target options against their dtype,
 patches checked alike by the interpreter, the compiled model and the torch targets, impossible
 output paths, exact weights with no float64 form, f_ifelse conditions that never select, and the
 stated tolerance of every float path. Each bad value ends in one ``LsrlError`` naming what is wrong;
@@ -292,7 +292,7 @@ def test_an_ifelse_condition_that_may_be_0_or_1_selects_exactly(variant):
 @lru_cache(maxsize=None)
 def listing1_original():
     """Listing 1 with the paper's f_ifelse (lambda_ = 1e10) on queries floats do not hold exactly: the
-    float torch targets differ from the exact answer by about 4.6e-4 (the issue's 4.4e-4)."""
+    float torch targets differ from the exact answer by about 4.6e-4 (4.4e-4 as reported)."""
     from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query
 
     program = continuous_approximator(1, 1, ifelse="original")

@@ -1,4 +1,4 @@
-"""The issue's check at full size, efficiently: random strings through compiled networks against their machines.
+"""The random-string check at full size, efficiently: random strings through compiled networks against their machines.
 
 ``check(machines, architectures, strings=10_000, max_length=1000)`` draws, per machine, ``strings`` random
 strings of random lengths 1..``max_length`` (uniform) and counts the (string, prefix) pairs on which the

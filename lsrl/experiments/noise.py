@@ -13,7 +13,7 @@ wrong tokens among the last n outputs. One CSV row per target (map): its mean ov
 
 Two constructions per program: the paper's constants (``mu = 1000``, ``lambda = 1e10``; source
 ``lsrl-paper-constants``) and ``robust=True`` (source ``lsrl-robust``; margins from the value ranges,
-see ``discrete_approximator`` and ``continuous_approximator``). The figures the issue quotes from the
+see ``discrete_approximator`` and ``continuous_approximator``). The figures quoted from the
 paper's Fig. 4 (the paper's text states no numbers) are rows of source ``paper-Fig4``. A variant
 *survives* σ when it meets the goal at σ and at every smaller σ of the grid: at most 1 % wrong tokens
 (discrete), at most twice the noiseless error of the same construction and variant (continuous).
@@ -74,7 +74,7 @@ SOURCES = (*CONSTRUCTIONS.values(), PAPER_FIG4)
 WRONG_TOKENS_GOAL = 1.0  # discrete: at most 1 % wrong tokens
 NOISELESS_FACTOR_GOAL = 2.0  # continuous: at most twice the noiseless error
 
-# Fig. 4, discrete approximator: mean % of wrong tokens over the paper's 25 maps, as the issue reads
+# Fig. 4, discrete approximator: mean % of wrong tokens over the paper's 25 maps, as read
 # them off the figure. (variant, sigma, statistic, value); "mean_at_least": a lower bound.
 PAPER_DISCRETE_MEANS = (
     ("original", 0.0, "mean", 89.0),

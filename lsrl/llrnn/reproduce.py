@@ -1,11 +1,11 @@
-"""The reproduction of the authors' recorded TensorFlow results (``lsrl llrnn reproduce``, issue 16).
+"""The reproduction of the authors' recorded TensorFlow results (``lsrl llrnn reproduce``).
 
 Trains each model on each ``tf_*`` task over several seeds with a preset (``tf``: the authors'
 settings; ``tf-cpu``: the same models and curriculum, smaller, with a decaying rate), then writes
 
 - ``reproduction.csv``: one row per run, the symbol error at the training lengths and at every test length;
 - ``reproduction.md``: per task and model the median over seeds at each test length, beside the TF
-  median recorded in the authors' logs and the issue's target, and whether the target is reached;
+  median recorded in the authors' logs and the reproduction's target, and whether the target is reached;
 - ``reproduction_summary.csv``: the same table as numbers (errors as fractions), which the docs render;
 - ``error_vs_length.png``: median symbol error against test length, one panel per task;
 - per run, in ``{model}-{task}-{seed}/``: ``addresses.png`` and ``memories.png`` (heat maps), the
@@ -26,7 +26,7 @@ from lsrl.llrnn.train import preset
 from lsrl.workers import check_workers
 
 
-# The TF repository's median test errors (at content length 33), as the issue quotes them from the
+# The TF repository's median test errors (at content length 33), as quoted from the
 # notebooks' logs: (text, the largest error that counts as reaching it). Pattern 1–5 are quoted as a
 # range over the five tasks, so each is held to the top of the range.
 TF_MEDIANS = {
@@ -39,7 +39,7 @@ TF_MEDIANS = {
     ("tf_variable_pattern1", "ntm"): ("3.2 %", 0.032),
     ("tf_variable_pattern1", "pattern_ntm"): ("0.7 %", 0.007),
 }
-# The issue's targets beyond the medians: copy and repeat copy 0 at 33 and 58 (the two shortest test
+# The reproduction's targets beyond the medians: copy and repeat copy 0 at 33 and 58 (the two shortest test
 # lengths; a smaller preset's are its counterparts), multiple pattern 4 ≤ 1.4 %.
 ZERO_AT = {"tf_copy": 2, "tf_repeat_copy": 2}
 MULTIPLE_PATTERN_TARGET = {"tf_multiple_pattern4": 0.014}
@@ -108,7 +108,7 @@ def medians(rows: list[dict]) -> dict:
 
 
 def target(task: str, model: str, errors: dict) -> tuple[str, bool | None]:
-    """The issue's target for (task, model) and whether the median errors reach it (None: no target).
+    """The reproduction's target for (task, model) and whether the median errors reach it (None: no target).
     ``errors``: test length -> median error; the shortest test length stands for TF's 33."""
     if task in ZERO_AT and model == "ntm":
         at = sorted(errors)[:ZERO_AT[task]]

@@ -63,7 +63,7 @@ register(Target("hawk", "lsrl.targets.hawk:build_hawk", "lsrl.targets.hawk:layer
                 options=("max_len", "construction"), diagonal=True))
 register(Target("griffin", "lsrl.targets.hawk:build_griffin", "lsrl.targets.hawk:layer_report", _RESIDUAL_LABELS,
                 options=("max_len", "window", "heads", "construction"), diagonal=True))
-# Issue 26: every program in one stock torch.nn.LSTM / GRU with its own sigmoid and tanh (saturated gates,
+# Every program in one stock torch.nn.LSTM / GRU with its own sigmoid and tanh (saturated gates,
 # small-signal values, scales from value_bounds at max_len); built from the compiled program itself
 register(ProgramTarget(
     "stock_lstm", "lsrl.targets.stock_rnn:build_stock_lstm", "lsrl.targets.stock_rnn:layer_report",
