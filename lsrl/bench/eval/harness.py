@@ -21,7 +21,7 @@ import torch
 
 from lsrl.bench.eval.methods import PATH_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
-from lsrl.bench.eval.subject import Intervention, Subject
+from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import InternalError, LsrlError
 
@@ -103,6 +103,17 @@ def score(subject: Subject, found: Found) -> dict[str, float]:
     return row
 
 
+def corrupted_units(pairs: Pairs, candidates: Iterable[Candidate]) -> dict[int, Intervention]:
+    """Interventions that set each of ``candidates`` (units of the subject's layers) to its value on the
+    corrupted inputs at every step, one per layer they lie in."""
+    masks: dict[int, torch.Tensor] = {}
+    for candidate in candidates:
+        layer = pairs.corrupt_layers[candidate.layer]
+        mask = masks.setdefault(candidate.layer, torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
+        mask[:, candidate.unit] = 1
+    return {index: Intervention(values=pairs.corrupt_layers[index], mask=mask) for index, mask in masks.items()}
+
+
 def found_interchange(subject: Subject, pairs: Pairs, found: Found) -> dict[str, float]:
     """Per circuit variable the method found (a unit holding it scored above the threshold): the share of the
     clean sequences' (pair, step) outputs that, with those units set at every step to their corrupted values,
@@ -118,15 +129,8 @@ def found_interchange(subject: Subject, pairs: Pairs, found: Found) -> dict[str,
     corrupt_trace, real = held_trace(subject, pairs), pairs.real.numpy()[..., 0] > 0
     accuracy = {}
     for node, candidates in chosen.items():
-        masks: dict[int, torch.Tensor] = {}
-        for candidate in candidates:
-            layer = pairs.corrupt_layers[candidate.layer]
-            mask = masks.setdefault(candidate.layer, torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
-            mask[:, candidate.unit] = 1
-        interventions = {index: Intervention(values=pairs.corrupt_layers[index], mask=mask)
-                         for index, mask in masks.items()}
         with torch.no_grad():
-            outputs = subject.run(pairs.clean, interventions)[0].numpy()
+            outputs = subject.run(pairs.clean, corrupted_units(pairs, candidates))[0].numpy()
         expected = program_interchange(subject, pairs, node, corrupt_trace)
         equal = (np.round(outputs) == np.round(expected)).all(axis=-1)
         accuracy[node] = float(equal[real].mean())

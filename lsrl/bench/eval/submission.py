@@ -41,9 +41,11 @@ import numpy as np
 import torch
 
 from lsrl.bench.circuit import INPUT, read_circuit
-from lsrl.bench.eval.harness import COLUMNS, PAIRS, edge_truth, found_interchange, score as harness_score
+from lsrl.bench.eval.harness import (
+    COLUMNS, PAIRS, corrupted_units, edge_truth, found_interchange, score as harness_score,
+)
 from lsrl.bench.eval.methods import Found, Pairs
-from lsrl.bench.eval.subject import Intervention, Subject
+from lsrl.bench.eval.subject import Subject
 from lsrl.errors import InternalError, LsrlError
 from lsrl.model.writing import as_path
 
@@ -112,15 +114,9 @@ def _top(units: np.ndarray, budget: float) -> np.ndarray:
 def _distance(subject: Subject, data: Pairs, kept: np.ndarray) -> float:
     """The mean absolute change of the outputs over the clean sequences' steps when every scored unit outside
     ``kept`` is set to its corrupted value at every step."""
-    masks: dict[int, torch.Tensor] = {}
-    for candidate, keep in zip(subject.candidates, kept):
-        if not keep:
-            layer = data.corrupt_layers[candidate.layer]
-            mask = masks.setdefault(candidate.layer, torch.zeros(layer.shape[0], layer.shape[-1], dtype=layer.dtype))
-            mask[:, candidate.unit] = 1
-    interventions = {index: Intervention(values=data.corrupt_layers[index], mask=mask) for index, mask in masks.items()}
+    ablated = [candidate for candidate, keep in zip(subject.candidates, kept) if not keep]
     with torch.no_grad():
-        outputs = subject.run(data.clean, interventions)[0]
+        outputs = subject.run(data.clean, corrupted_units(data, ablated))[0]
     change = (outputs - data.clean_outputs).abs() * data.real
     return float(change.sum() / (data.real.sum() * outputs.shape[-1]))
 
