@@ -41,7 +41,7 @@ from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, shown
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
-from lsrl.llrnn.explicit import MAX_PARAMETERS
+from lsrl.llrnn.recurrent import MAX_PARAMETERS
 from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
 from lsrl.llrnn.logic.semantics import (
     Combination, Diagonal, Distribution, Function, Given, Matrix, Tensors, as_value, combine, denote, dirac, split,

@@ -69,7 +69,7 @@ from lsrl.llrnn.logic.semantics import Diagonal, Function, Matrix, coordinates, 
 from lsrl.llrnn.logic.terms import Const, Derelict, Lam, Pair, Promote, Scale, Sum, Var, free_variables, lam
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type, lolli
 from lsrl.llrnn.checks import LlrnnArgumentError
-from lsrl.llrnn.explicit import MAX_PARAMETERS
+from lsrl.llrnn.recurrent import MAX_PARAMETERS
 from lsrl.llrnn.ring import (
     MAX_DENSE_RING, content_weighting, reflection, ring_powers, rotation, sharpen, word_counts, word_transform,
 )
