@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from itertools import product
+from typing import TypedDict, Unpack
 
 import torch
 from torch import nn
@@ -74,6 +75,7 @@ class SecondOrderRNN(RecurrentModel):
     """Sec. 2.2, second-order RNN: ``h' = ReLU(V(x) h + H h + U x + B)``, ``V(x)_ij = sum_k V[i,j,k] x_k``."""
 
     controller_dim_name = "hidden_dim"
+    V: torch.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
@@ -92,6 +94,9 @@ class MultiplicativeRNN(RecurrentModel):
     """Sec. 2.2, the Remark on Sutskever et al.: ``h' = ReLU(I diag(V x) J h + H h + U x + B)``."""
 
     controller_dim_name = "hidden_dim"
+    V: torch.Tensor
+    I: torch.Tensor  # noqa: E741 (the paper's name)
+    J: torch.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
@@ -121,6 +126,9 @@ class HigherOrderRNN(RecurrentModel):
     Drawn as the other models are, 2.5 % of untrained models overflowed within 1,000 steps."""
 
     controller_dim_name = "hidden_dim"
+    V: torch.Tensor
+    W_p: torch.Tensor
+    B_p: torch.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
@@ -222,8 +230,19 @@ CONTROLLERS = dict(zip(CONTROLLER_NAMES, (torch.relu, torch.tanh)))
 
 # The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).
-PAPER_LITERAL: dict[str, str | bool] = {"erase": "matrix", "content_softmax": False}
-ALL_STABILISERS: dict[str, str | bool] = {  # TF's NTMs
+class StabiliserOptions(TypedDict, total=False):
+    """The keyword options of a ring machine: the fields of ``Stabilisers``."""
+
+    erase: str
+    content_softmax: bool
+    gate: bool
+    sharpen: bool
+    content_addressing: bool
+    controller: str
+
+
+PAPER_LITERAL: StabiliserOptions = {"erase": "matrix", "content_softmax": False}
+ALL_STABILISERS: StabiliserOptions = {  # TF's NTMs
     "gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh",
 }
 
@@ -290,9 +309,12 @@ class RingMachine(RecurrentModel):
     gives the paper's own equations.
     """
 
+    Q: torch.Tensor | None  # the symbol space's map into the controller (None: the identity)
+    pattern_moves: torch.Tensor  # registered when ring 1 is driven by other rings
+
     def __init__(self, input_dim: int, controller_dim: int, rings: list[Ring], symbol_dim: int | None = None,
                  drivers: Iterable[str] = (), pattern_moves: torch.Tensor | None = None, *, dtype: torch.dtype,
-                 device: torch.device | str | None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         super().__init__(input_dim, controller_dim, dtype, device)
         controller_dim = self.controller_dim
         self.rings, self.drivers = self.checked_rings(rings, symbol_dim, drivers, pattern_moves)
@@ -313,7 +335,7 @@ class RingMachine(RecurrentModel):
             self.register_buffer("pattern_moves", pattern_moves.to(device), persistent=False)
         self.gathered_per_step = sum(buffer.numel() for name, buffer in self.named_buffers()
                                      if name.startswith(("moves_", "pattern_moves")))
-        shapes = {"h0": (d0,)}
+        shapes: dict[str, tuple[int, ...]] = {"h0": (d0,)}
         for ring in rings:
             shapes |= {"r" + ring.label: (ring.slots,), "w" + ring.label: (ring.slots,)}
         shapes |= {"M" + ring.label: (ring.width, ring.slots) for ring in rings}
@@ -367,7 +389,7 @@ class RingMachine(RecurrentModel):
 
     def add_ring_weights(self, ring: Ring) -> None:
         d0, d, label, options = self.controller_dim, ring.width, ring.label, self.stabilisers
-        extras = {}  # name -> size of the per-head vectors of the stabilisers
+        extras: dict[str, int] = {}  # name -> size of the per-head vectors of the stabilisers
         for head, moves in self.heads(ring):
             self.add_weight(f"W_{head}{label}", (moves.shape[0], d0), d0)
             self.add_weight(f"B_{head}{label}", (moves.shape[0],), d0)
@@ -449,12 +471,10 @@ class RingMachine(RecurrentModel):
 
     def pattern_coefficients(self, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         """Outer product (..., K) of the driver rings' contents, flattened row-major."""
-        coefficients = None
-        for label in self.drivers:
+        coefficients = self.content(parts, self.drivers[0])
+        for label in self.drivers[1:]:
             content = self.content(parts, label)
-            if coefficients is not None:
-                content = (coefficients[..., :, None] * content[..., None, :]).flatten(-2)
-            coefficients = content
+            coefficients = (coefficients[..., :, None] * content[..., None, :]).flatten(-2)
         return coefficients
 
     def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -480,7 +500,7 @@ class NTM(RingMachine):
 
     def __init__(self, input_dim: int, controller_dim: int, slots: int, powers: Iterable[int] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
         controller_dim = checked_width(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
@@ -499,7 +519,7 @@ class DihedralNTM(RingMachine):
 
     def __init__(self, input_dim: int, controller_dim: int, slots: int, words: Iterable[str] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
         controller_dim = checked_width(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
@@ -528,7 +548,7 @@ class PatternNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, symbol_dim: int,
                  pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
                  pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
         symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
@@ -562,7 +582,7 @@ class MultiplePatternNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, symbol_dim: int, slots: Sequence[int] = (20, 2, 2, 2),
                  pattern_powers: Iterable[int] = (0, 1), switch_words: Iterable[str] = ("0", "1"),
                  head_powers: Sequence[int] | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = integers(self.name, "slots", slots)
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
@@ -619,7 +639,7 @@ class PolynomialStepNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1, 2), polynomials: Iterable[Iterable[int]] = ((0, 1), (0, 0, 1)),
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
         symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
@@ -656,7 +676,7 @@ class DihedralPolynomialStepNTM(RingMachine):
                  pattern_words: Iterable[str] = ("0", "1", "01"), transforms: Iterable[str] = ("id", "repeat"),
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
         symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)

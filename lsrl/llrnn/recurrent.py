@@ -33,7 +33,7 @@ class Factory(TypedDict):
     device: torch.device | str | None
 
 
-def checked_width(owner: str, name: str, value: int) -> int:
+def checked_width(owner: str, name: str, value: object) -> int:
     """A width (controller, hidden, memory, symbol, aux) in 1 .. ``MAX_WIDTH``."""
     return count(owner, name, value, high=MAX_WIDTH)
 
@@ -47,6 +47,13 @@ class RecurrentModel(nn.Module):
     implicitly), each with a one-line ``LsrlError`` that names the argument.
     """
 
+    # the Elman controller's weights (add_controller) and the state buffers (set_layout), as registered
+    H: torch.Tensor
+    U: torch.Tensor
+    B: torch.Tensor
+    init_state: torch.Tensor | None
+    default_state: torch.Tensor
+
     controller_dim_name = "controller_dim"  # the constructor's name for the controller size
     gathered_per_step = 0  # numbers a step gathers per batch element besides the state (the heads' B x K x N)
 
@@ -59,7 +66,7 @@ class RecurrentModel(nn.Module):
             raise LlrnnArgumentError(f"{self.name}: dtype must be a floating torch.dtype (torch.float32, "
                                      f"torch.float64), got {dtype!r}")
         self.input_dim, self.controller_dim = input_dim, controller_dim
-        self.factory = {"dtype": dtype, "device": device}
+        self.factory: Factory = {"dtype": dtype, "device": device}
         self.register_buffer("init_state", None, persistent=False)
 
     @property
@@ -158,7 +165,7 @@ class RecurrentModel(nn.Module):
                                 f"{xs.shape[0] * self.gathered_per_step:,} a step, more than {MAX_TRAJECTORY:,.0f}: "
                                 "run shorter or smaller batches")
         parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
-        kept = {name: [] for name in keep}
+        kept: dict[str, list[torch.Tensor]] = {name: [] for name in keep}
         for t in range(xs.shape[1]):
             parts = self.step_parts(parts, xs[:, t])
             for name in keep:
