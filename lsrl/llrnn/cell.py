@@ -389,6 +389,13 @@ class LLRNN(nn.Module):
                 if constant.name not in supplied and constant.name not in self.fixed_constants:
                     raise LogicError(f"master^{which} uses the constant {constant.name}, which was not given")
 
+    @property
+    def input_map(self) -> nn.Parameter:
+        """``W^c`` (its rows the input space's coordinates); a cell without an input space has none."""
+        if self.W_c is None:
+            raise LlrnnArgumentError("LLRNN: this cell has no input space, hence no input map W^c")
+        return self.W_c
+
     # ---- the interface shared with the explicit models ----------------------------------------------
     def initial_state(self, batch: int) -> torch.Tensor:
         return self.init_state.expand(batch, -1).clone()

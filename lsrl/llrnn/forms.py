@@ -222,13 +222,6 @@ def _controller_weights(cell: LLRNN, model: RecurrentModel) -> Weights:
 # ---- Sec. 2.2 and Example 3.1: one hidden vector ---------------------------------------------------
 
 
-def _input_map(cell: LLRNN) -> nn.Parameter:
-    """``W^c``, which a cell with an input space has."""
-    if cell.W_c is None:
-        raise InternalError("llrnn_form: the cell was built without an input space")
-    return cell.W_c
-
-
 def _hidden_state(model: RecurrentModel) -> StateSpace:
     return StateSpace({"h0": Space(CONTROLLER, (model.controller_dim,))}, STATE)
 
@@ -238,7 +231,7 @@ def _second_order(model: explicit.SecondOrderRNN, factory: Factory) -> tuple[LLR
     cell = LLRNN(_hidden_state(model), model.input_dim, master_in=second_order_master(STATE),
                  input_space=Space(endo(STATE), (d, d)), **factory)
     # W^c x = V(x): row (i, j) of W^c holds V[i, j, :]
-    return cell, {**_controller_weights(cell, model), _input_map(cell): model.V.reshape(d * d, -1)}
+    return cell, {**_controller_weights(cell, model), cell.input_map: model.V.reshape(d * d, -1)}
 
 
 def _multiplicative(model: explicit.MultiplicativeRNN, factory: Factory) -> tuple[LLRNN, Weights]:
@@ -249,7 +242,7 @@ def _multiplicative(model: explicit.MultiplicativeRNN, factory: Factory) -> tupl
     learned = {"I": Space(Lolli(aux, STATE), (d, k)), "J": Space(Lolli(STATE, aux), (k, d))}
     cell = LLRNN(_hidden_state(model), model.input_dim, master_in=master, learned=learned,
                  input_space=Space(endo(aux), (k, k), diagonal=True), **factory)
-    weights = {_input_map(cell): model.V, cell.learned["I"]: model.I, cell.learned["J"]: model.J}
+    weights = {cell.input_map: model.V, cell.learned["I"]: model.I, cell.learned["J"]: model.J}
     return cell, {**_controller_weights(cell, model), **weights}
 
 
@@ -258,7 +251,7 @@ def _higher_order(model: explicit.HigherOrderRNN, factory: Factory) -> tuple[LLR
     powers = Commands("p", int_type(STATE), tuple(numeral(n, STATE) for n in range(model.max_power + 1)))
     cell = LLRNN(_hidden_state(model), model.input_dim, master_in=higher_order_master(STATE), commands=[powers],
                  input_space=Space(endo(STATE), (d, d)), **factory)
-    weights = {_input_map(cell): model.V.reshape(d * d, -1), cell.W_p["p"]: model.W_p, cell.B_p["p"]: model.B_p}
+    weights = {cell.input_map: model.V.reshape(d * d, -1), cell.W_p["p"]: model.W_p, cell.B_p["p"]: model.B_p}
     return cell, {**_controller_weights(cell, model), **weights}
 
 
