@@ -19,7 +19,7 @@ import click
 
 import lsrl
 from lsrl.cli_errors import ReportingGroup, first_line
-from lsrl.errors import LsrlError, SequenceError
+from lsrl.errors import InternalError, LsrlError, SequenceError
 from lsrl.grid import grid_options
 from lsrl.workers import MAX_WORKERS
 
@@ -52,7 +52,7 @@ class LazyGroup(ReportingGroup):
         module, _, attribute = self.source.partition(":")
         return getattr(importlib.import_module(module), attribute)
 
-    @property  # type: ignore[override]  # click.Group declares a plain attribute
+    @property
     def commands(self) -> MutableMapping[str, click.Command]:
         return self.imported.commands
 
@@ -72,7 +72,7 @@ HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transfo
 
 
 def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
-                    allow_inexact: bool) -> tuple[str, Callable[[Path], None]]:
+                    allow_inexact: bool) -> tuple[str, Callable[[Path], object]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
     if target in HF_TARGETS:
         if max_len is None:
@@ -88,15 +88,17 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
     literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
     options = {"max_len": max_len, "construction": "app_e"} if literal else {}
     if target in STOCK:  # one stock LSTM / GRU in the ONNX dtype, its scales from the bounds at --max-len
-        from lsrl.targets.stock_rnn import export_stock_onnx, stock_dtype
+        from lsrl.targets.stock_rnn import StockRNNModel, export_stock_onnx, stock_dtype
 
         if max_len is None:
             raise LsrlError(f"--target {target} needs --max-len (the longest sequence: the scales come from the "
                             "value bounds at that length)")
         # float32 files run in onnxruntime: the tolerance charges its activations (float64: no onnxruntime kernels)
         runtime = "onnxruntime" if onnx_dtype == "float32" else "torch"
-        module = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype), runtime=runtime)
-        return f"{target}.onnx", lambda path: export_stock_onnx(module, path)
+        stock = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype), runtime=runtime)
+        if not isinstance(stock, StockRNNModel):
+            raise InternalError(f"--target {target}: to_torch built a {type(stock).__name__}, not a stock model")
+        return f"{target}.onnx", lambda path: export_stock_onnx(stock, path)
     module = model.to_torch(target, **options)
     if target in ARCHS and not literal:
         check_precision(module, target, onnx_dtype, allow_inexact)
@@ -328,16 +330,21 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str | No
     from lsrl.bench.eval.hooked import HookedSubject
     from lsrl.bench.tiers import tier_model
 
-    if (folder is None) == (task is None):
-        raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
-    if folder is None:
+    if task is not None and folder is None:
         subject = Subject.from_tier(tier_model(task, tier or "distractors"), arch or "path")
-    else:  # the folder says its tier and architecture: an option naming another is refused, not ignored
-        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)
+    elif folder is not None and task is None:  # the folder says its tier and architecture: an option naming
+        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)  # another is refused, not ignored
+    else:
+        raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:
         value = row[column]
         click.echo(f"{column}: {round(value, 4) if isinstance(value, float) else value}")
+
+
+def _rounded(value: object) -> object:
+    """A score as printed: a float to 4 decimals, anything else as it is."""
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
@@ -399,9 +406,8 @@ def bench_score(submission: str, suite: str, out_dir: str, pairs: int) -> None:
         raise click.exceptions.Exit(2)
     rows = score_submission(stored, suite, pairs)
     for row in rows:
-        click.echo(", ".join(f"{column} {round(row[column], 4) if isinstance(row[column], float) else row[column]}"
-                             for column in ("folder", "method", "node_auroc", "unit_auroc", "edge_auroc", "cpr",
-                                            "cmd")))
+        click.echo(", ".join(f"{column} {_rounded(row[column])}" for column in
+                             ("folder", "method", "node_auroc", "unit_auroc", "edge_auroc", "cpr", "cmd")))
     folder = Path(out_dir)
     results = folder / ".eval_results" / "lsrl_bench.yaml"
     results.parent.mkdir(parents=True, exist_ok=True)
@@ -439,8 +445,9 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
         raise LsrlError("lsrl bench train-tier: --suite is for a transformers --arch; give one")
     written, models = [], []
     if stock or not archs:
-        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}),
-                         workers=workers, ray_address=ray_address)
+        chosen: dict[str, Any] = {"archs": stock} if archs else {}  # else train_all's own
+        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **chosen, workers=workers,
+                         ray_address=ray_address)
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
         models += rows
     if hf:

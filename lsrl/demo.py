@@ -4,6 +4,8 @@ in a stock transformers Mamba, answered by generate().
     python -m lsrl.demo
 """
 
+from __future__ import annotations
+
 import random
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -50,7 +52,7 @@ def demo_more_ones() -> bool:
 
 def demo_discrete() -> bool:
     print("Listing 2  token map in context (country -> capital, Fig. 3)")
-    mapping = {_tokens(k): _tokens(v) for k, v in CAPITALS.items()}
+    mapping: dict[Sequence[int], Sequence[int]] = {_tokens(k): _tokens(v) for k, v in CAPITALS.items()}
     all_right = True
     for variant in ("multiplicative", "original"):
         program = discrete_approximator(3, ifelse=variant)
