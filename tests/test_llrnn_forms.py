@@ -128,7 +128,7 @@ def test_the_input_map_is_w_c_and_a_cell_without_input_space_has_none():
     assert with_input.input_map is with_input.W_c and with_input.input_map.shape == (4, 3)
     without = LLRNN(state, 3)
     with pytest.raises(LlrnnArgumentError, match="^LLRNN: this cell has no input space, hence no input map W"):
-        without.input_map
+        _ = without.input_map
 
 
 def Discard_(variable, body):

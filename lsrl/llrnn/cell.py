@@ -52,10 +52,12 @@ from lsrl.llrnn.logic.semantics import (
 from lsrl.llrnn.logic.terms import Const, Term, children, free_variables
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, One, Type, endo, is_first_order, lolli
 
-T = TypeVar("T")
+T = TypeVar("T")  # the class a value is checked to be
 
 
 class _Named(Protocol):
+    """A record with a name (``Commands``, ``Data``)."""
+
     @property
     def name(self) -> str: ...
 

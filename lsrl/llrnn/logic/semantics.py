@@ -19,9 +19,9 @@ Coefficients are numbers or tensors ``(..., 1)`` that broadcast against the valu
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 Value: TypeAlias = "torch.Tensor | OperatorPolynomial | Matrix | Function | Tensors | Distribution | Scalar"
 Coefficient: TypeAlias = "Scalar | torch.Tensor"  # a number, or a tensor (..., 1) batched over the leading axes
 Given: TypeAlias = "Value | Combination"  # what a term's argument or constant may be given as
-Leaf: TypeAlias = "torch.Tensor | OperatorPolynomial | Scalar"  # a value of an atom or of 1
 
 
 class Function:
@@ -74,7 +73,7 @@ class Diagonal(Matrix):
         self.entries = entries
 
     @property
-    def matrix(self) -> torch.Tensor:  # type: ignore[override]
+    def matrix(self) -> torch.Tensor:  # type: ignore[override]  # derived from the entries, not stored
         return torch.diag_embed(self.entries)
 
     def __call__(self, value: Value) -> torch.Tensor:
