@@ -72,17 +72,11 @@ HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transfo
 
 
 def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
-                    allow_inexact: bool) -> tuple[str, Callable[[Path], object]]:
+                    allow_inexact: bool, generate: bool = False, words_file: str | None = None
+                    ) -> tuple[str, Callable[[Path], object]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
     if target in HF_TARGETS:
-        if max_len is None:
-            raise LsrlError(f"--target {target} needs --max-len (the longest sequence the model must run exactly)")
-        hf_model = model.to_hf(target.removeprefix("hf-"), max_len=max_len, dtype=onnx_dtype)
-
-        def write_hf(path: Path) -> None:
-            lsrl.hf.save(hf_model, path)
-
-        return target, write_hf
+        return target, _prepare_hf(model, target, max_len, onnx_dtype, generate, words_file)
     from lsrl.targets.onnx_export import ARCHS, check_precision, export_onnx
 
     literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
@@ -117,6 +111,51 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
     return f"{target}.safetensors", write_weights
 
 
+def _prepare_hf(model: lsrl.CompiledProgram, target: str, max_len: int | None, dtype: str, generate: bool,
+                words_file: str | None) -> Callable[[Path], None]:
+    """The stock transformers model of ``target`` (a next-token head with ``generate``), and its tokenizer's
+    words from ``words_file``, built and checked; returns the writer of its folder."""
+    if max_len is None:
+        raise LsrlError(f"--target {target} needs --max-len (the longest sequence the model must run exactly)")
+    hf_model = model.to_hf(target.removeprefix("hf-"), max_len=max_len, dtype=dtype, generate=generate)
+    words = None if words_file is None else _read_words(words_file)
+    if words is not None:
+        from lsrl.hf.tokenizer import tokenizer
+
+        try:
+            tokenizer(hf_model, words)  # checked before anything is written
+        except LsrlError as error:
+            raise LsrlError(f"--words {words_file}: {error}") from None
+
+    def write_hf(path: Path) -> None:
+        lsrl.hf.save(hf_model, path, words=words)
+
+    return write_hf
+
+
+def _read_words(path: str) -> dict:
+    """The ``{word: token}`` map in the JSON file of ``--words``; ``LsrlError`` naming the file where it is no
+    JSON object."""
+    import json
+
+    try:
+        words = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # unreadable, not UTF-8, not JSON
+        raise LsrlError(f"--words {path}: expected a JSON object of word -> token, could not read it "
+                        f"({first_line(error)})") from None
+    if not isinstance(words, dict):
+        raise LsrlError(f"--words {path}: expected a JSON object of word -> token, got a JSON {type(words).__name__}")
+    return words
+
+
+def _require_hf_target(target: str, generate: bool, words_file: str | None) -> None:
+    """``--generate`` and ``--words`` are options of a stock transformers folder (``--target hf-*``)."""
+    given = [option for option, value in (("--generate", generate), ("--words", words_file)) if value]
+    if given and target not in HF_TARGETS:
+        raise LsrlError(f"{given[0]} is an option of a stock transformers folder: it needs --target one of "
+                        f"{', '.join(HF_TARGETS)}, got --target {target}")
+
+
 @click.group(cls=ReportingGroup)
 @click.version_option(lsrl.__version__, prog_name="lsrl")
 @click.option("--debug", is_flag=True, help="print the traceback of every error, a mistake's too")
@@ -149,9 +188,15 @@ def demo(plots: str) -> None:
                    "hf-*: the model's dtype")
 @click.option("--allow-inexact", is_flag=True,
               help="export ONNX even where the weights are too large for --onnx-dtype (e.g. lambda=1e10 in float32)")
+@click.option("--generate", is_flag=True,
+              help="hf-*: a next-token head for a token program (one integer input and output): the argmax of the "
+                   "logits is the program's output token, so generate() continues a prompt with its outputs")
+@click.option("--words", "words_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="hf-*: a JSON file {word: token} naming every token of the program in the folder's tokenizer "
+                   "(default: the token numbers)")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 def compile_command(source: str, backend: str, target: str, max_len: int | None, onnx_dtype: str,
-                    allow_inexact: bool, out_dir: str) -> None:
+                    allow_inexact: bool, generate: bool, words_file: str | None, out_dir: str) -> None:
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR.
 
     OUT_DIR is written as a unit (an earlier model there is replaced whole, with no file of it left)."""
@@ -159,9 +204,11 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
     from lsrl.model.fileformat import write_files
     from lsrl.model.folders import replaced_folder
 
+    _require_hf_target(target, generate, words_file)
     program = load_program(source)
     model = lsrl.compile(program, backend=backend)
-    export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
+    export = (_prepare_export(model, target, max_len, onnx_dtype, allow_inexact, generate, words_file)
+              if target != "path" else None)
     name, write = export or (None, None)
     with replaced_folder(out_dir, "lsrl compile") as staging:
         write_files(model, staging)

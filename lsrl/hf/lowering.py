@@ -445,7 +445,8 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     current = list(builder.inputs)
     originals = {layer.name: layer for layer in model.layers}
     layers: list[Any] = exact_layers(model)
-    relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
+    if layers:  # a program whose output is its input has none: the stream carries the input to the logits
+        relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in layers:
         first_new = len(builder.slots)
         low, high = _layer_bounds(layer, originals.get(layer.name), max_len)
@@ -534,7 +535,8 @@ def _require_bounded(model: CompiledProgram, max_len: int) -> None:
     unbounded_input = not all(math.isfinite(v) for v in spec.low + spec.high)
     advice = (f"Input '{spec.name}' has no finite bound: declare its bounds" if unbounded_input else
               "declare the Input's bounds, or bound the state")
-    relational_bounds(model.layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
+    if model.layers:
+        relational_bounds(model.layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in model.layers:
         bounds = relational_bounds(layer, max_len)
         if not bounds.finite:
