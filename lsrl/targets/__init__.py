@@ -25,7 +25,7 @@ ARCHITECTURES = tuple(TARGETS)
 UNGATED = tuple(name for name, target in TARGETS.items() if not target.gated)
 NONLINEAR_STATE = tuple(name for name, target in TARGETS.items() if target.relu_state)  # can run a ReLUState
 OPTIONS = {name: target.options for name, target in TARGETS.items() if target.options}
-# built from the compiled program at a max_len, without unit labels (lsrl.targets.stock_rnn)
+# built from the compiled program at a max_len, without unit labels (lsrl.targets.stock)
 STOCK = tuple(name for name, target in TARGETS.items() if isinstance(target, ProgramTarget))
 
 

@@ -13,7 +13,7 @@ double kernels for these operators: ``RNN`` has none registered ("Could not find
 implementation"), ``GRU`` and ``LSTM`` load but fail at run time ("does not support double yet").
 Run float32 files in onnxruntime; a float32 GRU loses 10 more bits in its products (the default
 ``gate_bound`` of 1024, see ``lsrl.targets.gru_lstm``), about 1e-5 relative. The stock LSTM / GRU targets
-write theirs with ``lsrl.targets.stock_rnn.export_stock_onnx`` (default activations): onnxruntime's kernels
+write theirs with ``lsrl.targets.stock.export_stock_onnx`` (default activations): onnxruntime's kernels
 approximate sigmoid and tanh (``benchmarks/rnn_activations.py``), so their ``net.tolerance`` holds there only
 for a module built with ``runtime="onnxruntime"``, which charges those approximations.
 
