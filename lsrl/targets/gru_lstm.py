@@ -86,6 +86,7 @@ from lsrl.targets.blocks import BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.cell_steps import run_steps
 from lsrl.targets.checks import checked_input
+from lsrl.targets.hook_points import STEP_HOOKS, Layer, Recurrence
 from lsrl.targets.promises import KeptPromises
 from lsrl.targets.precision import ERROR_BUDGET, SIGNIFICAND_BITS, gate_bound_range
 
@@ -97,12 +98,13 @@ DEFAULT_GATE_BOUND = 1024.0
 # ---- the cells: PyTorch's equations, activations by name ---------------------------------------
 
 
-class _CellStack(nn.Module):
-    """Stacked cells with PyTorch's parameter layout; per-layer hidden sizes may differ."""
+class _CellStack(Recurrence, nn.Module):
+    """Stacked cells with PyTorch's parameter layout; per-layer hidden sizes may differ. Layer ``k`` of the stack
+    named ``name`` carries the hook ``{name}.l{k}``, its steps' gates (and an LSTM's cell) ``{name}.l{k}.{gate}``:
+    its steps pass them through ``points(k)`` (``lsrl.targets.hook_points``)."""
 
     kind = ""
-    state_patch = None  # {layer: StatePatch} while a patched call runs (lsrl.targets.patch): h overwritten per step
-    step_points = None  # {layer: {name: hook(value, step)}} while run_with_cache runs (lsrl.targets.cache)
+    records_steps = True
 
     def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")) -> None:
         super().__init__()
@@ -144,15 +146,11 @@ class _CellStack(nn.Module):
     def layer(self, k: int, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def points(self, k: int) -> dict:
-        """The hooks of layer ``k``'s steps (``lsrl.targets.cell_steps``): ``run_with_cache``'s, and the node
-        patch of its state, set before them (so they see the state that is carried)."""
-        points = dict((self.step_points or {}).get(k, {}))
-        patch = (self.state_patch or {}).get(k)
-        if patch is not None:
-            seen = points.get("h")
-            points["h"] = patch if seen is None else (lambda value, t: seen(patch(value, t), t))
-        return points
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        return {f"{name}.l{k}": k for k in range(self.num_layers)}
+
+    def step_hooks(self, layer: Layer) -> tuple[str, ...]:
+        return STEP_HOOKS[self.kind]
 
 
 class ReluGRU(_CellStack):

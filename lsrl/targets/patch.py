@@ -12,8 +12,8 @@ label says it holds, given the node's ``values`` (``lsrl.ir.labels.unit_values``
   reads the patched state, as the program's LinState / ReLUState does: the keys ``blocks.{i}.state``
   (Linear RNN), ``blocks.{i}.rnn`` (classic RNN: ``[s+; s-]``), the diagonal recurrences
   (``blocks.{i}.recurrence``, Hawk's ``blocks.{i}.temporal.rg_lru``) and the GRU / LSTM layers
-  ``rnn.l{k}``. Those modules hold a ``state_patch`` (a ``StatePatch``, or per layer for a cell
-  stack) while a patched call runs, and then run step by step.
+  ``rnn.l{k}``: every state a recurrence carries (``lsrl.targets.hook_points.Recurrence``). Those modules
+  hold ``state_patches`` (per layer, a ``StatePatch``) while a patched call runs, and then run step by step.
 * Keys that are recomputed from the units above (GRU / LSTM gates and cells, a classic RNN's
   ``blocks.{i}.state = s+ - s-``) follow from them and are not set.
 
@@ -26,7 +26,7 @@ the targets built from it), less the nodes a target computes without units of th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -35,6 +35,7 @@ from lsrl.ir.labels import PATCHABLE_ROLES, units_holding
 from lsrl.lang.evaluate import patch_array, patch_items, patch_key_name
 from lsrl.errors import LsrlError
 from lsrl.targets.checks import module_placement
+from lsrl.targets.hook_points import recurrences
 
 
 class StatePatch:
@@ -49,30 +50,10 @@ class StatePatch:
         return state
 
 
-def _carriers(net) -> dict:
-    """``{labels key: (module, layer)}`` for every recurrence whose state a label key names: the
-    module runs step by step and carries the patched state (``layer``: a cell stack's layer index)."""
-    from lsrl.targets.diagonal import DiagonalRecurrence
-    from lsrl.targets.gru_lstm import _CellStack
-    from lsrl.targets.recurrent import ClassicRNNBlock, LinearRNNBlock
-
-    carriers = {}
-    for name, module in net.named_modules():
-        if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden [s+; s-] is what it carries
-            carriers[f"{name}.rnn"] = (module, None)
-        elif isinstance(module, LinearRNNBlock):
-            carriers[f"{name}.state"] = (module, None)
-        elif isinstance(module, DiagonalRecurrence):
-            carriers[name] = (module, None)
-        elif isinstance(module, _CellStack):
-            carriers.update({f"{name}.l{k}": (module, k) for k in range(module.num_layers)})
-    return carriers
-
-
 def held_nodes(net: torch.nn.Module) -> set[str]:
     """The program nodes that have a unit a patch can set (a patchable role, in a sub-module's output,
     a carried state, or as a second label)."""
-    keys = set(_carriers(net)) | {name for name, _ in net.named_modules()}
+    keys = set(recurrences(net)) | {name for name, _ in net.named_modules()}
     labelled = [label for key, labels in net.labels.items() if key in keys for label in labels]
     labelled += [label for aliases in getattr(net, "patch_aliases", {}).values() for label in aliases.values()]
     return {label.node for label in labelled if label is not None and label.role in PATCHABLE_ROLES}
@@ -108,7 +89,7 @@ def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> 
     """``{labels key: [(unit, values (count, steps))]}``: every unit of a sub-module output or of a
     carried state that is labelled with a patched node, and what it is set to."""
     modules = dict(net.named_modules())
-    carriers = _carriers(net)
+    carriers = recurrences(net)
     arrays = {}
     for key, values in patch_items(patch, getattr(net, "architecture", type(net).__name__)):
         name = patch_key_name(key)
@@ -136,9 +117,9 @@ def _as_patch(pairs, dtype, device) -> StatePatch:
     return StatePatch(units, values)
 
 
-def _overwriting(patch: StatePatch):
+def overwriting(patch: StatePatch) -> Callable[[torch.nn.Module, Any, Any], Any]:
     """A forward hook that sets the patched units of a ``(B, T, width)`` output at every step."""
-    def hook(module, args, output):
+    def hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
         sequence = output[0] if isinstance(output, tuple) else output
         sequence = sequence.clone()
         sequence[..., patch.units] = patch.values.to(sequence.dtype)
@@ -156,23 +137,20 @@ def node_patches(net: torch.nn.Module, patch: dict, count: int, steps: int) -> I
         return
     units = patched_units(net, patch, count, steps)
     dtype, device = module_placement(net)
-    modules, carriers = dict(net.named_modules()), _carriers(net)
+    modules, carriers = dict(net.named_modules()), recurrences(net)
     handles, patched_carriers = [], []
     try:
         for key, pairs in units.items():
             state_patch = _as_patch(pairs, dtype, device)
             if key in carriers:
                 module, layer = carriers[key]
-                if layer is None:
-                    module.state_patch = state_patch
-                else:
-                    module.state_patch = {**(module.state_patch or {}), layer: state_patch}
+                module.state_patches = {**(module.state_patches or {}), layer: state_patch}
                 patched_carriers.append(module)
             else:
-                handles.append(modules[key].register_forward_hook(_overwriting(state_patch)))
+                handles.append(modules[key].register_forward_hook(overwriting(state_patch)))
         yield
     finally:
         for handle in handles:
             handle.remove()
         for module in patched_carriers:
-            module.state_patch = None
+            module.state_patches = None

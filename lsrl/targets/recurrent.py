@@ -20,6 +20,7 @@ from lsrl.ir.labels import negative_part, positive_part
 from lsrl.targets.blocks import Block, BlockStack, Dense
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
+from lsrl.targets.hook_points import Layer, Recurrence, StepHook
 from lsrl.targets.promises import KeptPromises
 
 
@@ -50,10 +51,9 @@ class DenseStack(nn.Module):
         return v
 
 
-class LinearRNNBlock(nn.Module):
-    """``s_t = A s_{t-1} + B x_t + b``, ``y_t = phi(s_t)`` or ``gamma(x_t) * phi(s_t)``."""
-
-    state_patch = None  # set while a patched call runs (lsrl.targets.patch): overwrites s_t before it is carried
+class LinearRNNBlock(Recurrence, nn.Module):
+    """``s_t = A s_{t-1} + B x_t + b``, ``y_t = phi(s_t)`` or ``gamma(x_t) * phi(s_t)``; its state ``s_t`` is the
+    hook ``{name}.state`` (a patch overwrites it before it is carried: ``lsrl.targets.hook_points``)."""
 
     def __init__(self, block: Block) -> None:
         super().__init__()
@@ -68,13 +68,17 @@ class LinearRNNBlock(nn.Module):
     def states(self, x: torch.Tensor) -> torch.Tensor:
         drive = x @ self.B.T + self.b
         state = self.s0.expand(x.shape[0], -1)
+        hook = self.state_hook()
         states = []
         for t in range(x.shape[1]):
             state = state @ self.A.T + drive[:, t]
-            if self.state_patch is not None:
-                state = self.state_patch(state, t)
+            if hook is not None:
+                state = hook(state, t)
             states.append(state)
         return self.state(torch.stack(states, dim=1))
+
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        return {f"{name}.state": None}
 
     @property
     def hidden_size(self) -> int:
@@ -123,6 +127,10 @@ class ClassicRNNBlock(LinearRNNBlock):
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        """The stock RNN's hidden ``[s+; s-]`` is what it carries: the hook ``{name}.rnn``."""
+        return {f"{name}.rnn": None}
+
     @property
     def hidden_size(self) -> int:
         """The width of the stock RNN's state (``[s+; s-]``: twice the program's)."""
@@ -130,14 +138,15 @@ class ClassicRNNBlock(LinearRNNBlock):
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
-        split = self.rnn(x, h0)[0] if self.state_patch is None else self._patched_split(x, h0)
+        hook = self.state_hook()
+        split = self.rnn(x, h0)[0] if hook is None else self._patched_split(x, h0, hook)
         return self.state(split @ self.merge.T)
 
-    def _patched_split(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def _patched_split(self, x: torch.Tensor, h: torch.Tensor, hook: StepHook) -> torch.Tensor:
         """The stock RNN one step at a time, its hidden ``[s+; s-]`` patched before it is carried."""
         steps = []
         for t in range(x.shape[1]):
-            h = self.state_patch(self.rnn(x[:, t:t + 1], h)[1][0], t)[None]
+            h = hook(self.rnn(x[:, t:t + 1], h)[1][0], t)[None]
             steps.append(h[0])
         return torch.stack(steps, dim=1)
 

@@ -3,22 +3,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.errors import DimensionError, LsrlError
+from lsrl.errors import LsrlError
 from lsrl.ir.labels import units_holding
 from lsrl.lang.evaluate import patch_items, patch_key_name
-from lsrl.targets.cache import GATES as CACHE_GATES
-from lsrl.targets.cache import _as_batch, _hook_values, _points
-from lsrl.targets.cell_steps import Run, run_steps
+from lsrl.targets.cache import CachedRun, Patch
+from lsrl.targets.cell_steps import run_steps
 from lsrl.targets.checks import checked_input, module_placement
 from lsrl.targets.facts import ensure_facts
-from lsrl.targets.patch import StatePatch, _check_patchable, _values_array
+from lsrl.targets.hook_points import STEP_HOOKS, Layer, Recurrence, sub_name
+from lsrl.targets.patch import StatePatch, _check_patchable, _values_array, overwriting
 from lsrl.targets.promises import BuiltForOneDtype, StockState, continued_state
 from lsrl.targets.stock.cells import CellLayer
 from lsrl.targets.stock.plan import UnitPlan
@@ -73,7 +74,7 @@ def _check_patch_bound(net, label, held: np.ndarray, bound: float) -> None:
                         "scales every value by its bound, and net.tolerance holds for values within it")
 
 
-class StockRNNModel(BuiltForOneDtype, nn.Module):
+class StockRNNModel(BuiltForOneDtype, CachedRun, Recurrence, nn.Module):
     """A compiled program in one stock ``nn.LSTM`` / ``nn.GRU`` (``core``) and a ``nn.Linear`` ``readout``.
 
     ``net(x)``: ``(B, T, d_in) -> (B, T, d_out)``; ``net.run(x, state)`` also returns where it stopped, a
@@ -99,7 +100,8 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
     induction of docs/stock.md ("Error bound") goes through unchanged.
     """
 
-    state_patch: dict | None = None  # {core layer or "readout": StatePatch} while a patched call runs
+    records_steps = True  # run_with_cache records the core's layers at their steps' hook points
+    stepped_modules = ("core",)  # whose own output is no hook: its layers' are
     h0: torch.Tensor  # per layer, the initial h (a buffer)
     c0: torch.Tensor  # per layer, an LSTM's initial cell (a buffer; 0 in a GRU)
 
@@ -139,15 +141,33 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
         ensure_facts(self.architecture, self.h0)  # the floating-point facts of the units, where it is built
 
     def __call__(self, x: Any, *args: Any, patch: Any = None, **kwargs: Any) -> Any:
-        """``forward``; ``patch={node: values}`` patches program nodes of ``net.patchable`` (class docstring)."""
-        if not patch_items(patch, self.architecture):
-            return super().__call__(x, *args, **kwargs)
+        """``forward``; ``patch={node: values}`` patches program nodes of ``net.patchable`` (class docstring), the
+        patched layers run through the stock layer one step at a time; a patch that names a hook
+        (``hook_names()``) runs the core as ``run_with_cache`` does (``lsrl.targets.cache.CachedRun``)."""
+        items = patch_items(patch, self.architecture)
+        hooks = set(self.hook_names())
+        if any(isinstance(key, str) and key in hooks for key, _ in items):
+            return super().__call__(x, *args, patch=patch, **kwargs)
+        if not items:
+            return nn.Module.__call__(self, x, *args, **kwargs)
         checked = checked_input(self, x, check_bounds=False)  # the shape of the patch values; forward checks bounds
-        self.state_patch = held_patches(self, patch, checked.shape[0], checked.shape[1])
+        with self.node_patches(patch, checked.shape[0], checked.shape[1]):
+            return nn.Module.__call__(self, x, *args, **kwargs)
+
+    @contextmanager
+    def node_patches(self, patch: Patch, count: int, steps: int) -> Iterator[None]:
+        """While the block runs, the units that hold the program nodes of ``patch`` are set (``held_patches``): a
+        core layer's before its ``h`` is carried (``state_patches``), the readout's outputs by a forward hook."""
+        patches = held_patches(self, patch, count, steps)
+        readout = patches.pop("readout", None)
+        handle = None if readout is None else self.readout.register_forward_hook(overwriting(readout))
+        self.state_patches = patches if patch_items(patch, self.architecture) else None
         try:
-            return super().__call__(x, *args, **kwargs)
+            yield
         finally:
-            self.state_patch = None
+            self.state_patches = None
+            if handle is not None:
+                handle.remove()
 
     def initial_state(self, batch: int) -> Any:
         """The core's initial state for ``batch`` sequences (``h0``, and ``c0`` for the LSTM)."""
@@ -166,14 +186,22 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
         return self.readout(hidden), StockState(final, start + x.shape[1])
 
     def forward(self, x: torch.Tensor, check_bounds: bool = True) -> torch.Tensor:
-        if not self.state_patch:
+        if self.state_patches is None and not self.step_points:
             return self.run(x, check_bounds=check_bounds)[0]
         x = checked_input(self, x, check_bounds)
         ensure_facts(self.architecture, self.h0)
-        outputs = self.readout(self._patched_core(x, self.state_patch))
-        if "readout" in self.state_patch:
-            outputs = _overwritten(outputs, self.state_patch["readout"])
-        return outputs
+        return self.readout(self._stepped_core(x) if self.step_points else self._patched_core(x))
+
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        """Layer ``k`` of the core carries ``core.l{k}`` (its ``h``)."""
+        return {sub_name(name, f"core.l{k}"): k for k in range(self.core.num_layers)}
+
+    def step_hooks(self, layer: Layer) -> tuple[str, ...]:
+        return STEP_HOOKS[self._kind]
+
+    @property
+    def _kind(self) -> str:
+        return "lstm" if isinstance(self.core, nn.LSTM) else "gru"
 
     def layer_view(self, k: int) -> nn.RNNBase:
         """Layer ``k`` of the core as a one-layer stock ``nn.LSTM`` / ``nn.GRU`` sharing its parameters."""
@@ -184,7 +212,7 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
             setattr(view, f"{name}_l0", getattr(core, f"{name}_l{k}"))
         return view
 
-    def _patched_core(self, x: torch.Tensor, patches: dict) -> torch.Tensor:
+    def _patched_core(self, x: torch.Tensor) -> torch.Tensor:
         """The core layer by layer; a patched layer one step at a time (the stock layer on sequences of one
         step, carrying ``(h, c)``), its ``h`` patched before it is carried and read by the next layer."""
         lstm = isinstance(self.core, nn.LSTM)
@@ -192,80 +220,41 @@ class StockRNNModel(BuiltForOneDtype, nn.Module):
             view = self.layer_view(k)
             h = self.h0[k][None, None, :].expand(1, x.shape[0], -1).contiguous()
             state = (h, self.c0[k][None, None, :].expand(1, x.shape[0], -1).contiguous()) if lstm else h
-            if k not in patches:  # the fused stock layer
+            hook = self.state_hook(k)
+            if hook is None:  # the fused stock layer
                 x = view(x, state)[0]
                 continue
             steps = []
             for t in range(x.shape[1]):
                 state = view(x[:, t:t + 1], state)[1]
-                h = patches[k](state[0][0] if lstm else state[0], t)
+                h = hook(state[0][0] if lstm else state[0], t)
                 state = (h[None], state[1]) if lstm else h[None]
                 steps.append(h)
             x = torch.stack(steps, dim=1)
         return x
 
-    def run_with_cache(self, xs: Any, patch: Any = None, check_bounds: bool = True) -> tuple[Any, dict]:
-        """``(outputs, cache)`` as ``lsrl.targets.cache.run_with_cache``: every core layer run one step at a
-        time with PyTorch's equations (``lsrl.targets.cell_steps``), the hooks ``core.l{k}`` (its ``h``),
-        ``core.l{k}.r`` / ``.z`` / ``.n`` (GRU) or ``.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c`` (LSTM), and
-        ``readout``. ``patch``: hook names (values of the hook's shape, NaN keeps the model's) and program nodes
-        of ``net.patchable`` (``values`` as for the program)."""
-        x = _as_batch(self, xs)
-        squeeze = x.dim() == 2
-        x = checked_input(self, x[None] if squeeze else x, check_bounds)
-        ensure_facts(self.architecture, self.h0)
-        items = patch_items(patch, "run_with_cache")
-        patchable = set(getattr(self, "patchable", None) or ())
-        nodes = {key: values for key, values in items if patch_key_name(key) in patchable}
-        run = Run(self._hook_patches([(k, v) for k, v in items if k not in nodes], squeeze), x.shape[1],
-                  DimensionError)
-        held = held_patches(self, nodes, x.shape[0], x.shape[1]) if nodes else {}
-        kind = "lstm" if isinstance(self.core, nn.LSTM) else "gru"
-        with torch.no_grad():
-            for k in range(self.core.num_layers):
-                w_ih, w_hh, b_ih, b_hh = (getattr(self.core, f"{name}_l{k}")
-                                          for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
-                h = self.h0[k].expand(x.shape[0], -1)
-                points = _points(run, f"core.l{k}", CACHE_GATES[kind], held.get(k))
-                c = self.c0[k].expand(x.shape[0], -1) if kind == "lstm" else None
-                x = run_steps(kind, points, F.linear(x, w_ih, b_ih), h, c, w_hh, b_hh, torch.sigmoid, torch.tanh)[0]
-            outputs = self.readout(x)
-            if "readout" in held:
-                outputs = _overwritten(outputs, held["readout"])
-            outputs = run.visit("readout", outputs, None)
-        cache = run.finished()
-        if squeeze:
-            return outputs[0], {name: value[0] for name, value in cache.items()}
-        return outputs, cache
+    def _stepped_core(self, x: torch.Tensor) -> torch.Tensor:
+        """The core layer by layer, one step at a time with PyTorch's equations (``lsrl.targets.cell_steps``), each
+        step through the hook points of its layer (``run_with_cache``: ``lsrl.targets.cache``)."""
+        kind = self._kind
+        for k in range(self.core.num_layers):
+            w_ih, w_hh, b_ih, b_hh = (getattr(self.core, f"{name}_l{k}")
+                                      for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+            h = self.h0[k].expand(x.shape[0], -1)
+            c = self.c0[k].expand(x.shape[0], -1) if kind == "lstm" else None
+            x = run_steps(kind, self.points(k), F.linear(x, w_ih, b_ih), h, c, w_hh, b_hh, torch.sigmoid,
+                          torch.tanh)[0]
+        return x
 
     def hook_names(self) -> list[str]:
         """The names ``run_with_cache`` records, in the order it first reaches them (a step's gates, then ``h``)."""
-        gates = CACHE_GATES["lstm" if isinstance(self.core, nn.LSTM) else "gru"]
         return [name for k in range(self.core.num_layers) for name in
-                [f"core.l{k}.{gate}" for gate in gates] + [f"core.l{k}"]] + ["readout"]
-
-    def _hook_patches(self, items: list, squeeze: bool) -> dict:
-        names = self.hook_names()
-        patches = {}
-        for name, values in items:
-            if name not in names:
-                raise LsrlError(f"run_with_cache: cannot patch {name!r}: neither a program node of net.patchable nor "
-                                f"a hook of this {self.architecture} ({', '.join(names)})")
-            tensor = torch.as_tensor(_hook_values(values, f"run_with_cache: patch values for {name!r}"))
-            patches[name] = tensor[None] if squeeze else tensor
-        return patches
+                [f"core.l{k}.{gate}" for gate in STEP_HOOKS[self._kind]] + [f"core.l{k}"]] + ["readout"]
 
     def extra_repr(self) -> str:
         return (f"max_len={self.max_len}, dtype={DTYPES[self.scales.dtype]}, runtime={self.scales.runtime}, "
                 f"tolerance={self.tolerance:.3g}, "
                 f"amplitude={self.scales.amplitude:g}, gate_amplitude={self.scales.gate_amplitude:g}")
-
-
-def _overwritten(sequence: torch.Tensor, patch: StatePatch) -> torch.Tensor:
-    """``sequence`` ``(B, T, width)`` with the patched units set at every step."""
-    sequence = sequence.clone()
-    sequence[..., patch.units] = patch.values.to(sequence.dtype)
-    return sequence
 
 
 def layer_report(module: StockRNNModel) -> list[dict]:
