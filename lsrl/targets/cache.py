@@ -24,6 +24,7 @@ not from its class.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -116,8 +117,8 @@ def hook_names(net: nn.Module) -> set[str]:
     names = {name for name, _ in net.named_modules() if name} - _stepped_modules(net)
     for name, module in _stock_layers(net):
         names |= {f"{name}.{gate}" for gate in _gates(module)}
-    for key, (module, layer) in recurrences(net).items():
-        names |= {key} | {f"{key}.{gate}" for gate in module.step_hooks(layer)}
+    for key, (carrier, layer) in recurrences(net).items():
+        names |= {key} | {f"{key}.{gate}" for gate in carrier.step_hooks(layer)}
     return names
 
 
@@ -152,28 +153,29 @@ def _step_hooks(net: nn.Module, run: Run, stock: dict[str, nn.RNNBase]) -> list[
         if owner is not None and node_patch is not None:
             saved = owner.state_patches
             owner.state_patches = None  # its states() then calls the stock layer on the whole sequence
-            undo.append(lambda owner=owner, saved=saved: setattr(owner, "state_patches", saved))
+            undo.append(partial(setattr, owner, "state_patches", saved))
+        # an instance attribute over the class's method, deleted after
         module.forward = _stepwise(module, _points(run, name, _gates(module), node_patch))
-        undo.append(lambda module=module: delattr(module, "forward"))
+        undo.append(partial(delattr, module, "forward"))
     for key, (carrier, layer) in carriers.items():  # the others: their steps' points
         if key in stock:
             continue
         if carrier.records_steps:
             points = _points(run, key, carrier.step_hooks(layer))
         elif key in run.patch:  # its state is recorded as a sub-module's output, and patched before it is carried
-            points = {"h": lambda value, t, key=key: run.patched(key, value, t)}
+            points = {"h": partial(run.patched, key)}
         else:
             continue
         carrier.step_points = {**(carrier.step_points or {}), layer: points}
-        undo.append(lambda carrier=carrier: setattr(carrier, "step_points", None))
+        undo.append(partial(setattr, carrier, "step_points", None))
     return undo
 
 
 def _points(run: Run, name: str, gates: tuple[str, ...], node_patch: StepHook | None = None) -> StepPoints:
     """The hook points of a recurrent layer's steps (``lsrl.targets.cell_steps``): its state ``name`` (after
     ``node_patch``) and its gates ``name.gate``, each patched and recorded by ``run``."""
-    points: StepPoints = {gate: (lambda value, t, key=f"{name}.{gate}": run.visit(key, value, t)) for gate in gates}
-    state = then(node_patch, lambda value, t: run.visit(name, value, t))
+    points: StepPoints = {gate: partial(run.visit, f"{name}.{gate}") for gate in gates}
+    state = then(node_patch, partial(run.visit, name))
     assert state is not None
     points["h"] = state
     return points
@@ -198,7 +200,7 @@ def _stepwise(module: nn.RNNBase, points: StepPoints) -> Callable[..., tuple[tor
     """The stock layer's ``forward``, one step at a time through ``points`` (its output and final state as
     ``torch.nn``'s: ``(states, h_n)``, ``(states, (h_n, c_n))`` for an LSTM)."""
     kind = _kind(module)
-    weights = [getattr(module, f"{w}_l0", None) for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    weights: list[Any] = [getattr(module, f"{w}_l0", None) for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
     candidate = torch.relu if getattr(module, "nonlinearity", "tanh") == "relu" else torch.tanh
 
     def forward(x: torch.Tensor, hx: Any = None) -> tuple[torch.Tensor, Any]:
@@ -209,7 +211,9 @@ def _stepwise(module: nn.RNNBase, points: StepPoints) -> Callable[..., tuple[tor
             h0, c0 = (hx[0] if hx is not None else zeros), None
         gi = F.linear(x, weights[0], weights[2])
         states, h, c = run_steps(kind, points, gi, h0, c0, weights[1], weights[3], torch.sigmoid, candidate)
-        return states, ((h[None], c[None]) if kind == "lstm" else h[None])
+        if c is None:
+            return states, h[None]
+        return states, (h[None], c[None])
 
     return forward
 

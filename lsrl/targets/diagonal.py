@@ -36,6 +36,11 @@ class DiagonalRecurrence(Recurrence, nn.Module):
     """``s_t = A s_{t-1} + u_t`` for an ``A`` in diagonal form, over a ``(B, T, d)`` drive ``u``; its output is
     the state it carries (a hook patched before it is carried runs every unit step by step)."""
 
+    recurrent: torch.Tensor  # the units with a recurrence of their own (buffers: indices, and their values)
+    partner: torch.Tensor
+    delay: torch.Tensor
+    fading: torch.Tensor
+
     def __init__(self, A: np.ndarray, s0: np.ndarray, where: str) -> None:
         super().__init__()
         d = self.width = A.shape[0]

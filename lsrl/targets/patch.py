@@ -26,7 +26,7 @@ the targets built from it), less the nodes a target computes without units of th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -54,12 +54,17 @@ def held_nodes(net: torch.nn.Module) -> set[str]:
     """The program nodes that have a unit a patch can set (a patchable role, in a sub-module's output,
     a carried state, or as a second label)."""
     keys = set(recurrences(net)) | {name for name, _ in net.named_modules()}
-    labelled = [label for key, labels in net.labels.items() if key in keys for label in labels]
+    labelled = [label for key, labels in _unit_labels(net).items() if key in keys for label in labels]
     labelled += [label for aliases in getattr(net, "patch_aliases", {}).values() for label in aliases.values()]
     return {label.node for label in labelled if label is not None and label.role in PATCHABLE_ROLES}
 
 
-def _values_array(net, name, values, count, steps) -> np.ndarray:
+def _unit_labels(net: torch.nn.Module) -> dict[str, list]:
+    """``net.labels``: per sub-module or carried state, one ``UnitLabel`` (or None) per unit."""
+    return getattr(net, "labels", None) or {}
+
+
+def _values_array(net: torch.nn.Module, name: str, values: Any, count: int, steps: int) -> np.ndarray:
     """The patch ``values`` for node ``name`` as a float64 ``(count, steps, width)`` array, checked as the
     interpreter checks them (``lsrl.lang.evaluate.patch_array``) against the node's width."""
     arch = getattr(net, "architecture", type(net).__name__)
@@ -67,17 +72,18 @@ def _values_array(net, name, values, count, steps) -> np.ndarray:
     return patch_array(values, count, steps, f"{arch}: patch values for {name!r}", width, dtype=np.float64)
 
 
-def _check_patchable(net, name) -> None:
+def _check_patchable(net: torch.nn.Module, name: str) -> None:
     arch = getattr(net, "architecture", type(net).__name__)
     widths = getattr(net, "node_widths", None)
     if widths is not None and name not in widths:  # no node of the program (and no hook: lsrl.targets.cache)
         raise LsrlError(f"{arch}: cannot patch {name!r}: neither a program node of net.patchable nor a sub-layer "
                         f"(hook) of this {type(net).__name__}; the hooks are the keys of net.run_with_cache(xs)[1]")
-    if getattr(net, "patchable", None) is None:
+    patchable = getattr(net, "patchable", None)
+    if patchable is None:
         raise LsrlError(f"{arch}: cannot patch {name!r}: no sub-layer (hook) of this {type(net).__name__}, and it "
                         "has no net.patchable (it was not built by lsrl.targets.to_torch from a compiled model with "
                         "unit labels), so it cannot be patched by program node")
-    if name not in net.patchable:
+    if name not in patchable:
         reason = getattr(net, "unpatchable", {}).get(name) or (
             "the compiled model cannot patch it exactly either (see model.patchable): it has no units of its own, "
             "was fused into a reader, shares units with another node, or was pruned as always 0")
@@ -85,7 +91,7 @@ def _check_patchable(net, name) -> None:
                         f"see net.patchable")
 
 
-def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> dict:
+def patched_units(net: torch.nn.Module, patch: Mapping[Any, Any], count: int, steps: int) -> dict:
     """``{labels key: [(unit, values (count, steps))]}``: every unit of a sub-module output or of a
     carried state that is labelled with a patched node, and what it is set to."""
     modules = dict(net.named_modules())
@@ -97,7 +103,7 @@ def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> 
         array = _values_array(net, name, values, count, steps)
         arrays[name] = (array.shape[-1], array)
     units = {}
-    for labels_key, labels in net.labels.items():
+    for labels_key, labels in _unit_labels(net).items():
         if labels_key not in carriers and labels_key not in modules:
             continue  # recomputed from the units it follows (gates, cells, s+ - s-)
         own = units_holding(enumerate(labels), arrays, labels_key)
@@ -111,7 +117,7 @@ def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> 
     return units
 
 
-def _as_patch(pairs, dtype, device) -> StatePatch:
+def _as_patch(pairs: list[tuple[int, np.ndarray]], dtype: torch.dtype, device: torch.device) -> StatePatch:
     units = torch.tensor([unit for unit, _ in pairs], dtype=torch.long, device=device)
     values = torch.as_tensor(np.stack([values for _, values in pairs], axis=-1), dtype=dtype, device=device)
     return StatePatch(units, values)
@@ -129,7 +135,7 @@ def overwriting(patch: StatePatch) -> Callable[[torch.nn.Module, Any, Any], Any]
 
 
 @contextmanager
-def node_patches(net: torch.nn.Module, patch: dict, count: int, steps: int) -> Iterator[None]:
+def node_patches(net: torch.nn.Module, patch: Mapping[Any, Any], count: int, steps: int) -> Iterator[None]:
     """While the block runs, a call of ``net`` on ``count`` sequences of ``steps`` steps has the
     program nodes of ``patch`` patched (module docstring)."""
     if not patch:

@@ -9,7 +9,7 @@ step (Eq. 2), with ``h_0 = s_0 >= 0``.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 import torch
@@ -93,6 +93,9 @@ class LinearRNNBlock(Recurrence, nn.Module):
 class ClassicRNNBlock(LinearRNNBlock):
     """The same layer with its recurrence in ``torch.nn.RNN(nonlinearity="relu")`` (Eq. (11))."""
 
+    rnn: nn.RNN
+    merge: torch.Tensor  # [s+; s-] -> s (a buffer)
+
     def __init__(self, block: Block) -> None:
         nn.Module.__init__(self)
         if block.relu_state is not None:
@@ -100,27 +103,17 @@ class ClassicRNNBlock(LinearRNNBlock):
             return
         d = block.d_state
         A, B, b = block.A, block.B, block.b
-        self.rnn = nn.RNN(block.d_in, 2 * d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
-        with torch.no_grad():
-            self.rnn.weight_hh_l0.copy_(float64_tensor(np.block([[A, -A], [-A, A]])))
-            self.rnn.weight_ih_l0.copy_(float64_tensor(np.vstack([B, -B])))
-            self.rnn.bias_ih_l0.copy_(float64_tensor(np.concatenate([b, -b])))
-            self.rnn.bias_hh_l0.zero_()
+        self.rnn = _relu_rnn(block.d_in, np.block([[A, -A], [-A, A]]), np.vstack([B, -B]), np.concatenate([b, -b]))
         self.h0 = nn.Parameter(float64_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
         self.register_buffer("merge", float64_tensor(np.hstack([np.eye(d), -np.eye(d)])))
         self.state = nn.Identity()
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
-    def _init_relu_state(self, block):
+    def _init_relu_state(self, block: Block) -> None:
         """The ReLUState's update as the RNN step itself (no sign split: ``merge = I``)."""
         d = block.d_state
-        self.rnn = nn.RNN(block.d_in, d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
-        with torch.no_grad():
-            self.rnn.weight_hh_l0.copy_(float64_tensor(block.A))
-            self.rnn.weight_ih_l0.copy_(float64_tensor(block.B))
-            self.rnn.bias_ih_l0.copy_(float64_tensor(block.b))
-            self.rnn.bias_hh_l0.zero_()
+        self.rnn = _relu_rnn(block.d_in, block.A, block.B, block.b)
         self.h0 = nn.Parameter(float64_tensor(block.s0))
         self.register_buffer("merge", float64_tensor(np.eye(d)))
         self.state = nn.Identity()
@@ -149,6 +142,16 @@ class ClassicRNNBlock(LinearRNNBlock):
             h = hook(self.rnn(x[:, t:t + 1], h)[1][0], t)[None]
             steps.append(h[0])
         return torch.stack(steps, dim=1)
+
+
+def _relu_rnn(d_in: int, weight_hh: np.ndarray, weight_ih: np.ndarray, bias: np.ndarray) -> nn.RNN:
+    """A one-layer float64 ``torch.nn.RNN(nonlinearity="relu")`` with these weights (``bias_hh`` 0)."""
+    rnn = nn.RNN(d_in, weight_hh.shape[0], nonlinearity="relu", batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        for name, value in (("weight_hh", weight_hh), ("weight_ih", weight_ih), ("bias_ih", bias),
+                            ("bias_hh", np.zeros_like(bias))):
+            getattr(rnn, f"{name}_l0").copy_(float64_tensor(value))
+    return rnn
 
 
 class BlockModel(KeptPromises, CachedRun, nn.Module):
@@ -199,10 +202,18 @@ def block_labels(stack: BlockStack, blocks: Iterable[nn.Module], state: str = "s
     return labels
 
 
-def block_report(module: nn.Module) -> list[dict]:
+class BlockModule(Protocol):
+    """A model of blocks (``BlockModel``, ``DiagonalRNNModel``), as ``block_report`` reads it."""
+
+    architecture: str
+    blocks: nn.ModuleList
+
+
+def block_report(module: BlockModule) -> list[dict]:
     """Per block of a model of blocks (``BlockModel``, ``DiagonalRNNModel``): the state's hidden size,
     the MLP widths and the non-zero parameters."""
     rows = []
+    block: Any  # a LinearRNNBlock or DiagonalRNNBlock (a ModuleList holds them as nn.Module)
     for index, block in enumerate(module.blocks):
         mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
         rows.append({

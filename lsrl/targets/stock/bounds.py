@@ -5,22 +5,28 @@ pending ``Linear`` layers, the value bounds at ``max_len`` and the error bounds,
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from lsrl.errors import LsrlError
 from lsrl.lang import relational_bounds
+from lsrl.targets.blocks import input_width
 from lsrl.targets.stock.cells import CellLayer, Payload
-from lsrl.targets.stock.lattices import sums_exactly, value_lattices
+from lsrl.targets.stock.lattices import CompiledLayer, sums_exactly, value_lattices
 from lsrl.targets.stock.scales import DTYPES, MARGIN, ONNX_FLAG_ERROR, Scales, advice, gamma
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 class BoundedWalk:
     """The state of a walk over the compiled layers: the core's layers so far, the payload the next one reads
     (``Payload``: its decode, value bounds ``M`` and error bounds ``E``), the ``Linear`` layers since the last
     cell layer (``W``, ``c``), and the checks a refusal names the node by."""
 
-    def __init__(self, arch: str, model, max_len: int, scales: Scales, thresholds: bool = False) -> None:
+    def __init__(self, arch: str, model: CompiledProgram, max_len: int, scales: Scales,
+                 thresholds: bool = False) -> None:
         self.arch, self.model, self.max_len, self.scales = arch, model, max_len, scales
         self.name = f"stock_{arch}"
         self.layers: list[CellLayer] = []
@@ -32,7 +38,7 @@ class BoundedWalk:
         self.flag_error = ONNX_FLAG_ERROR if scales.runtime == "onnxruntime" and arch == "gru" else 0.0
         self.identities = scales.runtime == "torch"  # onnxruntime's tanh is no identity anywhere
         self.thresholded = False
-        d_in = model.input.dim
+        d_in = input_width(model)
         M_in = self.bounds(model.input)
         # an integer input is held exactly (h = x, whole numbers): grid 1
         self.payload = Payload(np.eye(d_in), M_in, np.zeros(d_in), M_in, np.zeros(d_in), np.zeros(d_in, dtype=bool),
@@ -42,7 +48,7 @@ class BoundedWalk:
         self.source: tuple[int | None, np.ndarray] = (None, M_in)
 
     # ---- bounds and errors
-    def bounds(self, node) -> np.ndarray:
+    def bounds(self, node: CompiledLayer) -> np.ndarray:
         """``max |v|`` per component of ``node`` at ``max_len``; ``LsrlError`` naming it when infinite."""
         low, high = relational_bounds(node, max_length=self.max_len)
         infinite = [i for i, (lo, hi) in enumerate(zip(low, high)) if math.isinf(lo) or math.isinf(hi)]
@@ -66,7 +72,7 @@ class BoundedWalk:
     def rounding(self, magnitude: np.ndarray, count: np.ndarray) -> np.ndarray:
         return gamma(count + 4, self.scales.u) * magnitude
 
-    def check_margin(self, node, M: np.ndarray, E: np.ndarray) -> None:
+    def check_margin(self, node: CompiledLayer, M: np.ndarray, E: np.ndarray) -> None:
         """The induction's hypothesis ``|v^| <= phi M``: ``E <= (phi - 1) M`` (docs/stock.md)."""
         bad = np.flatnonzero(E > (MARGIN - 1.0) * M)
         if len(bad):
@@ -84,10 +90,11 @@ class BoundedWalk:
         if not growths:
             return ""
         growth, index = max(growths)
-        node = self.model.layers[self.layers[index].source]
+        source = self.layers[index].source
+        node = self.model.layers[source] if source is not None else self.model.input
         return f" (its bound grows most at {node.describe()}: {growth:.3g} times its input's)"
 
-    def check_scale(self, node, eps: np.ndarray) -> None:
+    def check_scale(self, node: CompiledLayer, eps: np.ndarray) -> None:
         tiny = float(torch.finfo(self.scales.dtype).tiny) / self.scales.u
         if np.any(eps < tiny):
             raise LsrlError(f"{self.name}: the values of {node.describe()} are too large for "
@@ -107,7 +114,7 @@ class BoundedWalk:
         layer.decode, layer.error, layer.offset = D, E, offset
         self.W, self.c = np.eye(len(M)), np.zeros(len(M))
 
-    def value_range(self, node) -> tuple[list, list]:
+    def value_range(self, node: CompiledLayer) -> tuple[list, list]:
         """``(low, high)`` per component of ``node`` at ``max_len`` (rationals)."""
         low, high = relational_bounds(node, max_length=self.max_len)
         return list(low), list(high)

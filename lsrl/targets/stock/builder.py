@@ -13,9 +13,10 @@ import torch
 
 from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.lang import relational_bounds
+from lsrl.targets.blocks import input_width
 from lsrl.targets.stock.cells import CellLayer
 from lsrl.targets.stock.exact_units import ExactUnits
-from lsrl.targets.stock.lattices import value_lattices
+from lsrl.targets.stock.lattices import CompiledLayer, value_lattices
 from lsrl.targets.stock.module import StockRNNModel
 from lsrl.targets.stock.plan import unit_plan
 from lsrl.targets.stock.scales import (
@@ -30,6 +31,7 @@ class Builder(ExactUnits):
     where ``thresholds`` asks for them and they fit, else small-signal units (docs/stock.md, "Layers")."""
 
     def walk(self) -> None:
+        layer: CompiledLayer
         for index, layer in enumerate(self.model.layers):
             if layer.kind == "Linear":
                 A, b = layer.A.to_numpy(), layer.b.to_numpy()
@@ -59,13 +61,14 @@ class Builder(ExactUnits):
         self.state_units(self.model.input, np.zeros((n, n)), np.eye(n), np.zeros(n), np.zeros(n), M, False, M)
         self.W, self.c = pending  # the readout computes the Linear layers from the carried input
 
-    def state(self, layer, M_out: np.ndarray, relu: bool) -> None:
+    def state(self, layer: CompiledLayer, M_out: np.ndarray, relu: bool) -> None:
         A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
         # the ReLU's input A s_{t-1} + B y_t + b, with y the layer's input
         M_w = np.abs(A) @ M_out + np.abs(B) @ self.bounds(layer.inputs[0]) + np.abs(b) if relu else M_out
         self.state_units(layer, A, B @ self.W, B @ self.c + b, layer.init_state.to_numpy(), M_out, relu, M_w)
 
-    def state_units(self, node, A, W, c, s0, M, relu, M_w) -> None:
+    def state_units(self, node: CompiledLayer, A: np.ndarray, W: np.ndarray, c: np.ndarray, s0: np.ndarray,
+                    M: np.ndarray, relu: bool, M_w: np.ndarray) -> None:
         """A (ReLU) state ``s_t = [ReLU](A s_{t-1} + W v_t + c)``, or with ``A = 0`` a ReLU / a carried value;
         ``M`` bounds ``|s|``, ``M_w`` the ReLU's input (``M`` without one)."""
         scales, lstm = self.scales, self.arch == "lstm"
@@ -129,12 +132,12 @@ class Builder(ExactUnits):
             self.check_margin(node, M, E)
         self.finish(layer, D_own, M, E)
 
-    def relu(self, layer, M_out: np.ndarray) -> None:
+    def relu(self, layer: CompiledLayer, M_out: np.ndarray) -> None:
         n = len(M_out)
         self.state_units(layer, np.zeros((n, n)), self.W, self.c, np.zeros(n), M_out, True,
                          self.bounds(layer.inputs[0]))
 
-    def product(self, node, M_out: np.ndarray) -> None:
+    def product(self, node: CompiledLayer, M_out: np.ndarray) -> None:
         """``Multi``: first half (Q, the gate) times second half (P, the small signal)."""
         scales, lstm = self.scales, self.arch == "lstm"
         m = node.dim
@@ -195,7 +198,7 @@ class Builder(ExactUnits):
         return weight, bias, propagated + rounding
 
 
-def _check_informative(name: str, model, builder: Builder, tolerances: np.ndarray) -> None:
+def _check_informative(name: str, model: CompiledProgram, builder: Builder, tolerances: np.ndarray) -> None:
     """Refuse a module whose tolerance is as large as every output's own bound: it would say nothing."""
     last = model.layers[-1] if model.layers else model.input
     largest = float(np.max(builder.bounds(last), initial=0.0))
@@ -226,8 +229,8 @@ def _check_overflow(name: str, layers: list[CellLayer], readout: np.ndarray, dty
                         f"range; {advice(dtype, 'tighter Input bounds')}")
 
 
-def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, gate_amplitude: float | None,
-           gain: float, runtime: Any) -> StockRNNModel:
+def _build(arch: str, model: CompiledProgram, max_len: Any, dtype: Any, amplitude: float | None,
+           gate_amplitude: float | None, gain: float, runtime: Any) -> StockRNNModel:
     name = f"stock_{arch}"
     if whole_number(max_len) is None or max_len < 1:
         raise LsrlError(f"{name}: max_len must be a positive integer (the longest sequence the module runs), "
@@ -255,10 +258,10 @@ def _build(arch: str, model, max_len: Any, dtype: Any, amplitude: float | None, 
         raise refused from None
     builder, weight, bias, tolerances = built
     plan = unit_plan(model, builder.layers, weight.shape[1], tolerances)
-    return StockRNNModel(arch, model.input.dim, builder.layers, weight, bias, tolerances, max_len, scales, plan)
+    return StockRNNModel(arch, input_width(model), builder.layers, weight, bias, tolerances, max_len, scales, plan)
 
 
-def _decides(model, tolerances: np.ndarray) -> bool:
+def _decides(model: CompiledProgram, tolerances: np.ndarray) -> bool:
     """Whether ``tolerances`` prove every token decision: below half its lattice's step for every output whose
     values lie on a lattice (real-valued outputs have none, and nothing to decide)."""
     lattices = value_lattices(model)[-1]
@@ -270,7 +273,8 @@ class _NoThresholds(Exception):
     """The construction with threshold units failed where none could be built: the plain refusal stands."""
 
 
-def _built(arch: str, model, max_len: int, scales: Scales, thresholds: bool) -> tuple:
+def _built(arch: str, model: CompiledProgram, max_len: int, scales: Scales, thresholds: bool
+           ) -> tuple[Builder, np.ndarray, np.ndarray, np.ndarray]:
     """``(builder, readout weight, readout bias, tolerances)``, checked (overflow, an informative bound)."""
     builder = Builder(arch, model, max_len, scales, thresholds)
     try:

@@ -14,7 +14,7 @@ from lsrl.numbers import to_rational
 from lsrl.targets.stock.bounds import BoundedWalk
 from lsrl.targets.stock.cells import CellLayer
 from lsrl.targets.stock.lattices import (
-    affine_lattices, dyadic_grid, nonzero_weights, relu_gate, sums_exactly, threshold_plan, update_rows,
+    CompiledLayer, affine_lattices, dyadic_grid, nonzero_weights, relu_gate, sums_exactly, threshold_plan, update_rows,
 )
 from lsrl.targets.stock.scales import EXACT_SATURATION, TANH_IDENTITY, power_ceil, power_floor
 
@@ -23,14 +23,14 @@ class ExactUnits(BoundedWalk):
     and margins allow (docs/stock.md, "Threshold units"); each method returns False, building nothing, where they
     do not."""
 
-    def exact_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+    def exact_layer(self, index: int, layer: CompiledLayer, M_out: np.ndarray) -> bool:
         """Compiled layer ``index`` as exact units: identity units where they fit, else threshold units (module
         docstring); False (nothing built) where neither does."""
         if layer.kind == "Multi":
             return self.identity_product(index, layer) or self.threshold_product(index, layer)
         return self.identity_layer(index, layer, M_out) or self.threshold_layer(index, layer, M_out)
 
-    def threshold_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+    def threshold_layer(self, index: int, layer: CompiledLayer, M_out: np.ndarray) -> bool:
         """Compiled layer ``index`` (a ``ReLU``, ``LinState`` or ``ReLUState``) as threshold units, when every
         component has a lattice and margins (docs/stock.md, "Threshold units"); False otherwise."""
         n = layer.dim
@@ -53,7 +53,8 @@ class ExactUnits(BoundedWalk):
             high = [max(hi, to_rational(v)) for hi, v in zip(high, layer.init_state.values())]
         return self.threshold_units(layer, A, B @ self.W, B @ self.c + b, s0, relu, lattices, low, high, M_out)
 
-    def threshold_units(self, node, A, W, c, s0, relu, lattices, low, high, M) -> bool:
+    def threshold_units(self, node: CompiledLayer, A: np.ndarray, W: np.ndarray, c: np.ndarray, s0: np.ndarray,
+                        relu: bool, lattices: list, low: list, high: list, M: np.ndarray) -> bool:
         """``s_t = f(A s_{t-1} + W v_t + c)`` (``f`` relu or the identity; ``A = 0``: a memoryless layer) as
         threshold units, each ``[y > theta]`` for a threshold of ``threshold_plan``, read back exactly by the
         recurrence. False (nothing built) where a component has no lattice, too many thresholds, or a margin
@@ -93,7 +94,7 @@ class ExactUnits(BoundedWalk):
         self.finish_flags(layer, D_own, M, offset)
         return True
 
-    def threshold_gains(self, node, margin: np.ndarray) -> np.ndarray:
+    def threshold_gains(self, node: CompiledLayer, margin: np.ndarray) -> np.ndarray:
         """Per component, ``K``: the smallest power of two with ``K margin >= EXACT_SATURATION`` (times ``gain``;
         1 where the margin is infinite: no units); ``LsrlError`` where ``gain`` leaves it short."""
         self.thresholded = True
@@ -108,7 +109,7 @@ class ExactUnits(BoundedWalk):
                             f"{margin[j]:.3g} is below {EXACT_SATURATION:g}; use gain >= 1")
         return K
 
-    def threshold_product(self, index: int, node) -> bool:
+    def threshold_product(self, index: int, node: CompiledLayer) -> bool:
         """``Multi`` as threshold units where, per component, one factor ``F`` takes only the values 0 and 1,
         and both factors are read exactly from threshold units (``F = f h + c_F``, ``G = g h + c_G``, ``h`` 0 or
         1): ``F G = c_G [F > 1/2] + sum_u g_u [h_u + F > 3/2]`` (``F h_u`` is an AND); margins 1/2. False
@@ -155,7 +156,7 @@ class ExactUnits(BoundedWalk):
             layer.grid = [0.0] * layer.units
         self.finish(layer, D, M, np.abs(D).sum(axis=1) * self.flag_error, offset)
 
-    def flag_factors(self, index: int, node) -> list[tuple[int, int]] | None:
+    def flag_factors(self, index: int, node: CompiledLayer) -> list[tuple[int, int]] | None:
         """Per component of ``Multi`` ``index``, ``(f, g)``: the factor ``F`` (component ``f`` of its input) that takes
         only the values 0 and 1 (lattice in ``Z``, bounds in ``[0, 1]``) and the other; None where neither does."""
         m, lattices = node.dim, self.lattices[index]
@@ -174,7 +175,7 @@ class ExactUnits(BoundedWalk):
             pairs.append(flags[0])
         return pairs
 
-    def identity_layer(self, index: int, layer, M_out: np.ndarray) -> bool:
+    def identity_layer(self, index: int, layer: CompiledLayer, M_out: np.ndarray) -> bool:
         """Compiled layer ``index`` (a ``ReLU``, ``LinState`` or ``ReLUState``) as identity units (docs/stock.md,
         "Identity units"), where its values lie on dyadic lattices and it reads exact units only; False otherwise."""
         n = layer.dim
@@ -195,7 +196,7 @@ class ExactUnits(BoundedWalk):
         gates = [relu_gate(lattice) if relu else None for lattice in lattices]
         return self.identity_units(layer, A, W, c, (W, c) if relu else None, gates, s0, lattices, M_pre, M_out)
 
-    def identity_product(self, index: int, node) -> bool:
+    def identity_product(self, index: int, node: CompiledLayer) -> bool:
         """``Multi`` as identity units where, per component, one factor ``F`` takes only the values 0 and 1 and the
         other, ``G``, lies on a dyadic lattice, both read exactly: ``F G`` is ``G`` gated by ``[F > 1/2]``."""
         pairs = self.flag_factors(index, node)
@@ -208,7 +209,9 @@ class ExactUnits(BoundedWalk):
         return self.identity_units(node, np.zeros((m, m)), self.W[g], self.c[g], (self.W[f], self.c[f]), gates,
                                    np.zeros(m), [lattices[k] for k in g], M_y[g], self.source[1])
 
-    def identity_units(self, node, A, W, c, gate, gates, s0, lattices, M_pre, M) -> bool:
+    def identity_units(self, node: CompiledLayer, A: np.ndarray, W: np.ndarray, c: np.ndarray,
+                       gate: tuple[np.ndarray, np.ndarray] | None, gates: list, s0: np.ndarray, lattices: list,
+                       M_pre: np.ndarray, M: np.ndarray) -> bool:
         """``s_t = [gate_t > theta] (A s_{t-1} + W v_t + c)`` (without ``gate``: ungated) as identity units: one per
         component (the GRU's gated ones a pair ``a, c``), ``h = eps s`` exactly, with ``eps`` the power of two that
         puts the pre-activation's bound ``M_pre`` within ``TANH_IDENTITY`` and the gate ``sigma(K (gate - theta))``
@@ -286,7 +289,7 @@ class ExactUnits(BoundedWalk):
     def snap(self) -> None:
         """With thresholds, the outputs as threshold units where the readout would not be exact (a last
         ``Multi``, say): a memoryless layer of them, read by an exact readout (docs/stock.md)."""
-        last = self.model.layers[-1] if self.model.layers else None
+        last: CompiledLayer = self.model.layers[-1] if self.model.layers else None
         if last is None:
             return
         Wd, bias, _, _, propagated = self.input_terms(self.W, self.c)

@@ -6,14 +6,25 @@ floating point."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gmpy2
 import numpy as np
 import torch
 
 from lsrl.numbers import to_rational
+from lsrl.targets.blocks import input_width
 from lsrl.targets.stock.scales import MAX_THRESHOLDS
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
+    from lsrl.numbers import Matrix
+
+# A layer of a compiled path (``lsrl.lang.nodes``: ``Linear``, ``ReLU``, ``Multi``, ``LinState``, ``ReLUState``, or
+# the ``Input``): which attributes it has (``A``, ``B``, ``b``, ``init_state``) follows from its kind, which the code
+# checks before reading them
+CompiledLayer = Any
+Lattice = tuple[Any, Any]  # (offset, step), rationals: the values lie in offset + step Z
 
 def rational_gcd(a: Any, b: Any) -> Any:
     """The largest rational ``g`` with ``a`` and ``b`` whole multiples of it (``gcd(a, 0) = |a|``)."""
@@ -24,7 +35,7 @@ def rational_gcd(a: Any, b: Any) -> Any:
                      a.denominator * b.denominator)
 
 
-def _exact_rows(matrix) -> list[dict]:
+def _exact_rows(matrix: Matrix) -> list[dict]:
     """Per row of a compiled ``Matrix``, its non-zero entries as ``{column: rational}``."""
     rows: list[dict] = [{} for _ in range(matrix.shape2d[0])]
     for i, j, a in matrix.entries():
@@ -60,7 +71,7 @@ def _product_lattice(q: Any, p: Any) -> Any:
     return q[0] * p[0], rational_gcd(rational_gcd(q[0] * p[1], p[0] * q[1]), q[1] * p[1])
 
 
-def update_rows(layer) -> tuple[list[dict], list]:
+def update_rows(layer: CompiledLayer) -> tuple[list[dict], list]:
     """A state's update ``A s + B x + b`` as rows over ``[s; x]`` and its bias (rationals)."""
     n = layer.dim
     rows = [{**own, **{n + j: b for j, b in fed.items()}} for own, fed in zip(_exact_rows(layer.A),
@@ -68,7 +79,7 @@ def update_rows(layer) -> tuple[list[dict], list]:
     return rows, [to_rational(v) for v in layer.b.values()]
 
 
-def _state_lattices(layer, inputs: list) -> list:
+def _state_lattices(layer: CompiledLayer, inputs: list) -> list:
     """A state's lattices: the least ones holding its initial state and closed under its update (iterated
     from the initial state; each round joins a component's lattice with its update's, only refining steps);
     None for every component when a step keeps shrinking (a weight 1/2 halves it), or a term is unknown."""
@@ -89,13 +100,14 @@ def _state_lattices(layer, inputs: list) -> list:
     return [None] * n
 
 
-def value_lattices(model) -> list[list]:
+def value_lattices(model: CompiledProgram) -> list[list]:
     """Per compiled layer (the input first), per component, a lattice ``(offset, step)`` holding every value
     it takes on inputs within the declared bounds, or None: an integer ``Input`` lies in ``Z``; ``Linear``,
     ``ReLU``, ``Multi`` and the states map lattices as above (by induction over the steps, a state's values
     stay in a lattice closed under its update that holds its initial state)."""
-    lattices: list = [(gmpy2.mpq(0), gmpy2.mpq(1)) if model.input.integer else None] * model.input.dim
+    lattices: list = [(gmpy2.mpq(0), gmpy2.mpq(1)) if model.input.integer else None] * input_width(model)
     out = [lattices]
+    layer: CompiledLayer
     for layer in model.layers:
         if layer.kind == "Linear":
             lattices = affine_lattices(_exact_rows(layer.A), [to_rational(v) for v in layer.b.values()], lattices)

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lsrl.errors import LsrlError
-from lsrl.ir.labels import units_holding
+from lsrl.ir.labels import UnitLabel, units_holding
 from lsrl.lang.evaluate import patch_items, patch_key_name
 from lsrl.targets.cache import CachedRun, Patch
 from lsrl.targets.cell_steps import run_steps
@@ -20,7 +20,7 @@ from lsrl.targets.checks import checked_input, module_placement
 from lsrl.targets.facts import ensure_facts
 from lsrl.targets.hook_points import STEP_HOOKS, Layer, Recurrence, sub_name
 from lsrl.targets.patch import StatePatch, _check_patchable, _values_array, overwriting
-from lsrl.targets.promises import BuiltForOneDtype, StockState, continued_state
+from lsrl.targets.promises import BuiltForOneDtype, CoreState, StockState, continued_state
 from lsrl.targets.stock.cells import CellLayer
 from lsrl.targets.stock.plan import UnitPlan
 from lsrl.targets.stock.scales import DTYPES, Scales
@@ -66,7 +66,7 @@ def held_patches(net: StockRNNModel, patch: Any, count: int, steps: int) -> dict
     return patches
 
 
-def _check_patch_bound(net, label, held: np.ndarray, bound: float) -> None:
+def _check_patch_bound(net: StockRNNModel, label: UnitLabel, held: np.ndarray, bound: float) -> None:
     largest = float(np.max(np.abs(held), initial=0.0))
     if largest > bound:
         raise LsrlError(f"{net.architecture}: patch values for {label.node!r} reach {largest:.6g} in component "
@@ -100,6 +100,9 @@ class StockRNNModel(BuiltForOneDtype, CachedRun, Recurrence, nn.Module):
     induction of docs/stock.md ("Error bound") goes through unchanged.
     """
 
+    architecture: str
+    max_len: int
+    core: nn.RNNBase  # an nn.LSTM or nn.GRU
     records_steps = True  # run_with_cache records the core's layers at their steps' hook points
     stepped_modules = ("core",)  # whose own output is no hook: its layers' are
     h0: torch.Tensor  # per layer, the initial h (a buffer)
@@ -169,7 +172,7 @@ class StockRNNModel(BuiltForOneDtype, CachedRun, Recurrence, nn.Module):
             if handle is not None:
                 handle.remove()
 
-    def initial_state(self, batch: int) -> Any:
+    def initial_state(self, batch: int) -> CoreState:
         """The core's initial state for ``batch`` sequences (``h0``, and ``c0`` for the LSTM)."""
         h0 = self.h0[:, None, :].expand(-1, batch, -1).contiguous()
         c0 = self.c0[:, None, :].expand(-1, batch, -1).contiguous()
@@ -206,8 +209,9 @@ class StockRNNModel(BuiltForOneDtype, CachedRun, Recurrence, nn.Module):
     def layer_view(self, k: int) -> nn.RNNBase:
         """Layer ``k`` of the core as a one-layer stock ``nn.LSTM`` / ``nn.GRU`` sharing its parameters."""
         core = self.core
-        view = type(core)(self.d_in if k == 0 else core.hidden_size, core.hidden_size, batch_first=True,
-                          dtype=self.h0.dtype, device=self.h0.device)
+        kind: type[nn.LSTM] | type[nn.GRU] = nn.LSTM if isinstance(core, nn.LSTM) else nn.GRU
+        view = kind(self.d_in if k == 0 else core.hidden_size, core.hidden_size, batch_first=True,
+                    dtype=self.h0.dtype, device=self.h0.device)
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
             setattr(view, f"{name}_l0", getattr(core, f"{name}_l{k}"))
         return view

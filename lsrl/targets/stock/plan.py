@@ -4,11 +4,15 @@ a patch can set (docs/stock.md, "Labels and patches")."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, helper_for
 from lsrl.targets.stock.cells import CellLayer
+
+if TYPE_CHECKING:
+    from lsrl.model.compiled import CompiledProgram
 
 
 @dataclass
@@ -30,7 +34,7 @@ class UnitPlan:
     unpatchable: dict
 
 
-def unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray) -> UnitPlan | None:
+def unit_plan(model: CompiledProgram, layers: list[CellLayer], hidden: int, outputs: np.ndarray) -> UnitPlan | None:
     """``net.labels`` of a stock module and what its patches set (``UnitPlan``); None without model labels.
 
     A component held by one unit ``u`` (a value, state or LSTM ReLU unit: ``h_u = eps v``) labels it with the
@@ -73,10 +77,10 @@ def unit_plan(model, layers: list[CellLayer], hidden: int, outputs: np.ndarray) 
     labels["readout"], scales["readout"], tolerances["readout"] = output_labels, np.ones(len(output_labels)), outputs
     readout_patched = bool(model.layers) and model.layers[-1].kind == "Linear"
     folded = {label.node for index, layer in enumerate(model.layers[:-1]) if layer.kind == "Linear"
-              for label in model.labels[index] if label.role in PATCHABLE_ROLES}
+              for label in model.labels[index] if label is not None and label.role in PATCHABLE_ROLES}
     # threshold units hold values exactly because they lie on lattices; a patched value need not, so in a module
     # with threshold units only the outputs, which the readout overwrites, are patched
-    outputs_patched = {label.node for label in output_labels} if readout_patched else set()
+    outputs_patched = {label.node for label in output_labels if label is not None} if readout_patched else set()
     thresholds = any(layer.thresholded for layer in layers)
     unpatchable = {node: "the module holds values in exact units (identity and threshold units, of values on a "
                    "lattice), whose exactness a patched value off the lattice would break" for node in model.patchable
