@@ -82,7 +82,7 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
     literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
     options = {"max_len": max_len, "construction": "app_e"} if literal else {}
     if target in STOCK:  # one stock LSTM / GRU in the ONNX dtype, its scales from the bounds at --max-len
-        from lsrl.targets.stock_rnn import StockRNNModel, export_stock_onnx, stock_dtype
+        from lsrl.targets.stock import StockRNNModel, export_stock_onnx, stock_dtype
 
         if max_len is None:
             raise LsrlError(f"--target {target} needs --max-len (the longest sequence: the scales come from the "

@@ -120,7 +120,7 @@ def check_options(arch: str, options: Mapping[str, Any], accepted: tuple[str, ..
         )
 
 
-def whole_number_option(arch: str, option: str, value: object, at_most: int, why: str = "") -> int:
+def whole_number_option(arch: str, option: str, value: Any, at_most: int, why: str = "") -> int:
     """A builder's integer option (``max_len``, ``window``, ``heads``) as an ``int`` in ``1..at_most``, or
     one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
     (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""
