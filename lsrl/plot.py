@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lsrl.errors import LsrlError
+from lsrl.kinds import Kind
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from lsrl.model import CompiledProgram
 
-KIND_COLOURS = {"Input": "#555555", "Linear": "#1f77b4", "ReLU": "#2ca02c", "LinState": "#d62728", "Multi": "#9467bd"}
+KIND_COLOURS = {Kind.INPUT: "#555555", Kind.LINEAR: "#1f77b4", Kind.RELU: "#2ca02c", Kind.LINSTATE: "#d62728",
+                Kind.MULTI: "#9467bd"}
 MAX_EDGES = 3000
 MAX_NAMED_UNITS = 40  # unit names are written only where every layer is at most this wide
 COLUMN_INCHES, UNIT_INCHES = 1.6, 0.3  # the canvas grows with the model, so that no label overlaps another
@@ -66,7 +68,7 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
         layer_labels = labels[x - 1] if labels is not None and x > 0 else None
         colours = [role_colours[unit[2]] for unit in layer_labels] if layer_labels else KIND_COLOURS[column.kind]
         axes.scatter(np.full(column.dim, x), y, s=24, c=colours, zorder=3, gid="units", edgecolors="none")
-        recurrent = " ↻" if column.kind == "LinState" else ""
+        recurrent = " ↻" if column.kind is Kind.LINSTATE else ""
         axes.text(x, y.max() + 1, f"{column.kind}({column.dim}){recurrent}\n{_shortened(column.name, TITLE_CHARS)}",
                   ha="center", va="bottom", fontsize=7, gid="column title")
         if layer_labels and widest <= MAX_NAMED_UNITS:
@@ -114,10 +116,10 @@ def _edges(columns) -> tuple:
     segments, signs = [], []
     for x in range(1, len(columns)):
         layer, before, after = columns[x], _unit_heights(columns[x - 1].dim), _unit_heights(columns[x].dim)
-        if layer.kind in ("Linear", "LinState"):
-            matrix = layer.A if layer.kind == "Linear" else layer.B
+        if layer.kind in (Kind.LINEAR, Kind.LINSTATE):
+            matrix = layer.A if layer.kind is Kind.LINEAR else layer.B
             pairs = [(j, i, float(value)) for i, j, value in matrix.entries()]
-        elif layer.kind == "ReLU":
+        elif layer.kind is Kind.RELU:
             pairs = [(i, i, 1.0) for i in range(layer.dim)]
         else:  # Multi: unit i multiplies units i and dim + i
             pairs = [(j, i, 1.0) for i in range(layer.dim) for j in (i, layer.dim + i)]

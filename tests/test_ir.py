@@ -8,31 +8,39 @@ import pytest
 import lsrl
 from lsrl.compiler import PASSES, run_passes, to_graph
 from lsrl.errors import InternalError, LsrlError
-from lsrl.ir import Graph, Op, OpKind
+from lsrl.ir import Graph, Op
+from lsrl.kinds import Kind
 from lsrl.numbers import EXACT
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sample_graph() -> Graph:
-    """Every kind once: x -> lin -> r -> s; m = Multi(cat[s, x]); out = Concat[m, r]."""
+def sample_program() -> lsrl.ForEach:
+    """Every kind but ReLUState once: x -> lin -> r -> s; m = Multi(cat[s, x]); out = Concat[m, r]."""
     x = lsrl.Input(2, name="x")
     lin = lsrl.Linear(x, [[1, 2], [3, 4]], b=[1, 0], name="lin")
     r = lsrl.ReLU(lin, name="r")
     s = lsrl.LinState(r, [[1, 0], [0, 1]], [[1, 0], [0, 1]], name="s")
     m = lsrl.Multi(lsrl.Concat([s, x], name="cat"), name="m")
-    return to_graph(lsrl.ForEach(lsrl.Concat([m, r], name="out")))
+    return lsrl.ForEach(lsrl.Concat([m, r], name="out"))
+
+
+def sample_graph() -> Graph:
+    return to_graph(sample_program())
 
 
 def op(graph, name) -> Op:
     return next(o for o in graph.users if o.name == name)
 
 
-def test_op_kinds_print_as_before():
-    assert [str(kind) for kind in OpKind] == ["input", "linear", "relu", "linstate", "relustate", "concat", "multi"]
+def test_one_kind_names_nodes_ops_and_layers_and_prints_in_lower_case_in_graphs():
+    assert [str(kind) for kind in Kind] == ["Input", "Linear", "ReLU", "LinState", "ReLUState", "Concat", "Multi"]
     graph = sample_graph()
     assert "%lin = linear[2](%x)  A2x2 nnz=4  b2 nnz=1" in str(graph)
-    assert op(graph, "lin").kind is OpKind.LINEAR and op(graph, "lin").kind != "linear"  # no string compares equal
+    assert op(graph, "lin").kind is Kind.LINEAR and op(graph, "r").kind is Kind.RELU
+    assert {node.kind for node in sample_program().nodes} == set(Kind) - {Kind.RELUSTATE}
+    layer_kinds = [layer.kind for layer in lsrl.compile(sample_program()).layers]
+    assert all(type(kind) is Kind for kind in layer_kinds) and Kind.LINSTATE in layer_kinds
 
 
 def test_a_sound_graph_passes_after_every_stage():
@@ -51,7 +59,7 @@ def _set_weight(name, weight, shape):
 
 
 def _stray(graph):
-    return Op(OpKind.LINEAR, [graph.input], 1, "stray", A=EXACT.zeros(1, 2), b=EXACT.zeros_vector(1))
+    return Op(Kind.LINEAR, [graph.input], 1, "stray", A=EXACT.zeros(1, 2), b=EXACT.zeros_vector(1))
 
 
 def _read_stray(graph):
@@ -63,7 +71,7 @@ def _cycle_below_output(graph):
     out = graph.output
     out.dim += 1
     out.labels.append(None)
-    back = graph.add(Op(OpKind.LINEAR, [out], 1, "back", A=EXACT.zeros(1, out.dim), b=EXACT.zeros_vector(1)))
+    back = graph.add(Op(Kind.LINEAR, [out], 1, "back", A=EXACT.zeros(1, out.dim), b=EXACT.zeros_vector(1)))
     out.inputs.append(back)
     out.picks.append([0])
     graph.users[back][out] = 1
@@ -71,10 +79,10 @@ def _cycle_below_output(graph):
 
 def _unreached_loop(graph):
     """Two ReLUs reading each other, beside the graph: each has a user, the output reads neither."""
-    first = Op(OpKind.RELU, [], 2, "first")
+    first = Op(Kind.RELU, [], 2, "first")
     graph.users[first] = {}
-    graph.kinds[OpKind.RELU] += 1
-    second = graph.add(Op(OpKind.RELU, [first], 2, "second"))
+    graph.kinds[Kind.RELU] += 1
+    second = graph.add(Op(Kind.RELU, [first], 2, "second"))
     first.inputs = [second]
     graph.users[second][first] = 1
 
@@ -89,7 +97,7 @@ def _cycle(graph):
 
 def _empty_gather(graph):
     """A Concat of nothing, read by the output: it does not depend on the input."""
-    empty = graph.add(Op(OpKind.CONCAT, [], 0, "empty", picks=[]))
+    empty = graph.add(Op(Kind.CONCAT, [], 0, "empty", picks=[]))
     out = graph.output
     out.inputs.append(empty)
     out.picks.append([])
@@ -104,7 +112,7 @@ def _odd_gather(graph):
 
 
 def _second_input(graph):
-    graph.add(Op(OpKind.INPUT, [], 1, "other"))
+    graph.add(Op(Kind.INPUT, [], 1, "other"))
 
 
 def _more_edges(graph):
@@ -120,7 +128,7 @@ def _peak_below(graph):
 
 
 def _miscount_kinds(graph):
-    graph.kinds[OpKind.RELU] += 1
+    graph.kinds[Kind.RELU] += 1
 
 
 def _relu_width(graph):

@@ -17,7 +17,8 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Op
+from lsrl.ir.ops import Op
+from lsrl.kinds import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS
 from lsrl.errors import GraphError, InternalError
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lsrl.errors import InternalError
 from lsrl.ir.labels import UnitLabel, better
-from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Op, OpKind
+from lsrl.ir.ops import Op
+from lsrl.kinds import CONCAT, INPUT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Kind
 from lsrl.ir.verify import verify as _verify
 from lsrl.lang import nodes as N
 
@@ -101,7 +102,7 @@ class Graph:
         self.lineage: dict[str, tuple[int, list[str]]] = {}
         self.ancestry: dict[tuple[str, str], bool] = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
-        self.kinds: Counter[OpKind] = Counter()  # ops of each kind, kept up to date like nnz
+        self.kinds: Counter[Kind] = Counter()  # ops of each kind, kept up to date like nnz
         # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
         self.signs: dict[Op, frozenset[int]] = {}
 
@@ -290,7 +291,7 @@ class Graph:
                     self.users[x].pop(current, None)
                     pending.append(x)
 
-    def count_of(self, kind: OpKind) -> int:
+    def count_of(self, kind: Kind) -> int:
         """The number of ops of ``kind`` in the graph."""
         return self.kinds[kind]
 

@@ -1,4 +1,4 @@
-"""The ops of the working graph: ``OpKind`` (what an op computes) and ``Op`` (one node).
+"""The ops of the working graph: ``Op`` (one node), whose ``kind`` (``lsrl.kinds.Kind``) says what it computes.
 
 Ops mirror the program's node types, with one difference: a Concat holds a *gather*, a list of
 slots ``(op, picks)`` that each take the components ``picks`` of ``op`` (see ``lsrl.ir.graph``).
@@ -8,43 +8,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from enum import Enum
 from typing import TYPE_CHECKING, Any
+
+from lsrl.kinds import CONCAT, LINEAR, LINSTATE, RELUSTATE, Kind
 
 if TYPE_CHECKING:
     from lsrl.ir.labels import UnitLabel
     from lsrl.numbers import Matrix
 
 
-class OpKind(Enum):
-    """What an op computes; the value is the name ``print(graph)`` shows."""
-
-    INPUT = "input"
-    LINEAR = "linear"  # A x + b
-    RELU = "relu"
-    LINSTATE = "linstate"  # s_t = A s_{t-1} + B x_t + b, s_0 = init
-    RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
-    CONCAT = "concat"  # a gather of slots (op, picks)
-    MULTI = "multi"  # x[:d] * x[d:]
-
-    # Enum hashes a member by its name in Python code; members are singletons compared by identity,
-    # so the identity hash is equal where it matters and, in the compiler's many kind-keyed lookups, far cheaper
-    __hash__ = object.__hash__
-
-    def __str__(self) -> str:
-        return self.value
-
-
-# The members by name, for the passes' inner loops: on Python 3.11 every ``OpKind.X`` lookup goes through
-# the hook of EnumType.__getattr__ (3x a plain lookup), and the compiler compares kinds per op and per rule.
-INPUT, LINEAR, RELU, CONCAT, MULTI = OpKind.INPUT, OpKind.LINEAR, OpKind.RELU, OpKind.CONCAT, OpKind.MULTI
-LINSTATE, RELUSTATE = OpKind.LINSTATE, OpKind.RELUSTATE
-
-WEIGHTS: dict[OpKind, tuple[str, ...]] = {
+# the weights an op of each kind holds; an op keeps a state's init as ``init`` (a node as ``init_state``)
+WEIGHTS: dict[Kind, tuple[str, ...]] = {
     LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init"),
 }
-STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
-
 
 
 class Op:
@@ -59,7 +35,7 @@ class Op:
     b: Matrix
     init: Matrix
 
-    def __init__(self, kind: OpKind, inputs: Iterable[Op], dim: int, name: str | None = None,
+    def __init__(self, kind: Kind, inputs: Iterable[Op], dim: int, name: str | None = None,
                  A: Matrix | None = None, B: Matrix | None = None, b: Matrix | None = None,
                  init: Matrix | None = None, picks: list[Sequence[int]] | None = None, bounds: Any = None,
                  integer: bool = False, labels: Iterable[UnitLabel | None] | None = None) -> None:
@@ -71,7 +47,7 @@ class Op:
         self.picks: list[Sequence[int]] = picks  # type: ignore[assignment]  # None unless a concat
         self.bounds, self.integer = bounds, integer  # what an input declares about its values
         self.id = next(Op._ids)
-        self.name = name or f"{kind._value_}_{self.id}"  # _value_: a plain attribute, .value a descriptor
+        self.name = name or f"{kind.lower()}_{self.id}"
         self.nnz: int = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
 
     def __repr__(self) -> str:
@@ -101,7 +77,7 @@ class Op:
             f"{w}{'x'.join(map(str, getattr(self, w).shape))} nnz={getattr(self, w).nnz}"
             for w in WEIGHTS.get(self.kind, ())
         )
-        return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
+        return f"%{self.name} = {self.kind.lower()}[{self.dim}]({args}){'  ' + weights if weights else ''}"
 
 
 def _picks_text(picks: Iterable[int], width: int) -> str:

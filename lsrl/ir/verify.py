@@ -21,7 +21,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from lsrl.errors import InternalError
-from lsrl.ir.ops import CONCAT, INPUT, LINEAR, MULTI, RELU, STATE_KINDS, WEIGHTS, Op
+from lsrl.ir.ops import WEIGHTS, Op
+from lsrl.kinds import CONCAT, INPUT, LINEAR, MULTI, RELU, STATE_KINDS
 
 if TYPE_CHECKING:
     from lsrl.ir.graph import Graph

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, LsrlError, SequenceError
+from lsrl.kinds import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE
 from lsrl.numbers import ZERO, Matrix, is_number, to_rational
 
 if TYPE_CHECKING:
@@ -367,18 +368,18 @@ def mode_for(exact: bool, where: str) -> Mode:
 def step_node(mode: Mode, node: Node, inputs: list[Any], states: dict[Node, Any]) -> Any:
     """Value of ``node`` at one time step given its inputs' values (updates ``states``)."""
     kind = node.kind
-    if kind == "Linear":
+    if kind is LINEAR:
         return mode.linear(node.A, node.b, inputs[0])
-    if kind == "ReLU":
+    if kind is RELU:
         return mode.relu(inputs[0])
-    if kind == "Multi":
+    if kind is MULTI:
         return mode.multi(inputs[0])
-    if kind == "Concat":
+    if kind is CONCAT:
         return mode.concat(inputs)
-    if kind == "LinState":
+    if kind is LINSTATE:
         states[node] = mode.linstate(node, states[node], inputs[0])
         return states[node]
-    if kind == "ReLUState":  # the affine step of a LinState, then the ReLU
+    if kind is RELUSTATE:  # the affine step of a LinState, then the ReLU
         states[node] = mode.relu(mode.linstate(node, states[node], inputs[0]))
         return states[node]
     raise TypeError(f"cannot evaluate {node!r}")

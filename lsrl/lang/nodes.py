@@ -12,10 +12,12 @@ import itertools
 import math
 import numbers
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 
 from lsrl.errors import DimensionError, GraphError, LsrlError, shown, whole_number
+from lsrl.kinds import Kind
 from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
 
 MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
@@ -52,7 +54,7 @@ def _vector(value, backend, dim: int, owner: str, label: str) -> Matrix:
 class Node:
     """A node of an LSRL program: ``inputs`` (tuple of nodes), output ``dim`` and a ``name``."""
 
-    kind = "Node"
+    kind: ClassVar[Kind]  # each node type's own
     __array_ufunc__ = None  # ``array - node``: numpy defers to Node.__rsub__ instead of looping over the array
 
     def __init__(self, inputs: Iterable[Node], dim: int | None, name: str | None) -> None:
@@ -175,7 +177,7 @@ class Input(Node):
     run (interpreter, compiled model, torch targets) unless the caller passes ``check_bounds=False``.
     """
 
-    kind = "Input"
+    kind = Kind.INPUT
 
     def __init__(self, dim: int, name: str | None = None, bounds: tuple[object, object] | None = None,
                  integer: bool = False) -> None:
@@ -219,7 +221,7 @@ class Input(Node):
 class Linear(Node):
     """``A x + b``."""
 
-    kind = "Linear"
+    kind = Kind.LINEAR
 
     def __init__(self, x: Node, A: MatrixLike, b: MatrixLike | None = None, name: str | None = None) -> None:
         super().__init__((x,), None, name)
@@ -238,7 +240,7 @@ class Linear(Node):
 class ReLU(Node):
     """``max(0, x)`` element-wise."""
 
-    kind = "ReLU"
+    kind = Kind.RELU
 
     def __init__(self, x: Node, name: str | None = None) -> None:
         super().__init__((x,), None, name)
@@ -251,7 +253,7 @@ class ReLU(Node):
 class LinState(Node):
     """``s_t = A s_{t-1} + B x_t + b`` with ``s_0 = init_state``; the node's value is ``s_t``."""
 
-    kind = "LinState"
+    kind = Kind.LINSTATE
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:
@@ -282,7 +284,7 @@ class ReLUState(Node):
     node compile to the non-linear targets only ("rnn", "gated_rnn", "gru", "lstm").
     """
 
-    kind = "ReLUState"
+    kind = Kind.RELUSTATE
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:
@@ -302,7 +304,7 @@ class ReLUState(Node):
 class Concat(Node):
     """The inputs' values one after the other."""
 
-    kind = "Concat"
+    kind = Kind.CONCAT
 
     def __init__(self, xs: Iterable[Node], name: str | None = None) -> None:
         if isinstance(xs, Node) or not hasattr(xs, "__iter__") or getattr(xs, "ndim", 1) == 0:  # 0-d: no list
@@ -321,7 +323,7 @@ class Concat(Node):
 class Multi(Node):
     """First half of the input times its second half, element-wise (the gate of Eq. (4))."""
 
-    kind = "Multi"
+    kind = Kind.MULTI
 
     def __init__(self, x: Node, name: str | None = None) -> None:
         super().__init__((x,), None, name)

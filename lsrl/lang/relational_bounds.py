@@ -75,6 +75,7 @@ from typing import Any
 import numpy as np
 
 from lsrl.errors import LsrlError, whole_number
+from lsrl.kinds import STATE_KINDS
 from lsrl.lang import nodes as N
 from lsrl.lang.bounds import ValueRange, value_bounds
 from lsrl.lang.program import topological_order
@@ -383,7 +384,7 @@ class _Weights:
         self.b: list[Value] = [_exact_float(v) for v in node.b.values()] if hasattr(node, "b") else []
         self.init: list[Value] = []
         self.exact_init: list = []
-        if node.kind in ("LinState", "ReLUState"):
+        if node.kind in STATE_KINDS:
             state_rows, input_rows = _rows(node.A), _rows(node.B)
             width = node.dim
             self.terms = [s + [(width + j, a, g) for j, a, g in x] for s, x in zip(state_rows, input_rows)]
