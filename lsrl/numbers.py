@@ -12,6 +12,7 @@ A float given by the user is read as the shortest decimal it prints as (``0.1`` 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational as _AbstractRational
@@ -361,11 +362,16 @@ class Matrix:
         return out
 
 
-class Backend:
-    """Constructors for matrices of one number type (``scalar`` converts one number)."""
+class Backend(ABC):
+    """Constructors for matrices of one number type. A backend gives its ``name``, its ``zero`` and
+    ``scalar`` (one number in its type); every constructor below builds on those."""
 
     name: str
     zero: Entry
+
+    @abstractmethod
+    def scalar(self, value: object) -> Entry:
+        """``value`` as this backend's number; ``DimensionError`` where it cannot be one."""
 
     def from_entries(self, entries: Iterable[tuple[int, int, object]], shape2d: Sequence[int], is_vector: bool = False,
                      where: str = "matrix") -> Matrix:

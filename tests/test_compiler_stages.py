@@ -17,7 +17,7 @@ import lsrl
 from lsrl.errors import InternalError
 from conftest import as_fractions
 from lsrl.compiler import PASSES, debranch, prepare, prune, run_passes, to_graph, to_layers
-from lsrl.ir.ops import Op
+from lsrl.ir.ops import Op, OpParts
 from lsrl.kinds import Kind
 from lsrl.programs import discrete_approximator
 
@@ -300,7 +300,8 @@ def test_products_and_relus_do_not_wait_on_each_other_beside_concats_alone():
     program = lsrl.ForEach(lsrl.Concat([lsrl.Multi(lsrl.Concat([x, x])), lsrl.ReLU(x)]))
     graph = prepare(to_graph(program))
     v = graph.input
-    gather = graph.add(Op(Kind.CONCAT, [v], 1, picks=[[0]]))  # a Concat of x alone, as the walk meets them
+    # a Concat of x alone, as the walk meets them
+    gather = graph.add(Op(Kind.CONCAT, [v], 1, parts=OpParts(picks=[[0]])))
     below = graph.linear(gather, graph.backend.from_entries([(0, 0, 1), (1, 0, 3)], (2, 1)))
     graph.multi(below), graph.relu(below)  # a Multi and a ReLU layer further down
     users = graph.distinct_users(v)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from lsrl.errors import InternalError
 from lsrl.kinds import CONCAT, LINEAR, LINSTATE, RELUSTATE, Kind
 
 if TYPE_CHECKING:
@@ -23,32 +25,84 @@ WEIGHTS: dict[Kind, tuple[str, ...]] = {
 }
 
 
+InputBounds: TypeAlias = tuple[list[Any], list[Any]]  # an input's (low, high) per component, as lsrl.lang.Input
+
+
+@dataclass(frozen=True, slots=True)
+class OpParts:
+    """What an op holds besides its inputs, each part used by some kinds only (None where the kind has none):
+    ``A, b`` of a linear; ``A, B, b, init`` of a state; ``picks`` (one sequence of components per input) of a
+    concat; ``bounds`` and ``integer``, what an input declares about its values."""
+
+    A: Matrix | None = None
+    B: Matrix | None = None
+    b: Matrix | None = None
+    init: Matrix | None = None
+    picks: list[Sequence[int]] | None = None
+    bounds: InputBounds | None = None
+    integer: bool = False
+
+
+NO_PARTS = OpParts()  # a ReLU's or a Multi's
+
+
 class Op:
-    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for the state kinds;
-    ``picks`` (one sequence of components per input) for concat. A weight an op's kind does not
-    have is None (typed as ``Matrix``: passes read a weight only after checking the kind, and
-    ``Graph.verify`` checks that every kind holds its weights)."""
+    """One node of the working graph: its ``kind``, ``inputs`` and width ``dim``, its ``parts`` and the
+    ``labels`` of its components (lsrl.ir.labels). ``op.A``, ``op.B``, ``op.b``, ``op.init`` and
+    ``op.picks`` read the parts a pass expects the op's kind to hold, and raise ``InternalError`` where it
+    holds none (``Graph.verify`` checks that every kind holds its parts)."""
 
     _ids = itertools.count()
-    A: Matrix
-    B: Matrix
-    b: Matrix
-    init: Matrix
 
     def __init__(self, kind: Kind, inputs: Iterable[Op], dim: int, name: str | None = None,
-                 A: Matrix | None = None, B: Matrix | None = None, b: Matrix | None = None,
-                 init: Matrix | None = None, picks: list[Sequence[int]] | None = None, bounds: Any = None,
-                 integer: bool = False, labels: Iterable[UnitLabel | None] | None = None) -> None:
-        self.kind, self.inputs, self.dim = kind, list(inputs), dim
-        # per component (lsrl.ir.labels)
+                 parts: OpParts = NO_PARTS, labels: Iterable[UnitLabel | None] | None = None) -> None:
+        self.kind, self.inputs, self.dim, self.parts = kind, list(inputs), dim, parts
         self.labels: list[UnitLabel | None] = list(labels) if labels is not None else [None] * dim
-        # None where the kind has no such weight (see the class doc); no cast(): it runs for every op made
-        self.A, self.B, self.b, self.init = A, B, b, init  # type: ignore[assignment]
-        self.picks: list[Sequence[int]] = picks  # type: ignore[assignment]  # None unless a concat
-        self.bounds, self.integer = bounds, integer  # what an input declares about its values
         self.id = next(Op._ids)
         self.name = name or f"{kind.lower()}_{self.id}"
-        self.nnz: int = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
+        self.nnz: int = sum(getattr(parts, w).nnz for w in WEIGHTS.get(kind, ()))
+
+    def _lacks(self, part: str) -> InternalError:
+        return InternalError(f"op %{self.name} ({self.kind.lower()}) holds no {part}")
+
+    # the passes read these in their inner loops: each property is one look and one test
+    @property
+    def A(self) -> Matrix:
+        if (A := self.parts.A) is None:
+            raise self._lacks("A")
+        return A
+
+    @property
+    def B(self) -> Matrix:
+        if (B := self.parts.B) is None:
+            raise self._lacks("B")
+        return B
+
+    @property
+    def b(self) -> Matrix:
+        if (b := self.parts.b) is None:
+            raise self._lacks("b")
+        return b
+
+    @property
+    def init(self) -> Matrix:
+        if (init := self.parts.init) is None:
+            raise self._lacks("init")
+        return init
+
+    @property
+    def picks(self) -> list[Sequence[int]]:
+        if (picks := self.parts.picks) is None:
+            raise self._lacks("picks")
+        return picks
+
+    @property
+    def bounds(self) -> InputBounds | None:
+        return self.parts.bounds
+
+    @property
+    def integer(self) -> bool:
+        return self.parts.integer
 
     def __repr__(self) -> str:
         return f"Op({self.name}, dim={self.dim}, in={[x.name for x in self.inputs]})"

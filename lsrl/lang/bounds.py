@@ -356,7 +356,14 @@ def _node_bounds(node, inputs, max_length):
     raise TypeError(node)
 
 
-_known = weakref.WeakKeyDictionary()  # node -> {(rewirings, max_length): its bounds}: nodes are immutable
+# node -> {max_length: (node.version when computed, its bounds)}; a rewiring above a node bumps its version
+_known: weakref.WeakKeyDictionary[N.Node, dict[int | None, tuple[int, ValueRange]]] = weakref.WeakKeyDictionary()
+
+
+def _cached(node: N.Node, max_length: int | None) -> ValueRange | None:
+    """The bounds cached for ``node`` under ``max_length``, if computed for its current wiring."""
+    entry = _known.get(node, {}).get(max_length)
+    return entry[1] if entry is not None and entry[0] == node.version else None
 
 
 def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
@@ -370,25 +377,21 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     if not isinstance(node, N.Node):
         raise LsrlError(f"value_bounds: expected a node, got {type(node).__name__}")
     max_length = None if max_length is None else int(max_length)
-    key = (N.rewirings, max_length)
-
-    def known(x):
-        return _known.get(x, {}).get(key)
-
     stack = [node]
     while stack:  # a node pushes its pending inputs once (known when it is on top again): at most 1 + (edges) rounds
         current = stack[-1]
-        if known(current) is not None:
+        if _cached(current, max_length) is not None:
             stack.pop()
             continue
-        pending = [x for x in current.inputs if known(x) is None]
+        inputs = [_cached(x, max_length) for x in current.inputs]
+        pending = [x for x, known in zip(current.inputs, inputs) if known is None]
         if pending:
             stack.extend(pending)
             continue
-        bounds = ValueRange(*_node_bounds(current, [known(x) for x in current.inputs], max_length))
-        _known.setdefault(current, {})[key] = bounds
+        bounds = ValueRange(*_node_bounds(current, inputs, max_length))
+        _known.setdefault(current, {})[max_length] = (current.version, bounds)
         stack.pop()
-    return known(node)
+    return _cached(node, max_length)
 
 
 def is_nonnegative(node: N.Node) -> bool:

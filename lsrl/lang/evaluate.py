@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import gmpy2
     from numpy.typing import ArrayLike, DTypeLike
 
-    from lsrl.lang.nodes import Input, LinState, Node, ReLUState
+    from lsrl.lang.nodes import Input, Node, StateNode
 
 Vectors: TypeAlias = "list[list[gmpy2.mpq]]"  # exact mode's batch of N vectors
 Sequences: TypeAlias = "list[list[list[gmpy2.mpq]]]"  # exact mode's batch of N sequences of vectors
@@ -183,10 +183,10 @@ class FloatMode:
     def concat(self, xs: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(xs, axis=1)
 
-    def initial_state(self, node: LinState | ReLUState, count: int) -> np.ndarray:
+    def initial_state(self, node: StateNode, count: int) -> np.ndarray:
         return np.tile(node.init_state.float_values(), (count, 1))
 
-    def linstate(self, node: LinState | ReLUState, state: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def linstate(self, node: StateNode, state: np.ndarray, x: np.ndarray) -> np.ndarray:
         return node.A.apply_float(state) + node.B.apply_float(x) + node.b.float_values()
 
     def stack(self, outputs: list[np.ndarray]) -> np.ndarray:
@@ -242,10 +242,10 @@ class ExactMode:
     def concat(self, xs: list[Vectors]) -> Vectors:
         return [[v for part in parts for v in part] for parts in zip(*xs)]
 
-    def initial_state(self, node: LinState | ReLUState, count: int) -> Vectors:
+    def initial_state(self, node: StateNode, count: int) -> Vectors:
         return [node.init_state.values() for _ in range(count)]
 
-    def linstate(self, node: LinState | ReLUState, state: Vectors, x: Vectors) -> Vectors:
+    def linstate(self, node: StateNode, state: Vectors, x: Vectors) -> Vectors:
         from_state = node.A.apply_exact(state)
         from_input = node.B.apply_exact(x)
         bias = node.b.values()

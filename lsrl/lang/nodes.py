@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import weakref
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -22,8 +23,7 @@ from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
 
 MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
 
-_name_counters: dict = {}
-rewirings = 0  # how many edges ``replace_input`` has changed, program-wide
+_name_counters: dict[str, itertools.count[int]] = {}
 
 
 def _auto_name(kind: str) -> str:
@@ -57,13 +57,31 @@ class Node:
     kind: ClassVar[Kind]  # each node type's own
     __array_ufunc__ = None  # ``array - node``: numpy defers to Node.__rsub__ instead of looping over the array
 
+    dim: int  # the width of its value; each node type sets it from its weights or inputs
+
     def __init__(self, inputs: Iterable[Node], dim: int | None, name: str | None) -> None:
         if name is not None and (not isinstance(name, str) or not name):
             raise GraphError(f"{self.kind}: name must be a non-empty string or None, got {shown(name)}")
-        self.name = name if name is not None else _auto_name(self.kind)
+        self.name: str = name if name is not None else _auto_name(self.kind)
         self.named = name is not None  # given by the user (auto names depend on what was built before)
-        self.inputs = tuple(_check_node(x, self.describe()) for x in inputs)
-        self.dim = dim
+        self.inputs: tuple[Node, ...] = tuple(_check_node(x, self.describe()) for x in inputs)
+        if dim is not None:
+            self.dim = dim
+        # bumped when this node or one it reads, directly or not, is rewired: what was cached for it is stale
+        self.version = 0
+        self._readers: list[weakref.ref[Node]] = []  # the nodes built on this one (and those rewired to it)
+        for x in self.inputs:
+            x._readers.append(weakref.ref(self))
+
+    def __getstate__(self) -> dict[str, object]:
+        return {key: value for key, value in vars(self).items() if key != "_readers"}  # weak references do not pickle
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self._readers = []
+        for x in self.inputs:  # unpickled before this node (which holds them), except around a cycle
+            if "_readers" in vars(x):
+                x._readers.append(weakref.ref(self))
 
     def describe(self) -> str:
         return f"{self.kind} '{self.name}'"
@@ -72,10 +90,18 @@ class Node:
         return f"{self.kind}(name={self.name!r}, dim={self.dim})"
 
     def replace_input(self, old: "Node", new: "Node") -> None:
-        """Rewire every edge from ``old`` to ``new`` (no checks; ``ForEach`` validates)."""
-        global rewirings
+        """Rewire every edge from ``old`` to ``new`` (no checks; ``ForEach`` validates). The ``version`` of this
+        node and of every node that reads it, directly or not, goes up: results cached for the old wiring
+        (value ranges) are not reused."""
         self.inputs = tuple(new if x is old else x for x in self.inputs)
-        rewirings += 1  # results cached per node (value ranges) are stale now
+        new._readers.append(weakref.ref(self))
+        stale, seen = [self], set()
+        while stale:  # a rewiring may close a cycle (ForEach refuses it): each node once
+            node = stale.pop()
+            if node not in seen:
+                seen.add(node)
+                node.version += 1
+                stale.extend(reader for ref in node._readers if (reader := ref()) is not None)
 
     def check(self) -> None:
         """Re-validate dimensions against the current inputs."""
@@ -225,13 +251,13 @@ class Linear(Node):
 
     def __init__(self, x: Node, A: MatrixLike, b: MatrixLike | None = None, name: str | None = None) -> None:
         super().__init__((x,), None, name)
-        self.A = _weights(A, self.describe(), "A", None)
+        self.A: Matrix = _weights(A, self.describe(), "A", None)
         self.check()
         self.dim = self.A.shape2d[0]
         if not self.dim:
             raise DimensionError(f"{self.describe()}: A has no rows (shape {self.A.shape2d}); a node needs at least "
                                  "one component")
-        self.b = _vector(b, self.A.backend, self.dim, self.describe(), "b")
+        self.b: Matrix = _vector(b, self.A.backend, self.dim, self.describe(), "b")
 
     def check(self) -> None:
         self._check_reads_input(self.A, "A")
@@ -250,33 +276,36 @@ class ReLU(Node):
         self.dim = self.inputs[0].dim
 
 
-class LinState(Node):
+class StateNode(Node):
+    """A node that carries a state from step to step: square ``A``, ``B``, ``b`` and ``init_state``
+    (what ``LinState`` and ``ReLUState`` share; the update is each one's)."""
+
+    def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None,
+                 init_state: MatrixLike | None, name: str | None) -> None:
+        super().__init__((x,), None, name)
+        self.A: Matrix = _weights(A, self.describe(), "A", None)
+        if self.A.shape2d[0] != self.A.shape2d[1]:
+            raise DimensionError(f"{self.describe()}: A must be square, got shape {self.A.shape2d}")
+        self.dim = self.A.shape2d[0]
+        self.B: Matrix = _weights(B, self.describe(), "B", (self.dim, self.inputs[0].dim))
+        self.b: Matrix = _vector(b, self.A.backend, self.dim, self.describe(), "b")
+        self.init_state: Matrix = _vector(init_state, self.A.backend, self.dim, self.describe(), "init_state")
+
+    def check(self) -> None:
+        self._check_reads_input(self.B, "B")
+
+
+class LinState(StateNode):
     """``s_t = A s_{t-1} + B x_t + b`` with ``s_0 = init_state``; the node's value is ``s_t``."""
 
     kind = Kind.LINSTATE
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:
-        super().__init__((x,), None, name)
-        _set_state_weights(self, A, B, b, init_state)
-
-    def check(self) -> None:
-        self._check_reads_input(self.B, "B")
+        super().__init__(x, A, B, b, init_state, name)
 
 
-def _set_state_weights(node, A, B, b, init_state) -> None:
-    """``A`` (square), ``B``, ``b``, ``init_state`` and ``dim`` of a state node, checked."""
-    A = _weights(A, node.describe(), "A", None)
-    if A.shape2d[0] != A.shape2d[1]:
-        raise DimensionError(f"{node.describe()}: A must be square, got shape {A.shape2d}")
-    node.dim = A.shape2d[0]
-    node.A = A
-    node.B = _weights(B, node.describe(), "B", (node.dim, node.inputs[0].dim))
-    node.b = _vector(b, A.backend, node.dim, node.describe(), "b")
-    node.init_state = _vector(init_state, A.backend, node.dim, node.describe(), "init_state")
-
-
-class ReLUState(Node):
+class ReLUState(StateNode):
     """``h_t = ReLU(A h_{t-1} + B x_t + b)`` with ``h_0 = init_state`` (non-negative); the value is ``h_t``.
 
     The state update depends on the state through one ReLU layer: the step of the classic ReLU RNN
@@ -288,17 +317,13 @@ class ReLUState(Node):
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:
-        super().__init__((x,), None, name)
-        _set_state_weights(self, A, B, b, init_state)
+        super().__init__(x, A, B, b, init_state, name)
         negative = [(i, v) for i, _, v in self.init_state.entries() if v < 0]
         if negative:
             raise DimensionError(
                 f"{self.describe()}: init_state must be non-negative (the state is a ReLU output), "
                 f"but component {negative[0][0]} is {negative[0][1]}"
             )
-
-    def check(self) -> None:
-        self._check_reads_input(self.B, "B")
 
 
 class Concat(Node):

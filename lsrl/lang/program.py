@@ -9,7 +9,7 @@ import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
 from lsrl.lang.evaluate import mode_for, patch_array, patch_items, refuse_float_overflow, step_node
-from lsrl.lang.nodes import Input, LinState, Node, ReLUState
+from lsrl.lang.nodes import Input, LinState, Node, StateNode
 from lsrl.numbers import EXACT
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class ForEach:
     @property
     def states(self) -> list[Node]:
         """The nodes that carry a value between steps: LinStates and ReLUStates."""
-        return [node for node in self.nodes if isinstance(node, (LinState, ReLUState))]
+        return [node for node in self.nodes if isinstance(node, StateNode)]
 
     def __repr__(self) -> str:
         return f"ForEach({self.name!r}, nodes={len(self.nodes)}, in={self.input.dim}, out={self.output.dim})"

@@ -457,7 +457,7 @@ def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: lis
     if isinstance(node, N.Multi):
         half = len(inputs[0]) // 2
         return [_product(inputs[0][i], inputs[0][half + i], sizes) for i in range(half)]
-    if isinstance(node, (N.LinState, N.ReLUState)):
+    if isinstance(node, N.StateNode):
         updated = _linear(weights.terms, weights.b, previous + inputs[0], sizes)
         return [_relu(v) for v in updated] if isinstance(node, N.ReLUState) else updated
     raise TypeError(node)
@@ -496,7 +496,7 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     cost a look-up per step; only the parts that keep changing are computed."""
     order: list[Any] = topological_order(output)
     weights = {node: _Weights(node) for node in order if not isinstance(node, N.Input)}
-    states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
+    states = [node for node in order if isinstance(node, N.StateNode)]
     first_source = _first_sources(order, states)
     atoms = _Atoms()
     low = {node: [math.inf] * node.dim for node in order}
@@ -539,8 +539,8 @@ def _remember(results: dict[tuple, Any], key: tuple, result: Any) -> None:
     results[key] = result
 
 
-# node -> {(rewirings, max_length): its bounds}
-_known: weakref.WeakKeyDictionary[N.Node, dict] = weakref.WeakKeyDictionary()
+# node -> {max_length: (node.version when computed, its bounds)}; a rewiring above a node bumps its version
+_known: weakref.WeakKeyDictionary[N.Node, dict[int, tuple[int, ValueRange]]] = weakref.WeakKeyDictionary()
 
 
 def _intersected(sharp: tuple[list[float], list[float]], interval: ValueRange) -> ValueRange:
@@ -560,14 +560,15 @@ def relational_bounds(node: N.Node, max_length: int | None = None) -> ValueRange
         return interval
     if whole_number(max_length) is None:
         raise LsrlError(f"relational_bounds: max_length must be a positive integer, got {max_length!r}")
-    key = (N.rewirings, int(max_length))
-    cached = _known.get(node, {}).get(key)
-    if cached is not None:
-        return cached
+    length = int(max_length)
+    cached = _known.get(node, {}).get(length)
+    if cached is not None and cached[0] == node.version:
+        return cached[1]
     order = topological_order(node)
     inputs = [x for x in order if isinstance(x, N.Input)]
     if any(not math.isfinite(float(v)) for x in inputs for side in x.bounds for v in side):
         return interval
-    for current, sharp in _unrolled(node, int(max_length)).items():
-        _known.setdefault(current, {})[key] = _intersected(sharp, value_bounds(current, max_length))
-    return _known[node][key]
+    for current, sharp in _unrolled(node, length).items():
+        sharpened = _intersected(sharp, value_bounds(current, length))
+        _known.setdefault(current, {})[length] = (current.version, sharpened)
+    return _known[node][length][1]
