@@ -56,8 +56,8 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) ->
     states that start, stay and are driven so."""
     if op.kind in (RELU, RELUSTATE):
         return frozenset(range(op.dim))
-    if op.kind == INPUT:
-        return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0)
+    if op.kind == INPUT:  # what it declares (nothing where it declares no bounds)
+        return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0) if op.bounds is not None else frozenset()
     if op.kind == CONCAT:
         picked = [p in nonnegative for nonnegative, picks in zip(inputs_nonnegative, op.picks) for p in picks]
         return frozenset(i for i, holds in enumerate(picked) if holds)

@@ -19,7 +19,7 @@ import numpy as np
 
 from lsrl.errors import DimensionError, GraphError, LsrlError, shown, whole_number
 from lsrl.kinds import Kind
-from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
+from lsrl.numbers import EXACT, Backend, Bound, Matrix, MatrixLike, to_rational
 
 MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
 
@@ -31,13 +31,19 @@ def _auto_name(kind: str) -> str:
     return f"{kind.lower()}_{next(counter)}"
 
 
-def _check_node(value, owner: str, role: str = "input") -> "Node":
+def _negated(number: numbers.Number) -> numbers.Number:
+    """``-number`` (numbers.Number declares no operators; every number Python or numpy gives has this one)."""
+    negative: numbers.Number = -number  # type: ignore[operator]
+    return negative
+
+
+def _check_node(value: object, owner: str, role: str = "input") -> Node:
     if not isinstance(value, Node):
         raise GraphError(f"{owner}: {role} must be an LSRL node, got {type(value).__name__} {value!r}")
     return value
 
 
-def _weights(value, owner: str, label: str, shape) -> Matrix:
+def _weights(value: MatrixLike, owner: str, label: str, shape: tuple[int, int] | None) -> Matrix:
     where = f"{owner}: {label}"
     if isinstance(value, Matrix):
         matrix = value.backend.matrix(value, where)
@@ -47,7 +53,7 @@ def _weights(value, owner: str, label: str, shape) -> Matrix:
     return EXACT.matrix(value, where, shape=shape)
 
 
-def _vector(value, backend, dim: int, owner: str, label: str) -> Matrix:
+def _vector(value: MatrixLike | None, backend: Backend, dim: int, owner: str, label: str) -> Matrix:
     return backend.vector(value, dim, f"{owner}: {label}")
 
 
@@ -106,7 +112,7 @@ class Node:
     def check(self) -> None:
         """Re-validate dimensions against the current inputs."""
 
-    def _check_reads_input(self, matrix, label: str) -> None:
+    def _check_reads_input(self, matrix: Matrix, label: str) -> None:
         if matrix.shape2d[1] != self.inputs[0].dim:
             raise DimensionError(
                 f"{self.describe()}: {label} has {matrix.shape2d[1]} columns but its input "
@@ -141,8 +147,10 @@ class Node:
         return self * -1
 
     def __sub__(self, other: Node | float | numbers.Number) -> Linear:
-        if isinstance(other, (Node, numbers.Number)):
+        if isinstance(other, Node):
             return self + (-other)
+        if isinstance(other, numbers.Number):
+            return self + _negated(other)
         raise self._bad_operand("-", other)
 
     def __rsub__(self, other: float | numbers.Number) -> Linear:
@@ -160,10 +168,10 @@ class Node:
     def __truediv__(self, divisor: float | numbers.Number) -> Linear:
         if not isinstance(divisor, numbers.Number):
             raise self._bad_operand("/", divisor)
-        divisor = to_rational(divisor, f"{self.describe()} / divisor")
-        if divisor == 0:
+        value = to_rational(divisor, f"{self.describe()} / divisor")
+        if value == 0:
             raise DimensionError(f"{self.describe()}: division by zero")
-        return self * (1 / divisor)
+        return self * (1 / value)
 
     def __getitem__(self, index: int | slice | Iterable[int]) -> Linear:
         if isinstance(index, slice):
@@ -174,19 +182,21 @@ class Node:
             columns = list(range(self.dim))[index]
         elif isinstance(index, (bool, np.bool_)):  # numpy reads a bool as a mask
             raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got {index!r}")
-        elif whole_number(index) is not None:
-            position = whole_number(index)  # a plain int (not the numpy or torch scalar given)
+        elif (position := whole_number(index)) is not None:  # a plain int (not the numpy or torch scalar given)
             if not -self.dim <= position < self.dim:
                 raise DimensionError(f"{self.describe()}: index {position} out of range for dim {self.dim}")
             columns = [position % self.dim]
         else:
             # a list, tuple, range or 1-d array (not a 0-d one, which cannot be iterated, nor an unordered set or dict)
-            listed = isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) == 1
-            if isinstance(index, (str, bytes)) or not listed or not all(
-                    whole_number(i) is not None for i in index):
-                raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
+            refused = DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
                                      f"{type(index).__name__} {index!r}"[:300])
-            columns = [int(i) for i in index]
+            if isinstance(index, (int, str, bytes)) or not (isinstance(index, (list, tuple, range))
+                                                             or getattr(index, "ndim", 0) == 1):
+                raise refused
+            wholes = [whole_number(i) for i in index]
+            columns = [c for c in wholes if c is not None]
+            if len(columns) != len(wholes):
+                raise refused
             if any(not 0 <= c < self.dim for c in columns):
                 raise DimensionError(f"{self.describe()}: indices {columns} out of range for dim {self.dim}")
         if not columns:
@@ -220,7 +230,7 @@ class Input(Node):
         """A new Input with the same name and declarations, to start another chain of layers."""
         return Input(self.dim, name=self.name, bounds=self.bounds, integer=self.integer)
 
-    def _parse_bounds(self, bounds):
+    def _parse_bounds(self, bounds: tuple[object, object] | None) -> tuple[list[Bound], list[Bound]]:
         if bounds is None:
             return [-math.inf] * self.dim, [math.inf] * self.dim
         try:
@@ -235,7 +245,7 @@ class Input(Node):
                                      f"at component {i}")
         return lows, highs
 
-    def _bound_list(self, value, unbounded, label):
+    def _bound_list(self, value: object, unbounded: float, label: str) -> list[Bound]:
         values = value if isinstance(value, (list, tuple)) else [value] * self.dim
         if len(values) != self.dim:
             raise DimensionError(f"{self.describe()}: {label} has {len(values)} entries, expected {self.dim}")

@@ -70,6 +70,7 @@ import itertools
 import math
 import struct
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -79,7 +80,7 @@ from lsrl.kinds import STATE_KINDS
 from lsrl.lang import nodes as N
 from lsrl.lang.bounds import ValueRange, value_bounds
 from lsrl.lang.program import topological_order
-from lsrl.numbers import ZERO, to_rational
+from lsrl.numbers import ZERO, Bound, Matrix, to_rational
 
 ATOM_VALUES = 4096  # a state component or token with more distinct values is an interval
 JOINT_VALUES = 1 << 14  # the largest table (joint assignments of a value's atoms)
@@ -140,7 +141,7 @@ def _dyadic(value: float) -> int | None:
     return _dyadics[value]
 
 
-def _exact_float(value) -> Value:
+def _exact_float(value: object) -> Value:
     """A rational as a float constant, the conversion's error in the offset."""
     rational = to_rational(value)
     near = float(rational)
@@ -289,7 +290,7 @@ def _relu(value: Value) -> Value:
     return _squeezed(Value(value.support, positive, float(lows.min()) - slack, float(highs.max()) + slack, grid))
 
 
-def _times_interval(table, lo: float, hi: float):
+def _times_interval(table: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """Entry-wise ``table * [lo, hi]`` (0 times an infinite end is 0)."""
     if math.isfinite(lo) and math.isfinite(hi):
         first, second = table * lo, table * hi
@@ -394,7 +395,7 @@ class _Weights:
             self.exact_init = [to_rational(v) for v in node.init_state.values()]
 
 
-def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
+def _rows(matrix: Matrix, exact: bool = False) -> list[list[tuple]]:
     """Per row, the non-zero ``(j, a, grid of a)`` (floats) or ``(j, a)`` (``exact``: rationals)."""
     rows: list[list[tuple]] = [[] for _ in range(matrix.shape2d[0])]
     for i, j, a in matrix.entries():
@@ -406,7 +407,7 @@ def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
     return rows
 
 
-def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: list[Value]) -> list:
+def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: Sequence[Value]) -> list:
     """The state's exact (rational) components at this step where they are fixed sequences: a
     component whose row reads only components known exactly at the previous step and inputs that are
     exact constants (the permutation counters: no drive); None for the others. Carrying them exactly
@@ -426,7 +427,7 @@ def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: list[Valu
     return updated
 
 
-def _outward(bound, direction: float) -> float:
+def _outward(bound: Bound, direction: float) -> float:
     """A rational bound as a float no tighter than it (one step towards ``direction`` where it rounds)."""
     near = float(bound)
     return near if to_rational(near) == to_rational(bound) else math.nextafter(near, direction)
