@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lsrl.errors import InternalError, LsrlError
+from lsrl.kinds import Kind
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
     from lsrl.model import CompiledProgram
 
-KIND_COLOURS = {"Input": "#555555", "Linear": "#1f77b4", "ReLU": "#2ca02c", "LinState": "#d62728", "Multi": "#9467bd"}
+KIND_COLOURS = {Kind.INPUT: "#555555", Kind.LINEAR: "#1f77b4", Kind.RELU: "#2ca02c", Kind.LINSTATE: "#d62728",
+                Kind.MULTI: "#9467bd"}
 MAX_EDGES = 3000
 MAX_NAMED_UNITS = 40  # unit names are written only where every layer is at most this wide
 COLUMN_INCHES, UNIT_INCHES = 1.6, 0.3  # the canvas grows with the model, so that no label overlaps another
@@ -69,7 +71,7 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
         unit_colours = ([role_colours[unit[2]] for unit in layer_labels] if layer_labels
                         else KIND_COLOURS[column.kind])
         axes.scatter(np.full(_dim(column), x), y, s=24, c=unit_colours, zorder=3, gid="units", edgecolors="none")
-        recurrent = " ↻" if column.kind == "LinState" else ""
+        recurrent = " ↻" if column.kind is Kind.LINSTATE else ""
         axes.text(x, y.max() + 1, f"{column.kind}({column.dim}){recurrent}\n{_shortened(column.name, TITLE_CHARS)}",
                   ha="center", va="bottom", fontsize=7, gid="column title")
         if layer_labels and widest <= MAX_NAMED_UNITS:
@@ -131,7 +133,7 @@ def _edges(columns: Sequence[Node]) -> tuple[list[tuple[tuple[int, float], tuple
         if isinstance(layer, (Linear, LinState)):
             matrix = layer.A if isinstance(layer, Linear) else layer.B
             pairs = [(j, i, float(value)) for i, j, value in matrix.entries()]
-        elif layer.kind == "ReLU":
+        elif layer.kind is Kind.RELU:
             pairs = [(i, i, 1.0) for i in range(dim)]
         else:  # Multi: unit i multiplies units i and dim + i
             pairs = [(j, i, 1.0) for i in range(dim) for j in (i, dim + i)]

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.kinds import NODE_WEIGHTS, Kind
 from lsrl.model.compiled import CompiledProgram
 
 
@@ -41,17 +42,17 @@ def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, to
 def _path(model) -> tuple:
     layers, tensors = [], {}
     for i, layer in enumerate(model.layers):
-        names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
+        names = NODE_WEIGHTS[layer.kind] if layer.kind in (Kind.LINEAR, Kind.LINSTATE) else ()
         keys = {name: f"layers.{i}.{name}" for name in names}
         for name, key in keys.items():
             tensors[key] = torch.as_tensor(getattr(layer, name).to_numpy().astype(np.float64).reshape(
                 (-1,) if name in ("b", "init_state") else getattr(layer, name).shape2d))
-        if layer.kind == "Linear":
+        if layer.kind is Kind.LINEAR:
             spec = {"op": "linear", "weight": keys["A"], "bias": keys["b"]}
-        elif layer.kind == "LinState":
+        elif layer.kind is Kind.LINSTATE:
             spec = {"op": "linear_recurrence", "A": keys["A"], "B": keys["B"], "b": keys["b"], "s0": keys["init_state"]}
         else:
-            spec = {"op": "relu" if layer.kind == "ReLU" else "multiply_halves"}
+            spec = {"op": "relu" if layer.kind is Kind.RELU else "multiply_halves"}
         layers.append({**spec, "hook": f"layers.{i}"})
     return layers, tensors
 

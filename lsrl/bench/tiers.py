@@ -29,6 +29,7 @@ import lsrl
 from lsrl.bench.tasks import TASKS, Task
 from lsrl.errors import LsrlError
 from lsrl.ir.labels import copy_of
+from lsrl.kinds import Kind
 from lsrl.lang.nodes import Concat, Linear, LinState, Node
 from lsrl.lang.program import ForEach
 from lsrl.model import CompiledProgram
@@ -145,7 +146,7 @@ def rational_rotation(width: int, rng: np.random.Generator, rounds: int = ROTATI
 def rotated_layers(model: CompiledProgram) -> list[int]:
     """The layers ``rotate`` changes the basis of: the Linear and LinState layers read by a Linear or
     LinState layer (a ReLU or a product reads units one by one; the last layer is the output)."""
-    linear = ("Linear", "LinState")
+    linear = (Kind.LINEAR, Kind.LINSTATE)
     layers = model.layers
     return [i for i in range(len(layers) - 1) if layers[i].kind in linear and layers[i + 1].kind in linear]
 
@@ -177,9 +178,9 @@ def _rotated(layer: Node, below: Node, rotation: Matrix | None, before: Matrix |
     def inside(matrix):
         return matrix @ before.transpose() if before is not None else matrix
 
-    if layer.kind == "Linear":
+    if layer.kind is Kind.LINEAR:
         return Linear(below, outside(inside(layer.A)), outside(layer.b), name=layer.name)
-    if layer.kind == "LinState":
+    if layer.kind is Kind.LINSTATE:
         A = outside(layer.A) @ rotation.transpose() if rotation is not None else layer.A
         return LinState(below, A, outside(inside(layer.B)), outside(layer.b), outside(layer.init_state),
                         name=layer.name)

@@ -59,6 +59,7 @@ from lsrl.compiler import compile as compile_program
 from lsrl.errors import InternalError
 from lsrl.lang.nodes import Linear, LinState, ReLUState
 from lsrl.grid import Run, run_grid
+from lsrl.kinds import Kind
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
 from lsrl.sugar import IFELSE_VARIANTS
@@ -150,9 +151,9 @@ def forced_outputs(model: CompiledProgram, xs: ArrayLike, sigma: float, rng: np.
     batch, steps, _ = xs.shape
     clean = noisy = xs.reshape(batch * steps, -1).T
     for layer in model.layers:
-        if layer.kind == "ReLU":
+        if layer.kind is Kind.RELU:
             clean, noisy = np.maximum(clean, 0.0), np.maximum(noisy, 0.0)
-        elif layer.kind == "Multi":
+        elif layer.kind is Kind.MULTI:
             half = layer.dim
             clean, noisy = clean[:half] * clean[half:], noisy[:half] * noisy[half:]
         elif isinstance(layer, Linear):
@@ -163,7 +164,7 @@ def forced_outputs(model: CompiledProgram, xs: ArrayLike, sigma: float, rng: np.
             states, previous = _clean_states(layer, layer.B.csr() @ clean + b, batch, steps)
             noisy_A, noisy_B = _noisy_weights(layer.A, sigma, rng), _noisy_weights(layer.B, sigma, rng)
             clean, noisy = states, noisy_A @ previous + noisy_B @ noisy + noisy_b
-            if layer.kind == "ReLUState":
+            if layer.kind is Kind.RELUSTATE:
                 noisy = np.maximum(noisy, 0.0)
         else:
             raise InternalError(f"forced_outputs: no noisy forward pass for a {layer.kind} layer")
@@ -179,7 +180,7 @@ def _clean_states(layer: LinState | ReLUState, drive: np.ndarray, batch: int, st
     states[:, :, 0] = layer.init_state.to_numpy().reshape(-1, 1)
     for t in range(steps):
         states[:, :, t + 1] = A @ states[:, :, t] + drive[:, :, t]
-        if layer.kind == "ReLUState":
+        if layer.kind is Kind.RELUSTATE:
             states[:, :, t + 1] = np.maximum(states[:, :, t + 1], 0.0)
     return states[:, :, 1:].reshape(-1, batch * steps), states[:, :, :-1].reshape(-1, batch * steps)
 

@@ -70,15 +70,17 @@ import itertools
 import math
 import struct
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from lsrl.errors import LsrlError, whole_number
+from lsrl.kinds import STATE_KINDS
 from lsrl.lang import nodes as N
 from lsrl.lang.bounds import ValueRange, value_bounds
 from lsrl.lang.program import topological_order
-from lsrl.numbers import ZERO, to_rational
+from lsrl.numbers import ZERO, Bound, Matrix, to_rational
 
 ATOM_VALUES = 4096  # a state component or token with more distinct values is an interval
 JOINT_VALUES = 1 << 14  # the largest table (joint assignments of a value's atoms)
@@ -139,7 +141,7 @@ def _dyadic(value: float) -> int | None:
     return _dyadics[value]
 
 
-def _exact_float(value) -> Value:
+def _exact_float(value: object) -> Value:
     """A rational as a float constant, the conversion's error in the offset."""
     rational = to_rational(value)
     near = float(rational)
@@ -288,7 +290,7 @@ def _relu(value: Value) -> Value:
     return _squeezed(Value(value.support, positive, float(lows.min()) - slack, float(highs.max()) + slack, grid))
 
 
-def _times_interval(table, lo: float, hi: float):
+def _times_interval(table: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """Entry-wise ``table * [lo, hi]`` (0 times an infinite end is 0)."""
     if math.isfinite(lo) and math.isfinite(hi):
         first, second = table * lo, table * hi
@@ -383,7 +385,7 @@ class _Weights:
         self.b: list[Value] = [_exact_float(v) for v in node.b.values()] if hasattr(node, "b") else []
         self.init: list[Value] = []
         self.exact_init: list = []
-        if node.kind in ("LinState", "ReLUState"):
+        if node.kind in STATE_KINDS:
             state_rows, input_rows = _rows(node.A), _rows(node.B)
             width = node.dim
             self.terms = [s + [(width + j, a, g) for j, a, g in x] for s, x in zip(state_rows, input_rows)]
@@ -393,7 +395,7 @@ class _Weights:
             self.exact_init = [to_rational(v) for v in node.init_state.values()]
 
 
-def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
+def _rows(matrix: Matrix, exact: bool = False) -> list[list[tuple]]:
     """Per row, the non-zero ``(j, a, grid of a)`` (floats) or ``(j, a)`` (``exact``: rationals)."""
     rows: list[list[tuple]] = [[] for _ in range(matrix.shape2d[0])]
     for i, j, a in matrix.entries():
@@ -405,7 +407,7 @@ def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
     return rows
 
 
-def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: list[Value]) -> list:
+def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: Sequence[Value]) -> list:
     """The state's exact (rational) components at this step where they are fixed sequences: a
     component whose row reads only components known exactly at the previous step and inputs that are
     exact constants (the permutation counters: no drive); None for the others. Carrying them exactly
@@ -425,7 +427,7 @@ def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: list[Valu
     return updated
 
 
-def _outward(bound, direction: float) -> float:
+def _outward(bound: Bound, direction: float) -> float:
     """A rational bound as a float no tighter than it (one step towards ``direction`` where it rounds)."""
     near = float(bound)
     return near if to_rational(near) == to_rational(bound) else math.nextafter(near, direction)
@@ -456,7 +458,7 @@ def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: lis
     if isinstance(node, N.Multi):
         half = len(inputs[0]) // 2
         return [_product(inputs[0][i], inputs[0][half + i], sizes) for i in range(half)]
-    if isinstance(node, (N.LinState, N.ReLUState)):
+    if isinstance(node, N.StateNode):
         updated = _linear(weights.terms, weights.b, previous + inputs[0], sizes)
         return [_relu(v) for v in updated] if isinstance(node, N.ReLUState) else updated
     raise TypeError(node)
@@ -495,7 +497,7 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     cost a look-up per step; only the parts that keep changing are computed."""
     order: list[Any] = topological_order(output)
     weights = {node: _Weights(node) for node in order if not isinstance(node, N.Input)}
-    states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
+    states = [node for node in order if isinstance(node, N.StateNode)]
     first_source = _first_sources(order, states)
     atoms = _Atoms()
     low = {node: [math.inf] * node.dim for node in order}
@@ -538,8 +540,8 @@ def _remember(results: dict[tuple, Any], key: tuple, result: Any) -> None:
     results[key] = result
 
 
-# node -> {(rewirings, max_length): its bounds}
-_known: weakref.WeakKeyDictionary[N.Node, dict] = weakref.WeakKeyDictionary()
+# node -> {max_length: (node.version when computed, its bounds)}; a rewiring above a node bumps its version
+_known: weakref.WeakKeyDictionary[N.Node, dict[int, tuple[int, ValueRange]]] = weakref.WeakKeyDictionary()
 
 
 def _intersected(sharp: tuple[list[float], list[float]], interval: ValueRange) -> ValueRange:
@@ -559,14 +561,15 @@ def relational_bounds(node: N.Node, max_length: int | None = None) -> ValueRange
         return interval
     if whole_number(max_length) is None:
         raise LsrlError(f"relational_bounds: max_length must be a positive integer, got {max_length!r}")
-    key = (N.rewirings, int(max_length))
-    cached = _known.get(node, {}).get(key)
-    if cached is not None:
-        return cached
+    length = int(max_length)
+    cached = _known.get(node, {}).get(length)
+    if cached is not None and cached[0] == node.version:
+        return cached[1]
     order = topological_order(node)
     inputs = [x for x in order if isinstance(x, N.Input)]
     if any(not math.isfinite(float(v)) for x in inputs for side in x.bounds for v in side):
         return interval
-    for current, sharp in _unrolled(node, int(max_length)).items():
-        _known.setdefault(current, {})[key] = _intersected(sharp, value_bounds(current, max_length))
-    return _known[node][key]
+    for current, sharp in _unrolled(node, length).items():
+        sharpened = _intersected(sharp, value_bounds(current, length))
+        _known.setdefault(current, {})[length] = (current.version, sharpened)
+    return _known[node][length][1]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from lsrl.ir.labels import UnitLabel, copy_of
+from lsrl.kinds import STATE_KINDS, Kind
 
 if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
@@ -156,15 +157,15 @@ def to_blocks(model: CompiledProgram) -> BlockStack:
     layer: Any  # a compiled layer: its weights (A, B, b, init_state) as its kind has them
     for index, layer in enumerate(model.layers):
         labels = model.labels[index] if model.labels is not None else None
-        if layer.kind in ("LinState", "ReLUState"):
+        if layer.kind in STATE_KINDS:
             current = Block(
                 layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy(), layer.init_state.to_numpy(),
                 state_labels=labels,
             )
-            if layer.kind == "ReLUState":
+            if layer.kind is Kind.RELUSTATE:
                 current.relu_state = layer.name
             blocks.append(current)
-        elif layer.kind == "Multi":
+        elif layer.kind is Kind.MULTI:
             half = layer.dim
             # a Linear right before the Multi computes both halves: it becomes gamma's and phi's layer
             mergeable = current is not None and current.gamma is None and current.phi and not current.phi[-1].relu
@@ -185,7 +186,7 @@ def to_blocks(model: CompiledProgram) -> BlockStack:
             if current is None or current.gamma is not None:
                 current = identity_block(width, below)
                 blocks.append(current)
-            if layer.kind == "Linear":
+            if layer.kind is Kind.LINEAR:
                 current.phi.append(Dense(layer.A.to_numpy(), layer.b.to_numpy(), labels=labels))
             elif current.phi and not current.phi[-1].relu:
                 current.phi[-1].relu = True

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import LsrlError, whole_number
+from lsrl.kinds import Kind
 from lsrl.model import extensions
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.precision import precision_of, tolerance_of
@@ -91,7 +92,7 @@ class Target:
 
     def _require_linear_states(self, model: CompiledProgram) -> None:
         """Refuse a ReLUState for an architecture whose state update is linear (it cannot express one)."""
-        states = [layer for layer in model.layers if layer.kind == "ReLUState"]
+        states = [layer for layer in model.layers if layer.kind is Kind.RELUSTATE]
         if states and not self.relu_state:
             raise LsrlError(
                 f"{self.name!r} updates its state linearly, but {states[0].describe()} updates its state through "

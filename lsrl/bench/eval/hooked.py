@@ -29,6 +29,7 @@ from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import TierModel, distractor_program, tier_model
 from lsrl.errors import InternalError, LsrlError, ModelFileError
+from lsrl.kinds import Kind
 from lsrl.lang.program import ForEach
 from lsrl.targets.cell_steps import Run
 
@@ -248,16 +249,16 @@ def path_bases(rotations: dict[str, HookRotation], hooks: list[str], widths: lis
     return bases
 
 
-PATH_OPS = {"linear": "Linear", "relu": "ReLU", "multiply_halves": "Multi", "linear_recurrence": "LinState"}
+PATH_OPS = {"linear": Kind.LINEAR, "relu": Kind.RELU, "multiply_halves": Kind.MULTI, "linear_recurrence": Kind.LINSTATE}
 
 
 def path_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Layer:
     """A path folder's config layer as a ``Layer``."""
     kind = PATH_OPS[spec["op"]]
-    if kind == "Linear":
+    if kind is Kind.LINEAR:
         weight = tensors[spec["weight"]].double()
         bias = tensors[spec["bias"]].double() if spec["bias"] is not None else weight.new_zeros(weight.shape[0])
         return Layer(kind, {"A": weight, "b": bias})
-    if kind == "LinState":
+    if kind is Kind.LINSTATE:
         return Layer(kind, {name: tensors[spec[name]].double() for name in ("A", "B", "b", "s0")})
     return Layer(kind)

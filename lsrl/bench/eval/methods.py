@@ -49,6 +49,7 @@ from lsrl.bench.data import pair_inputs
 from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, shown, whole_number
+from lsrl.kinds import Kind
 
 ROWS = 8192  # rows (units x pairs) per batched forward
 EFFECT_THRESHOLD = 1e-6  # an output change above this calls a candidate in the circuit (float64 noise is ~1e-15)
@@ -316,7 +317,7 @@ def _edge_weights(layer: Layer, removed: list[Edge]) -> tuple[Layer, dict[str, t
     kept = {name: weight.clone() for name, weight in layer.weights.items()}
     cut: dict[str, torch.Tensor] = {name: torch.zeros_like(kept[name]) for name in ("A", "B") if name in kept}
     for edge in removed:
-        name = "A" if layer.kind == "Linear" or edge.kind == "recurrent" else "B"
+        name = "A" if layer.kind is Kind.LINEAR or edge.kind == "recurrent" else "B"
         cut[name][edge.receiver, edge.sender] = kept[name][edge.receiver, edge.sender]
         kept[name][edge.receiver, edge.sender] = 0.0
     return Layer(layer.kind, kept), cut
@@ -327,7 +328,7 @@ def _corrupted_drive(subject: PathSubject, pairs: Pairs, index: int, cut: dict[s
     weights (for a state layer, the previous corrupted state through the removed recurrent weights, added at each
     step before the state is carried)."""
     below = pairs.layer_input(subject, index, corrupted=True)
-    if subject.layers[index].kind == "Linear":
+    if subject.layers[index].kind is Kind.LINEAR:
         return below @ cut["A"].T
     states = pairs.corrupt_layers[index]
     previous = torch.cat([subject.layers[index].weights["s0"].expand(states.shape[0], 1, -1), states[:, :-1]], dim=1)

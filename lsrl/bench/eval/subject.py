@@ -26,12 +26,12 @@ from lsrl.bench.tiers import TierModel
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import InternalError
 from lsrl.ir.labels import PATCHABLE_ROLES
+from lsrl.kinds import NODE_WEIGHTS, STATE_KINDS, Kind
 from lsrl.lang.program import ForEach
 
 if TYPE_CHECKING:
     from lsrl.bench.eval.methods import Pairs
 
-STATE_KINDS = ("LinState", "ReLUState")
 ZERO = 1e-9  # float64 values (of exact rationals up to rounding) below this are 0
 
 
@@ -82,15 +82,15 @@ class Layer:
     """One path layer's kind and weights (float64 tensors; ``A``, ``b`` of a Linear, ``A``, ``B``, ``b``,
     ``s0`` of a state layer)."""
 
-    kind: str
+    kind: Kind
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def run(self, x: torch.Tensor, intervention: Intervention | None) -> torch.Tensor:
         if self.kind in STATE_KINDS:
             return self._run_state(x, intervention)
-        if self.kind == "Linear":
+        if self.kind is Kind.LINEAR:
             out = x @ self.weights["A"].T + self.weights["b"]
-        elif self.kind == "ReLU":
+        elif self.kind is Kind.RELU:
             out = torch.relu(x)
         else:  # Multi: first half times second half
             half = x.shape[-1] // 2
@@ -104,7 +104,7 @@ class Layer:
         states = []
         for t in range(x.shape[1]):
             state = state @ A.T + drive[:, t]
-            if self.kind == "ReLUState":
+            if self.kind is Kind.RELUSTATE:
                 state = torch.relu(state)
             if intervention is not None:
                 state = intervention.apply(state, t)
@@ -240,7 +240,7 @@ class PathSubject(Subject):
         """Every non-zero weight of a Linear or state layer, as an ``Edge``."""
         edges = []
         for index, layer in enumerate(self.layers):
-            for kind, name in (("input", "A" if layer.kind == "Linear" else "B"), ("recurrent", "A")):
+            for kind, name in (("input", "A" if layer.kind is Kind.LINEAR else "B"), ("recurrent", "A")):
                 if name not in layer.weights or (kind == "recurrent") != (layer.kind in STATE_KINDS):
                     continue
                 weight = layer.weights[name]
@@ -299,9 +299,9 @@ class PathSubject(Subject):
     def _read_by(self, index: int, reached: np.ndarray) -> np.ndarray:
         """The units of the layer below that layer ``index``'s ``reached`` units read."""
         layer = self.layers[index]
-        if layer.kind in ("Linear", *STATE_KINDS):
-            return self._label_weight(index, "A" if layer.kind == "Linear" else "B")[reached].any(axis=0)
-        if layer.kind == "ReLU":
+        if layer.kind in (Kind.LINEAR, *STATE_KINDS):
+            return self._label_weight(index, "A" if layer.kind is Kind.LINEAR else "B")[reached].any(axis=0)
+        if layer.kind is Kind.RELU:
             return reached.copy()
         return np.concatenate([reached, reached])  # Multi: both halves of a product
 
@@ -312,11 +312,9 @@ def _holds(label) -> bool:
 
 
 def _weights(layer) -> dict[str, torch.Tensor]:
-    names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"),
-             "ReLUState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
     return {("s0" if name == "init_state" else name): torch.as_tensor(getattr(layer, name).to_numpy(),
                                                                       dtype=torch.float64)
-            for name in names}
+            for name in NODE_WEIGHTS[layer.kind]}
 
 
 def unit_candidates(labels: list[list], bases: list[np.ndarray | None], live: list[np.ndarray]) -> list[Candidate]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from lsrl.kinds import Kind
 from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.lang import relational_bounds
 from lsrl.targets.blocks import input_width
@@ -33,7 +34,7 @@ class Builder(ExactUnits):
     def walk(self) -> None:
         layer: CompiledLayer
         for index, layer in enumerate(self.model.layers):
-            if layer.kind == "Linear":
+            if layer.kind is Kind.LINEAR:
                 A, b = layer.A.to_numpy(), layer.b.to_numpy()
                 self.W, self.c = A @ self.W, A @ self.c + b
                 continue
@@ -41,13 +42,13 @@ class Builder(ExactUnits):
             self.source = (index, M_out)
             if self.thresholds and self.exact_layer(index, layer, M_out):
                 continue
-            if layer.kind == "LinState":
+            if layer.kind is Kind.LINSTATE:
                 self.state(layer, M_out, relu=False)
-            elif layer.kind == "ReLUState":
+            elif layer.kind is Kind.RELUSTATE:
                 self.state(layer, M_out, relu=True)
-            elif layer.kind == "ReLU":
+            elif layer.kind is Kind.RELU:
                 self.relu(layer, M_out)
-            elif layer.kind == "Multi":
+            elif layer.kind is Kind.MULTI:
                 self.product(layer, M_out)
             else:  # pragma: no cover - the compiler makes no other layer
                 raise InternalError(f"{self.name}: a compiled path holds a {layer.kind} layer")

@@ -9,6 +9,7 @@ import gmpy2
 import numpy as np
 import torch
 
+from lsrl.kinds import Kind
 from lsrl.errors import LsrlError
 from lsrl.numbers import to_rational
 from lsrl.targets.stock.bounds import BoundedWalk
@@ -26,7 +27,7 @@ class ExactUnits(BoundedWalk):
     def exact_layer(self, index: int, layer: CompiledLayer, M_out: np.ndarray) -> bool:
         """Compiled layer ``index`` as exact units: identity units where they fit, else threshold units (module
         docstring); False (nothing built) where neither does."""
-        if layer.kind == "Multi":
+        if layer.kind is Kind.MULTI:
             return self.identity_product(index, layer) or self.threshold_product(index, layer)
         return self.identity_layer(index, layer, M_out) or self.threshold_layer(index, layer, M_out)
 
@@ -36,12 +37,12 @@ class ExactUnits(BoundedWalk):
         n = layer.dim
         inputs, own = self.lattices[index], self.lattices[index + 1]
         low, high = self.value_range(layer)
-        if layer.kind == "ReLU":
+        if layer.kind is Kind.RELU:
             return self.threshold_units(layer, np.zeros((n, n)), self.W, self.c, np.zeros(n), True, inputs, low,
                                         high, M_out)
         A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
         s0 = layer.init_state.to_numpy()
-        relu = layer.kind == "ReLUState"
+        relu = layer.kind is Kind.RELUSTATE
         if relu:  # thresholds on the update y = A s + B x + b, before its relu; s0 must be a relu's value
             if np.any(s0 < 0):
                 return False
@@ -180,19 +181,19 @@ class ExactUnits(BoundedWalk):
         "Identity units"), where its values lie on dyadic lattices and it reads exact units only; False otherwise."""
         n = layer.dim
         inputs, own = self.lattices[index], self.lattices[index + 1]
-        if layer.kind == "ReLU":
+        if layer.kind is Kind.RELU:
             A, W, c, s0 = np.zeros((n, n)), self.W, self.c, np.zeros(n)
             lattices, M_pre = inputs, self.bounds(layer.inputs[0])
         else:
             A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
             W, c, s0 = B @ self.W, B @ self.c + b, layer.init_state.to_numpy()
-            if layer.kind == "ReLUState":  # the relu's input y = A s + B x + b
+            if layer.kind is Kind.RELUSTATE:  # the relu's input y = A s + B x + b
                 rows, bias = update_rows(layer)
                 lattices = affine_lattices(rows, bias, own + inputs)
                 M_pre = np.abs(A) @ M_out + np.abs(B) @ self.bounds(layer.inputs[0]) + np.abs(b)
             else:
                 lattices, M_pre = own, M_out
-        relu = layer.kind != "LinState"
+        relu = layer.kind is not Kind.LINSTATE
         gates = [relu_gate(lattice) if relu else None for lattice in lattices]
         return self.identity_units(layer, A, W, c, (W, c) if relu else None, gates, s0, lattices, M_pre, M_out)
 

@@ -12,6 +12,7 @@ import gmpy2
 import numpy as np
 import torch
 
+from lsrl.kinds import Kind
 from lsrl.numbers import to_rational
 from lsrl.targets.blocks import input_width
 from lsrl.targets.stock.scales import MAX_THRESHOLDS
@@ -88,7 +89,7 @@ def _state_lattices(layer: CompiledLayer, inputs: list) -> list:
     lattices: list = [(to_rational(v), gmpy2.mpq(0)) for v in layer.init_state.values()]
     for _ in range(4 * n + 8):  # bound: a fixed point within these rounds or none claimed
         updated = affine_lattices(rows, bias, lattices + inputs)
-        if layer.kind == "ReLUState":
+        if layer.kind is Kind.RELUSTATE:
             updated = [_relu_lattice(lattice) for lattice in updated]
         if any(lattice is None for lattice in updated):
             return [None] * n
@@ -109,11 +110,11 @@ def value_lattices(model: CompiledProgram) -> list[list]:
     out = [lattices]
     layer: CompiledLayer
     for layer in model.layers:
-        if layer.kind == "Linear":
+        if layer.kind is Kind.LINEAR:
             lattices = affine_lattices(_exact_rows(layer.A), [to_rational(v) for v in layer.b.values()], lattices)
-        elif layer.kind == "ReLU":
+        elif layer.kind is Kind.RELU:
             lattices = [_relu_lattice(lattice) for lattice in lattices]
-        elif layer.kind == "Multi":
+        elif layer.kind is Kind.MULTI:
             m = layer.dim
             lattices = [_product_lattice(lattices[j], lattices[m + j]) for j in range(m)]
         else:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lsrl.kinds import Kind
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, helper_for
 from lsrl.targets.stock.cells import CellLayer
 
@@ -69,14 +70,14 @@ def unit_plan(model: CompiledProgram, layers: list[CellLayer], hidden: int, outp
         key = f"core.l{k}"
         labels[key], scales[key], tolerances[key] = unit_labels, unit_scales, unit_tolerances
         if layer.arch == "lstm":  # the cell c = tanh(eps y) of a state's unit holds what h does (one tanh less)
-            states = layer.source is None or model.layers[layer.source].kind == "LinState"
+            states = layer.source is None or model.layers[layer.source].kind is Kind.LINSTATE
             labels[f"{key}.c"] = unit_labels if states else [helper_for(label) for label in unit_labels]
             scales[f"{key}.c"] = unit_scales if states else np.full(hidden, np.nan)
             tolerances[f"{key}.c"] = unit_tolerances if states else np.full(hidden, np.nan)
     output_labels = list(model.labels[-1]) if model.layers else source_labels[-1]
     labels["readout"], scales["readout"], tolerances["readout"] = output_labels, np.ones(len(output_labels)), outputs
-    readout_patched = bool(model.layers) and model.layers[-1].kind == "Linear"
-    folded = {label.node for index, layer in enumerate(model.layers[:-1]) if layer.kind == "Linear"
+    readout_patched = bool(model.layers) and model.layers[-1].kind is Kind.LINEAR
+    folded = {label.node for index, layer in enumerate(model.layers[:-1]) if layer.kind is Kind.LINEAR
               for label in model.labels[index] if label is not None and label.role in PATCHABLE_ROLES}
     # threshold units hold values exactly because they lie on lattices; a patched value need not, so in a module
     # with threshold units only the outputs, which the readout overwrites, are patched
