@@ -16,8 +16,9 @@ from lsrl.bench.eval.hooked import HookedSubject
 from lsrl.bench.build import tier_folder, write_model
 from lsrl.bench.cards import dataset_card
 from lsrl.bench.data import task_data
-from lsrl.bench.eval.trained import (AIM, FREE_UNITS, UNITS_PER_COMPONENT, TrainedSubject, below_aim, layout,
-                                     meets_aim, train)
+from lsrl.bench.records import AIM, below_aim, meets_aim
+from lsrl.bench.trained_tier import TrainedSubject
+from lsrl.bench.training.torch_rnn import FREE_UNITS, UNITS_PER_COMPONENT, layout, train
 from lsrl.bench.standalone import SuiteFileError, read_config
 from lsrl.bench.rotations import read_rotations
 from lsrl.bench.tasks import TASKS

@@ -10,17 +10,28 @@ for an automaton network.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import torch
 from torch import nn
 
 from lsrl.model.compiled import CompiledProgram
 
+if TYPE_CHECKING:
+    from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.bench.training.torch_rnn import TrainedModel
+    from lsrl.targets.gru_lstm import CellModel
+    from lsrl.targets.recurrent import DenseStack, LinearRNNBlock
 
-def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, torch.Tensor]]:
+Spec = dict[str, Any]  # one layer of config.json
+Tensors = dict[str, torch.Tensor]  # model.safetensors' tensors by name
+
+
+def export(model: CompiledProgram | nn.Module | TrainedModel) -> tuple[list[Spec], Tensors]:
     """``(layers, tensors)`` of a ``CompiledProgram``, a compiled torch target or an automaton network."""
     from lsrl.automata.networks import AutomatonNetwork
-    from lsrl.bench.eval.trained import TrainedModel
+    from lsrl.bench.training.torch_rnn import TrainedModel
     from lsrl.targets.gru_lstm import CellModel
     from lsrl.targets.recurrent import BlockModel
 
@@ -38,8 +49,9 @@ def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, to
     raise TypeError(f"the benchmark suite cannot export a {type(model).__name__}")
 
 
-def _path(model) -> tuple:
-    layers, tensors = [], {}
+def _path(model: CompiledProgram) -> tuple[list[Spec], Tensors]:
+    layers: list[Spec] = []
+    tensors: Tensors = {}
     for i, layer in enumerate(model.layers):
         names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
         keys = {name: f"layers.{i}.{name}" for name in names}
@@ -56,7 +68,7 @@ def _path(model) -> tuple:
     return layers, tensors
 
 
-def _dense(prefix, stack) -> list:
+def _dense(prefix: str, stack: DenseStack) -> list[Spec]:
     """A ``DenseStack``: hooks after each ``nn.Linear`` (``prefix.layers.j``, before its ReLU) and at the end
     (``prefix``, its output)."""
     layers = []
@@ -68,7 +80,7 @@ def _dense(prefix, stack) -> list:
     return layers + [{"op": "hook", "name": prefix}]
 
 
-def _block(prefix, block) -> dict:
+def _block(prefix: str, block: LinearRNNBlock) -> Spec:
     from lsrl.targets.recurrent import ClassicRNNBlock
 
     if isinstance(block, ClassicRNNBlock):  # stock ReLU RNN on [s+; s-], merged back to s (Eq. 11)
@@ -81,9 +93,9 @@ def _block(prefix, block) -> dict:
     return {"op": "block", "state": state, "phi": _dense(f"{prefix}.phi", block.phi), "gamma": gamma, "hook": prefix}
 
 
-def _stock(prefix, core: nn.RNNBase, h0, c0, hook) -> dict:
+def _stock(prefix: str, core: nn.RNNBase, h0: str, c0: str | None, hook: str) -> Spec:
     kind = type(core).__name__
-    kwargs = {"input_size": core.input_size, "hidden_size": core.hidden_size}
+    kwargs: dict[str, Any] = {"input_size": core.input_size, "hidden_size": core.hidden_size}
     if kind == "RNN":
         kwargs["nonlinearity"] = core.nonlinearity
     names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
@@ -91,7 +103,7 @@ def _stock(prefix, core: nn.RNNBase, h0, c0, hook) -> dict:
             "h0": h0, "c0": c0, "hook": hook}
 
 
-def _cells(model) -> list:
+def _cells(model: CellModel) -> list[Spec]:
     layers = []
     for k in range(model.rnn.num_layers):
         names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -110,14 +122,15 @@ def _core_readout(core: nn.RNNBase) -> list:
             {"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}]
 
 
-def _automaton(model) -> list:
+def _automaton(model: AutomatonNetwork) -> list[Spec]:
     return _core_readout(model.core) + [{"op": "positive"}]
 
 
-def _trained(model) -> tuple:
+def _trained(model: TrainedModel) -> tuple[list[Spec], Tensors]:
     """A trained tier's recurrent layers, each the single-layer stock module it is (``TrainedModel.stock``), from
     zero states, hooked ``core.lK`` (the states a multi-layer stock module passes up), then the readout."""
-    layers, tensors = [], {}
+    layers: list[Spec] = []
+    tensors: Tensors = {}
     for k, hook in enumerate(model.hooks):
         core = model.stock(k)
         zeros = torch.zeros(core.hidden_size, dtype=core.weight_ih_l0.dtype)

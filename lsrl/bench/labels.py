@@ -3,6 +3,7 @@ automaton network's transition units. Checking them: ``model.label_violations(pr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lsrl.errors import InternalError, LsrlError
@@ -24,7 +25,7 @@ def unit_labels(model: CompiledProgram | nn.Module) -> dict[str, LayerLabels] | 
     if labels is None:
         return None
 
-    def listed(layer):
+    def listed(layer: Iterable[tuple[object, object, object]]) -> LayerLabels:
         return [[str(node), int(index), str(role)] for node, index, role in layer]
 
     if isinstance(labels, dict):
