@@ -269,6 +269,27 @@ def test_a_variable_read_within_the_step_sits_a_layer_up():
     assert (0, width) not in scored and (0, 0) in scored and (0, hidden + width) not in scored  # [h; c]: not c's
 
 
+def test_an_interchange_step_of_an_lstm_or_gru_trains_one_variable_drawn(monkeypatch):
+    """``train``'s steps in the shared loop (``lsrl.bench.training.loop.fit``), in turn: the task (nothing set), one
+    circuit variable's interchange (drawn from the sequences' generator), the free units; each step a new pair."""
+    from lsrl.bench.training import loop
+
+    calls, loss = [], loop.pair_loss
+
+    def recorded(model, program, base, source, units, variable):
+        calls.append((variable, units, base.tobytes()))
+        return loss(model, program, base, source, units, variable)
+
+    monkeypatch.setattr(loop, "pair_loss", recorded)
+    model = train("majority", "gru", steps=6, batch=4)
+    variables = [variable for variable, _, _ in calls]
+    assert len(calls) == 6 and variables[0::3] == variables[2::3] == [None, None]
+    assert all(variable in ("ones_minus_zeros", "more_ones") for variable in variables[1::3])
+    assert [units for _, units, _ in calls[1::3]] == [dict([model.alignment[v]]) for v in variables[1::3]]
+    assert [units for _, units, _ in calls[0::3]] == [{}, {}] and calls[2][1] == calls[5][1] == model.free
+    assert len({base for _, _, base in calls}) == 6
+
+
 def test_a_two_layer_folder_patches_each_layer_as_the_model_does():
     """majority: ``more_ones`` reads ``ones_minus_zeros`` in the same step, so it is aligned in the second layer of
     a stock two-layer module; the folder's hooks (its own loader) interchange each layer's variable as the

@@ -38,7 +38,7 @@ from lsrl.errors import InternalError
 if TYPE_CHECKING:
     from lsrl.automata.machines import DFA
     from lsrl.bench.tasks import Task
-    from lsrl.lang.program import ForEach
+    from lsrl.lang.program import ForEach, Patch
 
 SEQUENCES_PER_LENGTH = 4  # training sequences per length
 TEST_SEQUENCES = 1000  # at least, spread evenly over the test lengths
@@ -136,14 +136,14 @@ class _ProgramRuns:
     def inputs(self, sequences: Sequences) -> np.ndarray:
         return padded([np.asarray(x, dtype=np.float64) for x in sequences], 0.0)
 
-    def _run(self, sequences: Sequences, patch: dict[str, np.ndarray] | None = None, check: bool = True
+    def _run(self, sequences: Sequences, patch: Patch | None = None, check: bool = True
              ) -> np.ndarray:
         """The outputs, checked against the exact interpreter on the first ``EXACT_CHECKS`` sequences."""
         xs = self.inputs(sequences)
         ys = self.program(xs, check_bounds=False, patch=patch)
         if not check:
             return _masked(ys, np.array([len(x) for x in sequences]))
-        checked = {name: values[:EXACT_CHECKS] for name, values in (patch or {}).items()}
+        checked: Patch = {name: np.asarray(values)[:EXACT_CHECKS] for name, values in (patch or {}).items()}
         exact = np.vectorize(float, otypes=[np.float64])(
             self.program(xs[:EXACT_CHECKS], exact=True, check_bounds=False, patch=checked))
         if not np.array_equal(exact, ys[:EXACT_CHECKS]):

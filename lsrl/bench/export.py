@@ -10,7 +10,7 @@ for an automaton network.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ def export(model: CompiledProgram | nn.Module | TrainedModel) -> tuple[list[Spec
         return _trained(model)
     tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
     if isinstance(model, BlockModel):
-        return [_block(f"blocks.{i}", block) for i, block in enumerate(model.blocks)], tensors
+        return [_block(f"blocks.{i}", cast("LinearRNNBlock", block)) for i, block in enumerate(model.blocks)], tensors
     if isinstance(model, CellModel):
         return _cells(model), tensors
     if isinstance(model, AutomatonNetwork):
@@ -123,7 +123,7 @@ def _core_readout(core: nn.RNNBase) -> list:
 
 
 def _automaton(model: AutomatonNetwork) -> list[Spec]:
-    return _core_readout(model.core) + [{"op": "positive"}]
+    return _core_readout(cast(nn.RNNBase, model.core)) + [{"op": "positive"}]
 
 
 def _trained(model: TrainedModel) -> tuple[list[Spec], Tensors]:
@@ -133,7 +133,7 @@ def _trained(model: TrainedModel) -> tuple[list[Spec], Tensors]:
     tensors: Tensors = {}
     for k, hook in enumerate(model.hooks):
         core = model.stock(k)
-        zeros = torch.zeros(core.hidden_size, dtype=core.weight_ih_l0.dtype)
+        zeros = torch.zeros(core.hidden_size, dtype=next(core.parameters()).dtype)
         lstm = isinstance(core, nn.LSTM)
         layers.append(_stock(hook, core, f"{hook}.h0", f"{hook}.c0" if lstm else None, hook=hook))
         tensors.update({f"{hook}.{name}": tensor.detach().contiguous() for name, tensor in core.state_dict().items()})

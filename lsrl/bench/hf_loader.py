@@ -39,7 +39,7 @@ import importlib
 import json
 from pathlib import Path
 from collections.abc import Callable, Iterator
-from typing import Any, ContextManager, Protocol
+from typing import Any, ContextManager, Protocol, cast
 
 import torch
 from torch import nn
@@ -231,8 +231,9 @@ class RecurrentGemmaStates:
     def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
         def state(layer: int) -> Callable[[nn.Module, Any, torch.Tensor], torch.Tensor]:
             def replace(module: nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
-                module.recurrent_states = patched(f"layers.{layer}.recurrent_state", module.recurrent_states)
-                return module.recurrent_states[:, None].to(output.dtype)
+                states = patched(f"layers.{layer}.recurrent_state", cast(torch.Tensor, module.recurrent_states))
+                module.recurrent_states = states
+                return states[:, None].to(output.dtype)
             return replace
 
         def attention(layer: int) -> Callable[[nn.Module, Any, tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:

@@ -254,7 +254,7 @@ class _LayerCheck:
                  weights_path: str) -> None:
         self.tensors, self.dtype = tensors, dtype
         self.used: set[str] = set()
-        self.hooks: list[dict[str, Any]] = []
+        self.hooks: list[str] = []
         self.config_path, self.weights_path = config_path, weights_path
 
     def at(self, where: str) -> str:

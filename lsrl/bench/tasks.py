@@ -9,6 +9,7 @@ a running maximum over positions) is exact up to ``max_len`` steps, the longest 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -493,7 +494,7 @@ for _number, _language in enumerate(
     ("1*", "(10)*", "no odd run of 1s followed by an odd run of 0s", "no 000", "even numbers of 0s and of 1s",
      "#0 - #1 divisible by 3", "0*1*0*1*"), start=1,
 ):
-    _automaton_task(f"tomita_{_number}", lambda n=_number: tomita(n),
+    _automaton_task(f"tomita_{_number}", functools.partial(tomita, _number),
                     f"Tomita grammar {_number} ({_language}) over {{0, 1}}: whether the prefix is in the language; "
                     "its minimal DFA compiled to stock torch.nn.RNN / LSTM / GRU (lsrl.automata.to_torch).")
 

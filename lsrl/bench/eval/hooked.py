@@ -221,7 +221,7 @@ def hooked_forward(net: Any, xs: torch.Tensor | np.ndarray, run: Run) -> torch.T
     x = torch.as_tensor(xs).to(_dtype(net))
     points = [module for module in net.modules() if isinstance(module, standalone.HookPoint)]
     for point in points:
-        point.run = run  # type: ignore[assignment]  # the loader's HookPoint types run by its None default
+        point.run = run
     try:
         return net(x)
     finally:

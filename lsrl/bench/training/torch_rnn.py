@@ -150,7 +150,7 @@ class TrainedModel(Measured):
         zeros = xs.new_zeros(count, self.hidden_size)
         return (zeros, zeros.clone()) if self.arch == "lstm" else zeros
 
-    def stock(self, layer: int | None = None) -> nn.Module:
+    def stock(self, layer: int | None = None) -> nn.LSTM | nn.GRU:
         """The stock ``torch.nn.LSTM`` / ``GRU`` (batch first) with the cells' weights: all of them (``num_layers``
         the cells), or only recurrent layer ``layer``'s."""
         cells = list(self.cells) if layer is None else [self.cells[layer]]
