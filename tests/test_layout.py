@@ -1,13 +1,14 @@
 """The package layout: no import cycle between lsrl's packages nor between its modules, no private name taken
 from another module, and the light packages load without torch.
 
-Every import statement of every module under ``lsrl/`` counts, at module level, inside a function or under
-``if TYPE_CHECKING:`` (an import at call time is still a dependency: it only hides the cycle from the
-interpreter; a type named is a dependency too).
+Every import statement of every module under ``lsrl/`` counts, at module level or inside a function (an import at
+call time is still a dependency: it only hides the cycle from the interpreter).
 
 Two graphs are checked. Between packages, a module belongs to its package (``lsrl.compiler.pipeline`` ->
-``lsrl.compiler``); a top-level module (``lsrl.errors``, ``lsrl.sugar``) is its own node. Between modules, each
-module is a node and a package's ``__init__.py`` is the node of the package's name: ``from lsrl.bench import
+``lsrl.compiler``); a top-level module (``lsrl.errors``, ``lsrl.sugar``) is its own node; an import under
+``if TYPE_CHECKING:`` counts too (a lower package names no type of a higher one). Between modules, each module is a
+node and a package's ``__init__.py`` is the node of the package's name; an import under ``if TYPE_CHECKING:`` does
+not count there (it never runs: two modules of one design may name each other's types): ``from lsrl.bench import
 standalone`` depends on the module ``lsrl.bench.standalone``, ``from lsrl.bench import load`` on
 ``lsrl/bench/__init__.py``. Importing ``lsrl.bench.eval.harness`` runs the ``__init__.py`` of ``lsrl.bench`` and
 ``lsrl.bench.eval`` first, but that is not counted as a dependency on them: a package's ``__init__.py`` re-exports
@@ -60,19 +61,32 @@ def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _imports() -> Iterator[tuple[str, str, tuple[str, ...], str]]:
-    """``(importer, imported module, imported names, line)`` for every import statement in lsrl/."""
+def _typing_only(tree: ast.Module) -> set[int]:
+    """The ids of the statements under an ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``) of ``tree``."""
+    inside: set[int] = set()
+    for block in ast.walk(tree):
+        test = block.test if isinstance(block, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+                (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+            inside.update(id(node) for statement in block.body for node in ast.walk(statement))
+    return inside
+
+
+def _imports() -> Iterator[tuple[str, str, tuple[str, ...], str, bool]]:
+    """``(importer, imported module, imported names, line, typing only)`` for every import statement in lsrl/."""
     for path in sorted(ROOT.rglob("*.py")):
         module = _module_name(path)
         tree = ast.parse(path.read_text(), str(path))
+        typing_only = _typing_only(tree)
         for statement in ast.walk(tree):
+            where = f"{path.relative_to(ROOT.parent)}:{statement.lineno}" if isinstance(statement, ast.stmt) else ""
             if isinstance(statement, ast.Import):
                 for alias in statement.names:
-                    yield module, alias.name, (), f"{path.relative_to(ROOT.parent)}:{statement.lineno}"
+                    yield module, alias.name, (), where, id(statement) in typing_only
             elif isinstance(statement, ast.ImportFrom):
                 target = _resolve(module, statement, path.name == "__init__.py")
                 names = tuple(alias.name for alias in statement.names)
-                yield module, target, names, f"{path.relative_to(ROOT.parent)}:{statement.lineno}"
+                yield module, target, names, where, id(statement) in typing_only
 
 
 def _imported_modules(imported: str, names: tuple[str, ...]) -> list[str]:
@@ -82,11 +96,12 @@ def _imported_modules(imported: str, names: tuple[str, ...]) -> list[str]:
     return [module for module in dict.fromkeys(modules) if module in MODULES and module != "lsrl"]
 
 
-def _module_graph() -> Graph:
-    """``{module: {module it imports: [where]}}`` over lsrl's modules (a package as its ``__init__.py``)."""
+def _module_graph(types: bool = False) -> Graph:
+    """``{module: {module it imports: [where]}}`` over lsrl's modules (a package as its ``__init__.py``); ``types``:
+    with the imports under ``if TYPE_CHECKING:``."""
     graph: Graph = {module: {} for module in MODULES if module != "lsrl"}
-    for importer, imported, names, where in _imports():
-        if importer == "lsrl":
+    for importer, imported, names, where, typing_only in _imports():
+        if importer == "lsrl" or (typing_only and not types):
             continue
         for target in _imported_modules(imported, names):
             if target != importer:
@@ -95,9 +110,10 @@ def _module_graph() -> Graph:
 
 
 def _package_graph() -> Graph:
-    """``{package: {package it imports: [where]}}`` over lsrl's packages and top-level modules."""
+    """``{package: {package it imports: [where]}}`` over lsrl's packages and top-level modules (the imports under
+    ``if TYPE_CHECKING:`` too)."""
     graph: Graph = {}
-    for module, edges in _module_graph().items():
+    for module, edges in _module_graph(types=True).items():
         source = _node(module)
         assert source is not None, module
         graph.setdefault(source, {})
@@ -183,6 +199,18 @@ def test_the_module_graph_resolves_submodules_and_packages():
     assert "lsrl.errors" in graph["lsrl.compiler.pipeline"]
 
 
+def test_imports_under_type_checking_are_told_apart():
+    tree = ast.parse("import a\nif TYPE_CHECKING:\n    import b\nif typing.TYPE_CHECKING:\n    from c import d\n"
+                     "def f():\n    import e\n")
+    inside = _typing_only(tree)
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert {(node.names[0].name, id(node) in inside) for node in imports} == {
+        ("a", False), ("b", True), ("d", True), ("e", False)}
+    graph = _module_graph()
+    assert "lsrl.model.compiled" not in graph["lsrl.model.extensions"]  # its type only: not an edge here
+    assert "lsrl.model.compiled" in _module_graph(types=True)["lsrl.model.extensions"]
+
+
 def test_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b": []}, "b": {}}) is None
@@ -213,7 +241,7 @@ def test_no_import_cycle_between_modules():
 def test_no_private_name_imported_from_another_module():
     taken = [
         f"{where}: {importer} imports {name} from {imported}"
-        for importer, imported, names, where in _imports()
+        for importer, imported, names, where, _ in _imports()
         for name in names
         if name.startswith("_") and not name.endswith("__") and imported != importer
     ]
