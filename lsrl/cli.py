@@ -308,7 +308,7 @@ def bench() -> None:
 
 # lsrl.bench imports torch: the tiers of its folders (lsrl.bench.tiers.FOLDER_TIERS, kept equal by tests/test_habits.py)
 BUILD_TIERS = ("compiled", "distractors", "rotated", "trained", "all")
-# the trained tier's architectures: lsrl.bench.build.TRAINED_ARCHS, then lsrl.bench.hf_trained.HF_ARCHS (stock
+# the trained tier's architectures: lsrl.bench.build.TRAINED_ARCHS, then lsrl.bench.training.hf.HF_ARCHS (stock
 # transformers models; tests/test_bench_hf.py keeps them equal)
 TRAINED_ARCHS = ("lstm", "gru", "mamba", "mamba2", "hawk", "griffin")
 TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: lstm and gru; mamba, mamba2, hawk, "
@@ -339,9 +339,9 @@ def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], st
 
 
 def _say_aim(folders: list[Path]) -> None:
-    """A line on the trained folders that miss the aim (``lsrl.bench.eval.trained.AIM``), whose labels are not
+    """A line on the trained folders that miss the aim (``lsrl.bench.records.AIM``), whose labels are not
     faithful; or that every one meets it."""
-    from lsrl.bench.eval.trained import AIM, below_aim, read_training
+    from lsrl.bench.records import AIM, below_aim, read_training
 
     trained = [folder for folder in folders if read_training(folder) is not None]
     missed = below_aim(trained)
@@ -373,16 +373,16 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str | No
                pairs: int) -> None:
     """Score an interpretability METHOD against the known circuit of a suite FOLDER (or of --task's tier):
     node, unit and edge AUROC, TPR / FPR, interchange accuracy."""
-    from lsrl.bench.eval import COLUMNS, Subject, evaluate
+    from lsrl.bench.eval import COLUMNS, evaluate, tier_subject
     from lsrl.bench.eval.hooked import HookedSubject
     from lsrl.bench.tiers import tier_model
 
-    if task is not None and folder is None:
-        subject = Subject.from_tier(tier_model(task, tier or "distractors"), arch or "path")
-    elif folder is not None and task is None:  # the folder says its tier and architecture: an option naming
-        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)  # another is refused, not ignored
-    else:
+    if (folder is None) == (task is None):
         raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
+    if folder is None:
+        subject = tier_subject(tier_model(task, tier or "distractors"), arch or "path")
+    else:  # the folder says its tier and architecture: an option naming another is refused, not ignored
+        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:
         value = row[column]
@@ -480,7 +480,9 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     intervention training towards each task's causal graph; task and interchange accuracy, and the harness's unit
     AUROC on them (CSV)."""
     from lsrl.bench.eval.harness import write_csv
-    from lsrl.bench.eval.trained import AIM, TASKS_TRAINED, TRAINED_COLUMNS, train_all, with_aim
+    from lsrl.bench.records import AIM
+    from lsrl.bench.tiers import TASKS_TRAINED
+    from lsrl.bench.trained_tier import TRAINED_COLUMNS, train_all, with_aim
 
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
@@ -498,7 +500,7 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
         models += rows
     if hf:
-        from lsrl.bench.hf_trained import merged_rows, train_all_hf
+        from lsrl.bench.trained_tier import merged_rows, train_all_hf
 
         table = Path(out_dir) / "trained_hf.csv"  # the rows of the tasks and archs run replace theirs, others kept
 
