@@ -377,16 +377,15 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str | No
     from lsrl.bench.eval.hooked import HookedSubject
     from lsrl.bench.tiers import tier_model
 
-    if (folder is None) == (task is None):
-        raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
-    if folder is None:
+    if task is not None and folder is None:
         subject = tier_subject(tier_model(task, tier or "distractors"), arch or "path")
-    else:  # the folder says its tier and architecture: an option naming another is refused, not ignored
-        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)
+    elif folder is not None and task is None:  # the folder says its tier and architecture: an option naming
+        subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)  # another is refused, not ignored
+    else:
+        raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:
-        value = row[column]
-        click.echo(f"{column}: {round(value, 4) if isinstance(value, float) else value}")
+        click.echo(f"{column}: {_rounded(row[column])}")
 
 
 def _rounded(value: object) -> object:
