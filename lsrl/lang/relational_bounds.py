@@ -228,36 +228,34 @@ def _squeezed_line(value: Value, scale: float) -> Value:
     return Value((), first, value.lo + (least - slack), value.hi + (most + slack), value.grid)
 
 
-def _linear(rows: list[list[tuple[int, float, int | None]]], bias: list[Value], inputs: list[Value],
-            sizes: dict[int, int]) -> list[Value]:
-    """``A v + b``: ``rows[i]`` the non-zero ``(j, a_ij, grid of a_ij)`` (floats), ``bias[i]`` a constant."""
-    out = []
-    for row, constant in zip(rows, bias):
-        grid = constant.grid
-        terms = []
-        for j, _, a_grid in row:
-            value = inputs[j]
-            terms.append(value)
-            grid = None if grid is None or a_grid is None or value.grid is None else max(grid, a_grid + value.grid)
-        support: tuple[int, ...] = ()
-        if any(value.support for value in terms):
-            terms, support = _joint(terms, sizes)
-        table = constant.table
-        if support:
-            table = np.full([sizes[atom] for atom in support], table)
-        lo, hi, magnitude = constant.lo, constant.hi, constant.size
-        for (_, a, _), value in zip(row, terms):
-            table = table + a * _spread(value, support) if value.support else table + a * value.table
-            if a > 0:
-                lo, hi = lo + a * value.lo, hi + a * value.hi
-            else:
-                lo, hi = lo + a * value.hi, hi + a * value.lo
-            magnitude += abs(a) * value.size
-        exact = _exact(grid, magnitude)
-        slack = 0.0 if exact else 2 * _gamma(len(row) + 2) * magnitude + _TINY
-        result = Value(support, table, lo - slack, hi + slack, grid if exact else None)
-        out.append(_squeezed(result) if support else result)
-    return out
+def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value],
+                sizes: dict[int, int]) -> Value:
+    """``sum a_j inputs[j] + constant`` over the non-zero ``(j, a_j, grid of a_j)`` (floats) of ``row`` (a row of
+    ``A v + b``), ``constant`` a constant."""
+    grid = constant.grid
+    terms = []
+    for j, _, a_grid in row:
+        value = inputs[j]
+        terms.append(value)
+        grid = None if grid is None or a_grid is None or value.grid is None else max(grid, a_grid + value.grid)
+    support: tuple[int, ...] = ()
+    if any(value.support for value in terms):
+        terms, support = _joint(terms, sizes)
+    table = constant.table
+    if support:
+        table = np.full([sizes[atom] for atom in support], table)
+    lo, hi, magnitude = constant.lo, constant.hi, constant.size
+    for (_, a, _), value in zip(row, terms):
+        table = table + a * _spread(value, support) if value.support else table + a * value.table
+        if a > 0:
+            lo, hi = lo + a * value.lo, hi + a * value.hi
+        else:
+            lo, hi = lo + a * value.hi, hi + a * value.lo
+        magnitude += abs(a) * value.size
+    exact = _exact(grid, magnitude)
+    slack = 0.0 if exact else 2 * _gamma(len(row) + 2) * magnitude + _TINY
+    result = Value(support, table, lo - slack, hi + slack, grid if exact else None)
+    return _squeezed(result) if support else result
 
 
 def _add(p: int | None, q: int | None) -> int | None:
@@ -443,36 +441,129 @@ def _input_values(node: N.Input, atoms: _Atoms, first_source: int) -> list[Value
     return out
 
 
-def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: list[Value], atoms: _Atoms
-          ) -> list[Value]:
-    """The node's components at this step, from its inputs' (and its previous state's)."""
-    sizes = atoms.sizes
-    if isinstance(node, N.Linear):
-        return _linear(weights.terms, weights.b, inputs[0], sizes)
-    if isinstance(node, N.ReLU):
-        return [_relu(v) for v in inputs[0]]
-    if isinstance(node, N.Concat):
-        return [v for part in inputs for v in part]
+def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
+    """Per component, the operands (``_operands``) its rule reads."""
+    if isinstance(node, (N.Linear, N.LinState, N.ReLUState)):
+        return [tuple(j for j, _, _ in row) for row in weights.terms]
     if isinstance(node, N.Multi):
-        half = len(inputs[0]) // 2
-        return [_product(inputs[0][i], inputs[0][half + i], sizes) for i in range(half)]
+        return [(i, node.dim + i) for i in range(node.dim)]
+    return [(i,) for i in range(node.dim)]
+
+
+def _operands(node: Any, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...]) -> tuple[Value, ...]:
+    """The values the node's components read: its inputs' components (a state's: its previous ones first)."""
     if isinstance(node, (N.LinState, N.ReLUState)):
-        updated = _linear(weights.terms, weights.b, previous + inputs[0], sizes)
-        return [_relu(v) for v in updated] if isinstance(node, N.ReLUState) else updated
+        return previous + inputs[0]
+    return tuple(v for part in inputs for v in part)
+
+
+def _component(node: Any, weights: _Weights, i: int, operands: tuple[Value, ...], sizes: dict[int, int]) -> Value:
+    """The node's component ``i`` at this step, from the operands it reads."""
+    if isinstance(node, N.Linear):
+        return _linear_row(weights.terms[i], weights.b[i], operands, sizes)
+    if isinstance(node, N.ReLU):
+        return _relu(operands[i])
+    if isinstance(node, N.Multi):
+        return _product(operands[i], operands[node.dim + i], sizes)
+    if isinstance(node, (N.LinState, N.ReLUState)):
+        updated = _linear_row(weights.terms[i], weights.b[i], operands, sizes)
+        return _relu(updated) if isinstance(node, N.ReLUState) else updated
     raise TypeError(node)
 
 
-def _node_step(node: Any, weights: _Weights, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...],
-                exact: tuple | None, atoms: _Atoms, first_source: int) -> tuple:
-    """The node's components at this step; for a state also its exact components (``_exact_state``) and its
-    components as the atoms the next step reads. Values as ``atoms.canonical`` objects."""
-    values = _step(node, weights, [list(part) for part in inputs], list(previous), atoms)
-    if exact is None:
-        return atoms.canonical(values), None, None
-    exact = tuple(_exact_state(node, weights, list(exact), inputs[0]))
-    values = [v if e is None else _exact_float(e) for v, e in zip(values, exact)]
-    return atoms.canonical(values), exact, atoms.canonical([_as_atom(v, atoms, first_source + i)
-                                                            for i, v in enumerate(values)])
+class _Stepper:
+    """One node's rules over the steps, with what its components computed at recent steps.
+
+    A component's value is a function of the operands it reads (``_reads``), bit for bit, and a state
+    component's atom a function of its value: both are kept per component (its last ``MEMO_STEPS`` distinct
+    reads), so a component whose reads repeat costs a look-up even where others of its node change (the
+    answer register of Listing 2 changes one component at a step)."""
+
+    def __init__(self, node: Any, first_source: int) -> None:
+        self.node = node
+        self.weights = _Weights(node)
+        self.first_source = first_source
+        self.reads = [] if isinstance(node, N.Concat) else _reads(node, self.weights)
+        self.parts: list[dict[tuple, Value]] = [{} for _ in self.reads]
+        self.atoms: list[dict[Value, Value]] = [{} for _ in self.reads]
+
+    def step(self, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...], exact: tuple | None, atoms: _Atoms
+             ) -> tuple[tuple[Value, ...], tuple | None, tuple[Value, ...] | None]:
+        """The node's components at this step; for a state (``exact`` not None) also its exact components
+        (``_exact_state``) and its components as the atoms the next step reads. Values as ``atoms.canonical``
+        objects."""
+        operands = _operands(self.node, inputs, previous)
+        if isinstance(self.node, N.Concat):
+            return operands, None, None
+        values = tuple(self._part(i, operands, atoms) for i in range(len(self.reads)))
+        if exact is None:
+            return values, None, None
+        exact = tuple(_exact_state(self.node, self.weights, list(exact), inputs[0]))
+        values = atoms.canonical([v if e is None else _exact_float(e) for v, e in zip(values, exact)])
+        return values, exact, tuple(self._atom(i, v, atoms) for i, v in enumerate(values))
+
+    def _part(self, i: int, operands: tuple[Value, ...], atoms: _Atoms) -> Value:
+        key = tuple(operands[j] for j in self.reads[i])
+        value = self.parts[i].get(key)
+        if value is None:
+            value = atoms.canonical([_component(self.node, self.weights, i, operands, atoms.sizes)])[0]
+            _remember(self.parts[i], key, value)
+        return value
+
+    def _atom(self, i: int, value: Value, atoms: _Atoms) -> Value:
+        atom = self.atoms[i].get(value)
+        if atom is None:
+            atom = atoms.canonical([_as_atom(value, atoms, self.first_source + i)])[0]
+            _remember(self.atoms[i], value, atom)
+        return atom
+
+
+class _Group:
+    """The nodes whose values at a step are a function of the same states' previous values and exact
+    components (``states``: the states they depend on, themselves included), the inputs' atoms being the same
+    at every step. Its results per distinct ``states`` key are kept (the last ``MEMO_STEPS``), so a part of the
+    program that settled into a period (token atoms, phase flags, permutation counters) costs one look-up per
+    step, however many nodes it has."""
+
+    def __init__(self, steppers: list[_Stepper], states: list[Any]) -> None:
+        self.steppers, self.states = steppers, states
+        self.known: dict[tuple, tuple[dict, dict, dict]] = {}
+
+    def step(self, values: dict, previous: dict, exact: dict, atoms: _Atoms) -> tuple[dict, dict, dict, bool]:
+        """The group's nodes' values, its states' exact components and atoms at this step (per node), and
+        whether they are new (not a repeated step's)."""
+        key = tuple((previous[state], exact[state]) for state in self.states)
+        known = self.known.get(key)
+        if known is not None:
+            return (*known, False)
+        now: dict = {}
+        exact_now: dict = {}
+        atomized: dict = {}
+        for stepper in self.steppers:
+            node = stepper.node
+            inputs = [now[x] if x in now else values[x] for x in node.inputs]
+            now[node], exact_after, atomized_after = stepper.step(inputs, previous.get(node, ()), exact.get(node),
+                                                                  atoms)
+            if exact_after is not None:
+                exact_now[node], atomized[node] = exact_after, atomized_after
+        _remember(self.known, key, (now, exact_now, atomized))
+        return now, exact_now, atomized, True
+
+
+def _groups(order: list[Any], first_source: dict[Any, int]) -> list[_Group]:
+    """The non-``Input`` nodes of ``order`` (topological) grouped by the states they depend on; a group after
+    every group whose states are a subset of its own (those its nodes read)."""
+    depends: dict[Any, frozenset] = {}
+    members: dict[frozenset, list[Any]] = {}
+    for node in order:
+        depends[node] = frozenset().union(*(depends[x] for x in node.inputs))
+        if isinstance(node, (N.LinState, N.ReLUState)):
+            depends[node] |= {node}
+        if not isinstance(node, N.Input):
+            members.setdefault(depends[node], []).append(node)
+    position = {node: k for k, node in enumerate(order)}
+    return [_Group([_Stepper(node, first_source.get(node, 0)) for node in nodes], sorted(states, key=position.get))
+            for states, nodes in sorted(members.items(), key=lambda item: len(item[0]))]
 
 
 def _first_sources(order: list[Any], states: list[Any]) -> dict[Any, int]:
@@ -494,9 +585,10 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     are. The parts of a program that settle into a period (token atoms, phase flags, permutation counters)
     cost a look-up per step; only the parts that keep changing are computed."""
     order: list[Any] = topological_order(output)
-    weights = {node: _Weights(node) for node in order if not isinstance(node, N.Input)}
     states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
     first_source = _first_sources(order, states)
+    groups = _groups(order, first_source)
+    weights = {stepper.node: stepper.weights for group in groups for stepper in group.steppers}
     atoms = _Atoms()
     low = {node: [math.inf] * node.dim for node in order}
     high = {node: [-math.inf] * node.dim for node in order}
@@ -507,22 +599,18 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
         _widen_bounds(low, high, node, components)
     previous = {node: atoms.canonical(weights[node].init) for node in states}
     exact = {node: tuple(weights[node].exact_init) for node in states}
-    known: dict[Any, dict[tuple, tuple]] = {node: {} for node in weights}
     for _ in range(max_length):  # one round per step
-        atomized = {}
-        for node, node_weights in weights.items():
-            inputs = [values[x] for x in node.inputs]
-            before, exact_before = previous.get(node, ()), exact.get(node)
-            key = (*inputs, before, exact_before)
-            result = known[node].get(key)
-            if result is None:
-                result = _node_step(node, node_weights, inputs, before, exact_before, atoms, first_source.get(node, 0))
-                _remember(known[node], key, result)
-                _widen_bounds(low, high, node, result[0])
-            values[node] = result[0]
-            if exact_before is not None:
-                exact[node], atomized[node] = result[1], result[2]
-        previous = atomized
+        atomized: dict = {}
+        exact_next: dict = {}
+        for group in groups:
+            now, exact_now, atomized_now, new = group.step(values, previous, exact, atoms)
+            values.update(now)
+            exact_next.update(exact_now)
+            atomized.update(atomized_now)
+            if new:
+                for node, components in now.items():
+                    _widen_bounds(low, high, node, components)
+        previous, exact = atomized, exact_next
     return {node: (low[node], high[node]) for node in order}
 
 
