@@ -115,6 +115,20 @@ class Value:
         return (self.support, *table, struct.pack("<dd", self.lo, self.hi), self.grid)
 
     @property
+    def summary(self) -> tuple:
+        """``contents`` but for the table's entries: its shape and extremes (bit for bit)."""
+        if not self.support:
+            return self.contents
+        shape = self.table.shape
+        return (self.support, shape, struct.pack("<dddd", self.least, self.most, self.lo, self.hi), self.grid)
+
+    def same(self, other: Value) -> bool:
+        """Whether ``other`` has the contents of this value (of the same ``summary``): their tables bit for bit."""
+        if not self.support:
+            return True  # the summary is the contents
+        return bool(np.array_equal(self.table.view(np.uint64), other.table.view(np.uint64)))
+
+    @property
     def low(self) -> float:
         return self.least + self.lo
 
@@ -241,12 +255,13 @@ def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, input
     support: tuple[int, ...] = ()
     if any(value.support for value in terms):
         terms, support = _joint(terms, sizes)
+    # c + a_1 T_1 + ...: broadcasting gives the joint table (the terms' supports are its support), each
+    # entry the same float operations; 1 x and -1 x are x and -x exactly, so their products are skipped
     table = constant.table
-    if support:
-        table = np.full([sizes[atom] for atom in support], table)
     lo, hi, magnitude = constant.lo, constant.hi, constant.size
     for (_, a, _), value in zip(row, terms):
-        table = table + a * _spread(value, support) if value.support else table + a * value.table
+        term = _spread(value, support) if value.support else value.table
+        table = table + term if a == 1.0 else table - term if a == -1.0 else table + a * term
         if a > 0:
             lo, hi = lo + a * value.lo, hi + a * value.hi
         else:
@@ -337,8 +352,14 @@ class _Atoms:
         return Value((atom,), centres, lo, hi, grid)
 
     def canonical(self, values: list[Value]) -> tuple[Value, ...]:
-        """``values``, each as the one object of its contents: identity compares them."""
-        return tuple(self._values.setdefault(value.contents, value) for value in values)
+        """``values``, each as the one object of its contents where one is kept: identity compares them. Kept by
+        ``Value.summary`` and compared bit for bit (no hash of a whole table); where a value of the same summary
+        but other contents is kept, the value itself (its equals then recompute, as fresh values do)."""
+        return tuple(self._canonical(value) for value in values)
+
+    def _canonical(self, value: Value) -> Value:
+        kept = self._values.setdefault(value.summary, value)
+        return kept if kept is value or kept.same(value) else value
 
 
 def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
