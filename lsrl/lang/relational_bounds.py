@@ -246,6 +246,59 @@ def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, input
                 sizes: dict[int, int]) -> Value:
     """``sum a_j inputs[j] + constant`` over the non-zero ``(j, a_j, grid of a_j)`` (floats) of ``row`` (a row of
     ``A v + b``), ``constant`` a constant."""
+    copied = _copied_term(row, constant, inputs)
+    return copied if copied is not None else _linear_terms(row, constant, inputs, sizes)
+
+
+def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value]) -> Value | None:
+    """The row's one term with a support where ``_linear_terms`` would return it as it is, bit for bit; else None.
+
+    That is a copy: its weight 1, every other addend (the constant, the other terms' tables) a zero, the sum
+    exact. Then each entry of the sum is the term's entry plus zeros, itself, except a -0.0 that a +0.0 turns
+    into +0.0 (none may be in the table); the offsets are replayed as the rule computes them (scalars, no
+    tables) and must be the term's, bit for bit; and ``_unchanged`` checks the rest of the rule."""
+    supported = [(j, a) for j, a, _ in row if inputs[j].support]
+    if len(supported) != 1 or supported[0][1] != 1.0 or constant.table != 0:
+        return None
+    if any(inputs[j].table != 0 for j, _, _ in row if not inputs[j].support):
+        return None
+    term = inputs[supported[0][0]]
+    if _has_negative_zero(term):
+        return None
+    grid, lo, hi, magnitude = constant.grid, constant.lo, constant.hi, constant.size
+    for j, a, a_grid in row:  # as _linear_terms, in its order
+        value = inputs[j]
+        grid = None if grid is None or a_grid is None or value.grid is None else max(grid, a_grid + value.grid)
+        if a > 0:
+            lo, hi = lo + a * value.lo, hi + a * value.hi
+        else:
+            lo, hi = lo + a * value.hi, hi + a * value.lo
+        magnitude += abs(a) * value.size
+    if not _exact(grid, magnitude):
+        return None
+    return term if _unchanged(term, lo - 0.0, hi + 0.0, grid) else None
+
+
+def _has_negative_zero(value: Value) -> bool:
+    """Whether ``value.table`` holds a -0.0."""
+    if value.least > 0 or value.most < 0:
+        return False
+    table = value.table
+    return bool(np.signbit(table[table == 0]).any())
+
+
+def _unchanged(value: Value, lo: float, hi: float, grid: int | None) -> bool:
+    """Whether a rule that computes ``value.table`` bit for bit (finite) from ``value`` and, for its offset and
+    grid, ``lo, hi`` and ``grid``, returns ``value`` as it is: those are ``value``'s, bit for bit; ``_joint``
+    leaves it alone (its table within ``JOINT_VALUES``); ``_squeezed`` leaves it alone."""
+    return (math.isfinite(value.least) and math.isfinite(value.most) and grid == value.grid
+            and struct.pack("<dd", lo, hi) == struct.pack("<dd", value.lo, value.hi)
+            and (len(value.support) <= 1 or value.table.size <= JOINT_VALUES) and _squeezed(value) is value)
+
+
+def _linear_terms(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value],
+                  sizes: dict[int, int]) -> Value:
+    """``_linear_row`` computed term by term."""
     grid = constant.grid
     terms = []
     for j, _, a_grid in row:
@@ -312,6 +365,31 @@ def _times_interval(table, lo: float, hi: float):
 
 
 def _product(x: Value, y: Value, sizes: dict[int, int]) -> Value:
+    kept = _times_one(x, y)
+    return kept if kept is not None else _product_tables(x, y, sizes)
+
+
+def _times_one(x: Value, y: Value) -> Value | None:
+    """The factor with a support where ``_product_tables`` would return it as it is, bit for bit, the other
+    being the constant 1 with a zero offset; else None.
+
+    Then the table is the factor's times 1.0, itself; the offset's rule is ``min(T [0, 0] + [lo, hi]) + 0.0``
+    (corners all 0.0, no slack when exact), with finite entries ``lo`` itself, or +0.0 where ``lo`` is a zero
+    (and so for ``hi``); ``_unchanged`` checks that this is the factor's offset and the rest of the rule."""
+    value, one = (x, y) if x.support else (y, x)
+    if not value.support or one.support or one.table != 1.0 or one.lo != 0 or one.hi != 0:
+        return None
+    if not (math.isfinite(value.lo) and math.isfinite(value.hi) and value.lo <= value.hi):
+        return None
+    grid = _add(x.grid, y.grid)
+    if not _exact(grid, 4 * x.size * y.size):
+        return None
+    lo, hi = (value.lo if value.lo != 0 else 0.0), (value.hi if value.hi != 0 else 0.0)
+    return value if _unchanged(value, lo, hi, grid) else None
+
+
+def _product_tables(x: Value, y: Value, sizes: dict[int, int]) -> Value:
+    """``_product`` computed on the tables."""
     (x, y), support = _joint([x, y], sizes)
     tx, ty = _spread(x, support), _spread(y, support)
     a_low, a_high = _times_interval(tx, y.lo, y.hi)
