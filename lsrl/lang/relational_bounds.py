@@ -98,7 +98,8 @@ class Value:
     (a constant: ``table`` a float, no support). ``grid``: table and offsets are multiples of
     ``2**-grid`` computed exactly (no rounding slack), or None."""
 
-    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "__weakref__")
+    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "_settled", "_negative_zero",
+                 "__weakref__")
 
     def __init__(self, support: tuple[int, ...], table: Any, lo: float, hi: float, grid: int | None) -> None:
         self.support, self.table, self.lo, self.hi, self.grid = support, table, lo, hi, grid
@@ -107,6 +108,27 @@ class Value:
         else:
             self.least = self.most = float(table)
         self.size = max(abs(self.least), abs(self.most)) + max(abs(lo), abs(hi))  # the largest |value|
+        self._settled: bool | None = None
+        self._negative_zero: bool | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether a rule that makes this table again (bit for bit) and this offset and grid makes this value:
+        its entries finite, ``_joint`` leaving it alone (its table within ``JOINT_VALUES``) and ``_squeezed`` too.
+        Found once per value."""
+        if self._settled is None:
+            self._settled = (math.isfinite(self.least) and math.isfinite(self.most)
+                             and (len(self.support) <= 1 or self.table.size <= JOINT_VALUES)
+                             and _squeezed(self) is self)
+        return self._settled
+
+    @property
+    def negative_zero(self) -> bool:
+        """Whether the table holds a -0.0 (found once per value)."""
+        if self._negative_zero is None:
+            table = self.table
+            self._negative_zero = (self.least <= 0 <= self.most) and bool(np.signbit(table[table == 0]).any())
+        return self._negative_zero
 
     @property
     def contents(self) -> tuple:
@@ -263,7 +285,7 @@ def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inpu
     if any(inputs[j].table != 0 for j, _, _ in row if not inputs[j].support):
         return None
     term = inputs[supported[0][0]]
-    if _has_negative_zero(term):
+    if term.negative_zero:
         return None
     grid, lo, hi, magnitude = constant.grid, constant.lo, constant.hi, constant.size
     for j, a, a_grid in row:  # as _linear_terms, in its order
@@ -279,21 +301,12 @@ def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inpu
     return term if _unchanged(term, lo - 0.0, hi + 0.0, grid) else None
 
 
-def _has_negative_zero(value: Value) -> bool:
-    """Whether ``value.table`` holds a -0.0."""
-    if value.least > 0 or value.most < 0:
-        return False
-    table = value.table
-    return bool(np.signbit(table[table == 0]).any())
-
-
 def _unchanged(value: Value, lo: float, hi: float, grid: int | None) -> bool:
-    """Whether a rule that computes ``value.table`` bit for bit (finite) from ``value`` and, for its offset and
-    grid, ``lo, hi`` and ``grid``, returns ``value`` as it is: those are ``value``'s, bit for bit; ``_joint``
-    leaves it alone (its table within ``JOINT_VALUES``); ``_squeezed`` leaves it alone."""
-    return (math.isfinite(value.least) and math.isfinite(value.most) and grid == value.grid
-            and struct.pack("<dd", lo, hi) == struct.pack("<dd", value.lo, value.hi)
-            and (len(value.support) <= 1 or value.table.size <= JOINT_VALUES) and _squeezed(value) is value)
+    """Whether a rule that computes ``value.table`` bit for bit from ``value`` and, for its offset and grid,
+    ``lo, hi`` and ``grid``, returns ``value`` as it is: those are ``value``'s, bit for bit, and it is
+    ``Value.settled``."""
+    return (grid == value.grid and struct.pack("<dd", lo, hi) == struct.pack("<dd", value.lo, value.hi)
+            and value.settled)
 
 
 def _linear_terms(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value],
