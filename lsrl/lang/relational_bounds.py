@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import struct
 import weakref
 from typing import Any
@@ -98,8 +99,8 @@ class Value:
     (a constant: ``table`` a float, no support). ``grid``: table and offsets are multiples of
     ``2**-grid`` computed exactly (no rounding slack), or None."""
 
-    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "_settled", "_negative_zero",
-                 "__weakref__")
+    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "low", "high", "squeezed",
+                 "_settled", "_negative_zero", "__weakref__")
 
     def __init__(self, support: tuple[int, ...], table: Any, lo: float, hi: float, grid: int | None) -> None:
         self.support, self.table, self.lo, self.hi, self.grid = support, table, lo, hi, grid
@@ -108,6 +109,8 @@ class Value:
         else:
             self.least = self.most = float(table)
         self.size = max(abs(self.least), abs(self.most)) + max(abs(lo), abs(hi))  # the largest |value|
+        self.low, self.high = self.least + lo, self.most + hi  # its bounds
+        self.squeezed = False  # known to be its own ``_squeezed`` (set there)
         self._settled: bool | None = None
         self._negative_zero: bool | None = None
 
@@ -119,7 +122,7 @@ class Value:
         if self._settled is None:
             self._settled = (math.isfinite(self.least) and math.isfinite(self.most)
                              and (len(self.support) <= 1 or self.table.size <= JOINT_VALUES)
-                             and _squeezed(self) is self)
+                             and (self.squeezed or _squeezed(self) is self))
         return self._settled
 
     @property
@@ -149,14 +152,6 @@ class Value:
         if not self.support:
             return True  # the summary is the contents
         return bool(np.array_equal(self.table.view(np.uint64), other.table.view(np.uint64)))
-
-    @property
-    def low(self) -> float:
-        return self.least + self.lo
-
-    @property
-    def high(self) -> float:
-        return self.most + self.hi
 
 
 def _constant(value: float, lo: float = 0.0, hi: float = 0.0) -> Value:
@@ -240,6 +235,7 @@ def _squeezed(value: Value) -> Value:
         else:
             axis += 1
     if len(support) == len(value.support):
+        value.squeezed = True
         return value
     return Value(tuple(support), table if support else float(table), lo, hi, value.grid)
 
@@ -259,6 +255,7 @@ def _squeezed_line(value: Value, scale: float) -> Value:
     first = float(value.table[0])
     least, most = value.least - first, value.most - first
     if not (abs(least) <= scale and abs(most) <= scale):
+        value.squeezed = True
         return value
     slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
     return Value((), first, value.lo + (least - slack), value.hi + (most + slack), value.grid)
@@ -583,6 +580,11 @@ def _component(node: Any, weights: _Weights, i: int, operands: tuple[Value, ...]
     raise TypeError(node)
 
 
+def _nothing(operands: tuple[Value, ...]) -> tuple:
+    """What a component that reads no operand reads (a row of zero weights)."""
+    return ()
+
+
 class _Stepper:
     """One node's rules over the steps, with what its components computed at recent steps.
 
@@ -596,8 +598,10 @@ class _Stepper:
         self.weights = _Weights(node)
         self.first_source = first_source
         self.reads = [] if isinstance(node, N.Concat) else _reads(node, self.weights)
+        self.read = [operator.itemgetter(*reads) if reads else _nothing for reads in self.reads]
         self.parts: list[dict[tuple, Value]] = [{} for _ in self.reads]
         self.atoms: list[dict[Value, Value]] = [{} for _ in self.reads]
+        self.exact_steps: dict[tuple, tuple[tuple, tuple]] = {}
 
     def step(self, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...], exact: tuple | None, atoms: _Atoms
              ) -> tuple[tuple[Value, ...], tuple | None, tuple[Value, ...] | None]:
@@ -610,12 +614,23 @@ class _Stepper:
         values = tuple(self._part(i, operands, atoms) for i in range(len(self.reads)))
         if exact is None:
             return values, None, None
-        exact = tuple(_exact_state(self.node, self.weights, list(exact), inputs[0]))
-        values = atoms.canonical([v if e is None else _exact_float(e) for v, e in zip(values, exact)])
+        exact, known = self._exact(exact, inputs[0], atoms)
+        values = tuple(v if e is None else e for v, e in zip(values, known))
         return values, exact, tuple(self._atom(i, v, atoms) for i, v in enumerate(values))
 
+    def _exact(self, exact: tuple, inputs: tuple[Value, ...], atoms: _Atoms) -> tuple[tuple, tuple]:
+        """The exact components after this step (``_exact_state``) and each known one as a float value (None for
+        the others), kept per previous exact components and inputs (the last ``MEMO_STEPS``)."""
+        key = (exact, inputs)
+        result = self.exact_steps.get(key)
+        if result is None:
+            after = tuple(_exact_state(self.node, self.weights, list(exact), list(inputs)))
+            result = after, tuple(None if e is None else atoms.canonical([_exact_float(e)])[0] for e in after)
+            _remember(self.exact_steps, key, result)
+        return result
+
     def _part(self, i: int, operands: tuple[Value, ...], atoms: _Atoms) -> Value:
-        key = tuple(operands[j] for j in self.reads[i])
+        key = self.read[i](operands)
         value = self.parts[i].get(key)
         if value is None:
             value = atoms.canonical([_component(self.node, self.weights, i, operands, atoms.sizes)])[0]
