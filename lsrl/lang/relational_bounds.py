@@ -375,8 +375,10 @@ def _times_interval(table, lo: float, hi: float):
 
 
 def _product(x: Value, y: Value, sizes: dict[int, int]) -> Value:
-    kept = _times_one(x, y)
-    return kept if kept is not None else _product_tables(x, y, sizes)
+    known = _times_one(x, y)
+    if known is None:
+        known = _times_zero(x, y)
+    return known if known is not None else _product_tables(x, y, sizes)
 
 
 def _times_one(x: Value, y: Value) -> Value | None:
@@ -396,6 +398,29 @@ def _times_one(x: Value, y: Value) -> Value | None:
         return None
     lo, hi = (value.lo if value.lo != 0 else 0.0), (value.hi if value.hi != 0 else 0.0)
     return value if _unchanged(value, lo, hi, grid) else None
+
+
+def _times_zero(x: Value, y: Value) -> Value | None:
+    """What ``_product_tables`` returns, bit for bit, where one factor is a zero (either sign) with a zero offset
+    and the other has a support, finite entries of one sign and no -0.0, and the product is exact; else None.
+
+    Then the table's entries are all the same zero (its sign: the factors' signs'), so ``_squeezed`` makes it
+    that constant; the offset's rule is ``min`` (``max``) of zeros plus the corners' 0.0, +0.0."""
+    value, zero = (x, y) if x.support else (y, x)
+    if not value.support or zero.support or zero.table != 0 or zero.lo != 0 or zero.hi != 0:
+        return None
+    if not all(map(math.isfinite, (value.least, value.most, value.lo, value.hi))):
+        return None
+    if len(value.support) > 1 and value.table.size > JOINT_VALUES:  # _joint would widen it
+        return None
+    grid = _add(x.grid, y.grid)
+    if not _exact(grid, 4 * x.size * y.size):
+        return None
+    if value.least >= 0 and not value.negative_zero:
+        return Value((), 1.0 * zero.table, 0.0, 0.0, grid)
+    if value.most < 0:
+        return Value((), -1.0 * zero.table, 0.0, 0.0, grid)
+    return None
 
 
 def _product_tables(x: Value, y: Value, sizes: dict[int, int]) -> Value:
