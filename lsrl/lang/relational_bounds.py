@@ -53,15 +53,17 @@ every step of every such sequence. The result is intersected with ``value_bounds
 it is never looser than the interval analysis.
 
 **Cost.** At most linear in ``max_length`` and in the number of node components, times the table
-sizes (at most ``JOINT_VALUES`` entries), and far less where the program settles: a node's values at
-a step are a function of what it reads there, bit for bit, and an atom whose centres and offset repeat
-is the same atom (``_Atoms``), so a node that reads what it read at an earlier step reuses that step's
-values (``_unrolled``), which are those the rules would compute again (the soundness above holds as
-it is): the token atoms, phase flags and permutation counters of Listing 2 run in a period and cost a
-look-up per step; only its answer register and the layers reading it are computed at every step.
-Listing 2 (n = 3, robust, compiled, 50 layers) takes about 0.3 CPU seconds at ``max_length = 256``
-and 1.2 at 1,024 (``benchmarks/build_time.py`` times the builds). Without ``max_length``, or for an
-``Input`` with an unbounded component, it is ``value_bounds`` itself.
+sizes (at most ``JOINT_VALUES`` entries), and far less where the program settles: a value at a step is
+a function of what its rule reads there, bit for bit, and an atom whose centres and offset repeat is the
+same atom (``_Atoms``), so what reads what it read at an earlier step reuses that step's result, which
+is the one the rules would compute again (the soundness above holds as it is). Reused are the values of
+each group of nodes that depend on the same states (``_Group``: the token atoms, phase flags and
+permutation counters of Listing 2 run in a period and cost one look-up per step), and each component's
+value (``_Stepper``: a register written at one step in four is computed at those steps). A rule whose
+result is an operand as it is, bit for bit (a copy ``1 x + 0``, a product by the exact constant 1:
+``_copied_term``, ``_times_one``; a product by an exact zero, ``_times_zero``), passes it on without
+its tables. ``benchmarks/build_time.py`` times the builds. Without ``max_length``, or for an ``Input``
+with an unbounded component, it is ``value_bounds`` itself.
 """
 
 from __future__ import annotations
@@ -732,10 +734,11 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
 
     A node's values at a step are a function of what it reads (its inputs' values, its previous state and
     exact components, bit for bit: ``Value.contents``), and atoms of equal contents have equal ids (``_Atoms``), so
-    a node that reads what it read at an earlier step computes what it computed then: its results of the
-    last ``MEMO_STEPS`` distinct steps are kept and reused, and values seen before leave the bounds as they
-    are. The parts of a program that settle into a period (token atoms, phase flags, permutation counters)
-    cost a look-up per step; only the parts that keep changing are computed."""
+    what reads what it read at an earlier step computes what it computed then: the results of recent steps
+    are kept per group of nodes (``_Group``) and per component (``_Stepper``) and reused, and values seen
+    before leave the bounds as they are. The parts of a program that settle into a period (token atoms,
+    phase flags, permutation counters) cost a look-up per step; only the parts that keep changing are
+    computed. Groups run in an order where every group they read from runs before them."""
     order: list[Any] = topological_order(output)
     states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
     first_source = _first_sources(order, states)
