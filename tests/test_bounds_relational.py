@@ -316,7 +316,8 @@ def test_a_linear_row_copying_one_term_is_what_the_rule_computes_on_the_tables(d
     others = data.draw(st.lists(ZERO_OR_ONE, max_size=2))
     bias = data.draw(ZERO_OR_ONE)
     inputs = [term, *others]
-    weights = data.draw(st.lists(st.sampled_from([1.0, 1.0, 1.0, -1.0, 2.0]), min_size=len(inputs), max_size=len(inputs)))
+    count = len(inputs)
+    weights = data.draw(st.lists(st.sampled_from([1.0, 1.0, 1.0, -1.0, 2.0]), min_size=count, max_size=count))
     order = data.draw(st.permutations(range(len(inputs))))
     row = [(j, weights[j], relational._dyadic(weights[j])) for j in order]
     copied = relational._copied_term(row, bias, inputs)

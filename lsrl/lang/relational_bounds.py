@@ -73,6 +73,7 @@ import math
 import operator
 import struct
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -263,7 +264,7 @@ def _squeezed_line(value: Value, scale: float) -> Value:
     return Value((), first, value.lo + (least - slack), value.hi + (most + slack), value.grid)
 
 
-def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value],
+def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, inputs: Sequence[Value],
                 sizes: dict[int, int]) -> Value:
     """``sum a_j inputs[j] + constant`` over the non-zero ``(j, a_j, grid of a_j)`` (floats) of ``row`` (a row of
     ``A v + b``), ``constant`` a constant."""
@@ -271,7 +272,8 @@ def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, input
     return copied if copied is not None else _linear_terms(row, constant, inputs, sizes)
 
 
-def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value]) -> Value | None:
+def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inputs: Sequence[Value]
+                 ) -> Value | None:
     """The row's one term with a support where ``_linear_terms`` would return it as it is, bit for bit; else None.
 
     That is a copy: its weight 1, every other addend (the constant, the other terms' tables) a zero, the sum
@@ -308,7 +310,7 @@ def _unchanged(value: Value, lo: float, hi: float, grid: int | None) -> bool:
             and value.settled)
 
 
-def _linear_terms(row: list[tuple[int, float, int | None]], constant: Value, inputs: list[Value],
+def _linear_terms(row: list[tuple[int, float, int | None]], constant: Value, inputs: Sequence[Value],
                   sizes: dict[int, int]) -> Value:
     """``_linear_row`` computed term by term."""
     grid = constant.grid
@@ -539,7 +541,7 @@ def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
     return rows
 
 
-def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: list[Value]) -> list:
+def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: Sequence[Value]) -> list:
     """The state's exact (rational) components at this step where they are fixed sequences: a
     component whose row reads only components known exactly at the previous step and inputs that are
     exact constants (the permutation counters: no drive); None for the others. Carrying them exactly
@@ -581,9 +583,10 @@ def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
     """Per component, the operands (``_operands``) its rule reads."""
     if isinstance(node, (N.Linear, N.LinState, N.ReLUState)):
         return [tuple(j for j, _, _ in row) for row in weights.terms]
+    dim: int = node.dim
     if isinstance(node, N.Multi):
-        return [(i, node.dim + i) for i in range(node.dim)]
-    return [(i,) for i in range(node.dim)]
+        return [(i, dim + i) for i in range(dim)]
+    return [(i,) for i in range(dim)]
 
 
 def _operands(node: Any, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...]) -> tuple[Value, ...]:
@@ -600,7 +603,7 @@ def _component(node: Any, weights: _Weights, i: int, operands: tuple[Value, ...]
     if isinstance(node, N.ReLU):
         return _relu(operands[i])
     if isinstance(node, N.Multi):
-        return _product(operands[i], operands[node.dim + i], sizes)
+        return _product(operands[i], operands[len(operands) // 2 + i], sizes)
     if isinstance(node, (N.LinState, N.ReLUState)):
         updated = _linear_row(weights.terms[i], weights.b[i], operands, sizes)
         return _relu(updated) if isinstance(node, N.ReLUState) else updated
@@ -651,7 +654,7 @@ class _Stepper:
         key = (exact, inputs)
         result = self.exact_steps.get(key)
         if result is None:
-            after = tuple(_exact_state(self.node, self.weights, list(exact), list(inputs)))
+            after = tuple(_exact_state(self.node, self.weights, list(exact), inputs))
             result = after, tuple(None if e is None else atoms.canonical([_exact_float(e)])[0] for e in after)
             _remember(self.exact_steps, key, result)
         return result
@@ -716,8 +719,9 @@ def _groups(order: list[Any], first_source: dict[Any, int]) -> list[_Group]:
         if not isinstance(node, N.Input):
             members.setdefault(depends[node], []).append(node)
     position = {node: k for k, node in enumerate(order)}
-    return [_Group([_Stepper(node, first_source.get(node, 0)) for node in nodes], sorted(states, key=position.get))
-            for states, nodes in sorted(members.items(), key=lambda item: len(item[0]))]
+    groups = sorted(members.items(), key=lambda item: len(item[0]))
+    return [_Group([_Stepper(node, first_source.get(node, 0)) for node in nodes],
+                   sorted(states, key=position.__getitem__)) for states, nodes in groups]
 
 
 def _first_sources(order: list[Any], states: list[Any]) -> dict[Any, int]:
@@ -774,7 +778,7 @@ def _widen_bounds(low: dict, high: dict, node: Any, values: tuple[Value, ...]) -
     high[node] = [max(a, v.high) for a, v in zip(high[node], values)]
 
 
-def _remember(results: dict[tuple, Any], key: tuple, result: Any) -> None:
+def _remember(results: dict, key: Any, result: Any) -> None:
     """Keep ``result`` under ``key``, forgetting the oldest beyond ``MEMO_STEPS`` (bounded memory)."""
     if len(results) >= MEMO_STEPS:
         del results[next(iter(results))]
