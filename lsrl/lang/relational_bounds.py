@@ -244,12 +244,15 @@ def _squeezed(value: Value) -> Value:
 
 
 def _visibly_varies(table: np.ndarray, axis: int, scale: float) -> bool:
-    """Whether the table's last and first entries along ``axis`` (at index 0 along the others) differ by more
-    than ``scale`` (or by NaN): then ``table - table[0]`` along ``axis`` does too, and ``_squeezed`` keeps the
-    axis; a look at two entries that spares it the arrays."""
-    last = [0] * table.ndim
-    last[axis] = -1
-    return not abs(float(table[tuple(last)]) - float(table[(0,) * table.ndim])) <= scale
+    """Whether the table's last and first entries along ``axis``, at index 0 or at the last index along the
+    others, differ by more than ``scale`` (or by NaN): then ``table - table[0]`` along ``axis`` does too, and
+    ``_squeezed`` keeps the axis; a look at four entries that spares it the arrays."""
+    for corner in (0, -1):
+        first, last = [corner] * table.ndim, [corner] * table.ndim
+        first[axis], last[axis] = 0, -1
+        if not abs(float(table[tuple(last)]) - float(table[tuple(first)])) <= scale:
+            return True
+    return False
 
 
 def _squeezed_line(value: Value, scale: float) -> Value:
