@@ -283,13 +283,16 @@ def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inpu
     exact. Then each entry of the sum is the term's entry plus zeros, itself, except a -0.0 that a +0.0 turns
     into +0.0 (none may be in the table); the offsets are replayed as the rule computes them (scalars, no
     tables) and must be the term's, bit for bit; and ``_unchanged`` checks the rest of the rule."""
-    supported = [(j, a) for j, a, _ in row if inputs[j].support]
-    if len(supported) != 1 or supported[0][1] != 1.0 or constant.table != 0:
-        return None
-    if any(inputs[j].table != 0 for j, _, _ in row if not inputs[j].support):
-        return None
-    term = inputs[supported[0][0]]
-    if term.negative_zero:
+    term = None
+    for j, a, _ in row:
+        value = inputs[j]
+        if value.support:
+            if term is not None or a != 1.0:
+                return None
+            term = value
+        elif value.table != 0:
+            return None
+    if term is None or constant.table != 0 or term.negative_zero:
         return None
     grid, lo, hi, magnitude = constant.grid, constant.lo, constant.hi, constant.size
     for j, a, a_grid in row:  # as _linear_terms, in its order
