@@ -185,7 +185,8 @@ def reference_unrolled(output, max_length):
                                 for v, e in zip(values[node], exact[node])]
             low[node] = [min(a, v.low) for a, v in zip(low[node], values[node])]
             high[node] = [max(a, v.high) for a, v in zip(high[node], values[node])]
-        previous = {node: [relational._as_atom(v, atoms, 0) for v in values[node]] for node in states}
+        # source -1: no atom is of it, so every atom is made afresh (ids of FreshAtoms)
+        previous = {node: [relational._as_atom(v, atoms, -1) for v in values[node]] for node in states}
     return {node: (low[node], high[node]) for node in order}
 
 
@@ -335,3 +336,14 @@ def test_copies_and_products_by_one_pass_the_value_on_as_it_is():
     assert relational._times_one(one, register) is register
     assert relational._times_zero(register, zero).contents == relational._product_tables(register, zero,
                                                                                            atoms.sizes).contents
+
+
+def test_a_state_read_again_as_it_is_keeps_its_atom():
+    """A state component that kept its atom's values is that atom at the next step; a table over it that is no
+    set of centres (decreasing), or an atom of another source, makes a new atom."""
+    atoms = relational._Atoms()
+    register = atoms.new(3, np.arange(5.0), 0.0, 3.0, 0)
+    assert relational._as_atom(register, atoms, 3) is register
+    negated = relational._as_atom(relational.Value(register.support, -register.table, 0.0, 0.0, 0), atoms, 3)
+    assert negated.support != register.support and negated.table.tolist() == [-4.0, -3.0, -2.0, -1.0, 0.0]
+    assert relational._as_atom(register, atoms, 4).support != register.support

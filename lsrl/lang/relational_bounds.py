@@ -61,8 +61,8 @@ each group of nodes that depend on the same states (``_Group``: the token atoms,
 permutation counters of Listing 2 run in a period and cost one look-up per step), and each component's
 value (``_Stepper``: a register written at one step in four is computed at those steps). A rule whose
 result is an operand as it is, bit for bit (a copy ``1 x + 0``, a product by the exact constant 1:
-``_copied_term``, ``_times_one``; a product by an exact zero, ``_times_zero``), passes it on without
-its tables. ``benchmarks/build_time.py`` times the builds. Without ``max_length``, or for an ``Input``
+``_copied_term``, ``_times_one``; a product by an exact zero, ``_times_zero``; a state that kept its
+atom's values, ``_atom_as_it_is``), passes it on without its tables. ``benchmarks/build_time.py`` times the builds. Without ``max_length``, or for an ``Input``
 with an unbounded component, it is ``value_bounds`` itself.
 """
 
@@ -487,7 +487,7 @@ class _Atoms:
 
 def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
     """A state component's value as the next step reads it: an atom over its distinct values."""
-    if not value.support:
+    if not value.support or _atom_as_it_is(value, source):
         return value
     centres = np.unique(value.table)
     lo, hi = value.lo, value.hi
@@ -505,6 +505,22 @@ def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
     if len(centres) > ATOM_VALUES:
         return Value((), 0.0, float(centres[0]) + lo, float(centres[-1]) + hi, value.grid)
     return atoms.new(source, centres, lo, hi, value.grid)
+
+
+def _atom_as_it_is(value: Value, source: int) -> bool:
+    """Whether ``_as_atom`` makes of ``value``, a table over one atom of ``source``, the atom it is but for its id:
+    its entries increasing with every gap beyond the merge scale (so they are their own distinct centres), its ends
+    finite, exact (no slack) and its offsets their own plus 0.0. The next step then reads the atom's id again: ids
+    only order atoms by source (one per source at a step), so every value computed from it is the same."""
+    table = value.table
+    if len(value.support) != 1 or value.support[0] // _SOURCE_STRIDE != source or value.grid is None:
+        return False
+    if len(table) < 2 or not (math.isfinite(value.least) and math.isfinite(value.most)):
+        return False
+    if struct.pack("<dd", value.lo + 0.0, value.hi + 0.0) != struct.pack("<dd", value.lo, value.hi):
+        return False
+    scale = MERGE * (1.0 + max(abs(value.least), abs(value.most)))
+    return bool((np.diff(table) > scale).all())
 
 
 def _merged(centres: np.ndarray, starts: np.ndarray, grid: int | None, scale: float, lo: float, hi: float
