@@ -62,8 +62,9 @@ permutation counters of Listing 2 run in a period and cost one look-up per step)
 value (``_Stepper``: a register written at one step in four is computed at those steps). A rule whose
 result is an operand as it is, bit for bit (a copy ``1 x + 0``, a product by the exact constant 1:
 ``_copied_term``, ``_times_one``; a product by an exact zero, ``_times_zero``; a state that kept its
-atom's values, ``_atom_as_it_is``), passes it on without its tables. ``benchmarks/build_time.py`` times the builds. Without ``max_length``, or for an ``Input``
-with an unbounded component, it is ``value_bounds`` itself.
+atom's values, ``_atom_as_it_is``), passes it on without its tables. ``benchmarks/build_time.py``
+times the builds. Without ``max_length``, or for an ``Input`` with an unbounded component, it is
+``value_bounds`` itself.
 """
 
 from __future__ import annotations
@@ -685,7 +686,9 @@ class _Stepper:
         key = self.read[i](operands)
         value = self.parts[i].get(key)
         if value is None:
-            value = atoms.canonical([_component(self.node, self.weights, i, operands, atoms.sizes)])[0]
+            value = _component(self.node, self.weights, i, operands, atoms.sizes)
+            if not any(value is operands[j] for j in self.reads[i]):  # an operand passed on is canonical already
+                value = atoms.canonical([value])[0]
             _remember(self.parts[i], key, value)
         return value
 
