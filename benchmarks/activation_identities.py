@@ -17,7 +17,7 @@ Each row is one fact about torch's CPU kernels (``torch.sigmoid``, ``torch.tanh`
   part is small), against the same function in float64 for float32 inputs (its own error, about
   ``2^-52``, is ``2^-29`` of a float32 ulp) and numpy's long double for float64 ones.
 
-``used`` names the constant an lsrl construction relies on (``lsrl.targets.stock_rnn``, ``lsrl.hf``) and
+``used`` names the constant an lsrl construction relies on (``lsrl.targets.stock``, ``lsrl.hf``) and
 ``holds`` says whether the fact covers it: the boundary lies inside the region the construction uses,
 or the bound is within the constant the proof charges.
 

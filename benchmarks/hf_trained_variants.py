@@ -1,5 +1,5 @@
 """Variants of the trained tier's interchange intervention training in the stock transformers architectures
-(``lsrl.bench.hf_trained.train_hf``), measured on the tasks that missed the aim (docs/bench.md, the trained tier in
+(``lsrl.bench.training.hf.train_hf``), measured on the tasks that missed the aim (docs/bench.md, the trained tier in
 stock transformers models): which change gets every variable's interchange-intervention accuracy to 0.95.
 
 A variant is ``KEY=VALUE`` settings joined by ``,`` (none: ``train_hf``'s own schedule):
@@ -9,7 +9,7 @@ A variant is ``KEY=VALUE`` settings joined by ``,`` (none: ``train_hf``'s own sc
 * ``lengths=longest``: every batch of the longest training length (``train_hf``: a length drawn per step);
 * ``steps=N``, ``lr=X``: Adam steps, learning rate (cosine schedule to 0, as ``train_hf``);
 * ``cycle=tiis``: the loss of each step in turn, ``t`` task, ``i`` interchange, ``s`` free units (``tis``);
-* ``decays=0.0001/0.1/1/10``: Mamba's and Mamba-2's initial ``-A`` per state entry (``hf_trained.MAMBA_DECAYS``).
+* ``decays=0.0001/0.1/1/10``: Mamba's and Mamba-2's initial ``-A`` per state entry (``lsrl.bench.training.hf.MAMBA_DECAYS``).
 
 Task accuracy and per-variable interchange accuracy as ``train_hf`` measures them (``measure``), on 8 fresh batches
 of a fixed seed; CPU seconds on one torch thread.
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from benchmarks.results import add_csv_option, write_csv
-from lsrl.bench.eval.trained import measure
-from lsrl.bench.hf_trained import HF_BATCH, LR, MAMBA_DECAYS, hf_model, pair_loss
+from lsrl.bench.training.hf import HF_BATCH, LR, MAMBA_DECAYS, hf_model
+from lsrl.bench.training.loop import measure, pair_loss
 from lsrl.bench.tasks import TASKS
 
 DEFAULTS = {"interchange": "summed", "lengths": "drawn", "steps": "600", "lr": str(LR), "cycle": "tis",

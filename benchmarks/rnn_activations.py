@@ -1,5 +1,5 @@
 """What the recurrent kernels that have their own sigmoid and tanh compute in float32, against the exact functions:
-onnxruntime's ``GRU`` and ``LSTM`` operators (the facts ``lsrl.targets.stock_rnn``'s ``runtime="onnxruntime"``
+onnxruntime's ``GRU`` and ``LSTM`` operators (the facts ``lsrl.targets.stock``'s ``runtime="onnxruntime"``
 construction rests on: ``ONNX_ACTIVATION_ULPS``, ``ONNX_FLAG_ERROR``; ``export_stock_onnx``; onnxruntime runs
 these operators in float32 only), and torch's float32 ``nn.LSTM`` on the CPU, which runs oneDNN's kernel
 (``aten::mkldnn_rnn_layer``), not ``torch.sigmoid`` / ``torch.tanh`` (``activation_identities.py`` enumerates

@@ -21,7 +21,7 @@ import torch
 import lsrl
 from lsrl.programs import discrete_approximator, discrete_prompt, parity
 from lsrl.targets import STOCK
-from lsrl.targets.stock_rnn import export_stock_onnx
+from lsrl.targets.stock import export_stock_onnx
 from results import add_csv_option, write_csv
 
 PROGRAMS = {"listing2 (robust, n=3, tokens <= 10)": lambda: discrete_approximator(3, robust=True, vocabulary=10),

@@ -19,7 +19,7 @@ import click
 
 import lsrl
 from lsrl.cli_errors import ReportingGroup, first_line
-from lsrl.errors import LsrlError, SequenceError
+from lsrl.errors import InternalError, LsrlError, SequenceError
 from lsrl.grid import grid_options
 from lsrl.workers import MAX_WORKERS
 
@@ -52,7 +52,7 @@ class LazyGroup(ReportingGroup):
         module, _, attribute = self.source.partition(":")
         return getattr(importlib.import_module(module), attribute)
 
-    @property  # type: ignore[override]  # click.Group declares a plain attribute
+    @property
     def commands(self) -> MutableMapping[str, click.Command]:
         return self.imported.commands
 
@@ -72,31 +72,27 @@ HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transfo
 
 
 def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
-                    allow_inexact: bool) -> tuple[str, Callable[[Path], None]]:
+                    allow_inexact: bool, generate: bool = False, words_file: str | None = None
+                    ) -> tuple[str, Callable[[Path], object]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
     if target in HF_TARGETS:
-        if max_len is None:
-            raise LsrlError(f"--target {target} needs --max-len (the longest sequence the model must run exactly)")
-        hf_model = model.to_hf(target.removeprefix("hf-"), max_len=max_len, dtype=onnx_dtype)
-
-        def write_hf(path: Path) -> None:
-            lsrl.hf.save(hf_model, path)
-
-        return target, write_hf
+        return target, _prepare_hf(model, target, max_len, onnx_dtype, generate, words_file)
     from lsrl.targets.onnx_export import ARCHS, check_precision, export_onnx
 
     literal = max_len is not None and target in ("hawk", "griffin")  # App. E: a convolution max_len steps long
     options = {"max_len": max_len, "construction": "app_e"} if literal else {}
     if target in STOCK:  # one stock LSTM / GRU in the ONNX dtype, its scales from the bounds at --max-len
-        from lsrl.targets.stock_rnn import export_stock_onnx, stock_dtype
+        from lsrl.targets.stock import StockRNNModel, export_stock_onnx, stock_dtype
 
         if max_len is None:
             raise LsrlError(f"--target {target} needs --max-len (the longest sequence: the scales come from the "
                             "value bounds at that length)")
         # float32 files run in onnxruntime: the tolerance charges its activations (float64: no onnxruntime kernels)
         runtime = "onnxruntime" if onnx_dtype == "float32" else "torch"
-        module = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype), runtime=runtime)
-        return f"{target}.onnx", lambda path: export_stock_onnx(module, path)
+        stock = model.to_torch(target, max_len=max_len, dtype=stock_dtype(onnx_dtype), runtime=runtime)
+        if not isinstance(stock, StockRNNModel):
+            raise InternalError(f"--target {target}: to_torch built a {type(stock).__name__}, not a stock model")
+        return f"{target}.onnx", lambda path: export_stock_onnx(stock, path)
     module = model.to_torch(target, **options)
     if target in ARCHS and not literal:
         check_precision(module, target, onnx_dtype, allow_inexact)
@@ -113,6 +109,51 @@ def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | Non
             save_file(weights, str(partial), metadata=metadata)
 
     return f"{target}.safetensors", write_weights
+
+
+def _prepare_hf(model: lsrl.CompiledProgram, target: str, max_len: int | None, dtype: str, generate: bool,
+                words_file: str | None) -> Callable[[Path], None]:
+    """The stock transformers model of ``target`` (a next-token head with ``generate``), and its tokenizer's
+    words from ``words_file``, built and checked; returns the writer of its folder."""
+    if max_len is None:
+        raise LsrlError(f"--target {target} needs --max-len (the longest sequence the model must run exactly)")
+    hf_model = model.to_hf(target.removeprefix("hf-"), max_len=max_len, dtype=dtype, generate=generate)
+    words = None if words_file is None else _read_words(words_file)
+    if words is not None:
+        from lsrl.hf.tokenizer import tokenizer
+
+        try:
+            tokenizer(hf_model, words)  # checked before anything is written
+        except LsrlError as error:
+            raise LsrlError(f"--words {words_file}: {error}") from None
+
+    def write_hf(path: Path) -> None:
+        lsrl.hf.save(hf_model, path, words=words)
+
+    return write_hf
+
+
+def _read_words(path: str) -> dict:
+    """The ``{word: token}`` map in the JSON file of ``--words``; ``LsrlError`` naming the file where it is no
+    JSON object."""
+    import json
+
+    try:
+        words = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # unreadable, not UTF-8, not JSON
+        raise LsrlError(f"--words {path}: expected a JSON object of word -> token, could not read it "
+                        f"({first_line(error)})") from None
+    if not isinstance(words, dict):
+        raise LsrlError(f"--words {path}: expected a JSON object of word -> token, got a JSON {type(words).__name__}")
+    return words
+
+
+def _require_hf_target(target: str, generate: bool, words_file: str | None) -> None:
+    """``--generate`` and ``--words`` are options of a stock transformers folder (``--target hf-*``)."""
+    given = [option for option, value in (("--generate", generate), ("--words", words_file)) if value]
+    if given and target not in HF_TARGETS:
+        raise LsrlError(f"{given[0]} is an option of a stock transformers folder: it needs --target one of "
+                        f"{', '.join(HF_TARGETS)}, got --target {target}")
 
 
 @click.group(cls=ReportingGroup)
@@ -147,9 +188,15 @@ def demo(plots: str) -> None:
                    "hf-*: the model's dtype")
 @click.option("--allow-inexact", is_flag=True,
               help="export ONNX even where the weights are too large for --onnx-dtype (e.g. lambda=1e10 in float32)")
+@click.option("--generate", is_flag=True,
+              help="hf-*: a next-token head for a token program (one integer input and output): the argmax of the "
+                   "logits is the program's output token, so generate() continues a prompt with its outputs")
+@click.option("--words", "words_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="hf-*: a JSON file {word: token} naming every token of the program in the folder's tokenizer "
+                   "(default: the token numbers)")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
 def compile_command(source: str, backend: str, target: str, max_len: int | None, onnx_dtype: str,
-                    allow_inexact: bool, out_dir: str) -> None:
+                    allow_inexact: bool, generate: bool, words_file: str | None, out_dir: str) -> None:
     """Compile a program (FILE.py[:name]) and write safetensors + JSON to OUT_DIR.
 
     OUT_DIR is written as a unit (an earlier model there is replaced whole, with no file of it left)."""
@@ -157,9 +204,11 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
     from lsrl.model.fileformat import write_files
     from lsrl.model.folders import replaced_folder
 
+    _require_hf_target(target, generate, words_file)
     program = load_program(source)
     model = lsrl.compile(program, backend=backend)
-    export = _prepare_export(model, target, max_len, onnx_dtype, allow_inexact) if target != "path" else None
+    export = (_prepare_export(model, target, max_len, onnx_dtype, allow_inexact, generate, words_file)
+              if target != "path" else None)
     name, write = export or (None, None)
     with replaced_folder(out_dir, "lsrl compile") as staging:
         write_files(model, staging)
@@ -259,7 +308,7 @@ def bench() -> None:
 
 # lsrl.bench imports torch: the tiers of its folders (lsrl.bench.tiers.FOLDER_TIERS, kept equal by tests/test_habits.py)
 BUILD_TIERS = ("compiled", "distractors", "rotated", "trained", "all")
-# the trained tier's architectures: lsrl.bench.build.TRAINED_ARCHS, then lsrl.bench.hf_trained.HF_ARCHS (stock
+# the trained tier's architectures: lsrl.bench.build.TRAINED_ARCHS, then lsrl.bench.training.hf.HF_ARCHS (stock
 # transformers models; tests/test_bench_hf.py keeps them equal)
 TRAINED_ARCHS = ("lstm", "gru", "mamba", "mamba2", "hawk", "griffin")
 TRAINED_ARCH_HELP = ("an architecture of the trained tier (repeatable; default: lstm and gru; mamba, mamba2, hawk, "
@@ -290,9 +339,9 @@ def bench_build(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], st
 
 
 def _say_aim(folders: list[Path]) -> None:
-    """A line on the trained folders that miss the aim (``lsrl.bench.eval.trained.AIM``), whose labels are not
+    """A line on the trained folders that miss the aim (``lsrl.bench.records.AIM``), whose labels are not
     faithful; or that every one meets it."""
-    from lsrl.bench.eval.trained import AIM, below_aim, read_training
+    from lsrl.bench.records import AIM, below_aim, read_training
 
     trained = [folder for folder in folders if read_training(folder) is not None]
     missed = below_aim(trained)
@@ -324,20 +373,25 @@ def bench_eval(folder: str | None, method: str, task: str | None, tier: str | No
                pairs: int) -> None:
     """Score an interpretability METHOD against the known circuit of a suite FOLDER (or of --task's tier):
     node, unit and edge AUROC, TPR / FPR, interchange accuracy."""
-    from lsrl.bench.eval import COLUMNS, Subject, evaluate
+    from lsrl.bench.eval import COLUMNS, evaluate, tier_subject
     from lsrl.bench.eval.hooked import HookedSubject
     from lsrl.bench.tiers import tier_model
 
     if (folder is None) == (task is None):
         raise LsrlError("lsrl bench eval: give a suite FOLDER or --task, not both")
     if folder is None:
-        subject = Subject.from_tier(tier_model(task, tier or "distractors"), arch or "path")
+        subject = tier_subject(tier_model(task, tier or "distractors"), arch or "path")
     else:  # the folder says its tier and architecture: an option naming another is refused, not ignored
         subject = HookedSubject.from_folder(folder, tier=tier, arch=arch)
     row = evaluate(subject, method, pairs)
     for column in COLUMNS:
         value = row[column]
         click.echo(f"{column}: {round(value, 4) if isinstance(value, float) else value}")
+
+
+def _rounded(value: object) -> object:
+    """A score as printed: a float to 4 decimals, anything else as it is."""
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
@@ -399,9 +453,8 @@ def bench_score(submission: str, suite: str, out_dir: str, pairs: int) -> None:
         raise click.exceptions.Exit(2)
     rows = score_submission(stored, suite, pairs)
     for row in rows:
-        click.echo(", ".join(f"{column} {round(row[column], 4) if isinstance(row[column], float) else row[column]}"
-                             for column in ("folder", "method", "node_auroc", "unit_auroc", "edge_auroc", "cpr",
-                                            "cmd")))
+        click.echo(", ".join(f"{column} {_rounded(row[column])}" for column in
+                             ("folder", "method", "node_auroc", "unit_auroc", "edge_auroc", "cpr", "cmd")))
     folder = Path(out_dir)
     results = folder / ".eval_results" / "lsrl_bench.yaml"
     results.parent.mkdir(parents=True, exist_ok=True)
@@ -427,7 +480,9 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
     intervention training towards each task's causal graph; task and interchange accuracy, and the harness's unit
     AUROC on them (CSV)."""
     from lsrl.bench.eval.harness import write_csv
-    from lsrl.bench.eval.trained import AIM, TASKS_TRAINED, TRAINED_COLUMNS, train_all, with_aim
+    from lsrl.bench.records import AIM
+    from lsrl.bench.tiers import TASKS_TRAINED
+    from lsrl.bench.trained_tier import TRAINED_COLUMNS, train_all, with_aim
 
     _program_tasks(tasks, "train-tier")
     stock = tuple(arch for arch in dict.fromkeys(archs) if arch in TRAINED_ARCHS[:2])
@@ -439,12 +494,13 @@ def bench_train_tier(out_dir: str, tasks: tuple[str, ...], steps: int, archs: tu
         raise LsrlError("lsrl bench train-tier: --suite is for a transformers --arch; give one")
     written, models = [], []
     if stock or not archs:
-        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **({"archs": stock} if archs else {}),
-                         workers=workers, ray_address=ray_address)
+        chosen: dict[str, Any] = {"archs": stock} if archs else {}  # else train_all's own
+        rows = train_all(tasks or TASKS_TRAINED, steps=steps, progress=True, **chosen, workers=workers,
+                         ray_address=ray_address)
         written.append(write_csv(rows, Path(out_dir) / "trained.csv", TRAINED_COLUMNS))
         models += rows
     if hf:
-        from lsrl.bench.hf_trained import merged_rows, train_all_hf
+        from lsrl.bench.trained_tier import merged_rows, train_all_hf
 
         table = Path(out_dir) / "trained_hf.csv"  # the rows of the tasks and archs run replace theirs, others kept
 

@@ -4,9 +4,13 @@ in a stock transformers Mamba, answered by generate().
     python -m lsrl.demo
 """
 
+from __future__ import annotations
+
 import random
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -16,16 +20,21 @@ from lsrl.programs import (
     more_ones_than_zeros,
 )
 
+if TYPE_CHECKING:
+    from transformers import GenerationMixin
+
+    from lsrl.model import CompiledProgram
+
 CAPITALS = {  # Fig. 3, letters as tokens A=1, B=2, ...
     "AUT": "VIE", "BGR": "SOF", "CAN": "OTT", "DEU": "BER", "FRA": "PAR", "JPN": "TOK", "PER": "LIM",
 }
 
 
-def _tokens(word):
+def _tokens(word: str) -> tuple[int, ...]:
     return tuple(ord(c) - ord("A") + 1 for c in word)
 
 
-def _word(tokens):
+def _word(tokens: Iterable[float]) -> str:
     return "".join(chr(int(round(t)) + ord("A") - 1) if round(t) > 0 else "?" for t in tokens)
 
 
@@ -43,7 +52,7 @@ def demo_more_ones() -> bool:
 
 def demo_discrete() -> bool:
     print("Listing 2  token map in context (country -> capital, Fig. 3)")
-    mapping = {_tokens(k): _tokens(v) for k, v in CAPITALS.items()}
+    mapping: dict[Sequence[int], Sequence[int]] = {_tokens(k): _tokens(v) for k, v in CAPITALS.items()}
     all_right = True
     for variant in ("multiplicative", "original"):
         program = discrete_approximator(3, ifelse=variant)
@@ -71,16 +80,18 @@ def demo_stock_mamba() -> bool:
     print("Listing 2  answered by generate() in a stock transformers MambaForCausalLM (one token per word)")
     words = sorted(set(CAPITALS) | set(CAPITALS.values()))
     number = {word: token for token, word in enumerate(words)}
-    mapping = {(number[country],): (number[capital],) for country, capital in CAPITALS.items()}
+    mapping: dict[Sequence[int], Sequence[int]] = {
+        (number[country],): (number[capital],) for country, capital in CAPITALS.items()}
     model = lsrl.compile(discrete_approximator(1, robust=True, vocabulary=len(words) - 1, generate=True))
     mamba = model.to_hf("mamba", max_len=2 * len(mapping) + 2, generate=True)
     all_right, answers = True, []
     for country in ("CAN", "JPN", "AUT"):
         prompt = discrete_prompt(mapping, (number[country],), generate=True)
         compiled = words[int(model(prompt)[-1, 0])]
+        causal_lm = cast("GenerationMixin", mamba)  # to_hf(generate=True) builds a causal LM
         with torch.no_grad():
-            generated = words[int(mamba.generate(torch.as_tensor(prompt[None, :, 0]), max_new_tokens=1,
-                                                 do_sample=False)[0, -1])]
+            generated = words[int(causal_lm.generate(torch.as_tensor(prompt[None, :, 0]), max_new_tokens=1,
+                                                     do_sample=False)[0, -1])]
         answers.append(f"{country}->{compiled} (compiled) {generated} (stock Mamba)")
         all_right &= compiled == generated == CAPITALS[country]
     print(f"  {', '.join(answers)}")
@@ -91,7 +102,7 @@ def demo_stock_mamba() -> bool:
 def demo_continuous() -> bool:
     print("Listing 1  continuous function in context: f(x, y) = (sin 3x + y^2, cos 2xy), 8 x 8 cells")
 
-    def f(c):
+    def f(c: np.ndarray) -> np.ndarray:
         return np.array([np.sin(3 * c[0]) + c[1] ** 2, np.cos(2 * c[0] * c[1])])
 
     program = continuous_approximator(2, 2, ifelse="multiplicative")
@@ -102,7 +113,7 @@ def demo_continuous() -> bool:
     for _ in range(3):
         # a random point well inside a random cell (cells have soft edges of width 1/mu = 0.001)
         q = [Fraction(rng.randint(0, 7), 8) + Fraction(rng.randint(10, 115), 1000) for _ in range(2)]
-        xs = np.vstack([continuous_query(q, 2), prompt])
+        xs = np.vstack([continuous_query(np.array(q, dtype=object), 2), prompt])
         estimate = [float(Fraction(str(v))) for v in model(xs, exact=True)[-1]]
         centre = np.array([(int(v * 8) + 0.5) / 8 for v in q])
         expected = f(centre)
@@ -113,17 +124,17 @@ def demo_continuous() -> bool:
     return all_right
 
 
-def _target(c):
+def _target(c: np.ndarray) -> np.ndarray:
     return np.array([np.sin(3 * c[0]) + c[1] ** 2])
 
 
-def _queries_on_grid(side):
+def _queries_on_grid(side: int) -> np.ndarray:
     """Grid points kept off the cell edges of every grid the plots use (cells have soft edges)."""
     ticks = (np.arange(side) + 0.5) / side
     return np.array([[x, y] for y in ticks for x in ticks])
 
 
-def _answers(model, prompt, queries):
+def _answers(model: CompiledProgram, prompt: np.ndarray, queries: np.ndarray) -> np.ndarray:
     batch = np.stack([np.vstack([continuous_query(q, 1).astype(float), prompt]) for q in queries])
     return model(batch)[:, -1, 0]
 

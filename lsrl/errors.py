@@ -6,7 +6,7 @@ import functools
 import operator
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, SupportsIndex, TypeVar, cast
 
 Function = TypeVar("Function", bound=Callable[..., Any])
 
@@ -90,7 +90,7 @@ def whole_number(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     try:
-        return operator.index(value)
+        return operator.index(cast(SupportsIndex, value))  # what has no __index__ raises TypeError
     except TypeError:
         return None
 

@@ -12,11 +12,12 @@ A float given by the user is read as the shortest decimal it prints as (``0.1`` 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational as _AbstractRational
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias, TypeVar, cast
 
 import gmpy2
 import numpy as np
@@ -24,14 +25,24 @@ import scipy.sparse as sp
 
 from lsrl.errors import BackendError, DimensionError, shown
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 mpq = gmpy2.mpq
 MPQ_TYPE = type(mpq(0))
 ZERO = mpq(0)
 ONE = mpq(1)
 Entry: TypeAlias = "gmpy2.mpq | float"  # a stored number: mpq in the exact backend, float in the float one
+Bound: TypeAlias = "gmpy2.mpq | float"  # a bound on a value: a rational, or plus / minus infinity
 # what users may give as weights: a Matrix, nested lists, a numpy array, a scipy.sparse matrix or a number
 MatrixLike: TypeAlias = object
 _NO_ENTRIES: dict = {}  # what a row without entries holds (shared, never written)
+_T = TypeVar("_T")
+
+
+def _pair(shape2d: Sequence[int]) -> tuple[int, int]:
+    rows, cols = shape2d
+    return rows, cols
 
 
 def to_rational(value: object, where: str = "value") -> gmpy2.mpq:
@@ -108,12 +119,12 @@ def as_float(value: Entry) -> float:
         ) from None
 
 
-def _dense_entries(array: np.ndarray):
+def _dense_entries(array: np.ndarray) -> Iterator[tuple[int, int, object]]:
     rows, cols = np.nonzero(array)
     return zip(rows.tolist(), cols.tolist(), array[rows, cols].tolist())
 
 
-def _as_2d_array(value, where: str):
+def _as_2d_array(value: MatrixLike, where: str) -> np.ndarray:
     """Nested lists / numpy arrays / scalars as a 2-D numpy array (object dtype keeps exact numbers)."""
     if isinstance(value, np.ndarray):
         array = value
@@ -131,9 +142,9 @@ def _as_2d_array(value, where: str):
     return array
 
 
-def _as_1d_array(value, where: str):
+def _as_1d_array(value: MatrixLike, where: str) -> np.ndarray:
     if sp.issparse(value):
-        value = value.toarray()
+        value = cast(sp.sparray, value).toarray()
     array = value if isinstance(value, np.ndarray) else np.array(value, dtype=object)
     if array.ndim == 0:
         array = array.reshape(1)
@@ -156,7 +167,7 @@ class Matrix:
         self.shape2d = shape2d
         self.backend = backend
         self.is_vector = is_vector
-        self._cache = {}  # properties computed once (the matrix never changes)
+        self._cache: dict[str, Any] = {}  # properties computed once (the matrix never changes)
 
     @property
     def shape(self) -> tuple:
@@ -166,10 +177,11 @@ class Matrix:
     def __repr__(self) -> str:
         return f"Matrix({self.backend.name}, shape={self.shape}, nnz={self.nnz})"
 
-    def _like(self, rows, shape2d=None, is_vector=None) -> "Matrix":
+    def _like(self, rows: dict[int, dict[int, Entry]], shape2d: tuple[int, int] | None = None,
+              is_vector: bool | None = None) -> Matrix:
         return Matrix(rows, shape2d or self.shape2d, self.backend, self.is_vector if is_vector is None else is_vector)
 
-    def _cached(self, key, compute):
+    def _cached(self, key: str, compute: Callable[[], _T]) -> _T:
         """A property of this (immutable) matrix, computed once."""
         try:
             return self._cache[key]
@@ -197,7 +209,7 @@ class Matrix:
     def magnitudes(self) -> tuple[gmpy2.mpq, gmpy2.mpq] | None:
         """``(largest, smallest)`` absolute value of the non-zero entries, exactly (None: no entries)."""
 
-        def compute():
+        def compute() -> tuple[gmpy2.mpq, gmpy2.mpq] | None:
             sizes = [abs(to_rational_exactly(v)) for _, _, v in self.entries()]
             return (max(sizes), min(sizes)) if sizes else None
 
@@ -230,7 +242,7 @@ class Matrix:
         other = self.backend.convert(other)
         zero, result = self.backend.zero, {}
         for i, row in self.rows.items():
-            accumulated = {}
+            accumulated: dict[int, Entry] = {}
             for k, a in row.items():
                 for j, b in other.rows.get(k, {}).items():
                     accumulated[j] = accumulated.get(j, zero) + a * b
@@ -275,7 +287,7 @@ class Matrix:
         """``self @ S`` for the selection ``S`` whose row r picks column ``columns[r]`` of ``width``."""
         zero, rows = self.backend.zero, {}
         for i, row in self.rows.items():
-            combined = {}
+            combined: dict[int, Entry] = {}
             for r, value in row.items():
                 c = columns[r]
                 combined[c] = combined.get(c, zero) + value
@@ -328,7 +340,7 @@ class Matrix:
     def csr(self) -> sp.csr_array:
         """float64 CSR copy (cached) for fast application to batches."""
 
-        def build():
+        def build() -> sp.csr_array:
             entries = list(self.entries())
             data = [as_float(e[2]) for e in entries]
             return sp.coo_array((data, ([e[0] for e in entries], [e[1] for e in entries])), shape=self.shape2d).tocsr()
@@ -361,11 +373,16 @@ class Matrix:
         return out
 
 
-class Backend:
-    """Constructors for matrices of one number type (``scalar`` converts one number)."""
+class Backend(ABC):
+    """Constructors for matrices of one number type. A backend gives its ``name``, its ``zero`` and
+    ``scalar`` (one number in its type); every constructor below builds on those."""
 
     name: str
     zero: Entry
+
+    @abstractmethod
+    def scalar(self, value: object) -> Entry:
+        """``value`` as this backend's number; ``DimensionError`` where it cannot be one."""
 
     def from_entries(self, entries: Iterable[tuple[int, int, object]], shape2d: Sequence[int], is_vector: bool = False,
                      where: str = "matrix") -> Matrix:
@@ -377,19 +394,20 @@ class Backend:
                 raise DimensionError(f"{where}: {error}") from None
             if value:
                 rows.setdefault(i, {})[j] = value
-        return Matrix(rows, tuple(shape2d), self, is_vector)
+        return Matrix(rows, _pair(shape2d), self, is_vector)
 
     def convert(self, matrix: Matrix) -> Matrix:
         if matrix.backend is self:
             return matrix
         return self.from_entries(matrix.entries(), matrix.shape2d, matrix.is_vector)
 
-    def _assemble(self, entries, shape2d, is_vector=False) -> Matrix:
+    def _assemble(self, entries: Iterable[tuple[int, int, Entry]], shape2d: Sequence[int],
+                  is_vector: bool = False) -> Matrix:
         """Like ``from_entries`` for non-zero entries already of this backend's number type."""
         rows: dict = {}
         for i, j, value in entries:
             rows.setdefault(i, {})[j] = value
-        return Matrix(rows, tuple(shape2d), self, is_vector)
+        return Matrix(rows, _pair(shape2d), self, is_vector)
 
     def matrix(self, value: MatrixLike, where: str = "matrix", shape: Sequence[int] | None = None) -> Matrix:
         """A user-given matrix (nested lists, numpy, scipy.sparse, scalar) in this backend."""
@@ -421,7 +439,7 @@ class Backend:
                 entries = ((i * matrix.shape2d[1] + j, 0, v) for i, j, v in entries)
         else:
             array = _numeric_array(_as_1d_array(value, where), where)
-            if np.ndim(value) == 0 and dim != 1:  # a number is broadcast; a short list is an error
+            if np.ndim(cast("ArrayLike", value)) == 0 and dim != 1:  # a number is broadcast; a short list is an error
                 array = np.repeat(array, dim)
             length = array.shape[0]
             entries = ((i, 0, v) for i, v in enumerate(array.tolist()) if v != 0)
@@ -448,7 +466,7 @@ class Backend:
 
     def vstack(self, matrices: Iterable[Matrix]) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
-        offset, entries = 0, []
+        offset, entries = 0, list[tuple[int, int, Entry]]()
         for m in matrices:
             entries.extend((i + offset, j, v) for i, j, v in m.entries())
             offset += m.shape2d[0]
@@ -457,7 +475,7 @@ class Backend:
 
     def hstack(self, matrices: Iterable[Matrix]) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
-        offset, entries = 0, []
+        offset, entries = 0, list[tuple[int, int, Entry]]()
         for m in matrices:
             entries.extend((i, j + offset, v) for i, j, v in m.entries())
             offset += m.shape2d[1]
@@ -466,7 +484,7 @@ class Backend:
     def block_diag(self, matrices: Iterable[Matrix]) -> Matrix:
         matrices = [self.convert(m) for m in matrices]
         row_offset = col_offset = 0
-        entries = []
+        entries: list[tuple[int, int, Entry]] = []
         for m in matrices:
             entries.extend((i + row_offset, j + col_offset, v) for i, j, v in m.entries())
             row_offset += m.shape2d[0]

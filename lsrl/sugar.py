@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 
 from lsrl.errors import DimensionError, LsrlError, shown, whole_number
 from lsrl.lang.bounds import ValueRange, is_nonnegative, is_nonpositive, is_zero, max_abs, value_bounds
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU, as_node
-from lsrl.numbers import EXACT, MatrixLike, is_number, to_rational
+from lsrl.numbers import EXACT, Matrix, MatrixLike, is_number, to_rational
 
 if TYPE_CHECKING:
     import gmpy2
+    from numpy.typing import ArrayLike
 
 Operand: TypeAlias = "Node | MatrixLike"  # a node, or a constant (scalar or vector) turned into f_constant
 
@@ -112,7 +113,7 @@ def _constant(x: Node, value: MatrixLike, where: str, name: str | None = None) -
     if value is None:  # EXACT.vector reads None as "no vector" (zeros): a constant must be given
         raise LsrlError(f"{where} must be a number or a vector of numbers, got None")
     try:  # a 0-d array or tensor has __len__ yet no length: a scalar
-        length = len(value) if hasattr(value, "__len__") and np.ndim(value) > 0 else 1
+        length = len(value) if hasattr(value, "__len__") and np.ndim(cast("ArrayLike", value)) > 0 else 1
     except (TypeError, ValueError):  # ragged
         raise LsrlError(f"{where} must be a number or a vector of numbers, got {shown(value)}") from None
     if length == 0:  # a node of no components
@@ -182,7 +183,7 @@ def f_and(x: Node, y: Node, *more: Node, mu: float = DEFAULT_MU, name: str | Non
     return ReLU(summed, name=name)
 
 
-def f_or(x: Node, y: Node, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
+def f_or(x: Node, y: Node, mu: float = DEFAULT_MU, name: str | None = None) -> Node:
     """``f_step(x + y)`` for x, y in {0, 1}."""
     _logic_mu(mu, "f_or")
     return f_step(as_node(x, "f_or") + as_node(y, "f_or"), mu, name=name)
@@ -195,13 +196,13 @@ def _logic_mu(mu: float, owner: str) -> None:
                         f"on operands in {{0, 1}}), got {mu!r}")
 
 
-def f_larger(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
+def f_larger(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Node:
     """``f_step(x - y)``: 1 where x > y (by at least 1/mu), else 0."""
     x = as_node(x, "f_larger")
     return f_step(x - _node_or_number(y, f"f_larger on {x.describe()}: y"), mu, name=name)
 
 
-def f_smaller(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Linear:
+def f_smaller(x: Node, y: Node | float, mu: float = DEFAULT_MU, name: str | None = None) -> Node:
     """``f_step(y - x)``: 1 where x < y (by at least 1/mu), else 0."""
     x = as_node(x, "f_smaller")
     return f_step(-x + _node_or_number(y, f"f_smaller on {x.describe()}: y"), mu, name=name)
@@ -249,7 +250,7 @@ def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: flo
     if method == "permutation":
         cycle = EXACT.from_entries((((i + 1) % divisor, i, 1) for i in range(divisor)), (divisor, divisor))
         # the state is rotated before it is read, so it starts one position before e_0
-        one_hot = LinState(x, cycle, EXACT.zeros(divisor, x.dim), init_state=[0] * (divisor - 1) + [1])
+        one_hot: Node = LinState(x, cycle, EXACT.zeros(divisor, x.dim), init_state=[0] * (divisor - 1) + [1])
     elif method == "rotation":
         angle = 2 * math.pi / divisor
         # the readout f_larger(cos(phase), cos(angle / 2)) reaches 1 at the current phase only if its edge 1/mu is
@@ -269,20 +270,20 @@ def f_modulo_counter(x: Node, divisor: int, method: str = "permutation", mu: flo
     return Linear(one_hot, [list(range(divisor))], name=name)
 
 
-def _condition_columns(cond: Node, dim: int, factor):
+def _condition_columns(cond: Node, dim: int, factor: object) -> Matrix:
     """``factor`` times ``cond`` mapped onto ``dim`` outputs (a scalar condition is broadcast)."""
     if cond.dim == dim:
         return EXACT.eye(dim, factor)
     return EXACT.from_entries(((i, 0, factor) for i in range(dim)), (dim, 1))
 
 
-def _ifelse_terms(t: Node, f: Node, optimized: bool):
+def _ifelse_terms(t: Node, f: Node, optimized: bool) -> list[tuple[str, Node, int]]:
     """Which of Eq. (7)'s four ReLU terms are needed: (term, operand, sign) triples."""
     terms = [("f", f, 1), ("t", t, 1), ("f", f, -1), ("t", t, -1)]
     if not optimized:
         return terms
 
-    def needed(operand, sign):
+    def needed(operand: Node, sign: int) -> bool:
         if is_zero(operand):
             return False
         return not (is_nonpositive(operand) if sign > 0 else is_nonnegative(operand))
@@ -290,7 +291,7 @@ def _ifelse_terms(t: Node, f: Node, optimized: bool):
     return [(which, operand, sign) for which, operand, sign in terms if needed(operand, sign)]
 
 
-def _auto_lambda(t: Node, f: Node):
+def _auto_lambda(t: Node, f: Node) -> gmpy2.mpq:
     """The smallest safe λ the value-range analysis allows: 1 + the largest |t|, |f| (an integer)."""
     bound = max(max_abs(t), max_abs(f))
     if bound == math.inf:
@@ -301,7 +302,8 @@ def _auto_lambda(t: Node, f: Node):
     return to_rational(math.floor(bound) + 1)
 
 
-def _ifelse_relu(cond, t, f, optimized, lambda_, stepped, mu, name):
+def _ifelse_relu(cond: Node, t: Node, f: Node, optimized: bool, lambda_: object, stepped: bool, mu: float,
+                 name: str | None) -> Linear:
     """Eq. (7) (``stepped=False``) or Eq. (9) (``stepped=True``), unused terms dropped if optimized."""
     d = t.dim
     terms = _ifelse_terms(t, f, optimized)
@@ -341,7 +343,7 @@ def _ifelse_relu(cond, t, f, optimized, lambda_, stepped, mu, name):
     return Linear(ReLU(pre), EXACT.hstack([EXACT.eye(d, s) for s in signs]), name=name)
 
 
-def _ifelse_multiplicative(cond, t, f, optimized, name):
+def _ifelse_multiplicative(cond: Node, t: Node, f: Node, optimized: bool, name: str | None) -> Linear:
     """Eq. (10): ``cond ⊙ t + (1 - cond) ⊙ f`` with one Multi; zero operands dropped if optimized."""
     d = t.dim
     keep_t = not (optimized and is_zero(t))

@@ -172,11 +172,11 @@ def test_tiers_a_task_lacks_are_one_line_errors(tmp_path):
 def test_the_harness_scores_on_the_fixed_pairs_of_data_npz(builds):
     """``Pairs.from_data`` runs the pairs of the task's ``data.npz`` (equal and different lengths); where a corrupted
     run is shorter, its last step's values stand (the corrupted outputs against data.npz's, from the interpreter)."""
-    from lsrl.bench.eval import Pairs, Subject
+    from lsrl.bench.eval import Pairs, tier_subject
     from lsrl.bench.tiers import tier_model
 
     root, _ = builds
-    pairs = Pairs.from_data(Subject.from_tier(tier_model("parity", "compiled")))
+    pairs = Pairs.from_data(tier_subject(tier_model("parity", "compiled")))
     with np.load(root / "parity" / "path" / "data.npz") as data:
         clean, corrupted = data["pairs_clean_lengths"], data["pairs_corrupted_lengths"]
         assert np.array_equal(pairs.clean, data["pairs_clean_inputs"][:, : clean.max()])
@@ -184,7 +184,7 @@ def test_the_harness_scores_on_the_fixed_pairs_of_data_npz(builds):
         for k, (n, m) in enumerate(zip(clean, corrupted)):
             expected = data["pairs_corrupted_outputs"][k, np.minimum(np.arange(n), m - 1)]
             np.testing.assert_allclose(pairs.corrupt_outputs[k, :n].numpy(), expected, rtol=0, atol=1e-9)
-    half = Pairs.from_data(Subject.from_tier(tier_model("parity", "compiled")), 8)
+    half = Pairs.from_data(tier_subject(tier_model("parity", "compiled")), 8)
     assert half.clean.shape[0] == 8 and np.array_equal(half.clean[4], pairs.clean[32, : half.clean.shape[1]])
 
 

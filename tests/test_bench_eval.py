@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from lsrl.bench.eval import METHODS, Found, Intervention, Pairs, Subject, auroc, evaluate, rates, score
+from lsrl.bench.eval import (METHODS, Found, Intervention, Pairs, auroc, evaluate, rates, score,
+                             tier_subject)
 from lsrl.bench.eval.methods import pruned_outputs, random_scores
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import DISTRACTOR_PREFIX, in_circuit, rational_rotation, rotate, tier_model
@@ -33,7 +34,7 @@ def _tier(task, tier):
 
 @functools.lru_cache(maxsize=None)
 def _subject(task, tier):
-    return Subject.from_tier(_tier(task, tier))
+    return tier_subject(_tier(task, tier))
 
 
 def _tokens(task, count=6, length=8, seed=0):
@@ -235,7 +236,7 @@ def test_a_rotated_hooked_model_seen_before_its_change_of_basis_is_the_distracto
 
     folder = f"{_rotated_folder()}/rotated/majority/{arch}"
     subject = HookedSubject.from_folder(folder)
-    plain = Subject.from_tier(_tier("majority", "distractors"), arch)
+    plain = tier_subject(_tier("majority", "distractors"), arch)
     rotations = read_rotations(folder)
     assert subject.tier == "rotated" and set(subject.rotations) == set(rotations) and rotations
     xs = _tokens("majority", count=5, length=9).astype(np.float64)
@@ -273,7 +274,7 @@ def test_resample_patching_beats_random_on_a_rotated_hooked_folder():
     resample, chance = evaluate(subject, "resample", pairs=8), evaluate(subject, "random", pairs=8)
     assert resample["node_auroc"] >= 0.95 and resample["unit_auroc"] >= 0.95, resample
     assert resample["node_auroc"] > chance["node_auroc"] and resample["unit_auroc"] > chance["unit_auroc"] + 0.2
-    plain = evaluate(Subject.from_tier(_tier("majority", "distractors"), "lstm"), "resample", pairs=8)
+    plain = evaluate(tier_subject(_tier("majority", "distractors"), "lstm"), "resample", pairs=8)
     for column in ("node_auroc", "unit_auroc", "node_tpr", "node_fpr", "unit_tpr", "unit_fpr"):
         assert resample[column] == plain[column], column  # scored as the model before the change of basis
     assert {("rotated", "lstm", "resample"), ("rotated", "lstm", "probe"), ("rotated", "lstm", "attribution")} <= set(
@@ -313,7 +314,7 @@ def test_acdc_removes_an_edge_by_reading_its_senders_corrupted_value():
 
 @pytest.mark.parametrize("arch", ["rnn", "lstm"])
 def test_hooked_targets_of_the_distractor_tier_compute_the_task_and_are_scored(arch):
-    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    subject = tier_subject(_tier("majority", "distractors"), arch)
     xs = _tokens("majority")
     outputs, _ = subject.run(xs)
     np.testing.assert_allclose(outputs.numpy(), TASKS["majority"].build()(xs), atol=1e-9)
@@ -358,7 +359,7 @@ def test_edge_attribution_scores_a_hooked_models_edges_against_its_circuit(arch)
     does not read it) and finds circuit edges, above random."""
     from lsrl.bench.eval.harness import edge_truth
 
-    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    subject = tier_subject(_tier("majority", "distractors"), arch)
     marks = edge_truth(subject)
     assert len(marks) == len(subject.edges()) > 0 and {0, 1} <= set(marks.tolist())
     assert score(subject, Found(0.5, units=np.zeros(len(subject.candidates)), edges=(marks == 1).astype(float))
@@ -377,7 +378,7 @@ def test_edge_attribution_scores_a_hooked_models_edges_against_its_circuit(arch)
 def test_a_hooked_models_unit_patch_is_the_loaders_own_patch(arch):
     """``HookedSubject.run`` applies interventions itself at the hook points (``changed_run``); setting units that way
     equals the standalone loader's ``run_with_cache(xs, patch)`` (NaN: keep), outputs and every hook's values."""
-    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    subject = tier_subject(_tier("majority", "distractors"), arch)
     xs = _tokens("majority", count=5, length=9).astype(np.float64)
     rng = np.random.default_rng(5)
     for candidate in subject.candidates[::7]:
@@ -414,7 +415,7 @@ def _attribution_by_differences(subject, pairs, candidate, step=1e-5):
 def test_probe_and_attribution_find_the_circuit_of_a_hooked_model(arch):
     """On the hooked distractor targets (exact models), attribution finds the circuit's units as resample patching
     does, and the probes' subspaces interchange the circuit variables as the program does (its interchange)."""
-    subject = Subject.from_tier(_tier("majority", "distractors"), arch)
+    subject = tier_subject(_tier("majority", "distractors"), arch)
     chance = evaluate(subject, "random", pairs=8)
     attribution, probe = evaluate(subject, "attribution", pairs=8), evaluate(subject, "probe", pairs=32)
     assert attribution["unit_auroc"] >= 0.9 and attribution["unit_auroc"] > chance["unit_auroc"] + 0.2, attribution
@@ -458,7 +459,7 @@ def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
 
 @functools.lru_cache(maxsize=None)
 def _trained():
-    from lsrl.bench.eval.trained import train
+    from lsrl.bench.training.torch_rnn import train
 
     return train("count_ones", "gru", steps=240, batch=32)  # a short run: the full tier trains 600 steps of 64
 
@@ -474,7 +475,7 @@ def test_trained_tier_runs_as_the_stock_module_and_learns_the_causal_graph():
 
 
 def test_trained_tier_subject_scores_the_aligned_units():
-    from lsrl.bench.eval.trained import TrainedSubject
+    from lsrl.bench.trained_tier import TrainedSubject
 
     subject = TrainedSubject.from_model(_trained())
     assert sum(c.truth for c in subject.candidates) == len(_trained().alignment["count"][1])
@@ -498,7 +499,7 @@ def test_attribution_on_a_trained_model_in_memory_and_from_its_folder_is_its_der
     points (``HookedSubject``, ``changed_run``)."""
     from lsrl.bench import build_suite
     from lsrl.bench.eval.hooked import HookedSubject
-    from lsrl.bench.eval.trained import TrainedSubject
+    from lsrl.bench.trained_tier import TrainedSubject
 
     assert_attribution_is_the_derivative(TrainedSubject.from_model(_trained()))
     build_suite(tmp_path, ["count_ones"], progress=False, tiers=["trained"], train_steps=60, trained_archs=["gru"],

@@ -12,9 +12,9 @@ import functools
 import numpy as np
 import pytest
 
-from lsrl.bench.eval import Pairs, Subject
+from lsrl.bench.eval import Pairs, Subject, tier_subject
 from lsrl.bench.eval.das import THRESHOLD, das, overlap_with_labels
-from lsrl.bench.eval.subject import _holds
+from lsrl.bench.eval.subject import holds
 from lsrl.bench.tiers import tier_model
 from lsrl.errors import LsrlError
 
@@ -23,7 +23,7 @@ CIRCUIT = ["ones_minus_zeros", "more_ones"]  # majority's running count and its 
 
 @functools.lru_cache(maxsize=None)
 def _rotated(arch="path"):
-    return Subject.from_tier(tier_model("majority", "rotated"), arch)
+    return tier_subject(tier_model("majority", "rotated"), arch)
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,7 +33,7 @@ def _found(steps, seed=0):
 
 
 def _units(subject, layer, node):
-    return [unit for unit, label in enumerate(subject.labels[layer]) if _holds(label) and label.node == node
+    return [unit for unit, label in enumerate(subject.labels[layer]) if holds(label) and label.node == node
             and subject.live[layer][unit]]
 
 

@@ -1,4 +1,4 @@
-"""The trained tier in stock transformers models (lsrl.bench.hf_trained): a folder builds, loads with
+"""The trained tier in stock transformers models (lsrl.bench.training.hf): a folder builds, loads with
 from_pretrained, its loader's stepwise run equals the stock full forward, patching through the loader equals
 patching the stock cache by hand between steps, the harness scores it; and interchange intervention training
 lowers the interchange error."""
@@ -17,8 +17,8 @@ import torch
 from click.testing import CliRunner
 
 import lsrl.bench
-from lsrl.bench.eval.trained import _targets
-from lsrl.bench.hf_trained import HF_ARCHS, state_hook, train_hf, variable_levels
+from lsrl.bench.training.hf import HF_ARCHS, state_hook, train_hf
+from lsrl.bench.training.loop import program_targets, variable_levels
 from lsrl.bench.tasks import TASKS
 
 pytest.importorskip("transformers")
@@ -290,7 +290,7 @@ def test_interchange_intervention_training_lowers_the_interchange_error():
     the program's, on fresh sequences, falls with training."""
     program, rng = TASKS["count_ones"].build(), np.random.default_rng(7)
     base, source = (np.stack([TASKS["count_ones"].sample(rng, 6) for _ in range(32)]).astype(float) for _ in "ab")
-    expected = _targets(program, base, source, "count")
+    expected = program_targets(program, base, source, "count")
 
     def interchange_error(model):
         _, states = model.run(torch.as_tensor(source))
@@ -320,11 +320,12 @@ def test_the_harness_fills_the_interchange_accuracy_of_the_variables_a_unit_meth
     """The column is the share of (pair, step) outputs equal, rounded, to data.npz's interchange of each found
     variable when its found units take their corrupted values: recomputed here from the folder's own arrays."""
     from lsrl.bench.eval import evaluate
-    from lsrl.bench.eval.methods import METHODS, Pairs
-    from lsrl.bench.hf_trained import folder_subject
+    from lsrl.bench.eval.methods import METHODS
+    from lsrl.bench.eval.pairs import Pairs
+    from lsrl.bench.eval.hooked import HookedSubject
 
     root, (net, labels, data, circuit) = built("hawk")
-    subject = folder_subject(f"{root}/trained/majority/hawk")
+    subject = HookedSubject.from_folder(f"{root}/trained/majority/hawk")
     row = evaluate(subject, "random", pairs=4)  # random calls about half the units: some of each variable
     assert 0.0 <= row["interchange_accuracy"] <= 1.0
     found = METHODS["random"](subject, Pairs.from_data(subject, 4))
@@ -411,8 +412,7 @@ def test_a_run_replaces_the_rows_of_its_tasks_and_archs_in_the_table_and_keeps_t
     import csv
 
     from lsrl.bench.eval.harness import write_csv
-    from lsrl.bench.eval.trained import TRAINED_COLUMNS
-    from lsrl.bench.hf_trained import merged_rows
+    from lsrl.bench.trained_tier import TRAINED_COLUMNS, merged_rows
 
     def row(task, arch, accuracy):
         return {column: 0 for column in TRAINED_COLUMNS} | {"task": task, "arch": arch, "task_accuracy": accuracy}
@@ -433,15 +433,15 @@ def test_a_run_replaces_the_rows_of_its_tasks_and_archs_in_the_table_and_keeps_t
 def test_each_interchange_step_trains_every_variable_on_the_same_pair(monkeypatch):
     """``train_hf``'s steps in turn: the task (nothing set), every circuit variable's interchange on one base / source
     pair (their losses summed), the free units."""
-    from lsrl.bench import hf_trained
+    from lsrl.bench.training import loop
 
-    calls, loss = [], hf_trained.pair_loss
+    calls, loss = [], loop.pair_loss
 
     def recorded(model, program, base, source, units, variable):
         calls.append((len(calls), variable, sorted(units), base.tobytes(), source.tobytes()))
         return loss(model, program, base, source, units, variable)
 
-    monkeypatch.setattr(hf_trained, "pair_loss", recorded)
+    monkeypatch.setattr(loop, "pair_loss", recorded)
     model = train_hf("majority", "hawk", steps=3, batch=4)
     assert [variable for _, variable, *_ in calls] == [None, "ones_minus_zeros", "more_ones", None]
     assert [units for _, _, units, *_ in calls] == [[], [model.alignment["ones_minus_zeros"][0]],

@@ -16,8 +16,9 @@ from lsrl.bench.eval.hooked import HookedSubject
 from lsrl.bench.build import tier_folder, write_model
 from lsrl.bench.cards import dataset_card
 from lsrl.bench.data import task_data
-from lsrl.bench.eval.trained import (AIM, FREE_UNITS, UNITS_PER_COMPONENT, TrainedSubject, below_aim, layout,
-                                     meets_aim, train)
+from lsrl.bench.records import AIM, below_aim, meets_aim
+from lsrl.bench.trained_tier import TrainedSubject
+from lsrl.bench.training.torch_rnn import FREE_UNITS, UNITS_PER_COMPONENT, layout, train
 from lsrl.bench.standalone import SuiteFileError, read_config
 from lsrl.bench.rotations import read_rotations
 from lsrl.bench.tasks import TASKS
@@ -266,6 +267,27 @@ def test_a_variable_read_within_the_step_sits_a_layer_up():
     assert labels["core.l0"][width] == ("input_relay", 0, "helper") == labels["core.l0.c"][width]
     scored = {(c.layer, c.unit) for c in TrainedSubject.from_model(model).candidates}
     assert (0, width) not in scored and (0, 0) in scored and (0, hidden + width) not in scored  # [h; c]: not c's
+
+
+def test_an_interchange_step_of_an_lstm_or_gru_trains_one_variable_drawn(monkeypatch):
+    """``train``'s steps in the shared loop (``lsrl.bench.training.loop.fit``), in turn: the task (nothing set), one
+    circuit variable's interchange (drawn from the sequences' generator), the free units; each step a new pair."""
+    from lsrl.bench.training import loop
+
+    calls, loss = [], loop.pair_loss
+
+    def recorded(model, program, base, source, units, variable):
+        calls.append((variable, units, base.tobytes()))
+        return loss(model, program, base, source, units, variable)
+
+    monkeypatch.setattr(loop, "pair_loss", recorded)
+    model = train("majority", "gru", steps=6, batch=4)
+    variables = [variable for variable, _, _ in calls]
+    assert len(calls) == 6 and variables[0::3] == variables[2::3] == [None, None]
+    assert all(variable in ("ones_minus_zeros", "more_ones") for variable in variables[1::3])
+    assert [units for _, units, _ in calls[1::3]] == [dict([model.alignment[v]]) for v in variables[1::3]]
+    assert [units for _, units, _ in calls[0::3]] == [{}, {}] and calls[2][1] == calls[5][1] == model.free
+    assert len({base for _, _, base in calls}) == 6
 
 
 def test_a_two_layer_folder_patches_each_layer_as_the_model_does():

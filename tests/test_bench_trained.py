@@ -1,4 +1,4 @@
-"""The trained tier's aim in a stock transformers folder (lsrl.bench.hf_trained.write_hf_folder): the same
+"""The trained tier's aim in a stock transformers folder (lsrl.bench.build.write_hf_folder): the same
 record as an LSTM / GRU folder, in config.json's lsrl_bench record, covered by the manifest, read back by
 lsrl.bench.load, and said first by the model card (tests/test_bench_tiers.py tests the LSTM / GRU folders)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lsrl.bench.eval.trained import AIM, read_training
+from lsrl.bench.records import AIM, read_training
 
 pytest.importorskip("transformers")
 from test_bench_hf import built  # noqa: E402  (its majority folder, 2 steps: built once per process)

@@ -1,4 +1,4 @@
-"""The trained tier's method columns (lsrl.bench.eval.trained.method_columns): mean ablation, attribution, probes and
+"""The trained tier's method columns (lsrl.bench.trained_tier.method_columns): mean ablation, attribution, probes and
 DAS on an in-memory trained model (TrainedSubject) and on a stock transformers model (through SteppedModel.run_steps).
 
 Checked against independent computations: DAS's interchange accuracy recomputed here from the subspace it learned,
@@ -16,8 +16,9 @@ import torch
 
 from lsrl.bench.eval import Found, Intervention, Pairs, evaluate, score
 from lsrl.bench.eval import das as das_module
-from lsrl.bench.eval.methods import held_trace
-from lsrl.bench.eval.trained import TRAINED_COLUMNS, TrainedSubject, method_columns, train
+from lsrl.bench.eval.pairs import held_trace
+from lsrl.bench.trained_tier import TRAINED_COLUMNS, TrainedSubject, method_columns
+from lsrl.bench.training.torch_rnn import train
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError
 from tests.test_bench_eval import assert_attribution_is_the_derivative
@@ -76,7 +77,7 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     pytest.importorskip("transformers")
     from lsrl.bench.eval.das import _Subspaces
     from lsrl.bench.eval.hooked import HookedSubject, changed_run
-    from lsrl.bench.hf_trained import train_hf
+    from lsrl.bench.training.hf import train_hf
 
     model = train_hf("majority", "hawk", steps=3, batch=8)
     rng = np.random.default_rng(3)

@@ -2,6 +2,7 @@
 are approached by the sequences that push hardest."""
 
 import itertools
+import pickle
 import random
 from fractions import Fraction as F
 
@@ -10,6 +11,7 @@ import pytest
 
 import lsrl
 from conftest import as_fractions
+from lsrl.lang import relational_bounds
 
 
 def simulated_extremes(node, dim, box, steps, sequences, seed=0):
@@ -112,3 +114,28 @@ def test_automatic_lambda_follows_a_decaying_branch():
     program = lsrl.ForEach(chosen)
     expected = lsrl.ForEach(decaying)(corners, exact=True)[:, 0] * np.array([c[0] for c in corners])
     assert as_fractions(program(corners, exact=True)[:, 0]) == as_fractions(expected)
+
+
+def test_bounds_follow_a_rewiring_above_the_node_and_only_there():
+    """Cached bounds belong to the wiring they were computed for: rewiring an ancestor gives every reader
+    new bounds (value and relational), and a node of another program keeps its cached bounds object."""
+    narrow, wide = lsrl.Input(1, bounds=(0, 1)), lsrl.Input(1, bounds=(0, 5))
+    relu = lsrl.ReLU(narrow)
+    doubled = 2 * relu
+    other = 3 * lsrl.ReLU(lsrl.Input(1, bounds=(0, 2)))
+    assert as_fractions(lsrl.value_bounds(doubled)) == [[0], [2]]
+    assert as_fractions(relational_bounds(doubled, 4)) == [[0], [2]]
+    kept = lsrl.value_bounds(other)
+    relu.replace_input(narrow, wide)
+    assert as_fractions(lsrl.value_bounds(doubled)) == [[0], [10]]
+    assert as_fractions(relational_bounds(doubled, 4)) == [[0], [10]]
+    assert lsrl.value_bounds(other) is kept
+
+
+def test_a_pickled_program_still_follows_a_rewiring():
+    x = lsrl.Input(1, bounds=(0, 1), name="x")
+    program = pickle.loads(pickle.dumps(lsrl.ForEach(2 * lsrl.ReLU(x, name="relu"))))
+    assert as_fractions(lsrl.value_bounds(program.output)) == [[0], [2]]
+    relu = next(node for node in program.nodes if node.name == "relu")
+    relu.replace_input(program.input, lsrl.Input(1, bounds=(0, 5)))
+    assert as_fractions(lsrl.value_bounds(program.output)) == [[0], [10]]

@@ -17,7 +17,8 @@ import lsrl
 from lsrl.errors import InternalError
 from conftest import as_fractions
 from lsrl.compiler import PASSES, debranch, prepare, prune, run_passes, to_graph, to_layers
-from lsrl.ir.ops import Op, OpKind
+from lsrl.ir.ops import Op, OpParts
+from lsrl.kinds import Kind
 from lsrl.programs import discrete_approximator
 
 rules = importlib.import_module("lsrl.compiler.debranch.walk")  # the walk; lsrl.compiler.debranch is the stage
@@ -39,7 +40,7 @@ def op_named(graph, name):
 
 
 def kinds_of_users(graph, op):
-    return sorted((user.kind for user in graph.distinct_users(op)), key=str)
+    return sorted((user.kind for user in graph.distinct_users(op)), key=str.lower)
 
 
 def apply_rule(program, at, rule, apply, seed=0):
@@ -71,7 +72,7 @@ def apply_case(program, at, expected_case):
 def test_case_1a_keeps_one_of_several_multis():
     x = lsrl.Input(4, name="v")
     graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Multi(x)])), "v", "case_1a")
-    assert kinds_of_users(graph, v) == [OpKind.MULTI]
+    assert kinds_of_users(graph, v) == [Kind.MULTI]
 
 
 def test_case_1b_passes_the_other_users_through_the_multi():
@@ -79,11 +80,11 @@ def test_case_1b_passes_the_other_users_through_the_multi():
     program = lsrl.ForEach(lsrl.Concat([lsrl.Multi(x), lsrl.Linear(x, [[1, 2]])]))
     graph, v = apply_case(program, "v", "case_1b")
     (feed,) = graph.distinct_users(v)
-    assert feed.kind == OpKind.LINEAR and kinds_of_users(graph, feed) == [OpKind.MULTI]
+    assert feed.kind == Kind.LINEAR and kinds_of_users(graph, feed) == [Kind.MULTI]
 
 
-@pytest.mark.parametrize("state,case,kind", [(lsrl.LinState, "case_2", OpKind.LINSTATE),
-                                              (lsrl.ReLUState, "case_2r", OpKind.RELUSTATE)])
+@pytest.mark.parametrize("state,case,kind", [(lsrl.LinState, "case_2", Kind.LINSTATE),
+                                              (lsrl.ReLUState, "case_2r", Kind.RELUSTATE)])
 def test_case_2_merges_states_into_one_block_diagonal_state(state, case, kind):
     x = lsrl.Input(1, name="v")
     first = state(x, [[1]], [[-1]], b=[2])
@@ -97,7 +98,7 @@ def test_case_2_merges_states_into_one_block_diagonal_state(state, case, kind):
 def test_case_3_keeps_one_of_several_relus():
     x = lsrl.Input(2, name="v")
     graph, v = apply_case(lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x), lsrl.ReLU(x)])), "v", "case_3")
-    assert kinds_of_users(graph, v) == [OpKind.RELU]
+    assert kinds_of_users(graph, v) == [Kind.RELU]
 
 
 def test_case_4_turns_a_concat_of_v_alone_into_a_slice():
@@ -105,7 +106,7 @@ def test_case_4_turns_a_concat_of_v_alone_into_a_slice():
     doubled = lsrl.Concat([x, x])
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(doubled, [[1, 0, 0, 1]])]))
     graph, v = apply_case(program, "v", "case_4")
-    assert kinds_of_users(graph, v) == [OpKind.CONCAT, OpKind.LINEAR]
+    assert kinds_of_users(graph, v) == [Kind.CONCAT, Kind.LINEAR]
 
 
 def test_case_5a_pushes_slices_into_their_users():
@@ -113,7 +114,7 @@ def test_case_5a_pushes_slices_into_their_users():
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(x[0:2]), lsrl.Linear(x[1:3], [[1, -1]]), lsrl.LinState(x[2:3], [[1]], [[1]])]))
     graph, v = apply_case(program, "v", "case_5a")
     assert not any(user.is_slice for user in graph.distinct_users(v))
-    assert kinds_of_users(graph, v) == [OpKind.LINEAR, OpKind.LINSTATE, OpKind.RELU]
+    assert kinds_of_users(graph, v) == [Kind.LINEAR, Kind.LINSTATE, Kind.RELU]
 
 
 def test_case_5a_gathers_a_slice_into_a_concat_without_widening_it():
@@ -130,7 +131,7 @@ def test_case_5b_merges_linears_into_one_with_distinct_rows():
     program = lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[1, 2], [3, 4]]), lsrl.Linear(x, [[3, 4], [0, 1]])]))
     graph, v = apply_case(program, "v", "case_5b")
     (merged,) = graph.distinct_users(v)
-    assert merged.kind == OpKind.LINEAR and merged.dim == 3  # the row [3, 4] once
+    assert merged.kind == Kind.LINEAR and merged.dim == 3  # the row [3, 4] once
     assert all(user.is_slice for user in graph.distinct_users(merged))
 
 
@@ -138,7 +139,7 @@ def test_case_6_reads_the_other_users_through_a_copying_linstate():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.LinState(x, [[1]], [[1, 0]]), lsrl.Linear(x, [[0, 5]])]))
     graph, v = apply_case(program, "v", "case_6")
-    assert kinds_of_users(graph, v) == [OpKind.LINSTATE, OpKind.LINSTATE]
+    assert kinds_of_users(graph, v) == [Kind.LINSTATE, Kind.LINSTATE]
     dummy = next(u for u in graph.distinct_users(v) if u.A.is_zero())
     assert dummy.dim == 1  # carries only component 1, the one the Linear reads
 
@@ -147,7 +148,7 @@ def test_case_7a_puts_identity_linears_in_front_of_the_relus():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(lsrl.Linear(x, [[1, 1]])), lsrl.ReLU(x)]))
     graph, v = apply_case(program, "v", "case_7a")
-    assert kinds_of_users(graph, v) == [OpKind.LINEAR, OpKind.LINEAR]
+    assert kinds_of_users(graph, v) == [Kind.LINEAR, Kind.LINEAR]
 
 
 def test_case_7b_reads_lonely_linears_through_a_relu_bypass():
@@ -165,11 +166,11 @@ def test_case_8_reads_concats_through_a_slice_of_what_they_read():
     # the outer Concat reads a Slice; gather it first so that v has a Concat user beside the Linear
     assert fusion.fuse_at(graph, op_named(graph, graph.output.inputs[0].name))
     v = op_named(graph, "v")
-    assert kinds_of_users(graph, v) == [OpKind.CONCAT, OpKind.LINEAR]
+    assert kinds_of_users(graph, v) == [Kind.CONCAT, Kind.LINEAR]
     rules.debranch_at(graph, v)
     assert graph.stats["case_8"] == 1
     users = graph.distinct_users(v)
-    assert sorted((u.kind for u in users), key=str) == [OpKind.LINEAR, OpKind.LINEAR]
+    assert sorted((u.kind for u in users), key=str.lower) == [Kind.LINEAR, Kind.LINEAR]
     assert any(u.is_slice and u.A.selected_columns() == [2] for u in users)
     xs = random_inputs(3)
     assert exact_outputs(graph, xs) == exact_outputs(to_graph(program), xs)
@@ -179,7 +180,7 @@ def test_case_9_reads_concats_through_a_relu_bypass():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(lsrl.ReLU(x), [[1, 1]])]))
     graph, v = apply_case(program, "v", "case_9")
-    assert OpKind.CONCAT not in kinds_of_users(graph, v)
+    assert Kind.CONCAT not in kinds_of_users(graph, v)
 
 
 def test_a_relu_bypass_carries_a_component_that_is_never_negative_alone():
@@ -190,8 +191,8 @@ def test_a_relu_bypass_carries_a_component_that_is_never_negative_alone():
     program = lsrl.ForEach(lsrl.Concat([v, lsrl.Linear(lsrl.ReLU(v), [[1, 1]])]))
     graph, v = apply_case(program, "v", "case_9")
     assert graph.nonnegative(v) == {0}
-    (bypass,) = [u for u in graph.distinct_users(v) if u.kind == OpKind.LINEAR]
-    assert bypass.dim == 3 and kinds_of_users(graph, bypass) == [OpKind.RELU]
+    (bypass,) = [u for u in graph.distinct_users(v) if u.kind == Kind.LINEAR]
+    assert bypass.dim == 3 and kinds_of_users(graph, bypass) == [Kind.RELU]
 
 
 def test_components_said_to_be_nonnegative_never_are_negative():
@@ -215,7 +216,7 @@ def test_case_10_bypasses_concats_and_lonely_linears():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([x, lsrl.Linear(x, [[2, 0]]), lsrl.ReLU(x)]))
     graph, v = apply_case(program, "v", "case_10")
-    assert OpKind.CONCAT not in kinds_of_users(graph, v)
+    assert Kind.CONCAT not in kinds_of_users(graph, v)
     assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_7a"
 
 
@@ -265,7 +266,7 @@ def test_a_product_for_the_output_waits_for_the_next_multi_layer(monkeypatch):
     program = lsrl.ForEach(lsrl.Concat([square, lsrl.Multi(lsrl.Concat([total, x]))]))
     graph = prepare(to_graph(program))
     users = graph.distinct_users(graph.input)
-    assert [u.kind for u in rules.waiting_users(graph, users)] == [OpKind.LINEAR]  # square's gate feed
+    assert [u.kind for u in rules.waiting_users(graph, users)] == [Kind.LINEAR]  # square's gate feed
     waited, greedy = _waiting_compiles(program, monkeypatch)
     assert _layer_kinds(greedy) == "LMSLML"  # square first, then the product after the state
     assert _layer_kinds(waited) == "SLM" and waited.stats["wait_for_later_layer"] >= 1
@@ -299,14 +300,15 @@ def test_products_and_relus_do_not_wait_on_each_other_beside_concats_alone():
     program = lsrl.ForEach(lsrl.Concat([lsrl.Multi(lsrl.Concat([x, x])), lsrl.ReLU(x)]))
     graph = prepare(to_graph(program))
     v = graph.input
-    gather = graph.add(Op(OpKind.CONCAT, [v], 1, picks=[[0]]))  # a Concat of x alone, as the walk meets them
+    # a Concat of x alone, as the walk meets them
+    gather = graph.add(Op(Kind.CONCAT, [v], 1, parts=OpParts(picks=[[0]])))
     below = graph.linear(gather, graph.backend.from_entries([(0, 0, 1), (1, 0, 3)], (2, 1)))
     graph.multi(below), graph.relu(below)  # a Multi and a ReLU layer further down
     users = graph.distinct_users(v)
     feeds = [u for u in users if rules.is_gate_feed(graph, u)]
-    relus = [u for u in users if u.kind == OpKind.RELU]
-    assert rules._can_wait(graph, users, feeds, OpKind.MULTI, graph.only_user)  # each could wait, the other
-    assert rules._can_wait(graph, users, relus, OpKind.RELU, lambda u: u)  # moving the walk on
+    relus = [u for u in users if u.kind == Kind.RELU]
+    assert rules._can_wait(graph, users, feeds, Kind.MULTI, graph.only_user)  # each could wait, the other
+    assert rules._can_wait(graph, users, relus, Kind.RELU, lambda u: u)  # moving the walk on
     assert rules.waiting_users(graph, users) == []  # both waiting would leave the Concat alone
 
 
@@ -324,14 +326,14 @@ def test_fuse_linear_linear():
     x = lsrl.Input(2)
     graph = apply_fusion(lsrl.ForEach(lsrl.Linear(lsrl.Linear(x, [[1, 2]], [3], name="a"), [[4]], [5])), "a",
                          "fuse_linear_linear")
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.LINEAR] and graph.output.A.to_fractions() == [[4, 8]]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.LINEAR] and graph.output.A.to_fractions() == [[4, 8]]
 
 
 def test_fuse_linear_linstate():
     x = lsrl.Input(2)
     program = lsrl.ForEach(lsrl.LinState(lsrl.Linear(x, [[1, 2]], [3], name="a"), [[1]], [[2]]))
     graph = apply_fusion(program, "a", "fuse_linear_linstate")
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.LINSTATE] and graph.output.b.to_fractions() == [6]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.LINSTATE] and graph.output.b.to_fractions() == [6]
 
 
 def test_fuse_relu_relu():
@@ -339,7 +341,7 @@ def test_fuse_relu_relu():
     inner = lsrl.ReLU(x)
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLU(inner, name="a"), inner * 2]))  # the inner ReLU has two users
     graph = apply_fusion(program, "a", "fuse_relu_relu")
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.RELU, OpKind.LINEAR, OpKind.CONCAT]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.RELU, Kind.LINEAR, Kind.CONCAT]
 
 
 def test_fuse_slice_concat():
@@ -347,7 +349,7 @@ def test_fuse_slice_concat():
     y = lsrl.ReLU(x)
     graph = apply_fusion(lsrl.ForEach(lsrl.Concat([lsrl.Linear(x, [[0, 0, 1]], name="a"), y])), "a",
                          "fuse_slice_concat")
-    assert graph.output.kind == OpKind.CONCAT and [list(p) for p in graph.output.picks] == [[2], [0, 1, 2]]
+    assert graph.output.kind == Kind.CONCAT and [list(p) for p in graph.output.picks] == [[2], [0, 1, 2]]
 
 
 def test_fuse_concat_concat():
@@ -355,7 +357,7 @@ def test_fuse_concat_concat():
     y = lsrl.ReLU(x)
     inner = lsrl.Concat([y, x], name="a")
     graph = apply_fusion(lsrl.ForEach(lsrl.Concat([inner, lsrl.Linear(x, [[1, 1]])])), "a", "fuse_concat_concat")
-    assert graph.output.kind == OpKind.CONCAT and len(graph.output.inputs) == 3
+    assert graph.output.kind == Kind.CONCAT and len(graph.output.inputs) == 3
 
 
 def test_fuse_concat_identical():
@@ -367,7 +369,7 @@ def test_fuse_concat_identical():
 def test_fuse_identity():
     x = lsrl.Input(2)
     graph = apply_fusion(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, [[1, 0], [0, 1]], name="a"))), "a", "fuse_identity")
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.RELU]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.RELU]
 
 
 def test_merge_duplicates_keeps_one_of_two_identical_ops():
@@ -376,7 +378,7 @@ def test_merge_duplicates_keeps_one_of_two_identical_ops():
     graph = to_graph(program)
     fusion.merge_duplicates(graph)
     assert graph.stats == {"merge_duplicates": 1}
-    assert [op.kind for op in graph.ops()].count(OpKind.RELU) == 2  # ReLU(2x) is another computation
+    assert [op.kind for op in graph.ops()].count(Kind.RELU) == 2  # ReLU(2x) is another computation
     xs = random_inputs(2)
     assert exact_outputs(graph, xs) == as_fractions(program(xs, exact=True))
 
@@ -388,7 +390,7 @@ def test_fuse_stateless_linstate_and_the_path_fusions_after_it():
     # not a rule of the walk (Case 6's dummy carriers have A = 0): it runs on the pruned path
     graph = apply_rule(program, forgetful.name, "fuse_stateless_linstate",
                        lambda graph, op: fusion.fuse_stateless_linstate(graph, op) and graph.count("fuse_stateless_linstate"))[0]
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.LINEAR, OpKind.LINEAR]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.LINEAR, Kind.LINEAR]
     model = lsrl.compile(program, progress=False)
     assert [layer.kind for layer in model.layers] == ["Linear"]  # the two Lins fuse on the pruned path
     assert model.stats["fuse_linear_linear"] == 1

@@ -54,17 +54,17 @@ def _fact(target: str, name: str, dtype: str | None = None) -> facts.Fact:
 
 
 def test_the_facts_state_the_constants_the_constructions_use():
-    """The facts' values and margins are the constants of ``lsrl.targets.stock_rnn`` and ``lsrl.hf``: the data
+    """The facts' values and margins are the constants of ``lsrl.targets.stock`` and ``lsrl.hf``: the data
     says what the proofs use."""
     from lsrl.hf import mamba, mamba2, recurrentgemma
-    from lsrl.targets import stock_rnn
+    from lsrl.targets.stock import scales
 
     for target in ("stock_lstm", "stock_gru"):
-        assert _fact(target, "sigmoid(x) == 1").margin == (stock_rnn.EXACT_SATURATION, math.inf)
-        assert _fact(target, "sigmoid(x) == 0").margin == (-math.inf, -stock_rnn.EXACT_SATURATION)
-        assert _fact(target, "tanh(TANH_ONE) == 1").values == (stock_rnn.TANH_ONE,)
+        assert _fact(target, "sigmoid(x) == 1").margin == (scales.EXACT_SATURATION, math.inf)
+        assert _fact(target, "sigmoid(x) == 0").margin == (-math.inf, -scales.EXACT_SATURATION)
+        assert _fact(target, "tanh(TANH_ONE) == 1").values == (scales.TANH_ONE,)
         assert facts.PROBE_GATE in _fact(target, "sigmoid(x) == 1").values
-        for dtype, limit in stock_rnn.TANH_IDENTITY.items():
+        for dtype, limit in scales.TANH_IDENTITY.items():
             fact = _fact(target, "tanh(x) == x", str(dtype).removeprefix("torch."))
             assert fact.margin == (-limit, limit) and limit in fact.values and -limit in fact.values
     for target in ("mamba", "mamba2"):

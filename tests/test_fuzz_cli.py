@@ -113,7 +113,7 @@ def stubbed(monkeypatch):
     replaced by quick stubs that write what the command reads back (bench: the real loops, cut to one
     tier, architecture and method, one training step)."""
     import lsrl.bench.eval.harness as harness
-    import lsrl.bench.eval.trained as trained
+    import lsrl.bench.trained_tier as trained
     import lsrl.demo
     import lsrl.experiments.noise as noise
     import lsrl.llrnn.experiment as llrnn_experiment

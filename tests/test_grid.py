@@ -134,7 +134,7 @@ def test_a_numbered_gpu_is_refused_on_a_cluster(tmp_path):
 
 
 def test_jobs_is_the_deprecated_name_of_workers(monkeypatch, tmp_path):
-    from lsrl.bench.eval import trained
+    from lsrl.bench import trained_tier as trained
 
     asked = {}
 

@@ -302,3 +302,43 @@ def test_the_hint_checker_finds_what_is_missing():
 def test_every_public_function_has_type_hints():
     offenders = unannotated_public_functions()
     assert not offenders, f"{len(offenders)} public functions without full type hints:\n" + "\n".join(offenders)
+
+
+# ---- kinds: one enum, never its names as strings ----------------------------------------------------------
+
+KIND_NAMES = {"Input", "Linear", "ReLU", "LinState", "ReLUState", "Concat", "Multi"}  # lsrl.kinds.Kind's values
+
+
+def _is_kind_name(node: ast.expr) -> bool:
+    """A string literal naming a kind, or a tuple, list or set of literals one of which does."""
+    if isinstance(node, ast.Constant):
+        return node.value in KIND_NAMES
+    return isinstance(node, ast.Tuple | ast.List | ast.Set) and any(_is_kind_name(item) for item in node.elts)
+
+
+def kind_names_as_strings(source: str) -> list[int]:
+    """The lines of ``source`` that compare with a kind's name as a string (``x.kind == "Linear"``,
+    ``kind in ("LinState", "ReLUState")``) or key a table by one (``{"Linear": ...}``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(map(_is_kind_name, [node.left, *node.comparators])):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Dict) and any(key is not None and _is_kind_name(key) for key in node.keys):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_kind_string_finder_finds_comparisons_and_tables():
+    source = ('a = layer.kind == "Linear"\nb = kind in ("LinState", "ReLUState")\nc = {"Multi": 1}\n'
+              'd = edge.kind == "input"\ne = layer.kind is Kind.RELU\nf = "ReLU" != kind\ng = op("Concat", [])\n')
+    assert kind_names_as_strings(source) == [1, 2, 3, 6]
+
+
+def test_kinds_are_compared_as_the_enum_never_as_strings():
+    """Every comparison of a node's, op's or layer's kind goes through ``lsrl.kinds.Kind``."""
+    from lsrl.kinds import Kind
+
+    assert KIND_NAMES == {kind.value for kind in Kind}
+    offenders = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+                 for line in kind_names_as_strings(path.read_text())]
+    assert not offenders, "kinds compared as strings (use lsrl.kinds.Kind):\n" + "\n".join(offenders)

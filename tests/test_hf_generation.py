@@ -262,5 +262,5 @@ def test_a_float64_card_says_which_parts_keep_float32_class_error():
     token = lsrl.Input(1, name="token", bounds=(0, 3), integer=True)
     model = lsrl.compile(lsrl.ForEach(lsrl.ReLU(token)))
     card64 = lsrl.hf.model_card(model.to_hf("hawk", max_len=4, dtype=torch.float64))
-    assert "float64 keeps float32-class error" in card64 and "RG-LRU scan in float32" in card64
+    assert "float64 keeps float32-class error" in card64 and "RG-LRU scan (the state) in float32" in card64
     assert "float32-class" not in lsrl.hf.model_card(model.to_hf("hawk", max_len=4, dtype=torch.float32))

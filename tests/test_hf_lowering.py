@@ -247,3 +247,20 @@ def test_bounds_are_rounded_outward():
     assert Fraction(lowered.slots[0].low) <= Fraction(-1, 3) and Fraction(lowered.slots[0].high) >= Fraction(1, 3)
     xs = np.array([[[Fraction(1, 3)], [Fraction(-1, 3)], [Fraction(1, 3)], [Fraction(1, 3)], [Fraction(1, 3)]]])
     assert run_slots(lowered, xs) == _exact_reference(model, xs)
+
+
+@pytest.mark.parametrize("arch", lsrl.hf.ARCHITECTURES)
+@pytest.mark.parametrize("integer", [True, False])
+def test_a_program_whose_output_is_its_input_is_built(arch, integer):
+    """A program with no layers (its output is its Input) builds a stock model that carries the input to the
+    logits: tokens exactly, other values within the stated tolerance."""
+    x = lsrl.Input(dim=2 - integer, name="x", bounds=(0, 5), integer=integer)
+    model = lsrl.compile(lsrl.ForEach(x))
+    assert model.layers == []
+    rng = np.random.default_rng(0)
+    xs = rng.integers(0, 6, (2, 5, 1)) if integer else rng.uniform(0, 5, (2, 5, 2))
+    hf = model.to_hf(arch, max_len=5)
+    got = lsrl.hf.outputs(hf, hf(**lsrl.hf.inputs(hf, xs))).detach().double().numpy()
+    tolerance = hf.config.lsrl_io["tolerance"]
+    assert tolerance == 0 if integer else tolerance < 1e-5
+    assert np.abs(got - model(xs)).max() <= tolerance

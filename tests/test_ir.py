@@ -1,6 +1,7 @@
 """The working graph (lsrl.ir): op kinds, and ``Graph.verify()`` failing on each invariant it checks."""
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,31 +9,40 @@ import pytest
 import lsrl
 from lsrl.compiler import PASSES, run_passes, to_graph
 from lsrl.errors import InternalError, LsrlError
-from lsrl.ir import Graph, Op, OpKind
+from lsrl.ir import Graph, Op
+from lsrl.ir.ops import OpParts
+from lsrl.kinds import Kind
 from lsrl.numbers import EXACT
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sample_graph() -> Graph:
-    """Every kind once: x -> lin -> r -> s; m = Multi(cat[s, x]); out = Concat[m, r]."""
+def sample_program() -> lsrl.ForEach:
+    """Every kind but ReLUState once: x -> lin -> r -> s; m = Multi(cat[s, x]); out = Concat[m, r]."""
     x = lsrl.Input(2, name="x")
     lin = lsrl.Linear(x, [[1, 2], [3, 4]], b=[1, 0], name="lin")
     r = lsrl.ReLU(lin, name="r")
     s = lsrl.LinState(r, [[1, 0], [0, 1]], [[1, 0], [0, 1]], name="s")
     m = lsrl.Multi(lsrl.Concat([s, x], name="cat"), name="m")
-    return to_graph(lsrl.ForEach(lsrl.Concat([m, r], name="out")))
+    return lsrl.ForEach(lsrl.Concat([m, r], name="out"))
+
+
+def sample_graph() -> Graph:
+    return to_graph(sample_program())
 
 
 def op(graph, name) -> Op:
     return next(o for o in graph.users if o.name == name)
 
 
-def test_op_kinds_print_as_before():
-    assert [str(kind) for kind in OpKind] == ["input", "linear", "relu", "linstate", "relustate", "concat", "multi"]
+def test_one_kind_names_nodes_ops_and_layers_and_prints_in_lower_case_in_graphs():
+    assert [str(kind) for kind in Kind] == ["Input", "Linear", "ReLU", "LinState", "ReLUState", "Concat", "Multi"]
     graph = sample_graph()
     assert "%lin = linear[2](%x)  A2x2 nnz=4  b2 nnz=1" in str(graph)
-    assert op(graph, "lin").kind is OpKind.LINEAR and op(graph, "lin").kind != "linear"  # no string compares equal
+    assert op(graph, "lin").kind is Kind.LINEAR and op(graph, "r").kind is Kind.RELU
+    assert {node.kind for node in sample_program().nodes} == set(Kind) - {Kind.RELUSTATE}
+    layer_kinds = [layer.kind for layer in lsrl.compile(sample_program()).layers]
+    assert all(type(kind) is Kind for kind in layer_kinds) and Kind.LINSTATE in layer_kinds
 
 
 def test_a_sound_graph_passes_after_every_stage():
@@ -44,14 +54,18 @@ def test_a_sound_graph_passes_after_every_stage():
     assert set(seen) == {"prepare", "debranch", "prune"}
 
 
+def _set_part(target: Op, **parts) -> None:
+    target.parts = replace(target.parts, **parts)
+
+
 def _set_weight(name, weight, shape):
     def breaks(graph):
-        setattr(op(graph, name), weight, EXACT.zeros(*shape))
+        _set_part(op(graph, name), **{weight: EXACT.zeros(*shape)})
     return breaks
 
 
 def _stray(graph):
-    return Op(OpKind.LINEAR, [graph.input], 1, "stray", A=EXACT.zeros(1, 2), b=EXACT.zeros_vector(1))
+    return Op(Kind.LINEAR, [graph.input], 1, "stray", OpParts(A=EXACT.zeros(1, 2), b=EXACT.zeros_vector(1)))
 
 
 def _read_stray(graph):
@@ -63,18 +77,18 @@ def _cycle_below_output(graph):
     out = graph.output
     out.dim += 1
     out.labels.append(None)
-    back = graph.add(Op(OpKind.LINEAR, [out], 1, "back", A=EXACT.zeros(1, out.dim), b=EXACT.zeros_vector(1)))
+    back = graph.add(Op(Kind.LINEAR, [out], 1, "back", OpParts(A=EXACT.zeros(1, out.dim), b=EXACT.zeros_vector(1))))
     out.inputs.append(back)
-    out.picks.append([0])
+    _set_part(out, picks=[*out.picks, [0]])
     graph.users[back][out] = 1
 
 
 def _unreached_loop(graph):
     """Two ReLUs reading each other, beside the graph: each has a user, the output reads neither."""
-    first = Op(OpKind.RELU, [], 2, "first")
+    first = Op(Kind.RELU, [], 2, "first")
     graph.users[first] = {}
-    graph.kinds[OpKind.RELU] += 1
-    second = graph.add(Op(OpKind.RELU, [first], 2, "second"))
+    graph.kinds[Kind.RELU] += 1
+    second = graph.add(Op(Kind.RELU, [first], 2, "second"))
     first.inputs = [second]
     graph.users[second][first] = 1
 
@@ -89,22 +103,23 @@ def _cycle(graph):
 
 def _empty_gather(graph):
     """A Concat of nothing, read by the output: it does not depend on the input."""
-    empty = graph.add(Op(OpKind.CONCAT, [], 0, "empty", picks=[]))
+    empty = graph.add(Op(Kind.CONCAT, [], 0, "empty", OpParts(picks=[])))
     out = graph.output
     out.inputs.append(empty)
-    out.picks.append([])
+    _set_part(out, picks=[*out.picks, []])
     graph.users[empty][out] = 1
 
 
 def _odd_gather(graph):
     """``cat`` gathers 3 components, and the Multi reading it keeps its width 2."""
     cat = op(graph, "cat")
-    cat.picks, cat.dim = [range(2), [0]], 3
+    _set_part(cat, picks=[range(2), [0]])
+    cat.dim = 3
     cat.labels.pop()
 
 
 def _second_input(graph):
-    graph.add(Op(OpKind.INPUT, [], 1, "other"))
+    graph.add(Op(Kind.INPUT, [], 1, "other"))
 
 
 def _more_edges(graph):
@@ -120,7 +135,7 @@ def _peak_below(graph):
 
 
 def _miscount_kinds(graph):
-    graph.kinds[OpKind.RELU] += 1
+    graph.kinds[Kind.RELU] += 1
 
 
 def _relu_width(graph):
@@ -134,7 +149,7 @@ BREAKS = [
     ("reads an op outside", _read_stray, r"%lin .* reads %stray, which is not in the graph"),
     ("linear A", _set_weight("lin", "A", (2, 3)), r"%lin .* A of shape \(2, 3\), expected \(2, 2\)"),
     ("linear b", _set_weight("lin", "b", (3, 1)), r"%lin .* b of shape \(3, 1\), expected \(2, 1\)"),
-    ("linear without A", lambda g: setattr(op(g, "lin"), "A", None), "%lin .* has no weight A"),
+    ("linear without A", lambda g: _set_part(op(g, "lin"), A=None), "%lin .* has no weight A"),
     ("state A square", _set_weight("s", "A", (2, 3)), r"%s .* A of shape \(2, 3\), expected \(2, 2\)"),
     ("state B", _set_weight("s", "B", (2, 1)), r"%s .* B of shape \(2, 1\), expected \(2, 2\)"),
     ("state init", _set_weight("s", "init", (1, 1)), r"%s .* init of shape \(1, 1\), expected \(2, 1\)"),
@@ -142,13 +157,13 @@ BREAKS = [
     ("relu width", _relu_width, "%r .* has width 3 but its input has 2"),
     ("multi width", lambda g: setattr(op(g, "m"), "dim", 1), r"%m .* width 1 but its input has 4 \(expected an even"),
     ("multi odd input", _odd_gather, r"%m .* width 2 but its input has 3 \(expected an even"),
-    ("gather width", lambda g: setattr(op(g, "cat"), "picks", [range(2), [0]]), "%cat .* has width 4 but picks 3"),
+    ("gather width", lambda g: _set_part(op(g, "cat"), picks=[range(2), [0]]), "%cat .* has width 4 but picks 3"),
     ("two inputs", lambda g: op(g, "r").inputs.append(g.input), "%r .* reads 2 ops, expected 1"),
     ("input reads", lambda g: g.input.inputs.append(op(g, "lin")), "%x .* is an input but reads 1 ops"),
     ("second input", _second_input, "%other .* is a second input"),
-    ("pick out of range", lambda g: setattr(op(g, "cat"), "picks", [range(2), [0, 5]]),
+    ("pick out of range", lambda g: _set_part(op(g, "cat"), picks=[range(2), [0, 5]]),
      r"%cat .* picks components \[5\] of %x, which has 2"),
-    ("picks per input", lambda g: setattr(op(g, "cat"), "picks", [range(2)]), "%cat .* has 2 inputs but 1 pick lists"),
+    ("picks per input", lambda g: _set_part(op(g, "cat"), picks=[range(2)]), "%cat .* has 2 inputs but 1 pick lists"),
     ("labels", lambda g: op(g, "lin").labels.pop(), "%lin .* has 1 labels for 2 components"),
     ("edge count", _more_edges, r"%r .* has users \{.*'out': 2.*\}, but the ops' inputs say \{.*'out': 1"),
     ("missing user", _missing_user, r"%lin .* has users \{\}, but the ops' inputs say \{'r': 1\}"),
@@ -162,6 +177,15 @@ BREAKS = [
     ("peak", _peak_below, "the graph has a peak of 8 non-zero weights, below the 9"),
     ("kinds", _miscount_kinds, "the graph counts ops by kind as"),
 ]
+
+
+def test_a_part_its_kind_does_not_hold_is_an_internal_error_naming_the_op():
+    relu = op(sample_graph(), "r")
+    assert relu.parts.A is None and relu.parts.picks is None
+    with pytest.raises(InternalError, match=r"op %r \(relu\) holds no A"):
+        relu.A
+    with pytest.raises(InternalError, match=r"op %r \(relu\) holds no picks"):
+        relu.picks
 
 
 @pytest.mark.parametrize("name,breaks,message", BREAKS, ids=[b[0] for b in BREAKS])

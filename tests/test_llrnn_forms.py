@@ -13,6 +13,7 @@ from lsrl.llrnn.checks import LlrnnArgumentError
 from lsrl.llrnn.forms import llrnn_form
 from lsrl.llrnn.logic import (
     Atom, Bang, Derelict, IllTypedTerm, LogicError, Var, binary, bint_type, endo, higher_order_master, int_type, lam,
+    second_order_master,
 )
 from lsrl.llrnn.logic.terms import Const
 
@@ -118,6 +119,16 @@ def test_masters_of_the_wrong_type_are_rejected():
     with pytest.raises(IllTypedTerm, match="the constant proj_h is used at type"):
         LLRNN(state, 2, master_in=lam(("c", Bang(endo(A))), Discard_(Var("c"), Const("proj_h", endo(A)))),
               input_space=Space(endo(A), (2, 2)))
+
+
+def test_the_input_map_is_w_c_and_a_cell_without_input_space_has_none():
+    A = Atom("A")
+    state = StateSpace({"h": Space(Atom("H"), (2,))}, A)
+    with_input = LLRNN(state, 3, master_in=second_order_master(A), input_space=Space(endo(A), (2, 2)))
+    assert with_input.input_map is with_input.W_c and with_input.input_map.shape == (4, 3)
+    without = LLRNN(state, 3)
+    with pytest.raises(LlrnnArgumentError, match="^LLRNN: this cell has no input space, hence no input map W"):
+        _ = without.input_map
 
 
 def Discard_(variable, body):

@@ -2,6 +2,7 @@
 
 import itertools
 import random
+from fractions import Fraction
 
 import pytest
 import torch
@@ -181,6 +182,14 @@ def test_higher_order_master():
 def test_discarding_a_combination_scales_by_its_mass():
     value = nl(numeral(0, A), Combination([2, 3], [Lam("z", A, Var("z")), Lam("y", A, Var("y"))]))
     assert torch.equal(to_matrix(value, 3), 5 * torch.eye(3, dtype=torch.float64))
+
+
+def test_fraction_multiples_scale_tensor_values_and_matrices():
+    # torch cannot multiply a tensor by a Fraction, so exact coefficients reach tensors as floats
+    matrix, vector = random_matrix(seed=12), torch.arange(4, dtype=torch.float64)
+    scaled_map = nl(Fraction(1, 2) * Const("M", endo(A)), constants={"M": matrix})
+    assert torch.equal(to_matrix(scaled_map, 4), matrix / 2)
+    assert torch.equal(nl(Lam("x", A, Fraction(1, 4) * Var("x")), vector), vector / 4)
 
 
 def test_denotations_are_differentiable():

@@ -123,6 +123,15 @@ def test_wrap_around_reads_a_fixed_count_modulo_the_length():
     assert repetition_pattern([0, 1, 2], (2,), 5) == [0, 2]  # TF: stops past the end
 
 
+def test_a_wrapping_tape_pattern_keeps_the_prompt_wrapper():
+    # the wrap-around switch of a tape pattern is its own attribute, not Task.wrap (∘ parts •)
+    task = TASKS["tf_copy"](tape_content=8, wrap=True)
+    alphabet = task.alphabet
+    assert task.wrap([1, 2]) == [alphabet.index("∘"), 1, 2, alphabet.index("•")]
+    symbols, output = task.content(5, torch.Generator().manual_seed(0))
+    assert output == symbols  # copy with wrap-around: exactly output_length(5) = 5 reads
+
+
 @pytest.mark.parametrize("patterns, content, expected", [
     (((1,), (0, 1)), "3 1 7 4 2 7 5 6", "3 1 4 4 2 2 5 6"),
     (((1,), (0, 1)), "7 3 4 7", "3 3 4 4"),

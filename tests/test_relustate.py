@@ -11,7 +11,7 @@ import torch
 
 import lsrl
 from conftest import as_fractions
-from lsrl.ir import OpKind
+from lsrl.kinds import Kind
 from lsrl.programs import conditional_reset, parity, squaring
 from test_compiler_stages import apply_case, apply_fusion, kinds_of_users, rules
 
@@ -285,7 +285,7 @@ def test_case_6r_reads_the_other_users_through_a_sign_split_relustate():
     x = lsrl.Input(2, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.ReLUState(x, [[1]], [[1, 0]]), lsrl.Linear(x, [[0, 5]])]))
     graph, v = apply_case(program, "v", "case_6r")
-    assert kinds_of_users(graph, v) == [OpKind.RELUSTATE, OpKind.RELUSTATE]
+    assert kinds_of_users(graph, v) == [Kind.RELUSTATE, Kind.RELUSTATE]
     dummy = next(u for u in graph.distinct_users(v) if u.A.is_zero())
     assert dummy.dim == 2  # component 1 (the one the Linear reads) as ReLU(v1), ReLU(-v1)
     assert rules.choose_case(graph, v, graph.distinct_users(v)).__name__ == "case_2r"
@@ -304,21 +304,21 @@ def test_case_6_reads_relustate_users_through_the_copying_linstate():
     x = lsrl.Input(1, name="v")
     program = lsrl.ForEach(lsrl.Concat([lsrl.LinState(x, [[1]], [[1]]), lsrl.ReLUState(x, [[-1]], [[1]], b=[1])]))
     graph, v = apply_case(program, "v", "case_6")
-    assert kinds_of_users(graph, v) == [OpKind.LINSTATE, OpKind.LINSTATE]
+    assert kinds_of_users(graph, v) == [Kind.LINSTATE, Kind.LINSTATE]
 
 
 def test_fuse_linear_relustate():
     x = lsrl.Input(2)
     program = lsrl.ForEach(lsrl.ReLUState(lsrl.Linear(x, [[1, -1]], [1], name="lin"), [[-1]], [[2]], b=[1]))
     graph = apply_fusion(program, "lin", "fuse_linear_relustate")
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.RELUSTATE]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.RELUSTATE]
 
 
 def test_fuse_relustate_relu():
     x = lsrl.Input(1)
     program = lsrl.ForEach(lsrl.ReLU(lsrl.ReLUState(x, [[-1]], [[1]], name="state")))
     graph = apply_fusion(program, "state", "fuse_relustate_relu")
-    assert [op.kind for op in graph.ops()] == [OpKind.INPUT, OpKind.RELUSTATE]
+    assert [op.kind for op in graph.ops()] == [Kind.INPUT, Kind.RELUSTATE]
 
 
 def test_the_noise_experiment_runs_a_relustate_as_a_relustate():

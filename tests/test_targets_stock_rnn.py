@@ -1,4 +1,4 @@
-"""The stock LSTM / GRU targets (lsrl.targets.stock_rnn): every program in one torch.nn.LSTM / GRU.
+"""The stock LSTM / GRU targets (lsrl.targets.stock): every program in one torch.nn.LSTM / GRU.
 
 Every output is compared with the exact interpreter (``model(xs, exact=True)``) and must lie within the
 tolerance the module states (``net.tolerance``); each scale of the construction is tested at its
@@ -26,7 +26,8 @@ from lsrl.programs import (
 )
 from lsrl.targets import STOCK, layer_report
 from lsrl.targets.promises import StockState
-from lsrl.targets.stock_rnn import GATE_AMPLITUDE, RELU_KNEE, export_stock_onnx, power_sum
+from lsrl.targets.stock import export_stock_onnx, power_sum
+from lsrl.targets.stock.scales import GATE_AMPLITUDE, RELU_KNEE
 from test_random_programs import X_NUM, generate_program
 
 DTYPES = (torch.float32, torch.float64)
@@ -183,7 +184,7 @@ def test_the_threshold_gain_is_at_its_boundary(arch):
 def test_the_threshold_units_constants_are_exact_and_a_smaller_one_is_not(dtype):
     """Threshold units rest on sigmoid(+-EXACT_SATURATION) being exactly 1 / 0 (table rows, both code paths) and on
     tanh(TANH_ONE) = 1 exactly; an eighth of either is not exact (sigmoid(-128) = 2.6e-56 in float64)."""
-    from lsrl.targets.stock_rnn import EXACT_SATURATION, TANH_ONE
+    from lsrl.targets.stock.scales import EXACT_SATURATION, TANH_ONE
 
     assert holds_on_both_paths("sigmoid(x) == 1", EXACT_SATURATION, dtype)
     assert holds_on_both_paths("sigmoid(x) == 0", -EXACT_SATURATION, dtype)
@@ -200,14 +201,14 @@ def test_the_readout_of_threshold_units_is_exact_within_its_bound():
     and the bound says inexact; a weight 1/3 or a unit that is not exact (grid 0) is never taken as exact."""
     from types import SimpleNamespace
 
-    from lsrl.targets.stock_rnn import _Builder
+    from lsrl.targets.stock.builder import Builder
 
     builder = SimpleNamespace(payload=SimpleNamespace(grid=np.array([1.0, 1.0, 0.0]), H=np.ones(3)),
                               scales=SimpleNamespace(dtype=torch.float32))
     cases = {(2.0 ** 21, 2.0 ** 21 - 0.5, 0.0, 0.5): True, (2.0 ** 24, 1.0, 0.0, 0.0): False,
              (1 / 3, 1.0, 0.0, 0.0): False, (1.0, 1.0, 1.0, 0.0): False}
     for (*weights, bias), exact_sum in cases.items():
-        assert _Builder.exact_sums(builder, np.array([weights]), np.array([bias]))[0] == exact_sum, weights
+        assert Builder.exact_sums(builder, np.array([weights]), np.array([bias]))[0] == exact_sum, weights
     flags = torch.ones(1, 2)
     for (*weights, bias), exact_sum in list(cases.items())[:2]:
         readout = torch.nn.Linear(2, 1)
@@ -218,14 +219,14 @@ def test_the_readout_of_threshold_units_is_exact_within_its_bound():
 
 
 def test_the_value_lattices_hold_every_value_of_every_layer():
-    """``_value_lattices``: every value of every compiled layer of Listing 2 (exact trace) lies on its lattice;
+    """``value_lattices``: every value of every compiled layer of Listing 2 (exact trace) lies on its lattice;
     a state halving its value has none; a relu of half-integers lies on the half-integers with 0."""
-    from lsrl.targets.stock_rnn import _value_lattices
+    from lsrl.targets.stock.lattices import value_lattices
 
     model, xs, _ = listing2_case(2)
     trace = model.trace(xs.astype(object), exact=True)
     checked = 0
-    for lattices, values in zip(_value_lattices(model)[1:], trace):
+    for lattices, values in zip(value_lattices(model)[1:], trace):
         for j, lattice in enumerate(lattices):
             assert lattice is not None
             offset, step = (Fraction(int(x.numerator), int(x.denominator)) for x in lattice)
@@ -235,9 +236,9 @@ def test_the_value_lattices_hold_every_value_of_every_layer():
     assert checked > 400
     x = lsrl.Input(1, name="x", bounds=(0, 4), integer=True)
     halving = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[Fraction(1, 2)]], [[1]], name="h")), progress=False)
-    assert _value_lattices(halving)[-1] == [None]
+    assert value_lattices(halving)[-1] == [None]
     shifted = lsrl.compile(lsrl.ForEach(lsrl.ReLU(lsrl.Linear(x, [[1]], [Fraction(-1, 2)]))), progress=False)
-    assert [tuple(map(str, lattice)) for lattice in _value_lattices(shifted)[-1]] == [("0", "1/2")]
+    assert [tuple(map(str, lattice)) for lattice in value_lattices(shifted)[-1]] == [("0", "1/2")]
 
 
 @pytest.mark.parametrize("arch", STOCK)
@@ -322,9 +323,9 @@ def test_random_programs_of_exact_units_equal_the_interpreter(monkeypatch):
     """Random programs with integer inputs, exact units forced (their plain bounds would often decide them): every
     module states its tolerance and keeps it, in both archs and dtypes, and identity units of every kind occur
     (ReLU, gated products, LinState; the GRU's gated pairs)."""
-    from lsrl.targets import stock_rnn
+    from lsrl.targets.stock import builder
 
-    monkeypatch.setattr(stock_rnn, "_decides", lambda *_: False)
+    monkeypatch.setattr(builder, "_decides", lambda *_: False)
     kinds, exact_outputs = set(), 0
     for seed in (*range(40, 50), 53, 72):  # 53 and 72: states of identity units
         gen = generate_program(random.Random(seed))
@@ -356,9 +357,9 @@ def test_the_identity_amplitude_is_at_its_boundary(dtype, monkeypatch):
     """Identity units rest on tanh(x) == x for |x| <= TANH_IDENTITY (a fact checked where the module runs, both code
     paths): a counter of integer inputs to 64, held by one identity unit (exact units forced: its plain bound would
     decide it), is exact; with 16 times TANH_IDENTITY (tanh(x) != x there) its outputs are not the interpreter's."""
-    from lsrl.targets import stock_rnn
+    from lsrl.targets.stock import builder, scales
 
-    limit = stock_rnn.TANH_IDENTITY[dtype]
+    limit = scales.TANH_IDENTITY[dtype]
     assert holds_on_both_paths("tanh(x) == x", limit, dtype)
     assert not holds_on_both_paths("tanh(x) == x", 16 * limit, dtype)
     x = lsrl.Input(1, name="x", bounds=(0, 1), integer=True)
@@ -366,11 +367,11 @@ def test_the_identity_amplitude_is_at_its_boundary(dtype, monkeypatch):
     xs = np.random.default_rng(4).integers(0, 2, size=(8, 64, 1)).astype(np.float64)
     xs[0] = 1.0  # the count reaches its bound, 64
     reference = exact(model, xs)
-    monkeypatch.setattr(stock_rnn, "_decides", lambda *_: False)
+    monkeypatch.setattr(builder, "_decides", lambda *_: False)
     for arch in STOCK:
         net = model.to_torch(arch, max_len=64, dtype=dtype)
         assert net.tolerance == 0 and net.core.hidden_size == 1 and np.array_equal(run(net, xs), reference)
-    monkeypatch.setitem(stock_rnn.TANH_IDENTITY, dtype, 16 * limit)
+    monkeypatch.setitem(scales.TANH_IDENTITY, dtype, 16 * limit)
     for arch in STOCK:
         assert not np.array_equal(run(model.to_torch(arch, max_len=64, dtype=dtype), xs), reference), arch
 
@@ -380,7 +381,7 @@ def test_the_kernel_facts_cover_the_measured_table():
     oneDNN's, within ACTIVATION_ULPS, with tanh(x) == x up to TANH_IDENTITY and the saturation identities;
     runtime="onnxruntime" charges ONNX_ACTIVATION_ULPS and ONNX_FLAG_ERROR: at least what onnxruntime's kernels
     measured (sigmoid exactly 0 / 1 at -+1024 but in the GRU's reset gate, tanh(TANH_ONE) = 1 in the LSTM)."""
-    from lsrl.targets.stock_rnn import (
+    from lsrl.targets.stock.scales import (
         ACTIVATION_ULPS, EXACT_SATURATION, ONNX_ACTIVATION_ULPS, ONNX_FLAG_ERROR, SATURATION, TANH_IDENTITY, TANH_ONE,
     )
 
@@ -800,7 +801,7 @@ def test_the_command_line_writes_the_onnx_file(tmp_path):
 def test_torch_sigmoid_and_tanh_are_as_accurate_as_the_proof_assumes(dtype):
     """The bound charges ACTIVATION_ULPS units of roundoff to every sigmoid and tanh (module docstring);
     the reference is computed in numpy's long double (64-bit significand on x86)."""
-    from lsrl.targets.stock_rnn import ACTIVATION_ULPS
+    from lsrl.targets.stock.scales import ACTIVATION_ULPS
 
     u = torch.finfo(dtype).eps / 2
     x = np.concatenate([np.linspace(-40, 40, 200_001), np.logspace(-12, 0, 20_001), -np.logspace(-12, 0, 20_001)])
@@ -856,7 +857,7 @@ def test_the_activation_table_proves_what_the_constructions_rely_on():
     every fact a construction relies on holds in the table (float32 rows exhaustive, float64 sampled), and both
     activations' relative errors are within ACTIVATION_ULPS; the stock gates' saturation is not relied on (their
     leak e^-128 is charged)."""
-    from lsrl.targets.stock_rnn import ACTIVATION_ULPS
+    from lsrl.targets.stock.scales import ACTIVATION_ULPS
 
     rows = identity_rows()
     groups = {(row["capability"], row["dtype"]) for row in rows}

@@ -1,23 +1,23 @@
-"""The type checker (mypy, configured in pyproject.toml) and ruff on the IR and the compiler."""
+"""The type checker (mypy, configured in pyproject.toml) and ruff on the language, the IR, the compiler and the targets."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ["lsrl/ir", "lsrl/compiler"]
+CHECKED = ["lsrl/lang", "lsrl/numbers.py", "lsrl/sugar.py", "lsrl/kinds.py", "lsrl/ir", "lsrl/compiler", "lsrl/targets"]
 
 
 def _run(*command):
     return subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
-def test_mypy_passes_on_the_ir_and_the_compiler():
+def test_mypy_passes_on_the_language_the_ir_the_compiler_and_the_targets():
     result = _run("mypy", *CHECKED)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success" in result.stdout
 
 
-def test_ruff_passes_on_the_ir_and_the_compiler():
+def test_ruff_passes_on_the_language_the_ir_the_compiler_and_the_targets():
     result = _run("ruff", "check", *CHECKED)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -495,6 +495,16 @@ def test_bad_learn_back_arguments(kwargs, message):
     one_line(error)
 
 
+def test_export_onnx_refuses_what_only_looks_like_a_network(tmp_path):
+    class Impostor(torch.nn.Module):
+        architecture = "rnn"
+
+    with pytest.raises(LsrlError, match="^export_onnx: needs an automaton network .*got Impostor$") as error:
+        export_onnx(Impostor(), tmp_path / "x.onnx")
+    one_line(error)
+    assert not (tmp_path / "x.onnx").exists()
+
+
 def test_export_onnx_to_impossible_paths(tmp_path):
     net = to_torch(tomita(2), "rnn")
     for path, message in [(tmp_path / "missing" / "x.onnx", "does not exist"), (tmp_path, "is a folder"),

@@ -117,7 +117,7 @@ def _symbol_indices(indices: np.ndarray, n_symbols: int, where: str) -> np.ndarr
     return array.astype(np.int64, copy=False)
 
 
-def _empty_word(network, machine) -> tuple[int, int]:
+def _empty_word(network: AutomatonNetwork, machine: DFA | Mealy) -> tuple[int, int]:
     """``(errors, checked)`` for the empty word: a DFA's network must give its acceptance before any
     symbol; a Mealy machine has no output before its first symbol, so nothing is checked."""
     if not isinstance(machine, DFA):

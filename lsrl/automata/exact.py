@@ -44,7 +44,7 @@ def second_order(machine: DFA | Mealy, dtype: torch.dtype) -> AutomatonNetwork:
     with torch.no_grad():
         for parameter in (cell.H, cell.U, cell.B):
             parameter.zero_()
-        cell.W_c.copy_(torch.as_tensor(moves.reshape(n * n, k)))
+        cell.input_map.copy_(torch.as_tensor(moves.reshape(n * n, k)))
         cell.init_state.copy_(h0)
     readout = linear_layer(state_outputs, np.full(len(state_outputs), -0.5), dtype)
     return AutomatonNetwork("second_order", cell.requires_grad_(False), readout, h0)

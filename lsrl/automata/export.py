@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
+from lsrl.automata.networks import AutomatonNetwork
 from lsrl.errors import LsrlError, checked_call
 from lsrl.model.writing import output_file, written
 from lsrl.targets.onnx_graph import ONNX_GATE_ORDER, OnnxGraph, reorder_gates, to_numpy
@@ -32,9 +33,12 @@ def export_onnx(network: nn.Module, path: str | Path) -> Path:
     if getattr(network, "architecture", None) not in _OPERATORS:
         raise LsrlError(f"export_onnx: needs an automaton network of architecture {tuple(_OPERATORS)}, got "
                         f"{getattr(network, 'architecture', type(network).__name__)!r}")
+    if not isinstance(network, AutomatonNetwork) or not isinstance(network.core, nn.RNNBase):
+        raise LsrlError(f"export_onnx: needs an automaton network (lsrl.automata.to_torch), got "
+                        f"{type(network).__name__}")
     file = output_file(path, "export_onnx")
     op_type, order, activations, attributes = _OPERATORS[network.architecture]
-    core: nn.RNNBase = network.core
+    core = network.core
     hidden = core.hidden_size
     g = OnnxGraph("float32")
     seq, _, batch_prefix = g.read_input()

@@ -147,7 +147,7 @@ def gain_bound(architecture: str, in_degree: int, readout_size: int) -> float:
                         f"((1/2 - ρ) / max(D, R) = {largest:.3g}, must exceed δ = 2^-16); compile this automaton to "
                         f"{others}")
 
-    def certified(gain):
+    def certified(gain: float) -> bool:
         return certified_deviation(architecture, gain, in_degree, readout_size) is not None
 
     low, high = 0.0, 1.0
@@ -203,7 +203,7 @@ def build(architecture: str, units: TransitionUnits, gain: float | None, dtype: 
     return (_lstm if architecture == "lstm" else _gru)(units, float(gain), dtype)
 
 
-def _blocks(*blocks) -> np.ndarray:
+def _blocks(*blocks: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(block, dtype=np.float64) for block in blocks], axis=0)
 
 
@@ -217,7 +217,7 @@ def _set_gate_blocks(core: nn.RNNBase, name: str, blocks: dict[int, np.ndarray])
             parameter[gate * m:(gate + 1) * m].copy_(torch.as_tensor(np.asarray(block, dtype=np.float64)))
 
 
-def _lstm(units: TransitionUnits, gain: float, dtype) -> AutomatonNetwork:
+def _lstm(units: TransitionUnits, gain: float, dtype: torch.dtype) -> AutomatonNetwork:
     m, k = units.size, units.n_symbols
     h_scale = float(torch.tanh(torch.tensor(1.0, dtype=dtype)))  # T = tanh(c) with c = 1
     zeros = np.zeros(m)
@@ -234,7 +234,7 @@ def _lstm(units: TransitionUnits, gain: float, dtype) -> AutomatonNetwork:
     return AutomatonNetwork("lstm", core, readout, h0, c0=torch.ones(m, dtype=dtype), gain=gain)
 
 
-def _gru(units: TransitionUnits, gain: float, dtype) -> AutomatonNetwork:
+def _gru(units: TransitionUnits, gain: float, dtype: torch.dtype) -> AutomatonNetwork:
     m, k = units.size, units.n_symbols
     recurrent = units.recurrent()
     zeros = np.zeros(m)

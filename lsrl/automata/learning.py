@@ -12,8 +12,8 @@ whose answer is known: the learned machine must be equivalent to the compiled on
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import torch
@@ -23,27 +23,31 @@ from lsrl.automata.machines import DFA, Mealy
 from lsrl.errors import LsrlError, checked_call
 
 if TYPE_CHECKING:
-    from lsrl.automata.networks import AutomatonNetwork
+    from aalpy.base import SUL, Oracle
+
+    from lsrl.automata.networks import AutomatonNetwork, State
+
+Answer: TypeAlias = "Callable[[np.ndarray], Hashable]"  # one step's readout (C,) -> L*'s answer
 
 MAX_WORDS = 10**6  # learn_back: random words per equivalence query (each one run through the network)
 MAX_WORD_LENGTH = 10**4  # ... and their length: a batch of words is one (words, length) array
 
 
-def _decoder(outputs):
+def _decoder(outputs: Sequence[Hashable] | None) -> Answer:
     """How one step's readout ``(C,)`` reads as L*'s answer: acceptance (``outputs`` None: a DFA), or the
     output symbol of the one channel that is on (a Mealy machine). Any other pattern reads as the tuple of
     the symbols on, an answer the machine never gives, so that L* sees a wrong network instead of hiding it."""
     if outputs is None:
         return lambda channels: bool(channels[0] > 0.5)
 
-    def output_symbol(channels):
+    def output_symbol(channels: np.ndarray) -> Hashable:
         on = np.flatnonzero(channels > 0.5)
-        return outputs[on[0]] if len(on) == 1 else tuple(outputs[i] for i in on)
+        return outputs[int(on[0])] if len(on) == 1 else tuple(outputs[int(i)] for i in on)
 
     return output_symbol
 
 
-def _network_sul(network, alphabet, answer):
+def _network_sul(network: AutomatonNetwork, alphabet: Sequence[Hashable], answer: Answer) -> SUL:
     from aalpy.base import SUL
 
     index = {symbol: i for i, symbol in enumerate(alphabet)}
@@ -51,13 +55,15 @@ def _network_sul(network, alphabet, answer):
     class NetworkSUL(SUL):
         """Membership (output) queries answered by ``network``, one symbol at a time."""
 
-        def pre(self):
+        state: State | None
+
+        def pre(self) -> None:
             self.state = network.initial_state(1)
 
-        def post(self):
+        def post(self) -> None:
             self.state = None
 
-        def step(self, letter):
+        def step(self, letter: Hashable | None) -> Hashable:
             if letter is None:  # the empty word (DFA learning only)
                 return answer(network.initial_output().numpy())
             x = torch.zeros(1, 1, len(alphabet), dtype=network.h0.dtype)
@@ -69,13 +75,14 @@ def _network_sul(network, alphabet, answer):
     return NetworkSUL()
 
 
-def _sampling_oracle(network, alphabet, answer, words: int, length: int, rng: np.random.Generator, sul):
+def _sampling_oracle(network: AutomatonNetwork, alphabet: Sequence[Hashable], answer: Answer, words: int, length: int,
+                     rng: np.random.Generator, sul: SUL) -> Oracle:
     from aalpy.base import Oracle
 
     class SamplingOracle(Oracle):
         """Random words of ``length`` symbols; every prefix is compared with the hypothesis."""
 
-        def find_cex(self, hypothesis):
+        def find_cex(self, hypothesis: Any) -> tuple[Hashable, ...] | None:  # an AALpy automaton
             indices = rng.integers(0, len(alphabet), size=(words, length))
             with torch.no_grad():
                 readouts = network(torch.nn.functional.one_hot(torch.as_tensor(indices), len(alphabet))).numpy()
@@ -130,6 +137,7 @@ def learn_back(network: AutomatonNetwork, alphabet: Iterable[Hashable], *, outpu
         transitions = {names[state]: {a: (names[state.transitions[a]], state.output_fun[a]) for a in alphabet}
                        for state in learned.states}
         return Mealy(range(len(names)), alphabet, outputs, transitions, names[learned.initial_state])
-    transitions = {names[state]: {a: names[state.transitions[a]] for a in alphabet} for state in learned.states}
+    dfa_transitions = {names[state]: {a: names[state.transitions[a]] for a in alphabet} for state in learned.states}
     accepting = [names[state] for state in learned.states if state.is_accepting]
-    return DFA(range(len(names)), alphabet, transitions, names[learned.initial_state], accepting, check_reachable=False)
+    return DFA(range(len(names)), alphabet, dfa_transitions, names[learned.initial_state], accepting,
+               check_reachable=False)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numbers
 from collections import deque
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -27,6 +27,9 @@ from lsrl.errors import AutomatonError
 
 if TYPE_CHECKING:
     from automata.fa.dfa import DFA as LibDFA
+    from automata.fa.nfa import NFA as LibNFA
+
+T = TypeVar("T")  # what a table entry is read as
 
 _MANY = (set, frozenset, list)  # a target given as one of these may hold several states
 _PLURAL = {"state": "states", "symbol": "the alphabet", "output": "outputs"}
@@ -35,7 +38,7 @@ RANDOM_DFA_DRAWS = 1000  # random_dfa: redraws before giving up on a minimal DFA
 REGEX_MAX_STATES = 100_000  # from_regex: the largest subset construction (before minimising)
 
 
-def _distinct(values, what: str) -> tuple:
+def _distinct(values: object, what: str) -> tuple[Any, ...]:
     values = items(values, _PLURAL.get(what, what))
     seen = set()
     for item in values:
@@ -47,7 +50,7 @@ def _distinct(values, what: str) -> tuple:
     return values
 
 
-def _single_target(state, symbol, target):
+def _single_target(state: Hashable, symbol: Hashable, target: object) -> object:
     """The one target of a deterministic entry; several targets are a non-deterministic table."""
     if isinstance(target, _MANY):
         if len(target) != 1:
@@ -58,13 +61,14 @@ def _single_target(state, symbol, target):
     return target
 
 
-def _read_table(states, alphabet, transitions, read_entry) -> dict:
+def _read_table(states: Sequence[Hashable], alphabet: Sequence[Hashable], transitions: object,
+                read_entry: Callable[[Hashable, Hashable, object], T]) -> dict[tuple[Hashable, Hashable], T]:
     """``{(state, symbol): read_entry(state, symbol, value)}`` for every pair, or a clear error."""
     known_states, known_symbols = set(states), set(alphabet)
     if not isinstance(transitions, dict):
         raise AutomatonError(f"transitions must be a dict {{state: {{symbol: target}}}}, "
                              f"got {type(transitions).__name__}")
-    entries = {}
+    entries: dict[tuple[Hashable, Hashable], T] = {}
     for state, row in transitions.items():
         if state not in known_states:
             raise AutomatonError(f"transitions leave state {state!r}, which is not one of the states {list(states)}")
@@ -81,13 +85,13 @@ def _read_table(states, alphabet, transitions, read_entry) -> dict:
     return entries
 
 
-def _target_index(state, symbol, target, index: dict) -> int:
+def _target_index(state: Hashable, symbol: Hashable, target: object, index: dict[Hashable, int]) -> int:
     if not is_hashable(target) or target not in index:
         raise AutomatonError(f"state {state!r} on symbol {symbol!r} goes to {target!r}, which is not one of the states")
     return index[target]
 
 
-def _check_reachable(states, table: np.ndarray, start: int) -> None:
+def _check_reachable(states: Sequence[Hashable], table: np.ndarray, start: int) -> None:
     reached, queue = {start}, deque([start])
     while queue:  # a state is queued once, when first reached: at most len(states) rounds
         for nxt in table[queue.popleft()]:
@@ -100,12 +104,12 @@ def _check_reachable(states, table: np.ndarray, start: int) -> None:
                                  f"remove it (or call .minimal() on a DFA built without the check)")
 
 
-def _symbol_indices(words, alphabet) -> np.ndarray:
+def _symbol_indices(words: object, alphabet: Sequence[Hashable]) -> np.ndarray:
     """Equal-length words (sequences of symbols) as a ``(B, T)`` array of symbol indices."""
     index = {symbol: i for i, symbol in enumerate(alphabet)}
-    rows = []
+    rows: list[list[int]] = []
     for word in _iterable(words, "words (a list of words)"):
-        row = []
+        row: list[int] = []
         for symbol in _iterable(word, f"word {word!r}"):
             if not is_hashable(symbol) or symbol not in index:
                 raise AutomatonError(f"symbol {symbol!r} (in word {word!r}) is not in the alphabet {list(alphabet)}")
@@ -116,13 +120,13 @@ def _symbol_indices(words, alphabet) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
 
 
-def _iterable(value, what: str):
+def _iterable(value: object, what: str) -> Iterable[Any]:
     if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
         raise AutomatonError(f"{what} must be a sequence of symbols, got {value!r} ({type(value).__name__})")
     return value
 
 
-def _index_array(values, what: str, size: int) -> np.ndarray:
+def _index_array(values: object, what: str, size: int) -> np.ndarray:
     """``values`` as an int64 array of indices in ``0..size-1``: integers, bools, or floats that are whole numbers;
     anything else (fractions, NaN, strings, indices out of range) is an ``AutomatonError`` naming ``what``."""
     try:
@@ -146,7 +150,7 @@ def _index_array(values, what: str, size: int) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def _run_table(table: np.ndarray, start, indices) -> np.ndarray:
+def _run_table(table: np.ndarray, start: object, indices: object) -> np.ndarray:
     """The states after each prefix: ``(B, T)`` from symbol indices ``(B, T)`` (vectorised over B), starting
     from state ``start`` (one index, or one per string)."""
     indices = _index_array(indices, "symbol indices", table.shape[1])
@@ -260,14 +264,14 @@ class DFA:
         return self.to_automata_lib() == renamed.to_automata_lib()
 
 
-def _comparable(machine, other, where: str) -> bool:
+def _comparable(machine: DFA | Mealy, other: object, where: str) -> bool:
     """Whether ``other`` is a machine of ``machine``'s kind; False for the other kind; an error for a non-machine."""
     if not isinstance(other, (DFA, Mealy)):
         raise AutomatonError(f"{where}: can compare with a DFA or a Mealy machine only, got {type(other).__name__}")
     return type(other) is type(machine)
 
 
-def _from_library(lib_dfa, alphabet, lib_symbols) -> DFA:
+def _from_library(lib_dfa: LibDFA, alphabet: Sequence[Hashable], lib_symbols: Sequence[str]) -> DFA:
     """A complete automata-lib DFA as a ``DFA`` over ``alphabet`` (``lib_symbols[i]`` names ``alphabet[i]``),
     states renumbered breadth first from the start; a partial one is completed with a rejecting sink."""
     if lib_dfa.allow_partial:
@@ -320,14 +324,14 @@ def from_regex(pattern: str, alphabet: Iterable[str], *, max_states: int | None 
     return _from_library(_determinised(nfa, alphabet, max_states, pattern).minify(), alphabet, alphabet)
 
 
-def _determinised(nfa, alphabet: tuple, max_states: int | None, pattern: str) -> LibDFA:
+def _determinised(nfa: LibNFA, alphabet: tuple[str, ...], max_states: int | None, pattern: str) -> LibDFA:
     """The complete DFA of ``nfa`` by the subset construction (the empty subset is the rejecting sink), breadth
     first; at most ``max_states`` subsets, else an ``AutomatonError``."""
     from automata.fa.dfa import DFA as LibDFA
 
-    closures: dict = {}
+    closures: dict[Hashable, frozenset[Hashable]] = {}
 
-    def closure(state):  # the states reached from ``state`` by empty moves
+    def closure(state: Hashable) -> frozenset[Hashable]:  # the states reached from ``state`` by empty moves
         if state not in closures:
             reached, stack = {state}, [state]
             while stack:  # a state is pushed once, when first reached: at most len(nfa.states) rounds
@@ -411,8 +415,8 @@ class Mealy:
         if not is_hashable(start) or start not in index:
             raise AutomatonError(f"start state {start!r} is not one of the states {list(self.states)}")
 
-        def read_entry(p, a, value):
-            value = _single_target(p, a, value)
+        def read_entry(p: Hashable, a: Hashable, entry: object) -> tuple[int, int]:
+            value = _single_target(p, a, entry)
             if not (isinstance(value, tuple) and len(value) == 2):
                 raise AutomatonError(f"state {p!r} on symbol {a!r}: a Mealy entry is a pair (target, output), "
                                      f"got {value!r}")

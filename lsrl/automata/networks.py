@@ -10,6 +10,7 @@ word: the outputs are ``(B, 0, C)`` and the state after it is the state before i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 import numpy as np
 import torch
@@ -18,25 +19,35 @@ from torch import nn
 from numpy.typing import ArrayLike
 
 from lsrl.automata.units import TransitionUnits
-from lsrl.errors import DimensionError, SequenceError, whole_number
+from lsrl.errors import DimensionError, InternalError, SequenceError, whole_number
 from lsrl.targets.cache import CachedRun
+
+if TYPE_CHECKING:
+    from lsrl.llrnn.cell import LLRNN
+
+State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # h (B, H), or the stock layers' (h, c) of (1, B, H)
+Core = TypeVar("Core", bound=nn.RNNBase)
 
 
 class AutomatonNetwork(CachedRun, nn.Module):
     """``core`` (a stock recurrent layer, or the LLRNN cell) from the initial state ``h0`` (and ``c0``), then
     ``readout``: a channel is 1.0 where its linear score is positive."""
 
-    def __init__(self, architecture: str, core: nn.Module, readout: nn.Linear, h0: torch.Tensor,
+    h0: torch.Tensor
+    c0: torch.Tensor | None  # the LSTM's initial cell state
+
+    def __init__(self, architecture: str, core: nn.RNNBase | LLRNN, readout: nn.Linear, h0: torch.Tensor,
                  c0: torch.Tensor | None = None, gain: float | None = None) -> None:
         super().__init__()
-        self.architecture, self.core, self.readout, self.gain = architecture, core, readout, gain
+        self.architecture, self.readout, self.gain = architecture, readout, gain
+        self.core: nn.RNNBase | LLRNN = core
         self.register_buffer("h0", h0)
         self.register_buffer("c0", c0)
 
     def _input_size(self) -> int:
-        return self.core.input_size if hasattr(self.core, "input_size") else self.core.input_dim
+        return self.core.input_size if isinstance(self.core, nn.RNNBase) else self.core.input_dim
 
-    def initial_state(self, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def initial_state(self, batch: int) -> State:
         """The core's state before any symbol, for a batch: what ``hidden`` starts from."""
         if whole_number(batch) is None or batch < 0:
             raise DimensionError(f"{self.architecture} automaton network: the batch size must be an integer >= 0, "
@@ -45,11 +56,12 @@ class AutomatonNetwork(CachedRun, nn.Module):
         if not isinstance(self.core, nn.RNNBase):
             return h0.clone()  # the LLRNN cell's state is (B, H)
         if isinstance(self.core, nn.LSTM):
+            if self.c0 is None:
+                raise InternalError(f"{self.architecture} automaton network: an LSTM core was built without c0")
             return h0[None].contiguous(), self.c0.expand(1, batch, -1).contiguous()
         return h0[None].contiguous()
 
-    def hidden(self, x: torch.Tensor | ArrayLike, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
+    def hidden(self, x: torch.Tensor | ArrayLike, state: State | None = None) -> tuple[torch.Tensor, State]:
         """The hidden states ``(B, T, H)`` of the core on ``x`` from ``state`` (default: the initial state),
         and the state after the last step (to continue from); for T = 0, no hidden states and ``state``."""
         x = _as_tensor(x, self.architecture)
@@ -66,14 +78,12 @@ class AutomatonNetwork(CachedRun, nn.Module):
         states = self.core(x, state)
         return states, states[:, -1]
 
-    def _checked_state(self, state: object, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def _checked_state(self, state: object, batch: int) -> State:
         """``state`` if it has the layout of ``initial_state(batch)`` (a state ``hidden`` returned), else an error."""
         expected = self.initial_state(batch)
         wanted = expected if isinstance(expected, tuple) else (expected,)
         given = state if isinstance(expected, tuple) else (state,)
-        same = isinstance(given, tuple) and len(given) == len(wanted) and all(
-            isinstance(g, torch.Tensor) and g.shape == w.shape and g.dtype == w.dtype for g, w in zip(given, wanted))
-        if not same:
+        if not _same_layout(state, given, wanted):
             layout = ", ".join(str(tuple(w.shape)) for w in wanted)
             got = ", ".join(str(tuple(g.shape)) if isinstance(g, torch.Tensor) else type(g).__name__
                             for g in (given if isinstance(given, tuple) else (given,)))
@@ -91,6 +101,12 @@ class AutomatonNetwork(CachedRun, nn.Module):
     def initial_output(self) -> torch.Tensor:
         """The readout before any symbol, ``(C,)``: for a DFA, whether the empty word is accepted."""
         return self.read(self.h0)
+
+
+def _same_layout(state: object, given: object, wanted: tuple[torch.Tensor, ...]) -> TypeGuard[State]:
+    """Whether ``given`` (``state``, as a tuple) holds tensors of the shapes and dtypes of ``wanted``."""
+    return isinstance(given, tuple) and len(given) == len(wanted) and all(
+        isinstance(g, torch.Tensor) and g.shape == w.shape and g.dtype == w.dtype for g, w in zip(given, wanted))
 
 
 def _as_tensor(x: torch.Tensor | ArrayLike, architecture: str) -> torch.Tensor:
@@ -123,7 +139,7 @@ def linear_layer(weight: np.ndarray, bias: np.ndarray, dtype: torch.dtype) -> nn
     return layer.requires_grad_(False)
 
 
-def set_weights(core: nn.RNNBase, **weights: np.ndarray) -> nn.RNNBase:
+def set_weights(core: Core, **weights: np.ndarray) -> Core:
     """Copy numpy arrays into ``core``'s layer-0 parameters (``weight_ih=..`` sets ``weight_ih_l0``)."""
     with torch.no_grad():
         for name, value in weights.items():

@@ -8,18 +8,20 @@ Grammars 1, 2 and 7 come from their regular expressions; 3–6 are tables (state
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
 
 from lsrl.errors import checked_call, shown
 from lsrl.automata.machines import DFA, from_regex
 from lsrl.errors import AutomatonError
 
 ALPHABET = ("0", "1")
+S = TypeVar("S", bound=Hashable)  # a state's name
 
 _REGEXES = {1: "1*", 2: "(10)*", 7: "0*1*0*1*"}
 
 
-def _table(rows: dict, start, accepting) -> DFA:
+def _table(rows: dict[S, tuple[S, S]], start: S, accepting: Iterable[S]) -> DFA:
     transitions = {state: dict(zip(ALPHABET, targets)) for state, targets in rows.items()}
     return DFA(rows, ALPHABET, transitions, start, accepting)
 

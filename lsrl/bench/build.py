@@ -16,9 +16,9 @@ import hashlib
 import inspect
 import json
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from safetensors.torch import save_file
@@ -32,8 +32,9 @@ from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
 from lsrl.bench.rotations import FILE as ROTATIONS
 from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
-from lsrl.bench.tasks import TASKS, Task
+from lsrl.bench.tasks import TASKS, Task, task_program
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
+from lsrl.bench.training.torch_rnn import TrainedModel
 from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.grid import Run, run_grid
 from lsrl.model.writing import as_path, cannot_write
@@ -42,11 +43,13 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from lsrl.bench.eval.trained import TrainedModel
+    from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.bench.training.hf import HFTrained
     from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
 
-    Model = CompiledProgram | nn.Module | TrainedModel
+    FolderModel = CompiledProgram | nn.Module | TrainedModel  # what write_model writes
+    Model = FolderModel | HFTrained
 
 FORMAT = standalone.FORMAT
 FORMAT_VERSION = standalone.VERSION
@@ -63,30 +66,31 @@ def task_models(task: Task) -> dict[str, CompiledProgram | nn.Module]:
     if task.automaton is not None:
         machine = task.automaton()
         return {arch: lsrl.automata.to_torch(machine, arch) for arch in task.archs}
-    return _targets(lsrl.compile(task.build(), backend="exact"), task.archs)
+    return _targets(lsrl.compile(task_program(task.name), backend="exact"), task.archs)
 
 
 def _targets(compiled: CompiledProgram, archs: Iterable[str]) -> dict[str, CompiledProgram | nn.Module]:
     return {arch: compiled if arch == "path" else compiled.to_torch(arch) for arch in archs}
 
 
-TRAINED_ARCHS = ("lstm", "gru")  # the trained tier's default architectures; HF_ARCHS (lsrl.bench.hf_trained) too
+TRAINED_ARCHS = ("lstm", "gru")  # the trained tier's default architectures; HF_ARCHS (lsrl.bench.training.hf) too
 
 
 def tier_models(task: Task, tier: str, train_steps: int | None = None, trained_archs: Iterable[str] = TRAINED_ARCHS
-                ) -> tuple[dict[str, Model], ForEach | None, dict[str, dict[str, HookRotation]]]:
+                ) -> tuple[Mapping[str, Model], ForEach | None, dict[str, dict[str, HookRotation]]]:
     """``({arch: model}, program, rotations)`` of ``task``'s tier ``tier``: ``task_models`` and the task's program
     for the compiled one; for the trained one a model per arch of ``trained_archs`` (``train_steps`` Adam steps
-    each, default ``lsrl.bench.eval.trained.STEPS``; seed 0): the ``TrainedModel`` of an LSTM / GRU, the
-    ``lsrl.bench.hf_trained.HFTrained`` of a stock ``transformers`` model; else the
+    each, default ``lsrl.bench.training.loop.STEPS``; seed 0): the ``TrainedModel`` of an LSTM / GRU, the
+    ``lsrl.bench.training.hf.HFTrained`` of a stock ``transformers`` model; else the
     ``lsrl.bench.tiers.tier_model`` in the task's architectures and the program it runs (the task's outputs
     first, then the distractors'). ``rotations``: per architecture, its rotated hooks (``lsrl.bench.rotations``), empty
     but for the rotated tier."""
     if tier == "compiled":
         return task_models(task), None, {}
     if tier == "trained":
-        from lsrl.bench.eval.trained import STEPS, train
-        from lsrl.bench.hf_trained import HF_ARCHS, train_hf
+        from lsrl.bench.training.hf import HF_ARCHS, train_hf
+        from lsrl.bench.training.loop import STEPS
+        from lsrl.bench.training.torch_rnn import train
 
         return {arch: (train_hf if arch in HF_ARCHS else train)(task.name, arch, train_steps or STEPS)
                 for arch in trained_archs}, None, {}
@@ -105,7 +109,7 @@ def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Pat
 # ---- folders -----------------------------------------------------------------------------------------
 
 
-def write_model(folder: Path, task: Task, arch: str, model: Model,
+def write_model(folder: Path, task: Task, arch: str, model: FolderModel,
                 data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
                 program: ForEach | None = None, rotations: dict[str, HookRotation] | None = None) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
@@ -126,7 +130,8 @@ def write_model(folder: Path, task: Task, arch: str, model: Model,
         "loader": "load_model.py (torch and safetensors only): load_folder(this folder) builds the torch module",
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1))
-    labels = automaton_labels(task.automaton(), model) if task.automaton else unit_labels(model)
+    labels = automaton_labels(task.automaton(), cast("AutomatonNetwork", model)) if task.automaton else \
+        unit_labels(model)
     check_hooks(labels, standalone.check_layers(config, tensors, folder), f"{task.name}/{arch}")
     (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "hooks": labels}))
     circuit = folder_circuit(task, config, tensors, labels, data, program)
@@ -138,10 +143,10 @@ def write_model(folder: Path, task: Task, arch: str, model: Model,
     if rotations:
         (folder / ROTATIONS).write_text(rotations_json(rotations))
     widths = ", ".join(describe_layer(layer, tensors) for layer in layers)
-    note = model.card() if tier == "trained" else None  # its training and measured accuracies
+    note = model.card() if isinstance(model, TrainedModel) else None  # its training and measured accuracies
     (folder / "README.md").write_text(model_card(task, arch, widths, circuit, data, tier, note))
-    if tier == "trained":  # its measured accuracies and whether they meet the aim: in config.json and the card
-        from lsrl.bench.eval.trained import record_training
+    if isinstance(model, TrainedModel):  # its measured accuracies and whether they meet the aim: config.json, card
+        from lsrl.bench.records import record_training
 
         record_training(folder, model)
     write_manifest(folder)
@@ -168,6 +173,34 @@ if __name__ == "__main__":  # the outputs on this folder's test data, against th
 
 STEPS_IMPORT = "from lsrl.targets.cell_steps import Run, at_step, run_steps"
 STEPS_MARKER = "# ---- inlined into load_model.py from here on ----\n"
+
+
+def write_hf_folder(folder: Path, model: HFTrained, data: dict[str, np.ndarray], data_bytes: bytes) -> Path:
+    """The suite folder of ``model``: ``save_pretrained``'s ``config.json`` (with the ``lsrl_bench`` record) and
+    ``model.safetensors``, and the suite's ``load_model.py`` (``lsrl.bench.hf_loader``), ``labels.json``,
+    ``circuit.json``, ``data.npz``, ``program.py``, ``README.md`` and ``manifest.json``; loaded back once."""
+    from lsrl.bench import hf_loader
+    from lsrl.bench.records import record_training
+
+    task = TASKS[model.task]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").unlink(missing_ok=True)
+    model.net.hf.save_pretrained(folder)
+    (folder / "generation_config.json").unlink(missing_ok=True)  # not read: the folder's files are the manifest's
+    (folder / "labels.json").write_text(json.dumps({"available": True, "hooks": model.labels}))
+    circuit = model.circuit(data)
+    (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
+    (folder / "load_model.py").write_text(Path(hf_loader.__file__).read_text(encoding="utf-8"))
+    (folder / "data.npz").write_bytes(data_bytes)
+    (folder / "program.py").write_text(program_source(task))
+    widths = ", ".join(f"{hook['name']}({hook['width']})" for hook in model.hooks)
+    (folder / "README.md").write_text(model_card(task, model.arch, widths, circuit, data, "trained", model.card()))
+    record_training(folder, model)  # the accuracies and whether they meet the aim: config.json and the card
+    write_manifest(folder)
+    loaded = hf_loader.load_folder(folder)
+    if loaded.hook_names != [hook["name"] for hook in model.hooks]:
+        raise InternalError(f"bench: the folder {folder} just written does not load back with its hooks")
+    return folder
 
 
 def loader_source() -> str:
@@ -260,12 +293,12 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
     default all (for the distractor and rotated tiers all that have them, for the trained one ``TASKS_TRAINED``);
     named tasks must have each tier named, and with ``"all"`` get the tiers they have. ``test_sequences`` below
     the default (1,000) writes a smaller test split, for quick checks of the build (the published suite has the
-    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.eval.trained.STEPS``);
+    default); ``train_steps``: Adam steps of each trained model (default ``lsrl.bench.training.loop.STEPS``);
     ``trained_archs``: the trained tier's architectures (``TRAINED_ARCHS``, and the stock ``transformers`` ones of
-    ``lsrl.bench.hf_trained.HF_ARCHS``, written by ``write_hf_folder``). A run per task and tier (``build_tier``);
+    ``lsrl.bench.training.hf.HF_ARCHS``, written by ``write_hf_folder``). A run per task and tier (``build_tier``);
     where the runs run: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at ``ray_address``, whose
     nodes must all see ``root``); a ``GridError`` names the runs that failed, after the others are written."""
-    from lsrl.bench.hf_trained import HF_ARCHS
+    from lsrl.bench.training.hf import HF_ARCHS
 
     root = as_path(root, "build_suite: root")
     if tasks is not None and not isinstance(tasks, Iterable):
@@ -316,7 +349,7 @@ def build_suite(root: str | Path, tasks: Iterable[str] | None = None, progress: 
 def build_tier(root: Path, name: str, tier: str, test_sequences: int = TEST_SEQUENCES, train_steps: int | None = None,
                trained_archs: tuple[str, ...] = TRAINED_ARCHS) -> list[Path]:
     """Write the folders of task ``name``'s tier ``tier`` under ``root`` (a run of ``build_suite``); returns them."""
-    from lsrl.bench.hf_trained import HF_ARCHS, write_hf_folder
+    from lsrl.bench.training.hf import HFTrained
 
     task = TASKS[name]
     data = task_data(task, test_sequences)
@@ -325,7 +358,7 @@ def build_tier(root: Path, name: str, tier: str, test_sequences: int = TEST_SEQU
     folders = []
     try:
         for arch, model in models.items():
-            if arch in HF_ARCHS:
+            if isinstance(model, HFTrained):
                 folders.append(write_hf_folder(tier_folder(root, name, arch, tier), model, data, data_bytes))
                 continue
             folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,

@@ -101,7 +101,7 @@ def dataset_card(root: Path) -> str:
     """The suite's ``README.md``: the dataset card, from the folders under ``root``."""
     folders = _folders(root)
     tasks = {folder.split("/")[-2] for folder in folders}
-    from lsrl.bench.eval.trained import AIM, read_training
+    from lsrl.bench.records import AIM, read_training
 
     rows = ["| folder | units | in circuit | meets the aim |", "| --- | --- | --- | --- |"]
     for folder in folders:

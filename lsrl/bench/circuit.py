@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from lsrl.bench.tasks import node_width
 from lsrl.errors import ModelFileError, shown
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
 from lsrl.model.writing import as_path
@@ -143,7 +144,9 @@ class _Walk:
     """Walks config layers, each feature of the running tensor given as the hooked units it reads directly."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
-        self.tensors, self.edges, self.per_step = tensors, set(), {}
+        self.tensors = tensors
+        self.edges: set[tuple[str, int, str, int, int]] = set()  # (sender's hook and unit, receiver's, delay)
+        self.per_step: dict[str, tuple[int, bool]] = {}  # hook -> (width, per step)
 
     def nonzero(self, name: str) -> np.ndarray:
         return self.tensors[name].detach().double().numpy() != 0
@@ -187,14 +190,14 @@ class _Walk:
             out = features
         return self.hooked(spec.get("hook"), out)
 
-    def recurrence(self, name: str, features, drive: np.ndarray, carry: np.ndarray) -> list[set[Unit]]:
+    def recurrence(self, name: str, features: list[set[Unit]], drive: np.ndarray, carry: np.ndarray) -> list[set[Unit]]:
         self.per_step[name] = (drive.shape[0], True)
         for unit in range(drive.shape[0]):
             self.read((name, unit), set().union(*(features[i] for i in np.flatnonzero(drive[unit]))))
             self.read((name, unit), ((name, int(j)) for j in np.flatnonzero(carry[unit])), delay=1)
         return [{(name, unit)} for unit in range(drive.shape[0])]
 
-    def cell(self, spec: dict[str, Any], features) -> list[set[Unit]]:
+    def cell(self, spec: dict[str, Any], features: list[set[Unit]]) -> list[set[Unit]]:
         from lsrl.bench.standalone import GATES
 
         name, parameters = spec["hook"], spec["parameters"]
@@ -260,7 +263,7 @@ def program_graph(program: ForEach | None) -> tuple[list[dict[str, Any]], list[t
     names = program.names
     edges = sorted({(names[source], names[node]) for node in program.nodes for source in node.inputs})
     reaching = _reaching({names[program.output]}, edges)
-    nodes = [{"name": names[node], "kind": type(node).__name__, "dim": int(node.dim), "named": bool(node.named),
+    nodes = [{"name": names[node], "kind": type(node).__name__, "dim": node_width(node), "named": bool(node.named),
               "reaches_output": names[node] in reaching, "in_circuit": names[node] in reaching}
              for node in program.nodes]
     return nodes, edges

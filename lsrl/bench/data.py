@@ -38,7 +38,7 @@ from lsrl.errors import InternalError
 if TYPE_CHECKING:
     from lsrl.automata.machines import DFA
     from lsrl.bench.tasks import Task
-    from lsrl.lang.program import ForEach
+    from lsrl.lang.program import ForEach, Patch
 
 SEQUENCES_PER_LENGTH = 4  # training sequences per length
 TEST_SEQUENCES = 1000  # at least, spread evenly over the test lengths
@@ -46,6 +46,7 @@ PAIRS = 64
 EXACT_CHECKS = 4
 EXACT_NODES = 4  # interchanges checked against the exact interpreter, per task
 MAX_INTERCHANGES = 64  # a program with more nodes has interchanges of its named nodes only
+Sequences = list[np.ndarray]  # sequences of their own lengths, each (length, ...)
 
 def _sequences(task: Task, test_sequences: int = TEST_SEQUENCES) -> tuple[list[np.ndarray], ...]:
     """The train, test, clean and corrupted sequences of ``task``, drawn from a generator seeded by its name
@@ -65,7 +66,11 @@ def _sequences(task: Task, test_sequences: int = TEST_SEQUENCES) -> tuple[list[n
 
 
 def _runs(task: Task) -> _ProgramRuns | _AutomatonRuns:
-    return _ProgramRuns(task.build()) if task.build else _AutomatonRuns(task.automaton())
+    if task.build is not None:
+        return _ProgramRuns(task.build())
+    if task.automaton is None:
+        raise InternalError(f"bench data: task {task.name!r} has neither a program nor an automaton")
+    return _AutomatonRuns(task.automaton())
 
 
 def pair_inputs(task: Task) -> dict[str, np.ndarray]:
@@ -92,7 +97,7 @@ def task_data(task: Task, test_sequences: int = TEST_SEQUENCES) -> dict[str, np.
     return data
 
 
-def _split(prefix: str, run, sequences: list[np.ndarray]) -> dict[str, np.ndarray]:
+def _split(prefix: str, run: _ProgramRuns | _AutomatonRuns, sequences: list[np.ndarray]) -> dict[str, np.ndarray]:
     inputs = run.inputs(sequences)
     return {f"{prefix}_inputs": inputs, f"{prefix}_outputs": run.outputs(sequences),
             f"{prefix}_lengths": np.array([len(x) for x in sequences])}
@@ -128,16 +133,17 @@ class _ProgramRuns:
         self.program = program
         self.names = [program.names[node] for node in program.nodes if node is not program.input]
 
-    def inputs(self, sequences):
+    def inputs(self, sequences: Sequences) -> np.ndarray:
         return padded([np.asarray(x, dtype=np.float64) for x in sequences], 0.0)
 
-    def _run(self, sequences, patch=None, check=True):
+    def _run(self, sequences: Sequences, patch: Patch | None = None, check: bool = True
+             ) -> np.ndarray:
         """The outputs, checked against the exact interpreter on the first ``EXACT_CHECKS`` sequences."""
         xs = self.inputs(sequences)
         ys = self.program(xs, check_bounds=False, patch=patch)
         if not check:
             return _masked(ys, np.array([len(x) for x in sequences]))
-        checked = {name: values[:EXACT_CHECKS] for name, values in (patch or {}).items()}
+        checked: Patch = {name: np.asarray(values)[:EXACT_CHECKS] for name, values in (patch or {}).items()}
         exact = np.vectorize(float, otypes=[np.float64])(
             self.program(xs[:EXACT_CHECKS], exact=True, check_bounds=False, patch=checked))
         if not np.array_equal(exact, ys[:EXACT_CHECKS]):
@@ -145,15 +151,15 @@ class _ProgramRuns:
                                 "one; this task needs exact data")
         return _masked(ys, np.array([len(x) for x in sequences]))
 
-    def outputs(self, sequences):
+    def outputs(self, sequences: Sequences) -> np.ndarray:
         return self._run(sequences)
 
-    def trace(self, sequences):
+    def trace(self, sequences: Sequences) -> dict[str, np.ndarray]:
         lengths = np.array([len(x) for x in sequences])
         trace = self.program.trace(self.inputs(sequences), check_bounds=False)
         return {name: _masked(trace[name], lengths) for name in self.names}
 
-    def interchanges(self, clean, corrupted):
+    def interchanges(self, clean: Sequences, corrupted: Sequences) -> dict[str, np.ndarray]:
         steps, lengths = max(len(x) for x in clean), np.array([len(y) for y in corrupted])
         donors = self.program.trace(padded([np.asarray(y, dtype=np.float64) for y in corrupted], 0.0),
                                     check_bounds=False)
@@ -170,19 +176,19 @@ class _AutomatonRuns:
     def __init__(self, machine: DFA) -> None:
         self.machine = machine
 
-    def inputs(self, sequences):
+    def inputs(self, sequences: Sequences) -> np.ndarray:
         return padded([np.eye(len(self.machine.alphabet))[x] for x in sequences], 0.0)
 
-    def outputs(self, sequences):
+    def outputs(self, sequences: Sequences) -> np.ndarray:
         return padded([self.machine.reference(np.asarray(x)[None])[0].astype(np.float64) for x in sequences], np.nan)
 
-    def _states(self, x):
+    def _states(self, x: np.ndarray) -> np.ndarray:
         return self.machine.states_after(np.asarray(x)[None])[0]
 
-    def trace(self, sequences):
+    def trace(self, sequences: Sequences) -> dict[str, np.ndarray]:
         return {"state": padded([self._states(x)[:, None].astype(np.float64) for x in sequences], np.nan)}
 
-    def interchanges(self, clean, corrupted):
+    def interchanges(self, clean: Sequences, corrupted: Sequences) -> dict[str, np.ndarray]:
         accepting = self.machine.accepting.astype(np.float64)
         states = held(padded([self._states(y)[:, None] for y in corrupted], 0), np.array([len(y) for y in corrupted]),
                        max(len(x) for x in clean))

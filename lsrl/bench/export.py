@@ -10,17 +10,29 @@ for an automaton network.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
 import torch
 from torch import nn
 
+from lsrl.kinds import NODE_WEIGHTS, Kind
 from lsrl.model.compiled import CompiledProgram
 
+if TYPE_CHECKING:
+    from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.bench.training.torch_rnn import TrainedModel
+    from lsrl.targets.gru_lstm import CellModel
+    from lsrl.targets.recurrent import DenseStack, LinearRNNBlock
 
-def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, torch.Tensor]]:
+Spec = dict[str, Any]  # one layer of config.json
+Tensors = dict[str, torch.Tensor]  # model.safetensors' tensors by name
+
+
+def export(model: CompiledProgram | nn.Module | TrainedModel) -> tuple[list[Spec], Tensors]:
     """``(layers, tensors)`` of a ``CompiledProgram``, a compiled torch target or an automaton network."""
     from lsrl.automata.networks import AutomatonNetwork
-    from lsrl.bench.eval.trained import TrainedModel
+    from lsrl.bench.training.torch_rnn import TrainedModel
     from lsrl.targets.gru_lstm import CellModel
     from lsrl.targets.recurrent import BlockModel
 
@@ -30,7 +42,7 @@ def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, to
         return _trained(model)
     tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
     if isinstance(model, BlockModel):
-        return [_block(f"blocks.{i}", block) for i, block in enumerate(model.blocks)], tensors
+        return [_block(f"blocks.{i}", cast("LinearRNNBlock", block)) for i, block in enumerate(model.blocks)], tensors
     if isinstance(model, CellModel):
         return _cells(model), tensors
     if isinstance(model, AutomatonNetwork):
@@ -38,25 +50,26 @@ def export(model: CompiledProgram | nn.Module) -> tuple[list[dict], dict[str, to
     raise TypeError(f"the benchmark suite cannot export a {type(model).__name__}")
 
 
-def _path(model) -> tuple:
-    layers, tensors = [], {}
+def _path(model: CompiledProgram) -> tuple[list[Spec], Tensors]:
+    layers: list[Spec] = []
+    tensors: Tensors = {}
     for i, layer in enumerate(model.layers):
-        names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
+        names = NODE_WEIGHTS[layer.kind] if layer.kind in (Kind.LINEAR, Kind.LINSTATE) else ()
         keys = {name: f"layers.{i}.{name}" for name in names}
         for name, key in keys.items():
             tensors[key] = torch.as_tensor(getattr(layer, name).to_numpy().astype(np.float64).reshape(
                 (-1,) if name in ("b", "init_state") else getattr(layer, name).shape2d))
-        if layer.kind == "Linear":
+        if layer.kind is Kind.LINEAR:
             spec = {"op": "linear", "weight": keys["A"], "bias": keys["b"]}
-        elif layer.kind == "LinState":
+        elif layer.kind is Kind.LINSTATE:
             spec = {"op": "linear_recurrence", "A": keys["A"], "B": keys["B"], "b": keys["b"], "s0": keys["init_state"]}
         else:
-            spec = {"op": "relu" if layer.kind == "ReLU" else "multiply_halves"}
+            spec = {"op": "relu" if layer.kind is Kind.RELU else "multiply_halves"}
         layers.append({**spec, "hook": f"layers.{i}"})
     return layers, tensors
 
 
-def _dense(prefix, stack) -> list:
+def _dense(prefix: str, stack: DenseStack) -> list[Spec]:
     """A ``DenseStack``: hooks after each ``nn.Linear`` (``prefix.layers.j``, before its ReLU) and at the end
     (``prefix``, its output)."""
     layers = []
@@ -68,7 +81,7 @@ def _dense(prefix, stack) -> list:
     return layers + [{"op": "hook", "name": prefix}]
 
 
-def _block(prefix, block) -> dict:
+def _block(prefix: str, block: LinearRNNBlock) -> Spec:
     from lsrl.targets.recurrent import ClassicRNNBlock
 
     if isinstance(block, ClassicRNNBlock):  # stock ReLU RNN on [s+; s-], merged back to s (Eq. 11)
@@ -81,9 +94,9 @@ def _block(prefix, block) -> dict:
     return {"op": "block", "state": state, "phi": _dense(f"{prefix}.phi", block.phi), "gamma": gamma, "hook": prefix}
 
 
-def _stock(prefix, core: nn.RNNBase, h0, c0, hook) -> dict:
+def _stock(prefix: str, core: nn.RNNBase, h0: str, c0: str | None, hook: str) -> Spec:
     kind = type(core).__name__
-    kwargs = {"input_size": core.input_size, "hidden_size": core.hidden_size}
+    kwargs: dict[str, Any] = {"input_size": core.input_size, "hidden_size": core.hidden_size}
     if kind == "RNN":
         kwargs["nonlinearity"] = core.nonlinearity
     names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
@@ -91,7 +104,7 @@ def _stock(prefix, core: nn.RNNBase, h0, c0, hook) -> dict:
             "h0": h0, "c0": c0, "hook": hook}
 
 
-def _cells(model) -> list:
+def _cells(model: CellModel) -> list[Spec]:
     layers = []
     for k in range(model.rnn.num_layers):
         names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -110,17 +123,18 @@ def _core_readout(core: nn.RNNBase) -> list:
             {"op": "linear", "weight": "readout.weight", "bias": "readout.bias", "hook": "readout"}]
 
 
-def _automaton(model) -> list:
-    return _core_readout(model.core) + [{"op": "positive"}]
+def _automaton(model: AutomatonNetwork) -> list[Spec]:
+    return _core_readout(cast(nn.RNNBase, model.core)) + [{"op": "positive"}]
 
 
-def _trained(model) -> tuple:
+def _trained(model: TrainedModel) -> tuple[list[Spec], Tensors]:
     """A trained tier's recurrent layers, each the single-layer stock module it is (``TrainedModel.stock``), from
     zero states, hooked ``core.lK`` (the states a multi-layer stock module passes up), then the readout."""
-    layers, tensors = [], {}
+    layers: list[Spec] = []
+    tensors: Tensors = {}
     for k, hook in enumerate(model.hooks):
         core = model.stock(k)
-        zeros = torch.zeros(core.hidden_size, dtype=core.weight_ih_l0.dtype)
+        zeros = torch.zeros(core.hidden_size, dtype=next(core.parameters()).dtype)
         lstm = isinstance(core, nn.LSTM)
         layers.append(_stock(hook, core, f"{hook}.h0", f"{hook}.c0" if lstm else None, hook=hook))
         tensors.update({f"{hook}.{name}": tensor.detach().contiguous() for name, tensor in core.state_dict().items()})

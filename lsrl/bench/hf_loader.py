@@ -1,5 +1,5 @@
 """``load_model.py`` of a trained-tier folder holding a stock ``transformers`` model (``lsrl bench build --tier
-trained --arch mamba``; ``lsrl.bench.hf_trained``): torch and transformers only, no lsrl.
+trained --arch mamba``; ``lsrl.bench.training.hf``): torch and transformers only, no lsrl.
 
 The folder is what ``save_pretrained`` writes (``config.json``, ``model.safetensors``), so
 ``AutoModelForCausalLM.from_pretrained(folder)`` loads the stock ``MambaForCausalLM``, ``Mamba2ForCausalLM`` or
@@ -39,7 +39,7 @@ import importlib
 import json
 from pathlib import Path
 from collections.abc import Callable, Iterator
-from typing import Any, ContextManager, Protocol
+from typing import Any, ContextManager, Protocol, cast
 
 import torch
 from torch import nn
@@ -179,7 +179,8 @@ class MambaStates:
         stock = getattr(modeling, name)
         layers = iter(range(len(self.layers)))  # the blocks run in order within a step
 
-        def update(state, hidden_states, dt, A, B, C, D=None, **kwargs):
+        def update(state: torch.Tensor, hidden_states: torch.Tensor, dt: torch.Tensor, A: torch.Tensor,
+                   B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
             stock(state, hidden_states, dt, A, B, C, D, **{**kwargs, "z": None})  # advances the state in place
             values = patched(f"layers.{next(layers)}.ssm_state", state.flatten(1).clone())  # not a view of the cache
             state.copy_(values.view_as(state))
@@ -228,14 +229,15 @@ class RecurrentGemmaStates:
 
     @contextlib.contextmanager
     def inside(self, patched: Callable[[str, torch.Tensor], torch.Tensor]) -> Iterator[None]:
-        def state(layer: int):
-            def replace(module, args, output):
-                module.recurrent_states = patched(f"layers.{layer}.recurrent_state", module.recurrent_states)
-                return module.recurrent_states[:, None].to(output.dtype)
+        def state(layer: int) -> Callable[[nn.Module, Any, torch.Tensor], torch.Tensor]:
+            def replace(module: nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
+                states = patched(f"layers.{layer}.recurrent_state", cast(torch.Tensor, module.recurrent_states))
+                module.recurrent_states = states
+                return states[:, None].to(output.dtype)
             return replace
 
-        def attention(layer: int):
-            def replace(module, args, output):
+        def attention(layer: int) -> Callable[[nn.Module, Any, tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
+            def replace(module: nn.Module, args: Any, output: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
                 return patched(f"layers.{layer}.attention", output[0][:, 0])[:, None], *output[1:]
             return replace
 

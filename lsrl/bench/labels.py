@@ -3,7 +3,8 @@ automaton network's transition units. Checking them: ``model.label_violations(pr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from lsrl.errors import InternalError, LsrlError
 
@@ -12,19 +13,21 @@ if TYPE_CHECKING:
 
     from lsrl.automata.machines import DFA
     from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.bench.training.torch_rnn import TrainedModel
     from lsrl.model import CompiledProgram
 
 LayerLabels = list[list[str | int]]  # one [node, index, role] per unit of a hook
 
 
-def unit_labels(model: CompiledProgram | nn.Module) -> dict[str, LayerLabels] | None:
+def unit_labels(model: CompiledProgram | nn.Module | TrainedModel) -> dict[str, LayerLabels] | None:
     """``{hook name: [node, index, role] per unit}``: ``layers.{i}`` per layer of a compiled model
-    (``model.labels``), the keys of ``net.labels`` for a torch target; ``None`` where the model carries none."""
+    (``model.labels``), the keys of ``net.labels`` for a torch target or a trained model; ``None`` where the model
+    carries none."""
     labels = getattr(model, "labels", None)
     if labels is None:
         return None
 
-    def listed(layer):
+    def listed(layer: Iterable[tuple[Any, Any, Any]]) -> LayerLabels:
         return [[str(node), int(index), str(role)] for node, index, role in layer]
 
     if isinstance(labels, dict):
@@ -40,12 +43,12 @@ def automaton_labels(machine: DFA, network: AutomatonNetwork) -> dict[str, Layer
     from lsrl.bench.standalone import GATES
 
     units = transition_units(machine)
-    core = [[str(machine.states[p]), int(a), "transition"] if p >= 0 else ["start", -1, "start"]
-            for p, a in zip(units.source.tolist(), units.symbol.tolist())]
+    core: LayerLabels = [[str(machine.states[p]), int(a), "transition"] if p >= 0 else ["start", -1, "start"]
+                         for p, a in zip(units.source.tolist(), units.symbol.tolist())]
     if network.core.hidden_size != len(core):
         raise LsrlError(f"automaton network has {network.core.hidden_size} units, the automaton {len(core)}")
     gates = GATES.get(f"torch.nn.{type(network.core).__name__}", ())
-    helpers = [[node, index, "helper"] for node, index, _ in core]  # a gate serves its unit's transition
+    helpers: LayerLabels = [[node, index, "helper"] for node, index, _ in core]  # a gate serves its unit's transition
     return {"core": core, **{f"core.{gate}": helpers for gate in gates}, "readout": [["accept", 0, "value"]]}
 
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from lsrl.bench import standalone
 from lsrl.bench.labels import unit_labels
+from lsrl.bench.tasks import node_width
 from lsrl.errors import InternalError, ModelFileError, shown
 from lsrl.ir.labels import UnitLabel
 from lsrl.model.writing import as_path
@@ -68,12 +69,17 @@ class HookRotation:
     units: tuple[int, ...]
     negative: tuple[int | None, ...]
 
+    @property
+    def negative_units(self) -> list[int]:
+        """The units holding negative parts, in the order of their coordinates."""
+        return [unit for unit in self.negative if unit is not None]
+
     def coordinates(self, values: np.ndarray) -> np.ndarray:
         """The rotated coordinates ``r`` ``(..., k)`` of the hook's ``values`` ``(..., width)``."""
         values = np.asarray(values, dtype=np.float64)
         signed = values[..., list(self.units)].copy()
         split = [k for k, unit in enumerate(self.negative) if unit is not None]
-        signed[..., split] -= values[..., [self.negative[k] for k in split]]
+        signed[..., split] -= values[..., self.negative_units]
         return signed
 
     def unrotate(self, values: np.ndarray) -> np.ndarray:
@@ -85,7 +91,7 @@ class HookRotation:
         split = [k for k, unit in enumerate(self.negative) if unit is not None]
         out[..., [self.units[k] for k in whole]] = held[..., whole]
         out[..., [self.units[k] for k in split]] = np.maximum(held[..., split], 0.0)
-        out[..., [self.negative[k] for k in split]] = np.maximum(-held[..., split], 0.0)
+        out[..., self.negative_units] = np.maximum(-held[..., split], 0.0)
         return out
 
 
@@ -102,7 +108,8 @@ def _layer_tagged(model: CompiledProgram) -> CompiledProgram:
     """``model`` with every layer's unit ``k`` of layer ``i`` labelled ``(TAG + i, k, "value")``."""
     from lsrl.model import CompiledProgram
 
-    labels = [[UnitLabel(f"{TAG}{i}", k, "value") for k in range(layer.dim)] for i, layer in enumerate(model.layers)]
+    labels = [[UnitLabel(f"{TAG}{i}", k, "value") for k in range(node_width(layer))]
+              for i, layer in enumerate(model.layers)]
     tagged = CompiledProgram(model.input, model.layers, model.backend, model.stats, model.name, labels)
     tagged.entangled = model.entangled
     return tagged
@@ -116,6 +123,8 @@ def hook_rotations(model: CompiledProgram, bases: tuple[Matrix | None, ...], arc
     ``model`` whose layer ``i`` is rotated by ``bases[i]`` (``lsrl.bench.tiers.rotate``)."""
     tagged = _layer_tagged(model)
     hooks = unit_labels(tagged if arch == "path" else tagged.to_torch(arch))
+    if hooks is None:
+        raise InternalError(f"bench: the layer-tagged {arch} model of {model.name!r} carries no unit labels")
     return {hook: rotation for hook, units in hooks.items()
             if (rotation := _hook_rotation(units, bases, f"{arch} hook {hook!r}")) is not None}
 
@@ -157,7 +166,7 @@ def _hook_rotation(units: list, bases: tuple[Matrix | None, ...], where: str) ->
 
 def rotations_json(rotations: dict[str, HookRotation]) -> str:
     """The text of ``rotations.json`` (sorted entries: the same bytes on every build)."""
-    def entries(Q):
+    def entries(Q: np.ndarray) -> list[list[int | str]]:
         return sorted([int(i), int(j), str(Q[i, j])] for i, j in zip(*np.nonzero(Q != 0)))
 
     hooks = {hook: {"size": len(rotation.units), "entries": entries(rotation.Q), "units": list(rotation.units),

@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, cast
 
 import torch
 from safetensors.torch import load_file
@@ -89,7 +89,7 @@ class SuiteFileError(ValueError):
     the file and the field."""
 
 
-def load_folder(folder: str | Path) -> nn.Module:
+def load_folder(folder: str | Path) -> Layers:
     """The model of a suite folder (``config.json`` + ``model.safetensors``), in eval mode, after the checks of the
     module docstring (``SuiteFileError`` on the first problem)."""
     folder = Path(folder)
@@ -252,7 +252,9 @@ class _LayerCheck:
 
     def __init__(self, tensors: dict[str, torch.Tensor], dtype: torch.dtype, config_path: str,
                  weights_path: str) -> None:
-        self.tensors, self.dtype, self.used, self.hooks = tensors, dtype, set(), []
+        self.tensors, self.dtype = tensors, dtype
+        self.used: set[str] = set()
+        self.hooks: list[str] = []
         self.config_path, self.weights_path = config_path, weights_path
 
     def at(self, where: str) -> str:
@@ -402,7 +404,8 @@ class HookPoint(nn.Module):
 
     def __init__(self, name: str) -> None:
         super().__init__()
-        self.name, self.run = name, None
+        self.name = name
+        self.run: Run | None = None
 
     def forward(self, x: torch.Tensor, step: int | None = None) -> torch.Tensor:
         return x if self.run is None else self.run.visit(self.name, x, step)
@@ -424,8 +427,9 @@ class Layers(nn.Module):
         self.layers = nn.ModuleList()
         for spec in specs:
             self.layers.append(build_layer(spec, tensors))
-            if spec["op"] not in INSIDE and hook_name(spec) is not None:  # a recurrence hooks its own steps
-                self.layers.append(HookPoint(hook_name(spec)))
+            name = hook_name(spec)
+            if spec["op"] not in INSIDE and name is not None:  # a recurrence hooks its own steps
+                self.layers.append(HookPoint(name))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -479,7 +483,8 @@ def build_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> nn.Mo
     if kind in simple:
         return simple[kind]()
     if kind == "linear_recurrence":
-        return LinearRecurrence(*(tensors[spec[name]] for name in ("A", "B", "b", "s0")), hook=spec.get("hook"))
+        A, B, b, s0 = (tensors[spec[name]] for name in ("A", "B", "b", "s0"))
+        return LinearRecurrence(A, B, b, s0, hook=spec.get("hook"))
     if kind in STOCK:
         return Stock(kind, spec, tensors)
     if kind in RELU_CELLS:
@@ -508,6 +513,9 @@ class Positive(nn.Module):
         return (x > 0).to(x.dtype)
 
 
+Points = Mapping[str, Any]  # a recurrence's hook points by name (a ModuleDict, read as a mapping)
+
+
 def _hook_points(name: str | None, gates: tuple[str, ...]) -> nn.ModuleDict:
     """The hooks of a recurrence: ``"h"`` (its state, named ``name``) and one per gate (``name.gate``)."""
     if name is None:
@@ -526,7 +534,7 @@ class LinearRecurrence(nn.Module):
         drive = x @ self.B.T + self.b
         state, states = self.s0.expand(x.shape[0], -1), []
         for t in range(x.shape[1]):
-            state = at_step(self.points, "h", state @ self.A.T + drive[:, t], t)
+            state = at_step(cast(Points, self.points), "h", state @ self.A.T + drive[:, t], t)
             states.append(state)
         return torch.stack(states, dim=1)
 
@@ -537,6 +545,13 @@ ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 class Cell(nn.Module):
     """One recurrent layer in PyTorch's parameter layout, run step by step: ``kind`` ``"rnn"``, ``"gru"`` or
     ``"lstm"`` with the activations ``(gate, candidate)``."""
+
+    weight_ih: torch.Tensor  # buffers, registered from ``parameters``
+    weight_hh: torch.Tensor
+    bias_ih: torch.Tensor
+    bias_hh: torch.Tensor
+    h0: torch.Tensor
+    c0: torch.Tensor | None
 
     def __init__(self, kind: str, activations: tuple[str, str], parameters: dict[str, torch.Tensor],
                  h0: torch.Tensor, c0: torch.Tensor | None, hook: str | None) -> None:
@@ -552,7 +567,7 @@ class Cell(nn.Module):
         gate, candidate = (ACTIVATIONS[name] for name in self.activations)
         gi = F.linear(x.to(self.h0.dtype), self.weight_ih, self.bias_ih)  # every step at once
         c0 = self.c0.expand(x.shape[0], -1) if self.c0 is not None else None
-        return run_steps(self.kind, self.points, gi, self.h0.expand(x.shape[0], -1), c0, self.weight_hh,
+        return run_steps(self.kind, cast(Points, self.points), gi, self.h0.expand(x.shape[0], -1), c0, self.weight_hh,
                          self.bias_hh, gate, candidate)[0]
 
     def hooked(self) -> bool:
@@ -563,6 +578,9 @@ class Cell(nn.Module):
 class Stock(nn.Module):
     """A stock one-layer recurrent module run from stored initial states: step by step (``Cell``, the same
     parameters) where it has hook points, so that they are reached at every step; fused by ``torch.nn`` where not."""
+
+    h0: torch.Tensor  # buffers
+    c0: torch.Tensor | None
 
     def __init__(self, kind: str, spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()

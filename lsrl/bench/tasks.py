@@ -9,6 +9,7 @@ a running maximum over positions) is exact up to ``max_len`` steps, the longest 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ import numpy as np
 from lsrl import programs
 from lsrl.automata import from_regex, tomita
 from lsrl.automata.machines import DFA
+from lsrl.errors import InternalError
 from lsrl.lang.nodes import Concat, Input, Linear, LinState, Node, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
@@ -54,19 +56,22 @@ class Task:
         """``(name, dim)`` of the program's user-named nodes that the task names as its circuit."""
         if self.build is None:
             return []
-        named = {node.name: node.dim for node in self.build().nodes if node.named}
+        named = {node.name: node_width(node) for node in self.build().nodes if node.named}
         return [(name, named[name]) for name in self.circuit if name in named]
 
 
 TASKS: dict[str, Task] = {}
 
 
-def _tokens(largest):
-    def sample(rng, length):
-        return rng.integers(0, largest + 1, size=(length, 1))
+@dataclass(frozen=True)
+class TokenSampler:
+    """A ``Sampler`` of ``length`` tokens drawn uniformly from ``0..largest``, ``(length, 1)``; ``largest`` tells
+    the tasks of one token range apart."""
 
-    sample.largest = largest
-    return sample
+    largest: int
+
+    def __call__(self, rng: np.random.Generator, length: int) -> np.ndarray:
+        return rng.integers(0, self.largest + 1, size=(length, 1))
 
 
 def register(name: str, sample: Sampler, train_lengths: tuple[int, int] = (1, 8),
@@ -74,7 +79,7 @@ def register(name: str, sample: Sampler, train_lengths: tuple[int, int] = (1, 8)
              archs: tuple[str, ...] = PROGRAM_ARCHS) -> Callable[[Builder], Builder]:
     """Decorator: add the decorated program builder to ``TASKS`` under ``name``."""
 
-    def add(build):
+    def add(build: Builder) -> Builder:
         TASKS[name] = Task(name, build, sample, train_lengths, test_lengths, tuple(circuit), archs)
         return build
 
@@ -85,6 +90,13 @@ MAX_LEN = 12  # the longest sequence of a bounded task (its test lengths end her
 
 
 # ---- building blocks ------------------------------------------------------------------------------
+
+
+def node_width(node: Node) -> int:
+    """The width of a node of a built program (``InternalError`` if unknown: every node of one knows it)."""
+    if node.dim is None:
+        raise InternalError(f"bench: the node {node.name!r} has no width")
+    return node.dim
 
 
 def tokens(largest: int, name: str = "token") -> Input:
@@ -99,7 +111,7 @@ def one_hot(x: Node, values: Sequence[int], name: str | None = None) -> Linear:
 
 def running_sum(x: Node, name: str | None = None) -> LinState:
     """``sum_{tau <= t} x_tau`` per component."""
-    d = x.dim
+    d = node_width(x)
     return LinState(x, A=EXACT.eye(d), B=EXACT.eye(d), name=name)
 
 
@@ -111,14 +123,14 @@ def at_least_one(x: Node, name: str | None = None) -> Node:
 def select(flags: Node, values: Node, bound: int, name: str | None = None) -> Linear:
     """``sum_i flags_i * values_i`` for 0/1 ``flags`` and ``0 <= values_i <= bound``, without a product:
     ``ReLU(values_i - bound (1 - flags_i))`` is ``values_i`` where the flag is on and 0 elsewhere."""
-    d = flags.dim
+    d = node_width(flags)
     gated = ReLU(Linear(Concat([values, flags]), EXACT.hstack([EXACT.eye(d), EXACT.eye(d, bound)]), [-bound] * d))
     return Linear(gated, [[1] * d], name=name)
 
 
 def step_count(x: Node, name: str | None = None) -> LinState:
     """``t + 1`` at step t = 0, 1, ... (``x`` only anchors it in the graph)."""
-    return LinState(x, A=[[1]], B=[[0] * x.dim], b=[1], name=name)
+    return LinState(x, A=[[1]], B=[[0] * node_width(x)], b=[1], name=name)
 
 
 def past_first(x: Node) -> Node:
@@ -132,9 +144,9 @@ def delay_line(x: Node, length: int, name: str | None = None) -> LinState:
     return LinState(x, A=shift, B=[[1]] + [[0]] * (length - 1), name=name)
 
 
-def _residue_task(name, divisor, token, largest):
-    @register(name, _tokens(largest), circuit=(f"count_{token}", "residue"))
-    def build():
+def _residue_task(name: str, divisor: int, token: int, largest: int) -> Builder:
+    @register(name, TokenSampler(largest), circuit=(f"count_{token}", "residue"))
+    def build() -> ForEach:
         count = running_sum(one_hot(tokens(largest), [token]), name=f"count_{token}")
         residues = one_hot(count, range(MAX_LEN + 1))
         return ForEach(Linear(residues, [[k % divisor for k in range(MAX_LEN + 1)]], name="residue"), name=name)
@@ -152,27 +164,27 @@ count_mod_3 = _residue_task("count_mod_3", 3, 1, 1)
 count_mod_4 = _residue_task("count_mod_4", 4, 2, 2)
 
 
-@register("majority", _tokens(1), test_lengths=(9, 24), circuit=("ones_minus_zeros", "more_ones"))
+@register("majority", TokenSampler(1), test_lengths=(9, 24), circuit=("ones_minus_zeros", "more_ones"))
 def majority() -> ForEach:
     """Fig. 1: 1 while more 1s than 0s have been read, else 0 (``lsrl.programs.more_ones_than_zeros``)."""
     return programs.more_ones_than_zeros()
 
 
-@register("count_ones", _tokens(1), test_lengths=(9, 24), circuit=("count",))
+@register("count_ones", TokenSampler(1), test_lengths=(9, 24), circuit=("count",))
 def count_ones() -> ForEach:
     """The number of 1s so far: one LinState with A = B = 1."""
     bits = tokens(1)
     return ForEach(running_sum(bits, name="count"), name="count_ones")
 
 
-@register("count_token_2", _tokens(3), test_lengths=(9, 24), circuit=("is_2", "count"))
+@register("count_token_2", TokenSampler(3), test_lengths=(9, 24), circuit=("is_2", "count"))
 def count_token_2() -> ForEach:
     """The number of 2s so far among tokens 0..3: a one-hot of the token feeds a counter."""
     token = tokens(3)
     return ForEach(running_sum(one_hot(token, [2], name="is_2"), name="count"), name="count_token_2")
 
 
-@register("histogram", _tokens(3), circuit=("counts", "histogram"))
+@register("histogram", TokenSampler(3), circuit=("counts", "histogram"))
 def histogram() -> ForEach:
     """How often the current token has occurred so far, itself included (RASP's histogram, causal):
     one counter per token value, and the current token's counter selected by a ReLU gate."""
@@ -182,7 +194,7 @@ def histogram() -> ForEach:
     return ForEach(select(is_value, counts, MAX_LEN, name="histogram"), name="histogram")
 
 
-@register("at_least_3_ones", _tokens(1), test_lengths=(9, 24), circuit=("count", "threshold"))
+@register("at_least_3_ones", TokenSampler(1), test_lengths=(9, 24), circuit=("count", "threshold"))
 def at_least_3_ones() -> ForEach:
     """1 once at least three 1s have been read: a counter and a step at 2.5."""
     bits = tokens(1)
@@ -190,7 +202,7 @@ def at_least_3_ones() -> ForEach:
     return ForEach(f_step(count - 2, mu=1, name="threshold"), name="at_least_3_ones")
 
 
-@register("equal_counts", _tokens(1), test_lengths=(9, 24), circuit=("ones_minus_zeros", "equal"))
+@register("equal_counts", TokenSampler(1), test_lengths=(9, 24), circuit=("ones_minus_zeros", "equal"))
 def equal_counts() -> ForEach:
     """1 where as many 1s as 0s have been read: a counter of 1s minus 0s, compared with 0."""
     bits = tokens(1)
@@ -198,7 +210,7 @@ def equal_counts() -> ForEach:
     return ForEach(one_hot(lead, [0], name="equal"), name="equal_counts")
 
 
-@register("seen_token_3", _tokens(3), test_lengths=(9, 24), circuit=("count", "seen"))
+@register("seen_token_3", TokenSampler(3), test_lengths=(9, 24), circuit=("count", "seen"))
 def seen_token_3() -> ForEach:
     """1 once a 3 has appeared (existential quantifier): a counter and a step at 1/2."""
     token = tokens(3)
@@ -206,7 +218,7 @@ def seen_token_3() -> ForEach:
     return ForEach(at_least_one(count, name="seen"), name="seen_token_3")
 
 
-@register("all_ones", _tokens(1), test_lengths=(9, 24), circuit=("zeros", "all_ones"))
+@register("all_ones", TokenSampler(1), test_lengths=(9, 24), circuit=("zeros", "all_ones"))
 def all_ones() -> ForEach:
     """1 while every token so far is a 1 (universal quantifier): no 0 counted yet."""
     bits = tokens(1)
@@ -214,7 +226,7 @@ def all_ones() -> ForEach:
     return ForEach(1 - at_least_one(zeros), name="all_ones")
 
 
-@register("mode", _tokens(2), circuit=("counts", "mode"))
+@register("mode", TokenSampler(2), circuit=("counts", "mode"))
 def mode() -> ForEach:
     """The most frequent token so far among 0, 1, 2 (ties to the smaller token): three counters and
     their pairwise comparisons."""
@@ -231,7 +243,7 @@ def mode() -> ForEach:
 # ---- parentheses ------------------------------------------------------------------------------------
 
 
-@register("balanced_parens", _tokens(1), circuit=("depth", "dips", "balanced"))
+@register("balanced_parens", TokenSampler(1), circuit=("depth", "dips", "balanced"))
 def balanced_parens() -> ForEach:
     """Token 0 is "(", 1 is ")": 1 where the prefix is a balanced string. The depth is a counter; a
     second counter records the steps at which it went below zero; balanced = depth 0 and no dip."""
@@ -241,14 +253,14 @@ def balanced_parens() -> ForEach:
     return ForEach(f_and(one_hot(depth, [0]), one_hot(dips, [0]), mu=1, name="balanced"), name="balanced_parens")
 
 
-@register("paren_depth", _tokens(1), test_lengths=(9, 24), circuit=("depth",))
+@register("paren_depth", TokenSampler(1), test_lengths=(9, 24), circuit=("depth",))
 def paren_depth() -> ForEach:
     """Token 0 is "(", 1 is ")": the nesting depth so far (opened minus closed)."""
     paren = tokens(1)
     return ForEach(LinState(1 - 2 * paren, A=[[1]], B=[[1]], name="depth"), name="paren_depth")
 
 
-@register("max_depth", _tokens(1), circuit=("depth", "reached", "max_depth"))
+@register("max_depth", TokenSampler(1), circuit=("depth", "reached", "max_depth"))
 def max_depth() -> ForEach:
     """Token 0 is "(", 1 is ")": the largest nesting depth so far; a flag per depth d records that
     the depth reached d at some step, and the maximum is the number of flags set."""
@@ -264,15 +276,15 @@ def max_depth() -> ForEach:
 LARGEST = 5  # tokens 0..5 for the order statistics
 
 
-def _count_at_most(token):
+def _count_at_most(token: Node) -> LinState:
     """``[#tokens so far <= v for v in 0..LARGEST-1]``."""
     at_most = f_step(Linear(token, [[-1]] * LARGEST, [v + 1 for v in range(LARGEST)]), mu=1)  # token <= v
     return running_sum(at_most, name="count_at_most")
 
 
-def _kth_smallest(k, name):
-    @register(name, _tokens(LARGEST), circuit=("count_at_most", name))
-    def build():
+def _kth_smallest(k: int, name: str) -> Builder:
+    @register(name, TokenSampler(LARGEST), circuit=("count_at_most", name))
+    def build() -> ForEach:
         token = tokens(LARGEST)
         below_k = f_step(Linear(_count_at_most(token), EXACT.eye(LARGEST, -1), [k] * LARGEST), mu=1)  # count < k
         return ForEach(Linear(below_k, [[1] * LARGEST], name=name), name=name)
@@ -288,7 +300,7 @@ second_smallest = _kth_smallest(2, "second_smallest")
 third_smallest = _kth_smallest(3, "third_smallest")
 
 
-@register("running_max", _tokens(LARGEST), test_lengths=(9, 24), circuit=("seen_at_least", "running_max"))
+@register("running_max", TokenSampler(LARGEST), test_lengths=(9, 24), circuit=("seen_at_least", "running_max"))
 def running_max() -> ForEach:
     """The largest token so far: per value v, whether a token >= v has been seen; their sum is the max."""
     token = tokens(LARGEST)
@@ -297,7 +309,7 @@ def running_max() -> ForEach:
     return ForEach(Linear(seen, [[1] * LARGEST], name="running_max"), name="running_max")
 
 
-@register("running_median", _tokens(LARGEST), circuit=("count_at_most", "steps", "running_median"))
+@register("running_median", TokenSampler(LARGEST), circuit=("count_at_most", "steps", "running_median"))
 def running_median() -> ForEach:
     """The lower median of the tokens so far: the number of values v with 2 #(tokens <= v) < t."""
     token = tokens(LARGEST)
@@ -308,7 +320,7 @@ def running_median() -> ForEach:
     return ForEach(Linear(below_half, [[1] * LARGEST], name="running_median"), name="running_median")
 
 
-@register("rank_of_token", _tokens(LARGEST), circuit=("count_below", "rank_of_token"))
+@register("rank_of_token", TokenSampler(LARGEST), circuit=("count_below", "rank_of_token"))
 def rank_of_token() -> ForEach:
     """How many earlier-or-current tokens are smaller than the current one: counters of tokens < v
     for every v, and the current token's counter selected by a ReLU gate."""
@@ -322,7 +334,7 @@ def rank_of_token() -> ForEach:
 # ---- positions --------------------------------------------------------------------------------------
 
 
-@register("first_one_position", _tokens(1), circuit=("before_first", "seen", "first_one_position"))
+@register("first_one_position", TokenSampler(1), circuit=("before_first", "seen", "first_one_position"))
 def first_one_position() -> ForEach:
     """The step (1-based) of the first 1, 0 before it: the steps without a 1 counted, gated by "seen"."""
     bits = tokens(1)
@@ -331,7 +343,7 @@ def first_one_position() -> ForEach:
     return ForEach(select(seen, before + 1, MAX_LEN + 1, name="first_one_position"), name="first_one_position")
 
 
-@register("last_one_position", _tokens(1), circuit=("steps", "latest", "last_one_position"))
+@register("last_one_position", TokenSampler(1), circuit=("steps", "latest", "last_one_position"))
 def last_one_position() -> ForEach:
     """The step (1-based) of the latest 1, 0 before any: the running maximum of ``t * [x_t = 1]``."""
     bits = tokens(1)
@@ -342,7 +354,7 @@ def last_one_position() -> ForEach:
     return ForEach(Linear(seen, [[1] * MAX_LEN], name="last_one_position"), name="last_one_position")
 
 
-@register("first_token_1", _tokens(1), circuit=("count", "first"))
+@register("first_token_1", TokenSampler(1), circuit=("count", "first"))
 def first_token_1() -> ForEach:
     """1 exactly at the first 1 of the sequence: the count of 1s equals 1 and the token is 1."""
     bits = tokens(1)
@@ -350,7 +362,7 @@ def first_token_1() -> ForEach:
     return ForEach(f_and(one_hot(count, [1]), bits, mu=1, name="first"), name="first_token_1")
 
 
-@register("position_mod_3", _tokens(1), test_lengths=(9, 24), circuit=("position",))
+@register("position_mod_3", TokenSampler(1), test_lengths=(9, 24), circuit=("position",))
 def position_mod_3() -> ForEach:
     """``t mod 3`` at step t = 0, 1, 2, ...: ``f_modulo_counter``, a permutation-matrix state."""
     bits = tokens(1)
@@ -360,9 +372,9 @@ def position_mod_3() -> ForEach:
 # ---- copying ------------------------------------------------------------------------------------------
 
 
-def _copy_task(name, delay):
-    @register(name, _tokens(4), test_lengths=(9, 24), circuit=("line", "copy"))
-    def build():
+def _copy_task(name: str, delay: int) -> Builder:
+    @register(name, TokenSampler(4), test_lengths=(9, 24), circuit=("line", "copy"))
+    def build() -> ForEach:
         token = tokens(4)
         line = delay_line(token, delay + 1, name="line")
         return ForEach(Linear(line, [[0] * delay + [1]], name="copy"), name=name)
@@ -375,7 +387,7 @@ copy_delay_1 = _copy_task("copy_delay_1", 1)
 copy_delay_3 = _copy_task("copy_delay_3", 3)
 
 
-@register("reverse_blocks_3", _tokens(4), test_lengths=(9, 24), circuit=("line", "place", "reversed"))
+@register("reverse_blocks_3", TokenSampler(4), test_lengths=(9, 24), circuit=("line", "place", "reversed"))
 def reverse_blocks_3() -> ForEach:
     """The previous block of 3 tokens reversed: at place i (0, 1, 2) of a block, the token at place
     2 - i of the block before, 2i + 1 steps back; a shift register of 6 and the place (``t mod 3``,
@@ -387,7 +399,7 @@ def reverse_blocks_3() -> ForEach:
     return ForEach(select(place, lagged, 4, name="reversed"), name="reverse_blocks_3")
 
 
-@register("previous_equals_current", _tokens(2), test_lengths=(9, 24), circuit=("line", "repeat"))
+@register("previous_equals_current", TokenSampler(2), test_lengths=(9, 24), circuit=("line", "repeat"))
 def previous_equals_current() -> ForEach:
     """1 where the token equals the previous one (a repeated token): a register of 2 and an equality."""
     token = tokens(2)
@@ -396,7 +408,7 @@ def previous_equals_current() -> ForEach:
                    name="previous_equals_current")
 
 
-@register("bigram_01", _tokens(1), test_lengths=(9, 24), circuit=("line", "bigram"))
+@register("bigram_01", TokenSampler(1), test_lengths=(9, 24), circuit=("line", "bigram"))
 def bigram_01() -> ForEach:
     """1 where the last two tokens are 0 then 1 (a bigram detector)."""
     bits = tokens(1)
@@ -404,7 +416,7 @@ def bigram_01() -> ForEach:
     return ForEach(f_and(line[0], 1 - line[1], past_first(bits), mu=1, name="bigram"), name="bigram_01")
 
 
-@register("running_sum_window_3", _tokens(4), test_lengths=(9, 24), circuit=("line", "window"))
+@register("running_sum_window_3", TokenSampler(4), test_lengths=(9, 24), circuit=("line", "window"))
 def running_sum_window_3() -> ForEach:
     """The sum of the last three tokens: a register of 3 and a sum."""
     token = tokens(4)
@@ -414,23 +426,24 @@ def running_sum_window_3() -> ForEach:
 # ---- in-context lookup and approximation (Listings 1 and 2) -----------------------------------------
 
 
-def _lookup_sample(n, largest):
-    def sample(rng, pairs):  # pairs <= (largest + 1) ** n distinct keys
-        keys = set()
-        while len(keys) < pairs:  # distinct keys by rejection: ends as pairs <= (largest + 1) ** n
-            keys.add(tuple(int(v) for v in rng.integers(0, largest + 1, size=n)))
-        keys = sorted(keys)
-        mapping = {key: tuple(int(v) for v in rng.integers(0, largest + 1, size=n)) for key in keys}
+def _lookup_sample(n: int, largest: int) -> Sampler:
+    def sample(rng: np.random.Generator, pairs: int) -> np.ndarray:  # pairs <= (largest + 1) ** n distinct keys
+        drawn: set[tuple[int, ...]] = set()
+        while len(drawn) < pairs:  # distinct keys by rejection: ends as pairs <= (largest + 1) ** n
+            drawn.add(tuple(int(v) for v in rng.integers(0, largest + 1, size=n)))
+        keys = sorted(drawn)
+        mapping: dict[Sequence[int], Sequence[int]] = {
+            key: tuple(int(v) for v in rng.integers(0, largest + 1, size=n)) for key in keys}
         query = keys[int(rng.integers(0, len(keys)))]
         return programs.discrete_prompt(mapping, query=query)
 
     return sample
 
 
-def _lookup_task(name, n, largest):
+def _lookup_task(name: str, n: int, largest: int) -> Builder:
     @register(name, _lookup_sample(n, largest), train_lengths=(1, 3), test_lengths=(4, 5), archs=GATED_PROGRAM_ARCHS,
               circuit=("mod_n", "mod_2n"))
-    def build():
+    def build() -> ForEach:
         return programs.discrete_approximator(n)
 
     build.__doc__ = (f"Listing 2 (``lsrl.programs.discrete_approximator({n})``): the query (keys of {n} "
@@ -443,14 +456,14 @@ lookup_1 = _lookup_task("lookup_1", 1, 7)
 lookup_2 = _lookup_task("lookup_2", 2, 3)
 
 
-def _approximation_task(name, f, formula):
-    def sample(rng, cells):
+def _approximation_task(name: str, f: Callable[[np.ndarray], np.ndarray], formula: str) -> Builder:
+    def sample(rng: np.random.Generator, cells: int) -> np.ndarray:
         query = rng.integers(1, 64, size=1) / 64  # dyadic: exact in float64
         prompt = programs.continuous_prompt(f, 1, 1, cells, exact=True)
         return np.vstack([programs.continuous_query(query, 1), prompt]).astype(object)
 
     @register(name, sample, train_lengths=(2, 4), test_lengths=(5, 8), archs=GATED_PROGRAM_ARCHS, circuit=())
-    def build():
+    def build() -> ForEach:
         return programs.continuous_approximator(1, 1)
 
     build.__doc__ = (f"Listing 1 (``lsrl.programs.continuous_approximator(1, 1)``) prompted with f(x) = {formula} on "
@@ -466,11 +479,11 @@ approximate_step = _approximation_task("approximate_step", lambda v: (v > 0.5).a
 # ---- automata: no program, exact for every length -----------------------------------------------------
 
 
-def _symbols(rng, length):
+def _symbols(rng: np.random.Generator, length: int) -> np.ndarray:
     return rng.integers(0, 2, size=length)
 
 
-def _automaton_task(name, automaton, summary):
+def _automaton_task(name: str, automaton: Callable[[], DFA], summary: str) -> None:
     TASKS[name] = Task(name, None, _symbols, (1, 10), (11, 40), (), AUTOMATON_ARCHS, automaton, summary)
 
 
@@ -481,6 +494,20 @@ for _number, _language in enumerate(
     ("1*", "(10)*", "no odd run of 1s followed by an odd run of 0s", "no 000", "even numbers of 0s and of 1s",
      "#0 - #1 divisible by 3", "0*1*0*1*"), start=1,
 ):
-    _automaton_task(f"tomita_{_number}", lambda n=_number: tomita(n),
+    _automaton_task(f"tomita_{_number}", functools.partial(tomita, _number),
                     f"Tomita grammar {_number} ({_language}) over {{0, 1}}: whether the prefix is in the language; "
                     "its minimal DFA compiled to stock torch.nn.RNN / LSTM / GRU (lsrl.automata.to_torch).")
+
+
+def task_program(name: str) -> ForEach:
+    """The program of task ``name`` (a program task: ``InternalError`` for an automaton task, which the callers
+    refuse first)."""
+    build = TASKS[name].build
+    if build is None:
+        raise InternalError(f"bench: task {name!r} has no program")
+    return build()
+
+
+def program_widths(program: ForEach) -> tuple[int, int]:
+    """The input and output widths of a built program (``node_width``)."""
+    return node_width(program.input), node_width(program.output)

@@ -11,7 +11,7 @@
   truth is the subspace its units span.
 * ``"compiled"``: the task's compiled model itself.
 * ``"trained"`` (``FOLDER_TIERS`` only, not a ``tier_model``): stock LSTM / GRU trained towards the program's
-  causal graph (``lsrl.bench.eval.trained``); every program task with named circuit variables has it, the suite
+  causal graph (``lsrl.bench.training``); every program task with named circuit variables has it, the suite
   builds it for ``TASKS_TRAINED``.
 
 ``tier_model(task, tier)`` builds one; every tier keeps the unit labels of the compiled model.
@@ -26,10 +26,11 @@ import gmpy2
 import numpy as np
 
 import lsrl
-from lsrl.bench.tasks import TASKS, Task
-from lsrl.errors import LsrlError
+from lsrl.bench.tasks import TASKS, Task, TokenSampler, node_width, task_program
+from lsrl.errors import InternalError, LsrlError
 from lsrl.ir.labels import copy_of
-from lsrl.lang.nodes import Concat, Linear, LinState, Node
+from lsrl.kinds import Kind
+from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.model import CompiledProgram
 from lsrl.numbers import EXACT, Matrix
@@ -63,7 +64,7 @@ class TierModel:
 
 
 def _token_range(task: Task) -> int | None:
-    return getattr(task.sample, "largest", None)
+    return task.sample.largest if isinstance(task.sample, TokenSampler) else None
 
 
 def _token_peers(task: Task) -> list[str]:
@@ -101,10 +102,10 @@ def distractor_tasks(name: str, count: int = DISTRACTORS_PER_TASK) -> tuple[str,
 def distractor_program(name: str) -> ForEach:
     """Task ``name``'s program with the programs of ``distractor_tasks(name)`` reading its input: the
     output is the task's output, then each distractor's."""
-    program = TASKS[name].build()
+    program = task_program(name)
     outputs = [program.output]
     for other in distractor_tasks(name):
-        extra = TASKS[other].build()
+        extra = task_program(other)
         for node in extra.nodes:
             if node is extra.input:
                 continue
@@ -117,7 +118,9 @@ def distractor_program(name: str) -> ForEach:
 def with_outputs(model: CompiledProgram, count: int) -> CompiledProgram:
     """``model`` followed by a layer that keeps its first ``count`` outputs (labels: copies of theirs)."""
     last = model.layers[-1]
-    keep = Linear(last, EXACT.selection(range(count), last.dim), name=f"{model.name}.outputs")
+    if model.labels is None:
+        raise InternalError(f"bench: the tier model {model.name!r} has no unit labels")
+    keep = Linear(last, EXACT.selection(range(count), node_width(last)), name=f"{model.name}.outputs")
     labels = model.labels + [[copy_of(label) for label in model.labels[-1][:count]]]
     kept = CompiledProgram(model.input, model.layers + [keep], model.backend, model.stats, model.name, labels)
     kept.entangled = model.entangled
@@ -145,7 +148,7 @@ def rational_rotation(width: int, rng: np.random.Generator, rounds: int = ROTATI
 def rotated_layers(model: CompiledProgram) -> list[int]:
     """The layers ``rotate`` changes the basis of: the Linear and LinState layers read by a Linear or
     LinState layer (a ReLU or a product reads units one by one; the last layer is the output)."""
-    linear = ("Linear", "LinState")
+    linear = (Kind.LINEAR, Kind.LINSTATE)
     layers = model.layers
     return [i for i in range(len(layers) - 1) if layers[i].kind in linear and layers[i + 1].kind in linear]
 
@@ -157,9 +160,11 @@ def rotate(model: CompiledProgram, seed: int) -> tuple[CompiledProgram, tuple[Ma
         raise LsrlError(f"{model.name}: rotate needs a model compiled with backend='exact'")
     rng = np.random.default_rng(seed)
     chosen = set(rotated_layers(model))
-    bases = tuple(rational_rotation(layer.dim, rng) if i in chosen else None for i, layer in enumerate(model.layers))
+    bases = tuple(rational_rotation(node_width(layer), rng) if i in chosen else None
+                  for i, layer in enumerate(model.layers))
     layers: list[Node] = []
-    below, before = model.input, None  # the layer read and its rotation
+    below: Node = model.input
+    before: Matrix | None = None  # the rotation of the layer read
     for layer, rotation in zip(model.layers, bases):
         layers.append(_rotated(layer, below, rotation, before))
         below, before = layers[-1], rotation
@@ -171,19 +176,19 @@ def rotate(model: CompiledProgram, seed: int) -> tuple[CompiledProgram, tuple[Ma
 def _rotated(layer: Node, below: Node, rotation: Matrix | None, before: Matrix | None) -> Node:
     """A copy of ``layer`` reading ``below`` (whose outputs are ``before`` times the original ones), with
     outputs ``rotation`` times the original ones."""
-    def outside(matrix):
+    def outside(matrix: Matrix) -> Matrix:
         return rotation @ matrix if rotation is not None else matrix
 
-    def inside(matrix):
+    def inside(matrix: Matrix) -> Matrix:
         return matrix @ before.transpose() if before is not None else matrix
 
-    if layer.kind == "Linear":
+    if isinstance(layer, Linear):
         return Linear(below, outside(inside(layer.A)), outside(layer.b), name=layer.name)
-    if layer.kind == "LinState":
+    if isinstance(layer, LinState):
         A = outside(layer.A) @ rotation.transpose() if rotation is not None else layer.A
         return LinState(below, A, outside(inside(layer.B)), outside(layer.b), outside(layer.init_state),
                         name=layer.name)
-    if before is not None or rotation is not None:
+    if before is not None or rotation is not None or not isinstance(layer, (ReLU, Multi)):
         raise LsrlError(f"layer {layer.name!r} ({layer.kind}) reads units one by one: it cannot be rotated")
     return type(layer)(below, name=layer.name)
 
@@ -198,11 +203,11 @@ def tier_model(name: str, tier: str) -> TierModel:
     if tier not in TIERS:
         raise LsrlError(f"tier_model: unknown tier {tier!r}; the tiers are {TIERS}")
     if tier == "compiled":
-        program = TASKS[name].build()
+        program = task_program(name)
         model = lsrl.compile(program, backend="exact")
-        return TierModel(name, tier, model, program, program.output.dim, (None,) * len(model.layers))
+        return TierModel(name, tier, model, program, node_width(program.output), (None,) * len(model.layers))
     program = distractor_program(name)
-    output_dim = program.output.inputs[0].dim
+    output_dim = node_width(program.output.inputs[0])
     model = with_outputs(lsrl.compile(program, backend="exact"), output_dim)
     bases: tuple[Matrix | None, ...] = (None,) * len(model.layers)
     if tier == "rotated":

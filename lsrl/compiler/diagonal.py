@@ -45,6 +45,7 @@ import numpy as np
 
 from lsrl.ir.labels import Label, UnitLabel
 from lsrl.errors import InternalError, LsrlError
+from lsrl.kinds import Kind
 from lsrl.lang.nodes import Linear, LinState, Multi, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.extensions import register_model_pass
@@ -359,13 +360,13 @@ def _copy(layer: Layer, previous: Layer, convert: Callable[[Matrix], Matrix] | N
     def weight(matrix: Matrix) -> Matrix:
         return matrix if convert is None else convert(matrix)
 
-    if layer.kind == "Linear":
+    if layer.kind is Kind.LINEAR:
         return Linear(previous, weight(layer.A), weight(layer.b), name=layer.name)
-    if layer.kind == "ReLU":
+    if layer.kind is Kind.RELU:
         return ReLU(previous, name=layer.name)
-    if layer.kind == "Multi":
+    if layer.kind is Kind.MULTI:
         return Multi(previous, name=layer.name)
-    if layer.kind == "ReLUState":  # no linear recurrence to diagonalise: kept as it is
+    if layer.kind is Kind.RELUSTATE:  # no linear recurrence to diagonalise: kept as it is
         return ReLUState(
             previous, weight(layer.A), weight(layer.B), weight(layer.b), weight(layer.init_state), name=layer.name
         )
@@ -424,7 +425,7 @@ def _converted(model: CompiledProgram, backend: Backend, convert: Callable[[Matr
 
 def _absorbing(layer: Layer, readback: Matrix, previous: Layer) -> Layer:
     """``layer`` (a Linear or LinState) reading ``previous`` through ``s = readback z``."""
-    if layer.kind == "Linear":
+    if layer.kind is Kind.LINEAR:
         return Linear(previous, layer.A @ readback, layer.b, name=layer.name)
     return LinState(previous, layer.A, layer.B @ readback, layer.b, layer.init_state, name=layer.name)
 
@@ -449,13 +450,14 @@ def diagonalise(model: CompiledProgram, keep_irrational: bool = False) -> Compil
     entangled = set(model.entangled)
     source_layers: list[Layer] = model.layers
     for index, (layer, layer_labels) in enumerate(zip(source_layers, old_labels)):
-        if readback is not None and layer.kind in ("ReLU", "Multi", "ReLUState"):  # nothing to fold s = V z into
+        # nothing to fold s = V z into
+        if readback is not None and layer.kind in (Kind.RELU, Kind.MULTI, Kind.RELUSTATE):
             previous = Linear(previous, readback, None, name=f"{previous.name}.readback")
             layers.append(previous)
             labels.append(state_labels)
             readback = None
         source = layer if readback is None else _absorbing(layer, readback, previous)
-        if layer.kind == "LinState":
+        if layer.kind is Kind.LINSTATE:
             new, readback, new_labels, decomposition = _rewrite(source, previous, keep_irrational)
             if decomposition is not None:
                 eigenbases[layer.name] = (index, decomposition.V_inv, decomposition.V_inv @ layer.B)

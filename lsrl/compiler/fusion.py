@@ -13,7 +13,8 @@ import sys
 
 from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE, WEIGHTS, Op
+from lsrl.ir.ops import WEIGHTS, Op
+from lsrl.kinds import CONCAT, INPUT, LINEAR, LINSTATE, RELU, RELUSTATE
 from lsrl.numbers import Entry, Matrix, mpq, to_rational_exactly
 
 FLOAT64_LARGEST = mpq(sys.float_info.max)

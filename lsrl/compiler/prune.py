@@ -17,7 +17,8 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Op
+from lsrl.ir.ops import Op, OpParts
+from lsrl.kinds import LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS
 from lsrl.errors import GraphError, InternalError
 
 if TYPE_CHECKING:
@@ -136,13 +137,11 @@ def _rebuilt(layer: Op, previous: Op, previous_live: list[int], keep: list[int],
     shift = [entry for entry in shift if entry[2] != 0]
     b = layer.b.take_rows(keep) + layer.b.backend.from_entries(shift, (len(keep), 1), is_vector=True)
     if layer.kind == LINEAR:
-        return Op(LINEAR, [previous], len(keep), layer.name, A=weights.take_columns(previous_live), b=b,
-                  labels=labels)
-    return Op(
-        layer.kind, [previous], len(keep), layer.name,
-        A=layer.A.take_rows(keep).take_columns(keep), B=weights.take_columns(previous_live),
-        b=b, init=layer.init.take_rows(keep), labels=labels,
-    )
+        return Op(LINEAR, [previous], len(keep), layer.name, OpParts(A=weights.take_columns(previous_live), b=b),
+                  labels)
+    state = OpParts(A=layer.A.take_rows(keep).take_columns(keep), B=weights.take_columns(previous_live), b=b,
+                    init=layer.init.take_rows(keep))
+    return Op(layer.kind, [previous], len(keep), layer.name, state, labels)
 
 
 def prune(graph: Graph) -> Graph:
@@ -154,7 +153,7 @@ def prune(graph: Graph) -> Graph:
     pruned = Graph(graph.backend, graph.name)
     pruned.stats, pruned.peak_nnz, pruned.entangled = dict(graph.stats), graph.peak_nnz, set(graph.entangled)
     pruned.input = previous = pruned.add(
-        Op(start.kind, [], start.dim, start.name, bounds=start.bounds, integer=start.integer, labels=start.labels)
+        Op(start.kind, [], start.dim, start.name, start.parts, start.labels)
     )
     zeros: list[set[int]] = []
     constants: list[dict[int, Any]] = []

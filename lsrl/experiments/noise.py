@@ -47,7 +47,7 @@ from __future__ import annotations
 import csv
 import itertools
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -56,14 +56,20 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from lsrl.compiler import compile as compile_program
+from lsrl.errors import InternalError
+from lsrl.lang.nodes import Linear, LinState, ReLUState
 from lsrl.grid import Run, run_grid
+from lsrl.kinds import Kind
 from lsrl.programs import continuous_approximator, continuous_prompt, continuous_query, discrete_approximator
 from lsrl.programs import discrete_prompt
 from lsrl.sugar import IFELSE_VARIANTS
 from lsrl.workers import StudyError, check_workers
 
 if TYPE_CHECKING:
+    import scipy.sparse as sp
+
     from lsrl.lang.program import ForEach
+    from lsrl.numbers import Matrix
     from lsrl.model import CompiledProgram
 
 SIGMAS = (0.0, 1e-9, 1e-7, 1e-5, 1e-3)
@@ -122,14 +128,14 @@ class Row(NamedTuple):
 # ---- the noisy, teacher-forced forward pass ---------------------------------------------------
 
 
-def _noisy_weights(matrix, sigma, rng):
+def _noisy_weights(matrix: Matrix, sigma: float, rng: np.random.Generator) -> sp.csr_array:
     """A float64 CSR copy of ``matrix`` with N(0, sigma^2) added to its non-zero entries."""
     noisy = matrix.csr().copy()
     noisy.data = noisy.data + rng.normal(0.0, sigma, size=noisy.data.shape)
     return noisy
 
 
-def _noisy_bias(vector, sigma, rng):
+def _noisy_bias(vector: Matrix, sigma: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``vector`` as a float64 column with N(0, sigma^2) added to its non-zero entries."""
     column = vector.to_numpy().reshape(-1, 1)
     noisy = column.copy()
@@ -145,25 +151,28 @@ def forced_outputs(model: CompiledProgram, xs: ArrayLike, sigma: float, rng: np.
     batch, steps, _ = xs.shape
     clean = noisy = xs.reshape(batch * steps, -1).T
     for layer in model.layers:
-        if layer.kind == "ReLU":
+        if layer.kind is Kind.RELU:
             clean, noisy = np.maximum(clean, 0.0), np.maximum(noisy, 0.0)
-        elif layer.kind == "Multi":
+        elif layer.kind is Kind.MULTI:
             half = layer.dim
             clean, noisy = clean[:half] * clean[half:], noisy[:half] * noisy[half:]
-        elif layer.kind == "Linear":
+        elif isinstance(layer, Linear):
             b, noisy_b = _noisy_bias(layer.b, sigma, rng)
             clean, noisy = layer.A.csr() @ clean + b, _noisy_weights(layer.A, sigma, rng) @ noisy + noisy_b
-        else:
+        elif isinstance(layer, (LinState, ReLUState)):
             b, noisy_b = _noisy_bias(layer.b, sigma, rng)
             states, previous = _clean_states(layer, layer.B.csr() @ clean + b, batch, steps)
             noisy_A, noisy_B = _noisy_weights(layer.A, sigma, rng), _noisy_weights(layer.B, sigma, rng)
             clean, noisy = states, noisy_A @ previous + noisy_B @ noisy + noisy_b
-            if layer.kind == "ReLUState":
+            if layer.kind is Kind.RELUSTATE:
                 noisy = np.maximum(noisy, 0.0)
+        else:
+            raise InternalError(f"forced_outputs: no noisy forward pass for a {layer.kind} layer")
     return noisy.T.reshape(batch, steps, -1)
 
 
-def _clean_states(layer, drive, batch, steps):
+def _clean_states(layer: LinState | ReLUState, drive: np.ndarray, batch: int, steps: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """The clean states ``s_1..s_T`` and ``s_0..s_{T-1}``, both feature-major ``(d, B * T)``."""
     drive = drive.reshape(-1, batch, steps)
     A = layer.A.csr()
@@ -171,7 +180,7 @@ def _clean_states(layer, drive, batch, steps):
     states[:, :, 0] = layer.init_state.to_numpy().reshape(-1, 1)
     for t in range(steps):
         states[:, :, t + 1] = A @ states[:, :, t] + drive[:, :, t]
-        if layer.kind == "ReLUState":
+        if layer.kind is Kind.RELUSTATE:
             states[:, :, t + 1] = np.maximum(states[:, :, t + 1], 0.0)
     return states[:, :, 1:].reshape(-1, batch * steps), states[:, :, :-1].reshape(-1, batch * steps)
 
@@ -179,13 +188,13 @@ def _clean_states(layer, drive, batch, steps):
 # ---- the two tasks ------------------------------------------------------------------------------
 
 
-def _smooth_target(rng):
+def _smooth_target(rng: np.random.Generator) -> Callable[[ArrayLike], np.ndarray]:
     amplitude = rng.uniform(-1, 1, size=(2, 3))
     frequency = rng.uniform(-3, 3, size=(2, 3, 2))
     phase = rng.uniform(0, 2 * np.pi, size=(2, 3))
 
-    def f(x):
-        x = np.asarray(x, dtype=np.float64)
+    def f(point: ArrayLike) -> np.ndarray:
+        x = np.asarray(point, dtype=np.float64)
         return np.array([sum(amplitude[o, k] * np.sin(frequency[o, k] @ x + phase[o, k]) for k in range(3))
                          for o in range(2)])
 
@@ -211,7 +220,7 @@ def discrete_inputs(protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(protocol.seed)
     sequences, values = [], []
     for _ in range(protocol.samples):
-        mapping = {}
+        mapping: dict[Sequence[int], Sequence[int]] = {}
         while len(mapping) < protocol.pairs:  # distinct keys by rejection; ends as pairs <= vocabulary ** n
             key = tuple(int(v) for v in rng.integers(1, protocol.vocabulary + 1, protocol.n))
             mapping.setdefault(key, tuple(int(v) for v in rng.integers(1, protocol.vocabulary + 1, protocol.n)))
@@ -244,12 +253,12 @@ def sample_errors(program_kind: str, outputs: np.ndarray, expected: np.ndarray, 
     return errors.reshape(protocol.samples, -1).mean(axis=1)
 
 
-def _run_job(job):
+def _run_job(job: tuple[str, str, str, tuple[float, ...], Protocol]) -> list[Row]:
     program_kind, construction, variant, sigmas, protocol = job
     xs, expected = task(program_kind, protocol)
     program = build_program(program_kind, construction, variant, protocol)
     model = compile_program(program, backend="float", progress=False)
-    rows = []
+    rows: list[Row] = []
     for k, sigma in enumerate(sigmas):
         outputs = forced_outputs(model, xs, sigma, np.random.default_rng([protocol.seed, k]))
         errors = sample_errors(program_kind, outputs, expected, protocol)
@@ -302,7 +311,7 @@ def run(out_dir: str | Path = "noise", sigmas: Sequence[float] = SIGMAS, variant
     return rows
 
 
-def _write_csv(path, header, rows):
+def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
@@ -311,14 +320,15 @@ def _write_csv(path, header, rows):
 
 def means(rows: Iterable[Row]) -> dict[tuple[str, str, str], dict[float, tuple[str, float]]]:
     """``{(program, source, variant): {sigma: (statistic, mean error)}}``; the paper's rows as stated."""
-    grouped = defaultdict(lambda: defaultdict(list))
+    grouped: defaultdict[tuple[str, str, str], defaultdict[tuple[float, str], list[float]]] = defaultdict(
+        lambda: defaultdict(list))
     for row in rows:
         grouped[row.program, row.source, row.variant][row.sigma, row.statistic].append(row.error)
     return {key: {sigma: (statistic, float(np.mean(errors))) for (sigma, statistic), errors in sorted(by.items())}
             for key, by in grouped.items()}
 
 
-def _meets_goal(program_kind, error, noiseless):
+def _meets_goal(program_kind: str, error: float, noiseless: float | None) -> bool:
     if program_kind == "discrete":
         return error <= WRONG_TOKENS_GOAL
     return noiseless is not None and error <= NOISELESS_FACTOR_GOAL * noiseless
@@ -344,12 +354,12 @@ def survival(rows: Iterable[Row]) -> dict[tuple[str, str, str], str]:
     return table
 
 
-def _markdown(header, lines):
+def _markdown(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
     rule = "| " + " | ".join("---" for _ in header) + " |"
     return "\n".join(["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(line) + " |" for line in lines])
 
 
-def _format_mean(statistic, error, program_kind):
+def _format_mean(statistic: str, error: float, program_kind: str) -> str:
     text = f"{error:.3g}" if program_kind == "continuous" else f"{error:.1f}"
     return ("≥ " if statistic == "mean_at_least" else "") + text
 
@@ -374,7 +384,7 @@ def summary_markdown(rows: Sequence[Row]) -> str:
     ]) + "\n"
 
 
-def _table_order(program_kind, source, variant):
+def _table_order(program_kind: str, source: str, variant: str) -> tuple[int, int, int]:
     return PROGRAMS.index(program_kind), IFELSE_VARIANTS.index(variant), SOURCES.index(source)
 
 
@@ -395,7 +405,7 @@ def strip_plot(rows: Sequence[Row], path: str | Path, program_kind: str) -> None
     fig, ax = plt.subplots(figsize=(0.8 * len(groups) + 2, 4.5))
     jitter = np.random.default_rng(0)
 
-    def x_of(group_index, sigma):
+    def x_of(group_index: int, sigma: float) -> float:
         return group_index + (sigmas.index(sigma) - (len(sigmas) - 1) / 2) * 0.15
 
     for k, sigma in enumerate(sigmas):

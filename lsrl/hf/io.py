@@ -184,8 +184,15 @@ print(generator(PROMPT, max_new_tokens=N, do_sample=False)[0]["generated_text"])
 """
 
 
-FLOAT32_PARTS = {"mamba": "its RMSNorms and its logits", "mamba2": "its RMSNorms (the gated one too)",
-                 "hawk": "its RMSNorms and its RG-LRU scan", "griffin": "its RMSNorms and its RG-LRU scan"}
+# What the stock modeling code computes in float32 whatever the model's dtype (it casts to float32 first): the
+# parts a float64 model keeps float32-class (tests/test_hf_float64.py checks each cast on the running transformers)
+NORMS = "its RMSNorms (each block's input and the final norm, so every value a block or the head reads)"
+FLOAT32_PARTS = {
+    "mamba": f"{NORMS}, its selective scan (the state) and its logits",
+    "mamba2": f"{NORMS}, its chunked scan (the state), the gated group norm of every block's output and its logits",
+    "hawk": f"{NORMS} and its RG-LRU scan (the state)",
+    "griffin": f"{NORMS} and its RG-LRU scan (the state)",
+}
 
 
 def _card_float64(record: dict) -> str:
@@ -193,8 +200,10 @@ def _card_float64(record: dict) -> str:
     if record["dtype"] != "float64":
         return ""
     return (f"\n**float64 keeps float32-class error.** The stock code computes {FLOAT32_PARTS[record['arch']]} in "
-            "float32 also in a float64 model, so the tolerance is proved with float32's unit roundoff `2**-24`, as "
-            "for the float32 model; only values on a grid (integers, counters) are exact in both.\n")
+            "float32 also in a float64 model (it casts to float32 first), so every value is rounded to float32's "
+            "24 bits on its way through the model: the tolerance is proved with float32's unit roundoff `2**-24`, "
+            "as for the float32 model, and the outputs' error is of the float32 model's size. Only values on a "
+            "grid (integers, counters) are exact in both.\n")
 
 
 def _card_cache(hf_model: PreTrainedModel) -> str:

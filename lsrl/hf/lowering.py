@@ -115,6 +115,7 @@ from lsrl.errors import InternalError, LsrlError, shown
 from lsrl.hf.enclosure import (
     Algebraic, characteristic, interval, midpoint, real_eigenpairs, sign, square_root, times_interval,
 )
+from lsrl.kinds import NODE_WEIGHTS, Kind
 from lsrl.lang.relational_bounds import relational_bounds
 from lsrl.model.compiled import CompiledProgram
 from lsrl.model.structure import DELAY, DIAGONAL, OTHER, PAIR, state_blocks
@@ -445,18 +446,19 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     current = list(builder.inputs)
     originals = {layer.name: layer for layer in model.layers}
     layers: list[Any] = exact_layers(model)
-    relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
+    if layers:  # a program whose output is its input has none: the stream carries the input to the logits
+        relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in layers:
         first_new = len(builder.slots)
         low, high = _layer_bounds(layer, originals.get(layer.name), max_len)
-        if layer.kind == "Linear":
+        if layer.kind is Kind.LINEAR:
             current = _affine(layer.A, layer.b, current)
-        elif layer.kind == "ReLU":
+        elif layer.kind is Kind.RELU:
             current = [builder.relu(form, layer.name) for form in current]
-        elif layer.kind == "Multi":
+        elif layer.kind is Kind.MULTI:
             half = layer.dim
             current = [builder.product(current[i], current[half + i], layer.name) for i in range(half)]
-        elif layer.kind == "LinState":
+        elif layer.kind is Kind.LINSTATE:
             current = _lower_state(builder, layer, current, (low, high))
         else:
             raise LsrlError(f"{layer.describe()}: the stock blocks update their state linearly; a {layer.kind} "
@@ -516,8 +518,7 @@ def _same_values(layer: Any, original: Any) -> bool:
     program): same kind and exact weights, the pass left it alone."""
     if original is None or original is layer or original.kind != layer.kind or original.dim != layer.dim:
         return False
-    names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
-    return all(getattr(layer, n).equals(getattr(original, n)) for n in names)
+    return all(getattr(layer, n).equals(getattr(original, n)) for n in NODE_WEIGHTS[layer.kind])
 
 
 def _tighten_new_slots(slots: list[Slot], first_new: int, forms: list[Form]) -> None:
@@ -534,7 +535,8 @@ def _require_bounded(model: CompiledProgram, max_len: int) -> None:
     unbounded_input = not all(math.isfinite(v) for v in spec.low + spec.high)
     advice = (f"Input '{spec.name}' has no finite bound: declare its bounds" if unbounded_input else
               "declare the Input's bounds, or bound the state")
-    relational_bounds(model.layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
+    if model.layers:
+        relational_bounds(model.layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
     for layer in model.layers:
         bounds = relational_bounds(layer, max_len)
         if not bounds.finite:

@@ -170,13 +170,14 @@ def _pow2_at_most(value: float) -> float:
     return 2.0 ** math.floor(math.log2(value)) if value > 0 else GAIN_CAP
 
 
-def _gain(*magnitudes: float) -> float:
+def power_of_two_gain(*magnitudes: float) -> float:
     """The largest power of two ``k <= GAIN_CAP`` with ``k * m <= LARGEST`` for every magnitude."""
     largest = max([m for m in magnitudes if m > 0], default=0.0)
     return min(GAIN_CAP, _pow2_at_most(LARGEST / largest)) if largest else GAIN_CAP
 
 
-def _reach(channel: Channel, max_len: int) -> float:
+def channel_reach(channel: Channel, max_len: int) -> float:
+    """The scan's ``reach`` (``lsrl.hf.rounding``) of ``channel``'s decay over ``max_len`` steps."""
     return reach(channel.decay, max_len)
 
 
@@ -190,15 +191,15 @@ def _plan_blocks(lowered: Lowered) -> list[list[tuple[int, Channel, float, float
     planned = []
     for block in blocks:
         scans = [c for _, c, _, _ in block if c.kind in ("scan", "pulse")]
-        scan_gain = min([_gain(c.form.bound, c.form.bound * _reach(c, lowered.max_len) * GATE) for c in scans],
-                        default=GAIN_CAP)
+        scan_gain = min([power_of_two_gain(c.form.bound, c.form.bound * channel_reach(c, lowered.max_len) * GATE)
+                         for c in scans], default=GAIN_CAP)
         rows = []
         for index, channel, _, _ in block:
             if channel.kind == "relu":
-                gain, gate = _gain(channel.form.bound), 0.0
+                gain, gate = power_of_two_gain(channel.form.bound), 0.0
             elif channel.kind == "product":
                 a, b = channel.form.bound, channel.gate.bound  # type: ignore[union-attr]
-                gain, gate = _gain(a), _gain(b, a * b)
+                gain, gate = power_of_two_gain(a), power_of_two_gain(b, a * b)
             else:
                 gain, gate = scan_gain, 0.0
             if min(gain, gate or gain) < SMALLEST_GAIN:
@@ -229,7 +230,7 @@ def split_signs(channel: Channel) -> list[Channel]:
     return [channel]
 
 
-def _form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:
+def form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:
     """in_proj / lm_head row reading ``scale * form`` from the (identity-normed) stream."""
     row = {stream.payload[slot]: scale * c / stream.beta for slot, c in form.coef}
     if form.const:
@@ -237,13 +238,14 @@ def _form_row(form: Form, stream: Stream, scale: float) -> dict[int, float]:
     return row
 
 
-def _decay_log(decay: float) -> float:
+def decay_log(decay: float) -> float:
+    """The stock ``A_log`` that makes a step of ``dt = DT_ON`` decay by ``decay`` (``EXACT_DECAY_LOG`` for 1)."""
     return EXACT_DECAY_LOG if decay == 1 else math.log(-math.log(decay) / DT_ON)
 
 
 def _realised_decay(decay: float) -> float:
     """``exp(dt A)`` as the stock scan computes it (A rounded to float32)."""
-    a = -float(np.exp(np.float32(_decay_log(decay))))
+    a = -float(np.exp(np.float32(decay_log(decay))))
     return 1.0 if decay == 1 else math.exp(DT_ON * float(np.float32(a)))
 
 
@@ -281,7 +283,7 @@ def ends(model: CompiledProgram, lowered: Lowered, stream: Stream, vocab: int) -
     """``backbone.embeddings``, ``backbone.norm_f`` and ``lm_head`` (logits = the outputs)."""
     head = np.zeros((vocab, stream.hidden_size))
     for j, form in enumerate(lowered.outputs):
-        for column, value in _form_row(form, stream, 1.0).items():
+        for column, value in form_row(form, stream, 1.0).items():
             head[j, column] = value
     embeddings = np.zeros((vocab, stream.hidden_size))
     spec = declared(model)
@@ -337,14 +339,14 @@ def _block_weights(prefix: str, rows: list[tuple[int, Channel, float, float]], s
     conv_bias[0] = CONSTANT  # channel 0: u = silu(64) = 64, the source of B_t and C_t
     x_proj[2, 0] = 1.0 / CONSTANT  # C_t = 1
     for d, (slot, channel, gain, gate) in enumerate(rows, start=1):
-        for column, value in _form_row(channel.form, stream, gain).items():
+        for column, value in form_row(channel.form, stream, gain).items():
             in_proj[d, column] = value
         conv[d, 0, kernel - 1 - channel.lag] = 1.0
         if channel.impulse:  # the constant minus itself one step later: only at step lag + 1
             conv[d, 0, kernel - 2 - channel.lag] = -1.0
         target = stream.payload[slot]
         if channel.kind == "product":
-            for column, value in _form_row(channel.gate, stream, gate).items():  # type: ignore[arg-type]
+            for column, value in form_row(channel.gate, stream, gate).items():  # type: ignore[arg-type]
                 in_proj[inner + d, column] = value
             skip[d] = 1.0 / gain
             out_proj[target, d] = stream.beta * channel.weight / gate
@@ -355,7 +357,7 @@ def _block_weights(prefix: str, rows: list[tuple[int, Channel, float, float]], s
             skip[d] = 1.0 / gain
         else:  # scan or pulse
             dt_bias[d] = DT_ON
-            a_log[d, 0] = _decay_log(channel.decay)
+            a_log[d, 0] = decay_log(channel.decay)
             x_proj[1, 0] = 1.0 / (CONSTANT * DT_ON * gain)  # dt B_t = 1 / gain
             if channel.kind == "pulse":
                 conv[d, 0, kernel - 2] = -1.0

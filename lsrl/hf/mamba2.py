@@ -70,8 +70,8 @@ import numpy as np
 from lsrl.errors import LsrlError
 from lsrl.hf.lowering import Channel, Lowered, lower
 from lsrl.hf.mamba import (
-    CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, _decay_log, _form_row, _gain, _reach,
-    ends, finished, output_tolerance, slot_errors, split_signs, stream_bounds, vocabulary_size,
+    CONSTANT, DT_OFF, DT_ON, EXACT_DECAY_LOG, GATE, SMALLEST_GAIN, channel_reach, decay_log, ends, finished,
+    form_row, output_tolerance, power_of_two_gain, slot_errors, split_signs, stream_bounds, vocabulary_size,
 )
 from lsrl.hf.stream import MARGIN_BITS, Stream, plan_stream
 
@@ -152,14 +152,14 @@ def _head(slot: int, channel: Channel, max_len: int, name: str) -> Head:
     form = channel.form
     if channel.kind == "relu":
         head = _gated(Head(slot, channel.weight, 1.0, form.bound))
-        gain = _gain(form.bound)
+        gain = power_of_two_gain(form.bound)
         taps = {channel.lag: 1.0, channel.lag + 1: -1.0} if channel.impulse else {channel.lag: 1.0}
         head.x, head.taps, head.skip = (form, gain), taps, 1 / gain
         head.error = (channel, gain, 0.0)
         return head
     if channel.kind == "product":  # y = D u = shrink * relu(a), silu(z) = gate * relu(b)
         a, b = form.bound, channel.gate.bound  # type: ignore[union-attr]
-        gain, gate = _gain(a), _gain(b)
+        gain, gate = power_of_two_gain(a), power_of_two_gain(b)
         shrink = min(1.0, 2.0 ** math.floor(math.log2(PAYLOAD_LIMIT / max(gate * a * b, 2.0 ** -60))))
         if gate < SMALLEST_GAIN or shrink < SMALLEST_SHRINK:
             raise LsrlError(f"{name}: a product's factors (bounds {a:.3g}, {b:.3g}) are too large for the saturated "
@@ -176,16 +176,17 @@ def _scan_head(slot: int, channel: Channel, max_len: int, name: str) -> Head:
     """A scan of ``relu(form)`` (``x = k form``, ``silu(x) = k relu(form)`` as in ``lsrl.hf.mamba``) or a
     pulse (``x = k c >= 64`` at the first step only: conv taps +1, -1 on a constant): ``y = 2**17 k S``,
     gated down by ``_gated``."""
-    form, reach = channel.form, _reach(channel, max_len)
+    form, reach = channel.form, channel_reach(channel, max_len)
     if channel.kind == "pulse":  # silu(x) = x for x >= 64 (the identity: no gain floor); the state is at most c
         gain, taps, largest = 2.0 ** math.ceil(math.log2(CONSTANT / form.const)), {0: 1.0, 1: -1.0}, form.const
     else:
-        gain, taps, largest = _gain(form.bound, SCAN_FACTOR * reach * form.bound), {0: 1.0}, reach * form.high
+        gain, taps = power_of_two_gain(form.bound, SCAN_FACTOR * reach * form.bound), {0: 1.0}
+        largest = reach * form.high
         if gain < SMALLEST_GAIN:
             raise LsrlError(f"{name}: its values (bound {form.bound:.3g}) are too large for the saturated gates of a "
                             "Mamba-2 scan; lower max_len or the Input bounds")
     head = _gated(Head(slot, channel.weight, SCAN_FACTOR * gain, SCAN_FACTOR * gain * largest))
-    head.x, head.taps, head.dt_bias, head.a_log = (form, gain), taps, DT_ON, _decay_log(channel.decay)
+    head.x, head.taps, head.dt_bias, head.a_log = (form, gain), taps, DT_ON, decay_log(channel.decay)
     head.error = (channel, math.inf if channel.kind == "pulse" else gain, 0.0)
     return head
 
@@ -230,7 +231,7 @@ def _block_weights(prefix: str, heads: list[Head], stream: Stream, inner: int, a
     for d, head in enumerate(heads, start=anchors):
         form, scale = head.x
         if form is not None:
-            for column, value in _form_row(form, stream, scale).items():
+            for column, value in form_row(form, stream, scale).items():
                 in_proj[inner + d, column] = value
         for lag, tap in head.taps.items():
             conv[d, 0, kernel - 1 - lag] = tap
@@ -239,7 +240,7 @@ def _block_weights(prefix: str, heads: list[Head], stream: Stream, inner: int, a
         if gate_form is None:
             in_proj[d, stream.anchor] = gate_scale / stream.alpha
         else:
-            for column, value in _form_row(gate_form, stream, gate_scale).items():
+            for column, value in form_row(gate_form, stream, gate_scale).items():
                 in_proj[d, column] = value
         dt_bias[d], a_log[d], skip[d] = head.dt_bias, head.a_log, head.skip
         if head.slot is not None:

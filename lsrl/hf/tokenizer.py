@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lsrl.errors import LsrlError, shown, whole_number
-from lsrl.hf.io import io_record
+from lsrl.hf.record import checked_record
 
 MARK = "\u2581"  # the word mark (SentencePiece's): a word's entry in the vocabulary is MARK + word
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def has_tokens(hf_model: PreTrainedModel) -> bool:
     """Whether ``hf_model`` (built by ``lsrl.hf.to_hf``) reads tokens (``input_ids``)."""
-    return io_record(hf_model)["input"] == "input_ids"
+    return checked_record(hf_model)["input"] == "input_ids"
 
 
 def tokenizer(hf_model: PreTrainedModel, words: Mapping[str, int] | None = None) -> PreTrainedTokenizerFast:
@@ -41,7 +41,7 @@ def tokenizer(hf_model: PreTrainedModel, words: Mapping[str, int] | None = None)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    record = io_record(hf_model)
+    record = checked_record(hf_model)
     if not has_tokens(hf_model):
         raise LsrlError(f"lsrl.hf tokenizer: Input {record.get('input_name', '?')!r} of {record['program']!r} reads "
                         "no tokens (it is fed inputs_embeds: not one integer component with finite bounds), so "

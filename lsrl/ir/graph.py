@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from lsrl.errors import InternalError
 from lsrl.ir.labels import UnitLabel, better
-from lsrl.ir.ops import CONCAT, INPUT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Op, OpKind
+from lsrl.ir.ops import Op, OpParts
 from lsrl.ir.verify import verify as _verify
+from lsrl.kinds import CONCAT, INPUT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Kind
 from lsrl.lang import nodes as N
 
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ def _nonnegative_components(op: Op, inputs_nonnegative: list[frozenset[int]]) ->
     states that start, stay and are driven so."""
     if op.kind in (RELU, RELUSTATE):
         return frozenset(range(op.dim))
-    if op.kind == INPUT:
-        return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0)
+    if op.kind == INPUT:  # what it declares (nothing where it declares no bounds)
+        return frozenset(i for i, low in enumerate(op.bounds[0]) if low >= 0) if op.bounds is not None else frozenset()
     if op.kind == CONCAT:
         picked = [p in nonnegative for nonnegative, picks in zip(inputs_nonnegative, op.picks) for p in picks]
         return frozenset(i for i, holds in enumerate(picked) if holds)
@@ -101,7 +102,7 @@ class Graph:
         self.lineage: dict[str, tuple[int, list[str]]] = {}
         self.ancestry: dict[tuple[str, str], bool] = {}  # (node, ancestor) -> whether node is computed from ancestor
         self.nnz = self.peak_nnz = 0
-        self.kinds: Counter[OpKind] = Counter()  # ops of each kind, kept up to date like nnz
+        self.kinds: Counter[Kind] = Counter()  # ops of each kind, kept up to date like nnz
         # op -> components >= 0 at every step (kept: a rewrite keeps an op's value)
         self.signs: dict[Op, frozenset[int]] = {}
 
@@ -119,7 +120,7 @@ class Graph:
     def linear(self, x: Op, A: Matrix, b: Matrix | None = None, name: str | None = None,
                labels: Labels | None = None) -> Op:
         b = b if b is not None else self.backend.zeros_vector(A.shape2d[0])
-        return self.add(Op(LINEAR, [x], A.shape2d[0], name, A=A, b=b, labels=labels))
+        return self.add(Op(LINEAR, [x], A.shape2d[0], name, OpParts(A=A, b=b), labels))
 
     def selection(self, x: Op, columns: Iterable[int], name: str | None = None) -> Op:
         """Slice of ``x`` picking ``columns``; ``x`` itself when that is the identity."""
@@ -145,7 +146,7 @@ class Graph:
         inputs, picks = _joined(slots)
         if len(inputs) == 1:
             return self.selection(inputs[0], picks[0], name=name)
-        return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, picks=picks))
+        return self.add(Op(CONCAT, inputs, sum(len(p) for p in picks), name, OpParts(picks=picks)))
 
     def regather(self, concat: Op, old: Op, new: Op, remap: Sequence[int] | Mapping[int, int]) -> Op:
         """The slots of ``concat`` that read ``old`` read ``new`` instead, pick ``p`` becoming
@@ -157,7 +158,7 @@ class Graph:
             gathered = self.selection(inputs[0], picks[0], name=concat.name)
             self.replace(concat, gathered)
             return gathered
-        before, concat.inputs, concat.picks = concat.inputs, inputs, picks
+        before, concat.inputs, concat.parts = concat.inputs, inputs, OpParts(picks=picks)  # picks: all a gather holds
         edges: dict[Op, int] = {}  # joining neighbouring slots changes other inputs' edge counts too
         for x in inputs:
             edges[x] = edges.get(x, 0) + 1
@@ -170,11 +171,11 @@ class Graph:
 
     def linstate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
                  labels: Labels | None = None) -> Op:
-        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+        return self.add(Op(LINSTATE, [x], A.shape2d[0], name, OpParts(A=A, B=B, b=b, init=init), labels))
 
     def relustate(self, x: Op, A: Matrix, B: Matrix, b: Matrix, init: Matrix, name: str | None = None,
                   labels: Labels | None = None) -> Op:
-        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, A=A, B=B, b=b, init=init, labels=labels))
+        return self.add(Op(RELUSTATE, [x], A.shape2d[0], name, OpParts(A=A, B=B, b=b, init=init), labels))
 
     def state_like(self, state: Op, x: Op, B: Matrix, b: Matrix | None = None, name: str | None = None) -> Op:
         """An op of ``state``'s kind (linstate or relustate) with its ``A`` and ``init``, reading ``x``
@@ -290,7 +291,7 @@ class Graph:
                     self.users[x].pop(current, None)
                     pending.append(x)
 
-    def count_of(self, kind: OpKind) -> int:
+    def count_of(self, kind: Kind) -> int:
         """The number of ops of ``kind`` in the graph."""
         return self.kinds[kind]
 
@@ -355,8 +356,7 @@ class Graph:
         clone.lineage, clone.ancestry = self.lineage, self.ancestry
         new: dict[Op, Op] = {}
         for op in self.ops():
-            twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.A, op.B, op.b, op.init,
-                      op.picks, op.bounds, op.integer, op.labels)
+            twin = Op(op.kind, [new[x] for x in op.inputs], op.dim, op.name, op.parts, op.labels)
             new[op] = clone.add(twin)
         clone.input, clone.output = new[self.input], new[self.output]
         clone.peak_nnz = max(clone.peak_nnz, self.peak_nnz)
@@ -416,16 +416,14 @@ def from_program(program: ForEach, backend: Backend) -> Graph:
         labels: list[UnitLabel | None] = [UnitLabel(program.names[node], i, "value") for i in range(dim)]
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])
         if isinstance(node, N.Linear):
-            op = Op(kind, inputs, dim, node.name, A=convert(node.A), b=convert(node.b))
-        elif isinstance(node, (N.LinState, N.ReLUState)):
-            state: Any = node  # lsrl.lang sets a state's weights in _set_state_weights, which declares no types
-            op = Op(kind, inputs, dim, node.name, A=convert(state.A), B=convert(state.B),
-                    b=convert(state.b), init=convert(state.init_state))
+            op = Op(kind, inputs, dim, node.name, OpParts(A=convert(node.A), b=convert(node.b)))
+        elif isinstance(node, N.StateNode):
+            op = Op(kind, inputs, dim, node.name, OpParts(A=convert(node.A), B=convert(node.B), b=convert(node.b),
+                                                          init=convert(node.init_state)))
         elif isinstance(node, N.Concat):
-            op = Op(kind, inputs, dim, node.name, picks=[range(x.dim) for x in inputs])
+            op = Op(kind, inputs, dim, node.name, OpParts(picks=[range(x.dim) for x in inputs]))
         elif isinstance(node, N.Input):
-            declared: Any = node  # its bounds' type is not inferred in lsrl.lang
-            op = Op(kind, inputs, dim, node.name, bounds=declared.bounds, integer=declared.integer)
+            op = Op(kind, inputs, dim, node.name, OpParts(bounds=node.bounds, integer=node.integer))
         else:
             op = Op(kind, inputs, dim, node.name)
         op.labels = labels

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 import numpy as np
 
 from lsrl.errors import DimensionError, LsrlError
-from lsrl.ir.ops import LINEAR, RELU
+from lsrl.kinds import LINEAR, RELU
 
 if TYPE_CHECKING:
     from lsrl.ir.ops import Op

@@ -1,4 +1,4 @@
-"""The ops of the working graph: ``OpKind`` (what an op computes) and ``Op`` (one node).
+"""The ops of the working graph: ``Op`` (one node), whose ``kind`` (``lsrl.kinds.Kind``) says what it computes.
 
 Ops mirror the program's node types, with one difference: a Concat holds a *gather*, a list of
 slots ``(op, picks)`` that each take the components ``picks`` of ``op`` (see ``lsrl.ir.graph``).
@@ -8,71 +8,101 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from enum import Enum
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from lsrl.errors import InternalError
+from lsrl.kinds import CONCAT, LINEAR, LINSTATE, RELUSTATE, Kind
 
 if TYPE_CHECKING:
     from lsrl.ir.labels import UnitLabel
     from lsrl.numbers import Matrix
 
 
-class OpKind(Enum):
-    """What an op computes; the value is the name ``print(graph)`` shows."""
-
-    INPUT = "input"
-    LINEAR = "linear"  # A x + b
-    RELU = "relu"
-    LINSTATE = "linstate"  # s_t = A s_{t-1} + B x_t + b, s_0 = init
-    RELUSTATE = "relustate"  # h_t = ReLU(A h_{t-1} + B x_t + b): weights as a linstate's, a kind of its own
-    CONCAT = "concat"  # a gather of slots (op, picks)
-    MULTI = "multi"  # x[:d] * x[d:]
-
-    # Enum hashes a member by its name in Python code; members are singletons compared by identity,
-    # so the identity hash is equal where it matters and, in the compiler's many kind-keyed lookups, far cheaper
-    __hash__ = object.__hash__
-
-    def __str__(self) -> str:
-        return self.value
-
-
-# The members by name, for the passes' inner loops: on Python 3.11 every ``OpKind.X`` lookup goes through
-# the hook of EnumType.__getattr__ (3x a plain lookup), and the compiler compares kinds per op and per rule.
-INPUT, LINEAR, RELU, CONCAT, MULTI = OpKind.INPUT, OpKind.LINEAR, OpKind.RELU, OpKind.CONCAT, OpKind.MULTI
-LINSTATE, RELUSTATE = OpKind.LINSTATE, OpKind.RELUSTATE
-
-WEIGHTS: dict[OpKind, tuple[str, ...]] = {
+# the weights an op of each kind holds; an op keeps a state's init as ``init`` (a node as ``init_state``)
+WEIGHTS: dict[Kind, tuple[str, ...]] = {
     LINEAR: ("A", "b"), LINSTATE: ("A", "B", "b", "init"), RELUSTATE: ("A", "B", "b", "init"),
 }
-STATE_KINDS = (LINSTATE, RELUSTATE)  # ops with A, B, b, init
 
+
+InputBounds: TypeAlias = tuple[list[Any], list[Any]]  # an input's (low, high) per component, as lsrl.lang.Input
+
+
+@dataclass(frozen=True, slots=True)
+class OpParts:
+    """What an op holds besides its inputs, each part used by some kinds only (None where the kind has none):
+    ``A, b`` of a linear; ``A, B, b, init`` of a state; ``picks`` (one sequence of components per input) of a
+    concat; ``bounds`` and ``integer``, what an input declares about its values."""
+
+    A: Matrix | None = None
+    B: Matrix | None = None
+    b: Matrix | None = None
+    init: Matrix | None = None
+    picks: list[Sequence[int]] | None = None
+    bounds: InputBounds | None = None
+    integer: bool = False
+
+
+NO_PARTS = OpParts()  # a ReLU's or a Multi's
 
 
 class Op:
-    """One node of the working graph. ``A, b`` for linear; ``A, B, b, init`` for the state kinds;
-    ``picks`` (one sequence of components per input) for concat. A weight an op's kind does not
-    have is None (typed as ``Matrix``: passes read a weight only after checking the kind, and
-    ``Graph.verify`` checks that every kind holds its weights)."""
+    """One node of the working graph: its ``kind``, ``inputs`` and width ``dim``, its ``parts`` and the
+    ``labels`` of its components (lsrl.ir.labels). ``op.A``, ``op.B``, ``op.b``, ``op.init`` and
+    ``op.picks`` read the parts a pass expects the op's kind to hold, and raise ``InternalError`` where it
+    holds none (``Graph.verify`` checks that every kind holds its parts)."""
 
     _ids = itertools.count()
-    A: Matrix
-    B: Matrix
-    b: Matrix
-    init: Matrix
 
-    def __init__(self, kind: OpKind, inputs: Iterable[Op], dim: int, name: str | None = None,
-                 A: Matrix | None = None, B: Matrix | None = None, b: Matrix | None = None,
-                 init: Matrix | None = None, picks: list[Sequence[int]] | None = None, bounds: Any = None,
-                 integer: bool = False, labels: Iterable[UnitLabel | None] | None = None) -> None:
-        self.kind, self.inputs, self.dim = kind, list(inputs), dim
-        # per component (lsrl.ir.labels)
+    def __init__(self, kind: Kind, inputs: Iterable[Op], dim: int, name: str | None = None,
+                 parts: OpParts = NO_PARTS, labels: Iterable[UnitLabel | None] | None = None) -> None:
+        self.kind, self.inputs, self.dim, self.parts = kind, list(inputs), dim, parts
         self.labels: list[UnitLabel | None] = list(labels) if labels is not None else [None] * dim
-        # None where the kind has no such weight (see the class doc); no cast(): it runs for every op made
-        self.A, self.B, self.b, self.init = A, B, b, init  # type: ignore[assignment]
-        self.picks: list[Sequence[int]] = picks  # type: ignore[assignment]  # None unless a concat
-        self.bounds, self.integer = bounds, integer  # what an input declares about its values
         self.id = next(Op._ids)
-        self.name = name or f"{kind._value_}_{self.id}"  # _value_: a plain attribute, .value a descriptor
-        self.nnz: int = sum(getattr(self, w).nnz for w in WEIGHTS.get(kind, ()))
+        self.name = name or f"{kind.lower()}_{self.id}"
+        self.nnz: int = sum(getattr(parts, w).nnz for w in WEIGHTS.get(kind, ()))
+
+    def _lacks(self, part: str) -> InternalError:
+        return InternalError(f"op %{self.name} ({self.kind.lower()}) holds no {part}")
+
+    # the passes read these in their inner loops: each property is one look and one test
+    @property
+    def A(self) -> Matrix:
+        if (A := self.parts.A) is None:
+            raise self._lacks("A")
+        return A
+
+    @property
+    def B(self) -> Matrix:
+        if (B := self.parts.B) is None:
+            raise self._lacks("B")
+        return B
+
+    @property
+    def b(self) -> Matrix:
+        if (b := self.parts.b) is None:
+            raise self._lacks("b")
+        return b
+
+    @property
+    def init(self) -> Matrix:
+        if (init := self.parts.init) is None:
+            raise self._lacks("init")
+        return init
+
+    @property
+    def picks(self) -> list[Sequence[int]]:
+        if (picks := self.parts.picks) is None:
+            raise self._lacks("picks")
+        return picks
+
+    @property
+    def bounds(self) -> InputBounds | None:
+        return self.parts.bounds
+
+    @property
+    def integer(self) -> bool:
+        return self.parts.integer
 
     def __repr__(self) -> str:
         return f"Op({self.name}, dim={self.dim}, in={[x.name for x in self.inputs]})"
@@ -101,7 +131,7 @@ class Op:
             f"{w}{'x'.join(map(str, getattr(self, w).shape))} nnz={getattr(self, w).nnz}"
             for w in WEIGHTS.get(self.kind, ())
         )
-        return f"%{self.name} = {self.kind}[{self.dim}]({args}){'  ' + weights if weights else ''}"
+        return f"%{self.name} = {self.kind.lower()}[{self.dim}]({args}){'  ' + weights if weights else ''}"
 
 
 def _picks_text(picks: Iterable[int], width: int) -> str:

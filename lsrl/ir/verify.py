@@ -21,7 +21,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from lsrl.errors import InternalError
-from lsrl.ir.ops import CONCAT, INPUT, LINEAR, MULTI, RELU, STATE_KINDS, WEIGHTS, Op
+from lsrl.ir.ops import WEIGHTS, Op
+from lsrl.kinds import CONCAT, INPUT, LINEAR, MULTI, RELU, STATE_KINDS
 
 if TYPE_CHECKING:
     from lsrl.ir.graph import Graph
@@ -56,7 +57,7 @@ def _check_membership(graph: Graph) -> None:
 
 
 def _check_shape(graph: Graph, op: Op, weight: str, expected: tuple[int, int]) -> None:
-    matrix: Matrix | None = getattr(op, weight)
+    matrix: Matrix | None = getattr(op.parts, weight)
     if matrix is None:
         _broken(graph, op, f"has no weight {weight}")
     elif matrix.shape2d != expected:
@@ -95,8 +96,9 @@ def _check_shapes(graph: Graph, op: Op) -> None:
 
 
 def _check_gather(graph: Graph, op: Op) -> None:
-    if op.picks is None or len(op.picks) != len(op.inputs):
-        _broken(graph, op, f"has {len(op.inputs)} inputs but {0 if op.picks is None else len(op.picks)} pick lists")
+    if op.parts.picks is None or len(op.parts.picks) != len(op.inputs):
+        lists = 0 if op.parts.picks is None else len(op.parts.picks)
+        _broken(graph, op, f"has {len(op.inputs)} inputs but {lists} pick lists")
     for x, picks in op.slots:
         bad = [p for p in picks if not 0 <= p < x.dim]
         if bad:

@@ -32,17 +32,22 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from lsrl.errors import LsrlError, whole_number
+from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.lang import nodes as N
-from lsrl.numbers import ONE, ZERO, to_rational
+from lsrl.numbers import ONE, ZERO, Bound, to_rational
 
 if TYPE_CHECKING:
     import gmpy2
 
+    from lsrl.numbers import Matrix
+
 INF = math.inf
-Bound: TypeAlias = "gmpy2.mpq | float"  # a rational, or plus / minus infinity
+Sides: TypeAlias = "tuple[list[Bound], list[Bound]]"  # (low, high), one bound per component
+Rows: TypeAlias = "dict[int, dict[int, Bound]]"  # a non-negative matrix by rows, {i: {j: weight}}
+Vector: TypeAlias = "dict[int, Bound]"  # a vector by component
 _SOLVED_BLOCK = 64  # larger strongly connected blocks are not inverted or squared (cubic cost)
 _MAX_HULL_STEPS = 10**6  # hull steps iterated one by one at most (about a second per component)
 _MAX_BOUND_BITS = 2**20  # a bound that needs more bits (|bound| > 2^(2^20)) is reported as infinite
@@ -51,8 +56,8 @@ _MAX_BOUND_BITS = 2**20  # a bound that needs more bits (|bound| > 2^(2^20)) is 
 class ValueRange(NamedTuple):
     """``(low, high)``: per-component bounds, rational or infinite."""
 
-    low: list
-    high: list
+    low: list[Bound]
+    high: list[Bound]
 
     @property
     def unbounded(self) -> list:
@@ -64,14 +69,14 @@ class ValueRange(NamedTuple):
         return not self.unbounded
 
 
-def _times(a, x):
+def _times(a: Bound, x: Bound) -> Bound:
     """``a * x`` for a non-zero rational ``a`` and ``x`` rational or infinite."""
     if x == INF or x == -INF:
         return x if a > 0 else -x
     return a * x
 
 
-def _plus(x, y):
+def _plus(x: Bound, y: Bound) -> Bound:
     if x in (INF, -INF):
         return x
     if y in (INF, -INF):
@@ -79,7 +84,7 @@ def _plus(x, y):
     return x + y
 
 
-def _affine(A, b, low, high):
+def _affine(A: Matrix, b: Matrix, low: Sequence[Bound], high: Sequence[Bound]) -> Sides:
     """Interval of ``A v + b`` for ``v`` in the box ``[low, high]``."""
     out_low = [to_rational(v) for v in b.values()]
     out_high = list(out_low)
@@ -94,8 +99,8 @@ def _affine(A, b, low, high):
     return out_low, out_high
 
 
-def _product(l1, h1, l2, h2):
-    def mul(x, y):
+def _product(l1: Bound, h1: Bound, l2: Bound, h2: Bound) -> tuple[Bound, Bound]:
+    def mul(x: Bound, y: Bound) -> Bound:
         return 0 if x == 0 or y == 0 else (_times(x, y) if x not in (INF, -INF) else _times(y, x))
 
     candidates = [mul(l1, l2), mul(l1, h2), mul(h1, l2), mul(h1, h2)]
@@ -105,9 +110,9 @@ def _product(l1, h1, l2, h2):
 # ---- LinState bounds ---------------------------------------------------------------------------
 
 
-def _interval_matrix(A, n) -> dict:
+def _interval_matrix(A: Matrix, n: int) -> Rows:
     """``M`` of the interval recurrence as rows ``{i: {j: weight}}`` over ``z = (high, -low)``."""
-    rows = {i: {} for i in range(2 * n)}
+    rows: Rows = {i: {} for i in range(2 * n)}
     for i, j, a in A.entries():
         a = to_rational(a)
         if a > 0:
@@ -117,9 +122,14 @@ def _interval_matrix(A, n) -> dict:
     return rows
 
 
-def _blocks(rows) -> list:
+def _blocks(rows: Rows) -> list[list[int]]:
     """Strongly connected blocks of ``i -> j`` (i reads j), each after the blocks it reads (Tarjan)."""
-    index, low, on_stack, stack, blocks, counter = {}, {}, set(), [], [], 0
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    blocks: list[list[int]] = []
+    counter = 0
     for root in rows:
         if root in index:
             continue
@@ -148,7 +158,7 @@ def _blocks(rows) -> list:
             if work:
                 low[work[-1][0]] = min(low[work[-1][0]], low[node])
             if low[node] == index[node]:
-                block = []
+                block: list[int] = []
                 while True:  # pops the block's members, node last: at most len(stack) rounds
                     member = stack.pop()
                     on_stack.discard(member)
@@ -159,9 +169,9 @@ def _blocks(rows) -> list:
     return blocks
 
 
-def _step(rows, block, z, c):
+def _step(rows: Rows, block: Iterable[int], z: Vector, c: Vector) -> Vector:
     """``M z + c`` on the components of ``block`` (``z`` holds what ``rows`` read)."""
-    out = {}
+    out: Vector = {}
     for i in block:
         total = c[i]
         for j, m in rows[i].items():
@@ -170,7 +180,7 @@ def _step(rows, block, z, c):
     return out
 
 
-def _hull_iteration(rows, block, z, c, steps):
+def _hull_iteration(rows: Rows, block: list[int], z: Vector, c: Vector, steps: int) -> tuple[bool, Vector]:
     """Iterate the hull from ``z`` for at most ``steps`` steps; returns (closed, z on ``block``)."""
     current = {i: z[i] for i in block}
     for _ in range(steps):
@@ -181,7 +191,7 @@ def _hull_iteration(rows, block, z, c, steps):
     return False, current
 
 
-def _inverse_if_contracting(rows, block):
+def _inverse_if_contracting(rows: Rows, block: list[int]) -> list[list[gmpy2.mpq]] | None:
     """``(I - M)^-1`` on ``block`` when it is non-negative (spectral radius of ``M`` < 1), else None."""
     size = len(block)
     where = {i: k for k, i in enumerate(block)}
@@ -207,7 +217,7 @@ def _inverse_if_contracting(rows, block):
     return inverse if all(v >= 0 for row in inverse for v in row) else None
 
 
-def _geometric_bound(rows, block, z, c):
+def _geometric_bound(rows: Rows, block: list[int], z: Vector, c: Vector) -> Vector | None:
     """The contracting block's invariant bound, or None if the block does not contract."""
     if len(block) > _SOLVED_BLOCK or any(c[i] == INF for i in block):
         return None
@@ -215,7 +225,7 @@ def _geometric_bound(rows, block, z, c):
     if inverse is None:
         return None
 
-    def solve(rhs):
+    def solve(rhs: list[Bound]) -> Vector:
         return {i: sum(inverse[k][q] * rhs[q] for q in range(len(block))) for k, i in enumerate(block)}
 
     fixed = solve([c[i] for i in block])
@@ -225,7 +235,7 @@ def _geometric_bound(rows, block, z, c):
     return solve([c[i] + max(z[i] - fixed[i], 0) for i in block])
 
 
-def _affine_power(rows, block, start, c, power):
+def _affine_power(rows: Rows, block: list[int], start: Vector, c: Vector, power: int) -> Vector | None:
     """``L^power(start)`` for the affine map ``L(z) = M z + c`` on ``block`` (all finite), by repeated
     squaring of ``[[M, c], [0, 1]]``; None when an entry needs more than ``_MAX_BOUND_BITS`` bits."""
     size = len(block)
@@ -238,7 +248,7 @@ def _affine_power(rows, block, start, c, power):
     square[size][size] = ONE
     vector = [to_rational(start[i]) for i in block] + [ONE]
 
-    def too_large(values):
+    def too_large(values: Iterable[gmpy2.mpq]) -> bool:
         return any(v.numerator.bit_length() > _MAX_BOUND_BITS or v.denominator.bit_length() > _MAX_BOUND_BITS
                    for v in values)
 
@@ -256,7 +266,7 @@ def _affine_power(rows, block, start, c, power):
     return {i: vector[k] for k, i in enumerate(block)}
 
 
-def _hull_after(rows, block, z, c, steps):
+def _hull_after(rows: Rows, block: list[int], z: Vector, c: Vector, steps: int) -> Vector:
     """The hull of ``z_t = M z_{t-1} + c`` over ``steps`` steps from ``z`` (step 3 of the module doc)."""
     current = {i: z[i] for i in block}
     for done in range(min(steps, _MAX_HULL_STEPS)):
@@ -279,7 +289,7 @@ def _hull_after(rows, block, z, c, steps):
     return current
 
 
-def _linstate_bounds(node, x_low, x_high, max_length):
+def _linstate_bounds(node: N.LinState, x_low: list[Bound], x_high: list[Bound], max_length: int | None) -> Sides:
     n = node.dim
     rows = _interval_matrix(node.A, n)
     u_low, u_high = _affine(node.B, node.b, x_low, x_high)
@@ -291,7 +301,7 @@ def _linstate_bounds(node, x_low, x_high, max_length):
     return [-z[n + i] for i in range(n)], [z[i] for i in range(n)]
 
 
-def _bound_blocks(rows, z, c, max_length) -> None:
+def _bound_blocks(rows: Rows, z: Vector, c: Vector, max_length: int | None) -> None:
     """Raise ``z`` (the first output) to a bound of every step of ``z_t = M z_{t-1} + c``, ``M = rows``
     non-negative, block after block (the numbered steps of the module doc)."""
     for block in _blocks(rows):
@@ -303,6 +313,7 @@ def _bound_blocks(rows, z, c, max_length) -> None:
             for i in block
         }
         local = {i: {j: m for j, m in rows[i].items() if j in inside} for i in block}
+        bound: Vector | None
         closed, bound = _hull_iteration(local, block, z, drive, 2 * len(block) + 8)
         if not closed:
             bound = _geometric_bound(local, block, z, drive)
@@ -313,13 +324,14 @@ def _bound_blocks(rows, z, c, max_length) -> None:
         z.update(bound)
 
 
-def _relustate_bounds(node, x_low, x_high, max_length):
+def _relustate_bounds(node: N.ReLUState, x_low: list[Bound], x_high: list[Bound], max_length: int | None
+                      ) -> Sides:
     """``h_t = ReLU(A h_{t-1} + u_t)`` lies in ``[0, z_t]`` for ``z_t = A+ z_{t-1} + max(u_high, 0)``,
     ``z_0 = h_0`` (``h >= 0``, so ``A h <= A+ z``): the LinState machinery on that non-negative
     system bounds it from above. The lower bound is the ReLU of the lowest ``A h + u`` over
     ``h`` in ``[0, max(z, h_0)]``."""
     n = node.dim
-    rows = {i: {} for i in range(n)}
+    rows: Rows = {i: {} for i in range(n)}
     for i, j, a in node.A.entries():
         if a > 0:
             rows[i][j] = to_rational(a)
@@ -334,7 +346,7 @@ def _relustate_bounds(node, x_low, x_high, max_length):
     return low, [z[i] for i in range(n)]
 
 
-def _node_bounds(node, inputs, max_length):
+def _node_bounds(node: N.Node, inputs: Sequence[ValueRange], max_length: int | None) -> Sides:
     if isinstance(node, N.Input):
         return node.bounds
     if isinstance(node, N.Linear):
@@ -350,13 +362,20 @@ def _node_bounds(node, inputs, max_length):
         pairs = [_product(low[i], high[i], low[half + i], high[half + i]) for i in range(half)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
     if isinstance(node, N.LinState):
-        return _linstate_bounds(node, *inputs[0], max_length)
+        return _linstate_bounds(node, inputs[0].low, inputs[0].high, max_length)
     if isinstance(node, N.ReLUState):
-        return _relustate_bounds(node, *inputs[0], max_length)
+        return _relustate_bounds(node, inputs[0].low, inputs[0].high, max_length)
     raise TypeError(node)
 
 
-_known = weakref.WeakKeyDictionary()  # node -> {(rewirings, max_length): its bounds}: nodes are immutable
+# node -> {max_length: (node.version when computed, its bounds)}; a rewiring above a node bumps its version
+_known: weakref.WeakKeyDictionary[N.Node, dict[int | None, tuple[int, ValueRange]]] = weakref.WeakKeyDictionary()
+
+
+def _cached(node: N.Node, max_length: int | None) -> ValueRange | None:
+    """The bounds cached for ``node`` under ``max_length``, if computed for its current wiring."""
+    entry = _known.get(node, {}).get(max_length)
+    return entry[1] if entry is not None and entry[0] == node.version else None
 
 
 def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
@@ -370,25 +389,24 @@ def value_bounds(node: N.Node, max_length: int | None = None) -> ValueRange:
     if not isinstance(node, N.Node):
         raise LsrlError(f"value_bounds: expected a node, got {type(node).__name__}")
     max_length = None if max_length is None else int(max_length)
-    key = (N.rewirings, max_length)
-
-    def known(x):
-        return _known.get(x, {}).get(key)
-
     stack = [node]
     while stack:  # a node pushes its pending inputs once (known when it is on top again): at most 1 + (edges) rounds
         current = stack[-1]
-        if known(current) is not None:
+        if _cached(current, max_length) is not None:
             stack.pop()
             continue
-        pending = [x for x in current.inputs if known(x) is None]
-        if pending:
-            stack.extend(pending)
+        known = [_cached(x, max_length) for x in current.inputs]
+        inputs = [bounds for bounds in known if bounds is not None]
+        if len(inputs) < len(known):
+            stack.extend(x for x, bounds in zip(current.inputs, known) if bounds is None)
             continue
-        bounds = ValueRange(*_node_bounds(current, [known(x) for x in current.inputs], max_length))
-        _known.setdefault(current, {})[key] = bounds
+        _known.setdefault(current, {})[max_length] = (current.version, ValueRange(*_node_bounds(current, inputs,
+                                                                                                   max_length)))
         stack.pop()
-    return known(node)
+    found = _cached(node, max_length)
+    if found is None:
+        raise InternalError(f"value_bounds: the walk from {node.describe()} left it without bounds")
+    return found
 
 
 def is_nonnegative(node: N.Node) -> bool:

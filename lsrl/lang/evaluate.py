@@ -8,37 +8,38 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, LsrlError, SequenceError
+from lsrl.kinds import CONCAT, MULTI, RELU, RELUSTATE
+from lsrl.lang.nodes import Input, Linear, Node, StateNode
 from lsrl.numbers import ZERO, Matrix, is_number, to_rational
 
 if TYPE_CHECKING:
     import gmpy2
     from numpy.typing import ArrayLike, DTypeLike
 
-    from lsrl.lang.nodes import Input, LinState, Node, ReLUState
 
 Vectors: TypeAlias = "list[list[gmpy2.mpq]]"  # exact mode's batch of N vectors
 Sequences: TypeAlias = "list[list[list[gmpy2.mpq]]]"  # exact mode's batch of N sequences of vectors
 
 
-def _shape_error(input_node, shape, reason):
+def _shape_error(input_node: Input, shape: object, reason: str) -> SequenceError:
     return SequenceError(
         f"{input_node.describe()}: expected a sequence of shape (T, {input_node.dim}) or "
         f"(B, T, {input_node.dim}), got shape {shape}{reason}"
     )
 
 
-def _checked_shape(array, input_node):
+def _checked_shape(array: np.ndarray, input_node: Input) -> bool:
     if array.ndim not in (2, 3) or array.shape[-1] != input_node.dim:
         raise _shape_error(input_node, array.shape, "")
     return array.ndim == 2
 
 
-def _outside_bounds(input_node, where, value, component):
+def _outside_bounds(input_node: Input, where: tuple[int, int], value: object, component: int) -> SequenceError:
     low, high = input_node.bounds[0][component], input_node.bounds[1][component]
     sequence, step = where
     return SequenceError(
@@ -65,7 +66,7 @@ def float_bounds(bounds: Sequence[gmpy2.mpq | float], below: bool) -> tuple[list
     return rounded, [f < v if below else f > v for f, v in zip(rounded, bounds)]
 
 
-def _float_bound_violation(values, bounds, below):
+def _float_bound_violation(values: np.ndarray, bounds: Sequence[gmpy2.mpq | float], below: bool) -> np.ndarray:
     """Where float ``values`` lie beyond the rational ``bounds`` (``below``: under the lower ones), exactly."""
     rounded, rounded_outside = (np.array(v) for v in float_bounds(bounds, below))
     beyond = values < rounded if below else values > rounded
@@ -75,7 +76,7 @@ def _float_bound_violation(values, bounds, below):
 _FLOAT64_MAX = np.finfo(np.float64).max
 
 
-def _not_numbers(input_node, what):
+def _not_numbers(input_node: Input, what: str) -> SequenceError:
     return SequenceError(f"{input_node.describe()}: the input sequence holds {what}; expected real numbers "
                          "(a list or an array of ints or floats)")
 
@@ -126,7 +127,7 @@ def refuse_non_numbers(xs: ArrayLike, input_node: Input) -> ArrayLike:
     return array
 
 
-def _float64_or_refuse(xs, input_node):
+def _float64_or_refuse(xs: ArrayLike, input_node: Input) -> np.ndarray:
     """``xs`` as float64; a Python int beyond float64's range is refused (numpy raises ``OverflowError``)."""
     try:
         return np.asarray(xs, dtype=np.float64)
@@ -182,10 +183,10 @@ class FloatMode:
     def concat(self, xs: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(xs, axis=1)
 
-    def initial_state(self, node: LinState | ReLUState, count: int) -> np.ndarray:
+    def initial_state(self, node: StateNode, count: int) -> np.ndarray:
         return np.tile(node.init_state.float_values(), (count, 1))
 
-    def linstate(self, node: LinState | ReLUState, state: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def linstate(self, node: StateNode, state: np.ndarray, x: np.ndarray) -> np.ndarray:
         return node.A.apply_float(state) + node.B.apply_float(x) + node.b.float_values()
 
     def stack(self, outputs: list[np.ndarray]) -> np.ndarray:
@@ -212,7 +213,7 @@ class ExactMode:
             converted = [to_rational(v, input_node.describe()) for v in flat.tolist()]
         except DimensionError as error:
             raise SequenceError(f"{error} (in the input sequence)") from None
-        batch = np.empty(len(converted), dtype=object)
+        batch: np.ndarray = np.empty(len(converted), dtype=object)
         batch[:] = converted
         batch = batch.reshape((1,) + array.shape if squeeze else array.shape)
         if check_bounds:
@@ -241,10 +242,10 @@ class ExactMode:
     def concat(self, xs: list[Vectors]) -> Vectors:
         return [[v for part in parts for v in part] for parts in zip(*xs)]
 
-    def initial_state(self, node: LinState | ReLUState, count: int) -> Vectors:
+    def initial_state(self, node: StateNode, count: int) -> Vectors:
         return [node.init_state.values() for _ in range(count)]
 
-    def linstate(self, node: LinState | ReLUState, state: Vectors, x: Vectors) -> Vectors:
+    def linstate(self, node: StateNode, state: Vectors, x: Vectors) -> Vectors:
         from_state = node.A.apply_exact(state)
         from_input = node.B.apply_exact(x)
         bias = node.b.values()
@@ -263,9 +264,26 @@ class ExactMode:
         return np.empty((count, steps, dim), dtype=object)
 
 
+class Mode(Protocol):
+    """What the interpreter's loop asks of a number mode (``FloatMode``, ``ExactMode``); a batch is in the
+    mode's own form: ``(B, d)`` float64 arrays, or lists of lists of mpq."""
+
+    name: str
+
+    def read(self, xs: ArrayLike, input_node: Input, check_bounds: bool = True) -> tuple[Any, bool, int]: ...
+    def at(self, batch: Any, t: int) -> Any: ...
+    def linear(self, A: Matrix, b: Matrix, x: Any) -> Any: ...
+    def relu(self, x: Any) -> Any: ...
+    def multi(self, x: Any) -> Any: ...
+    def concat(self, xs: list[Any]) -> Any: ...
+    def initial_state(self, node: StateNode, count: int) -> Any: ...
+    def linstate(self, node: StateNode, state: Any, x: Any) -> Any: ...
+    def stack(self, outputs: list[Any]) -> np.ndarray: ...
+    def empty(self, count: int, steps: int, dim: int) -> np.ndarray: ...
+
+
 FLOAT_MODE = FloatMode()
 EXACT_MODE = ExactMode()
-Mode: TypeAlias = FloatMode | ExactMode
 
 
 def patch_items(patch: object, where: str) -> list[tuple[Any, Any]]:
@@ -335,7 +353,7 @@ def patch_array(values: ArrayLike, count: int, steps: int, where: str, dim: int 
     array = finite_numbers(values, where)
     shape = array.shape
     width = shape[-1] if dim is None and len(shape) in (2, 3) else dim
-    if shape not in ((steps, width), (count, steps, width)):
+    if width is None or shape not in ((steps, width), (count, steps, width)):
         shown = "dim" if width is None else width
         raise DimensionError(f"{where} must have shape ({steps}, {shown}) or ({count}, {steps}, {shown}) "
                              f"(steps, the node's width) for this run, got {shape}")
@@ -364,21 +382,19 @@ def mode_for(exact: bool, where: str) -> Mode:
     return EXACT_MODE if exact else FLOAT_MODE
 
 
-def step_node(mode: Mode, node: Node, inputs: list[Any], states: dict[Node, Any]) -> Any:
+def step_node(mode: Mode, node: Node, inputs: list[Any], states: dict[StateNode, Any]) -> Any:
     """Value of ``node`` at one time step given its inputs' values (updates ``states``)."""
     kind = node.kind
-    if kind == "Linear":
-        return mode.linear(node.A, node.b, inputs[0])
-    if kind == "ReLU":
+    if kind is RELU:
         return mode.relu(inputs[0])
-    if kind == "Multi":
+    if kind is MULTI:
         return mode.multi(inputs[0])
-    if kind == "Concat":
+    if kind is CONCAT:
         return mode.concat(inputs)
-    if kind == "LinState":
-        states[node] = mode.linstate(node, states[node], inputs[0])
-        return states[node]
-    if kind == "ReLUState":  # the affine step of a LinState, then the ReLU
-        states[node] = mode.relu(mode.linstate(node, states[node], inputs[0]))
+    if isinstance(node, Linear):
+        return mode.linear(node.A, node.b, inputs[0])
+    if isinstance(node, StateNode):
+        updated = mode.linstate(node, states[node], inputs[0])
+        states[node] = mode.relu(updated) if kind is RELUSTATE else updated  # a ReLUState: the affine step, then ReLU
         return states[node]
     raise TypeError(f"cannot evaluate {node!r}")

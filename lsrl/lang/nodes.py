@@ -11,17 +11,19 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import weakref
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 
 from lsrl.errors import DimensionError, GraphError, LsrlError, shown, whole_number
-from lsrl.numbers import EXACT, Matrix, MatrixLike, to_rational
+from lsrl.kinds import Kind
+from lsrl.numbers import EXACT, Backend, Bound, Matrix, MatrixLike, to_rational
 
 MAX_INPUT_DIM = 10**6  # an Input holds its bounds as two Python lists of dim entries; no program is this wide
 
-_name_counters: dict = {}
-rewirings = 0  # how many edges ``replace_input`` has changed, program-wide
+_name_counters: dict[str, itertools.count[int]] = {}
 
 
 def _auto_name(kind: str) -> str:
@@ -29,13 +31,19 @@ def _auto_name(kind: str) -> str:
     return f"{kind.lower()}_{next(counter)}"
 
 
-def _check_node(value, owner: str, role: str = "input") -> "Node":
+def _negated(number: numbers.Number) -> numbers.Number:
+    """``-number`` (numbers.Number declares no operators; every number Python or numpy gives has this one)."""
+    negative: numbers.Number = -number  # type: ignore[operator]
+    return negative
+
+
+def _check_node(value: object, owner: str, role: str = "input") -> Node:
     if not isinstance(value, Node):
         raise GraphError(f"{owner}: {role} must be an LSRL node, got {type(value).__name__} {value!r}")
     return value
 
 
-def _weights(value, owner: str, label: str, shape) -> Matrix:
+def _weights(value: MatrixLike, owner: str, label: str, shape: tuple[int, int] | None) -> Matrix:
     where = f"{owner}: {label}"
     if isinstance(value, Matrix):
         matrix = value.backend.matrix(value, where)
@@ -45,23 +53,41 @@ def _weights(value, owner: str, label: str, shape) -> Matrix:
     return EXACT.matrix(value, where, shape=shape)
 
 
-def _vector(value, backend, dim: int, owner: str, label: str) -> Matrix:
+def _vector(value: MatrixLike | None, backend: Backend, dim: int, owner: str, label: str) -> Matrix:
     return backend.vector(value, dim, f"{owner}: {label}")
 
 
 class Node:
     """A node of an LSRL program: ``inputs`` (tuple of nodes), output ``dim`` and a ``name``."""
 
-    kind = "Node"
+    kind: ClassVar[Kind]  # each node type's own
     __array_ufunc__ = None  # ``array - node``: numpy defers to Node.__rsub__ instead of looping over the array
+
+    dim: int  # the width of its value; each node type sets it from its weights or inputs
 
     def __init__(self, inputs: Iterable[Node], dim: int | None, name: str | None) -> None:
         if name is not None and (not isinstance(name, str) or not name):
             raise GraphError(f"{self.kind}: name must be a non-empty string or None, got {shown(name)}")
-        self.name = name if name is not None else _auto_name(self.kind)
+        self.name: str = name if name is not None else _auto_name(self.kind)
         self.named = name is not None  # given by the user (auto names depend on what was built before)
-        self.inputs = tuple(_check_node(x, self.describe()) for x in inputs)
-        self.dim = dim
+        self.inputs: tuple[Node, ...] = tuple(_check_node(x, self.describe()) for x in inputs)
+        if dim is not None:
+            self.dim = dim
+        # bumped when this node or one it reads, directly or not, is rewired: what was cached for it is stale
+        self.version = 0
+        self._readers: list[weakref.ref[Node]] = []  # the nodes built on this one (and those rewired to it)
+        for x in self.inputs:
+            x._readers.append(weakref.ref(self))
+
+    def __getstate__(self) -> dict[str, object]:
+        return {key: value for key, value in vars(self).items() if key != "_readers"}  # weak references do not pickle
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self._readers = []
+        for x in self.inputs:  # unpickled before this node (which holds them), except around a cycle
+            if "_readers" in vars(x):
+                x._readers.append(weakref.ref(self))
 
     def describe(self) -> str:
         return f"{self.kind} '{self.name}'"
@@ -70,15 +96,23 @@ class Node:
         return f"{self.kind}(name={self.name!r}, dim={self.dim})"
 
     def replace_input(self, old: "Node", new: "Node") -> None:
-        """Rewire every edge from ``old`` to ``new`` (no checks; ``ForEach`` validates)."""
-        global rewirings
+        """Rewire every edge from ``old`` to ``new`` (no checks; ``ForEach`` validates). The ``version`` of this
+        node and of every node that reads it, directly or not, goes up: results cached for the old wiring
+        (value ranges) are not reused."""
         self.inputs = tuple(new if x is old else x for x in self.inputs)
-        rewirings += 1  # results cached per node (value ranges) are stale now
+        new._readers.append(weakref.ref(self))
+        stale, seen = [self], set()
+        while stale:  # a rewiring may close a cycle (ForEach refuses it): each node once
+            node = stale.pop()
+            if node not in seen:
+                seen.add(node)
+                node.version += 1
+                stale.extend(reader for ref in node._readers if (reader := ref()) is not None)
 
     def check(self) -> None:
         """Re-validate dimensions against the current inputs."""
 
-    def _check_reads_input(self, matrix, label: str) -> None:
+    def _check_reads_input(self, matrix: Matrix, label: str) -> None:
         if matrix.shape2d[1] != self.inputs[0].dim:
             raise DimensionError(
                 f"{self.describe()}: {label} has {matrix.shape2d[1]} columns but its input "
@@ -113,8 +147,10 @@ class Node:
         return self * -1
 
     def __sub__(self, other: Node | float | numbers.Number) -> Linear:
-        if isinstance(other, (Node, numbers.Number)):
+        if isinstance(other, Node):
             return self + (-other)
+        if isinstance(other, numbers.Number):
+            return self + _negated(other)
         raise self._bad_operand("-", other)
 
     def __rsub__(self, other: float | numbers.Number) -> Linear:
@@ -132,10 +168,10 @@ class Node:
     def __truediv__(self, divisor: float | numbers.Number) -> Linear:
         if not isinstance(divisor, numbers.Number):
             raise self._bad_operand("/", divisor)
-        divisor = to_rational(divisor, f"{self.describe()} / divisor")
-        if divisor == 0:
+        value = to_rational(divisor, f"{self.describe()} / divisor")
+        if value == 0:
             raise DimensionError(f"{self.describe()}: division by zero")
-        return self * (1 / divisor)
+        return self * (1 / value)
 
     def __getitem__(self, index: int | slice | Iterable[int]) -> Linear:
         if isinstance(index, slice):
@@ -146,19 +182,21 @@ class Node:
             columns = list(range(self.dim))[index]
         elif isinstance(index, (bool, np.bool_)):  # numpy reads a bool as a mask
             raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got {index!r}")
-        elif whole_number(index) is not None:
-            position = whole_number(index)  # a plain int (not the numpy or torch scalar given)
+        elif (position := whole_number(index)) is not None:  # a plain int (not the numpy or torch scalar given)
             if not -self.dim <= position < self.dim:
                 raise DimensionError(f"{self.describe()}: index {position} out of range for dim {self.dim}")
             columns = [position % self.dim]
         else:
             # a list, tuple, range or 1-d array (not a 0-d one, which cannot be iterated, nor an unordered set or dict)
-            listed = isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) == 1
-            if isinstance(index, (str, bytes)) or not listed or not all(
-                    whole_number(i) is not None for i in index):
-                raise DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
+            refused = DimensionError(f"{self.describe()}: index must be an integer, a slice or integers, got "
                                      f"{type(index).__name__} {index!r}"[:300])
-            columns = [int(i) for i in index]
+            if isinstance(index, (int, str, bytes)) or not (isinstance(index, (list, tuple, range))
+                                                             or getattr(index, "ndim", 0) == 1):
+                raise refused
+            wholes = [whole_number(i) for i in index]
+            columns = [c for c in wholes if c is not None]
+            if len(columns) != len(wholes):
+                raise refused
             if any(not 0 <= c < self.dim for c in columns):
                 raise DimensionError(f"{self.describe()}: indices {columns} out of range for dim {self.dim}")
         if not columns:
@@ -175,7 +213,7 @@ class Input(Node):
     run (interpreter, compiled model, torch targets) unless the caller passes ``check_bounds=False``.
     """
 
-    kind = "Input"
+    kind = Kind.INPUT
 
     def __init__(self, dim: int, name: str | None = None, bounds: tuple[object, object] | None = None,
                  integer: bool = False) -> None:
@@ -192,7 +230,7 @@ class Input(Node):
         """A new Input with the same name and declarations, to start another chain of layers."""
         return Input(self.dim, name=self.name, bounds=self.bounds, integer=self.integer)
 
-    def _parse_bounds(self, bounds):
+    def _parse_bounds(self, bounds: tuple[object, object] | None) -> tuple[list[Bound], list[Bound]]:
         if bounds is None:
             return [-math.inf] * self.dim, [math.inf] * self.dim
         try:
@@ -207,7 +245,7 @@ class Input(Node):
                                      f"at component {i}")
         return lows, highs
 
-    def _bound_list(self, value, unbounded, label):
+    def _bound_list(self, value: object, unbounded: float, label: str) -> list[Bound]:
         values = value if isinstance(value, (list, tuple)) else [value] * self.dim
         if len(values) != self.dim:
             raise DimensionError(f"{self.describe()}: {label} has {len(values)} entries, expected {self.dim}")
@@ -219,17 +257,17 @@ class Input(Node):
 class Linear(Node):
     """``A x + b``."""
 
-    kind = "Linear"
+    kind = Kind.LINEAR
 
     def __init__(self, x: Node, A: MatrixLike, b: MatrixLike | None = None, name: str | None = None) -> None:
         super().__init__((x,), None, name)
-        self.A = _weights(A, self.describe(), "A", None)
+        self.A: Matrix = _weights(A, self.describe(), "A", None)
         self.check()
         self.dim = self.A.shape2d[0]
         if not self.dim:
             raise DimensionError(f"{self.describe()}: A has no rows (shape {self.A.shape2d}); a node needs at least "
                                  "one component")
-        self.b = _vector(b, self.A.backend, self.dim, self.describe(), "b")
+        self.b: Matrix = _vector(b, self.A.backend, self.dim, self.describe(), "b")
 
     def check(self) -> None:
         self._check_reads_input(self.A, "A")
@@ -238,7 +276,7 @@ class Linear(Node):
 class ReLU(Node):
     """``max(0, x)`` element-wise."""
 
-    kind = "ReLU"
+    kind = Kind.RELU
 
     def __init__(self, x: Node, name: str | None = None) -> None:
         super().__init__((x,), None, name)
@@ -248,33 +286,36 @@ class ReLU(Node):
         self.dim = self.inputs[0].dim
 
 
-class LinState(Node):
-    """``s_t = A s_{t-1} + B x_t + b`` with ``s_0 = init_state``; the node's value is ``s_t``."""
+class StateNode(Node):
+    """A node that carries a state from step to step: square ``A``, ``B``, ``b`` and ``init_state``
+    (what ``LinState`` and ``ReLUState`` share; the update is each one's)."""
 
-    kind = "LinState"
-
-    def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
-                 init_state: MatrixLike | None = None, name: str | None = None) -> None:
+    def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None,
+                 init_state: MatrixLike | None, name: str | None) -> None:
         super().__init__((x,), None, name)
-        _set_state_weights(self, A, B, b, init_state)
+        self.A: Matrix = _weights(A, self.describe(), "A", None)
+        if self.A.shape2d[0] != self.A.shape2d[1]:
+            raise DimensionError(f"{self.describe()}: A must be square, got shape {self.A.shape2d}")
+        self.dim = self.A.shape2d[0]
+        self.B: Matrix = _weights(B, self.describe(), "B", (self.dim, self.inputs[0].dim))
+        self.b: Matrix = _vector(b, self.A.backend, self.dim, self.describe(), "b")
+        self.init_state: Matrix = _vector(init_state, self.A.backend, self.dim, self.describe(), "init_state")
 
     def check(self) -> None:
         self._check_reads_input(self.B, "B")
 
 
-def _set_state_weights(node, A, B, b, init_state) -> None:
-    """``A`` (square), ``B``, ``b``, ``init_state`` and ``dim`` of a state node, checked."""
-    A = _weights(A, node.describe(), "A", None)
-    if A.shape2d[0] != A.shape2d[1]:
-        raise DimensionError(f"{node.describe()}: A must be square, got shape {A.shape2d}")
-    node.dim = A.shape2d[0]
-    node.A = A
-    node.B = _weights(B, node.describe(), "B", (node.dim, node.inputs[0].dim))
-    node.b = _vector(b, A.backend, node.dim, node.describe(), "b")
-    node.init_state = _vector(init_state, A.backend, node.dim, node.describe(), "init_state")
+class LinState(StateNode):
+    """``s_t = A s_{t-1} + B x_t + b`` with ``s_0 = init_state``; the node's value is ``s_t``."""
+
+    kind = Kind.LINSTATE
+
+    def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
+                 init_state: MatrixLike | None = None, name: str | None = None) -> None:
+        super().__init__(x, A, B, b, init_state, name)
 
 
-class ReLUState(Node):
+class ReLUState(StateNode):
     """``h_t = ReLU(A h_{t-1} + B x_t + b)`` with ``h_0 = init_state`` (non-negative); the value is ``h_t``.
 
     The state update depends on the state through one ReLU layer: the step of the classic ReLU RNN
@@ -282,12 +323,11 @@ class ReLUState(Node):
     node compile to the non-linear targets only ("rnn", "gated_rnn", "gru", "lstm").
     """
 
-    kind = "ReLUState"
+    kind = Kind.RELUSTATE
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:
-        super().__init__((x,), None, name)
-        _set_state_weights(self, A, B, b, init_state)
+        super().__init__(x, A, B, b, init_state, name)
         negative = [(i, v) for i, _, v in self.init_state.entries() if v < 0]
         if negative:
             raise DimensionError(
@@ -295,14 +335,11 @@ class ReLUState(Node):
                 f"but component {negative[0][0]} is {negative[0][1]}"
             )
 
-    def check(self) -> None:
-        self._check_reads_input(self.B, "B")
-
 
 class Concat(Node):
     """The inputs' values one after the other."""
 
-    kind = "Concat"
+    kind = Kind.CONCAT
 
     def __init__(self, xs: Iterable[Node], name: str | None = None) -> None:
         if isinstance(xs, Node) or not hasattr(xs, "__iter__") or getattr(xs, "ndim", 1) == 0:  # 0-d: no list
@@ -321,7 +358,7 @@ class Concat(Node):
 class Multi(Node):
     """First half of the input times its second half, element-wise (the gate of Eq. (4))."""
 
-    kind = "Multi"
+    kind = Kind.MULTI
 
     def __init__(self, x: Node, name: str | None = None) -> None:
         super().__init__((x,), None, name)

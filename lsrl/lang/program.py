@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from lsrl.errors import BackendError, DimensionError, GraphError, LsrlError
 from lsrl.lang.evaluate import mode_for, patch_array, patch_items, refuse_float_overflow, step_node
-from lsrl.lang.nodes import Input, LinState, Node, ReLUState
+from lsrl.lang.nodes import Input, LinState, Node, StateNode
 from lsrl.numbers import EXACT
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
+    from lsrl.kinds import Kind
     from lsrl.lang.evaluate import Mode
 
 Patch: TypeAlias = "dict[Node | str, ArrayLike]"  # node (or its stable name) -> its values at every step
@@ -51,7 +52,9 @@ def stable_names(nodes: Iterable[Node]) -> dict[Node, str]:
     """A unique name per node: the user's where given, else ``kind_k`` counting that kind in
     topological order, so that it does not depend on what else was built in the session; a
     repeated name gets ``#2``, ``#3``, ..."""
-    names, taken, counts = {}, set(), {}
+    names: dict[Node, str] = {}
+    taken: set[str] = set()
+    counts: dict[Kind, int] = {}
     for node in nodes:
         if node.named:
             base = node.name
@@ -94,9 +97,9 @@ class ForEach:
         return [node for node in self.nodes if isinstance(node, LinState)]
 
     @property
-    def states(self) -> list[Node]:
+    def states(self) -> list[StateNode]:
         """The nodes that carry a value between steps: LinStates and ReLUStates."""
-        return [node for node in self.nodes if isinstance(node, (LinState, ReLUState))]
+        return [node for node in self.nodes if isinstance(node, StateNode)]
 
     def __repr__(self) -> str:
         return f"ForEach({self.name!r}, nodes={len(self.nodes)}, in={self.input.dim}, out={self.output.dim})"
@@ -143,9 +146,9 @@ class ForEach:
         count = len(batch)
         patched = self._read_patch(patch, mode, count, steps)
         states = {node: mode.initial_state(node, count) for node in self.states}
-        history = {node: [] for node in record}
+        history: dict[Node, list[Any]] = {node: [] for node in record}
         for t in range(steps):
-            values = {}
+            values: dict[Node, Any] = {}
             for node in self.nodes:
                 if node in patched:
                     values[node] = mode.at(patched[node], t)
@@ -162,17 +165,17 @@ class ForEach:
             for node, rows in history.items()
         }
         if not exact:
-            for node, values in result.items():
-                refuse_float_overflow(values, f"ForEach '{self.name}': {node.describe()}")
+            for node, outputs in result.items():
+                refuse_float_overflow(outputs, f"ForEach '{self.name}': {node.describe()}")
         return result
 
-    def _read_patch(self, patch: Patch, mode: Mode, count: int, steps: int) -> dict[Node, object]:
+    def _read_patch(self, patch: Patch | None, mode: Mode, count: int, steps: int) -> dict[Node, Any]:
         """``{node: values}`` in ``mode``'s batch form, each checked against the node and the run."""
         items = patch_items(patch, f"ForEach '{self.name}'")
         if not items:
             return {}
         by_key = {key: node for node, key in self.names.items()}
-        patched = {}
+        patched: dict[Node, Any] = {}
         for target, values in items:
             node = target if isinstance(target, Node) else by_key.get(target)
             if node is None or node not in by_key.values():

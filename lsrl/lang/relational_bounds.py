@@ -80,10 +80,11 @@ from typing import Any
 import numpy as np
 
 from lsrl.errors import LsrlError, whole_number
+from lsrl.kinds import STATE_KINDS
 from lsrl.lang import nodes as N
 from lsrl.lang.bounds import ValueRange, value_bounds
 from lsrl.lang.program import topological_order
-from lsrl.numbers import ZERO, to_rational
+from lsrl.numbers import ZERO, Bound, Matrix, to_rational
 
 ATOM_VALUES = 4096  # a state component or token with more distinct values is an interval
 JOINT_VALUES = 1 << 14  # the largest table (joint assignments of a value's atoms)
@@ -174,7 +175,7 @@ def _dyadic(value: float) -> int | None:
     return _dyadics[value]
 
 
-def _exact_float(value) -> Value:
+def _exact_float(value: object) -> Value:
     """A rational as a float constant, the conversion's error in the offset."""
     rational = to_rational(value)
     near = float(rational)
@@ -375,7 +376,7 @@ def _relu(value: Value) -> Value:
     return _squeezed(Value(value.support, positive, float(lows.min()) - slack, float(highs.max()) + slack, grid))
 
 
-def _times_interval(table, lo: float, hi: float):
+def _times_interval(table: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """Entry-wise ``table * [lo, hi]`` (0 times an infinite end is 0)."""
     if math.isfinite(lo) and math.isfinite(hi):
         first, second = table * lo, table * hi
@@ -542,7 +543,7 @@ class _Weights:
         self.b: list[Value] = [_exact_float(v) for v in node.b.values()] if hasattr(node, "b") else []
         self.init: list[Value] = []
         self.exact_init: list = []
-        if node.kind in ("LinState", "ReLUState"):
+        if node.kind in STATE_KINDS:
             state_rows, input_rows = _rows(node.A), _rows(node.B)
             width = node.dim
             self.terms = [s + [(width + j, a, g) for j, a, g in x] for s, x in zip(state_rows, input_rows)]
@@ -552,7 +553,7 @@ class _Weights:
             self.exact_init = [to_rational(v) for v in node.init_state.values()]
 
 
-def _rows(matrix, exact: bool = False) -> list[list[tuple]]:
+def _rows(matrix: Matrix, exact: bool = False) -> list[list[tuple]]:
     """Per row, the non-zero ``(j, a, grid of a)`` (floats) or ``(j, a)`` (``exact``: rationals)."""
     rows: list[list[tuple]] = [[] for _ in range(matrix.shape2d[0])]
     for i, j, a in matrix.entries():
@@ -584,7 +585,7 @@ def _exact_state(node: N.Node, weights: _Weights, state: list, inputs: Sequence[
     return updated
 
 
-def _outward(bound, direction: float) -> float:
+def _outward(bound: Bound, direction: float) -> float:
     """A rational bound as a float no tighter than it (one step towards ``direction`` where it rounds)."""
     near = float(bound)
     return near if to_rational(near) == to_rational(bound) else math.nextafter(near, direction)
@@ -604,7 +605,7 @@ def _input_values(node: N.Input, atoms: _Atoms, first_source: int) -> list[Value
 
 def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
     """Per component, the operands (``_operands``) its rule reads."""
-    if isinstance(node, (N.Linear, N.LinState, N.ReLUState)):
+    if isinstance(node, (N.Linear, N.StateNode)):
         return [tuple(j for j, _, _ in row) for row in weights.terms]
     dim: int = node.dim
     if isinstance(node, N.Multi):
@@ -614,7 +615,7 @@ def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
 
 def _operands(node: Any, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...]) -> tuple[Value, ...]:
     """The values the node's components read: its inputs' components (a state's: its previous ones first)."""
-    if isinstance(node, (N.LinState, N.ReLUState)):
+    if isinstance(node, N.StateNode):
         return previous + inputs[0]
     return tuple(v for part in inputs for v in part)
 
@@ -627,7 +628,7 @@ def _component(node: Any, weights: _Weights, i: int, operands: tuple[Value, ...]
         return _relu(operands[i])
     if isinstance(node, N.Multi):
         return _product(operands[i], operands[len(operands) // 2 + i], sizes)
-    if isinstance(node, (N.LinState, N.ReLUState)):
+    if isinstance(node, N.StateNode):
         updated = _linear_row(weights.terms[i], weights.b[i], operands, sizes)
         return _relu(updated) if isinstance(node, N.ReLUState) else updated
     raise TypeError(node)
@@ -739,7 +740,7 @@ def _groups(order: list[Any], first_source: dict[Any, int]) -> list[_Group]:
     members: dict[frozenset, list[Any]] = {}
     for node in order:
         depends[node] = frozenset().union(*(depends[x] for x in node.inputs))
-        if isinstance(node, (N.LinState, N.ReLUState)):
+        if isinstance(node, N.StateNode):
             depends[node] |= {node}
         if not isinstance(node, N.Input):
             members.setdefault(depends[node], []).append(node)
@@ -769,7 +770,7 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     phase flags, permutation counters) cost a look-up per step; only the parts that keep changing are
     computed. Groups run in an order where every group they read from runs before them."""
     order: list[Any] = topological_order(output)
-    states = [node for node in order if isinstance(node, (N.LinState, N.ReLUState))]
+    states = [node for node in order if isinstance(node, N.StateNode)]
     first_source = _first_sources(order, states)
     groups = _groups(order, first_source)
     weights = {stepper.node: stepper.weights for group in groups for stepper in group.steppers}
@@ -810,8 +811,8 @@ def _remember(results: dict, key: Any, result: Any) -> None:
     results[key] = result
 
 
-# node -> {(rewirings, max_length): its bounds}
-_known: weakref.WeakKeyDictionary[N.Node, dict] = weakref.WeakKeyDictionary()
+# node -> {max_length: (node.version when computed, its bounds)}; a rewiring above a node bumps its version
+_known: weakref.WeakKeyDictionary[N.Node, dict[int, tuple[int, ValueRange]]] = weakref.WeakKeyDictionary()
 
 
 def _intersected(sharp: tuple[list[float], list[float]], interval: ValueRange) -> ValueRange:
@@ -831,14 +832,15 @@ def relational_bounds(node: N.Node, max_length: int | None = None) -> ValueRange
         return interval
     if whole_number(max_length) is None:
         raise LsrlError(f"relational_bounds: max_length must be a positive integer, got {max_length!r}")
-    key = (N.rewirings, int(max_length))
-    cached = _known.get(node, {}).get(key)
-    if cached is not None:
-        return cached
+    length = int(max_length)
+    cached = _known.get(node, {}).get(length)
+    if cached is not None and cached[0] == node.version:
+        return cached[1]
     order = topological_order(node)
     inputs = [x for x in order if isinstance(x, N.Input)]
     if any(not math.isfinite(float(v)) for x in inputs for side in x.bounds for v in side):
         return interval
-    for current, sharp in _unrolled(node, int(max_length)).items():
-        _known.setdefault(current, {})[key] = _intersected(sharp, value_bounds(current, max_length))
-    return _known[node][key]
+    for current, sharp in _unrolled(node, length).items():
+        sharpened = _intersected(sharp, value_bounds(current, length))
+        _known.setdefault(current, {})[length] = (current.version, sharpened)
+    return _known[node][length][1]

@@ -2,7 +2,8 @@
 
 After "Linear logic and recurrent neural networks" (Hu & Murfet): ``lsrl.llrnn.logic`` holds the
 types, terms, type checker and denotations; ``lsrl.llrnn.explicit`` the models written from the
-paper's explicit equations; ``lsrl.llrnn.cell`` the generic LLRNN cell that runs a master term.
+paper's explicit equations (on ``lsrl.llrnn.recurrent``'s flat named state); ``lsrl.llrnn.cell`` the
+generic LLRNN cell that runs a master term.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ if TYPE_CHECKING:  # what type checkers and the API page see; at run time each n
     from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
     from lsrl.llrnn.explicit import (
         NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN, MultiplePatternNTM, MultiplicativeRNN,
-        PatternNTM, PolynomialStepNTM, RecurrentModel, RingMachine, SecondOrderRNN,
+        PatternNTM, PolynomialStepNTM, RingMachine, SecondOrderRNN,
     )
+    from lsrl.llrnn.recurrent import RecurrentModel
     from lsrl.llrnn.forms import llrnn_form
     from lsrl.llrnn.ring import apply_powers, reflection, rotation, word_counts, word_operator, word_transform
 
@@ -23,8 +25,9 @@ if TYPE_CHECKING:  # what type checkers and the API page see; at run time each n
 # line's settings, lsrl.llrnn.settings, load without torch)
 _HOMES = {**dict.fromkeys(("LLRNN", "Commands", "Data", "Space", "StateSpace"), "cell"),
           **dict.fromkeys(("NTM", "DihedralNTM", "DihedralPolynomialStepNTM", "HigherOrderRNN", "MultiplePatternNTM",
-                           "MultiplicativeRNN", "PatternNTM", "PolynomialStepNTM", "RecurrentModel", "RingMachine",
-                           "SecondOrderRNN"), "explicit"),
+                           "MultiplicativeRNN", "PatternNTM", "PolynomialStepNTM", "RingMachine", "SecondOrderRNN"),
+                         "explicit"),
+          "RecurrentModel": "recurrent",
           "llrnn_form": "forms",
           **dict.fromkeys(("apply_powers", "reflection", "rotation", "word_counts", "word_operator",
                            "word_transform"), "ring")}

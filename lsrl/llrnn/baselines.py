@@ -55,7 +55,7 @@ def recurrent_parameters(kind: str, input_dim: int, hidden_dim: int) -> int:
 
 def matched_hidden(kind: str, input_dim: int, target: int, readout: Callable[[int], int]) -> int:
     """The hidden size whose ``recurrent_parameters + readout(hidden)`` comes closest to ``target``."""
-    def total(hidden):
+    def total(hidden: int) -> int:
         return recurrent_parameters(kind, input_dim, hidden) + readout(hidden)
 
     hidden = 1

@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from typing import Protocol, TypeVar
 
 import torch
 from torch import nn
@@ -41,51 +43,61 @@ from torch.nn import functional as F
 
 from lsrl.errors import DimensionError, shown
 from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
-from lsrl.llrnn.explicit import MAX_PARAMETERS
+from lsrl.llrnn.recurrent import MAX_PARAMETERS, Factory
 from lsrl.llrnn.logic.check import IllTypedTerm, LogicError, type_of
 from lsrl.llrnn.logic.semantics import (
-    Combination, Diagonal, Distribution, Function, Given, Matrix, Tensors, as_value, combine, denote, dirac, split,
-    to_matrix,
+    Combination, Diagonal, Distribution, Function, Given, Matrix, Tensors, Value, as_map, as_tensor, as_value, combine,
+    denote, dirac, split, to_matrix,
 )
 from lsrl.llrnn.logic.terms import Const, Term, children, free_variables
 from lsrl.llrnn.logic.types import Atom, Bang, Lolli, One, Type, endo, is_first_order, lolli
+
+T = TypeVar("T")  # the class a value is checked to be
+
+
+class _Named(Protocol):
+    """A record with a name (``Commands``, ``Data``)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+NamedRecord = TypeVar("NamedRecord", bound=_Named)
 
 # The records below (Space, Commands, Data, StateSpace) and LLRNN check what they are given: each wrong value is
 # an LlrnnArgumentError (or the LogicError / DimensionError of the logic) whose one-line message names the owner
 # and the argument.
 
 
-def _of_class(owner: str, name: str, value: object, cls: type | tuple[type, ...], kind: str) -> None:
+def _of_class(owner: str, name: str, value: object, cls: type[T] | tuple[type[T], ...], kind: str) -> T:
     if not isinstance(value, cls) or isinstance(value, bool) and cls is not bool:
         raise LlrnnArgumentError(f"{owner}: {name} must be {kind}, got {shown(value)}")
+    return value
 
 
 def _a_name(owner: str, name: str, value: object) -> str:
     """A non-empty string without "." (it names torch parameters)."""
-    _of_class(owner, name, value, str, "a string")
-    if not value or "." in value:
-        raise LlrnnArgumentError(f"{owner}: {name} must be a non-empty string without '.', got {value!r}")
-    return value
+    text = _of_class(owner, name, value, str, "a string")
+    if not text or "." in text:
+        raise LlrnnArgumentError(f"{owner}: {name} must be a non-empty string without '.', got {text!r}")
+    return text
 
 
 def _a_type(owner: str, name: str, value: object) -> Type:
-    _of_class(owner, name, value, Type, "a linear-logic type (lsrl.llrnn.logic.types)")
-    return value
+    return _of_class(owner, name, value, Type, "a linear-logic type (lsrl.llrnn.logic.types)")
 
 
-def _an_option(owner: str, name: str, value: object, known: Mapping) -> str:
+def _an_option(owner: str, name: str, value: object, known: Mapping[str, object]) -> str:
     if not isinstance(value, str) or value not in known:
         raise LlrnnArgumentError(f"{owner}: unknown {name} {shown(value)}; known: {sorted(known)}")
     return value
 
 
-def _records(owner: str, name: str, values: object, cls: type) -> list:
+def _records(owner: str, name: str, values: object, cls: type[NamedRecord]) -> list[NamedRecord]:
     """``values`` (an iterable of ``cls``, not a string) as a list whose records have distinct names."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise LlrnnArgumentError(f"{owner}: {name} must be a sequence of {cls.__name__}, got {shown(values)}")
-    records = list(values)
-    for record in records:
-        _of_class(owner, name, record, cls, f"a sequence of {cls.__name__}")
+    records = [_of_class(owner, name, record, cls, f"a sequence of {cls.__name__}") for record in values]
     names = [record.name for record in records]
     if len(set(names)) != len(names):
         raise LlrnnArgumentError(f"{owner}: {name} has two records named alike: {names}")
@@ -94,11 +106,11 @@ def _records(owner: str, name: str, values: object, cls: type) -> list:
 
 def _spaces(owner: str, name: str, value: object) -> dict[str, Space]:
     """``value`` (a mapping of names to ``Space``) as a dict."""
-    _of_class(owner, name, value, Mapping, "a mapping of names to Space")
-    for key, space in value.items():
+    spaces = _of_class(owner, name, value, Mapping, "a mapping of names to Space")
+    for key, space in spaces.items():
         _a_name(owner, f"{name} key", key)
         _of_class(owner, f"{name}[{key!r}]", space, Space, "a Space")
-    return dict(value)
+    return dict(spaces)
 
 
 @dataclass(frozen=True)
@@ -244,8 +256,8 @@ class StateSpace:
         """The denotations of every ``proj_c`` and ``inj_c``."""
         constants = {}
         for name, space in self.components.items():
-            constants[f"proj_{name}"] = Function(lambda h, name=name, space=space: space.value(self.flat(h, name)))
-            constants[f"inj_{name}"] = Function(lambda v, name=name: self._inject(name, v, dtype, device))
+            constants[f"proj_{name}"] = Function(partial(self._project, name, space))
+            constants[f"inj_{name}"] = Function(partial(self._inject, name, dtype=dtype, device=device))
         return constants
 
     def place(self, name: str, flat: torch.Tensor) -> torch.Tensor:
@@ -258,9 +270,15 @@ class StateSpace:
         offset, shape = self.layout[name]
         return torch.cat([h[..., :offset], flat, h[..., offset + math.prod(shape):]], dim=-1)
 
-    def _inject(self, name, value, dtype, device) -> torch.Tensor:
+    def _project(self, name: str, space: Space, h: Value) -> Value:
+        return space.value(self.flat(as_tensor(h), name))
+
+    def _inject(self, name: str, value: Value, dtype: torch.dtype, device: torch.device | str | None
+                ) -> torch.Tensor:
         shape = self.layout[name][1]
-        return self.place(name, value if len(shape) == 1 else to_matrix(value, shape[1], dtype, device).flatten(-2))
+        if len(shape) == 1:
+            return self.place(name, as_tensor(value))
+        return self.place(name, to_matrix(as_map(value), shape[1], dtype, device).flatten(-2))
 
 
 def constants_of(term: Term) -> set[Const]:
@@ -315,7 +333,7 @@ class LLRNN(nn.Module):
         self.fixed_constants = {} if constants is None else _fixed_constants(constants)
         learned = {} if learned is None else _spaces("LLRNN", "learned", learned)
         self._check_masters(learned)
-        factory = {"dtype": dtype, "device": device}
+        factory: Factory = {"dtype": dtype, "device": device}
         self.controller_dim = self.state_dim if controller is None else math.prod(state.layout[controller][1])
         self._check_size(learned)
         d_c = self.controller_dim
@@ -324,15 +342,16 @@ class LLRNN(nn.Module):
         self.B = _parameter((d_c,), d_c, factory)
         self.W_p = nn.ParameterDict({c.name: _parameter((len(c.basis), d_c), d_c, factory) for c in self.commands})
         self.B_p = nn.ParameterDict({c.name: _parameter((len(c.basis),), d_c, factory) for c in self.commands})
-        generated = [d for d in self.data if d.fixed is None]
-        self.W_b = nn.ParameterDict({d.name: _parameter((d.space.dim, d_c), d_c, factory) for d in generated})
-        self.B_b = nn.ParameterDict({d.name: _parameter((d.space.dim,), d_c, factory) for d in generated})
+        generated = {d.name: d.space.dim for d in self.data if d.space is not None}  # the rest are fixed
+        self.W_b = nn.ParameterDict({name: _parameter((dim, d_c), d_c, factory) for name, dim in generated.items()})
+        self.B_b = nn.ParameterDict({name: _parameter((dim,), d_c, factory) for name, dim in generated.items()})
         self.W_c = _parameter((input_space.dim, input_dim), input_dim, factory) if input_space else None
         # learned constants (the multiplicative RNN's I and J, the pattern NTM's Q), as coordinates
         self.learned_spaces = dict(learned or {})
         self.learned = nn.ParameterDict({name: _parameter((space.dim,), space.shape[-1], factory)
                                          for name, space in self.learned_spaces.items()})
         self.register_buffer("init_state", torch.zeros(self.state_dim, **factory))
+        self.init_state: torch.Tensor
         # closed basis terms: their denotations do not change
         self._basis_values = {c.name: [denote(t) for t in c.basis] for c in self.commands}
 
@@ -345,18 +364,18 @@ class LLRNN(nn.Module):
             sources.append(Bang(self.state.atom))
         return lolli(*sources, endo(self.state.atom))
 
-    def _check_size(self, learned: dict) -> None:
+    def _check_size(self, learned: Mapping[str, Space]) -> None:
         """Refuse, before any memory is asked for, more parameters than ``MAX_PARAMETERS``."""
         d_c = self.controller_dim
         rows = d_c + 1 + sum(len(c.basis) for c in self.commands)
-        rows += sum(d.space.dim for d in self.data if d.fixed is None)
+        rows += sum(d.space.dim for d in self.data if d.space is not None)  # the rest are fixed
         entries = rows * d_c + d_c * self.input_dim + sum(space.dim for space in learned.values()) + len(self.commands)
         entries += self.input_space.dim * self.input_dim if self.input_space else 0
         if entries > MAX_PARAMETERS:
             raise LlrnnArgumentError(f"LLRNN: {entries:,} parameters are more than {MAX_PARAMETERS:,}; the state, "
                                      "input_dim, commands and data ask for them: choose smaller spaces")
 
-    def _check_masters(self, learned: dict) -> None:
+    def _check_masters(self, learned: Mapping[str, Space]) -> None:
         expected = self.expected_master_type()
         supplied = {**self.state.constant_types(), **{name: space.type for name, space in learned.items()}}
         for which, master in self.masters.items():
@@ -371,6 +390,13 @@ class LLRNN(nn.Module):
                                        f"but the cell supplies {supplied[constant.name]}")
                 if constant.name not in supplied and constant.name not in self.fixed_constants:
                     raise LogicError(f"master^{which} uses the constant {constant.name}, which was not given")
+
+    @property
+    def input_map(self) -> nn.Parameter:
+        """``W^c`` (its rows the input space's coordinates); a cell without an input space has none."""
+        if self.W_c is None:
+            raise LlrnnArgumentError("LLRNN: this cell has no input space, hence no input map W^c")
+        return self.W_c
 
     # ---- the interface shared with the explicit models ----------------------------------------------
     def initial_state(self, batch: int) -> torch.Tensor:
@@ -395,51 +421,55 @@ class LLRNN(nn.Module):
         return self._step(h, x, self._denote_masters())
 
     # ---- one step of Eq. (3.1) ----------------------------------------------------------------------
-    def _denote_masters(self) -> dict:
-        factory = {"dtype": self.init_state.dtype, "device": self.init_state.device}
-        constants = {**self.state.constants(**factory), **self.fixed_constants}
+    def _denote_masters(self) -> dict[str, Value]:
+        constants: dict[str, Given] = {**self.state.constants(self.init_state.dtype, self.init_state.device),
+                                       **self.fixed_constants}
         constants.update({name: self.learned_spaces[name].value(p) for name, p in self.learned.items()})
         return {which: denote(master, constants) for which, master in self.masters.items() if master is not None}
 
-    def _arguments(self, h: torch.Tensor, controller: torch.Tensor, x: torch.Tensor) -> list:
-        arguments = []
+    def _arguments(self, h: torch.Tensor, controller: torch.Tensor, x: torch.Tensor) -> list[Value]:
+        arguments: list[Value] = []
         for c in self.commands:
             p = torch.softmax(controller @ self.W_p[c.name].T + self.B_p[c.name], dim=-1)
             arguments.append(combine(split(p), self._basis_values[c.name], bang=True, dirac_of_sum=c.dirac_of_sum))
         for d in self.data:
-            if d.fixed is not None:
-                arguments.append(as_value(Bang(d.type), d.fixed))
-            else:
+            if d.space is not None:
                 coordinates = ACTIVATIONS[d.activation](controller @ self.W_b[d.name].T + self.B_b[d.name])
                 arguments.append(dirac(d.space.value(coordinates)))
-        if self.input_space is not None:
+            elif d.fixed is not None:  # a data slot has exactly one of the two
+                arguments.append(as_value(Bang(d.type), d.fixed))
+        if self.input_space is not None and self.W_c is not None:  # W_c is made exactly with an input space
             arguments.append(dirac(self.input_space.value(x @ self.W_c.T)))
         if self.reads_state:
             arguments.append(dirac(h))
         return arguments
 
-    def _step(self, h: torch.Tensor, x: torch.Tensor, masters: dict) -> torch.Tensor:
+    def _step(self, h: torch.Tensor, x: torch.Tensor, masters: dict[str, Value]) -> torch.Tensor:
         controller = h if self.controller is None else self.state.view(h, self.controller)
         if self.scratch:
             h = F.pad(h, (0, self.state.dim - self.state_dim))  # room for the scratch components
         for outside in self.before:
             h = outside(self.state, h, controller)
         arguments = self._arguments(h, controller, x)
-        operators = {}
+        operators: dict[str, Value] = {}
         for which, master in masters.items():
             for argument in arguments:
-                master = master(argument)
+                master = as_map(master)(argument)
             operators[which] = master
+
+        def apply(which: str, state: torch.Tensor) -> torch.Tensor:  # Z_which(state)
+            return as_tensor(as_map(operators[which])(state))
+
         if "addr" in operators:
-            h = h + operators["addr"](h)
+            h = h + apply("addr", h)
             for outside in self.between:
                 h = outside(self.state, h, controller)
         drive = controller @ self.H.T + x @ self.U.T + self.B
         if self.controller is not None:
             drive = self.state.place(self.controller, drive)
-        inside = drive + operators["in"](h) if "in" in operators else drive
+        inside = drive + apply("in", h) if "in" in operators else drive
         h_next = self.activation(inside)
-        h_next = h_next + operators["out"](h) if "out" in operators else h_next
+        h_next = h_next + apply("out", h) if "out" in operators else h_next
         return h_next[..., :self.state_dim] if self.scratch else h_next
 
 
@@ -455,13 +485,13 @@ def _modules(name: str, modules: object) -> list[nn.Module]:
 
 def _fixed_constants(constants: object) -> dict[str, Given]:
     """``constants``: a mapping of constant names to fixed values (``FIXED_VALUES``)."""
-    _of_class("LLRNN", "constants", constants, Mapping, "a mapping of constant names to values")
-    for name, value in constants.items():
+    given = _of_class("LLRNN", "constants", constants, Mapping, "a mapping of constant names to values")
+    for name, value in given.items():
         _of_class("LLRNN", "constants key", name, str, "a constant's name")
         _of_class("LLRNN", f"constants[{name!r}]", value, FIXED_VALUES, "a torch.Tensor or a value of lsrl.llrnn.logic")
-    return dict(constants)
+    return dict(given)
 
 
-def _parameter(shape, fan_in: int, factory: dict) -> nn.Parameter:
+def _parameter(shape: tuple[int, ...], fan_in: int, factory: Factory) -> nn.Parameter:
     bound = 1.0 / math.sqrt(max(1, fan_in))
     return nn.Parameter(torch.empty(shape, **factory).uniform_(-bound, bound))

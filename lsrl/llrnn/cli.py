@@ -49,6 +49,11 @@ def _names(text: str, known: Collection[str], option: str) -> tuple[str, ...]:
     return names
 
 
+def _shown_shifts(shifts: tuple[int, ...] | None) -> str:
+    """The text of ``--shifts`` that ``_shifts`` reads as ``shifts``."""
+    return "all" if shifts is None else ",".join(map(str, shifts))
+
+
 def _shifts(context: click.Context, parameter: click.Parameter, text: str) -> tuple[int, ...] | None:
     """``--shifts 0,1`` -> (0, 1); ``all`` -> None (any rotation)."""
     if text == "all":
@@ -109,7 +114,7 @@ def training_options(defaults: TrainConfig) -> Callable[[Command], Command]:
                      show_default=True),
         click.option("--slots", type=click.IntRange(0, MAX_SLOTS), default=defaults.slots, show_default=True,
                      help="ring size; 0: the prompt length at the generalisation length"),
-        click.option("--shifts", default=",".join(map(str, defaults.shifts)), show_default=True, callback=_shifts,
+        click.option("--shifts", default=_shown_shifts(defaults.shifts), show_default=True, callback=_shifts,
                      help="head moves R^shift to choose from, or 'all' rotations"),
         click.option("--erase-init", type=FiniteFloat(min=0), default=defaults.erase_init, show_default=True,
                      help="--erase matrix: scale of the initial erase weights; 0: no erasing"),
@@ -260,7 +265,7 @@ def reproduce_command(preset_name: str, models: str, tasks: str, seeds: int, ste
 
     torch.set_num_threads(1)
     given = {"steps": steps, "schedule": schedule, "learning_rate": learning_rate}
-    overrides = {"device": device} | {name: value for name, value in given.items() if value is not None}
+    overrides: dict[str, Any] = {"device": device} | {name: value for name, value in given.items() if value is not None}
     rows = run_reproduction(out_dir, preset_name, _names(models, MODELS, "--models"),
                             _names(tasks, TASK_NAMES, "--tasks"), range(seeds), workers=workers,
                             ray_address=ray_address, finished_only=finished_only, **overrides)

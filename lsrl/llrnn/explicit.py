@@ -6,9 +6,7 @@ Example), pattern NTM (Sec. 4.1 and its Remark), multiple pattern NTM (Sec. 4.2)
 NTM (Sec. 4.3) and its dihedral variant (Sec. 4.3.1). These are the references the LLRNN forms (a master
 term run by the generic cell) are checked against.
 
-Common interface: ``initial_state(batch)``, ``step(h, x)``, ``forward(xs, h=None)`` (batch first,
-``(B, T, d)``, returns the states ``h^(1..T)``), ``parts(h)`` (named views of a flat state) and
-``pack(**parts)`` (its inverse). ``layout`` maps each part's name to ``(offset, shape)`` in state order.
+Every model is a ``RecurrentModel`` (``lsrl.llrnn.recurrent``: a flat state split into named parts).
 Every controller network reads the controller part ``h0`` of the previous state ``h^(t)``.
 
 Conventions of the NTM family (binding for the LLRNN forms):
@@ -30,27 +28,22 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from itertools import product
-from typing import TYPE_CHECKING
+from typing import TypedDict, Unpack
 
 import torch
 from torch import nn
 
-from lsrl.errors import DimensionError, SequenceError, listed, shown
+from lsrl.errors import DimensionError, listed, shown
 from lsrl.llrnn.logic.library import MAX_TERM_WORD
-from lsrl.llrnn.checks import LlrnnArgumentError, check_inputs, count, integers, strings
-from lsrl.llrnn.settings import CONTROLLER_NAMES, ERASES, MAX_POWER, MAX_SLOTS, MAX_WIDTH
+from lsrl.llrnn.checks import LlrnnArgumentError, count, integers, strings
+from lsrl.llrnn.recurrent import MAX_PARAMETERS, RecurrentModel, checked_width
+from lsrl.llrnn.settings import CONTROLLER_NAMES, ERASES, MAX_POWER, MAX_SLOTS
 from lsrl.llrnn.ring import (
     WORD_TRANSFORMS, content_weighting, mix, power_index, ring_powers, sharpen, word_counts, word_index,
     word_transform,
 )
 
-MAX_PARAMETERS = 5 * 10**7  # a model larger than this (400 MB of float64) is refused before it is allocated
-MAX_STATE = MAX_PARAMETERS  # numbers in a model's flat state, refused before its initial state is allocated
-MAX_TRAJECTORY = 2.5 * 10**8  # numbers forward returns (B x T x the kept state: 2 GB of float64), checked first
 MAX_MOVES = MAX_PARAMETERS // 8  # gather indices K x N of one head (50 MB of int64); a step gathers B x K x N
-
-if TYPE_CHECKING:
-    from numpy.typing import ArrayLike
 
 DIHEDRAL_WORDS = ("", "0", "1", "00", "01", "10", "11")
 
@@ -59,12 +52,7 @@ def _optional_size(owner: str, name: str, value: int | None) -> int | None:
     """None (the default size) or a size of at least 1."""
     if value is None:
         return None
-    return count(owner, name, value, high=MAX_SLOTS) if "slots" in name else _width(owner, name, value)
-
-
-def _width(owner: str, name: str, value: int) -> int:
-    """A width (controller, hidden, memory, symbol, aux) in 1 .. ``MAX_WIDTH``."""
-    return count(owner, name, value, high=MAX_WIDTH)
+    return count(owner, name, value, high=MAX_SLOTS) if "slots" in name else checked_width(owner, name, value)
 
 
 def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]:
@@ -80,146 +68,6 @@ def binary_words(owner: str, name: str, words: Iterable[str]) -> tuple[str, ...]
     return words
 
 
-class RecurrentModel(nn.Module):
-    """A flat state split into named parts, run by ``step``; subclasses give the layout and ``step``.
-
-    Every constructor checks its arguments (sizes at least 1, non-empty lists of powers and words,
-    a floating dtype) and ``forward`` its inputs (``lsrl.llrnn.checks.check_inputs``: a finite
-    ``torch.Tensor`` (B, T, input_dim), B, T >= 1, of the model's dtype and device; nothing is converted
-    implicitly), each with a one-line ``LsrlError`` that names the argument.
-    """
-
-    controller_dim_name = "controller_dim"  # the constructor's name for the controller size
-    gathered_per_step = 0  # numbers a step gathers per batch element besides the state (the heads' B x K x N)
-
-    def __init__(self, input_dim: int, controller_dim: int, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None) -> None:
-        super().__init__()
-        input_dim = count(self.name, "input_dim", input_dim)
-        controller_dim = _width(self.name, self.controller_dim_name, controller_dim)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise LlrnnArgumentError(f"{self.name}: dtype must be a floating torch.dtype (torch.float32, "
-                                     f"torch.float64), got {dtype!r}")
-        self.input_dim, self.controller_dim = input_dim, controller_dim
-        self.factory = {"dtype": dtype, "device": device}
-        self.register_buffer("init_state", None, persistent=False)
-
-    @property
-    def name(self) -> str:
-        return type(self).__name__
-
-    # -- construction helpers --------------------------------------------------------------------
-
-    def add_weight(self, name: str, shape: tuple[int, ...], fan_in: int) -> None:
-        """A parameter drawn uniformly from ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``."""
-        entries = math.prod(shape) + sum(parameter.numel() for parameter in self.parameters())
-        if entries > MAX_PARAMETERS:  # refused before the memory is asked for
-            raise LlrnnArgumentError(f"{self.name}: {entries:,} parameters (weight {name} {shape}) are more than "
-                                     f"{MAX_PARAMETERS:,}; input_dim={self.input_dim}, "
-                                     f"{self.controller_dim_name}={self.controller_dim}: choose smaller sizes")
-        bound = 1 / math.sqrt(max(fan_in, 1))
-        value = torch.empty(shape, **self.factory).uniform_(-bound, bound)
-        self.register_parameter(name, nn.Parameter(value))
-
-    def add_controller(self) -> None:
-        """``H`` (d0, d0), ``U`` (d0, d_in), ``B`` (d0,) of the Elman evolution equation (Sec. 2.1)."""
-        d0 = self.controller_dim
-        self.add_weight("H", (d0, d0), d0)
-        self.add_weight("U", (d0, self.input_dim), self.input_dim)
-        self.add_weight("B", (d0,), d0)
-
-    def set_layout(self, shapes: dict[str, tuple[int, ...]], addresses: tuple[str, ...] = (),
-                   first_program: tuple[str, ...] = ()) -> None:
-        """Lay the parts out in the order given; ``addresses`` start one-hot at position 0, and the
-        memories ``first_program`` hold their first coefficient (1, 0, …) at every position."""
-        self.layout, offset = {}, 0
-        for name, shape in shapes.items():
-            self.layout[name] = (offset, shape)
-            offset += math.prod(shape)
-        if offset > MAX_STATE:  # refused before the initial state is allocated
-            raise LlrnnArgumentError(f"{self.name}: a state of {offset:,} numbers (memories width x slots) is more "
-                                     f"than {MAX_STATE:,}: choose fewer slots or narrower memories")
-        self.state_dim = offset
-        default = torch.zeros(offset, **self.factory)
-        for name in addresses:
-            default[self.layout[name][0]] = 1
-        for name in first_program:
-            start, (_, slots) = self.layout[name]
-            default[start : start + slots] = 1  # row 0 of a row-major (width, N) memory
-        self.register_buffer("default_state", default, persistent=False)
-
-    # -- the common interface --------------------------------------------------------------------
-
-    def parts(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Named views of ``h`` (..., state_dim): e.g. ``h0`` (..., d0), ``r`` (..., N), ``M`` (..., d, N)."""
-        if h.shape[-1] != self.state_dim:
-            raise DimensionError(f"{self.name}: state has size {h.shape[-1]}, expected {self.state_dim}")
-        return {name: h[..., off : off + math.prod(shape)].unflatten(-1, shape)
-                for name, (off, shape) in self.layout.items()}
-
-    def pack(self, **parts: torch.Tensor) -> torch.Tensor:
-        """The flat state (..., state_dim) holding ``parts``; missing parts take their initial value."""
-        unknown = set(parts) - set(self.layout)
-        if unknown:
-            raise DimensionError(f"{self.name}: no state parts {sorted(unknown)}; its parts are {list(self.layout)}")
-        defaults = self.parts(self.default_state)
-        values = [self.checked_part(name, parts.get(name, defaults[name])) for name in self.layout]
-        shapes = [shape for _, shape in self.layout.values()]
-        lead = torch.broadcast_shapes(*(v.shape[: v.dim() - len(shape)] for v, shape in zip(values, shapes)))
-        return torch.cat([v.expand(*lead, *shape).reshape(*lead, -1) for v, shape in zip(values, shapes)], dim=-1)
-
-    def checked_part(self, name: str, value: torch.Tensor | ArrayLike) -> torch.Tensor:
-        """``value`` as a tensor of the state's dtype and device, its trailing shape that of part ``name``."""
-        value = torch.as_tensor(value, dtype=self.default_state.dtype, device=self.default_state.device)
-        shape = self.layout[name][1]
-        if tuple(value.shape[value.dim() - len(shape) :]) != shape:
-            raise DimensionError(f"{self.name}: part {name!r} has shape {tuple(value.shape)}, expected (..., {shape})")
-        return value
-
-    def initial_state(self, batch: int) -> torch.Tensor:
-        """``model.init_state`` if set, else h0 = 0, addresses one-hot at 0, memories 0 but for the
-        pattern rings (``RingMachine``); (batch, state_dim)."""
-        state = self.default_state if self.init_state is None else self.init_state
-        return state.expand(batch, self.state_dim)
-
-    def forward(self, xs: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
-        """The states ``h^(1..T)`` (B, T, state_dim) after reading ``xs`` (B, T, input_dim) from ``h``."""
-        trajectory = self.trajectory(xs, h)
-        return self.pack(**trajectory)
-
-    def trajectory(self, xs: torch.Tensor, h: torch.Tensor | None = None, keep: Iterable[str] | None = None
-                   ) -> dict[str, torch.Tensor]:
-        """The parts named in ``keep`` (default all) of ``h^(1..T)``, each (B, T, *shape). The parts are
-        carried from step to step as they are (no flat state): training keeps only ``h0``."""
-        check_inputs(self.name, xs, self.input_dim, self.default_state.dtype, self.default_state.device)
-        keep = tuple(self.layout) if keep is None else tuple(keep)
-        per_step = sum(math.prod(self.layout[name][1]) for name in keep if name in self.layout)
-        if xs.shape[0] * max(xs.shape[1] * per_step, self.gathered_per_step) > MAX_TRAJECTORY:  # checked first
-            raise SequenceError(f"{self.name}: inputs of shape {tuple(xs.shape)} would return "
-                                f"{xs.shape[0] * xs.shape[1] * per_step:,} state numbers and gather "
-                                f"{xs.shape[0] * self.gathered_per_step:,} a step, more than {MAX_TRAJECTORY:,.0f}: "
-                                "run shorter or smaller batches")
-        parts = self.parts(self.initial_state(xs.shape[0]) if h is None else h)
-        kept = {name: [] for name in keep}
-        for t in range(xs.shape[1]):
-            parts = self.step_parts(parts, xs[:, t])
-            for name in keep:
-                kept[name].append(parts[name])
-        return {name: torch.stack(values, dim=1) for name, values in kept.items()}
-
-    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``h^(t+1)`` (..., state_dim) from ``h^(t)`` and the input ``x^(t+1)``."""
-        return self.pack(**self.step_parts(self.parts(h), x))
-
-    def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """One step on the named parts (subclasses)."""
-        raise NotImplementedError
-
-    def elman(self, h0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``H h0 + U x + B``."""
-        return h0 @ self.H.T + x @ self.U.T + self.B
-
-
 # -- second-order, multiplicative and higher-order RNNs (Sec. 2.2, 3.1) --------------------
 
 
@@ -227,6 +75,7 @@ class SecondOrderRNN(RecurrentModel):
     """Sec. 2.2, second-order RNN: ``h' = ReLU(V(x) h + H h + U x + B)``, ``V(x)_ij = sum_k V[i,j,k] x_k``."""
 
     controller_dim_name = "hidden_dim"
+    V: torch.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
@@ -245,11 +94,15 @@ class MultiplicativeRNN(RecurrentModel):
     """Sec. 2.2, the Remark on Sutskever et al.: ``h' = ReLU(I diag(V x) J h + H h + U x + B)``."""
 
     controller_dim_name = "hidden_dim"
+    V: torch.Tensor
+    I: torch.Tensor  # noqa: E741 (the paper's name)
+    J: torch.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int, aux_dim: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
         super().__init__(input_dim, hidden_dim, dtype, device)
-        hidden_dim, input_dim, aux_dim = self.controller_dim, self.input_dim, _width(self.name, "aux_dim", aux_dim)
+        aux_dim = checked_width(self.name, "aux_dim", aux_dim)
+        hidden_dim, input_dim = self.controller_dim, self.input_dim
         self.aux_dim = aux_dim
         self.add_weight("V", (aux_dim, input_dim), input_dim)
         self.add_weight("I", (hidden_dim, aux_dim), aux_dim)
@@ -273,6 +126,9 @@ class HigherOrderRNN(RecurrentModel):
     Drawn as the other models are, 2.5 % of untrained models overflowed within 1,000 steps."""
 
     controller_dim_name = "hidden_dim"
+    V: torch.Tensor
+    W_p: torch.Tensor
+    B_p: torch.Tensor
 
     def __init__(self, input_dim: int, hidden_dim: int, max_power: int, *, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> None:
@@ -374,8 +230,19 @@ CONTROLLERS = dict(zip(CONTROLLER_NAMES, (torch.relu, torch.tanh)))
 
 # The paper-literal forms: Sec. 3.2's ReLU erase matrix on the whole memory, and pattern rings whose
 # contents are read as linear coefficients (Sec. 4's multilinear formulas).
-PAPER_LITERAL: dict[str, str | bool] = {"erase": "matrix", "content_softmax": False}
-ALL_STABILISERS: dict[str, str | bool] = {  # TF's NTMs
+class StabiliserOptions(TypedDict, total=False):
+    """The keyword options of a ring machine: the fields of ``Stabilisers``."""
+
+    erase: str
+    content_softmax: bool
+    gate: bool
+    sharpen: bool
+    content_addressing: bool
+    controller: str
+
+
+PAPER_LITERAL: StabiliserOptions = {"erase": "matrix", "content_softmax": False}
+ALL_STABILISERS: StabiliserOptions = {  # TF's NTMs
     "gate": True, "sharpen": True, "content_addressing": True, "controller": "tanh",
 }
 
@@ -442,9 +309,12 @@ class RingMachine(RecurrentModel):
     gives the paper's own equations.
     """
 
+    Q: torch.Tensor | None  # the symbol space's map into the controller (None: the identity)
+    pattern_moves: torch.Tensor  # registered when ring 1 is driven by other rings
+
     def __init__(self, input_dim: int, controller_dim: int, rings: list[Ring], symbol_dim: int | None = None,
                  drivers: Iterable[str] = (), pattern_moves: torch.Tensor | None = None, *, dtype: torch.dtype,
-                 device: torch.device | str | None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         super().__init__(input_dim, controller_dim, dtype, device)
         controller_dim = self.controller_dim
         self.rings, self.drivers = self.checked_rings(rings, symbol_dim, drivers, pattern_moves)
@@ -465,7 +335,7 @@ class RingMachine(RecurrentModel):
             self.register_buffer("pattern_moves", pattern_moves.to(device), persistent=False)
         self.gathered_per_step = sum(buffer.numel() for name, buffer in self.named_buffers()
                                      if name.startswith(("moves_", "pattern_moves")))
-        shapes = {"h0": (d0,)}
+        shapes: dict[str, tuple[int, ...]] = {"h0": (d0,)}
         for ring in rings:
             shapes |= {"r" + ring.label: (ring.slots,), "w" + ring.label: (ring.slots,)}
         shapes |= {"M" + ring.label: (ring.width, ring.slots) for ring in rings}
@@ -489,7 +359,7 @@ class RingMachine(RecurrentModel):
         labels = [ring.label for ring in rings]
         if len(set(labels)) != len(labels):
             raise LlrnnArgumentError(f"{self.name}: rings must have distinct labels, got {labels}")
-        width = self.controller_dim if symbol_dim is None else _width(self.name, "symbol_dim", symbol_dim)
+        width = self.controller_dim if symbol_dim is None else checked_width(self.name, "symbol_dim", symbol_dim)
         if rings[0].width != width:
             raise LlrnnArgumentError(f"{self.name}: ring 1 has width {rings[0].width}, but the controller reads "
                                      f"{width} (symbol_dim, else controller_dim)")
@@ -519,7 +389,7 @@ class RingMachine(RecurrentModel):
 
     def add_ring_weights(self, ring: Ring) -> None:
         d0, d, label, options = self.controller_dim, ring.width, ring.label, self.stabilisers
-        extras = {}  # name -> size of the per-head vectors of the stabilisers
+        extras: dict[str, int] = {}  # name -> size of the per-head vectors of the stabilisers
         for head, moves in self.heads(ring):
             self.add_weight(f"W_{head}{label}", (moves.shape[0], d0), d0)
             self.add_weight(f"B_{head}{label}", (moves.shape[0],), d0)
@@ -601,12 +471,10 @@ class RingMachine(RecurrentModel):
 
     def pattern_coefficients(self, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         """Outer product (..., K) of the driver rings' contents, flattened row-major."""
-        coefficients = None
-        for label in self.drivers:
+        coefficients = self.content(parts, self.drivers[0])
+        for label in self.drivers[1:]:
             content = self.content(parts, label)
-            if coefficients is not None:
-                content = (coefficients[..., :, None] * content[..., None, :]).flatten(-2)
-            coefficients = content
+            coefficients = (coefficients[..., :, None] * content[..., None, :]).flatten(-2)
         return coefficients
 
     def step_parts(self, parts: dict[str, torch.Tensor], x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -632,9 +500,9 @@ class NTM(RingMachine):
 
     def __init__(self, input_dim: int, controller_dim: int, slots: int, powers: Iterable[int] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        controller_dim = _width(self.name, "controller_dim", controller_dim)
+        controller_dim = checked_width(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         powers = ring_powers(slots, None if powers is None else integers(self.name, "powers", powers))
         moves = rotation_moves(slots, powers)
@@ -651,9 +519,9 @@ class DihedralNTM(RingMachine):
 
     def __init__(self, input_dim: int, controller_dim: int, slots: int, words: Iterable[str] | None = None,
                  memory_width: int | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        controller_dim = _width(self.name, "controller_dim", controller_dim)
+        controller_dim = checked_width(self.name, "controller_dim", controller_dim)
         memory_width = _optional_size(self.name, "memory_width", memory_width)
         words = DIHEDRAL_WORDS if words is None else binary_words(self.name, "words", words)
         moves = word_moves(slots, words)
@@ -680,9 +548,9 @@ class PatternNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, slots: int, symbol_dim: int,
                  pattern_powers: Iterable[int] = (0, 1, 2), head_powers: Sequence[int] | None = None,
                  pattern_slots: int | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
+        symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
@@ -714,12 +582,12 @@ class MultiplePatternNTM(RingMachine):
     def __init__(self, input_dim: int, controller_dim: int, symbol_dim: int, slots: Sequence[int] = (20, 2, 2, 2),
                  pattern_powers: Iterable[int] = (0, 1), switch_words: Iterable[str] = ("0", "1"),
                  head_powers: Sequence[int] | None = None, *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = integers(self.name, "slots", slots)
         if len(slots) != 4:
             raise DimensionError(f"MultiplePatternNTM: slots must give the sizes of 4 rings, got {slots}")
         slots = tuple(count(self.name, f"slots[{i}]", N, high=MAX_SLOTS) for i, N in enumerate(slots))
-        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
+        symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         switch_words = binary_words(self.name, "switch_words", switch_words)
         head_powers = None if head_powers is None else integers(self.name, "head_powers", head_powers)
@@ -771,9 +639,9 @@ class PolynomialStepNTM(RingMachine):
                  pattern_powers: Iterable[int] = (0, 1, 2), polynomials: Iterable[Iterable[int]] = ((0, 1), (0, 0, 1)),
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
+        symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_powers = integers(self.name, "pattern_powers", pattern_powers)
         if isinstance(polynomials, (str, bytes)) or not isinstance(polynomials, Iterable):
@@ -808,9 +676,9 @@ class DihedralPolynomialStepNTM(RingMachine):
                  pattern_words: Iterable[str] = ("0", "1", "01"), transforms: Iterable[str] = ("id", "repeat"),
                  head_powers: Sequence[int] | None = None, pattern_slots: int | None = None,
                  *, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None, **stabilisers: str | bool) -> None:
+                 device: torch.device | str | None = None, **stabilisers: Unpack[StabiliserOptions]) -> None:
         slots = count(self.name, "slots", slots, high=MAX_SLOTS)
-        symbol_dim = _width(self.name, "symbol_dim", symbol_dim)
+        symbol_dim = checked_width(self.name, "symbol_dim", symbol_dim)
         pattern_slots = _optional_size(self.name, "pattern_slots", pattern_slots)
         pattern_words = binary_words(self.name, "pattern_words", pattern_words)
         transforms = strings(self.name, "transforms", transforms)

@@ -52,12 +52,13 @@ The TF code's other stabilisers:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeAlias
 
 import torch
 from torch import nn
 
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.llrnn import explicit
 from lsrl.llrnn.cell import LLRNN, Commands, Data, Space, StateSpace
 from lsrl.llrnn.logic.library import (
@@ -65,11 +66,13 @@ from lsrl.llrnn.logic.library import (
     binary, binary_identity, choice, compose, discarding, eval_term, feed, fresh, higher_order_master, newfeed,
     numeral, polynomial, psi, repeat, second_order_master, share,
 )
-from lsrl.llrnn.logic.semantics import Diagonal, Function, Matrix, coordinates, scale, to_matrix, total
-from lsrl.llrnn.logic.terms import Const, Derelict, Lam, Pair, Promote, Scale, Sum, Var, free_variables, lam
-from lsrl.llrnn.logic.types import Atom, Bang, Lolli, bint_type, dual, endo, int_type, lolli
+from lsrl.llrnn.logic.semantics import (
+    Diagonal, Function, Given, Matrix, Value, as_distribution, as_map, as_tensor, coordinates, scale, to_matrix, total,
+)
+from lsrl.llrnn.logic.terms import Const, Derelict, Lam, Pair, Promote, Scale, Sum, Term, Var, free_variables, lam
+from lsrl.llrnn.logic.types import Atom, Bang, Lolli, Type, bint_type, dual, endo, int_type, lolli
 from lsrl.llrnn.checks import LlrnnArgumentError
-from lsrl.llrnn.explicit import MAX_PARAMETERS
+from lsrl.llrnn.recurrent import MAX_PARAMETERS, Factory, RecurrentModel
 from lsrl.llrnn.ring import (
     MAX_DENSE_RING, content_weighting, reflection, ring_powers, rotation, sharpen, word_counts, word_transform,
 )
@@ -78,10 +81,16 @@ STATE = Atom("A")
 CONTROLLER = Atom("H0")
 WORD_TRANSFORM_TERMS = {"id": binary_identity, "repeat": repeat}
 
+Weights: TypeAlias = "dict[torch.Tensor, torch.Tensor]"  # a parameter of the cell -> the model's tensor it copies
+Slot: TypeAlias = Callable[[str], Term]  # a command or data slot's name -> the variable it is bound to
+Constants: TypeAlias = "dict[str, Given]"  # the denotations of the masters' constants, filled as they are built
+# (uses, build): build(names, slot) moves ring 1's read address, from ``uses`` copies ``names`` of the state
+RingOneRead: TypeAlias = "tuple[int, Callable[[Sequence[str], Slot], Term]]"
 
-def llrnn_form(model: explicit.RecurrentModel) -> LLRNN:
+
+def llrnn_form(model: RecurrentModel) -> LLRNN:
     """The LLRNN form of an explicit model, with the model's weights and initial state."""
-    builders = {
+    builders: dict[type, Callable[..., tuple[LLRNN, Weights]]] = {
         explicit.SecondOrderRNN: _second_order,
         explicit.MultiplicativeRNN: _multiplicative,
         explicit.HigherOrderRNN: _higher_order,
@@ -92,7 +101,7 @@ def llrnn_form(model: explicit.RecurrentModel) -> LLRNN:
     if builder is None:
         raise LsrlError(f"llrnn_form: no LLRNN form for {type(model).__name__}")
     _check_form_size(model)
-    factory = {"dtype": model.H.dtype, "device": model.H.device}
+    factory: Factory = {"dtype": model.H.dtype, "device": model.H.device}
     cell, weights = builder(model, factory)
     with torch.no_grad():
         for target, source in weights.items():
@@ -101,7 +110,7 @@ def llrnn_form(model: explicit.RecurrentModel) -> LLRNN:
     return cell
 
 
-def form_elements(model: explicit.RecurrentModel) -> int:
+def form_elements(model: RecurrentModel) -> int:
     """The numbers ``llrnn_form`` allocates beyond the model's weights, from the model's sizes alone: the
     d x d input map of the second- and higher-order RNNs, and per ring its dense N x N rotations R, R^∨
     (and reflections P, P^∨ for the dihedral models) and its erase map (width x width, or width when
@@ -115,7 +124,7 @@ def form_elements(model: explicit.RecurrentModel) -> int:
     return sum(dense * ring.slots ** 2 + (ring.width if location else ring.width ** 2) for ring in model.rings)
 
 
-def _check_form_size(model: explicit.RecurrentModel) -> None:
+def _check_form_size(model: RecurrentModel) -> None:
     """Refuse, before any memory is asked for, a form the model's sizes make too large (``MAX_PARAMETERS``
     numbers, the explicit models' cap, or a ring beyond ``MAX_DENSE_RING`` slots), or too slow to run
     (``_check_form_work``)."""
@@ -172,7 +181,7 @@ def _head_programs(model: explicit.RingMachine, ring: explicit.Ring) -> tuple[st
         return "words", [len(word) for word in model.words]
     if isinstance(model, explicit.NTM):
         return "powers", list(model.powers)
-    return "head_powers", list(ring_powers(ring.slots, model.head_powers))
+    return "head_powers", list(ring_powers(ring.slots, getattr(model, "head_powers", None)))
 
 
 def _built_programs(model: explicit.RingMachine) -> list[tuple[str, list[int]]]:
@@ -201,29 +210,31 @@ def _step_programs(model: explicit.RingMachine, ring: explicit.Ring) -> list[int
         return letters + [a * i + b * j for i in powers for j in powers for a, b in counts]
     if isinstance(model, explicit.PolynomialStepNTM):
         return letters + [explicit.evaluate_polynomial(a, p) for p in powers for a in model.polynomials]
-    return letters + [len(word_transform(f, word)) for word in model.pattern_words for f in model.transforms]
+    if isinstance(model, explicit.DihedralPolynomialStepNTM):
+        return letters + [len(word_transform(f, word)) for word in model.pattern_words for f in model.transforms]
+    raise LsrlError(f"llrnn_form: {type(model).__name__} has a ring without a read head")
 
 
-def _controller_weights(cell, model) -> dict:
+def _controller_weights(cell: LLRNN, model: RecurrentModel) -> Weights:
     return {cell.H: model.H, cell.U: model.U, cell.B: model.B}
 
 
 # ---- Sec. 2.2 and Example 3.1: one hidden vector ---------------------------------------------------
 
 
-def _hidden_state(model) -> StateSpace:
+def _hidden_state(model: RecurrentModel) -> StateSpace:
     return StateSpace({"h0": Space(CONTROLLER, (model.controller_dim,))}, STATE)
 
 
-def _second_order(model, factory):
+def _second_order(model: explicit.SecondOrderRNN, factory: Factory) -> tuple[LLRNN, Weights]:
     d = model.controller_dim
     cell = LLRNN(_hidden_state(model), model.input_dim, master_in=second_order_master(STATE),
                  input_space=Space(endo(STATE), (d, d)), **factory)
     # W^c x = V(x): row (i, j) of W^c holds V[i, j, :]
-    return cell, {**_controller_weights(cell, model), cell.W_c: model.V.reshape(d * d, -1)}
+    return cell, {**_controller_weights(cell, model), cell.input_map: model.V.reshape(d * d, -1)}
 
 
-def _multiplicative(model, factory):
+def _multiplicative(model: explicit.MultiplicativeRNN, factory: Factory) -> tuple[LLRNN, Weights]:
     d, k, aux = model.controller_dim, model.aux_dim, Atom("K")
     c, h = fresh("c"), fresh("h")
     master = lam((c, Bang(endo(aux))), (h, STATE),
@@ -231,16 +242,16 @@ def _multiplicative(model, factory):
     learned = {"I": Space(Lolli(aux, STATE), (d, k)), "J": Space(Lolli(STATE, aux), (k, d))}
     cell = LLRNN(_hidden_state(model), model.input_dim, master_in=master, learned=learned,
                  input_space=Space(endo(aux), (k, k), diagonal=True), **factory)
-    weights = {cell.W_c: model.V, cell.learned["I"]: model.I, cell.learned["J"]: model.J}
+    weights = {cell.input_map: model.V, cell.learned["I"]: model.I, cell.learned["J"]: model.J}
     return cell, {**_controller_weights(cell, model), **weights}
 
 
-def _higher_order(model, factory):
+def _higher_order(model: explicit.HigherOrderRNN, factory: Factory) -> tuple[LLRNN, Weights]:
     d = model.controller_dim
     powers = Commands("p", int_type(STATE), tuple(numeral(n, STATE) for n in range(model.max_power + 1)))
     cell = LLRNN(_hidden_state(model), model.input_dim, master_in=higher_order_master(STATE), commands=[powers],
                  input_space=Space(endo(STATE), (d, d)), **factory)
-    weights = {cell.W_c: model.V.reshape(d * d, -1), cell.W_p["p"]: model.W_p, cell.B_p["p"]: model.B_p}
+    weights = {cell.input_map: model.V.reshape(d * d, -1), cell.W_p["p"]: model.W_p, cell.B_p["p"]: model.B_p}
     return cell, {**_controller_weights(cell, model), **weights}
 
 
@@ -251,10 +262,11 @@ def contragredient(matrix: torch.Tensor) -> Function:
     """``g ↦ (g^{-1})^*`` on ``W^∨``: ``φ ↦ φ ∘ g^{-1}``, so a write address moves like a read address."""
     inverse = matrix.T  # the group elements are permutations
 
-    def act(phi):
+    def act(value: Value) -> Value:
+        phi = as_map(value)
         if isinstance(phi, Matrix):
             return Matrix(phi.matrix @ inverse)
-        return Function(lambda z: phi((inverse @ z.unsqueeze(-1)).squeeze(-1)))
+        return Function(lambda z: phi((inverse @ as_tensor(z).unsqueeze(-1)).squeeze(-1)))
 
     return Function(act)
 
@@ -271,7 +283,7 @@ class _Ring:
                            f"M{label}": Space(Lolli(self.address, coefficients), (width, slots))}
 
 
-def _ring_machine(model, factory):
+def _ring_machine(model: explicit.RingMachine, factory: Factory) -> tuple[LLRNN, Weights]:
     rings = [_Ring(ring.label, ring.slots, ring.width, CONTROLLER if model.Q is None else Atom(f"V{ring.label}"))
              for ring in model.rings]
     components = {"h0": Space(CONTROLLER, (model.controller_dim,))}
@@ -283,16 +295,17 @@ def _ring_machine(model, factory):
     state = StateSpace({**{name: components[name] for name in model.layout}, **scratch}, STATE)  # the model's order
     word_heads = isinstance(model, explicit.DihedralNTM)  # heads move by words in R and R', not by powers of R
     commands, data = _ring_slots(model, rings, word_heads, factory)
-    learned = {} if model.Q is None else {"Q": Space(Lolli(rings[0].coefficients, CONTROLLER),
+    learned: dict[str, Space] = {} if model.Q is None else {"Q": Space(Lolli(rings[0].coefficients, CONTROLLER),
                                                      (model.controller_dim, model.rings[0].width))}
     variables = {slot.name: fresh(slot.name) for slot in commands + data}
     s, h = fresh("s"), fresh("h")
     slot = lambda name: Var(variables[name])  # noqa: E731
     proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
-    constants = {}
+    constants: Constants = {}
     ring_one_read = _ring_one_read(model, {ring.label: ring for ring in rings}, state, constants)
     summands_in = [_read_symbol(model, rings[0], state, s, h)]
-    summands_addr, summands_out = [], []
+    summands_addr: list[Term] = []
+    summands_out: list[Term] = []
     for ring, explicit_ring in zip(rings, model.rings):
         ell = ring.label
         moves = _address_moves(model, ring, explicit_ring, state, slot, s, h, word_heads, ring_one_read,
@@ -305,7 +318,7 @@ def _ring_machine(model, factory):
     binders = [(variables[c.name], Bang(c.type)) for c in commands + data] + [(s, Bang(STATE)), (h, STATE)]
     bang_names = [name for name, _ in binders[:-1]]
 
-    def master(summands):
+    def master(summands: list[Term]) -> Term | None:
         return lam(*binders, Sum(tuple(discarding(bang_names, t) for t in summands))) if summands else None
 
     before, between = _outside_steps(model, factory)
@@ -316,11 +329,11 @@ def _ring_machine(model, factory):
     return cell, _ring_machine_weights(cell, model)
 
 
-def _scratch(model, rings) -> dict:
+def _scratch(model: explicit.RingMachine, rings: list[_Ring]) -> dict[str, Space]:
     """The scratch components of a staged step: per ring the new addresses ``w'``, ``r'`` (filled by
     ``master^addr``, sharpened in place), and with content addressing each controller head's input
     ``w^`` / ``r^`` (filled before the masters)."""
-    scratch = {}
+    scratch: dict[str, Space] = {}
     for ring in rings:
         ell = ring.label
         scratch |= {f"w{ell}'": ring.components[f"w{ell}"], f"r{ell}'": ring.components[f"r{ell}"]}
@@ -332,11 +345,13 @@ def _scratch(model, rings) -> dict:
     return scratch
 
 
-def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
+def _ring_slots(model: explicit.RingMachine, rings: list[_Ring], word_heads: bool, factory: Factory
+                ) -> tuple[list[Commands], list[Data]]:
     """Command slots (one per head the controller moves, and ring 1's gate) and data slots (fixed R, R^∨
     and, for the dihedral models, R', R'^∨; erase and add vectors by ReLU) of every ring."""
     reflections = word_heads or isinstance(model, explicit.DihedralPolynomialStepNTM)
-    commands, data = [], []
+    commands: list[Commands] = []
+    data: list[Data] = []
     for ring, explicit_ring in zip(rings, model.rings):
         N, ell, width = explicit_ring.slots, ring.label, explicit_ring.width
         for head, _ in model.heads(explicit_ring):
@@ -360,26 +375,26 @@ def _ring_slots(model, rings, word_heads: bool, factory) -> tuple:
     return commands, data
 
 
-def _gated(model, explicit_ring) -> bool:
+def _gated(model: explicit.RingMachine, explicit_ring: explicit.Ring) -> bool:
     """Whether the ring's read address is the gate of a controller move and the pattern move (ring 1, ``gate``)."""
     return model.stabilisers.gate and explicit_ring.read_moves is None and explicit_ring.label not in model.drivers
 
 
-def _logit_ring(model, explicit_ring) -> bool:
+def _logit_ring(model: explicit.RingMachine, explicit_ring: explicit.Ring) -> bool:
     """A ring read through a softmax (``content_softmax``) holds logits: its add vector is linear."""
     return model.stabilisers.content_softmax and explicit_ring.label in model.drivers
 
 
-def diagonal(N: int, factory: dict) -> Function:
+def diagonal(N: int, factory: Factory) -> Function:
     """``diag : W^∨ ⊸ (W ⊸ W)``, ``φ ↦ Σ_i φ(e_i) e_i e_i^∨``: how Eq. (2.13) weights the erase by location."""
-    return Function(lambda phi: Diagonal(to_matrix(phi, N, **factory)[..., 0, :]))
+    return Function(lambda phi: Diagonal(to_matrix(as_map(phi), N, **factory)[..., 0, :]))
 
 
 def column_softmax(state: StateSpace, name: str) -> Function:
     """``!A ⊸ (W ⊸ V)``: memory ``name`` of the state with a softmax over each location's entries.
     Not linear, hence a ``!``-typed argument: ``Σ c |∅⟩_h ↦ Σ c softmax(M(h))``."""
-    return Function(lambda states: total(scale(Matrix(torch.softmax(state.view(h, name), dim=-2)), c)
-                                         for c, h in states.items))
+    return Function(lambda states: total(scale(Matrix(torch.softmax(state.view(as_tensor(h), name), dim=-2)), c)
+                                         for c, h in as_distribution(states).items))
 
 
 class _ControllerMaps(nn.Module):
@@ -424,10 +439,11 @@ class Sharpening(_ControllerMaps):
         return state.replace(h, self.target, sharpen(state.flat(h, self.target), gamma))
 
 
-def _outside_steps(model, factory) -> tuple[list, list]:
+def _outside_steps(model: explicit.RingMachine, factory: Factory) -> tuple[list[nn.Module], list[nn.Module]]:
     """The steps outside linear logic: content addressing of every controller head (before the masters)
     and sharpening of every new address (after ``master^addr``)."""
-    before, between = [], []
+    before: list[_ControllerMaps] = []
+    between: list[_ControllerMaps] = []
     for ring in model.rings:
         ell = ring.label
         if model.stabilisers.content_addressing:
@@ -438,7 +454,7 @@ def _outside_steps(model, factory) -> tuple[list, list]:
     return [step.to(**factory) for step in before], [step.to(**factory) for step in between]
 
 
-def _ring_machine_weights(cell, model) -> dict:
+def _ring_machine_weights(cell: LLRNN, model: explicit.RingMachine) -> Weights:
     """The cell's parameters -> the explicit model's (same names: W_s1, B_q2, W_e1, …, Q)."""
     weights = _controller_weights(cell, model)
     for name in cell.W_p:
@@ -453,7 +469,7 @@ def _ring_machine_weights(cell, model) -> dict:
     return weights
 
 
-def _head_commands(model, name: str, address, slots: int) -> Commands:
+def _head_commands(model: explicit.RingMachine, name: str, address: Type, slots: int) -> Commands:
     """A head's command slot: a distribution over the programs that may move it, at ``address``."""
     if isinstance(model, explicit.DihedralNTM):
         return Commands(name, bint_type(address), tuple(binary(word, address) for word in model.words))
@@ -464,14 +480,15 @@ def _head_commands(model, name: str, address, slots: int) -> Commands:
     return Commands(name, int_type(address), tuple(numeral(n, address) for n in powers))
 
 
-def _operators(ring: _Ring, slot, word_heads: bool, dual_address: bool):
+def _operators(ring: _Ring, slot: Slot, word_heads: bool, dual_address: bool) -> list[Term]:
     """The fixed data vectors a head's program is fed: α = R (and α' = R' for word heads), on W or W^∨."""
     suffix = "v" if dual_address else ""
     return [slot(f"R{ring.label}{suffix}")] + ([slot(f"P{ring.label}{suffix}")] if word_heads else [])
 
 
-def _address_moves(model, ring: _Ring, explicit_ring, state, slot, s, h, word_heads, ring_one_read, variables,
-                   staged: bool) -> tuple:
+def _address_moves(model: explicit.RingMachine, ring: _Ring, explicit_ring: explicit.Ring, state: StateSpace,
+                   slot: Slot, s: str, h: str, word_heads: bool, ring_one_read: RingOneRead | None,
+                   variables: dict[str, str], staged: bool) -> tuple[Term, Term]:
     """The terms (linear in ``h``) of the ring's moved write and read addresses: the controller's heads
     (Eq. (2.12)) on the address, or on its content-addressed version ``w^`` / ``r^`` (scratch); ring 1 of
     the pattern models by the pattern move, or by the gate of a controller move and the pattern move."""
@@ -479,12 +496,14 @@ def _address_moves(model, ring: _Ring, explicit_ring, state, slot, s, h, word_he
     inputs = lambda name: name + "^" if f"{name}^" in state.components else name  # noqa: E731
     proj = lambda name: state.projection(name)(Var(h))  # noqa: E731
 
-    def head(name, dual_address):
+    def head(name: str, dual_address: bool) -> Term:
         return Derelict(slot(name))(*_operators(ring, slot, word_heads, dual_address))
 
     new_write = head(f"s{ell}", True)(proj(inputs(f"w{ell}")))
     if explicit_ring.read_moves is not None:
         return new_write, head(f"q{ell}", False)(proj(inputs(f"r{ell}")))
+    if ring_one_read is None:
+        raise InternalError(f"llrnn_form: ring {ell} has no read head, and no ring 1 to drive it")
     uses, build = ring_one_read
     if not _gated(model, explicit_ring):
         return new_write, share(s, uses, lambda names: build(names, slot)(proj(f"r{ell}")))
@@ -493,12 +512,12 @@ def _address_moves(model, ring: _Ring, explicit_ring, state, slot, s, h, word_he
     direct = lambda R: Promote((slot(f"q{ell}"), Var(R)), (q, alpha), Lam(  # noqa: E731
         z1, STATE, Derelict(Var(q))(Var(alpha))(state.projection(inputs(f"r{ell}"))(Var(z1)))))
 
-    def driven(s_names, R):
+    def driven(s_names: Sequence[str], R: str) -> Term:
         inner_s = [fresh("s") for _ in s_names]
-        inner_slots = {name: fresh(name) for name in ("R1", "P1") if name in variables}
+        inner_slots: dict[str, str] = {name: fresh(name) for name in ("R1", "P1") if name in variables}
         body = Lam(z2, STATE, build(inner_s, lambda name: Var(inner_slots[name]))(state.projection(f"r{ell}")(Var(z2))))
         used = free_variables(body)
-        outer = {"R1": R, **{name: variables[name] for name in inner_slots if name != "R1"}}
+        outer: dict[str, str] = {"R1": R, **{name: variables[name] for name in inner_slots if name != "R1"}}
         sources = list(zip(s_names, inner_s)) + [(outer[name], inner) for name, inner in inner_slots.items()
                                                  if inner in used]
         return Promote(tuple(Var(a) for a, _ in sources), tuple(b for _, b in sources), body)
@@ -508,7 +527,8 @@ def _address_moves(model, ring: _Ring, explicit_ring, state, slot, s, h, word_he
     return new_write, share(variables["R1"], 2, gated)
 
 
-def _ring_summands(ring: _Ring, state, slot, s, h, new_write, new_read, erase, constants, slots, factory):
+def _ring_summands(ring: _Ring, state: StateSpace, slot: Slot, s: str, h: str, new_write: Term, new_read: Term,
+                   erase: str, constants: Constants, slots: int, factory: Factory) -> list[Term]:
     """The summands of ``Z_out`` that update ring ``ring``: its new write and read address (terms linear in
     ``h``) and its memory, ``M' = M - e ∘ M + Ψ(w ⊗ a)`` (Sec. 3.2) or ``M' = M - e ∘ M_s ∘ diag(w') + Ψ(w' ⊗ a)``
     (Eq. (2.13)), where ``M_s`` is read off the state ``s`` so that the summand stays linear in ``h``."""
@@ -532,7 +552,7 @@ def _ring_summands(ring: _Ring, state, slot, s, h, new_write, new_read, erase, c
     return summands
 
 
-def _read_symbol(model, ring: _Ring, state, s, h):
+def _read_symbol(model: explicit.RingMachine, ring: _Ring, state: StateSpace, s: str, h: str) -> Term:
     """``inj_h0(Q(M_1(r_1)))``: the memory from the state ``s``, the address from the linear ``h``."""
     content = state.projection(f"M{ring.label}")(Derelict(Var(s)))(state.projection(f"r{ring.label}")(Var(h)))
     if model.Q is not None:
@@ -540,7 +560,8 @@ def _read_symbol(model, ring: _Ring, state, s, h):
     return state.injection("h0")(content)
 
 
-def _ring_one_read(model, rings: dict, state, constants):
+def _ring_one_read(model: explicit.RingMachine, rings: dict[str, _Ring], state: StateSpace, constants: Constants
+                   ) -> RingOneRead | None:
     """``(uses, build)``: ``build(names, slot)`` is the term ``W1 ⊸ W1`` that moves ring 1's read address, from
     the contents ``M_j(r_j)`` of the driver rings read off ``uses`` copies ``names`` of the state ``s`` and the
     fixed operators ``slot("R1")`` (and ``slot("P1")``)."""
@@ -548,7 +569,8 @@ def _ring_one_read(model, rings: dict, state, constants):
         return None
     address = rings["1"].address
 
-    def content(label: str, names, decoder: str, decoded_type, terms, bang: bool) -> object:
+    def content(label: str, names: Sequence[str], decoder: str, decoded_type: Type, terms: Iterable[Term],
+                bang: bool) -> Term:
         ring = rings[label]
         constants[decoder] = coordinates(terms, bang=bang)
         decode = Const(decoder, Lolli(ring.coefficients, Bang(decoded_type) if bang else decoded_type))
@@ -560,14 +582,16 @@ def _ring_one_read(model, rings: dict, state, constants):
             memory = state.projection(f"M{label}")(Derelict(Var(names[0])))
         return decode(memory(state.projection(f"r{label}")(Derelict(Var(names[1])))))
 
-    numerals = lambda powers: [numeral(p, address) for p in powers]  # noqa: E731
+    def numerals(powers: Iterable[int]) -> list[Term]:
+        return [numeral(p, address) for p in powers]
+
     if isinstance(model, explicit.PatternNTM):
-        def build(names, slot):
+        def build(names: Sequence[str], slot: Slot) -> Term:
             pattern = content("2", names, "decode2", int_type(address), numerals(model.pattern_powers), False)
             return eval_term(address)(pattern, slot("R1"))
         uses = 2
     elif isinstance(model, explicit.MultiplePatternNTM):
-        def build(names, slot):
+        def build(names: Sequence[str], slot: Slot) -> Term:
             first = content("2", names[0:2], "decode2", int_type(address), numerals(model.pattern_powers), True)
             second = content("3", names[2:4], "decode3", int_type(address), numerals(model.pattern_powers), True)
             switch = content("4", names[4:6], "decode4", bint_type(address),
@@ -575,14 +599,14 @@ def _ring_one_read(model, rings: dict, state, constants):
             return feed(address)(first, second, switch, slot("R1"))
         uses = 6
     elif isinstance(model, explicit.PolynomialStepNTM):
-        def build(names, slot):
+        def build(names: Sequence[str], slot: Slot) -> Term:
             pattern = content("2", names[0:2], "decode2", int_type(address), numerals(model.pattern_powers), True)
             step = content("3", names[2:4], "decode3", Lolli(Bang(int_type(address)), int_type(address)),
-                           [polynomial(a, address) for a in model.polynomials], False)
+                           [polynomial(tuple(a), address) for a in model.polynomials], False)
             return newfeed(address)(pattern, step, slot("R1"))
         uses = 4
     elif isinstance(model, explicit.DihedralPolynomialStepNTM):
-        def build(names, slot):
+        def build(names: Sequence[str], slot: Slot) -> Term:
             words = content("2", names[0:2], "decode2", bint_type(address),
                             [binary(word, address) for word in model.pattern_words], True)
             transform = content("3", names[2:4], "decode3", Lolli(Bang(bint_type(address)), bint_type(address)),

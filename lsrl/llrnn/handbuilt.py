@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import torch
 
-from lsrl.errors import LsrlError
+from lsrl.errors import InternalError, LsrlError
 from lsrl.llrnn.checks import count, real
 from lsrl.llrnn.explicit import PAPER_LITERAL, MultiplePatternNTM
-from lsrl.llrnn.tasks import BLANK, END, SWAP, MultiplePattern
+from lsrl.llrnn.tasks import BLANK, END, SWAP, Alphabet, MultiplePattern
 
 BIG = 1000.0  # larger than every counter: a gate that switches a unit off
 
@@ -38,7 +38,8 @@ class _Controller:
     """Named blocks of h0 and their weights ``H`` (from h0), ``U`` (from x) and ``B``."""
 
     def __init__(self, blocks: dict[str, int], input_dim: int, dtype: torch.dtype) -> None:
-        self.index, size = {}, 0
+        self.index: dict[str, list[int]] = {}
+        size = 0
         for name, width in blocks.items():
             self.index[name] = list(range(size, size + width))
             size += width
@@ -80,14 +81,22 @@ def swap_solution(task: MultiplePattern, max_length: int = 20, sharpness: float 
         model.H.copy_(controller.H)
         model.U.copy_(controller.U)
         model.B.copy_(controller.B)
-        model.Q[controller.index["symbol"], range(symbols)] = 1.0  # the symbol read lands in its own block
+        symbol_map = _symbol_map(model)
+        symbol_map[controller.index["symbol"], range(symbols)] = 1.0  # the symbol read lands in its own block
         _wire_heads(model, controller, segments, starts, sharpness)
         model.init_state = _initial_state(model)
     readout = _readout(controller, alphabet, margin, dtype)
     return model, readout
 
 
-def _segment_starts(segments: int) -> list:
+def _symbol_map(model: MultiplePatternNTM) -> torch.Tensor:
+    """``Q``, which a model with a symbol space has."""
+    if model.Q is None:
+        raise InternalError("swap_solution: the model was built without a symbol space")
+    return model.Q
+
+
+def _segment_starts(segments: int) -> list[int]:
     """``c_j``: output n = c_j k starts segment j (identity segments emit k symbols, doubling 2k)."""
     starts = [0]
     for j in range(segments):
@@ -95,7 +104,7 @@ def _segment_starts(segments: int) -> list:
     return starts
 
 
-def _wire_counters(c: _Controller, alphabet, segments: int, starts: list) -> None:
+def _wire_counters(c: _Controller, alphabet: Alphabet, segments: int, starts: list[int]) -> None:
     """The controller's units; each is ReLU of a linear function of h0^(t-1) and x^(t)."""
     data = range(alphabet.data)
     swap, end, blank = alphabet.index(SWAP), alphabet.index(END), alphabet.index(BLANK)
@@ -140,30 +149,32 @@ def _beyond(c: _Controller, name: str) -> torch.Tensor:
     return row
 
 
-def _command(model, head: str, choose: torch.Tensor, sharpness: float) -> None:
+def _command(model: MultiplePatternNTM, head: str, choose: torch.Tensor, sharpness: float) -> None:
     """Head ``head`` takes power 1 where ``choose · h0`` is 1 and power 0 where it is 0."""
     weights, biases = getattr(model, "W_" + head), getattr(model, "B_" + head)
     weights[1], weights[0] = sharpness * choose, -sharpness * choose
     biases[0] = sharpness
 
 
-def _wire_heads(model, c: _Controller, segments: int, starts: list, sharpness: float) -> None:
+def _wire_heads(model: MultiplePatternNTM, c: _Controller, segments: int, starts: list[int], sharpness: float
+                ) -> None:
     for head in ("s2", "s3", "s4", "q2"):
         getattr(model, "B_" + head)[0] = sharpness  # stay: rings 2-4 are read, never written
     data = torch.zeros(c.size, dtype=c.H.dtype)
     data[c.index["input"]] = 1
     _command(model, "s1", data, sharpness)  # the write head moves on after each data symbol
-    model.W_a1[:, c.index["input"]] = torch.eye(len(c.index["input"]), dtype=c.H.dtype)
+    model.get_parameter("W_a1")[:, c.index["input"]] = torch.eye(len(c.index["input"]), dtype=c.H.dtype)
     # ring 4 toggles at every segment start (the first one predicted from the end of the input)
-    toggle = _bump(c, "end_bump") + sum(_bump(c, f"start{j}") for j in range(1, segments))
+    toggle = _bump(c, "end_bump") + sum((_bump(c, f"start{j}") for j in range(1, segments)), torch.zeros_like(data))
     _command(model, "q4", toggle, sharpness)
     # ring 3 advances inside every doubling segment (after its first output) and once after it,
     # so that it rests at ⟦0⟧ when the next doubling segment starts
-    advance = sum(_beyond(c, f"start{j}") - _beyond(c, f"start{j + 1}") for j in range(1, segments, 2))
+    advance = sum((_beyond(c, f"start{j}") - _beyond(c, f"start{j + 1}") for j in range(1, segments, 2)),
+                  torch.zeros_like(data))
     _command(model, "q3", advance, sharpness)
 
 
-def _initial_state(model) -> torch.Tensor:
+def _initial_state(model: MultiplePatternNTM) -> torch.Tensor:
     """Rings 2-4 hold the patterns (ring 2: ⟦1⟧ ⟦1⟧, ring 3: ⟦0⟧ ⟦1⟧, ring 4: "0" "1"); ring 4's
     read head starts on "1", so that ring 3, resting on ⟦0⟧, keeps ring 1's read head still while
     the input is written."""
@@ -172,7 +183,7 @@ def _initial_state(model) -> torch.Tensor:
                       M4=torch.eye(2, dtype=dtype), r4=torch.tensor([0.0, 1.0], dtype=dtype))
 
 
-def _readout(c: _Controller, alphabet, margin: float, dtype) -> dict:
+def _readout(c: _Controller, alphabet: Alphabet, margin: float, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """``y = ReLU(W_y h0 + B_y)`` copies the symbol read; ``logits = W_o y + B_o`` = margin × it."""
     symbols = alphabet.data
     W_y = torch.zeros(symbols, c.size, dtype=dtype)

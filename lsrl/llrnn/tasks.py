@@ -17,7 +17,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import SupportsInt
+from typing import Any, SupportsInt
 
 import torch
 
@@ -139,7 +139,7 @@ class Task:
         generator = torch.Generator().manual_seed(seed)
         return [self.batch(batch_size, length, generator) for length in lengths]
 
-    def _draw_length(self, length, generator) -> int:
+    def _draw_length(self, length: int | tuple[int, int], generator: torch.Generator | None) -> int:
         pair = (length, length) if not isinstance(length, (tuple, list)) else length
         if len(pair) != 2:
             raise TaskError(f"{self.name}: length must be an integer or a pair (low, high), got {length!r}"[:200])
@@ -322,12 +322,13 @@ def repetition_pattern(symbols: list[int], steps: Iterable[int], limit: int, wra
     """TF's ``f_repetitionpattern``: read ``symbols[j]``, move ``j`` by the next step, until ``j`` runs
     off the end (a negative ``j`` reads from the end, as Python indexing does) or ``limit`` reads.
     ``wrap=True``: the paper's semantics instead, exactly ``limit`` reads with ``j`` modulo the length."""
-    steps, k, reads, j = tuple(steps), len(symbols), [], 0
+    moves, k, j = tuple(steps), len(symbols), 0
+    reads: list[int] = []
     if k == 0:
         return reads
     while len(reads) < limit and (wrap or j < k):  # one read per round: at most limit rounds
         reads.append(symbols[j % k])  # j % k: TF's negative indexing; beyond -k (TF crashes) it wraps
-        j += steps[(len(reads) - 1) % len(steps)]
+        j += moves[(len(reads) - 1) % len(moves)]
     return reads
 
 
@@ -381,29 +382,29 @@ class TapePattern(TapeTask):
     """TF's copy, repeat copy and pattern 1–5: ``repetition_pattern(content, steps)``; ``wrap=True``
     gives the paper's wrap-around reading (``output_length`` reads) instead of TF's truncation."""
 
-    def __init__(self, steps: Iterable[int] = (1,), out: Callable[[int], int] | None = lambda n: n,
+    def __init__(self, steps: Iterable[int] = (1,), out: Callable[[int], int] = lambda n: n,
                  tape_content: int = 28, wrap: bool = False) -> None:
         super().__init__(tape_content)
-        self.steps, self.out, self.wrap = tuple(steps), out, wrap
+        self.steps, self.out, self.wrap_around = tuple(steps), out, wrap
 
     def output_length(self, length: int) -> int:
         return self.out(length)
 
     def content(self, length: int, generator: torch.Generator | None) -> Sample:
         symbols = self.random_string(length, generator)
-        limit = self.output_length(length) if self.wrap else self.tape_length(length)
-        return symbols, repetition_pattern(symbols, self.steps, limit, self.wrap)
+        limit = self.output_length(length) if self.wrap_around else self.tape_length(length)
+        return symbols, repetition_pattern(symbols, self.steps, limit, self.wrap_around)
 
 
-def _tape_pattern(name: str, steps, out=None):
+def _tape_pattern(name: str, steps: tuple[int, ...], out: Callable[[int], int] | None = None) -> type[TapePattern]:
     """A ``TapePattern`` subclass named ``name``; ``out=None``: TF's |f(0^n)|."""
-    def output(self, n):
+    def output(n: int) -> int:
         return out(n) if out is not None else len(repetition_pattern([0] * n, steps, 10 * n + 10))
 
-    def init(self, tape_content: int = 28, wrap: bool = False):
-        TapePattern.__init__(self, steps, None, tape_content, wrap)
+    def init(self: TapePattern, tape_content: int = 28, wrap: bool = False) -> None:
+        TapePattern.__init__(self, steps, output, tape_content, wrap)
 
-    return type(name, (TapePattern,), {"name": name, "__init__": init, "output_length": output,
+    return type(name, (TapePattern,), {"name": name, "__init__": init,
                                        "__doc__": f"TF's {name[3:]}: steps {list(steps)}."})
 
 
@@ -501,8 +502,8 @@ class TapeVariablePattern(TapeTask):
         return coded + [self.alphabet.index(START)] + symbols, output
 
 
-def _named(name: str, base, doc: str, min_length: int = 5, **fixed):
-    def init(self, tape_content: int = 28):
+def _named(name: str, base: type[TapeTask], doc: str, min_length: int = 5, **fixed: Any) -> type[TapeTask]:
+    def init(self: TapeTask, tape_content: int = 28) -> None:
         base.__init__(self, tape_content=tape_content, **fixed)
 
     return type(name, (base,), {"name": name, "__init__": init, "min_length": min_length, "__doc__": doc})
@@ -524,7 +525,6 @@ TAPE_TASKS = TAPE_PATTERNS + [
            18, entries=(-2, -1, 0, 1, 2), positive_sum=True),
 ]
 
-TASKS: dict[str, type[Task]] = {
-    task.name: task for task in (Copy, RepeatCopy, Pattern, MultiplePattern, VariablePattern, AssociativeRecall,
-                                 PrioritySort, *TAPE_TASKS)
-}
+_ALL_TASKS: list[type[Task]] = [Copy, RepeatCopy, Pattern, MultiplePattern, VariablePattern, AssociativeRecall,
+                                PrioritySort, *TAPE_TASKS]
+TASKS: dict[str, type[Task]] = {task.name: task for task in _ALL_TASKS}

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeAlias, Unpack, cast
 
 import torch
 from safetensors import SafetensorError
@@ -47,8 +47,10 @@ from lsrl.llrnn.settings import (  # noqa: F401  (the settings of a run; lsrl.ll
 )
 from lsrl.llrnn.explicit import (
     NTM, DihedralNTM, DihedralPolynomialStepNTM, HigherOrderRNN,
-    MultiplePatternNTM, MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, Stabilisers,
+    MultiplePatternNTM, MultiplicativeRNN, PatternNTM, PolynomialStepNTM, SecondOrderRNN, StabiliserOptions,
+    Stabilisers,
 )
+from lsrl.llrnn.recurrent import Factory, RecurrentModel
 from lsrl.llrnn.tasks import TASKS, Batch, TapeTask
 
 TEST_SEED = 20_170_101
@@ -60,34 +62,45 @@ UNREADABLE_CHECKPOINT = (pickle.UnpicklingError, SafetensorError, EOFError, Runt
 
 # ---- models -----------------------------------------------------------------------------------
 
+TrainedModel: TypeAlias = "RecurrentModel | Baseline"  # what a TaskModel reads out: layout, parts, trajectory
 
-def stabilisers(config: TrainConfig) -> dict[str, str | bool]:
+
+class ModelBuilder(Protocol):
+    """``builder(config, input_dim, slots, dtype=, device=)``: the model ``config`` names."""
+
+    def __call__(self, config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]
+                 ) -> TrainedModel: ...
+
+
+def stabilisers(config: TrainConfig) -> StabiliserOptions:
     """The ``Stabilisers`` options of ``lsrl.llrnn.explicit`` set in ``config``."""
-    return {field.name: getattr(config, field.name) for field in dataclasses.fields(Stabilisers)}
+    options = {field.name: getattr(config, field.name) for field in dataclasses.fields(Stabilisers)}
+    return cast(StabiliserOptions, options)  # StabiliserOptions lists the fields of Stabilisers
 
 
-def _ntm(config, input_dim, slots, **placement):
+def _ntm(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> NTM:
     return NTM(input_dim, config.controller_dim, slots, config.shifts, config.memory_width or None,
                **placement, **stabilisers(config))
 
 
-def _graves_ntm(config, input_dim, slots, **placement):
+def _graves_ntm(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> NTM:
     """The NTM of Graves et al.: content and location addressing, sharpening, Eq. (2.13)'s erase."""
     graves = dataclasses.replace(config, content_addressing=True, sharpen=True, erase="location")
     return _ntm(graves, input_dim, slots, **placement)
 
 
-def _dihedral_ntm(config, input_dim, slots, **placement):
+def _dihedral_ntm(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> DihedralNTM:
     return DihedralNTM(input_dim, config.controller_dim, slots, memory_width=config.memory_width or None,
                        **placement, **stabilisers(config))
 
 
-def _pattern_ntm(config, input_dim, slots, **placement):
+def _pattern_ntm(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> PatternNTM:
     return PatternNTM(input_dim, config.controller_dim, slots, config.symbol_dim, config.pattern_powers,
                       config.shifts, config.pattern_slots or None, **placement, **stabilisers(config))
 
 
-def _multiple_pattern_ntm(config, input_dim, slots, **placement):
+def _multiple_pattern_ntm(config: TrainConfig, input_dim: int, slots: int,
+                          **placement: Unpack[Factory]) -> MultiplePatternNTM:
     pattern = config.pattern_slots or 2
     return MultiplePatternNTM(input_dim, config.controller_dim, config.symbol_dim,
                               slots=(slots, pattern, pattern, max(2, pattern // 2)),
@@ -95,27 +108,29 @@ def _multiple_pattern_ntm(config, input_dim, slots, **placement):
                               **placement, **stabilisers(config))
 
 
-def _polynomial_step_ntm(config, input_dim, slots, **placement):
+def _polynomial_step_ntm(config: TrainConfig, input_dim: int, slots: int,
+                         **placement: Unpack[Factory]) -> PolynomialStepNTM:
     return PolynomialStepNTM(input_dim, config.controller_dim, slots, config.symbol_dim, config.pattern_powers,
                              head_powers=config.shifts, pattern_slots=config.pattern_slots or None,
                              **placement, **stabilisers(config))
 
 
-def _dihedral_polynomial_step_ntm(config, input_dim, slots, **placement):
+def _dihedral_polynomial_step_ntm(config: TrainConfig, input_dim: int, slots: int,
+                                  **placement: Unpack[Factory]) -> DihedralPolynomialStepNTM:
     return DihedralPolynomialStepNTM(input_dim, config.controller_dim, slots, config.symbol_dim,
                                      head_powers=config.shifts, pattern_slots=config.pattern_slots or None,
                                      **placement, **stabilisers(config))
 
 
-def _second_order(config, input_dim, slots, **placement):
+def _second_order(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> SecondOrderRNN:
     return SecondOrderRNN(input_dim, config.controller_dim, **placement)
 
 
-def _multiplicative(config, input_dim, slots, **placement):
+def _multiplicative(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> MultiplicativeRNN:
     return MultiplicativeRNN(input_dim, config.controller_dim, config.aux_dim or config.controller_dim, **placement)
 
 
-def _higher_order(config, input_dim, slots, **placement):
+def _higher_order(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> HigherOrderRNN:
     return HigherOrderRNN(input_dim, config.controller_dim, config.max_power, **placement)
 
 
@@ -126,8 +141,8 @@ def readout_parameters(config: TrainConfig, vocabulary: int) -> Callable[[int], 
     return lambda hidden: (hidden + 1) * vocabulary
 
 
-def _baseline(kind):
-    def build(config, input_dim, slots, **placement):
+def _baseline(kind: str) -> ModelBuilder:
+    def build(config: TrainConfig, input_dim: int, slots: int, **placement: Unpack[Factory]) -> Baseline:
         if config.baseline_match not in RING_MODELS:
             raise TrainingError(f"baseline_match must name one of {', '.join(RING_MODELS)}, "
                                 f"got {config.baseline_match!r}")
@@ -141,12 +156,12 @@ def _baseline(kind):
 
 
 # name -> builder(config, input_dim, slots, dtype=, device=) -> model
-RING_MODELS = {
+RING_MODELS: dict[str, ModelBuilder] = {
     "ntm": _ntm, "graves_ntm": _graves_ntm, "dihedral_ntm": _dihedral_ntm, "pattern_ntm": _pattern_ntm,
     "multiple_pattern_ntm": _multiple_pattern_ntm, "polynomial_step_ntm": _polynomial_step_ntm,
     "dihedral_polynomial_step_ntm": _dihedral_polynomial_step_ntm,
 }
-MODELS = {**RING_MODELS, "second_order": _second_order, "multiplicative": _multiplicative,
+MODELS: dict[str, ModelBuilder] = {**RING_MODELS, "second_order": _second_order, "multiplicative": _multiplicative,
           "higher_order": _higher_order, "lstm": _baseline("lstm"), "gru": _baseline("gru")}
 
 
@@ -206,7 +221,7 @@ class TaskModel(torch.nn.Module):
     """A model plus a read-out: ``logits = W_o ReLU(W_y h0 + B_y) + B_o`` (Sec. 2.1), or with
     ``readout_dim = 0`` the TF code's linear ``logits = W h0 + B``."""
 
-    def __init__(self, model: torch.nn.Module, vocabulary: int, readout_dim: int) -> None:
+    def __init__(self, model: TrainedModel, vocabulary: int, readout_dim: int) -> None:
         super().__init__()
         self.model = model
         parameter = next(model.parameters())
@@ -266,7 +281,7 @@ class Trainer:
     a model passed in is trained as it is.
     """
 
-    def __init__(self, config: TrainConfig, model: torch.nn.Module | None = None) -> None:
+    def __init__(self, config: TrainConfig, model: TrainedModel | None = None) -> None:
         if not isinstance(config, TrainConfig):
             raise TrainingError(f"training needs a TrainConfig as config, got {type(config).__name__}")
         self.config = config
@@ -328,15 +343,15 @@ class Trainer:
             return self.config.learning_rate
         return self.config.learning_rate * (1 + math.cos(math.pi * step / max(self.config.steps, 1))) / 2
 
-    def _build_model(self) -> torch.nn.Module:
+    def _build_model(self) -> TrainedModel:
         if self.config.model not in MODELS:
             raise TrainingError(f"unknown model {self.config.model!r}; known: {', '.join(MODELS)}")
         slots = self.config.slots or self.prompt_length(self.generalisation_length)
         model = MODELS[self.config.model](self.config, self.task.alphabet.size, slots,
                                           dtype=self.dtype, device=self.config.device)
         quiet_memory(model, self.config.erase_init, self.config.pattern_write_init)
-        if self.config.compile and hasattr(model, "step_parts"):
-            model.step_parts = torch.compile(model.step_parts)  # one step's graph, whatever the length
+        if self.config.compile and isinstance(model, RecurrentModel):  # one step's graph, whatever the length
+            model.step_parts = torch.compile(model.step_parts)  # type: ignore[method-assign]  # on this instance
         return model
 
     @property
@@ -477,7 +492,7 @@ class Trainer:
         return folder
 
     @classmethod
-    def resume(cls, folder: str | Path, model: torch.nn.Module | None = None, **overrides: Any) -> Trainer:
+    def resume(cls, folder: str | Path, model: TrainedModel | None = None, **overrides: Any) -> Trainer:
         """The trainer saved in ``folder``; ``overrides`` replace config fields (e.g. ``steps``)."""
         folder = Path(folder)
         if not (folder / WEIGHTS).is_file() or not (folder / SIDECAR).is_file():
@@ -507,7 +522,7 @@ def _listed(names: list[str], most: int = 4) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _optimizer(config: TrainConfig, parameters) -> torch.optim.Optimizer:
+def _optimizer(config: TrainConfig, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     if config.optimizer == "rmsprop":
         return torch.optim.RMSprop(parameters, lr=config.learning_rate, alpha=config.rmsprop_decay, momentum=0.9)
     if config.optimizer == "adam":
@@ -620,7 +635,7 @@ def write_reports(trainer: Trainer, folder: Path, **extra: object) -> dict:
 
 
 def train(config: TrainConfig, folder: str | Path, resume: bool = False, progress: bool = True,
-          checkpoint_every: int = 500, model: torch.nn.Module | None = None) -> dict:
+          checkpoint_every: int = 500, model: TrainedModel | None = None) -> dict:
     """Train (or continue the checkpoint in ``folder`` up to ``config.steps``), save, write the reports.
 
     Returns the evaluation, with the wall seconds spent training this run (over every call that

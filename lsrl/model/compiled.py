@@ -10,6 +10,7 @@ import numpy as np
 
 from lsrl.errors import BackendError, LsrlError
 from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
+from lsrl.kinds import NODE_WEIGHTS, STATE_KINDS
 from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name, refuse_float_overflow
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 _UNREPRESENTABLE = {True: "beyond float64's range (|x| <= 1.8e308)", False: "below float64's smallest normal "
                     "number (2.2e-308): it would round to 0 or lose its precision"}
 _FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
-WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
-                "ReLUState": ("A", "B", "b", "init_state")}
-_STATE_LAYERS = ("LinState", "ReLUState")
 
 
 def _order_of(value: Any) -> str:
@@ -66,11 +64,11 @@ class CompiledProgram:
     @property
     def parameter_count(self) -> int:
         """Non-zero weights (A, B, b and initial states)."""
-        return sum(getattr(layer, w).nnz for layer in self.layers for w in WEIGHT_NAMES[layer.kind])
+        return sum(getattr(layer, w).nnz for layer in self.layers for w in NODE_WEIGHTS[layer.kind])
 
     @property
     def state_size(self) -> int:
-        return sum(layer.dim for layer in self.layers if layer.kind in _STATE_LAYERS)
+        return sum(layer.dim for layer in self.layers if layer.kind in STATE_KINDS)
 
     @property
     def widest_layer(self) -> int:
@@ -157,7 +155,7 @@ class CompiledProgram:
         if self.backend != "exact" or self._float_checked:
             return
         for layer in self.layers:
-            for weight in WEIGHT_NAMES[layer.kind]:
+            for weight in NODE_WEIGHTS[layer.kind]:
                 for _, _, value in getattr(layer, weight).entries():
                     if abs(value) > FLOAT64_MAX or 0 < abs(value) < _FLOAT64_TINY:
                         raise BackendError(

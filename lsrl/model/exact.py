@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from lsrl.kinds import STATE_KINDS, Kind
 from lsrl.lang.evaluate import EXACT_MODE
 from lsrl.numbers import EXACT
 
@@ -18,17 +19,14 @@ if TYPE_CHECKING:
 
 ExactBatch = list  # a list (batch) of lists (time) of lists of mpq
 
-_STATE_LAYERS = ("LinState", "ReLUState")
-
-
 def run_layer(layer: Node, x: ExactBatch, patched: Iterable[tuple[int, list]] = ()) -> ExactBatch:
     """One layer over a batch given as a list (batch) of lists (time) of lists of mpq; ``patched``:
     ``(unit, values)`` pairs that overwrite units (``values[b][t]``), a state's before it is carried."""
-    if layer.kind in _STATE_LAYERS:
+    if layer.kind in STATE_KINDS:
         return _run_state(layer, x, patched)
-    if layer.kind == "ReLU":
+    if layer.kind is Kind.RELU:
         out = [EXACT_MODE.relu(sequence) for sequence in x]
-    elif layer.kind == "Multi":
+    elif layer.kind is Kind.MULTI:
         out = [EXACT_MODE.multi(sequence) for sequence in x]
     else:
         out = [EXACT_MODE.linear(layer.A, layer.b, sequence) for sequence in x]
@@ -50,7 +48,7 @@ def _run_state(layer, x, patched):
         for t, step in enumerate(drive):
             state = EXACT_MODE.linear(layer.A, zero_bias, state)
             state = [[s + u for s, u in zip(state[0], step)]]
-            if layer.kind == "ReLUState":
+            if layer.kind is Kind.RELUSTATE:
                 state = EXACT_MODE.relu(state)
             for unit, values in patched:
                 state[0][unit] = values[b][t]

@@ -19,8 +19,9 @@ from safetensors.numpy import load_file, save_file
 
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
+from lsrl.kinds import NODE_WEIGHTS, Kind
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
-from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
+from lsrl.model.compiled import CompiledProgram
 from lsrl.model.folders import read_bound, replaced_folder
 from lsrl.model.writing import as_path
 from lsrl.numbers import EXACT, get_backend, mpq
@@ -28,7 +29,8 @@ from lsrl.numbers import EXACT, get_backend, mpq
 FORMAT = "lsrl.compiled"
 FORMAT_VERSION = 1
 FILES = ("model.json", "weights.safetensors")  # besides manifest.json
-_STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
+_STATE_LAYERS = {Kind.LINSTATE: LinState, Kind.RELUSTATE: ReLUState}
+_STATELESS_LAYERS = {Kind.RELU: ReLU, Kind.MULTI: Multi}
 
 
 def save(model: CompiledProgram, path: str | Path) -> Path:
@@ -58,7 +60,7 @@ def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
     tensors, layers = {}, []
     for index, layer in enumerate(model.layers):
         weights = {}
-        for weight in WEIGHT_NAMES[layer.kind]:
+        for weight in NODE_WEIGHTS[layer.kind]:
             key = f"layers.{index}.{weight}"
             tensors.update(_encode_matrix(key, getattr(layer, weight)))
             weights[weight] = key
@@ -271,24 +273,25 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     """One layer of ``model.json`` with its weights, built on ``previous``."""
     if not isinstance(spec, dict):
         raise ModelFileError(f"{where}: expected a JSON object, got {spec!r}")
-    kind = _field(spec, "kind", str, where)
-    if kind not in WEIGHT_NAMES:
-        raise ModelFileError(f"{where}: unknown layer kind {kind!r}")
+    text = _field(spec, "kind", str, where)
+    if text not in NODE_WEIGHTS:
+        raise ModelFileError(f"{where}: unknown layer kind {text!r}")
+    kind = Kind(text)
     name = _field(spec, "name", str, where)
     where = f"{where} ({kind} '{name}')"
     keys = _field(spec, "weights", dict, where)
-    if sorted(keys) != sorted(WEIGHT_NAMES[kind]):
-        raise ModelFileError(f"{where}: weights must be {list(WEIGHT_NAMES[kind])}, got {sorted(keys)}")
+    if sorted(keys) != sorted(NODE_WEIGHTS[kind]):
+        raise ModelFileError(f"{where}: weights must be {list(NODE_WEIGHTS[kind])}, got {sorted(keys)}")
     weights = {w: _decode_matrix(_field(keys, w, str, where), tensors, backend, f"{where}: {w}") for w in keys}
     try:
-        if kind == "Linear":
+        if kind is Kind.LINEAR:
             built = Linear(previous, weights["A"], weights["b"], name=name)
         elif kind in _STATE_LAYERS:
             built = _STATE_LAYERS[kind](
                 previous, weights["A"], weights["B"], weights["b"], weights["init_state"], name=name
             )
         else:
-            built = (ReLU if kind == "ReLU" else Multi)(previous, name=name)
+            built = _STATELESS_LAYERS[kind](previous, name=name)
             built.check()
     except LsrlError as error:
         raise ModelFileError(f"{where}: {error}") from None

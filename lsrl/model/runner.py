@@ -33,12 +33,14 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numba
 import numpy as np
 
+from lsrl.kinds import STATE_KINDS, Kind
+
 if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
 
 # op kinds, one per layer kind
 AFFINE, RELU, MULTI, LINSTATE, RELUSTATE = range(5)
-_KINDS = {"Linear": AFFINE, "ReLU": RELU, "Multi": MULTI, "LinState": LINSTATE, "ReLUState": RELUSTATE}
+_KINDS = {Kind.LINEAR: AFFINE, Kind.RELU: RELU, Kind.MULTI: MULTI, Kind.LINSTATE: LINSTATE, Kind.RELUSTATE: RELUSTATE}
 # columns of the op table
 KIND, ROWS, MATRIX, BIAS, TRANSITION, STATE = range(6)
 
@@ -97,9 +99,9 @@ class _PlanBuilder:
 
     def layer(self, layer):
         matrix = bias = transition = state = 0
-        if layer.kind == "Linear":
+        if layer.kind is Kind.LINEAR:
             matrix, bias = self.matrix(layer.A), self.vector(self.biases, layer.b)
-        elif layer.kind in ("LinState", "ReLUState"):
+        elif layer.kind in STATE_KINDS:
             matrix, bias = self.matrix(layer.B), self.vector(self.biases, layer.b)
             transition, state = self.matrix(layer.A), self.vector(self.initial_states, layer.init_state)
         self.ops.append((_KINDS[layer.kind], layer.dim, matrix, bias, transition, state))
@@ -338,13 +340,13 @@ def _add_transition(matrices, first, last, source, source_lane, y, lane, count):
 def run_layer(layer: Node, x: np.ndarray, patched: Iterable[tuple[int, np.ndarray]] = ()) -> np.ndarray:
     """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
     bit for bit what ``model(xs)`` returns); ``patched`` as for ``lsrl.model.exact.run_layer``, values ``(B, T)``."""
-    if layer.kind in ("LinState", "ReLUState") and patched:  # the patched state is the one carried: step by step
+    if layer.kind in STATE_KINDS and patched:  # the patched state is the one carried: step by step
         A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
         state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
         out = np.empty(x.shape[:2] + (layer.dim,))
         for t in range(x.shape[1]):
             state = state @ A.T + x[:, t] @ B.T + b
-            if layer.kind == "ReLUState":
+            if layer.kind is Kind.RELUSTATE:
                 state = np.maximum(state, 0.0)
             for unit, values in patched:
                 state[:, unit] = values[:, t]

@@ -12,6 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from lsrl.kinds import Kind
+
 if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
     from lsrl.numbers import Matrix
@@ -64,7 +66,7 @@ def structured_blocks_note(layers: Iterable[Node]) -> str:
     """One line per LinState that has blocks other than 1x1 (for ``CompiledProgram.summary``)."""
     lines = []
     for layer in layers:
-        if layer.kind != "LinState":
+        if layer.kind is not Kind.LINSTATE:
             continue
         counts = {}
         for kind, indices in state_blocks(layer.A):

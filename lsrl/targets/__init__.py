@@ -25,7 +25,7 @@ ARCHITECTURES = tuple(TARGETS)
 UNGATED = tuple(name for name, target in TARGETS.items() if not target.gated)
 NONLINEAR_STATE = tuple(name for name, target in TARGETS.items() if target.relu_state)  # can run a ReLUState
 OPTIONS = {name: target.options for name, target in TARGETS.items() if target.options}
-# built from the compiled program at a max_len, without unit labels (lsrl.targets.stock_rnn)
+# built from the compiled program at a max_len, without unit labels (lsrl.targets.stock)
 STOCK = tuple(name for name, target in TARGETS.items() if isinstance(target, ProgramTarget))
 
 
@@ -74,13 +74,13 @@ def inspect(model: CompiledProgram, archs: tuple[str, ...] = ARCHITECTURES, max_
     if not isinstance(model, CompiledProgram):
         raise LsrlError(f"inspect: model must be a CompiledProgram, got {type(model).__name__}")
     names = listed(archs)
-    archs = (archs,) if names is None else tuple(names)
-    if not all(isinstance(arch, str) and arch in TARGETS for arch in archs):
-        raise LsrlError(f"inspect: archs must be architecture names among {ARCHITECTURES}, got {archs!r}"[:300])
+    chosen: tuple[Any, ...] = (archs,) if names is None else tuple(names)  # a lone name too, checked next
+    if not all(isinstance(arch, str) and arch in TARGETS for arch in chosen):
+        raise LsrlError(f"inspect: archs must be architecture names among {ARCHITECTURES}, got {chosen!r}"[:300])
     lines = [model.summary()]
     if model.labels is not None:
         lines.append(label_table(model.layers, model.labels))
-    for arch in archs:
+    for arch in chosen:
         literal = max_len is not None and "construction" in TARGETS[arch].options
         options = {"max_len": max_len, "construction": "app_e"} if literal else {}
         if arch in STOCK and max_len is not None:  # their scales come from the bounds at max_len

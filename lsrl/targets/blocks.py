@@ -16,11 +16,12 @@ A ReLUState layer becomes a block whose state update is ``s_t = ReLU(A s_{t-1} +
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from lsrl.ir.labels import UnitLabel, copy_of
+from lsrl.kinds import STATE_KINDS, Kind
 
 if TYPE_CHECKING:
     from lsrl.model.compiled import CompiledProgram
@@ -95,18 +96,18 @@ class Block:
         return y if self.gamma is None else _mlp(self.gamma, x) * y
 
 
-def _mlp(layers, v):
+def _mlp(layers: list[Dense], v: np.ndarray) -> np.ndarray:
     for layer in layers:
         v = layer(v)
     return v
 
 
-def identity_block(dim: int, input_labels: list[UnitLabel | None] | None = None) -> Block:
+def identity_block(dim: int, input_labels: Sequence[UnitLabel | None] | None = None) -> Block:
     """A block whose state is a copy of its input (``A = 0, B = I``), labelled ``input_labels``."""
     return Block(np.zeros((dim, dim)), np.eye(dim), np.zeros(dim), np.zeros(dim), state_labels=_copies(input_labels))
 
 
-def _copies(labels):
+def _copies(labels: Sequence[UnitLabel | None] | None) -> list[UnitLabel | None] | None:
     return None if labels is None else [copy_of(label) for label in labels]
 
 
@@ -132,35 +133,39 @@ class BlockStack:
         return x
 
 
-def _selection(rows, width) -> np.ndarray:
-    matrix = np.zeros((len(rows), width))
-    matrix[np.arange(len(rows)), list(rows)] = 1.0
-    return matrix
+def input_width(model: CompiledProgram) -> int:
+    """The width of the program's input (its ``Input`` node's ``dim``)."""
+    width = model.input.dim
+    assert width is not None  # an Input's width is given when it is made
+    return width
 
 
 def input_labels(model: CompiledProgram) -> list[UnitLabel] | None:
     """The labels of the program's input components (None for a model without labels)."""
     if model.labels is None:
         return None
-    return [UnitLabel(model.input.name, i, "value") for i in range(model.input.dim)]
+    return [UnitLabel(model.input.name, i, "value") for i in range(input_width(model))]
 
 
 def to_blocks(model: CompiledProgram) -> BlockStack:
     """Group a ``CompiledProgram``'s path into blocks (float64 weights), each block's state and
     each Dense layer's units labelled from ``model.labels`` (when the model has labels)."""
-    blocks, current, width = [], None, model.input.dim
-    below = input_labels(model)  # the labels of the previous layer's output
+    blocks: list[Block] = []
+    current: Any = None  # the Block being built (None before the first)
+    width: Any = model.input.dim  # the previous layer's width
+    below: Sequence[UnitLabel | None] | None = input_labels(model)  # the labels of the previous layer's output
+    layer: Any  # a compiled layer: its weights (A, B, b, init_state) as its kind has them
     for index, layer in enumerate(model.layers):
         labels = model.labels[index] if model.labels is not None else None
-        if layer.kind in ("LinState", "ReLUState"):
+        if layer.kind in STATE_KINDS:
             current = Block(
                 layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy(), layer.init_state.to_numpy(),
                 state_labels=labels,
             )
-            if layer.kind == "ReLUState":
+            if layer.kind is Kind.RELUSTATE:
                 current.relu_state = layer.name
             blocks.append(current)
-        elif layer.kind == "Multi":
+        elif layer.kind is Kind.MULTI:
             half = layer.dim
             # a Linear right before the Multi computes both halves: it becomes gamma's and phi's layer
             mergeable = current is not None and current.gamma is None and current.phi and not current.phi[-1].relu
@@ -181,7 +186,7 @@ def to_blocks(model: CompiledProgram) -> BlockStack:
             if current is None or current.gamma is not None:
                 current = identity_block(width, below)
                 blocks.append(current)
-            if layer.kind == "Linear":
+            if layer.kind is Kind.LINEAR:
                 current.phi.append(Dense(layer.A.to_numpy(), layer.b.to_numpy(), labels=labels))
             elif current.phi and not current.phi[-1].relu:
                 current.phi[-1].relu = True
@@ -191,4 +196,4 @@ def to_blocks(model: CompiledProgram) -> BlockStack:
                     Dense(np.eye(layer.dim), np.zeros(layer.dim), relu=True, labels=_copies(below), relu_labels=labels)
                 )
         width, below = layer.dim, labels
-    return BlockStack(model.input.dim, blocks, input_labels(model))
+    return BlockStack(input_width(model), blocks, input_labels(model))

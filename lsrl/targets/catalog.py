@@ -37,7 +37,7 @@ _RESIDUAL_LABELS = (
 _BLOCK_REPORT = "lsrl.targets.recurrent:block_report"
 _STOCK_LABELS = ("``core.l{k}`` (layer k's ``h``: a labelled unit holds ``net.unit_scales`` times its value, a "
                  "sign pair's or a product's units are helpers) and ``readout``; ``run_with_cache`` adds the gates "
-                 "``core.l{k}.i`` ... (``lsrl.targets.stock_rnn.StockRNNModel``)")
+                 "``core.l{k}.i`` ... (``lsrl.targets.stock.StockRNNModel``)")
 
 # Eq. (3) and (4): a linear recurrence, then an MLP (times the gate MLP gamma(x) when gated)
 register(Target("linear_rnn", "lsrl.targets.recurrent:build_linear_rnn", _BLOCK_REPORT, _BLOCK_LABELS, gated=False))
@@ -66,12 +66,12 @@ register(Target("griffin", "lsrl.targets.hawk:build_griffin", "lsrl.targets.hawk
 # Every program in one stock torch.nn.LSTM / GRU with its own sigmoid and tanh (saturated gates,
 # small-signal values, scales from value_bounds at max_len); built from the compiled program itself
 register(ProgramTarget(
-    "stock_lstm", "lsrl.targets.stock_rnn:build_stock_lstm", "lsrl.targets.stock_rnn:layer_report",
+    "stock_lstm", "lsrl.targets.stock:build_stock_lstm", "lsrl.targets.stock:layer_report",
     _STOCK_LABELS,
     options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain", "runtime"), relu_state=True,
 ))
 register(ProgramTarget(
-    "stock_gru", "lsrl.targets.stock_rnn:build_stock_gru", "lsrl.targets.stock_rnn:layer_report",
+    "stock_gru", "lsrl.targets.stock:build_stock_gru", "lsrl.targets.stock:layer_report",
     _STOCK_LABELS,
     options=("max_len", "dtype", "amplitude", "gate_amplitude", "gain", "runtime"), relu_state=True,
 ))

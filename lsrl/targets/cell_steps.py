@@ -27,13 +27,13 @@ def at_step(points: Mapping[str, Any], key: str, value: torch.Tensor, step: int)
 
 
 def rnn_step(points: Mapping[str, Any], t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
-             bias_hh: torch.Tensor, activation: Any) -> torch.Tensor:
+             bias_hh: torch.Tensor | None, activation: Any) -> torch.Tensor:
     """``h' = act(W_ih x + b_ih + W_hh h + b_hh)`` (``gi``: the input part); the hook ``h``."""
     return at_step(points, "h", activation(gi + F.linear(h, weight_hh, bias_hh)), t)
 
 
 def gru_step(points: Mapping[str, Any], t: int, gi: torch.Tensor, h: torch.Tensor, weight_hh: torch.Tensor,
-             bias_hh: torch.Tensor, gate: Any, candidate: Any) -> torch.Tensor:
+             bias_hh: torch.Tensor | None, gate: Any, candidate: Any) -> torch.Tensor:
     """``torch.nn.GRU``'s step (gates r, z, n) with the activations ``gate`` and ``candidate``; each gate a hook."""
     i_r, i_z, i_n = gi.chunk(3, dim=-1)
     h_r, h_z, h_n = F.linear(h, weight_hh, bias_hh).chunk(3, dim=-1)
@@ -44,7 +44,7 @@ def gru_step(points: Mapping[str, Any], t: int, gi: torch.Tensor, h: torch.Tenso
 
 
 def lstm_step(points: Mapping[str, Any], t: int, gi: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-              weight_hh: torch.Tensor, bias_hh: torch.Tensor, gate: Any, candidate: Any
+              weight_hh: torch.Tensor, bias_hh: torch.Tensor | None, gate: Any, candidate: Any
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.nn.LSTM``'s step (gates i, f, g, o; cell c) with the activations given; each a hook."""
     i, f, g, o = (gi + F.linear(h, weight_hh, bias_hh)).chunk(4, dim=-1)
@@ -62,6 +62,7 @@ def run_steps(kind: str, points: Mapping[str, Any], gi: torch.Tensor, h: torch.T
     outputs = []
     for t in range(gi.shape[1]):
         if kind == "lstm":
+            assert c is not None  # an LSTM layer carries its cell
             h, c = lstm_step(points, t, gi[:, t], h, c, weight_hh, bias_hh, gate, candidate)
         elif kind == "gru":
             h = gru_step(points, t, gi[:, t], h, weight_hh, bias_hh, gate, candidate)
@@ -79,7 +80,8 @@ class Run:
     a patch of the wrong shape."""
 
     def __init__(self, patch: Mapping[str, torch.Tensor], steps: int, error: type[Exception] = ValueError) -> None:
-        self.patch, self.steps, self.error, self.cache = patch, steps, error, {}
+        self.patch, self.steps, self.error = patch, steps, error
+        self.cache: dict[str, Any] = {}  # a whole sequence, or a list of per-step values
 
     def patched(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
         """``value`` (at ``step``, or a whole sequence for None) with the patch of hook ``name`` set."""

@@ -8,7 +8,7 @@ checked like the interpreter checks them, unless ``forward(x, check_bounds=False
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -18,10 +18,19 @@ from lsrl.lang.evaluate import float_bounds, not_integer
 from lsrl.targets.precision import ToleranceWarning
 
 if TYPE_CHECKING:
+    from lsrl.lang.nodes import Input
     from lsrl.targets.blocks import BlockStack
 
 
-def module_placement(module: torch.nn.Module) -> tuple:
+class HoldsTensors(Protocol):
+    """What ``module_placement`` reads: a module's parameters and buffers."""
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def buffers(self, recurse: bool = True) -> Iterator[torch.Tensor]: ...
+
+
+def module_placement(module: HoldsTensors) -> tuple[torch.dtype, torch.device]:
     """``(dtype, device)`` of the module's floating weights (float64 on the CPU unless ``.to`` moved them)."""
     for tensor in (*module.parameters(), *module.buffers()):
         if tensor.is_floating_point():
@@ -29,7 +38,7 @@ def module_placement(module: torch.nn.Module) -> tuple:
     return torch.float64, torch.device("cpu")
 
 
-def _as_tensor(x, name: str) -> torch.Tensor:
+def _as_tensor(x: Any, name: str) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x
     try:
@@ -92,11 +101,11 @@ def check_length(module: torch.nn.Module, steps: int) -> None:
                             f"build the model with max_len >= {steps}")
 
 
-def _check_bounds(declared, x: torch.Tensor) -> None:
+def _check_bounds(declared: Input, x: torch.Tensor) -> None:
     for side, bounds in enumerate(declared.bounds):
-        rounded, rounded_outside = float_bounds(bounds, below=side == 0)
-        rounded = torch.tensor(rounded, dtype=torch.float64, device=x.device)
-        rounded_outside = torch.tensor(rounded_outside, dtype=torch.bool, device=x.device)
+        nearest, nearest_outside = float_bounds(bounds, below=side == 0)
+        rounded = torch.tensor(nearest, dtype=torch.float64, device=x.device)
+        rounded_outside = torch.tensor(nearest_outside, dtype=torch.bool, device=x.device)
         values = x.double()
         beyond = values < rounded if side == 0 else values > rounded
         outside = beyond | ((values == rounded) & rounded_outside)
@@ -114,23 +123,23 @@ def _check_bounds(declared, x: torch.Tensor) -> None:
         raise not_integer(declared, (sequence, step), x[sequence, step, component].item(), component)
 
 
-def _warn_if_inexact(module, dtype) -> None:
+def _warn_if_inexact(module: torch.nn.Module, dtype: torch.dtype) -> None:
     """Warn once per module when its values outgrow the precision of ``dtype`` (see ``lsrl.targets.precision``)."""
     precision = getattr(module, "precision", None)
     if precision is None or dtype == torch.float64 or getattr(module, "_precision_warned", None) == dtype:
         return
-    module._precision_warned = dtype
+    module._precision_warned = dtype  # type: ignore[assignment]  # a flag of the module's own, no sub-module
     problem = precision.problem(str(dtype).removeprefix("torch."))
     if problem:
         warnings.warn(f"{getattr(module, 'architecture', 'model')} in {dtype}: {problem}", RuntimeWarning, stacklevel=3)
 
 
-def _warn_if_unchecked(module, steps: int) -> None:
+def _warn_if_unchecked(module: torch.nn.Module, steps: int) -> None:
     """Warn once per module when a run is longer than its stated tolerance was checked for."""
     exceeded_by = getattr(getattr(module, "tolerance", None), "exceeded_by", None)  # a stock target's is a number
     problem = exceeded_by(steps) if exceeded_by is not None else None
     if problem and not getattr(module, "_tolerance_warned", False):
-        module._tolerance_warned = True
+        module._tolerance_warned = True  # type: ignore[assignment]  # a flag of the module's own, no sub-module
         warnings.warn(f"{getattr(module, 'architecture', 'model')}: {problem}", ToleranceWarning, stacklevel=3)
 
 

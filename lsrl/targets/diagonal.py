@@ -27,14 +27,19 @@ from lsrl.numbers import FLOAT
 from lsrl.targets.blocks import Block, BlockStack
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
+from lsrl.targets.hook_points import Layer, Recurrence, StepHook
 from lsrl.targets.promises import KeptPromises
 from lsrl.targets.recurrent import DenseStack, block_labels, float64_tensor
 
 
-class DiagonalRecurrence(nn.Module):
-    """``s_t = A s_{t-1} + u_t`` for an ``A`` in diagonal form, over a ``(B, T, d)`` drive ``u``."""
+class DiagonalRecurrence(Recurrence, nn.Module):
+    """``s_t = A s_{t-1} + u_t`` for an ``A`` in diagonal form, over a ``(B, T, d)`` drive ``u``; its output is
+    the state it carries (a hook patched before it is carried runs every unit step by step)."""
 
-    state_patch = None  # set while a patched call runs (lsrl.targets.patch): then every unit runs step by step
+    recurrent: torch.Tensor  # the units with a recurrence of their own (buffers: indices, and their values)
+    partner: torch.Tensor
+    delay: torch.Tensor
+    fading: torch.Tensor
 
     def __init__(self, A: np.ndarray, s0: np.ndarray, where: str) -> None:
         super().__init__()
@@ -70,9 +75,13 @@ class DiagonalRecurrence(nn.Module):
         fading = [power @ N @ s0[delay] for power in powers[:-1]] if delay else []
         self.register_buffer("fading", float64_tensor(np.array(fading).reshape(len(fading), len(delay))))
 
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        return {name: None}
+
     def forward(self, u: torch.Tensor) -> torch.Tensor:
-        if self.state_patch is not None:
-            return self._patched_steps(u)
+        hook = self.state_hook()
+        if hook is not None:
+            return self._patched_steps(u, hook)
         states = u.clone()
         if len(self.delay):
             states[:, :, self.delay] = self._delay_lines(u[:, :, self.delay])
@@ -86,7 +95,7 @@ class DiagonalRecurrence(nn.Module):
             states[:, :, self.recurrent] = torch.stack(out, dim=1)
         return states
 
-    def _patched_steps(self, u: torch.Tensor) -> torch.Tensor:
+    def _patched_steps(self, u: torch.Tensor, hook: StepHook) -> torch.Tensor:
         """``s_t = A s_{t-1} + u_t`` one step at a time, the delay lines as ``N s_{t-1}`` (their first
         step from ``N s_0``, ``fading[0]``), ``s_t`` patched before it is carried."""
         state, out = None, []
@@ -98,7 +107,7 @@ class DiagonalRecurrence(nn.Module):
             if len(self.delay):
                 carried = self.fading[0] if state is None else state[:, self.delay] @ self.taps[1].T
                 s[:, self.delay] = carried + u[:, t, self.delay]
-            state = self.state_patch(s, t)
+            state = hook(s, t)
             out.append(state)
         return torch.stack(out, dim=1)
 

@@ -1,6 +1,6 @@
 """The floating-point facts the stock constructions rest on, as data, checked where a model runs.
 
-A construction in a stock module (``lsrl.targets.stock_rnn``'s ``nn.LSTM`` / ``nn.GRU``, ``lsrl.hf``'s
+A construction in a stock module (``lsrl.targets.stock``'s ``nn.LSTM`` / ``nn.GRU``, ``lsrl.hf``'s
 ``transformers`` models) is exact, or keeps its stated tolerance, only because the activations it feeds
 return exact numbers on the values it feeds them: ``sigmoid(1024) == 1``, ``tanh(x) == x`` for small ``x``,
 ``silu(x) == relu(x)`` outside a window, ``softplus(32) == 32``, ``exp(-200) == 0`` in float32, the RMSNorm's
@@ -114,7 +114,7 @@ def _relu_outside(function: str, side: float, used_by: str) -> list[Fact]:
 
 
 def _stock_rnn(cell: str) -> list[Fact]:
-    """``lsrl.targets.stock_rnn``: threshold and identity units (module docstring there)."""
+    """``lsrl.targets.stock``: threshold and identity units (docs/stock.md, "Threshold units")."""
     cells = (cell,)
     return [*_saturation(1024.0, "stock_rnn EXACT_SATURATION (threshold and identity units' gates)", cells),
             Fact("tanh(0) == 0", "tanh", (0.0,), 0.0, None, "stock_rnn threshold units (g = tanh(0))",

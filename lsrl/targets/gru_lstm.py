@@ -74,37 +74,45 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lsrl.ir.labels import PATCHABLE_ROLES, constant_for, copy_of, helper_for, negative_part, positive_part
+from lsrl.ir.labels import (
+    PATCHABLE_ROLES, Label, constant_for, copy_of, helper_for, negative_part, positive_part,
+)
 from lsrl.errors import LsrlError, SequenceError
-from lsrl.targets.blocks import BlockStack
+from lsrl.targets.blocks import Block, BlockStack, Dense
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.cell_steps import run_steps
 from lsrl.targets.checks import checked_input
+from lsrl.targets.hook_points import STEP_HOOKS, Layer, Recurrence
 from lsrl.targets.promises import KeptPromises
 from lsrl.targets.precision import ERROR_BUDGET, SIGNIFICAND_BITS, gate_bound_range
 
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
 DEFAULT_GATE_BOUND = 1024.0
+Terms = list[tuple[int, float]]  # [(unit, coefficient)]: a value as a sum over a layer's units
+Labels = Sequence[Label] | None  # per component (None: unlabelled)
 
 
 # ---- the cells: PyTorch's equations, activations by name ---------------------------------------
 
 
-class _CellStack(nn.Module):
-    """Stacked cells with PyTorch's parameter layout; per-layer hidden sizes may differ."""
+class _CellStack(Recurrence, nn.Module):
+    """Stacked cells with PyTorch's parameter layout; per-layer hidden sizes may differ. Layer ``k`` of the stack
+    named ``name`` carries the hook ``{name}.l{k}``, its steps' gates (and an LSTM's cell) ``{name}.l{k}.{gate}``:
+    its steps pass them through ``points(k)`` (``lsrl.targets.hook_points``)."""
 
     kind = ""
-    state_patch = None  # {layer: StatePatch} while a patched call runs (lsrl.targets.patch): h overwritten per step
-    step_points = None  # {layer: {name: hook(value, step)}} while run_with_cache runs (lsrl.targets.cache)
+    records_steps = True
 
-    def __init__(self, input_size: int, hidden_sizes, activations=("relu", "relu")) -> None:
+    def __init__(self, input_size: int, hidden_sizes: Sequence[int],
+                 activations: tuple[str, str] = ("relu", "relu")) -> None:
         super().__init__()
         self.input_size = int(input_size)
         self.hidden_sizes = [int(h) for h in hidden_sizes]
@@ -144,15 +152,11 @@ class _CellStack(nn.Module):
     def layer(self, k: int, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def points(self, k: int) -> dict:
-        """The hooks of layer ``k``'s steps (``lsrl.targets.cell_steps``): ``run_with_cache``'s, and the node
-        patch of its state, set before them (so they see the state that is carried)."""
-        points = dict((self.step_points or {}).get(k, {}))
-        patch = (self.state_patch or {}).get(k)
-        if patch is not None:
-            seen = points.get("h")
-            points["h"] = patch if seen is None else (lambda value, t: seen(patch(value, t), t))
-        return points
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        return {f"{name}.l{k}": k for k in range(self.num_layers)}
+
+    def step_hooks(self, layer: Layer) -> tuple[str, ...]:
+        return STEP_HOOKS[self.kind]
 
 
 class ReluGRU(_CellStack):
@@ -214,7 +218,7 @@ class CellModel(KeptPromises, CachedRun, nn.Module):
     activation = "relu"  # in place of sigmoid and tanh, as in Apps. C and D
 
     def __init__(self, arch: str, input_size: int, layers: list, readout_weight: np.ndarray, readout_bias: np.ndarray,
-                 gate_bound: float | None = None, output_labels: list | None = None) -> None:
+                 gate_bound: float | None = None, output_labels: Labels = None) -> None:
         super().__init__()
         self.architecture = arch
         self.d_in = input_size
@@ -246,8 +250,8 @@ class CellModel(KeptPromises, CachedRun, nn.Module):
         if self.gate_bound is not None:
             checked_gate_bound(self.gate_bound, str(x.dtype).removeprefix("torch."))
         for k in range(self.rnn.num_layers):
-            if k in self.gate_columns:
-                self._check_gates(k, x)
+            if k in self.gate_columns and self.gate_bound is not None:  # a GRU's product layer
+                self._check_gates(k, x, self.gate_bound)
             x = self.rnn.layer(k, x)
         return self.readout(x)
 
@@ -256,30 +260,30 @@ class CellModel(KeptPromises, CachedRun, nn.Module):
         if self.gate_bound is not None:
             checked_gate_bound(self.gate_bound, dtype)
 
-    def _check_gates(self, k, x):
+    def _check_gates(self, k: int, x: torch.Tensor, gate_bound: float) -> None:
         factors = x[..., getattr(self, self.gate_columns[k])]
-        if factors.numel() and torch.max(factors) > self.gate_bound:
+        if factors.numel() and torch.max(factors) > gate_bound:
             block, _ = self.roles[k]
             source = f"Multi '{self.gate_names[k]}'" if self.gate_names.get(k) else f"block {block}"
             raise SequenceError(
                 f"GRU product layer {k} ({source}): a gate factor reached {torch.max(factors).item():g}, "
-                f"above gate_bound={self.gate_bound:g}; build the GRU with a larger gate_bound"
+                f"above gate_bound={gate_bound:g}; build the GRU with a larger gate_bound"
             )
 
 
 # ---- construction ---------------------------------------------------------------------------
 
 
-def _cell_labels(layers, output_labels) -> dict | None:
+def _cell_labels(layers: list[_Layer], output_labels: Labels) -> dict | None:
     """``net.labels`` of a ``CellModel``: ``rnn.l{k}`` (layer k's h), its gates after their activation
     and the LSTM cell (``rnn.l{k}.r`` / ``.z`` / ``.n``, ``rnn.l{k}.i`` / ``.f`` / ``.g`` / ``.o`` / ``.c``)
     and ``readout`` (the keys of ``run_with_cache``)."""
     if output_labels is None:
         return None
-    labels = {}
+    labels: dict[str, Labels] = {}
     for k, layer in enumerate(layers):
         labels[f"rnn.l{k}"] = layer.labels
-        for gate, gate_labels in layer.gate_labels.items():
+        for gate, gate_labels in (layer.gate_labels or {}).items():  # every layer's, in a labelled model
             labels[f"rnn.l{k}.{gate}"] = gate_labels
     labels["readout"] = output_labels
     return labels
@@ -293,7 +297,7 @@ class _Value:
     R: np.ndarray
     c: np.ndarray
     hidden: bool  # a is a layer output (>= 0); False for the model input
-    labels: list | None = None
+    labels: Labels = None
 
     @property
     def dim(self) -> int:
@@ -303,7 +307,7 @@ class _Value:
     def nonnegative(self) -> bool:
         return self.hidden and bool(np.all(self.R >= 0)) and bool(np.all(self.c >= 0))
 
-    def terms(self, j):
+    def terms(self, j: int) -> Terms:
         """Component ``j`` as ``[(column, coefficient)]``; needs ``c[j] == 0``."""
         assert self.c[j] == 0 and self.hidden
         return [(int(col), float(self.R[j, col])) for col in np.flatnonzero(self.R[j])]
@@ -326,24 +330,30 @@ class _Layer:
 class _LayerBuilder:
     """Collects units of one layer as sparse entries; outputs refer to units by index."""
 
-    def __init__(self, arch, d_in, block, role, sigma=None, below=None) -> None:
+    def __init__(self, arch: str, d_in: int, block: int, role: str, sigma: float | None = None,
+                 below: Labels = None) -> None:
         self.arch, self.d_in, self.block, self.role, self.sigma = arch, d_in, block, role, sigma
         self.count = 0
         self.below = below  # labels of the layer's input units (None: unlabelled)
-        self.labels, self.products = [], set()  # per unit; the units made by product()
-        self.unpatchable = {}  # program nodes whose products no unit holds (lsrl.targets.patch)
-        self.aliases = {}  # unit -> ReLU of the pre-activation it computes in its gate, when labelled otherwise
-        self.ih, self.hh, self.bias, self.h0 = [], [], [], {}
-        self.gate_columns = []
+        self.labels: list[Label] = []  # per unit
+        self.products: set[int] = set()  # the units made by product()
+        self.unpatchable: dict[str, str] = {}  # program nodes whose products no unit holds (lsrl.targets.patch)
+        self.aliases: dict[int, Label] = {}  # unit -> ReLU of what its gate computes, where labelled otherwise
+        self.ih: list[tuple[str, int, int, float]] = []  # (gate, unit, input column, weight)
+        self.hh: list[tuple[str, int, int, float]] = []  # (gate, unit, recurrent column, weight)
+        self.bias: list[tuple[str, int, float]] = []  # (gate, unit, bias)
+        self.h0: dict[int, float] = {}
+        self.gate_columns: list[int] = []
         self.value_gate = "n" if arch == "gru" else "o"
 
-    def _new(self, n, labels=None):
+    def _new(self, n: int, labels: Labels = None) -> list[int]:
         start = self.count
         self.count += n
         self.labels += list(labels) if labels is not None else [None] * n
         return list(range(start, start + n))
 
-    def relu_units(self, W, beta, U=None, h0=None, labels=None):
+    def relu_units(self, W: np.ndarray, beta: np.ndarray, U: np.ndarray | None = None, h0: np.ndarray | None = None,
+                   labels: Labels = None) -> list[int]:
         """Units ``h_t = ReLU(W a_t + beta + U h_{t-1})`` (``U`` among the new units), labelled
         ``labels``. C.1/C.2, D.1/D.2."""
         units = self._new(W.shape[0], labels)
@@ -367,7 +377,7 @@ class _LayerBuilder:
                     self.h0[unit] = value
         return units
 
-    def product(self, p_col, q_col, label=None, whole=False):
+    def product(self, p_col: int, q_col: int, label: Label = None, whole: bool = False) -> Terms:
         """``[(unit, coefficient)]`` whose sum is ``a[p_col] * a[q_col]`` (both inputs >= 0), for the
         product labelled ``label`` (``whole``: this product is all of it, not one of its terms)."""
         if label is not None and label.role in PATCHABLE_ROLES and (self.arch == "gru" or not whole):
@@ -383,15 +393,17 @@ class _LayerBuilder:
             self.ih += [("i", u, q_col, 1.0), ("g", u, p_col, 1.0)]
             self.bias.append(("o", u, 1.0))
             return [(u, 1.0)]
+        sigma = self.sigma
+        assert sigma is not None  # a GRU's builder has its gate scale
         u, d, m = self._new(3, [helper_for(label)] * 3)  # u, d, m hold no function of the product alone
         self.products.update((u, d, m))
-        self.ih += [("z", u, q_col, -self.sigma), ("n", u, p_col, 1.0), ("r", m, q_col, 1.0)]
+        self.ih += [("z", u, q_col, -sigma), ("n", u, p_col, 1.0), ("r", m, q_col, 1.0)]
         self.bias += [("z", u, 1.0), ("r", d, 1.0)]
         self.hh += [("n", d, u, 1.0), ("n", m, u, 1.0)]
         self.gate_columns.append(q_col)
-        return [(u, 1.0 / self.sigma), (d, -1.0 / self.sigma), (m, 1.0)]
+        return [(u, 1.0 / sigma), (d, -1.0 / sigma), (m, 1.0)]
 
-    def finish(self):
+    def finish(self) -> _Layer:
         H, gates = self.count, GATES[self.arch]
         G = len(gates)
         arrays = {
@@ -411,29 +423,29 @@ class _LayerBuilder:
             arrays["bias_ih"][gates.index(gate) * H + unit] += value
         for unit, value in self.h0.items():
             arrays["h0"][unit] = value
-        gate_labels = self._gate_labels() if self.below is not None else None
+        gate_labels = self._gate_labels(self.below) if self.below is not None else None
         return _Layer(H, arrays, self.block, self.role, self.gate_columns, labels=self.labels, gate_labels=gate_labels,
                       unpatchable=self.unpatchable, aliases=self.aliases)
 
-    def _gate_labels(self) -> dict:
+    def _gate_labels(self, below: Sequence[Label]) -> dict:
         """Per gate (and the LSTM cell ``c``), the label of every unit's gate value, read off the
         entries: a gate with no input is a constant, one that reads one input unit with weight 1
         is ``ReLU`` of it, the value gate of a unit made by ``relu_units`` is the unit itself;
         any other gate is a helper of what its unit serves."""
-        inputs = {}  # (gate, unit) -> its input entries
+        inputs: dict[tuple[str, int], list[tuple[int, float]]] = {}  # (gate, unit) -> its input entries
         for gate, unit, col, value in self.ih:
             inputs.setdefault((gate, unit), []).append((col, value))
         recurrent = {(gate, unit) for gate, unit, _, _ in self.hh}
         others = recurrent | {(gate, unit) for gate, unit, _ in self.bias}  # read h or a bias
 
-        def label(gate, unit):
+        def label(gate: str, unit: int) -> Label:
             own, read = self.labels[unit], inputs.get((gate, unit), [])
             if gate == self.value_gate and unit not in self.products:
                 return own
             if not read and (gate, unit) not in recurrent:
                 return constant_for(own)
             if len(read) == 1 and read[0][1] == 1.0 and (gate, unit) not in others:
-                return positive_part(self.below[read[0][0]])
+                return positive_part(below[read[0][0]])
             return helper_for(own)
 
         labels = {gate: [label(gate, unit) for unit in range(self.count)] for gate in GATES[self.arch]}
@@ -442,7 +454,7 @@ class _LayerBuilder:
         return labels
 
 
-def _value(builder_terms, width, labels=None):
+def _value(builder_terms: list[Terms], width: int, labels: Labels = None) -> _Value:
     """The ``_Value`` of rows given as ``[(unit, coefficient)]`` lists over a layer of ``width`` units."""
     R = np.zeros((len(builder_terms), width))
     for j, terms in enumerate(builder_terms):
@@ -451,11 +463,12 @@ def _value(builder_terms, width, labels=None):
     return _Value(R, np.zeros(len(builder_terms)), True, labels)
 
 
-def _mapped(function, labels):
+def _mapped(function: Callable[[Label], Label], labels: Labels) -> list[Label] | None:
     return None if labels is None else [function(label) for label in labels]
 
 
-def _emit(builder, W, beta, nonnegative, relu=False, labels=None, relu_labels=None):
+def _emit(builder: _LayerBuilder, W: np.ndarray, beta: np.ndarray, nonnegative: bool, relu: bool = False,
+          labels: Labels = None, relu_labels: Labels = None) -> list[Terms]:
     """Units holding ``ReLU(W a + beta)`` if ``relu`` else ``W a + beta`` (split unless non-negative);
     ``labels``: of ``W a + beta``'s rows, ``relu_labels``: of their ReLU (default: read off ``labels``)."""
     if relu:
@@ -470,18 +483,18 @@ def _emit(builder, W, beta, nonnegative, relu=False, labels=None, relu_labels=No
     return [[(p, 1.0), (q, -1.0)] for p, q in zip(plus, minus)]
 
 
-def _carry(builder, value):
+def _carry(builder: _LayerBuilder, value: _Value) -> list[Terms]:
     return _emit(builder, value.R, value.c, value.nonnegative, labels=_mapped(copy_of, value.labels))
 
 
-def _dense(builder, dense, value):
+def _dense(builder: _LayerBuilder, dense: Dense, value: _Value) -> list[Terms]:
     W = dense.W @ value.R
     beta = dense.W @ value.c + dense.c
     nonnegative = value.hidden and bool(np.all(W >= 0)) and bool(np.all(beta >= 0))
     return _emit(builder, W, beta, nonnegative, relu=dense.relu, labels=dense.labels, relu_labels=dense.relu_labels)
 
 
-def _state_layer(builder, block, x):
+def _state_layer(builder: _LayerBuilder, block: Block, x: _Value) -> list[Terms]:
     """C.1 / D.1 with the split of Eq. (11): ``[s+; s-] = ReLU(±(A (s+ - s-) + B x + b))``."""
     A, s0 = block.A, block.s0
     W = block.B @ x.R
@@ -491,7 +504,8 @@ def _state_layer(builder, block, x):
         return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0, labels=labels)]
     if x.hidden and all(np.all(m >= 0) for m in (A, W, beta, s0)):  # s_t >= 0 for every input
         return [[(u, 1.0)] for u in builder.relu_units(W, beta, U=A, h0=s0, labels=labels)]
-    split = None if labels is None else _mapped(positive_part, labels) + _mapped(negative_part, labels)
+    split = None if labels is None else [positive_part(label) for label in labels] + [
+        negative_part(label) for label in labels]
     units = builder.relu_units(
         np.vstack([W, -W]), np.concatenate([beta, -beta]), U=np.block([[A, -A], [-A, A]]),
         h0=np.concatenate([np.maximum(s0, 0), np.maximum(-s0, 0)]), labels=split,
@@ -499,16 +513,17 @@ def _state_layer(builder, block, x):
     return [[(units[i], 1.0), (units[d + i], -1.0)] for i in range(d)]
 
 
-def _block_layers(arch, index, block, x, sigma):
+def _block_layers(arch: str, index: int, block: Block, x: _Value, sigma: float | None
+                  ) -> tuple[list[_Layer], _Value]:
     """The ``k + 2`` (gated) or ``k + 1`` layers of one block, and the block's output value."""
-    layers = []
+    layers: list[_Layer] = []
 
-    def finish(builder, outputs, labels):
+    def finish(builder: _LayerBuilder, outputs: list[list[Terms]], labels: Sequence[Labels]) -> list[_Value]:
         layer = builder.finish()
         layers.append(layer)
         return [_value(rows, layer.hidden, value_labels) for rows, value_labels in zip(outputs, labels)]
 
-    def new_builder(role, width):
+    def new_builder(role: str, width: int) -> _LayerBuilder:
         return _LayerBuilder(arch, width, index, role, sigma, layers[-1].labels if layers else x.labels)
 
     builder = new_builder("state", x.R.shape[1])
@@ -546,7 +561,7 @@ def _block_layers(arch, index, block, x, sigma):
     return layers, out
 
 
-def _single(terms) -> bool:
+def _single(terms: Terms) -> bool:
     """Whether a value's ``terms`` are one unit with coefficient 1."""
     return len(terms) == 1 and terms[0][1] == 1.0
 
@@ -575,7 +590,7 @@ def checked_gate_bound(gate_bound: object, dtype: str = "float64") -> float:
     return 2.0 ** math.ceil(math.log2(value))
 
 
-def _build(stack, arch, gate_bound=None):
+def _build(stack: BlockStack, arch: str, gate_bound: float | None = None) -> CellModel:
     sigma = None
     if arch == "gru":
         gate_bound = checked_gate_bound(DEFAULT_GATE_BOUND if gate_bound is None else gate_bound)

@@ -90,19 +90,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numpy.typing import ArrayLike
 from torch import nn
 
 from lsrl.errors import LsrlError
-from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, constant_for, copy_of, helper_for, negation_of
-from lsrl.targets.blocks import Block, BlockStack, to_blocks
+from lsrl.ir.labels import PATCHABLE_ROLES, Label, UnitLabel, constant_for
+from lsrl.targets.blocks import Block, BlockStack, Dense, to_blocks
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import MAX_HAWK_BYTES, check_hawk_size, checked_input
 from lsrl.targets.diagonal import DiagonalRecurrence
+from lsrl.targets.hawk_labels import (
+    Stream, app_e_state_labels, copies, held, diagonal_temporal_labels, identity_mlp_labels, identity_recurrent_labels,
+    layer_mlp_labels, product_mlp_labels,
+)
 from lsrl.targets.promises import KeptPromises
 from lsrl.targets.recurrent import float64_tensor
 from lsrl.targets.registry import whole_number_option
@@ -114,7 +119,7 @@ DTYPE = torch.float64
 RGLRU_C = 8.0  # the fixed scalar c of Eq. (42)
 
 
-def _linear(W, c=None) -> nn.Linear:
+def _linear(W: ArrayLike, c: ArrayLike | None = None) -> nn.Linear:
     W = np.asarray(W, dtype=np.float64)
     layer = nn.Linear(W.shape[1], W.shape[0], bias=c is not None, dtype=DTYPE)
     with torch.no_grad():
@@ -141,6 +146,7 @@ class TemporalConv1d(nn.Module):
             kernel[:, :, d_conv - 1 - lag] = matrix  # Conv1d correlates: the last tap meets a'_t
         with torch.no_grad():
             self.conv.weight.copy_(float64_tensor(kernel))
+            assert self.conv.bias is not None  # made with bias=True
             self.conv.bias.copy_(float64_tensor(bias))
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
@@ -300,8 +306,11 @@ class HawkModel(KeptPromises, CachedRun, nn.Module):
     """Input embedding ``[x; 1]``, residual blocks, readout: ``(B, T, d_in) -> (B, T, d_out)``."""
 
     max_len_reason = "the window d_conv of the temporal convolution that computes the state (App. E.1)"
+    labels: dict | None  # net.labels (lsrl.targets.to_torch), set by its builder
+    unpatchable: dict[str, str]  # program node -> why no unit holds it
 
-    def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None, blocks: list[nn.Module]) -> None:
+    def __init__(self, architecture: str, d_in: int, d_out: int, max_len: int | None,
+                 blocks: Sequence[nn.Module]) -> None:
         super().__init__()
         self.architecture = architecture
         self.d_in, self.d_out, self.max_len = d_in, d_out, max_len
@@ -329,13 +338,14 @@ class RecurrentSpec:
     b_g: np.ndarray
     W_o: np.ndarray
     b_o: np.ndarray
-    W_r: np.ndarray = None
-    b_r: np.ndarray = None
-    W_i: np.ndarray = None
-    b_i: np.ndarray = None
-    Lambda: np.ndarray = None
+    # the RG-LRU's gates and decay, a pass-through where not given (filled in by __post_init__)
+    W_r: np.ndarray = None  # type: ignore[assignment]  # None until __post_init__
+    b_r: np.ndarray = None  # type: ignore[assignment]  # None until __post_init__
+    W_i: np.ndarray = None  # type: ignore[assignment]  # None until __post_init__
+    b_i: np.ndarray = None  # type: ignore[assignment]  # None until __post_init__
+    Lambda: np.ndarray = None  # type: ignore[assignment]  # None until __post_init__
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # the RG-LRU as a pass-through (App. E.1/E.2): Lambda = 0 -> a = 0, and r_t = 1 so that
         # a_t = 0 ** c = 0 (r_t = 0 would give 0 ** 0 = 1); i_t = 1, hence h_t = z_t.
         width = len(self.b_conv)
@@ -367,7 +377,8 @@ class MLPSpec:
 
 @dataclass
 class ResidualSpec:
-    temporal: RecurrentSpec | None  # None: an identity temporal block (a recurrent one, or Griffin's MQA)
+    # None: an identity temporal block (a recurrent one, or Griffin's MQA)
+    temporal: RecurrentSpec | DiagonalStateSpec | None
     mlp: MLPSpec
     role: str
     width: int = field(default=0)  # the temporal block's input (= output) width when it is an identity
@@ -383,12 +394,12 @@ def _identity_recurrent(width: int) -> RecurrentSpec:
     )
 
 
-def _with_constant(W: np.ndarray, c: np.ndarray):
+def _with_constant(W: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``W_m, b_m`` that append the constant-1 channel to ``W v + c``."""
     return np.vstack([W, np.zeros((1, W.shape[1]))]), np.append(c, 1.0)
 
 
-def _state_residual(block, max_len: int, carry_x: bool) -> ResidualSpec:
+def _state_residual(block: Block, max_len: int, carry_x: bool) -> ResidualSpec:
     """App. E.1 + E.4: input ``[x; 1]`` -> ``[s; x; 1]`` (``x`` only when ``carry_x``)."""
     A, B, b, s0 = block.A, block.B, block.b, block.s0
     d, n = block.d_state, block.d_in
@@ -434,7 +445,7 @@ def _identity_mlp(width: int) -> MLPSpec:
     )
 
 
-def _layer_mlp(streams, width: int) -> MLPSpec:
+def _layer_mlp(streams: list[Stream], width: int) -> MLPSpec:
     """App. E.3 on ``[v_1; ...; 1]``: each stream gets its next Dense layer, or is copied.
 
     ``streams``: list of (offset, size, dense or None). A ReLU layer goes through ``f`` (``e = 1``);
@@ -475,18 +486,18 @@ def _product_mlp(p: int, q: int, q_nonnegative: bool, width: int) -> MLPSpec:
     return MLPSpec(W_e, np.zeros(H), W_f, np.zeros(H), W_m, b_m)
 
 
-def _ends_in_relu(layers) -> bool:
+def _ends_in_relu(layers: list[Dense]) -> bool:
     return bool(layers) and layers[-1].relu
 
 
-def _mlp_residuals(block, x_labels=None, one=None) -> list:
+def _mlp_residuals(block: Block, x_labels: list[Label] | None = None, one: Label = None) -> list[ResidualSpec]:
     """The ``k`` layer specs and the product spec (gated blocks) that follow a block's state; their
     MLPs labelled when the block's input labels ``x_labels`` (and the constant's ``one``) are given."""
     gated = block.gamma is not None
     specs = []
-    phi, gamma = block.phi, (block.gamma if gated else [])
+    phi, gamma = block.phi, (block.gamma if block.gamma is not None else [])
     size_phi, size_gamma = block.d_state, (block.d_in if gated else 0)
-    stream_labels = None if x_labels is None else [block.state_labels] + ([_copies(x_labels)] if gated else [])
+    stream_labels = None if x_labels is None else [held(block.state_labels)] + ([copies(x_labels)] if gated else [])
     for j in range(max(len(phi), len(gamma))):
         width = size_phi + size_gamma + 1
         streams = [(0, size_phi, phi[j] if j < len(phi) else None)]
@@ -494,20 +505,20 @@ def _mlp_residuals(block, x_labels=None, one=None) -> list:
             streams.append((size_phi, size_gamma, gamma[j] if j < len(gamma) else None))
         specs.append(ResidualSpec(None, _layer_mlp(streams, width), "layer", width))
         if stream_labels is not None:
-            specs[-1].mlp.labels, stream_labels = _layer_mlp_labels(streams, stream_labels, one)
+            specs[-1].mlp.labels, stream_labels = layer_mlp_labels(streams, stream_labels, one)
         size_phi = phi[j].W.shape[0] if j < len(phi) else size_phi
         size_gamma = gamma[j].W.shape[0] if gated and j < len(gamma) else size_gamma
     if gated:
         width = size_phi + size_gamma + 1
-        factors = stream_labels or [None, None]
-        if _ends_in_relu(phi):  # e = gamma, f = ReLU(phi) = phi
-            mlp = _product_mlp(size_phi, 0, True, width)
-            P, Q, q_nonnegative = factors[1], factors[0], True
+        relu_phi = _ends_in_relu(phi)
+        if relu_phi:  # e = gamma, f = ReLU(phi) = phi
+            mlp, q_nonnegative = _product_mlp(size_phi, 0, True, width), True
         else:  # e = phi, f = ReLU(gamma) = gamma, or the sign split of gamma
-            mlp = _product_mlp(0, size_phi, _ends_in_relu(gamma), width)
-            P, Q, q_nonnegative = factors[0], factors[1], _ends_in_relu(gamma)
+            mlp, q_nonnegative = _product_mlp(0, size_phi, _ends_in_relu(gamma), width), _ends_in_relu(gamma)
         if stream_labels is not None:
-            mlp.labels = _product_mlp_labels(P, Q, q_nonnegative, block.gate_labels, one)
+            phi_labels, gamma_labels = stream_labels
+            P, Q = (gamma_labels, phi_labels) if relu_phi else (phi_labels, gamma_labels)
+            mlp.labels = product_mlp_labels(P, Q, q_nonnegative, held(block.gate_labels), one)
         specs.append(ResidualSpec(None, mlp, "product", width))
     return specs
 
@@ -517,8 +528,8 @@ def block_to_residuals(block: Block, max_len: int, x_labels: list | None = None,
     """App. E: one Gated Linear RNN block as ``k + 2`` residual-block specs (``k + 1`` without a gate)."""
     state = _state_residual(block, max_len, carry_x=block.gamma is not None)
     if x_labels is not None:
-        state.labels = _app_e_state_labels(block, x_labels, one)
-        state.mlp.labels = _identity_mlp_labels(state.labels[""][:-1], one)
+        state.labels = app_e_state_labels(block, x_labels, one)
+        state.mlp.labels = identity_mlp_labels(state.labels[""][:-1], one)
     return [state] + _mlp_residuals(block, x_labels, one)
 
 
@@ -540,82 +551,9 @@ def diagonal_block_to_residuals(block: Block, where: str, x_labels: list | None 
     first = rest.pop(0).mlp if rest and rest[0].role == "layer" else _identity_mlp(H)
     state = ResidualSpec(DiagonalStateSpec(W_a, A, s0, where), first, "state")
     if x_labels is not None:
-        state.labels = _diagonal_temporal_labels(block, x_labels, one)
-        first.labels = first.labels or _identity_mlp_labels(state.labels[""][:-1], one)
+        state.labels = diagonal_temporal_labels(block, x_labels, one)
+        first.labels = first.labels or identity_mlp_labels(state.labels[""][:-1], one)
     return [state] + rest
-
-
-# ---- unit labels (lsrl.ir.labels) ------------------------------------------------------------
-
-
-def _copies(labels):
-    return [copy_of(label) for label in labels]
-
-
-def _constants(labels):
-    return [constant_for(label) for label in labels]
-
-
-def _mlp_labels(e, f, out, one) -> dict:
-    return {"W_e": e, "W_f": f, "W_m": out + [one]}
-
-
-def _identity_mlp_labels(stream, one) -> dict:
-    """``_identity_mlp`` on a stream labelled ``stream`` (without its constant)."""
-    return _mlp_labels(_copies(stream), _constants(stream), _copies(stream), one)
-
-
-def _layer_mlp_labels(streams, stream_labels, one) -> tuple:
-    """``_layer_mlp``'s labels, and its output streams' labels."""
-    e, f, outs = [], [], []
-    for (_, _, dense), labels in zip(streams, stream_labels):
-        if dense is None:
-            e, f, out = e + _copies(labels), f + _constants(labels), _copies(labels)
-        elif dense.relu:  # f = W v + c, then its ReLU; e = 1
-            e, f, out = e + _constants(dense.labels), f + dense.labels, dense.relu_labels
-        else:
-            e, f, out = e + dense.labels, f + _constants(dense.labels), dense.labels
-        outs.append(out)
-    return _mlp_labels(e, f, [label for out in outs for label in out], one), outs
-
-
-def _product_mlp_labels(P, Q, q_nonnegative, product, one) -> dict:
-    """``_product_mlp``'s labels for factors labelled ``P``, ``Q`` and the product ``product``."""
-    if q_nonnegative:
-        return _mlp_labels(_copies(P), _copies(Q), product, one)
-    return _mlp_labels(_copies(P) * 2, _copies(Q) + [negation_of(label) for label in Q], product, one)
-
-
-def _state_labels(block, x_labels, carried, one) -> list:
-    """``[s; x; 1]`` (``x`` only when ``carried``): the state block's output."""
-    return block.state_labels + (_copies(x_labels) if carried else []) + [one]
-
-
-def _diagonal_temporal_labels(block, x_labels, one) -> dict:
-    """A ``DiagonalRecurrentBlock``'s labels: ``W_a`` gives ``[B x + b; x; 1]`` (a unit of
-    ``B x + b`` is the state itself where the state is a copy, ``A``'s row zero, else a helper)."""
-    out = _state_labels(block, x_labels, block.gamma is not None, one)
-    drive = [label if not np.any(row) else helper_for(label) for label, row in zip(block.state_labels, block.A)]
-    return {"W_a": drive + out[block.d_state:], "rg_lru": out, "": out}
-
-
-def _recurrent_labels(a_prime, z, g, out) -> dict:
-    """A ``RecurrentBlock`` (App. E) whose ``a' = W_a a``, conv output ``z`` (= the RG-LRU's, which
-    passes it), gate ``g`` and output ``out`` are labelled as given."""
-    gates = _constants(z)
-    return {"W_a": a_prime, "conv": z, "rg_lru.recurrence_gate": gates, "rg_lru.input_gate": gates, "rg_lru": z,
-            "W_g": g, "W_o": out, "": out}
-
-
-def _app_e_state_labels(block, x_labels, one) -> dict:
-    """``_state_residual``'s temporal labels: ``a' = [0; x; 1]``, ``z = [s; x; 1]``, ``g = 1``."""
-    z = _state_labels(block, x_labels, True, one)
-    a_prime = _constants(block.state_labels) + z[block.d_state:]
-    return _recurrent_labels(a_prime, z, _constants(z), _state_labels(block, x_labels, block.gamma is not None, one))
-
-
-def _identity_recurrent_labels(stream) -> dict:
-    return _recurrent_labels(_copies(stream), _copies(stream), _constants(stream), _copies(stream))
 
 
 CONSTRUCTIONS = ("diagonal", "app_e")
@@ -624,7 +562,8 @@ MAX_POSITION = 2**62  # positions and windows are compared as int64 (t - window 
 _POSITIONS = " (positions are int64 in torch)"
 
 
-def _as_stack(stack, construction, max_len, architecture) -> BlockStack:
+def _as_stack(stack: BlockStack | CompiledProgram, construction: str, max_len: int | None, architecture: str
+              ) -> BlockStack:
     """``stack`` as a BlockStack (a CompiledProgram's blocks, of ``model.diagonal()`` for the diagonal
     construction) whose App. E kernels, if any, fit in memory (``check_hawk_size``)."""
     if not isinstance(stack, BlockStack) and hasattr(stack, "layers"):  # a CompiledProgram
@@ -638,7 +577,7 @@ def _as_stack(stack, construction, max_len, architecture) -> BlockStack:
     return stack
 
 
-def _check_max_len(max_len, architecture, construction):
+def _check_max_len(max_len: Any, architecture: str, construction: Any) -> int | None:
     if not isinstance(construction, str) or construction not in CONSTRUCTIONS:
         raise LsrlError(f"{architecture}: construction must be one of {CONSTRUCTIONS}, got {construction!r}")
     if construction == "diagonal":
@@ -670,13 +609,14 @@ def _identity_mqa(width: int, heads: int, window: int) -> LocalMQA:
     )
 
 
-def _constant_label(stack):
+def _constant_label(stack: BlockStack) -> Label:
     """The label of the constant-1 channel (None for a stack without labels)."""
     return None if stack.input_labels is None else constant_for(stack.input_labels[0] if stack.input_labels else None)
 
 
-def _residual_specs(stack, max_len):
-    specs, x_labels, one = [], stack.input_labels, _constant_label(stack)
+def _residual_specs(stack: BlockStack, max_len: int | None) -> list[ResidualSpec]:
+    specs: list[ResidualSpec] = []
+    x_labels, one = stack.input_labels, _constant_label(stack)
     for i, block in enumerate(stack.blocks):
         if max_len is None:
             specs += diagonal_block_to_residuals(block, f"block {i}", x_labels, one)
@@ -686,56 +626,61 @@ def _residual_specs(stack, max_len):
     return specs
 
 
-def _temporal(spec, max_len):
+def _temporal(spec: ResidualSpec, max_len: int | None) -> nn.Module:
     if isinstance(spec.temporal, DiagonalStateSpec):
         return DiagonalRecurrentBlock(spec.temporal)
     if spec.temporal is not None:
+        assert max_len is not None  # App. E's recurrent blocks (the diagonal construction has none)
         return RecurrentBlock(spec.temporal, max_len)
     if max_len is None:
         return IdentityTemporal()
     return RecurrentBlock(_identity_recurrent(spec.width), max_len)
 
 
-def _build(stack, max_len, architecture, window=None, heads=2, attention_every=3):
-    modules = []
+def _build(stack: BlockStack, max_len: int | None, architecture: str, window: int = DEFAULT_WINDOW, heads: int = 2,
+           attention_every: int = 3) -> HawkModel:
+    modules: list[nn.Module] = []
     width = stack.d_in + 1
     one = _constant_label(stack)
-    stream = None if one is None else stack.input_labels + [one]  # the residual stream's labels
-    labels = {"embedding": stream}
+    stream = None if one is None else held(stack.input_labels) + [one]  # the residual stream's labels
+    labels: dict[str, Any] = {"embedding": stream}
 
-    def add(temporal, mlp, role, temporal_labels):
+    def add(temporal: nn.Module, mlp: MLPSpec, role: str, temporal_labels: dict | None) -> list[Label] | None:
         modules.append(ResidualBlock(temporal, GatedMLP(mlp), role))
-        if stream is not None:
-            labels.update(_residual_labels(len(modules) - 1, temporal_labels, mlp.labels))
-        return mlp.labels and mlp.labels["W_m"]
+        if stream is None:
+            return None
+        assert temporal_labels is not None and mlp.labels is not None  # a labelled stack labels every block
+        labels.update(_residual_labels(len(modules) - 1, temporal_labels, mlp.labels))
+        return mlp.labels["W_m"]
 
     for spec in _residual_specs(stack, max_len):
         attention_slot = architecture == "griffin" and len(modules) % attention_every == attention_every - 1
         if attention_slot and spec.temporal is not None:  # a state block must not lose its recurrence
             mlp = _identity_mlp(width)
-            mlp.labels = stream and _identity_mlp_labels(stream[:-1], one)
+            mlp.labels = None if stream is None else identity_mlp_labels(stream[:-1], one)
             stream = add(_identity_mqa(width, heads, window), mlp, "pass", {"": stream})
             attention_slot = False
         temporal = _identity_mqa(spec.width, heads, window) if attention_slot else _temporal(spec, max_len)
+        temporal_labels: dict | None
         if spec.labels is not None or attention_slot or max_len is None:  # a state; an attention or identity
             temporal_labels = spec.labels or {"": stream}
         else:  # App. E's identity recurrent block
-            temporal_labels = stream and _identity_recurrent_labels(stream)
+            temporal_labels = None if stream is None else identity_recurrent_labels(stream)
         stream = add(temporal, spec.mlp, spec.role, temporal_labels)
         width = spec.mlp.W_m.shape[0]
     model = HawkModel(architecture, stack.d_in, stack.d_out, max_len, modules)
     model.unpatchable = _convolved_states(stack) if max_len is not None else {}
     if stream is not None:
-        labels["readout"] = _copies(stream[:-1])
+        labels["readout"] = copies(stream[:-1])
     model.labels = labels if stream is not None else None
     return model
 
 
-def _convolved_states(stack) -> dict:
+def _convolved_states(stack: BlockStack) -> dict[str, str]:
     """App. E's state blocks compute every state as a convolution over the inputs: no state is
     carried from one step to the next, so a patched state could not reach the later steps. The
     program nodes held on a state unit that the recurrence reads (a non-zero column of ``A``)."""
-    unpatchable = {}
+    unpatchable: dict[str, str] = {}
     for index, block in enumerate(stack.blocks):
         for unit, label in enumerate(block.state_labels or []):
             if label is not None and label.role in PATCHABLE_ROLES and np.any(block.A[:, unit]):
@@ -746,7 +691,7 @@ def _convolved_states(stack) -> dict:
     return unpatchable
 
 
-def _residual_labels(index, temporal_labels, mlp_labels) -> dict:
+def _residual_labels(index: int, temporal_labels: dict, mlp_labels: dict) -> dict:
     """``net.labels`` entries of residual block ``index`` (see ``lsrl.targets.to_torch``)."""
     name = f"blocks.{index}"
     labels = {f"{name}.temporal" + (f".{key}" if key else ""): value for key, value in temporal_labels.items()}
@@ -786,6 +731,7 @@ def _nonzeros(module: nn.Module) -> int:
 def layer_report(module: HawkModel) -> list:
     """One row per temporal block and per gated MLP block: ``layer`` is the residual block's index."""
     rows = []
+    part: Any  # a temporal block or a GatedMLP: each says its kind and hidden width
     for i, block in enumerate(module.blocks):
         for part in (block.temporal, block.mlp):
             rows.append(dict(layer=i, kind=part.kind, hidden=part.hidden, nonzeros=_nonzeros(part)))

@@ -13,7 +13,7 @@ double kernels for these operators: ``RNN`` has none registered ("Could not find
 implementation"), ``GRU`` and ``LSTM`` load but fail at run time ("does not support double yet").
 Run float32 files in onnxruntime; a float32 GRU loses 10 more bits in its products (the default
 ``gate_bound`` of 1024, see ``lsrl.targets.gru_lstm``), about 1e-5 relative. The stock LSTM / GRU targets
-write theirs with ``lsrl.targets.stock_rnn.export_stock_onnx`` (default activations): onnxruntime's kernels
+write theirs with ``lsrl.targets.stock.export_stock_onnx`` (default activations): onnxruntime's kernels
 approximate sigmoid and tanh (``benchmarks/rnn_activations.py``), so their ``net.tolerance`` holds there only
 for a module built with ``runtime="onnxruntime"``, which charges those approximations.
 
@@ -37,7 +37,7 @@ pass-through. These run in onnxruntime in float64 as well as float32.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,15 +50,17 @@ if TYPE_CHECKING:
 
 ARCHS = ("rnn", "gated_rnn", "gru", "lstm", "diagonal_linear_rnn", "hawk", "griffin")
 DIAGONAL_ARCHS = ("diagonal_linear_rnn", "hawk", "griffin")
+# a module built by to_torch(arch), read by its structure (its blocks, layers and weights, as arch has them)
+Built = Any
 
 
-def _dense_stack(g, stack, v, hint):
+def _dense_stack(g: OnnxGraph, stack: Built, v: str, hint: str) -> str:
     for linear, relu in zip(stack.layers, stack.relu):
         v = g.linear(v, to_numpy(linear.weight), to_numpy(linear.bias), relu=relu, hint=hint)
     return v
 
 
-def _rnn_blocks(g, module, seq, batch_prefix):
+def _rnn_blocks(g: OnnxGraph, module: Built, seq: str, batch_prefix: str) -> str:
     """``BlockModel`` of ``ClassicRNNBlock``: stock ``torch.nn.RNN(relu)`` + merge + phi, gamma gate."""
     for index, block in enumerate(module.blocks):
         rnn = block.rnn
@@ -77,7 +79,7 @@ def _rnn_blocks(g, module, seq, batch_prefix):
     return seq
 
 
-def _gate_bound_sentinel(g, module, k, seq):
+def _gate_bound_sentinel(g: OnnxGraph, module: Built, k: int, seq: str) -> str:
     """``(T, B, 1)``: 0 while layer ``k``'s GRU gate factors stay <= gate_bound, NaN where they do not."""
     columns = getattr(module, module.gate_columns[k]).cpu().numpy()
     factors = g.op("Gather", [seq, g.const(columns, f"gate{k}_columns", integer=True)], f"gate{k}", axis=2)
@@ -86,7 +88,7 @@ def _gate_bound_sentinel(g, module, k, seq):
     return g.op("ReduceSum", [flags, g.const([2], f"gate{k}_axis", integer=True)], f"gate{k}_check", keepdims=1)
 
 
-def _cell_layers(g, module, seq, batch_prefix):
+def _cell_layers(g: OnnxGraph, module: Built, seq: str, batch_prefix: str) -> str:
     """``CellModel`` (``lsrl.targets.gru_lstm``): ReLU GRU / LSTM layers and the linear readout."""
     cells = module.rnn
     gru = cells.kind == "gru"
@@ -125,17 +127,17 @@ def check_precision(module: nn.Module, arch: str, dtype: str, allow_inexact: boo
     if getattr(module, "gate_bound", None) is not None and not allow_inexact:
         checked_gate_bound(module.gate_bound, dtype)
 
-def _time_steps(g, seq):
+def _time_steps(g: OnnxGraph, seq: str) -> str:
     """``[T]`` of a time-major ``(T, B, d)`` tensor."""
     return g.op("Slice", [g.op("Shape", [seq], "shape"), g.const([0], "start", integer=True),
                           g.const([1], "end", integer=True)], "steps")
 
 
-def _gather(g, seq, indices, hint):
+def _gather(g: OnnxGraph, seq: str, indices: Any, hint: str) -> str:
     return g.op("Gather", [seq, g.const(indices, f"{hint}_index", integer=True)], hint, axis=2)
 
 
-def _scan_recurrence(g, drive, rec, batch, hint):
+def _scan_recurrence(g: OnnxGraph, drive: str, rec: Built, batch: str, hint: str) -> str:
     """``h_t = a * h_{t-1} + c * h_{t-1}[partner] + drive_t`` (``drive``: ``(T, B, r)``) as a Scan."""
     helper, width = g.helper, int(rec.a.shape[0])
     body = OnnxGraph(g.dtype)
@@ -156,9 +158,9 @@ def _scan_recurrence(g, drive, rec, batch, hint):
     return states
 
 
-def _delay_lines(g, u, rec, steps, hint):
+def _delay_lines(g: OnnxGraph, u: str, rec: Built, steps: str, hint: str) -> str:
     """Short causal convolutions ``sum_i N^i u_{t-i}`` plus the initial state's fading part."""
-    out = None
+    out: str | None = None
     for lag, tap in enumerate(to_numpy(rec.taps)):
         shifted = u
         if lag:
@@ -167,6 +169,7 @@ def _delay_lines(g, u, rec, steps, hint):
                                      g.const([0], f"{hint}_axis", integer=True)], hint)
         term = g.linear(shifted, tap, hint=f"{hint}_tap{lag}")
         out = term if out is None else g.op("Add", [out, term], hint)
+    assert out is not None  # the taps start with N^0 = I
     fading = to_numpy(rec.fading)
     if len(fading):
         shape = g.op("Concat", [steps, g.const([1, fading.shape[1]], f"{hint}_shape", integer=True)], axis=0)
@@ -178,7 +181,7 @@ def _delay_lines(g, u, rec, steps, hint):
     return out
 
 
-def _diagonal_states(g, u, rec, batch, hint):
+def _diagonal_states(g: OnnxGraph, u: str, rec: Built, batch: str, hint: str) -> str:
     """``DiagonalRecurrence`` on a time-major drive ``u``: copies, delay lines and recurrences."""
     width = rec.width
     recurrent, delay = rec.recurrent.tolist(), rec.delay.tolist()
@@ -198,7 +201,7 @@ def _diagonal_states(g, u, rec, batch, hint):
     return _gather(g, joined, np.argsort(order), f"{hint}_order")
 
 
-def _diagonal_blocks(g, module, seq, batch):
+def _diagonal_blocks(g: OnnxGraph, module: Built, seq: str, batch: str) -> str:
     for index, block in enumerate(module.blocks):
         hint = f"block{index}"
         u = g.linear(seq, to_numpy(block.B), to_numpy(block.b), hint=f"{hint}_B")
@@ -209,7 +212,7 @@ def _diagonal_blocks(g, module, seq, batch):
     return seq
 
 
-def _hawk_blocks(g, module, seq, batch):
+def _hawk_blocks(g: OnnxGraph, module: Built, seq: str, batch: str) -> str:
     from lsrl.targets.hawk import DiagonalRecurrentBlock, IdentityTemporal, LocalMQA
 
     seq = g.linear(seq, to_numpy(module.embedding.weight), to_numpy(module.embedding.bias), hint="embedding")
@@ -242,6 +245,7 @@ def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dt
     file is written whole or not at all (``lsrl.model.writing``).
     """
     file = output_file(path, "export_onnx")
+    built: Built = module  # read by its structure below, as arch has it
     arch = arch or getattr(module, "architecture", None)
     if arch not in ARCHS:
         raise LsrlError(f"export_onnx: architecture must be one of {ARCHS}, got {arch!r}")
@@ -253,33 +257,33 @@ def export_onnx(module: nn.Module, path: str | Path, arch: str | None = None, dt
         if getattr(module, "architecture", None) != arch:
             raise LsrlError(f"export_onnx: architecture {arch!r} expects a module built by to_torch({arch!r}), "
                             f"got a {type(module).__name__}")
-        d_in = module.d_in
+        d_in = built.d_in
     elif arch in ("rnn", "gated_rnn"):
         if not hasattr(module, "blocks"):
             raise LsrlError(f"export_onnx: {arch!r} expects a BlockModel of ClassicRNNBlock blocks")
-        if not len(module.blocks):
+        if not len(built.blocks):
             raise LsrlError("export_onnx: the module has no blocks (an empty program); nothing to export")
-        d_in = module.blocks[0].rnn.input_size
+        d_in = built.blocks[0].rnn.input_size
     else:
         if getattr(module, "architecture", arch) != arch or not hasattr(module, "rnn"):
             raise LsrlError(f"export_onnx: {arch!r} expects a module built by build_{arch}")
-        d_in = module.rnn.input_size
+        d_in = built.rnn.input_size
     seq, batch, batch_prefix = g.read_input()
     if arch == "diagonal_linear_rnn":
-        seq = _diagonal_blocks(g, module, seq, batch)
+        seq = _diagonal_blocks(g, built, seq, batch)
     elif arch in ("hawk", "griffin"):
-        seq = _hawk_blocks(g, module, seq, batch)
+        seq = _hawk_blocks(g, built, seq, batch)
     elif arch in ("rnn", "gated_rnn"):
-        seq = _rnn_blocks(g, module, seq, batch_prefix)
+        seq = _rnn_blocks(g, built, seq, batch_prefix)
     else:
-        seq = _cell_layers(g, module, seq, batch_prefix)
+        seq = _cell_layers(g, built, seq, batch_prefix)
     doc = f"lsrl {arch} model; recurrent activations: Relu in place of sigmoid and tanh"
     with written(file, "export_onnx") as partial:
-        g.write(seq, partial, f"lsrl_{arch}", d_in, _output_dim(module, arch, d_in), doc)
+        g.write(seq, partial, f"lsrl_{arch}", d_in, _output_dim(built, arch, d_in), doc)
     return file
 
 
-def _output_dim(module, arch, d_in):
+def _output_dim(module: Built, arch: str, d_in: int) -> int:
     if arch in ("hawk", "griffin"):
         return module.d_out
     if arch == "diagonal_linear_rnn":

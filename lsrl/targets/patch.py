@@ -12,8 +12,8 @@ label says it holds, given the node's ``values`` (``lsrl.ir.labels.unit_values``
   reads the patched state, as the program's LinState / ReLUState does: the keys ``blocks.{i}.state``
   (Linear RNN), ``blocks.{i}.rnn`` (classic RNN: ``[s+; s-]``), the diagonal recurrences
   (``blocks.{i}.recurrence``, Hawk's ``blocks.{i}.temporal.rg_lru``) and the GRU / LSTM layers
-  ``rnn.l{k}``. Those modules hold a ``state_patch`` (a ``StatePatch``, or per layer for a cell
-  stack) while a patched call runs, and then run step by step.
+  ``rnn.l{k}``: every state a recurrence carries (``lsrl.targets.hook_points.Recurrence``). Those modules
+  hold ``state_patches`` (per layer, a ``StatePatch``) while a patched call runs, and then run step by step.
 * Keys that are recomputed from the units above (GRU / LSTM gates and cells, a classic RNN's
   ``blocks.{i}.state = s+ - s-``) follow from them and are not set.
 
@@ -26,7 +26,7 @@ the targets built from it), less the nodes a target computes without units of th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -35,6 +35,7 @@ from lsrl.ir.labels import PATCHABLE_ROLES, units_holding
 from lsrl.lang.evaluate import patch_array, patch_items, patch_key_name
 from lsrl.errors import LsrlError
 from lsrl.targets.checks import module_placement
+from lsrl.targets.hook_points import recurrences
 
 
 class StatePatch:
@@ -49,36 +50,21 @@ class StatePatch:
         return state
 
 
-def _carriers(net) -> dict:
-    """``{labels key: (module, layer)}`` for every recurrence whose state a label key names: the
-    module runs step by step and carries the patched state (``layer``: a cell stack's layer index)."""
-    from lsrl.targets.diagonal import DiagonalRecurrence
-    from lsrl.targets.gru_lstm import _CellStack
-    from lsrl.targets.recurrent import ClassicRNNBlock, LinearRNNBlock
-
-    carriers = {}
-    for name, module in net.named_modules():
-        if isinstance(module, ClassicRNNBlock):  # the stock RNN's hidden [s+; s-] is what it carries
-            carriers[f"{name}.rnn"] = (module, None)
-        elif isinstance(module, LinearRNNBlock):
-            carriers[f"{name}.state"] = (module, None)
-        elif isinstance(module, DiagonalRecurrence):
-            carriers[name] = (module, None)
-        elif isinstance(module, _CellStack):
-            carriers.update({f"{name}.l{k}": (module, k) for k in range(module.num_layers)})
-    return carriers
-
-
 def held_nodes(net: torch.nn.Module) -> set[str]:
     """The program nodes that have a unit a patch can set (a patchable role, in a sub-module's output,
     a carried state, or as a second label)."""
-    keys = set(_carriers(net)) | {name for name, _ in net.named_modules()}
-    labelled = [label for key, labels in net.labels.items() if key in keys for label in labels]
+    keys = set(recurrences(net)) | {name for name, _ in net.named_modules()}
+    labelled = [label for key, labels in _unit_labels(net).items() if key in keys for label in labels]
     labelled += [label for aliases in getattr(net, "patch_aliases", {}).values() for label in aliases.values()]
     return {label.node for label in labelled if label is not None and label.role in PATCHABLE_ROLES}
 
 
-def _values_array(net, name, values, count, steps) -> np.ndarray:
+def _unit_labels(net: torch.nn.Module) -> dict[str, list]:
+    """``net.labels``: per sub-module or carried state, one ``UnitLabel`` (or None) per unit."""
+    return getattr(net, "labels", None) or {}
+
+
+def _values_array(net: torch.nn.Module, name: str, values: Any, count: int, steps: int) -> np.ndarray:
     """The patch ``values`` for node ``name`` as a float64 ``(count, steps, width)`` array, checked as the
     interpreter checks them (``lsrl.lang.evaluate.patch_array``) against the node's width."""
     arch = getattr(net, "architecture", type(net).__name__)
@@ -86,17 +72,18 @@ def _values_array(net, name, values, count, steps) -> np.ndarray:
     return patch_array(values, count, steps, f"{arch}: patch values for {name!r}", width, dtype=np.float64)
 
 
-def _check_patchable(net, name) -> None:
+def _check_patchable(net: torch.nn.Module, name: str) -> None:
     arch = getattr(net, "architecture", type(net).__name__)
     widths = getattr(net, "node_widths", None)
     if widths is not None and name not in widths:  # no node of the program (and no hook: lsrl.targets.cache)
         raise LsrlError(f"{arch}: cannot patch {name!r}: neither a program node of net.patchable nor a sub-layer "
                         f"(hook) of this {type(net).__name__}; the hooks are the keys of net.run_with_cache(xs)[1]")
-    if getattr(net, "patchable", None) is None:
+    patchable = getattr(net, "patchable", None)
+    if patchable is None:
         raise LsrlError(f"{arch}: cannot patch {name!r}: no sub-layer (hook) of this {type(net).__name__}, and it "
                         "has no net.patchable (it was not built by lsrl.targets.to_torch from a compiled model with "
                         "unit labels), so it cannot be patched by program node")
-    if name not in net.patchable:
+    if name not in patchable:
         reason = getattr(net, "unpatchable", {}).get(name) or (
             "the compiled model cannot patch it exactly either (see model.patchable): it has no units of its own, "
             "was fused into a reader, shares units with another node, or was pruned as always 0")
@@ -104,11 +91,11 @@ def _check_patchable(net, name) -> None:
                         f"see net.patchable")
 
 
-def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> dict:
+def patched_units(net: torch.nn.Module, patch: Mapping[Any, Any], count: int, steps: int) -> dict:
     """``{labels key: [(unit, values (count, steps))]}``: every unit of a sub-module output or of a
     carried state that is labelled with a patched node, and what it is set to."""
     modules = dict(net.named_modules())
-    carriers = _carriers(net)
+    carriers = recurrences(net)
     arrays = {}
     for key, values in patch_items(patch, getattr(net, "architecture", type(net).__name__)):
         name = patch_key_name(key)
@@ -116,7 +103,7 @@ def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> 
         array = _values_array(net, name, values, count, steps)
         arrays[name] = (array.shape[-1], array)
     units = {}
-    for labels_key, labels in net.labels.items():
+    for labels_key, labels in _unit_labels(net).items():
         if labels_key not in carriers and labels_key not in modules:
             continue  # recomputed from the units it follows (gates, cells, s+ - s-)
         own = units_holding(enumerate(labels), arrays, labels_key)
@@ -130,15 +117,15 @@ def patched_units(net: torch.nn.Module, patch: dict, count: int, steps: int) -> 
     return units
 
 
-def _as_patch(pairs, dtype, device) -> StatePatch:
+def _as_patch(pairs: list[tuple[int, np.ndarray]], dtype: torch.dtype, device: torch.device) -> StatePatch:
     units = torch.tensor([unit for unit, _ in pairs], dtype=torch.long, device=device)
     values = torch.as_tensor(np.stack([values for _, values in pairs], axis=-1), dtype=dtype, device=device)
     return StatePatch(units, values)
 
 
-def _overwriting(patch: StatePatch):
+def overwriting(patch: StatePatch) -> Callable[[torch.nn.Module, Any, Any], Any]:
     """A forward hook that sets the patched units of a ``(B, T, width)`` output at every step."""
-    def hook(module, args, output):
+    def hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
         sequence = output[0] if isinstance(output, tuple) else output
         sequence = sequence.clone()
         sequence[..., patch.units] = patch.values.to(sequence.dtype)
@@ -148,7 +135,7 @@ def _overwriting(patch: StatePatch):
 
 
 @contextmanager
-def node_patches(net: torch.nn.Module, patch: dict, count: int, steps: int) -> Iterator[None]:
+def node_patches(net: torch.nn.Module, patch: Mapping[Any, Any], count: int, steps: int) -> Iterator[None]:
     """While the block runs, a call of ``net`` on ``count`` sequences of ``steps`` steps has the
     program nodes of ``patch`` patched (module docstring)."""
     if not patch:
@@ -156,23 +143,20 @@ def node_patches(net: torch.nn.Module, patch: dict, count: int, steps: int) -> I
         return
     units = patched_units(net, patch, count, steps)
     dtype, device = module_placement(net)
-    modules, carriers = dict(net.named_modules()), _carriers(net)
+    modules, carriers = dict(net.named_modules()), recurrences(net)
     handles, patched_carriers = [], []
     try:
         for key, pairs in units.items():
             state_patch = _as_patch(pairs, dtype, device)
             if key in carriers:
                 module, layer = carriers[key]
-                if layer is None:
-                    module.state_patch = state_patch
-                else:
-                    module.state_patch = {**(module.state_patch or {}), layer: state_patch}
+                module.state_patches = {**(module.state_patches or {}), layer: state_patch}
                 patched_carriers.append(module)
             else:
-                handles.append(modules[key].register_forward_hook(_overwriting(state_patch)))
+                handles.append(modules[key].register_forward_hook(overwriting(state_patch)))
         yield
     finally:
         for handle in handles:
             handle.remove()
         for module in patched_carriers:
-            module.state_patch = None
+            module.state_patches = None

@@ -20,13 +20,13 @@ that a continued run is refused past ``max_len`` (``continued_state``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Callable, Protocol, Union
 
 import torch
 from torch import nn
 
 from lsrl.errors import LsrlError, SequenceError, whole_number
-from lsrl.targets.checks import module_placement
+from lsrl.targets.checks import HoldsTensors, module_placement
 from lsrl.targets.precision import Tolerance
 
 STATED_DTYPES = (torch.float32, torch.float64)  # the dtypes a stated tolerance covers
@@ -38,15 +38,17 @@ class KeptPromises:
     promise is refused with an ``LsrlError`` before any tensor moves; one that changes the dtype restates
     it (module docstring)."""
 
+    tolerance: Tolerance | float | None  # a float module's Tolerance, a stock module's number
+
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
-        dtype, device = module_placement(self)  # type: ignore[arg-type]
+        dtype, device = module_placement(self)  # type: ignore[arg-type]  # mixed into an nn.Module
         probe = fn(torch.empty(0, dtype=dtype, device=device))
         name = getattr(self, "architecture", type(self).__name__)
         if probe.device.type == "meta":
             raise LsrlError(f"{name}: cannot move to the meta device, which holds no values: the module's weights "
                             "are the construction")
         retune = self.retuned(probe.dtype) if probe.dtype != dtype else None
-        moved = super()._apply(fn, recurse)  # type: ignore[misc]
+        moved = super()._apply(fn, recurse)  # type: ignore[misc]  # nn.Module's, later in the MRO
         if retune is not None:
             retune()
         return moved
@@ -76,7 +78,7 @@ class BuiltForOneDtype(KeptPromises):
 
     def retuned(self, dtype: torch.dtype) -> Callable[[], None]:
         name = getattr(self, "architecture", type(self).__name__)
-        built, _ = module_placement(self)  # type: ignore[arg-type]
+        built, _ = module_placement(self)  # type: ignore[arg-type]  # mixed into an nn.Module
         raise LsrlError(f"{name}: built for {built} (its scales, saturations and stated tolerance come from that "
                         f"dtype), cannot run in {dtype}; build it again with dtype={_shown_dtype(dtype)}")
 
@@ -111,7 +113,17 @@ class StockState:
     steps: int
 
 
-def continued_state(net: nn.Module, state: Any, x: torch.Tensor) -> tuple[int, CoreState]:
+class SteppedModule(HoldsTensors, Protocol):
+    """What ``continued_state`` reads of a stock module (``lsrl.targets.stock.StockRNNModel``)."""
+
+    architecture: str
+    max_len: int
+    core: nn.RNNBase
+
+    def initial_state(self, batch: int) -> CoreState: ...
+
+
+def continued_state(net: SteppedModule, state: Any, x: torch.Tensor) -> tuple[int, CoreState]:
     """``(steps so far, core state)`` for ``net.run(x, state)``: the initial state for ``state=None``; else
     ``state`` checked (a ``StockState`` of this module's shape, dtype and device, within ``max_len`` with
     ``x``'s steps), or ``SequenceError`` naming what is wrong."""
@@ -139,7 +151,7 @@ def _checked_steps(name: str, steps: Any) -> int:
     return count
 
 
-def _check_core(net: nn.Module, core: Any, batch: int) -> None:
+def _check_core(net: SteppedModule, core: Any, batch: int) -> None:
     """``core`` is ``h`` (GRU) or ``(h, c)`` (LSTM), each ``(num_layers, batch, hidden)`` in the module's dtype, on
     its device, finite."""
     name, lstm = net.architecture, isinstance(net.core, nn.LSTM)

@@ -9,7 +9,7 @@ step (Eq. 2), with ``h_0 = s_0 >= 0``.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from lsrl.ir.labels import negative_part, positive_part
 from lsrl.targets.blocks import Block, BlockStack, Dense
 from lsrl.targets.cache import CachedRun
 from lsrl.targets.checks import checked_input
+from lsrl.targets.hook_points import Layer, Recurrence, StepHook
 from lsrl.targets.promises import KeptPromises
 
 
@@ -50,10 +51,9 @@ class DenseStack(nn.Module):
         return v
 
 
-class LinearRNNBlock(nn.Module):
-    """``s_t = A s_{t-1} + B x_t + b``, ``y_t = phi(s_t)`` or ``gamma(x_t) * phi(s_t)``."""
-
-    state_patch = None  # set while a patched call runs (lsrl.targets.patch): overwrites s_t before it is carried
+class LinearRNNBlock(Recurrence, nn.Module):
+    """``s_t = A s_{t-1} + B x_t + b``, ``y_t = phi(s_t)`` or ``gamma(x_t) * phi(s_t)``; its state ``s_t`` is the
+    hook ``{name}.state`` (a patch overwrites it before it is carried: ``lsrl.targets.hook_points``)."""
 
     def __init__(self, block: Block) -> None:
         super().__init__()
@@ -68,13 +68,17 @@ class LinearRNNBlock(nn.Module):
     def states(self, x: torch.Tensor) -> torch.Tensor:
         drive = x @ self.B.T + self.b
         state = self.s0.expand(x.shape[0], -1)
+        hook = self.state_hook()
         states = []
         for t in range(x.shape[1]):
             state = state @ self.A.T + drive[:, t]
-            if self.state_patch is not None:
-                state = self.state_patch(state, t)
+            if hook is not None:
+                state = hook(state, t)
             states.append(state)
         return self.state(torch.stack(states, dim=1))
+
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        return {f"{name}.state": None}
 
     @property
     def hidden_size(self) -> int:
@@ -89,6 +93,9 @@ class LinearRNNBlock(nn.Module):
 class ClassicRNNBlock(LinearRNNBlock):
     """The same layer with its recurrence in ``torch.nn.RNN(nonlinearity="relu")`` (Eq. (11))."""
 
+    rnn: nn.RNN
+    merge: torch.Tensor  # [s+; s-] -> s (a buffer)
+
     def __init__(self, block: Block) -> None:
         nn.Module.__init__(self)
         if block.relu_state is not None:
@@ -96,32 +103,26 @@ class ClassicRNNBlock(LinearRNNBlock):
             return
         d = block.d_state
         A, B, b = block.A, block.B, block.b
-        self.rnn = nn.RNN(block.d_in, 2 * d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
-        with torch.no_grad():
-            self.rnn.weight_hh_l0.copy_(float64_tensor(np.block([[A, -A], [-A, A]])))
-            self.rnn.weight_ih_l0.copy_(float64_tensor(np.vstack([B, -B])))
-            self.rnn.bias_ih_l0.copy_(float64_tensor(np.concatenate([b, -b])))
-            self.rnn.bias_hh_l0.zero_()
+        self.rnn = _relu_rnn(block.d_in, np.block([[A, -A], [-A, A]]), np.vstack([B, -B]), np.concatenate([b, -b]))
         self.h0 = nn.Parameter(float64_tensor(np.concatenate([np.maximum(block.s0, 0), np.maximum(-block.s0, 0)])))
         self.register_buffer("merge", float64_tensor(np.hstack([np.eye(d), -np.eye(d)])))
         self.state = nn.Identity()
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
 
-    def _init_relu_state(self, block):
+    def _init_relu_state(self, block: Block) -> None:
         """The ReLUState's update as the RNN step itself (no sign split: ``merge = I``)."""
         d = block.d_state
-        self.rnn = nn.RNN(block.d_in, d, nonlinearity="relu", batch_first=True, dtype=torch.float64)
-        with torch.no_grad():
-            self.rnn.weight_hh_l0.copy_(float64_tensor(block.A))
-            self.rnn.weight_ih_l0.copy_(float64_tensor(block.B))
-            self.rnn.bias_ih_l0.copy_(float64_tensor(block.b))
-            self.rnn.bias_hh_l0.zero_()
+        self.rnn = _relu_rnn(block.d_in, block.A, block.B, block.b)
         self.h0 = nn.Parameter(float64_tensor(block.s0))
         self.register_buffer("merge", float64_tensor(np.eye(d)))
         self.state = nn.Identity()
         self.phi = DenseStack(block.phi)
         self.gamma = DenseStack(block.gamma) if block.gamma is not None else None
+
+    def carried_states(self, name: str) -> dict[str, Layer]:
+        """The stock RNN's hidden ``[s+; s-]`` is what it carries: the hook ``{name}.rnn``."""
+        return {f"{name}.rnn": None}
 
     @property
     def hidden_size(self) -> int:
@@ -130,16 +131,27 @@ class ClassicRNNBlock(LinearRNNBlock):
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         h0 = self.h0.expand(1, x.shape[0], -1).contiguous()
-        split = self.rnn(x, h0)[0] if self.state_patch is None else self._patched_split(x, h0)
+        hook = self.state_hook()
+        split = self.rnn(x, h0)[0] if hook is None else self._patched_split(x, h0, hook)
         return self.state(split @ self.merge.T)
 
-    def _patched_split(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def _patched_split(self, x: torch.Tensor, h: torch.Tensor, hook: StepHook) -> torch.Tensor:
         """The stock RNN one step at a time, its hidden ``[s+; s-]`` patched before it is carried."""
         steps = []
         for t in range(x.shape[1]):
-            h = self.state_patch(self.rnn(x[:, t:t + 1], h)[1][0], t)[None]
+            h = hook(self.rnn(x[:, t:t + 1], h)[1][0], t)[None]
             steps.append(h[0])
         return torch.stack(steps, dim=1)
+
+
+def _relu_rnn(d_in: int, weight_hh: np.ndarray, weight_ih: np.ndarray, bias: np.ndarray) -> nn.RNN:
+    """A one-layer float64 ``torch.nn.RNN(nonlinearity="relu")`` with these weights (``bias_hh`` 0)."""
+    rnn = nn.RNN(d_in, weight_hh.shape[0], nonlinearity="relu", batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        for name, value in (("weight_hh", weight_hh), ("weight_ih", weight_ih), ("bias_ih", bias),
+                            ("bias_hh", np.zeros_like(bias))):
+            getattr(rnn, f"{name}_l0").copy_(float64_tensor(value))
+    return rnn
 
 
 class BlockModel(KeptPromises, CachedRun, nn.Module):
@@ -190,10 +202,18 @@ def block_labels(stack: BlockStack, blocks: Iterable[nn.Module], state: str = "s
     return labels
 
 
-def block_report(module: nn.Module) -> list[dict]:
+class BlockModule(Protocol):
+    """A model of blocks (``BlockModel``, ``DiagonalRNNModel``), as ``block_report`` reads it."""
+
+    architecture: str
+    blocks: nn.ModuleList
+
+
+def block_report(module: BlockModule) -> list[dict]:
     """Per block of a model of blocks (``BlockModel``, ``DiagonalRNNModel``): the state's hidden size,
     the MLP widths and the non-zero parameters."""
     rows = []
+    block: Any  # a LinearRNNBlock or DiagonalRNNBlock (a ModuleList holds them as nn.Module)
     for index, block in enumerate(module.blocks):
         mlps = [block.phi] + ([block.gamma] if block.gamma is not None else [])
         rows.append({

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import LsrlError, whole_number
+from lsrl.kinds import Kind
 from lsrl.model import extensions
 from lsrl.targets.blocks import BlockStack, to_blocks
 from lsrl.targets.precision import precision_of, tolerance_of
@@ -91,7 +92,7 @@ class Target:
 
     def _require_linear_states(self, model: CompiledProgram) -> None:
         """Refuse a ReLUState for an architecture whose state update is linear (it cannot express one)."""
-        states = [layer for layer in model.layers if layer.kind == "ReLUState"]
+        states = [layer for layer in model.layers if layer.kind is Kind.RELUSTATE]
         if states and not self.relu_state:
             raise LsrlError(
                 f"{self.name!r} updates its state linearly, but {states[0].describe()} updates its state through "
@@ -120,7 +121,7 @@ def check_options(arch: str, options: Mapping[str, Any], accepted: tuple[str, ..
         )
 
 
-def whole_number_option(arch: str, option: str, value: object, at_most: int, why: str = "") -> int:
+def whole_number_option(arch: str, option: str, value: Any, at_most: int, why: str = "") -> int:
     """A builder's integer option (``max_len``, ``window``, ``heads``) as an ``int`` in ``1..at_most``, or
     one ``LsrlError`` naming ``arch``, ``option`` and the range: no bool, text, NaN, infinity or fraction
     (an integral float such as ``8.0`` is read as 8). ``why`` says where the upper limit comes from."""

@@ -2,7 +2,7 @@
 
 The other targets are built from a ``BlockStack`` (``lsrl.targets.blocks``); the stock ones need the
 program's nodes, because their scales come from ``lsrl.lang.value_bounds`` of every layer at
-``max_len`` (``lsrl.targets.stock_rnn``). Torch-free: the builder is resolved when first used.
+``max_len`` (``lsrl.targets.stock``). Torch-free: the builder is resolved when first used.
 """
 
 from __future__ import annotations

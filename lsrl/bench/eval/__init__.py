@@ -8,9 +8,11 @@ and ``lsrl bench score SUBMISSION SUITE`` (``lsrl.bench.eval.submission``).
 """
 
 from lsrl.bench.eval.harness import COLUMNS, evaluate, evaluate_all, score, write_csv
-from lsrl.bench.eval.methods import METHODS, Found, Pairs
+from lsrl.bench.eval.hooked import tier_subject
+from lsrl.bench.eval.methods import METHODS
 from lsrl.bench.eval.metrics import auroc, rates
+from lsrl.bench.eval.pairs import Found, Pairs
 from lsrl.bench.eval.subject import Intervention, Subject
 
 __all__ = ["COLUMNS", "METHODS", "Found", "Intervention", "Pairs", "Subject", "auroc", "evaluate", "evaluate_all",
-           "rates", "score", "write_csv"]
+           "rates", "score", "tier_subject", "write_csv"]

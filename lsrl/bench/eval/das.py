@@ -15,7 +15,7 @@ It finds the layer itself: the ``HOOKS_TRIED`` layers where a least-squares prob
 training bases) are each searched, and the one whose learned subspace reaches the best training accuracy is kept.
 A rotated target is searched in its own (rotated) coordinates. Any subject that runs with interventions
 is searched: a path model, a hooked one (a stock ``transformers`` model of the trained tier through its stepped run:
-``hooked.changed_run``), an in-memory trained model (``lsrl.bench.eval.trained.TrainedSubject``).
+``hooked.changed_run``), an in-memory trained model (``lsrl.bench.trained_tier.TrainedSubject``).
 
 Reported, on the harness's fixed held-out pairs (``data.npz``: pairs of equal and of different lengths, never
 trained on): the interchange accuracy (the share of clean (pair, step) outputs that, rounded, equal the
@@ -40,8 +40,8 @@ import torch
 from torch.nn.utils.parametrizations import orthogonal
 
 from lsrl.bench.eval.hooked import HookedSubject
-from lsrl.bench.eval.methods import Found, Pairs, _effects, _fits, agrees, held_trace, program_interchange
-from lsrl.bench.eval.subject import Intervention, Subject, _holds
+from lsrl.bench.eval.pairs import Found, Pairs, agrees, fit_probes, held_trace, output_changes, program_interchange
+from lsrl.bench.eval.subject import Intervention, Subject, holds
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, listed, whole_number
 
@@ -79,7 +79,7 @@ def das(subject: Subject, pairs: Pairs, seed: int = 0, steps: int = STEPS, nodes
     if outputs is not None:
         real = held_out.real.numpy()[..., 0] > 0
         agree = agrees(outputs.numpy().reshape(len(found), *expected[0].shape), np.stack(expected))[:, real]
-        for search, effect, share in zip(found, _effects(outputs, held_out), agree.mean(axis=1)):
+        for search, effect, share in zip(found, output_changes(outputs, held_out), agree.mean(axis=1)):
             scores[search.node], interchange[search.node] = float(effect), float(share)
             overlap[search.node] = overlap_with_labels(subject, search.layer, interchange_equivalent(
                 own, train, search.node, search.layer), search.basis.numpy())
@@ -174,7 +174,7 @@ def _searches(subject: Subject, train: _Training, nodes: list[str]) -> list[Sear
         fits = []
         for index, layer in enumerate(train.base_layers):
             if layer.shape[-1] >= values.shape[-1]:
-                r2 = _fits(layer.reshape(-1, layer.shape[-1]).double().numpy(), values, [values.shape[-1]])[0][0]
+                r2 = fit_probes(layer.reshape(-1, layer.shape[-1]).double().numpy(), values, [values.shape[-1]])[0][0]
                 fits.append((-np.nan_to_num(r2, nan=-1.0), index))
         if not fits:
             raise LsrlError(f"das: no layer of {subject.task}/{subject.arch} has {values.shape[-1]} units for "
@@ -193,7 +193,7 @@ def _learn(subject: Subject, train: _Training, searches: list[Search], seed: int
                                      for width in widths])
     optimizer = torch.optim.Adam(rotations.parameters(), lr=LEARNING_RATE)
 
-    def trained(bases):
+    def trained(bases: list[torch.Tensor]) -> list[Search]:
         return [replace(search, basis=basis) for search, basis in zip(searches, bases)]
 
     for _ in range(steps):
@@ -268,7 +268,7 @@ def interchange_equivalent(subject: Subject, train: _Training, node: str, layer:
     """``node`` and the variables labelled at ``layer`` whose interchange the program answers as ``node``'s: the
     same counterfactual outputs on every training pair (copies of its value, functions of it that determine it
     at each step): an interchange of their units is one of ``node``."""
-    held = {label.node for label in subject.labels[layer] if _holds(label) and label.node in train.source_trace}
+    held = {label.node for label in subject.labels[layer] if holds(label) and label.node in train.source_trace}
     held.discard(node)
     expected = train.counterfactual(subject, node)
     return [node, *(other for other in sorted(held)
@@ -280,7 +280,7 @@ def overlap_with_labels(subject: Subject, layer: int, nodes: list[str], basis: n
     (orthonormal ``(k, width)``, in layer ``layer``'s own coordinates) and the span of the units ``labels.json``
     names one of ``nodes`` there: the share of the subspace inside the labelled one (0 where the layer holds no
     unit of ``nodes``)."""
-    held = [unit for unit, label in enumerate(subject.labels[layer]) if _holds(label) and label.node in nodes]
+    held = [unit for unit, label in enumerate(subject.labels[layer]) if holds(label) and label.node in nodes]
     return min(_captured(basis, _coordinates(subject, layer, held)) / basis.shape[0], 1.0)
 
 

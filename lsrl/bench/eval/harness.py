@@ -19,8 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsrl.bench.eval.methods import PATH_METHODS, METHODS, Found, Pairs, held_trace, program_interchange
+from lsrl.bench.eval.methods import PATH_METHODS, METHODS
+from lsrl.bench.eval.pairs import Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
+from lsrl.bench.eval.hooked import tier_subject
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
 from lsrl.bench.tiers import TIERS, in_circuit, tier_model
 from lsrl.errors import InternalError, LsrlError
@@ -184,7 +186,7 @@ def tier_rows(task: str, tier: str, runs: list[tuple[str, str, str]], pairs: int
     model = tier_model(task, tier)
     rows = []
     for arch in dict.fromkeys(arch for _, arch, _ in runs):
-        subject = Subject.from_tier(model, arch)
+        subject = tier_subject(model, arch)
         rows += [evaluate(subject, method, pairs) for _, other, method in runs if other == arch]
     return rows
 

@@ -26,9 +26,10 @@ from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.labels import unit_labels
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
-from lsrl.bench.tasks import TASKS
+from lsrl.bench.tasks import TASKS, program_widths, task_program
 from lsrl.bench.tiers import TierModel, distractor_program, tier_model
 from lsrl.errors import InternalError, LsrlError, ModelFileError
+from lsrl.kinds import Kind
 from lsrl.lang.program import ForEach
 from lsrl.targets.cell_steps import Run
 
@@ -72,12 +73,13 @@ class HookedSubject(Subject):
         (every method runs), any other as a ``HookedSubject``; the truth is its ``circuit.json``. Its tier and
         architecture are ``config.json``'s ``"tier"`` and ``"architecture"``; ``tier`` or ``arch`` given must be
         those (an ``LsrlError`` otherwise: the folder cannot be scored as another)."""
-        from lsrl.bench import load
-        from lsrl.bench.hf_trained import folder_subject, is_hf_folder
+        from lsrl.bench.loading import is_hf_folder, load, load_hf_folder
 
         folder = Path(folder)
-        if is_hf_folder(folder):  # a stock transformers model of the trained tier
-            return folder_subject(folder)
+        if is_hf_folder(folder):  # a stock transformers model of the trained tier: patched through its loader
+            net, circuit = load_hf_folder(folder)
+            program = task_program(circuit.task)
+            return cls.from_circuit(circuit.task, "trained", net, circuit, program, program_widths(program)[1])
         try:
             config = standalone.read_config(folder)
         except standalone.SuiteFileError as error:  # no suite folder, or a corrupt one: lsrl.bench.load's refusal
@@ -141,6 +143,14 @@ class HookedSubject(Subject):
         if self.rotations and not outputs.requires_grad:  # the change of basis and back leaves float64 noise: a patch
             outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)  # changing nothing scores 0
         return outputs, [cache[hook].double() for hook in self.hooks]
+
+
+def tier_subject(tier: TierModel, arch: str = "path") -> Subject:
+    """The subject of a ``lsrl.bench.tiers.TierModel``: its path model (a ``PathSubject``), or the torch target
+    ``arch`` of it loaded by the suite's hooked loader (a ``HookedSubject``)."""
+    if arch == "path":
+        return PathSubject.from_tier(tier)
+    return HookedSubject.from_tier(tier, arch)
 
 
 def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -> torch.Tensor:
@@ -212,7 +222,7 @@ def hooked_forward(net: Any, xs: torch.Tensor | np.ndarray, run: Run) -> torch.T
     x = torch.as_tensor(xs).to(_dtype(net))
     points = [module for module in net.modules() if isinstance(module, standalone.HookPoint)]
     for point in points:
-        point.run = run  # type: ignore[assignment]  # the loader's HookPoint types run by its None default
+        point.run = run
     try:
         return net(x)
     finally:
@@ -248,16 +258,16 @@ def path_bases(rotations: dict[str, HookRotation], hooks: list[str], widths: lis
     return bases
 
 
-PATH_OPS = {"linear": "Linear", "relu": "ReLU", "multiply_halves": "Multi", "linear_recurrence": "LinState"}
+PATH_OPS = {"linear": Kind.LINEAR, "relu": Kind.RELU, "multiply_halves": Kind.MULTI, "linear_recurrence": Kind.LINSTATE}
 
 
 def path_layer(spec: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Layer:
     """A path folder's config layer as a ``Layer``."""
     kind = PATH_OPS[spec["op"]]
-    if kind == "Linear":
+    if kind is Kind.LINEAR:
         weight = tensors[spec["weight"]].double()
         bias = tensors[spec["bias"]].double() if spec["bias"] is not None else weight.new_zeros(weight.shape[0])
         return Layer(kind, {"A": weight, "b": bias})
-    if kind == "LinState":
+    if kind is Kind.LINSTATE:
         return Layer(kind, {name: tensors[spec[name]].double() for name in ("A", "B", "b", "s0")})
     return Layer(kind)

@@ -45,92 +45,15 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from lsrl.bench.data import pair_inputs
+from lsrl.bench.eval.das import das
+from lsrl.bench.eval.pairs import (EFFECT_THRESHOLD, Found, Pairs, agrees, fit_probes, held_trace, output_changes,
+                                   program_interchange)
 from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject
-from lsrl.bench.tasks import TASKS
-from lsrl.errors import LsrlError, shown, whole_number
+from lsrl.errors import LsrlError
+from lsrl.kinds import Kind
 
 ROWS = 8192  # rows (units x pairs) per batched forward
-EFFECT_THRESHOLD = 1e-6  # an output change above this calls a candidate in the circuit (float64 noise is ~1e-15)
 R2_FOUND = 0.99  # a probe fitting at least this well has found its variable
-
-
-@dataclass
-class Pairs:
-    """Clean and corrupted inputs ``(P, T, d_in)`` and the subject's runs on them; ``real`` ``(P, T, 1)``: 1 at
-    the clean sequences' steps, 0 on their padding. A corrupted run shorter than its clean one holds its last
-    step's values (inputs, outputs and activations): the interchange of ``data.npz``."""
-
-    clean: np.ndarray
-    corrupt: np.ndarray  # as run: the held steps are in corrupt_outputs, corrupt_layers and held(...)
-    clean_outputs: torch.Tensor
-    corrupt_outputs: torch.Tensor
-    clean_layers: list[torch.Tensor]
-    corrupt_layers: list[torch.Tensor]
-    real: torch.Tensor
-    corrupt_steps: np.ndarray  # (P, T): the corrupted run's step whose values stand at each clean step
-
-    @classmethod
-    def from_data(cls, subject: Subject, count: int = 0) -> Pairs:
-        """The fixed pairs of the task's ``data.npz`` (``lsrl.bench.data.pair_inputs``): all of them, or ``count``
-        taken evenly from its pairs of equal and of different lengths."""
-        data = pair_inputs(TASKS[subject.task])
-        total = len(data["pairs_clean_lengths"])
-        wanted = whole_number(count)
-        if wanted is None or not 2 <= (wanted or total) <= total:
-            raise LsrlError(f"pairs: the data has {total} fixed clean / corrupted pairs; pairs must be a whole number "
-                            f"from 2 to {total} (0: all of them), got {shown(count)}")
-        wanted = wanted or total
-        half = wanted // 2
-        chosen = np.r_[0:half, total // 2:total // 2 + wanted - half]
-        clean, lengths = data["pairs_clean_inputs"][chosen], data["pairs_clean_lengths"][chosen]
-        steps = int(lengths.max())
-        clean = clean[:, :steps]
-        corrupt = np.zeros_like(clean)
-        ours = data["pairs_corrupted_inputs"][chosen, :steps]
-        corrupt[:, :ours.shape[1]] = ours
-        held = np.minimum(np.arange(steps)[None], data["pairs_corrupted_lengths"][chosen][:, None] - 1)
-        real = torch.as_tensor((np.arange(steps)[None] < lengths[:, None])[..., None].astype(np.float64))
-        with torch.no_grad():
-            clean_run, corrupt_run = subject.run(clean), subject.run(corrupt)
-        rows = np.arange(len(chosen))[:, None]
-        corrupt_outputs, corrupt_layers = (corrupt_run[0][rows, held], [layer[rows, held] for layer in corrupt_run[1]])
-        return cls(clean, corrupt, clean_run[0], corrupt_outputs, clean_run[1], corrupt_layers, real, held)
-
-    def held(self, values: np.ndarray) -> np.ndarray:
-        """Values ``(P, T, ...)`` of the corrupted runs at the steps that stand at each clean step."""
-        return values[np.arange(len(values))[:, None], self.corrupt_steps]
-
-    def layer_input(self, subject: Subject, index: int, corrupted: bool = False) -> torch.Tensor:
-        """What layer ``index`` reads on the clean (or corrupted) inputs."""
-        if index == 0:
-            return torch.as_tensor(self.held(self.corrupt) if corrupted else self.clean)
-        return (self.corrupt_layers if corrupted else self.clean_layers)[index - 1]
-
-
-@dataclass
-class Found:
-    """A method's scores: per candidate unit (``Subject.candidates``), per variable, per edge
-    (``Subject.edges()``); ``threshold``: above it a candidate is called in the circuit;
-    ``interchange``: ``{variable: interchange accuracy}`` for variable-level methods; ``overlap``: ``{variable:
-    overlap of the subspace found with the labelled one}`` for subspace methods (``das``)."""
-
-    threshold: float
-    units: np.ndarray | None = None
-    nodes: dict[str, float] | None = None
-    edges: np.ndarray | None = None
-    interchange: dict[str, float] = field(default_factory=dict)
-    overlap: dict[str, float] = field(default_factory=dict)
-
-
-def _effects(outputs: torch.Tensor, pairs: Pairs) -> np.ndarray:
-    """Per patched candidate (rows grouped by candidate, one per pair each): the mean absolute change of the
-    outputs over the clean sequences' steps."""
-    repeats = outputs.shape[0] // pairs.clean_outputs.shape[0]
-    real = pairs.real.repeat(repeats, 1, 1)
-    change = (outputs - pairs.clean_outputs.repeat(repeats, 1, 1)).abs() * real
-    per_row = change.sum(dim=(1, 2)) / (real.sum(dim=(1, 2)) * outputs.shape[-1])
-    return per_row.reshape(-1, pairs.clean.shape[0]).mean(dim=1).numpy()
 
 
 def _chunks(items: list, per_chunk: int) -> list[list]:
@@ -146,7 +69,7 @@ def _patched_effects(subject: Subject, pairs: Pairs, layer: int, make: Callable[
     with torch.no_grad():
         for chunk in _chunks(items, ROWS // count):
             outputs = subject.patched(pairs, layer, make(chunk), len(chunk))
-            effects.append(_effects(outputs, pairs))
+            effects.append(output_changes(outputs, pairs))
     return np.concatenate(effects) if effects else np.zeros(0)
 
 
@@ -171,7 +94,7 @@ def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
         else:
             values = torch.zeros_like(clean)
 
-        def make(chunk, values=values, width=clean.shape[-1]):
+        def make(chunk: list[int], values: torch.Tensor = values, width: int = clean.shape[-1]) -> Intervention:
             mask = torch.zeros(len(chunk), width, dtype=torch.float64)
             mask[torch.arange(len(chunk)), [subject.candidates[p].unit for p in chunk]] = 1
             return Intervention(values=values.repeat(len(chunk), 1, 1), mask=mask.repeat_interleave(count, dim=0))
@@ -278,7 +201,7 @@ def edge_attribution(subject: Subject, pairs: Pairs) -> Found:
 def _edge_drive(subject: PathSubject, pairs: Pairs, edge: Edge) -> torch.Tensor:
     """What the edge adds to its receiver's input when its sender takes the corrupted value: ``(P, T)``."""
     if edge.kind == "recurrent":  # the sender's previous state; s_0 is the same in both runs
-        def previous(states):
+        def previous(states: torch.Tensor) -> torch.Tensor:
             states = states[..., edge.sender]
             return torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
 
@@ -301,7 +224,7 @@ def path_patching(subject: Subject, pairs: Pairs) -> Found:
     for layer, positions in groups.items():
         width = pairs.clean_layers[layer].shape[-1]
 
-        def make(chunk, width=width):
+        def make(chunk: list[int], width: int = width) -> Intervention:
             delta = torch.zeros(len(chunk), count, pairs.clean.shape[1], width, dtype=torch.float64)
             for row, position in enumerate(chunk):
                 delta[row, :, :, edges[position].receiver] = _edge_drive(subject, pairs, edges[position])
@@ -316,7 +239,7 @@ def _edge_weights(layer: Layer, removed: list[Edge]) -> tuple[Layer, dict[str, t
     kept = {name: weight.clone() for name, weight in layer.weights.items()}
     cut: dict[str, torch.Tensor] = {name: torch.zeros_like(kept[name]) for name in ("A", "B") if name in kept}
     for edge in removed:
-        name = "A" if layer.kind == "Linear" or edge.kind == "recurrent" else "B"
+        name = "A" if layer.kind is Kind.LINEAR or edge.kind == "recurrent" else "B"
         cut[name][edge.receiver, edge.sender] = kept[name][edge.receiver, edge.sender]
         kept[name][edge.receiver, edge.sender] = 0.0
     return Layer(layer.kind, kept), cut
@@ -327,7 +250,7 @@ def _corrupted_drive(subject: PathSubject, pairs: Pairs, index: int, cut: dict[s
     weights (for a state layer, the previous corrupted state through the removed recurrent weights, added at each
     step before the state is carried)."""
     below = pairs.layer_input(subject, index, corrupted=True)
-    if subject.layers[index].kind == "Linear":
+    if subject.layers[index].kind is Kind.LINEAR:
         return below @ cut["A"].T
     states = pairs.corrupt_layers[index]
     previous = torch.cat([subject.layers[index].weights["s0"].expand(states.shape[0], 1, -1), states[:, :-1]], dim=1)
@@ -357,32 +280,11 @@ def acdc(subject: Subject, pairs: Pairs) -> Found:
     for position in sorted(range(len(edges)), key=lambda p: (-edges[p].layer, edges[p].receiver, edges[p].kind)):
         edge = edges[position]
         trial = {**removed, edge.layer: [*removed.get(edge.layer, []), edge]}
-        effect = float(_effects(pruned_outputs(subject, pairs, trial, start=edge.layer), pairs)[0])
+        effect = float(output_changes(pruned_outputs(subject, pairs, trial, start=edge.layer), pairs)[0])
         scores[position] = effect - current
         if scores[position] <= EFFECT_THRESHOLD:  # the edge does not matter (given those removed): it stays out
             current, removed = effect, trial
     return Found(EFFECT_THRESHOLD, edges=scores)
-
-
-def _fits(activations: np.ndarray, targets: np.ndarray, widths: list[int], held_out: np.ndarray | None = None
-          ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Least-squares affine probes of several variables from one layer's ``activations`` ``(n, width)``:
-    ``targets`` ``(n, sum of widths)`` holds the variables side by side (``widths`` components each);
-    returns each variable's R^2 (NaN for a constant variable) and probe weights ``(k, width)``. ``held_out``: a
-    mask of rows the probes are not fitted on and their R^2 is measured on (None: fitted and measured on all)."""
-    design = np.hstack([activations, np.ones((activations.shape[0], 1))])
-    fitted, scored = (slice(None), slice(None)) if held_out is None else (~held_out, held_out)
-    solution, *_ = np.linalg.lstsq(design[fitted], targets[fitted], rcond=None)
-    design, targets = design[scored], targets[scored]
-    residual = ((design @ solution - targets) ** 2).sum(axis=0)
-    total = ((targets - targets.mean(axis=0)) ** 2).sum(axis=0)
-    r2, weights, start = [], [], 0
-    for width in widths:
-        part = slice(start, start + width)
-        r2.append(1 - residual[part].sum() / total[part].sum() if total[part].sum() > 0 else np.nan)
-        weights.append(solution[:-1, part].T)
-        start += width
-    return np.array(r2), weights
 
 
 def _projector(weights: np.ndarray) -> torch.Tensor:
@@ -390,26 +292,6 @@ def _projector(weights: np.ndarray) -> torch.Tensor:
     _, singular, rows = np.linalg.svd(weights, full_matrices=False)
     basis = rows[singular > 1e-9 * max(singular.max(initial=0), 1e-300)]
     return torch.as_tensor(basis.T @ basis)
-
-
-def held_trace(subject: Subject, pairs: Pairs) -> dict[str, np.ndarray]:
-    """The program's trace on the corrupted inputs, at the steps that stand at each clean step."""
-    return {node: pairs.held(values) for node, values in
-            subject.program.trace(pairs.corrupt, check_bounds=False).items()}
-
-
-def program_interchange(subject: Subject, pairs: Pairs, node: str, corrupt_trace: dict[str, np.ndarray]
-                        ) -> np.ndarray:
-    """The program's outputs on the clean inputs with ``node`` taking its values of ``corrupt_trace``
-    (``held_trace``): what the interchange of that variable should give."""
-    return subject.program(pairs.clean, check_bounds=False,
-                           patch={node: corrupt_trace[node]})[..., : subject.output_dim]
-
-
-def agrees(outputs: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """Per (..., step): the outputs, rounded, equal the expected ones, rounded (an interchange's outputs are the
-    program's; a trained model's are near them)."""
-    return (np.round(outputs) == np.round(expected)).all(axis=-1)
 
 
 def probe(subject: Subject, pairs: Pairs) -> Found:
@@ -423,7 +305,7 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
     targets = np.concatenate([np.concatenate([clean_trace[n], corrupt_trace[n]]).reshape(-1, clean_trace[n].shape[-1])
                               for n in nodes], axis=1)[real]
     widths = [clean_trace[n].shape[-1] for n in nodes]
-    fits = [_fits(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy()[real], targets, widths, held_out)
+    fits = [fit_probes(torch.cat([c, k]).reshape(-1, c.shape[-1]).numpy()[real], targets, widths, held_out)
             for c, k in zip(pairs.clean_layers, pairs.corrupt_layers)]
     r2 = np.nan_to_num(np.stack([fit[0] for fit in fits]), nan=-1.0)  # (layers, nodes)
     scores, interchange = dict.fromkeys(subject.nodes, 0.0), {}
@@ -435,7 +317,7 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
         with torch.no_grad():
             outputs = subject.patched(pairs, best, intervention, 1)
         if r2[best, column] >= R2_FOUND:
-            scores[node] = float(_effects(outputs, pairs)[0])
+            scores[node] = float(output_changes(outputs, pairs)[0])
         equal = agrees(outputs.numpy(), program_interchange(subject, pairs, node, corrupt_trace))
         interchange[node] = float(equal[pairs.real.numpy()[..., 0] > 0].mean())
     return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
@@ -453,12 +335,6 @@ def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Fo
     return Found(0.5, units=rng.random(len(subject.candidates)), nodes=nodes, edges=edges)
 
 
-def _das(subject: Subject, pairs: Pairs) -> Found:
-    from lsrl.bench.eval.das import das  # das.py builds on this module's pairs and probes
-
-    return das(subject, pairs)
-
-
 PATH_METHODS = ("path_patching", "acdc")  # path models only: they patch its weights, the edges between units
 METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "resample": lambda subject, pairs: activation_patching(subject, pairs, "resample"),
@@ -469,7 +345,7 @@ METHODS: dict[str, Callable[[Subject, Pairs], Found]] = {
     "path_patching": path_patching,
     "acdc": acdc,
     "edge_attribution": edge_attribution,
-    "das": _das,
+    "das": das,
     "random": random_scores,
 }
 ANY_MODEL_METHODS = tuple(method for method in METHODS if method not in PATH_METHODS)  # any subject

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -25,14 +25,20 @@ from torch import nn
 from lsrl.bench.tiers import TierModel
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import InternalError
-from lsrl.ir.labels import PATCHABLE_ROLES
+from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
+from lsrl.kinds import NODE_WEIGHTS, STATE_KINDS, Kind
+from lsrl.lang.nodes import Node
 from lsrl.lang.program import ForEach
 
-if TYPE_CHECKING:
-    from lsrl.bench.eval.methods import Pairs
-
-STATE_KINDS = ("LinState", "ReLUState")
 ZERO = 1e-9  # float64 values (of exact rationals up to rounding) below this are 0
+
+
+class CleanRuns(Protocol):
+    """What ``Subject.patched`` reads of a method's pairs (``lsrl.bench.eval.pairs.Pairs``): the clean inputs and
+    the subject's layers' outputs on them."""
+
+    clean: np.ndarray
+    clean_layers: list[torch.Tensor]
 
 
 @dataclass
@@ -49,7 +55,7 @@ class Intervention:
     def apply(self, out: torch.Tensor, t: int | None = None) -> torch.Tensor:
         """``out`` (at step ``t``, or the whole sequence when ``t`` is None) after the intervention, in ``out``'s
         dtype (a float32 model's hook takes float64 values)."""
-        def at(tensor):
+        def at(tensor: torch.Tensor) -> torch.Tensor:
             return (tensor if t is None else tensor[:, t]).to(out.dtype)
 
         if self.values is not None:
@@ -82,29 +88,29 @@ class Layer:
     """One path layer's kind and weights (float64 tensors; ``A``, ``b`` of a Linear, ``A``, ``B``, ``b``,
     ``s0`` of a state layer)."""
 
-    kind: str
+    kind: Kind
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def run(self, x: torch.Tensor, intervention: Intervention | None) -> torch.Tensor:
         if self.kind in STATE_KINDS:
             return self._run_state(x, intervention)
-        if self.kind == "Linear":
+        if self.kind is Kind.LINEAR:
             out = x @ self.weights["A"].T + self.weights["b"]
-        elif self.kind == "ReLU":
+        elif self.kind is Kind.RELU:
             out = torch.relu(x)
         else:  # Multi: first half times second half
             half = x.shape[-1] // 2
             out = x[..., :half] * x[..., half:]
         return intervention.apply(out) if intervention is not None else out
 
-    def _run_state(self, x, intervention):
+    def _run_state(self, x: torch.Tensor, intervention: Intervention | None) -> torch.Tensor:
         A, B, b, s0 = (self.weights[k] for k in ("A", "B", "b", "s0"))
         drive = x @ B.T + b
         state = s0.expand(x.shape[0], -1)
         states = []
         for t in range(x.shape[1]):
             state = state @ A.T + drive[:, t]
-            if self.kind == "ReLUState":
+            if self.kind is Kind.RELUSTATE:
                 state = torch.relu(state)
             if intervention is not None:
                 state = intervention.apply(state, t)
@@ -153,23 +159,13 @@ class Subject:
     candidates: list[Candidate]
     live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
 
-    @staticmethod
-    def from_tier(tier: TierModel, arch: str = "path") -> Subject:
-        """The subject of a ``lsrl.bench.tiers.TierModel``: its path model, or the torch target ``arch`` of it
-        loaded by the suite's hooked loader (``lsrl.bench.eval.hooked``)."""
-        if arch == "path":
-            return PathSubject.from_tier(tier)
-        from lsrl.bench.eval.hooked import HookedSubject
-
-        return HookedSubject.from_tier(tier, arch)
-
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``(task outputs, every layer's outputs)`` on ``xs`` ``(N, T, d_in)`` with ``interventions``
         ``{layer index: Intervention}``."""
         raise NotImplementedError
 
-    def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
+    def patched(self, pairs: CleanRuns, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
         """The task outputs on ``repeats`` copies of the clean inputs with ``intervention`` on ``layer``."""
         return self.run(torch.as_tensor(pairs.clean).repeat(repeats, 1, 1), {layer: intervention})[0]
 
@@ -194,7 +190,7 @@ class Subject:
         truth: dict[str, bool] = {}
         for layer_labels, live in zip(self.labels, self.live):
             for label, unit_live in zip(layer_labels, live):
-                if _holds(label):
+                if holds(label):
                     truth[label.node] = truth.get(label.node, False) or bool(unit_live)
         return truth
 
@@ -231,7 +227,7 @@ class PathSubject(Subject):
             outputs.append(x)
         return x[..., : self.output_dim], outputs
 
-    def patched(self, pairs: Pairs, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
+    def patched(self, pairs: CleanRuns, layer: int, intervention: Intervention, repeats: int) -> torch.Tensor:
         """As ``Subject.patched``; the layers below ``layer`` are not run again."""
         below = torch.as_tensor(pairs.clean) if layer == 0 else pairs.clean_layers[layer - 1]
         return self.run(below.repeat(repeats, 1, 1), {layer: intervention}, start=layer)[0]
@@ -240,7 +236,7 @@ class PathSubject(Subject):
         """Every non-zero weight of a Linear or state layer, as an ``Edge``."""
         edges = []
         for index, layer in enumerate(self.layers):
-            for kind, name in (("input", "A" if layer.kind == "Linear" else "B"), ("recurrent", "A")):
+            for kind, name in (("input", "A" if layer.kind is Kind.LINEAR else "B"), ("recurrent", "A")):
                 if name not in layer.weights or (kind == "recurrent") != (layer.kind in STATE_KINDS):
                     continue
                 weight = layer.weights[name]
@@ -299,24 +295,22 @@ class PathSubject(Subject):
     def _read_by(self, index: int, reached: np.ndarray) -> np.ndarray:
         """The units of the layer below that layer ``index``'s ``reached`` units read."""
         layer = self.layers[index]
-        if layer.kind in ("Linear", *STATE_KINDS):
-            return self._label_weight(index, "A" if layer.kind == "Linear" else "B")[reached].any(axis=0)
-        if layer.kind == "ReLU":
+        if layer.kind in (Kind.LINEAR, *STATE_KINDS):
+            return self._label_weight(index, "A" if layer.kind is Kind.LINEAR else "B")[reached].any(axis=0)
+        if layer.kind is Kind.RELU:
             return reached.copy()
         return np.concatenate([reached, reached])  # Multi: both halves of a product
 
 
-def _holds(label) -> bool:
+def holds(label: UnitLabel | None) -> bool:
     """Whether a unit of ``label`` holds its variable's value (a role of ``PATCHABLE_ROLES``)."""
     return label is not None and label.role in PATCHABLE_ROLES and bool(label.node)
 
 
-def _weights(layer) -> dict[str, torch.Tensor]:
-    names = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"),
-             "ReLUState": ("A", "B", "b", "init_state")}.get(layer.kind, ())
+def _weights(layer: Node) -> dict[str, torch.Tensor]:
     return {("s0" if name == "init_state" else name): torch.as_tensor(getattr(layer, name).to_numpy(),
                                                                       dtype=torch.float64)
-            for name in names}
+            for name in NODE_WEIGHTS[layer.kind]}
 
 
 def unit_candidates(labels: list[list], bases: list[np.ndarray | None], live: list[np.ndarray]) -> list[Candidate]:
@@ -326,7 +320,7 @@ def unit_candidates(labels: list[list], bases: list[np.ndarray | None], live: li
     value the task uses too (the compiler shares one unit between equal values)."""
     candidates = []
     for index, (layer_labels, basis) in enumerate(zip(labels, bases)):
-        held = [(label.node,) if _holds(label) else () for label in layer_labels]
+        held = [(label.node,) if holds(label) else () for label in layer_labels]
         for unit in range(len(layer_labels)):
             loads = [unit] if basis is None else np.flatnonzero(basis[unit]).tolist()
             nodes = tuple(sorted({node for u in loads for node in held[u]}))

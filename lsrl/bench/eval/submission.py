@@ -44,7 +44,7 @@ from lsrl.bench.circuit import INPUT, read_circuit
 from lsrl.bench.eval.harness import (
     COLUMNS, PAIRS, corrupted_units, edge_truth, found_interchange, score as harness_score,
 )
-from lsrl.bench.eval.methods import Found, Pairs
+from lsrl.bench.eval.pairs import Found, Pairs
 from lsrl.bench.eval.subject import Subject
 from lsrl.errors import InternalError, LsrlError
 from lsrl.model.writing import as_path

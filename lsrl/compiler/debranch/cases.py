@@ -22,7 +22,8 @@ from lsrl.compiler.fusion import fuse_concat_identical
 from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
 from lsrl.ir.labels import Label, constant_for, copy_of, negation_of, positive_part
-from lsrl.ir.ops import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS, Op
+from lsrl.ir.ops import Op
+from lsrl.kinds import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, STATE_KINDS
 
 if TYPE_CHECKING:
     from lsrl.numbers import Matrix

@@ -51,7 +51,8 @@ from lsrl.compiler.debranch.cases import (
 from lsrl.compiler.fusion import computation, fuse_at
 from lsrl.errors import InternalError
 from lsrl.ir.graph import Graph
-from lsrl.ir.ops import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Op, OpKind
+from lsrl.ir.ops import Op
+from lsrl.kinds import CONCAT, LINEAR, LINSTATE, MULTI, RELU, RELUSTATE, Kind
 
 Case = Callable[[Graph, Op, list[Op]], None]  # one of App. A's cases (lsrl.compiler.debranch.cases)
 
@@ -79,12 +80,12 @@ def _goes_straight_to_output(graph: Graph, op: Op) -> bool:
     return all(x is op or (x is not None and x.kind in (LINEAR, CONCAT)) for x in _below(graph, [op]))
 
 
-def _kind_ahead(graph: Graph, starts: Iterable[Op], kind: OpKind) -> bool:
+def _kind_ahead(graph: Graph, starts: Iterable[Op], kind: Kind) -> bool:
     """Whether an op of ``kind`` lies below ``starts`` (within the look-ahead)."""
     return any(x is not None and x.kind == kind for x in _below(graph, starts))
 
 
-def _can_wait(graph: Graph, users: list[Op], waiting: list[Op], layer_kind: OpKind,
+def _can_wait(graph: Graph, users: list[Op], waiting: list[Op], layer_kind: Kind,
               value_of: Callable[[Op], Op | None]) -> bool:
     """Whether the users ``waiting`` (their values ``value_of(u)``) can wait for a later layer of
     ``layer_kind``: each value goes straight to the output, such a layer lies below the other users,

@@ -8,7 +8,8 @@ derelicted or promoted. Errors name the offending sub-term in the paper's notati
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 from lsrl.errors import LsrlError
 from lsrl.llrnn.logic.terms import (
@@ -16,6 +17,9 @@ from lsrl.llrnn.logic.terms import (
     free_variables, show,
 )
 from lsrl.llrnn.logic.types import ONE, Bang, Lolli, Tensor, Type
+
+
+Inferred: TypeAlias = "tuple[Type, Counter[str]]"  # a term's type and how often each free variable occurs in it
 
 
 class LogicError(LsrlError):
@@ -39,7 +43,7 @@ def type_of(term: Term, context: Mapping[str, Type] | None = None) -> Type:
     return term_type
 
 
-def _expect_used_once(name: str, uses: Counter, scope: Term) -> None:
+def _expect_used_once(name: str, uses: Counter[str], scope: Term) -> None:
     count = uses.get(name, 0)
     if count == 1:
         return
@@ -48,7 +52,8 @@ def _expect_used_once(name: str, uses: Counter, scope: Term) -> None:
     raise LinearityError(f"variable {name} is {how} in {show(scope)}{hint}")
 
 
-def _bind(names, body: Term, context: dict, bound: frozenset, types) -> tuple:
+def _bind(names: Sequence[str], body: Term, context: Mapping[str, Type], bound: frozenset[str],
+          types: Sequence[Type]) -> Inferred:
     for name in names:
         if name in bound:
             raise IllTypedTerm(f"variable {name} is bound twice (inside {show(body)}); rename one of them")
@@ -60,13 +65,13 @@ def _bind(names, body: Term, context: dict, bound: frozenset, types) -> tuple:
     return body_type, uses
 
 
-def _expect_bang(term: Term, term_type: Type, what: str) -> Type:
+def _expect_bang(term: Term, term_type: Type, what: str) -> Bang:
     if not isinstance(term_type, Bang):
         raise IllTypedTerm(f"only !-typed terms can be {what}: {show(term)} has type {term_type}")
     return term_type
 
 
-def _infer(term: Term, context: dict, bound: frozenset) -> tuple:
+def _infer(term: Term, context: Mapping[str, Type], bound: frozenset[str]) -> Inferred:
     """``(type, uses)`` where ``uses`` counts the free variables' occurrences."""
     if isinstance(term, Var):
         if term.name not in context:
@@ -130,10 +135,11 @@ def _infer(term: Term, context: dict, bound: frozenset) -> tuple:
     raise IllTypedTerm(f"not a linear lambda term: {term!r}")
 
 
-def _infer_promote(term: Promote, context: dict, bound: frozenset) -> tuple:
+def _infer_promote(term: Promote, context: Mapping[str, Type], bound: frozenset[str]) -> Inferred:
     if len(term.sources) != len(term.names):
         raise IllTypedTerm(f"in {show(term)}: {len(term.sources)} promoted terms but {len(term.names)} names")
-    uses, source_types = Counter(), []
+    uses: Counter[str] = Counter()
+    source_types: list[Type] = []
     for source in term.sources:
         source_type, source_uses = _infer(source, context, bound)
         source_types.append(_expect_bang(source, source_type, "promoted"))
@@ -149,7 +155,7 @@ def _infer_promote(term: Promote, context: dict, bound: frozenset) -> tuple:
     return Bang(body_type), uses
 
 
-def _infer_sum(term: Sum, context: dict, bound: frozenset) -> tuple:
+def _infer_sum(term: Sum, context: Mapping[str, Type], bound: frozenset[str]) -> Inferred:
     first_type, first_uses = _infer(term.terms[0], context, bound)
     for summand in term.terms[1:]:
         summand_type, summand_uses = _infer(summand, context, bound)
@@ -165,5 +171,5 @@ def _infer_sum(term: Sum, context: dict, bound: frozenset) -> tuple:
     return first_type, first_uses
 
 
-def _describe(uses: Counter) -> str:
+def _describe(uses: Counter[str]) -> str:
     return "{" + ", ".join(f"{name}" + (f"×{count}" if count > 1 else "") for name, count in sorted(uses.items())) + "}"

@@ -84,8 +84,8 @@ def binary(word: str, a: Type) -> Term:
                          f"letter, and terms are read recursively), got {len(word):,}")
     q, p, z = "q", "p", "z"
 
-    def body(zeros, ones):
-        zeros, ones = iter(zeros), iter(ones)
+    def body(zero_names: Sequence[str], one_names: Sequence[str]) -> Term:
+        zeros, ones = iter(zero_names), iter(one_names)
         operators = [Derelict(Var(next(zeros) if letter == "0" else next(ones))) for letter in word]
         return Lam(z, a, compose_all(operators, Var(z)))
 
@@ -141,15 +141,15 @@ def polynomial(coefficients: Sequence[int], w: Type) -> Term:
     n, f, z = "n", "f", "z"
     inner = itertools.count(1)  # names of the promoted copies, ν1, ν2, … and φ1, φ2, …
 
-    def power(ns, f_name):  # f^{n^k} with k = len(ns)
+    def power(ns: Sequence[str], f_name: str) -> Term:  # f^{n^k} with k = len(ns)
         if not ns:
             return Derelict(Var(f_name))
         inner_ns, inner_f = [f"ν{next(inner)}" for _ in ns[1:]], f"φ{next(inner)}"
         return Derelict(Var(ns[0]))(Promote(tuple(Var(v) for v in (*ns[1:], f_name)), (*inner_ns, inner_f),
                                             power(inner_ns, inner_f)))
 
-    def body(n_copies, f_copies):
-        n_copies = iter(n_copies)
+    def body(n_names: Sequence[str], f_copies: Sequence[str]) -> Term:
+        n_copies = iter(n_names)
         monomials = [power([next(n_copies) for _ in range(k)], f_copy) for k, f_copy in zip(degrees, f_copies)]
         return Lam(z, w, compose_all(monomials, Var(z)))
 

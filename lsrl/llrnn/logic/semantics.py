@@ -21,7 +21,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
@@ -72,7 +73,7 @@ class Diagonal(Matrix):
         self.entries = entries
 
     @property
-    def matrix(self) -> torch.Tensor:  # type: ignore[override]
+    def matrix(self) -> torch.Tensor:  # type: ignore[override]  # derived from the entries, not stored
         return torch.diag_embed(self.entries)
 
     def __call__(self, value: Value) -> torch.Tensor:
@@ -100,6 +101,34 @@ def dirac(point: Value) -> Distribution:
     return Distribution([(1, point)])
 
 
+def as_map(value: Value) -> Matrix | Function:
+    """``value`` as a linear map (a value of a ``⊸`` type)."""
+    if isinstance(value, (Matrix, Function)):
+        return value
+    raise LogicError(f"a value of a ⊸ type must be a linear map, got {type(value).__name__}")
+
+
+def as_tensors(value: Value) -> Tensors:
+    """``value`` as a formal sum of pure tensors (a value of a ``⊗`` type)."""
+    if isinstance(value, Tensors):
+        return value
+    raise LogicError(f"a value of a ⊗ type must be a Tensors, got {type(value).__name__}")
+
+
+def as_distribution(value: Value) -> Distribution:
+    """``value`` as a combination of Diracs (a value of a ``!`` type)."""
+    if isinstance(value, Distribution):
+        return value
+    raise LogicError(f"a value of a ! type must be a Distribution, got {type(value).__name__}")
+
+
+def as_tensor(value: Value) -> torch.Tensor:
+    """``value`` as a tensor (a value of an atom or 1 given by numbers, not symbols)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    raise LogicError(f"expected a tensor, got {type(value).__name__}")
+
+
 def add(first: Value, second: Value) -> Value:
     """The sum of two values of the same type."""
     if isinstance(first, Diagonal) and isinstance(second, Diagonal):
@@ -107,12 +136,13 @@ def add(first: Value, second: Value) -> Value:
     if isinstance(first, Matrix) and isinstance(second, Matrix):
         return Matrix(first.matrix + second.matrix)
     if isinstance(first, (Matrix, Function)):
-        return Function(lambda value: add(first(value), second(value)))
+        other = as_map(second)
+        return Function(lambda value: add(first(value), other(value)))
     if isinstance(first, Tensors):
-        return Tensors(first.pairs + second.pairs)
+        return Tensors(first.pairs + as_tensors(second).pairs)
     if isinstance(first, Distribution):
-        return Distribution(first.items + second.items)
-    return first + second
+        return Distribution(first.items + as_distribution(second).items)
+    return _leaf_arithmetic(first) + second
 
 
 def scale(value: Value, coefficient: Coefficient) -> Value:
@@ -120,17 +150,31 @@ def scale(value: Value, coefficient: Coefficient) -> Value:
     if isinstance(coefficient, (int, float)) and coefficient == 1:
         return value
     if isinstance(value, Diagonal):  # a coefficient (..., 1) scales the entries (..., d) alike
-        return Diagonal(value.entries * coefficient)
+        return Diagonal(value.entries * _tensor_factor(coefficient))
     if isinstance(value, Matrix):
-        factor = coefficient.unsqueeze(-1) if isinstance(coefficient, torch.Tensor) else coefficient
+        factor = coefficient.unsqueeze(-1) if isinstance(coefficient, torch.Tensor) else _tensor_factor(coefficient)
         return Matrix(value.matrix * factor)
     if isinstance(value, Function):
         return Function(lambda argument: scale(value(argument), coefficient))
     if isinstance(value, Tensors):
         return Tensors([(scale(left, coefficient), right) for left, right in value.pairs])
     if isinstance(value, Distribution):
-        return Distribution([(coefficient * c, point) for c, point in value.items])
-    return value * coefficient
+        return Distribution([(_leaf_arithmetic(coefficient) * c, point) for c, point in value.items])
+    if isinstance(value, torch.Tensor):
+        return value * _tensor_factor(coefficient)
+    return _leaf_arithmetic(value) * coefficient
+
+
+def _tensor_factor(coefficient: Coefficient) -> torch.Tensor | int | float:
+    """``coefficient`` as a factor of a tensor: torch multiplies by numbers and tensors, not by Fractions."""
+    return float(coefficient) if isinstance(coefficient, Fraction) else coefficient
+
+
+def _leaf_arithmetic(value: Value) -> Any:
+    """A tensor, operator polynomial or scalar, whose own ``+`` and ``*`` combine it with a value of the
+    same type (torch broadcasting, exact polynomial sums): that the two fit is the term's type's business,
+    which the static types of the evaluator cannot follow."""
+    return value
 
 
 def total(values: Iterable[Value]) -> Value:
@@ -164,7 +208,7 @@ def coordinates(terms: Iterable[Term], bang: bool = False) -> Function:
     """The linear map ``R^k → ⟦X⟧`` (``→ !⟦X⟧`` with ``bang``), ``e_i ↦ ⟦t_i⟧`` (``|∅⟩_{⟦t_i⟧}``):
     how a memory ring whose coefficients live in ``span(⟦t_1⟧, …)`` hands its content to a term."""
     denotations = [denote(term) for term in terms]
-    return Function(lambda v: combine(split(v), denotations, bang))
+    return Function(lambda v: combine(split(as_tensor(v)), denotations, bang))
 
 
 class Combination:
@@ -210,7 +254,7 @@ def nl(term: Term, *arguments: Given, constants: Mapping[str, Given] | None = No
     for position, argument in enumerate(arguments):
         if not isinstance(term_type, Lolli):
             raise LogicError(f"{show(term)} takes {position} arguments, {len(arguments)} given")
-        value = value(as_value(term_type.source, argument, dirac_of_sum))
+        value = as_map(value)(as_value(term_type.source, argument, dirac_of_sum))
         term_type = term_type.target
     return value
 
@@ -221,12 +265,19 @@ def to_matrix(value: Matrix | Function, dim: int, dtype: torch.dtype = torch.flo
     if isinstance(value, Matrix):
         return value.matrix
     basis = torch.eye(dim, dtype=dtype, device=device)
-    return torch.stack([value(basis[j]) for j in range(dim)], dim=-1)
+    return torch.stack([as_tensor(value(basis[j])) for j in range(dim)], dim=-1)
 
 
 def denote(term: Term, constants: Mapping[str, Given] | None = None) -> Value:
     """⟦term⟧ for a closed term; ``constants`` maps each constant's name to its denotation."""
     return _Evaluator(constants or {}).run(term, {})
+
+
+def _as_coefficient(value: Value) -> Coefficient:
+    """A value of 1 (a scalar or a tensor ``(..., 1)``) as a coefficient."""
+    if isinstance(value, (int, float, Fraction, torch.Tensor)):
+        return value
+    raise LogicError(f"a value of 1 must be a number or a tensor, got {type(value).__name__}")
 
 
 class _Evaluator:
@@ -246,25 +297,25 @@ class _Evaluator:
         if isinstance(term, Lam):
             return Function(lambda value: run(term.body, {**env, term.name: value}))
         if isinstance(term, App):
-            return run(term.function, env)(run(term.argument, env))
+            return as_map(run(term.function, env))(run(term.argument, env))
         if isinstance(term, Pair):
             return Tensors([(run(term.left, env), run(term.right, env))])
         if isinstance(term, LetPair):
-            pairs = run(term.pair, env).pairs
+            pairs = as_tensors(run(term.pair, env)).pairs
             return total(run(term.body, {**env, term.left: a, term.right: b}) for a, b in pairs)
         if isinstance(term, LetUnit):
-            return scale(run(term.body, env), run(term.scalar, env))
+            return scale(run(term.body, env), _as_coefficient(run(term.scalar, env)))
         if isinstance(term, Derelict):
-            return total(scale(point, c) for c, point in run(term.term, env).items)
+            return total(scale(point, c) for c, point in as_distribution(run(term.term, env)).items)
         if isinstance(term, Copy):
-            items = run(term.term, env).items
+            items = as_distribution(run(term.term, env)).items
             return total(
                 scale(run(term.body, {**env, term.first: dirac(point), term.second: dirac(point)}), c)
                 for c, point in items
             )
         if isinstance(term, Discard):
-            mass = total(c for c, _ in run(term.term, env).items)  # the counit: |∅⟩_u ↦ 1
-            return scale(run(term.body, env), mass)
+            mass = total(c for c, _ in as_distribution(run(term.term, env)).items)  # the counit: |∅⟩_u ↦ 1
+            return scale(run(term.body, env), _as_coefficient(mass))
         if isinstance(term, Promote):
             return self._promote(term, env)
         if isinstance(term, Sum):
@@ -273,15 +324,15 @@ class _Evaluator:
             return scale(run(term.term, env), term.coefficient)
         raise LogicError(f"not a linear lambda term: {term!r}")
 
-    def _promote(self, term: Promote, env: dict) -> Distribution:
+    def _promote(self, term: Promote, env: dict[str, Value]) -> Distribution:
         """``promote`` on combinations of Diracs, multilinearly: one Dirac per choice of points."""
-        choices = itertools.product(*(self.run(source, env).items for source in term.sources))
-        items = []
+        choices = itertools.product(*(as_distribution(self.run(source, env)).items for source in term.sources))
+        items: list[tuple[Coefficient, Value]] = []
         for choice in choices:
-            coefficient = 1
-            inner = {}
+            coefficient: Coefficient = 1
+            inner: dict[str, Value] = {}
             for name, (c, point) in zip(term.names, choice):
-                coefficient = c * coefficient
+                coefficient = _leaf_arithmetic(c) * coefficient
                 inner[name] = dirac(point)
             items.append((coefficient, self.run(term.body, inner)))
         return Distribution(items)

@@ -11,7 +11,8 @@ from fractions import Fraction
 
 import torch
 
-from lsrl.llrnn.logic.semantics import Function, Given, nl
+from lsrl.llrnn.logic.check import LogicError
+from lsrl.llrnn.logic.semantics import Function, Given, Value, as_map, nl
 from lsrl.llrnn.logic.terms import Scalar, Term
 
 
@@ -71,7 +72,14 @@ class OperatorPolynomial:
 
 def symbol(name: str) -> Function:
     """The operator ``name`` acting on operator polynomials by composition on the left."""
-    return Function(lambda polynomial: polynomial.after(name))
+    return Function(lambda polynomial: as_polynomial(polynomial).after(name))
+
+
+def as_polynomial(value: Value) -> OperatorPolynomial:
+    """``value`` as an operator polynomial (a value of an atom evaluated on symbols)."""
+    if isinstance(value, OperatorPolynomial):
+        return value
+    raise LogicError(f"expected an operator polynomial, got {type(value).__name__}")
 
 
 def operator_polynomial(term: Term, *operator_names: str, arguments: Sequence[Given] = ()) -> OperatorPolynomial:
@@ -80,4 +88,4 @@ def operator_polynomial(term: Term, *operator_names: str, arguments: Sequence[Gi
     ``term`` must end in the type ``!(A ⊸ A) ⊸ … ⊸ (A ⊸ A)`` after its ``arguments``.
     """
     value = nl(term, *arguments, *(symbol(name) for name in operator_names))
-    return value(OperatorPolynomial.identity())
+    return as_polynomial(as_map(value)(OperatorPolynomial.identity()))

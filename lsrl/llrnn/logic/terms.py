@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Union
+from typing import Union, cast
 
 from lsrl.llrnn.logic.types import Type
 
@@ -165,7 +165,9 @@ def promote(sources: Iterable[Term], names: Iterable[str], body: Term) -> Promot
 
 def lam(*binders_and_body: tuple[str, Type] | Term) -> Term:
     """``lam(("x", A), ("y", B), body)`` is ``λx:A.(λy:B.body)``."""
-    *binders, body = binders_and_body
+    # the signature cannot say "binders, then one body": the last argument is the body
+    binders = cast("tuple[tuple[str, Type], ...]", binders_and_body[:-1])
+    body = cast(Term, binders_and_body[-1])
     for name, type_ in reversed(binders):
         body = Lam(name, type_, body)
     return body

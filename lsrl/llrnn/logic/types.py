@@ -12,6 +12,10 @@ from dataclasses import dataclass
 class Type:
     """A linear-logic type; subclasses are immutable and compare structurally."""
 
+    def show(self, top: bool = False) -> str:
+        """The type in the paper's notation; ``top`` omits the parentheses around a binary connective."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how it is shown")
+
     def __str__(self) -> str:
         return self.show(top=True)
 

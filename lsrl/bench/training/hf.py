@@ -1,7 +1,8 @@
 """The ``"trained"`` tier in the stock ``transformers`` architectures: a small ``MambaForCausalLM`` or
 ``RecurrentGemmaForCausalLM`` (Hawk: recurrent blocks only; Griffin: a local-attention block after each recurrent
 one), built from a config object, trained by interchange intervention training towards the program's causal graph,
-as ``lsrl.bench.eval.trained`` trains stock LSTMs and GRUs (InterpBench's SIIT).
+as ``lsrl.bench.training.torch_rnn`` trains stock LSTMs and GRUs (InterpBench's SIIT; the loop and its losses:
+``lsrl.bench.training.loop``).
 
 The model runs one token at a time through its own cache (``lsrl.bench.hf_loader``, which is also the folder's
 ``load_model.py``), and the interventions set coordinates of the state it carries between steps: each circuit
@@ -19,33 +20,23 @@ variable's units (against ``prog(xs, patch=...)``), every variable on the same b
 under the interchange of the free units.
 
 ``train_hf(task, arch)`` returns an ``HFTrained`` with its task accuracy and interchange-intervention accuracy
-(``lsrl.bench.eval.trained.measure``); ``write_hf_folder`` writes its suite folder; ``folder_subject`` reads one
-for the harness.
+(``lsrl.bench.training.loop.measure``); ``lsrl.bench.build.write_hf_folder`` writes its suite folder.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from lsrl.bench.circuit import Circuit, equivalent_components, program_graph
-from lsrl.bench.eval.trained import (DAS_STEPS, STEPS, Measured, _batch, _targets, measure, measured, record_training,
-                                     TRAINED_COLUMNS, task_program, widths)
-from lsrl.bench.hf_loader import RECORD, SteppedModel
-from lsrl.bench.tasks import TASKS
-from lsrl.bench.tiers import TASKS_TRAINED
+from lsrl.bench.hf_loader import SteppedModel
+from lsrl.bench.records import Measured, measured
+from lsrl.bench.tasks import TASKS, program_widths, task_program
+from lsrl.bench.training.loop import STEPS, Recipe, Units, fit, variable_levels
 from lsrl.errors import InternalError, LsrlError
-
-if TYPE_CHECKING:
-    from lsrl.bench.eval.hooked import HookedSubject
-    from lsrl.lang.program import ForEach
 
 HF_ARCHS = ("mamba", "mamba2", "hawk", "griffin")
 HIDDEN = 16  # d_model; Mamba's intermediate width is twice it, Hawk's lru_width equals it
@@ -64,40 +55,11 @@ KINDS = {"mamba": "MambaForCausalLM", "mamba2": "Mamba2ForCausalLM",
 FREE = "free"
 LR = 1e-2
 HF_BATCH = 32  # sequences per Adam step (run beside their 32 sources): the stepwise stock forward is the cost
-HF_PAIRS = 8  # clean / corrupted pairs of data.npz per method when the table scores the models
 MAMBA_BIAS = True  # in_proj / out_proj biases: a gate silu(z) constant across tokens is one bias away
 # Mamba's initial -A per state entry, each channel alike, with dt = 1: decays exp(-0.01) to exp(-10), a near-lossless
 # counter to a memoryless slot in every channel (the stock S4D init, A = -1..-4 with dt in [0.001, 0.1], leaks a count
 # and takes in little of each input: paren_depth reached task accuracy 0.40, with this 0.94 at 300 steps)
 MAMBA_DECAYS = (0.01, 0.1, 1.0, 10.0)
-
-
-def variable_levels(program: ForEach, variables: list[tuple[str, int]]) -> dict[str, int]:
-    """Per circuit variable, how many circuit variables are chained before it within one step (a state node
-    reads its own past, not its present)."""
-    by_name = {program.names[node]: node for node in program.nodes}
-    wanted = {name for name, _ in variables}
-    levels: dict[str, int] = {}
-
-    def level(name: str) -> int:
-        if name not in levels:
-            node, above, seen = by_name[name], [], set()
-            stack = list(node.inputs)
-            while stack:  # the circuit variables this one reads within the step (the first met on each path)
-                other = stack.pop()
-                if id(other) in seen or other is node:
-                    continue
-                seen.add(id(other))
-                if program.names.get(other) in wanted:
-                    above.append(level(program.names[other]))
-                else:
-                    stack += list(other.inputs)
-            levels[name] = 1 + max(above) if above else 0
-        return levels[name]
-
-    for name in wanted:
-        level(name)
-    return levels
 
 
 def stock_model(arch: str, vocab: int, levels: int, seed: int, decays: tuple[float, ...] = MAMBA_DECAYS) -> Any:
@@ -200,7 +162,15 @@ class HFTrained(Measured):
                 patch[hook] = values
         return self.net.run_with_cache(xs, patch, grad=grad)
 
-    def paired(self, base: np.ndarray, source: np.ndarray, units: dict[str, list[int]]) -> torch.Tensor:
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The stock model's parameters: what training changes."""
+        return list(self.net.hf.parameters())
+
+    def set_training(self, on: bool) -> None:
+        """The stock model in training mode (``on``) or in evaluation mode."""
+        self.net.hf.train(on)
+
+    def paired(self, base: np.ndarray, source: np.ndarray, units: Units) -> torch.Tensor:
         """The outputs on ``base`` with ``units`` set to their values on ``source`` at every step, both run in
         one batch (the source's rows first), with the autograd graph (training)."""
         count = len(base)
@@ -230,7 +200,7 @@ class HFTrained(Measured):
             for position, unit in enumerate(units):
                 labels[hook][unit] = (variable, position // per, "value")
         program = task_program(self.task)
-        labels["readout"] = [(program.names[program.output], k, "value") for k in range(widths(program)[1])]
+        labels["readout"] = [(program.names[program.output], k, "value") for k in range(program_widths(program)[1])]
         return labels
 
     def card(self) -> str:
@@ -242,7 +212,7 @@ class HFTrained(Measured):
         return (f" **Tier `trained`**: a stock `transformers` `{KINDS[self.arch]}` built from a config object and "
                 f"trained by "
                 f"interchange intervention training ({self.steps} Adam steps, seed {self.seed}; "
-                f"`lsrl.bench.hf_trained`), each circuit variable aligned with its own units of a carried state "
+                f"`lsrl.bench.training.hf`), each circuit variable aligned with its own units of a carried state "
                 f"({where}); `free` units are trained to be inert, the conv windows{attention} are helpers. Load it "
                 f"with "
                 f"`AutoModelForCausalLM.from_pretrained` (transformers), or `load_model.py`'s `load_folder`, which "
@@ -292,7 +262,7 @@ def hf_model(name: str, arch: str, seed: int = 0, decays: tuple[float, ...] = MA
         raise LsrlError(f"train_hf: needs a token program task with named circuit variables and arch in {HF_ARCHS}, "
                         f"got {name!r}, {arch!r}")
     program = task_program(name)
-    output = widths(program)[1]
+    output = program_widths(program)[1]
     levels = variable_levels(program, variables)
     depth = max(levels.values()) + 1
     hf = stock_model(arch, max(largest + 1, output), depth, seed, decays)
@@ -315,171 +285,11 @@ def hf_model(name: str, arch: str, seed: int = 0, decays: tuple[float, ...] = MA
 def train_hf(name: str, arch: str, steps: int = STEPS, seed: int = 0, batch: int = HF_BATCH, lr: float = LR
              ) -> HFTrained:
     """Train the trained tier of task ``name`` as the stock ``arch`` (``HF_ARCHS``; ``hf_model``); see the module
-    docstring."""
-    start = time.perf_counter()
+    docstring. The learning rate falls to 0 along a cosine: the last steps fine-tune the outputs the accuracies
+    round (Mamba's paren_depth at 600 steps: interchange accuracy 0.964 with it, 0.952 without). An interchange step
+    trains every variable on the same pair, summed: one variable drawn per step left one variable of a chain below
+    the aim in every arch (Hawk at 600 steps: at_least_3_ones' count 0.930, equal_counts' equal 0.914; summed: 0.997
+    and 0.995), as did more steps or more interchange steps of one variable."""
     model = hf_model(name, arch, seed)
-    task, program, hf = TASKS[name], task_program(name), model.net.hf
-    rng = np.random.default_rng(seed)
-    hf.train()
-    optimizer = torch.optim.Adam(hf.parameters(), lr=lr)
-    # the learning rate falls to 0 along a cosine: the last steps fine-tune the outputs the accuracies round (Mamba's
-    # paren_depth at 600 steps: interchange accuracy 0.964 with it, 0.952 without)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-    for step in range(steps):
-        length = int(rng.integers(task.train_lengths[0], task.train_lengths[1] + 1))
-        base, source = _batch(task, rng, length, batch), _batch(task, rng, length, batch)
-        kind = step % 3  # task, interchange, strictness
-        # every variable's interchange on the same pair, summed: one variable drawn per step left one variable of
-        # a chain below the aim in every arch (Hawk at 600 steps: at_least_3_ones' count 0.930, equal_counts'
-        # equal 0.914; summed: 0.997 and 0.995), as did more steps or more interchange steps of one variable
-        if kind == 1:
-            loss = torch.stack([pair_loss(model, program, base, source, dict([units]), variable)
-                                for variable, units in model.alignment.items()]).sum()
-        else:
-            loss = pair_loss(model, program, base, source, model.free if kind == 2 else {}, None)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-    hf.eval()
-    model.accuracy, model.interchange_accuracy = measure(model, program, rng)
-    model.seconds, model.steps, model.seed = time.perf_counter() - start, steps, seed
+    fit(model, Recipe(batch, lr, cosine=True, every_variable=True), steps, seed)
     return model
-
-
-def pair_loss(model: HFTrained, program: ForEach, base: np.ndarray, source: np.ndarray, units: dict[str, list[int]],
-              variable: str | None) -> torch.Tensor:
-    """The mean squared error of ``model``'s outputs on ``base`` with ``units`` (``{hook: units}``) set at every step
-    to their values on ``source``, against the program's outputs under the interchange of ``variable`` (None: its
-    plain outputs)."""
-    outputs = model.paired(base, source, units)
-    return ((outputs - _targets(program, base, source, variable)) ** 2).mean()
-
-
-# ---- folders ------------------------------------------------------------------------------------------
-
-
-def write_hf_folder(folder: Path, model: HFTrained, data: dict[str, np.ndarray], data_bytes: bytes) -> Path:
-    """The suite folder of ``model``: ``save_pretrained``'s ``config.json`` (with the ``lsrl_bench`` record) and
-    ``model.safetensors``, and the suite's ``load_model.py`` (``lsrl.bench.hf_loader``), ``labels.json``,
-    ``circuit.json``, ``data.npz``, ``program.py``, ``README.md`` and ``manifest.json``; loaded back once."""
-    from lsrl.bench import hf_loader
-    from lsrl.bench.build import program_source, write_manifest
-    from lsrl.bench.cards import model_card
-
-    task = TASKS[model.task]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "manifest.json").unlink(missing_ok=True)
-    model.net.hf.save_pretrained(folder)
-    (folder / "generation_config.json").unlink(missing_ok=True)  # not read: the folder's files are the manifest's
-    (folder / "labels.json").write_text(json.dumps({"available": True, "hooks": model.labels}))
-    circuit = model.circuit(data)
-    (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
-    (folder / "load_model.py").write_text(Path(hf_loader.__file__).read_text(encoding="utf-8"))
-    (folder / "data.npz").write_bytes(data_bytes)
-    (folder / "program.py").write_text(program_source(task))
-    widths = ", ".join(f"{hook['name']}({hook['width']})" for hook in model.hooks)
-    (folder / "README.md").write_text(model_card(task, model.arch, widths, circuit, data, "trained", model.card()))
-    record_training(folder, model)  # the accuracies and whether they meet the aim: config.json and the card
-    write_manifest(folder)
-    loaded = hf_loader.load_folder(folder)
-    if loaded.hook_names != [hook["name"] for hook in model.hooks]:
-        raise InternalError(f"bench: the folder {folder} just written does not load back with its hooks")
-    return folder
-
-
-def is_hf_folder(folder: str | Path) -> bool:
-    """Whether a suite folder holds a stock ``transformers`` model (its ``config.json`` has the record)."""
-    try:
-        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and isinstance(config.get(RECORD), dict)
-
-
-def load_hf_folder(folder: Path) -> tuple[SteppedModel, Circuit]:
-    """The folder's ``SteppedModel`` (``from_pretrained``) and ``Circuit``; ``ModelFileError`` naming the file when
-    a file differs from the manifest or is malformed."""
-    from lsrl.bench import hf_loader, standalone
-    from lsrl.errors import ModelFileError
-
-    try:
-        net = hf_loader.load_folder(folder)
-        standalone.verify_checksums(folder, ("labels.json", "data.npz", "circuit.json", "load_model.py"))
-        circuit = Circuit.from_json(json.loads((folder / "circuit.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ModelFileError(f"{folder}: {' '.join(str(error).split())}"[:300]) from None
-    return net, circuit
-
-
-def folder_subject(folder: str | Path) -> HookedSubject:
-    """A stock ``transformers`` folder of the trained tier for the harness: patched through its loader's
-    ``run_with_cache``, the truth its ``circuit.json``."""
-    from lsrl.bench.eval.hooked import HookedSubject
-
-    net, circuit = load_hf_folder(Path(folder))
-    program = task_program(circuit.task)
-    return HookedSubject.from_circuit(circuit.task, "trained", net, circuit, program, widths(program)[1])
-
-
-def merged_rows(rows: list[dict[str, object]], path: str | Path) -> list[dict[str, object]]:
-    """``rows`` with the rows of the CSV at ``path`` (when it exists) whose ``(task, arch)`` they do not hold: a run
-    of some architectures or tasks replaces their rows of the table and keeps the others; rows in the order of
-    ``TASKS_TRAINED`` (others after them) then ``HF_ARCHS``; a kept row's cells of columns of ``TRAINED_COLUMNS`` it
-    lacks (a table written before they were added) are empty."""
-    import csv
-
-    path = Path(path)
-    fresh = {(row["task"], row["arch"]) for row in rows}
-    kept = []
-    if path.exists():
-        with open(path, newline="") as file:
-            kept = [{**dict.fromkeys(TRAINED_COLUMNS, ""), **row} for row in csv.DictReader(file)
-                    if (row["task"], row["arch"]) not in fresh]  # a column the table had not yet: empty
-    tasks = {name: index for index, name in enumerate(TASKS_TRAINED)}
-    archs = {name: index for index, name in enumerate(HF_ARCHS)}
-    return sorted([*kept, *rows], key=lambda row: (tasks.get(str(row["task"]), len(tasks)), str(row["task"]),
-                                                    archs.get(str(row["arch"]), len(archs))))
-
-
-def train_all_hf(tasks: tuple[str, ...] = TASKS_TRAINED, archs: tuple[str, ...] = HF_ARCHS, steps: int = STEPS,
-                 suite: str | Path | None = None, progress: bool = False, workers: int = 1,
-                 done: Callable[[dict[str, object]], None] | None = None, das_steps: int = DAS_STEPS,
-                 ray_address: str | None = None) -> list[dict[str, object]]:
-    """Train every task as every arch of ``HF_ARCHS``; a row per model (``TRAINED_COLUMNS``: ``hidden`` the
-    carried-state units): accuracies and the method columns (``lsrl.bench.eval.trained.method_columns``; ``das_steps``
-    Adam steps per DAS search). ``suite``: also write each model's folder there (``DIR/trained/TASK/ARCH``). Where the
-    models train: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at ``ray_address``; one torch
-    thread each, the rows the same wherever, but ``seconds``); a ``GridError`` names the models that failed.
-    ``done``: called with each row as soon as it is measured (the command line writes the table then)."""
-    from lsrl.grid import Run, run_grid
-
-    runs = [Run(f"{name}/{arch}", hf_row, (name, arch, steps, suite, das_steps)) for name in tasks for arch in archs]
-    outcome = run_grid("trained tier (transformers)", runs, workers, ray_address, progress, done)
-    outcome.check()
-    return outcome.finished
-
-
-def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps: int = DAS_STEPS
-           ) -> dict[str, object]:
-    """The table's row of task ``name`` trained as ``arch`` (``train_all_hf``), its folder written under ``suite``
-    when given; ``das_steps``: Adam steps per DAS search (``method_columns``)."""
-    from lsrl.bench.build import tier_folder
-    from lsrl.bench.data import npz_bytes, task_data
-    from lsrl.bench.eval.hooked import HookedSubject
-    from lsrl.bench.eval.trained import method_columns
-
-    data = task_data(TASKS[name])
-    model = train_hf(name, arch, steps)
-    circuit = model.circuit(data)
-    if suite is not None:
-        write_hf_folder(tier_folder(Path(suite), name, arch, "trained"), model, data, npz_bytes(data))
-    program = task_program(name)
-    subject = HookedSubject.from_circuit(name, "trained", model.net, circuit, program, widths(program)[1])
-    accuracies = list((model.interchange_accuracy or {}).values())
-    row: dict[str, object] = {
-        "task": name, "arch": arch, "hidden": sum(h["width"] for h in carried(model.hooks)), "steps": steps,
-        "task_accuracy": model.accuracy, "interchange_accuracy": float(np.mean(accuracies)),
-        "worst_variable": min(accuracies)}
-    row.update(method_columns(subject, HF_PAIRS, das_steps), seconds=round(model.seconds, 1))
-    return row
