@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import collections
 import importlib
+import math
 import random
 from fractions import Fraction as F
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lsrl
 from lsrl.hf.lowering import exact_layers
@@ -142,9 +145,24 @@ class FreshAtoms(relational._Atoms):
         return relational.Value((atom,), centres, lo, hi, grid)
 
 
+def reference_step(node, weights, inputs, previous, sizes):
+    """The node's components by the rules computed on the tables, every one (no copies or products by a
+    constant passed on as they are)."""
+    if isinstance(node, lsrl.Concat):
+        return [v for part in inputs for v in part]
+    if isinstance(node, lsrl.ReLU):
+        return [relational._relu(v) for v in inputs[0]]
+    if isinstance(node, lsrl.Multi):
+        return [relational._product_tables(x, y, sizes) for x, y in zip(inputs[0][:node.dim], inputs[0][node.dim:])]
+    operands = list(previous) + list(inputs[0])  # a state's previous components, then its input's
+    rows = [relational._linear_terms(row, b, operands, sizes) for row, b in zip(weights.terms, weights.b)]
+    return [relational._relu(v) for v in rows] if node.kind == "ReLUState" else rows
+
+
 def reference_unrolled(output, max_length):
-    """The unrolled analysis run step by step, every rule applied afresh at every step to new atoms: the
-    oracle of ``_unrolled``, which reuses the results of steps that read what an earlier one read."""
+    """The unrolled analysis run step by step, every rule applied afresh at every step to new atoms and
+    computed on the tables: the oracle of ``_unrolled``, which reuses the results of steps that read what an
+    earlier one read and passes copied values on as they are."""
     order = lsrl.lang.program.topological_order(output)
     weights = {node: relational._Weights(node) for node in order if not isinstance(node, lsrl.Input)}
     states = [node for node in order if node.kind in ("LinState", "ReLUState")]
@@ -159,15 +177,16 @@ def reference_unrolled(output, max_length):
             if isinstance(node, lsrl.Input):
                 values[node] = relational._input_values(node, atoms, 0)
             else:
-                values[node] = relational._step(node, weights[node], [values[x] for x in node.inputs],
-                                                previous.get(node, []), atoms)
+                values[node] = reference_step(node, weights[node], [values[x] for x in node.inputs],
+                                              previous.get(node, []), atoms.sizes)
             if node in exact:
                 exact[node] = relational._exact_state(node, weights[node], exact[node], values[node.inputs[0]])
                 values[node] = [v if e is None else relational._exact_float(e)
                                 for v, e in zip(values[node], exact[node])]
             low[node] = [min(a, v.low) for a, v in zip(low[node], values[node])]
             high[node] = [max(a, v.high) for a, v in zip(high[node], values[node])]
-        previous = {node: [relational._as_atom(v, atoms, 0) for v in values[node]] for node in states}
+        # source -1: no atom is of it, so every atom is made afresh (ids of FreshAtoms)
+        previous = {node: [relational._as_atom(v, atoms, -1) for v in values[node]] for node in states}
     return {node: (low[node], high[node]) for node in order}
 
 
@@ -197,19 +216,20 @@ def test_reusing_earlier_steps_gives_the_bounds_of_the_step_by_step_analysis_on_
 
 def test_parts_of_a_program_that_run_in_a_period_are_computed_once_per_phase(monkeypatch):
     """Listing 2's layers before its answer register repeat with the token phase: over 300 steps each is
-    computed at a handful of steps; the register and the three layers reading it at (nearly) every step."""
+    stepped at a handful of steps (its group of layers is a look-up at the others); the register and the
+    three layers reading it at every step."""
     model = lsrl.compile(discrete_approximator(2, robust=True, vocabulary=9), progress=False)
-    computed = collections.Counter()
-    step = relational._node_step
+    stepped = collections.Counter()
+    step = relational._Stepper.step
 
-    def counted(node, *args):
-        computed[node] += 1
-        return step(node, *args)
+    def counted(self, *args):
+        stepped[self.node] += 1
+        return step(self, *args)
 
-    monkeypatch.setattr(relational, "_node_step", counted)
+    monkeypatch.setattr(relational._Stepper, "step", counted)
     relational._unrolled(model.layers[-1], 300)
-    assert max(computed[layer] for layer in model.layers[:-4]) <= 10
-    assert min(computed[layer] for layer in model.layers[-4:]) >= 290
+    assert max(stepped[layer] for layer in model.layers[:-4]) <= 10
+    assert min(stepped[layer] for layer in model.layers[-4:]) == 300
 
 
 def test_a_diagonal_form_is_made_once_per_model_so_builds_reuse_its_bounds():
@@ -239,3 +259,91 @@ def test_every_build_of_a_model_at_a_length_reuses_its_analyses(monkeypatch):
     assert runs == [12, 12]
     model.to_torch("stock_lstm", max_len=13)
     assert runs == [12, 12, 13]
+
+
+ENTRIES = st.sampled_from([0.0, -0.0, 1.0, -1.0, 3.0, -2.5, 0.5, 2.0 ** -1060, 2.0 ** 60, math.inf])
+OFFSETS = st.sampled_from([0.0, -0.0, 0.25, -0.5, 1.0, 2.0 ** 55])
+GRIDS = st.sampled_from([None, 0, 1, 60])
+
+
+@st.composite
+def supported_values(draw, sizes):
+    """A value over some of the atoms of ``sizes`` (ids 0, 1, 2): either like a register's (distinct small whole
+    entries, offsets on the grid), or drawn to hit the rules' edges (zeros of both signs, tiny and huge entries,
+    infinities, no grid)."""
+    support = tuple(sorted(draw(st.sets(st.sampled_from(sorted(sizes)), min_size=1))))
+    shape = [sizes[atom] for atom in support]
+    count = math.prod(shape)
+    if draw(st.booleans()):
+        start = draw(st.sampled_from([0.0, -2.0, 1.0]))
+        table = start + np.array(draw(st.permutations(range(count))), dtype=float)
+        lo, hi, grid = draw(st.sampled_from([(0.0, 0.0, 0), (0.0, 4.0, 0), (-0.5, 0.0, 1), (-0.0, 0.0, 0)]))
+        return relational.Value(support, table.reshape(shape), lo, hi, grid)
+    table = np.array(draw(st.lists(ENTRIES, min_size=count, max_size=count))).reshape(shape)
+    lo, hi = sorted([draw(OFFSETS), draw(OFFSETS)])
+    return relational.Value(support, table, lo, hi, draw(GRIDS))
+
+
+def constants(table):
+    return st.builds(lambda lo, hi, grid: relational.Value((), table, *sorted([lo, hi]), grid), OFFSETS, OFFSETS,
+                     GRIDS)
+
+
+ZERO_OR_ONE = st.sampled_from([0.0, 0.0, -0.0, 1.0]).flatmap(  # mostly as programs hold them: exact, no offset
+    lambda c: st.one_of(constants(c), *[st.just(relational._exact_float(int(c)))] * 3))
+SIZES = {0: 2, 1: 3, 2: 4}
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_product_by_an_exact_one_or_zero_is_what_the_rule_computes_on_the_tables(data):
+    """Where ``_times_one`` or ``_times_zero`` answer, their value has the contents (bit for bit) of the
+    product computed on the tables."""
+    value, constant = data.draw(supported_values(SIZES)), data.draw(ZERO_OR_ONE)
+    for x, y in ((value, constant), (constant, value)):
+        with np.errstate(invalid="ignore"):  # an infinite entry times a zero
+            full = relational._product_tables(x, y, SIZES)
+        for shortcut in (relational._times_one, relational._times_zero):
+            known = shortcut(x, y)
+            assert known is None or known.contents == full.contents
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_linear_row_copying_one_term_is_what_the_rule_computes_on_the_tables(data):
+    """Where ``_copied_term`` answers, its value has the contents (bit for bit) of the row computed term by
+    term: one term with a support, the others and the bias constants (zeros mostly), weights 1 mostly."""
+    term = data.draw(supported_values(SIZES))
+    others = data.draw(st.lists(ZERO_OR_ONE, max_size=2))
+    bias = data.draw(ZERO_OR_ONE)
+    inputs = [term, *others]
+    count = len(inputs)
+    weights = data.draw(st.lists(st.sampled_from([1.0, 1.0, 1.0, -1.0, 2.0]), min_size=count, max_size=count))
+    order = data.draw(st.permutations(range(len(inputs))))
+    row = [(j, weights[j], relational._dyadic(weights[j])) for j in order]
+    copied = relational._copied_term(row, bias, inputs)
+    with np.errstate(invalid="ignore"):  # infinite entries of opposite signs
+        full = relational._linear_terms(row, bias, inputs, SIZES)
+    assert copied is None or copied.contents == full.contents
+
+
+def test_copies_and_products_by_one_pass_the_value_on_as_it_is():
+    """The shortcuts answer where programs copy a register (Listing 2's answer): an integer table, exact."""
+    atoms = relational._Atoms()
+    register = atoms.new(0, np.arange(5.0), 0.0, 3.0, 0)
+    zero, one = relational._exact_float(0), relational._exact_float(1)
+    assert relational._copied_term([(0, 1.0, 0), (1, 1.0, 0)], zero, [register, zero]) is register
+    assert relational._times_one(one, register) is register
+    assert relational._times_zero(register, zero).contents == relational._product_tables(register, zero,
+                                                                                           atoms.sizes).contents
+
+
+def test_a_state_read_again_as_it_is_keeps_its_atom():
+    """A state component that kept its atom's values is that atom at the next step; a table over it that is no
+    set of centres (decreasing), or an atom of another source, makes a new atom."""
+    atoms = relational._Atoms()
+    register = atoms.new(3, np.arange(5.0), 0.0, 3.0, 0)
+    assert relational._as_atom(register, atoms, 3) is register
+    negated = relational._as_atom(relational.Value(register.support, -register.table, 0.0, 0.0, 0), atoms, 3)
+    assert negated.support != register.support and negated.table.tolist() == [-4.0, -3.0, -2.0, -1.0, 0.0]
+    assert relational._as_atom(register, atoms, 4).support != register.support

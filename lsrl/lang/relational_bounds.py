@@ -53,21 +53,25 @@ every step of every such sequence. The result is intersected with ``value_bounds
 it is never looser than the interval analysis.
 
 **Cost.** At most linear in ``max_length`` and in the number of node components, times the table
-sizes (at most ``JOINT_VALUES`` entries), and far less where the program settles: a node's values at
-a step are a function of what it reads there, bit for bit, and an atom whose centres and offset repeat
-is the same atom (``_Atoms``), so a node that reads what it read at an earlier step reuses that step's
-values (``_unrolled``), which are those the rules would compute again (the soundness above holds as
-it is): the token atoms, phase flags and permutation counters of Listing 2 run in a period and cost a
-look-up per step; only its answer register and the layers reading it are computed at every step.
-Listing 2 (n = 3, robust, compiled, 50 layers) takes about 0.3 CPU seconds at ``max_length = 256``
-and 1.2 at 1,024 (``benchmarks/build_time.py`` times the builds). Without ``max_length``, or for an
-``Input`` with an unbounded component, it is ``value_bounds`` itself.
+sizes (at most ``JOINT_VALUES`` entries), and far less where the program settles: a value at a step is
+a function of what its rule reads there, bit for bit, and an atom whose centres and offset repeat is the
+same atom (``_Atoms``), so what reads what it read at an earlier step reuses that step's result, which
+is the one the rules would compute again (the soundness above holds as it is). Reused are the values of
+each group of nodes that depend on the same states (``_Group``: the token atoms, phase flags and
+permutation counters of Listing 2 run in a period and cost one look-up per step), and each component's
+value (``_Stepper``: a register written at one step in four is computed at those steps). A rule whose
+result is an operand as it is, bit for bit (a copy ``1 x + 0``, a product by the exact constant 1:
+``_copied_term``, ``_times_one``; a product by an exact zero, ``_times_zero``; a state that kept its
+atom's values, ``_atom_as_it_is``), passes it on without its tables. ``benchmarks/build_time.py``
+times the builds. Without ``max_length``, or for an ``Input`` with an unbounded component, it is
+``value_bounds`` itself.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import operator
 import struct
 import weakref
 from collections.abc import Sequence
@@ -100,7 +104,8 @@ class Value:
     (a constant: ``table`` a float, no support). ``grid``: table and offsets are multiples of
     ``2**-grid`` computed exactly (no rounding slack), or None."""
 
-    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "__weakref__")
+    __slots__ = ("support", "table", "lo", "hi", "grid", "least", "most", "size", "low", "high", "squeezed",
+                 "_settled", "_negative_zero", "__weakref__")
 
     def __init__(self, support: tuple[int, ...], table: Any, lo: float, hi: float, grid: int | None) -> None:
         self.support, self.table, self.lo, self.hi, self.grid = support, table, lo, hi, grid
@@ -109,6 +114,29 @@ class Value:
         else:
             self.least = self.most = float(table)
         self.size = max(abs(self.least), abs(self.most)) + max(abs(lo), abs(hi))  # the largest |value|
+        self.low, self.high = self.least + lo, self.most + hi  # its bounds
+        self.squeezed = False  # known to be its own ``_squeezed`` (set there)
+        self._settled: bool | None = None
+        self._negative_zero: bool | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether a rule that makes this table again (bit for bit) and this offset and grid makes this value:
+        its entries finite, ``_joint`` leaving it alone (its table within ``JOINT_VALUES``) and ``_squeezed`` too.
+        Found once per value."""
+        if self._settled is None:
+            self._settled = (math.isfinite(self.least) and math.isfinite(self.most)
+                             and (len(self.support) <= 1 or self.table.size <= JOINT_VALUES)
+                             and (self.squeezed or _squeezed(self) is self))
+        return self._settled
+
+    @property
+    def negative_zero(self) -> bool:
+        """Whether the table holds a -0.0 (found once per value)."""
+        if self._negative_zero is None:
+            table = self.table
+            self._negative_zero = (self.least <= 0 <= self.most) and bool(np.signbit(table[table == 0]).any())
+        return self._negative_zero
 
     @property
     def contents(self) -> tuple:
@@ -117,12 +145,18 @@ class Value:
         return (self.support, *table, struct.pack("<dd", self.lo, self.hi), self.grid)
 
     @property
-    def low(self) -> float:
-        return self.least + self.lo
+    def summary(self) -> tuple:
+        """``contents`` but for the table's entries: its shape and extremes (bit for bit)."""
+        if not self.support:
+            return self.contents
+        shape = self.table.shape
+        return (self.support, shape, struct.pack("<dddd", self.least, self.most, self.lo, self.hi), self.grid)
 
-    @property
-    def high(self) -> float:
-        return self.most + self.hi
+    def same(self, other: Value) -> bool:
+        """Whether ``other`` has the contents of this value (of the same ``summary``): their tables bit for bit."""
+        if not self.support:
+            return True  # the summary is the contents
+        return bool(np.array_equal(self.table.view(np.uint64), other.table.view(np.uint64)))
 
 
 def _constant(value: float, lo: float = 0.0, hi: float = 0.0) -> Value:
@@ -206,17 +240,21 @@ def _squeezed(value: Value) -> Value:
         else:
             axis += 1
     if len(support) == len(value.support):
+        value.squeezed = True
         return value
     return Value(tuple(support), table if support else float(table), lo, hi, value.grid)
 
 
 def _visibly_varies(table: np.ndarray, axis: int, scale: float) -> bool:
-    """Whether the table's last and first entries along ``axis`` (at index 0 along the others) differ by more
-    than ``scale`` (or by NaN): then ``table - table[0]`` along ``axis`` does too, and ``_squeezed`` keeps the
-    axis; a look at two entries that spares it the arrays."""
-    last = [0] * table.ndim
-    last[axis] = -1
-    return not abs(float(table[tuple(last)]) - float(table[(0,) * table.ndim])) <= scale
+    """Whether the table's last and first entries along ``axis``, at index 0 or at the last index along the
+    others, differ by more than ``scale`` (or by NaN): then ``table - table[0]`` along ``axis`` does too, and
+    ``_squeezed`` keeps the axis; a look at four entries that spares it the arrays."""
+    for corner in (0, -1):
+        first, last = [corner] * table.ndim, [corner] * table.ndim
+        first[axis], last[axis] = 0, -1
+        if not abs(float(table[tuple(last)]) - float(table[tuple(first)])) <= scale:
+            return True
+    return False
 
 
 def _squeezed_line(value: Value, scale: float) -> Value:
@@ -225,41 +263,89 @@ def _squeezed_line(value: Value, scale: float) -> Value:
     first = float(value.table[0])
     least, most = value.least - first, value.most - first
     if not (abs(least) <= scale and abs(most) <= scale):
+        value.squeezed = True
         return value
     slack = 0.0 if value.grid is not None else 2 * _U * scale + _TINY  # the subtraction's rounding
     return Value((), first, value.lo + (least - slack), value.hi + (most + slack), value.grid)
 
 
-def _linear(rows: list[list[tuple[int, float, int | None]]], bias: list[Value], inputs: list[Value],
-            sizes: dict[int, int]) -> list[Value]:
-    """``A v + b``: ``rows[i]`` the non-zero ``(j, a_ij, grid of a_ij)`` (floats), ``bias[i]`` a constant."""
-    out = []
-    for row, constant in zip(rows, bias):
-        grid = constant.grid
-        terms = []
-        for j, _, a_grid in row:
-            value = inputs[j]
-            terms.append(value)
-            grid = None if grid is None or a_grid is None or value.grid is None else max(grid, a_grid + value.grid)
-        support: tuple[int, ...] = ()
-        if any(value.support for value in terms):
-            terms, support = _joint(terms, sizes)
-        table = constant.table
-        if support:
-            table = np.full([sizes[atom] for atom in support], table)
-        lo, hi, magnitude = constant.lo, constant.hi, constant.size
-        for (_, a, _), value in zip(row, terms):
-            table = table + a * _spread(value, support) if value.support else table + a * value.table
-            if a > 0:
-                lo, hi = lo + a * value.lo, hi + a * value.hi
-            else:
-                lo, hi = lo + a * value.hi, hi + a * value.lo
-            magnitude += abs(a) * value.size
-        exact = _exact(grid, magnitude)
-        slack = 0.0 if exact else 2 * _gamma(len(row) + 2) * magnitude + _TINY
-        result = Value(support, table, lo - slack, hi + slack, grid if exact else None)
-        out.append(_squeezed(result) if support else result)
-    return out
+def _linear_row(row: list[tuple[int, float, int | None]], constant: Value, inputs: Sequence[Value],
+                sizes: dict[int, int]) -> Value:
+    """``sum a_j inputs[j] + constant`` over the non-zero ``(j, a_j, grid of a_j)`` (floats) of ``row`` (a row of
+    ``A v + b``), ``constant`` a constant."""
+    copied = _copied_term(row, constant, inputs)
+    return copied if copied is not None else _linear_terms(row, constant, inputs, sizes)
+
+
+def _copied_term(row: list[tuple[int, float, int | None]], constant: Value, inputs: Sequence[Value]
+                 ) -> Value | None:
+    """The row's one term with a support where ``_linear_terms`` would return it as it is, bit for bit; else None.
+
+    That is a copy: its weight 1, every other addend (the constant, the other terms' tables) a zero, the sum
+    exact. Then each entry of the sum is the term's entry plus zeros, itself, except a -0.0 that a +0.0 turns
+    into +0.0 (none may be in the table); the offsets are replayed as the rule computes them (scalars, no
+    tables) and must be the term's, bit for bit; and ``_unchanged`` checks the rest of the rule."""
+    term = None
+    for j, a, _ in row:
+        value = inputs[j]
+        if value.support:
+            if term is not None or a != 1.0:
+                return None
+            term = value
+        elif value.table != 0:
+            return None
+    if term is None or constant.table != 0 or term.negative_zero:
+        return None
+    grid, lo, hi, magnitude = constant.grid, constant.lo, constant.hi, constant.size
+    for j, a, a_grid in row:  # as _linear_terms, in its order
+        value = inputs[j]
+        grid = None if grid is None or a_grid is None or value.grid is None else max(grid, a_grid + value.grid)
+        if a > 0:
+            lo, hi = lo + a * value.lo, hi + a * value.hi
+        else:
+            lo, hi = lo + a * value.hi, hi + a * value.lo
+        magnitude += abs(a) * value.size
+    if not _exact(grid, magnitude):
+        return None
+    return term if _unchanged(term, lo - 0.0, hi + 0.0, grid) else None
+
+
+def _unchanged(value: Value, lo: float, hi: float, grid: int | None) -> bool:
+    """Whether a rule that computes ``value.table`` bit for bit from ``value`` and, for its offset and grid,
+    ``lo, hi`` and ``grid``, returns ``value`` as it is: those are ``value``'s, bit for bit, and it is
+    ``Value.settled``."""
+    return (grid == value.grid and struct.pack("<dd", lo, hi) == struct.pack("<dd", value.lo, value.hi)
+            and value.settled)
+
+
+def _linear_terms(row: list[tuple[int, float, int | None]], constant: Value, inputs: Sequence[Value],
+                  sizes: dict[int, int]) -> Value:
+    """``_linear_row`` computed term by term."""
+    grid = constant.grid
+    terms = []
+    for j, _, a_grid in row:
+        value = inputs[j]
+        terms.append(value)
+        grid = None if grid is None or a_grid is None or value.grid is None else max(grid, a_grid + value.grid)
+    support: tuple[int, ...] = ()
+    if any(value.support for value in terms):
+        terms, support = _joint(terms, sizes)
+    # c + a_1 T_1 + ...: broadcasting gives the joint table (the terms' supports are its support), each
+    # entry the same float operations; 1 x and -1 x are x and -x exactly, so their products are skipped
+    table = constant.table
+    lo, hi, magnitude = constant.lo, constant.hi, constant.size
+    for (_, a, _), value in zip(row, terms):
+        term = _spread(value, support) if value.support else value.table
+        table = table + term if a == 1.0 else table - term if a == -1.0 else table + a * term
+        if a > 0:
+            lo, hi = lo + a * value.lo, hi + a * value.hi
+        else:
+            lo, hi = lo + a * value.hi, hi + a * value.lo
+        magnitude += abs(a) * value.size
+    exact = _exact(grid, magnitude)
+    slack = 0.0 if exact else 2 * _gamma(len(row) + 2) * magnitude + _TINY
+    result = Value(support, table, lo - slack, hi + slack, grid if exact else None)
+    return _squeezed(result) if support else result
 
 
 def _add(p: int | None, q: int | None) -> int | None:
@@ -301,6 +387,56 @@ def _times_interval(table: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray
 
 
 def _product(x: Value, y: Value, sizes: dict[int, int]) -> Value:
+    known = _times_one(x, y)
+    if known is None:
+        known = _times_zero(x, y)
+    return known if known is not None else _product_tables(x, y, sizes)
+
+
+def _times_one(x: Value, y: Value) -> Value | None:
+    """The factor with a support where ``_product_tables`` would return it as it is, bit for bit, the other
+    being the constant 1 with a zero offset; else None.
+
+    Then the table is the factor's times 1.0, itself; the offset's rule is ``min(T [0, 0] + [lo, hi]) + 0.0``
+    (corners all 0.0, no slack when exact), with finite entries ``lo`` itself, or +0.0 where ``lo`` is a zero
+    (and so for ``hi``); ``_unchanged`` checks that this is the factor's offset and the rest of the rule."""
+    value, one = (x, y) if x.support else (y, x)
+    if not value.support or one.support or one.table != 1.0 or one.lo != 0 or one.hi != 0:
+        return None
+    if not (math.isfinite(value.lo) and math.isfinite(value.hi) and value.lo <= value.hi):
+        return None
+    grid = _add(x.grid, y.grid)
+    if not _exact(grid, 4 * x.size * y.size):
+        return None
+    lo, hi = (value.lo if value.lo != 0 else 0.0), (value.hi if value.hi != 0 else 0.0)
+    return value if _unchanged(value, lo, hi, grid) else None
+
+
+def _times_zero(x: Value, y: Value) -> Value | None:
+    """What ``_product_tables`` returns, bit for bit, where one factor is a zero (either sign) with a zero offset
+    and the other has a support, finite entries of one sign and no -0.0, and the product is exact; else None.
+
+    Then the table's entries are all the same zero (its sign: the factors' signs'), so ``_squeezed`` makes it
+    that constant; the offset's rule is ``min`` (``max``) of zeros plus the corners' 0.0, +0.0."""
+    value, zero = (x, y) if x.support else (y, x)
+    if not value.support or zero.support or zero.table != 0 or zero.lo != 0 or zero.hi != 0:
+        return None
+    if not all(map(math.isfinite, (value.least, value.most, value.lo, value.hi))):
+        return None
+    if len(value.support) > 1 and value.table.size > JOINT_VALUES:  # _joint would widen it
+        return None
+    grid = _add(x.grid, y.grid)
+    if not _exact(grid, 4 * x.size * y.size):
+        return None
+    if value.least >= 0 and not value.negative_zero:
+        return Value((), 1.0 * zero.table, 0.0, 0.0, grid)
+    if value.most < 0:
+        return Value((), -1.0 * zero.table, 0.0, 0.0, grid)
+    return None
+
+
+def _product_tables(x: Value, y: Value, sizes: dict[int, int]) -> Value:
+    """``_product`` computed on the tables."""
     (x, y), support = _joint([x, y], sizes)
     tx, ty = _spread(x, support), _spread(y, support)
     a_low, a_high = _times_interval(tx, y.lo, y.hi)
@@ -341,13 +477,19 @@ class _Atoms:
         return Value((atom,), centres, lo, hi, grid)
 
     def canonical(self, values: list[Value]) -> tuple[Value, ...]:
-        """``values``, each as the one object of its contents: identity compares them."""
-        return tuple(self._values.setdefault(value.contents, value) for value in values)
+        """``values``, each as the one object of its contents where one is kept: identity compares them. Kept by
+        ``Value.summary`` and compared bit for bit (no hash of a whole table); where a value of the same summary
+        but other contents is kept, the value itself (its equals then recompute, as fresh values do)."""
+        return tuple(self._canonical(value) for value in values)
+
+    def _canonical(self, value: Value) -> Value:
+        kept = self._values.setdefault(value.summary, value)
+        return kept if kept is value or kept.same(value) else value
 
 
 def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
     """A state component's value as the next step reads it: an atom over its distinct values."""
-    if not value.support:
+    if not value.support or _atom_as_it_is(value, source):
         return value
     centres = np.unique(value.table)
     lo, hi = value.lo, value.hi
@@ -365,6 +507,22 @@ def _as_atom(value: Value, atoms: _Atoms, source: int) -> Value:
     if len(centres) > ATOM_VALUES:
         return Value((), 0.0, float(centres[0]) + lo, float(centres[-1]) + hi, value.grid)
     return atoms.new(source, centres, lo, hi, value.grid)
+
+
+def _atom_as_it_is(value: Value, source: int) -> bool:
+    """Whether ``_as_atom`` makes of ``value``, a table over one atom of ``source``, the atom it is but for its id:
+    its entries increasing with every gap beyond the merge scale (so they are their own distinct centres), its ends
+    finite, exact (no slack) and its offsets their own plus 0.0. The next step then reads the atom's id again: ids
+    only order atoms by source (one per source at a step), so every value computed from it is the same."""
+    table = value.table
+    if len(value.support) != 1 or value.support[0] // _SOURCE_STRIDE != source or value.grid is None:
+        return False
+    if len(table) < 2 or not (math.isfinite(value.least) and math.isfinite(value.most)):
+        return False
+    if struct.pack("<dd", value.lo + 0.0, value.hi + 0.0) != struct.pack("<dd", value.lo, value.hi):
+        return False
+    scale = MERGE * (1.0 + max(abs(value.least), abs(value.most)))
+    return bool((np.diff(table) > scale).all())
 
 
 def _merged(centres: np.ndarray, starts: np.ndarray, grid: int | None, scale: float, lo: float, hi: float
@@ -445,36 +603,151 @@ def _input_values(node: N.Input, atoms: _Atoms, first_source: int) -> list[Value
     return out
 
 
-def _step(node: Any, weights: _Weights, inputs: list[list[Value]], previous: list[Value], atoms: _Atoms
-          ) -> list[Value]:
-    """The node's components at this step, from its inputs' (and its previous state's)."""
-    sizes = atoms.sizes
-    if isinstance(node, N.Linear):
-        return _linear(weights.terms, weights.b, inputs[0], sizes)
-    if isinstance(node, N.ReLU):
-        return [_relu(v) for v in inputs[0]]
-    if isinstance(node, N.Concat):
-        return [v for part in inputs for v in part]
+def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
+    """Per component, the operands (``_operands``) its rule reads."""
+    if isinstance(node, (N.Linear, N.StateNode)):
+        return [tuple(j for j, _, _ in row) for row in weights.terms]
+    dim: int = node.dim
     if isinstance(node, N.Multi):
-        half = len(inputs[0]) // 2
-        return [_product(inputs[0][i], inputs[0][half + i], sizes) for i in range(half)]
+        return [(i, dim + i) for i in range(dim)]
+    return [(i,) for i in range(dim)]
+
+
+def _operands(node: Any, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...]) -> tuple[Value, ...]:
+    """The values the node's components read: its inputs' components (a state's: its previous ones first)."""
     if isinstance(node, N.StateNode):
-        updated = _linear(weights.terms, weights.b, previous + inputs[0], sizes)
-        return [_relu(v) for v in updated] if isinstance(node, N.ReLUState) else updated
+        return previous + inputs[0]
+    return tuple(v for part in inputs for v in part)
+
+
+def _component(node: Any, weights: _Weights, i: int, operands: tuple[Value, ...], sizes: dict[int, int]) -> Value:
+    """The node's component ``i`` at this step, from the operands it reads."""
+    if isinstance(node, N.Linear):
+        return _linear_row(weights.terms[i], weights.b[i], operands, sizes)
+    if isinstance(node, N.ReLU):
+        return _relu(operands[i])
+    if isinstance(node, N.Multi):
+        return _product(operands[i], operands[len(operands) // 2 + i], sizes)
+    if isinstance(node, N.StateNode):
+        updated = _linear_row(weights.terms[i], weights.b[i], operands, sizes)
+        return _relu(updated) if isinstance(node, N.ReLUState) else updated
     raise TypeError(node)
 
 
-def _node_step(node: Any, weights: _Weights, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...],
-                exact: tuple | None, atoms: _Atoms, first_source: int) -> tuple:
-    """The node's components at this step; for a state also its exact components (``_exact_state``) and its
-    components as the atoms the next step reads. Values as ``atoms.canonical`` objects."""
-    values = _step(node, weights, [list(part) for part in inputs], list(previous), atoms)
-    if exact is None:
-        return atoms.canonical(values), None, None
-    exact = tuple(_exact_state(node, weights, list(exact), inputs[0]))
-    values = [v if e is None else _exact_float(e) for v, e in zip(values, exact)]
-    return atoms.canonical(values), exact, atoms.canonical([_as_atom(v, atoms, first_source + i)
-                                                            for i, v in enumerate(values)])
+def _nothing(operands: tuple[Value, ...]) -> tuple:
+    """What a component that reads no operand reads (a row of zero weights)."""
+    return ()
+
+
+class _Stepper:
+    """One node's rules over the steps, with what its components computed at recent steps.
+
+    A component's value is a function of the operands it reads (``_reads``), bit for bit, and a state
+    component's atom a function of its value: both are kept per component (its last ``MEMO_STEPS`` distinct
+    reads), so a component whose reads repeat costs a look-up even where others of its node change (the
+    answer register of Listing 2 changes one component at a step)."""
+
+    def __init__(self, node: Any, first_source: int) -> None:
+        self.node = node
+        self.weights = _Weights(node)
+        self.first_source = first_source
+        self.reads = [] if isinstance(node, N.Concat) else _reads(node, self.weights)
+        self.read = [operator.itemgetter(*reads) if reads else _nothing for reads in self.reads]
+        self.parts: list[dict[tuple, Value]] = [{} for _ in self.reads]
+        self.atoms: list[dict[Value, Value]] = [{} for _ in self.reads]
+        self.exact_steps: dict[tuple, tuple[tuple, tuple]] = {}
+
+    def step(self, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...], exact: tuple | None, atoms: _Atoms
+             ) -> tuple[tuple[Value, ...], tuple | None, tuple[Value, ...] | None]:
+        """The node's components at this step; for a state (``exact`` not None) also its exact components
+        (``_exact_state``) and its components as the atoms the next step reads. Values as ``atoms.canonical``
+        objects."""
+        operands = _operands(self.node, inputs, previous)
+        if isinstance(self.node, N.Concat):
+            return operands, None, None
+        values = tuple(self._part(i, operands, atoms) for i in range(len(self.reads)))
+        if exact is None:
+            return values, None, None
+        exact, known = self._exact(exact, inputs[0], atoms)
+        values = tuple(v if e is None else e for v, e in zip(values, known))
+        return values, exact, tuple(self._atom(i, v, atoms) for i, v in enumerate(values))
+
+    def _exact(self, exact: tuple, inputs: tuple[Value, ...], atoms: _Atoms) -> tuple[tuple, tuple]:
+        """The exact components after this step (``_exact_state``) and each known one as a float value (None for
+        the others), kept per previous exact components and inputs (the last ``MEMO_STEPS``)."""
+        key = (exact, inputs)
+        result = self.exact_steps.get(key)
+        if result is None:
+            after = tuple(_exact_state(self.node, self.weights, list(exact), inputs))
+            result = after, tuple(None if e is None else atoms.canonical([_exact_float(e)])[0] for e in after)
+            _remember(self.exact_steps, key, result)
+        return result
+
+    def _part(self, i: int, operands: tuple[Value, ...], atoms: _Atoms) -> Value:
+        key = self.read[i](operands)
+        value = self.parts[i].get(key)
+        if value is None:
+            value = _component(self.node, self.weights, i, operands, atoms.sizes)
+            if not any(value is operands[j] for j in self.reads[i]):  # an operand passed on is canonical already
+                value = atoms.canonical([value])[0]
+            _remember(self.parts[i], key, value)
+        return value
+
+    def _atom(self, i: int, value: Value, atoms: _Atoms) -> Value:
+        atom = self.atoms[i].get(value)
+        if atom is None:
+            atom = atoms.canonical([_as_atom(value, atoms, self.first_source + i)])[0]
+            _remember(self.atoms[i], value, atom)
+        return atom
+
+
+class _Group:
+    """The nodes whose values at a step are a function of the same states' previous values and exact
+    components (``states``: the states they depend on, themselves included), the inputs' atoms being the same
+    at every step. Its results per distinct ``states`` key are kept (the last ``MEMO_STEPS``), so a part of the
+    program that settled into a period (token atoms, phase flags, permutation counters) costs one look-up per
+    step, however many nodes it has."""
+
+    def __init__(self, steppers: list[_Stepper], states: list[Any]) -> None:
+        self.steppers, self.states = steppers, states
+        self.known: dict[tuple, tuple[dict, dict, dict]] = {}
+
+    def step(self, values: dict, previous: dict, exact: dict, atoms: _Atoms) -> tuple[dict, dict, dict, bool]:
+        """The group's nodes' values, its states' exact components and atoms at this step (per node), and
+        whether they are new (not a repeated step's)."""
+        key = tuple((previous[state], exact[state]) for state in self.states)
+        known = self.known.get(key)
+        if known is not None:
+            return (*known, False)
+        now: dict = {}
+        exact_now: dict = {}
+        atomized: dict = {}
+        for stepper in self.steppers:
+            node = stepper.node
+            inputs = [now[x] if x in now else values[x] for x in node.inputs]
+            now[node], exact_after, atomized_after = stepper.step(inputs, previous.get(node, ()), exact.get(node),
+                                                                  atoms)
+            if exact_after is not None:
+                exact_now[node], atomized[node] = exact_after, atomized_after
+        _remember(self.known, key, (now, exact_now, atomized))
+        return now, exact_now, atomized, True
+
+
+def _groups(order: list[Any], first_source: dict[Any, int]) -> list[_Group]:
+    """The non-``Input`` nodes of ``order`` (topological) grouped by the states they depend on; a group after
+    every group whose states are a subset of its own (those its nodes read)."""
+    depends: dict[Any, frozenset] = {}
+    members: dict[frozenset, list[Any]] = {}
+    for node in order:
+        depends[node] = frozenset().union(*(depends[x] for x in node.inputs))
+        if isinstance(node, N.StateNode):
+            depends[node] |= {node}
+        if not isinstance(node, N.Input):
+            members.setdefault(depends[node], []).append(node)
+    position = {node: k for k, node in enumerate(order)}
+    groups = sorted(members.items(), key=lambda item: len(item[0]))
+    return [_Group([_Stepper(node, first_source.get(node, 0)) for node in nodes],
+                   sorted(states, key=position.__getitem__)) for states, nodes in groups]
 
 
 def _first_sources(order: list[Any], states: list[Any]) -> dict[Any, int]:
@@ -491,14 +764,16 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
 
     A node's values at a step are a function of what it reads (its inputs' values, its previous state and
     exact components, bit for bit: ``Value.contents``), and atoms of equal contents have equal ids (``_Atoms``), so
-    a node that reads what it read at an earlier step computes what it computed then: its results of the
-    last ``MEMO_STEPS`` distinct steps are kept and reused, and values seen before leave the bounds as they
-    are. The parts of a program that settle into a period (token atoms, phase flags, permutation counters)
-    cost a look-up per step; only the parts that keep changing are computed."""
+    what reads what it read at an earlier step computes what it computed then: the results of recent steps
+    are kept per group of nodes (``_Group``) and per component (``_Stepper``) and reused, and values seen
+    before leave the bounds as they are. The parts of a program that settle into a period (token atoms,
+    phase flags, permutation counters) cost a look-up per step; only the parts that keep changing are
+    computed. Groups run in an order where every group they read from runs before them."""
     order: list[Any] = topological_order(output)
-    weights = {node: _Weights(node) for node in order if not isinstance(node, N.Input)}
     states = [node for node in order if isinstance(node, N.StateNode)]
     first_source = _first_sources(order, states)
+    groups = _groups(order, first_source)
+    weights = {stepper.node: stepper.weights for group in groups for stepper in group.steppers}
     atoms = _Atoms()
     low = {node: [math.inf] * node.dim for node in order}
     high = {node: [-math.inf] * node.dim for node in order}
@@ -509,22 +784,18 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
         _widen_bounds(low, high, node, components)
     previous = {node: atoms.canonical(weights[node].init) for node in states}
     exact = {node: tuple(weights[node].exact_init) for node in states}
-    known: dict[Any, dict[tuple, tuple]] = {node: {} for node in weights}
     for _ in range(max_length):  # one round per step
-        atomized = {}
-        for node, node_weights in weights.items():
-            inputs = [values[x] for x in node.inputs]
-            before, exact_before = previous.get(node, ()), exact.get(node)
-            key = (*inputs, before, exact_before)
-            result = known[node].get(key)
-            if result is None:
-                result = _node_step(node, node_weights, inputs, before, exact_before, atoms, first_source.get(node, 0))
-                _remember(known[node], key, result)
-                _widen_bounds(low, high, node, result[0])
-            values[node] = result[0]
-            if exact_before is not None:
-                exact[node], atomized[node] = result[1], result[2]
-        previous = atomized
+        atomized: dict = {}
+        exact_next: dict = {}
+        for group in groups:
+            now, exact_now, atomized_now, new = group.step(values, previous, exact, atoms)
+            values.update(now)
+            exact_next.update(exact_now)
+            atomized.update(atomized_now)
+            if new:
+                for node, components in now.items():
+                    _widen_bounds(low, high, node, components)
+        previous, exact = atomized, exact_next
     return {node: (low[node], high[node]) for node in order}
 
 
@@ -533,7 +804,7 @@ def _widen_bounds(low: dict, high: dict, node: Any, values: tuple[Value, ...]) -
     high[node] = [max(a, v.high) for a, v in zip(high[node], values)]
 
 
-def _remember(results: dict[tuple, Any], key: tuple, result: Any) -> None:
+def _remember(results: dict, key: Any, result: Any) -> None:
     """Keep ``result`` under ``key``, forgetting the oldest beyond ``MEMO_STEPS`` (bounded memory)."""
     if len(results) >= MEMO_STEPS:
         del results[next(iter(results))]
