@@ -275,9 +275,9 @@ class HFTrained(Measured):
             graph_node["in_circuit"] = graph_node["reaches_output"] and graph_node["name"] in touched
         trace = program.trace(xs, check_bounds=False)
         return Circuit(task=self.task, architecture=self.arch, output_hook="readout", hooks=self.hooks, units=units,
-                       nodes=nodes, edges=edges, unit_edges=[],
-                       variables=[{"node": node, "index": index, "units": holders[(node, index)]}
-                                  for node, index in sorted(holders)],
+                       nodes=nodes, edges=edges, unit_edges=[], shut_edges=[],
+                       variables=[{"node": node, "index": index, "units": holders[(node, index)],
+                                   "in_circuit": node in touched} for node, index in sorted(holders)],
                        equivalent=equivalent_components(trace, real))
 
 

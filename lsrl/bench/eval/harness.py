@@ -64,15 +64,15 @@ def node_scores(subject: Subject, found: Found) -> dict[str, float]:
 
 
 def edge_truth(subject: Subject) -> np.ndarray:
-    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end that holds no
-    variable, a constant's or a helper's, as a gate of constant value: no patching or gradient moves it); the
-    model's input counts as in the circuit."""
+    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are, and no gate holds it shut on the data:
+    ``Edge.shut``), 0 not, -1 not scored (an end that holds no variable, a constant's or a helper's, as a gate of
+    constant value: no patching or gradient moves it); the model's input counts as in the circuit."""
     truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
     marks = []
     for edge in subject.edges():
         sender = True if edge.source < 0 else truth.get((edge.source, edge.sender))
         receiver = truth.get((edge.layer, edge.receiver))
-        marks.append(-1 if sender is None or receiver is None else int(sender and receiver))
+        marks.append(-1 if sender is None or receiver is None else int(sender and receiver and not edge.shut))
     return np.array(marks, dtype=int)
 
 
