@@ -192,4 +192,5 @@ def test_the_truth_is_the_folders_from_memory_or_folder_and_pairs_change_no_trut
             assert not np.isnan(folder_row["node_auroc"])  # variables on both sides of the truth
             row[(pairs, arch)] = folder_row
     for arch in ("path", "lstm"):
-        assert row[(8, arch)]["nodes"] == row[(32, arch)]["nodes"] and row[(8, arch)]["units"] == row[(32, arch)]["units"]
+        assert [row[(8, arch)][column] for column in ("nodes", "units", "edges")] == \
+            [row[(32, arch)][column] for column in ("nodes", "units", "edges")]

@@ -88,9 +88,9 @@ class HookedSubject(Subject):
                             "variables to score methods against")
         # the program it runs
         program = distractor_program(task) if tier in ("distractors", "rotated") else build()
-        if tier == "rotated" and arch != "path":
-            return rotated(cls.from_tier(tier_model(task, "distractors"), arch), loaded.model, read_rotations(folder))
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
+        if tier == "rotated" and arch != "path":  # its circuit.json: the truth in the labelled coordinates
+            return rotated(subject, loaded.model, read_rotations(folder))
         if arch != "path":
             return subject
         tensors = standalone.read_tensors(folder)
