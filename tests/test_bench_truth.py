@@ -7,6 +7,7 @@ scored against is the folder's, whether the model comes from the folder or from 
 
 from __future__ import annotations
 
+import csv
 import functools
 import importlib.util
 from pathlib import Path
@@ -194,3 +195,23 @@ def test_the_truth_is_the_folders_from_memory_or_folder_and_pairs_change_no_trut
     for arch in ("path", "lstm"):
         assert [row[(8, arch)][column] for column in ("nodes", "units", "edges")] == \
             [row[(32, arch)][column] for column in ("nodes", "units", "edges")]
+
+
+def test_the_published_rows_are_the_scores_of_a_rebuilt_folder():
+    from lsrl.bench.eval.harness import COLUMNS, evaluate_all
+
+    methods = ("resample", "attribution", "random")
+    rows = evaluate_all([TASK], tiers=("distractors",), methods=methods, suite=_suite())
+    published_file = Path(__file__).parent.parent / "docs" / "results" / "bench" / "eval.csv"
+    with open(published_file, newline="") as file:
+        published = {(row["arch"], row["method"]): row for row in csv.DictReader(file)
+                     if row["task"] == TASK and row["tier"] == "distractors" and row["method"] in methods}
+    assert len(rows) == len(published) == len(ARCHS) * len(methods)
+    for row in rows:
+        stored = published[(row["arch"], row["method"])]
+        for column in COLUMNS[4:-1]:  # every score but the seconds
+            value = float(row[column])
+            if stored[column] == "":
+                assert np.isnan(value), (row["arch"], row["method"], column)
+            else:
+                assert value == pytest.approx(float(stored[column]), abs=1e-4), (row["arch"], row["method"], column)

@@ -103,12 +103,14 @@ class Circuit(NamedTuple):
     variables: list[dict[str, Any]]
     equivalent: list[list[tuple[str, int]]]
 
-    def labels(self) -> dict[str, list[UnitLabel | None]]:
-        """``{hook: [UnitLabel or None per unit]}``."""
+    def labels(self, truth: bool = False) -> dict[str, list[UnitLabel | None]]:
+        """``{hook: [UnitLabel or None per unit]}``: ``labels.json``'s, or (``truth``) with the component each unit
+        holds in the truth (``holds``: a unit shared with an equal task value holds the task's)."""
         labels: dict[str, list[UnitLabel | None]] = {hook["name"]: [None] * hook["width"] for hook in self.hooks}
         for unit in self.units:
             if unit["node"] is not None:
-                labels[unit["hook"]][unit["unit"]] = UnitLabel(unit["node"], unit["index"], unit["role"])
+                node, index = unit["holds"] if truth else (unit["node"], unit["index"])
+                labels[unit["hook"]][unit["unit"]] = UnitLabel(node, index, unit["role"])
         return labels
 
     def in_circuit(self) -> set[Unit]:
@@ -333,6 +335,17 @@ def equivalent_components(trace: dict[str, np.ndarray], real: np.ndarray) -> lis
     return sorted(group for group in groups.values() if len(group) > 1)
 
 
+def task_values(equivalent: list[list[tuple[str, int]]], reaches: set[str]) -> dict[tuple[str, int], tuple[str, int]]:
+    """``{component of a node outside the task's circuit: the first equal component of a node that reaches the
+    task's output}``: a unit the compiler shares between equal values (a distractor's count and the task's) holds
+    the task's value where the output reads it."""
+    shared = {}
+    for group in equivalent:
+        task = [member for member in group if member[0] in reaches]
+        shared.update({member: task[0] for member in group if task and member[0] not in reaches})
+    return shared
+
+
 def shut_edges(graph: UnitGraph, cache: dict[str, torch.Tensor], real: np.ndarray) -> list[UnitEdge]:
     """The edges of ``graph`` whose gate holds them shut at every real step (``real``: ``(B, T)``): nothing
     passes through them on the data (a GRU's carried state behind an update gate held at 0, a unit read through a
@@ -372,16 +385,19 @@ def build_circuit(task: str, architecture: str, config: dict[str, Any], tensors:
     passing = [edge for edge in unit_edges if edge not in closed and (edge[0] == INPUT or varying[edge[0]][edge[1]])]
     useful = _reaching({(graph.output, u) for u in range(hooks[graph.output][0])},
                        (((a, i), (b, j)) for a, i, b, j, _ in passing))
+    equivalent = equivalent_components(trace, real) if trace is not None else []
+    shared = task_values(equivalent, reaches)
     units, holders = [], defaultdict(list)
     for hook, (width, _) in hooks.items():
         for unit in range(width):
             node, index, role = labels[hook][unit] if labels is not None else (None, None, None)
             live = bool(varying[hook][unit]) and (hook, unit) in useful
-            in_circuit = live and (program is None or node in reaches)
-            units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role, "live": live,
-                          "in_circuit": in_circuit})
+            holds = shared.get((node, index), (node, index)) if live and program is not None else (node, index)
+            in_circuit = live and (program is None or holds[0] in reaches)
+            units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role,
+                          "holds": list(holds), "live": live, "in_circuit": in_circuit})
             if role in PATCHABLE_ROLES:
-                holders[(node, index)].append([hook, unit])
+                holders[holds].append([hook, unit])
     marked = {(unit["hook"], unit["unit"]) for unit in units if unit["in_circuit"]}
     variables = [{"node": node, "index": index, "units": holders[(node, index)],
                   "in_circuit": any((hook, unit) in marked for hook, unit in holders[(node, index)])}
@@ -394,5 +410,5 @@ def build_circuit(task: str, architecture: str, config: dict[str, Any], tensors:
         task=task, architecture=architecture, output_hook=graph.output,
         hooks=[{"name": name, "width": width, "per_step": per_step} for name, (width, per_step) in hooks.items()],
         units=units, nodes=nodes, edges=edges, unit_edges=unit_edges, shut_edges=shut, variables=variables,
-        equivalent=equivalent_components(trace, real) if trace is not None else [],
+        equivalent=equivalent,
     )

@@ -266,8 +266,8 @@ class HFTrained(Measured):
             for unit, (node, index, role) in enumerate(labels):
                 live = bool(active[unit])
                 in_circuit = live and role == "value" and node in wanted
-                units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role, "live": live,
-                              "in_circuit": in_circuit})
+                units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role,
+                              "holds": [node, index], "live": live, "in_circuit": in_circuit})
                 if role == "value" and node != FREE:
                     holders.setdefault((node, index), []).append([hook, unit])
         touched = {unit["node"] for unit in units if unit["in_circuit"]}

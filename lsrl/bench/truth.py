@@ -114,8 +114,8 @@ def interchange_notes(net: standalone.Layers, circuit: Circuit, data: dict[str, 
         for hook, unit in holders[node]:
             patch[hook][rows, :, unit] = donor[hook][:, :, unit]
     with torch.no_grad():
-        outputs, _ = net.run_with_cache(np.tile(clean, (len(testable), 1, 1)), patch)
-    outputs = outputs.double().numpy().reshape(len(testable), len(clean), steps, -1)
+        patched, _ = net.run_with_cache(np.tile(clean, (len(testable), 1, 1)), patch)
+    outputs = patched.double().numpy().reshape(len(testable), len(clean), steps, -1)
     real = np.arange(steps)[None] < lengths[:, None]
     for k, node in enumerate(testable):
         expected = data[f"interchange.{node}"][:, :steps]

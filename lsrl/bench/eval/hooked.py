@@ -104,7 +104,7 @@ class HookedSubject(Subject):
     def from_circuit(cls, task: str, tier: str, net: Any, circuit: Circuit, program: ForEach,
                      output_dim: int) -> HookedSubject:
         hooks = list(net.hook_names)
-        labels = circuit.labels()
+        labels = circuit.labels(truth=True)
         layer_labels = [labels[hook] for hook in hooks]
         live = circuit_live(circuit, hooks)
         bases: list[np.ndarray | None] = [None] * len(hooks)

@@ -214,9 +214,11 @@ class PathSubject(Subject):
         if arch != "path" or tier.model.labels is None:
             raise InternalError(f"PathSubject.from_tier: a tier's labelled path model, got arch {arch!r}")
         bases = [None if basis is None else basis.to_numpy() for basis in tier.bases]
-        subject = cls(tier.task, tier.tier, "path", tier.model.labels, bases, tier.program, tier.output_dim, [], [],
+        circuit, hooks = tier_circuit(tier, "path"), [f"layers.{i}" for i in range(len(tier.model.layers))]
+        held = circuit.labels(truth=True)
+        subject = cls(tier.task, tier.tier, "path", [held[hook] for hook in hooks], bases, tier.program,
+                      tier.output_dim, [], circuit_live(circuit, hooks),
                       [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
-        subject.live = circuit_live(tier_circuit(tier, "path"), [f"layers.{i}" for i in range(len(subject.layers))])
         subject.candidates = unit_candidates(subject.labels, bases, subject.live)
         return subject
 
