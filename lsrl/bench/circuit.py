@@ -3,43 +3,54 @@ variable, the program's node graph, the unit-level graph read off the weights, v
 and which units are in the circuit. Computed by ``lsrl bench build`` from the folder's model (``config.json``
 and ``model.safetensors``: the weights), its unit labels (``labels.json``), the program and its data.
 
-``circuit.json`` (format ``"lsrl.bench.circuit"``, version 1)::
+``circuit.json`` (format ``"lsrl.bench.circuit"``, version 2)::
 
     {
-      "format": "lsrl.bench.circuit", "version": 1, "task": "parity", "architecture": "rnn",
+      "format": "lsrl.bench.circuit", "version": 2, "task": "parity", "architecture": "rnn",
       "output_hook": "blocks.1",            # the hook whose values are the model's output (before a final
                                             # "positive" of the automata)
       "hooks": [{"name": "blocks.0.rnn", "width": 2, "per_step": true}, ...],
                                             # every hook of load_model.py, in config order; per_step: set inside
                                             # the recurrence (a carried state or a gate)
       "units": [{"hook": "blocks.0.rnn", "unit": 0, "node": "token", "index": 0, "role": "pos",
-                 "live": true, "in_circuit": true}, ...],
+                 "holds": ["token", 0], "live": true, "in_circuit": true}, ...],
                                             # every unit of every hook: its label (node, index, role: see
-                                            # lsrl.ir.labels; null where the folder has no labels), live, in_circuit
+                                            # lsrl.ir.labels; null where the folder has no labels), the component
+                                            # it holds in the truth (holds: below), live, in_circuit
       "nodes": [{"name": "count_1", "kind": "LinState", "dim": 1, "named": true, "reaches_output": true,
-                 "in_circuit": true}, ...],  # the program's nodes (empty for an automaton task)
+                 "in_circuit": true, "interchangeable": true, "interchange_note": null}, ...],
+                                            # the program's nodes (empty for an automaton task); interchangeable:
+                                            # lsrl.bench.truth.interchange_notes, the note says why not
       "edges": [["linear_4", "count_1"], ...],               # node graph: input -> reader
       "unit_edges": [["input", 0, "blocks.0.rnn", 0, 0], ...],
                                             # [from hook, unit, to hook, unit, delay]: the target reads the source
                                             # through a non-zero weight with no hook between them; delay 1: the
                                             # source's value of the previous step (a recurrent weight). "input":
                                             # the model's input features
-      "variables": [{"node": "count_1", "index": 0, "units": [["blocks.0.rnn", 0], ["blocks.0.rnn", 1]]}, ...],
+      "shut_edges": [["rnn.l1", 0, "rnn.l1", 0, 1], ...],
+                                            # the unit edges through a gate held shut (or a ReLU never positive)
+                                            # at every real step of the test data: nothing passes
+      "variables": [{"node": "count_1", "index": 0, "units": [["blocks.0.rnn", 0], ["blocks.0.rnn", 1]],
+                     "in_circuit": true}, ...],
       "equivalent": [[["depth", 0], ["linear_7", 0]], ...],
                                             # components whose values are equal at every real step of the test
                                             # data (constants left out): one variable under several names
       "promotion": "..."                    # the rule below, in words
     }
 
-Rules. A unit is **live** when it is not 0 at every real step of the test data and a path of ``unit_edges``
-leads from it to the output hook. A program node **reaches the output** when a path of ``edges`` leads from it
-to the program's output (every node of a compiled program does; a distractor does not). A unit is **in the
-circuit** when it is live and its node reaches the output (for an automaton, or a folder without labels: when
-it is live). **Promotion** (units to variables): a unit whose role is a function of its component ``v``
-(``value``, ``copy``, ``pos``, ``neg``, ``negated``, ``-pos``, ``-neg``) holds the variable ``(node, index)``;
-the ``pos`` / ``neg`` halves of one component (Eq. 11) and its copies are one variable, listed once with all
-its units. ``helper`` and ``constant`` units serve a variable but hold none. A node is in the circuit when one
-of its units is.
+Rules. A unit is **live** when it takes more than one value over the real steps of the test data (a constant,
+which no interchange moves, is not) and a path of ``unit_edges`` outside ``shut_edges``, through such units,
+leads from it to the output hook. A program node **reaches the output** when it is the program's output or a path
+of ``edges`` leads from it to the task's output (every node of a compiled program does; a distractor does not:
+the task's output is the part of a distractor program's output the model keeps). A unit **holds** its label's
+component, or, where it is live but its node does not reach the output and its component equals one of a node
+that does (``equivalent``: the compiler shares one unit between equal values), the first such task component.
+A unit is **in the circuit** when it is live and the node it holds reaches the output (for an automaton, or a
+folder without labels: when it is live). **Promotion** (units to variables): a unit whose role is a function of
+its component ``v`` (``value``, ``copy``, ``pos``, ``neg``, ``negated``, ``-pos``, ``-neg``) holds the variable
+``v``; the ``pos`` / ``neg`` halves of one component (Eq. 11) and its copies are one variable, listed once with
+all its units. ``helper`` and ``constant`` units serve a variable but hold none. A variable, and a node, is in the
+circuit when one of its units is: causal relevance, never equal values alone.
 """
 
 from __future__ import annotations
@@ -65,10 +76,11 @@ if TYPE_CHECKING:
 FORMAT = "lsrl.bench.circuit"
 VERSION = 2
 INPUT = "input"  # the pseudo-hook of the model's input features in unit_edges
-PROMOTION = ("a unit whose role is value, copy, pos, neg, negated, -pos or -neg holds the variable (node, index); "
-             "the pos and neg halves and the copies of one component are one variable; helper and constant units "
-             "hold none; a unit is in the circuit when it is live (not always 0 on the test data, and a path of "
-             "unit_edges leads from it to the output hook) and its node reaches the program's output")
+PROMOTION = ("a unit whose role is value, copy, pos, neg, negated, -pos or -neg holds the variable (node, index) "
+             "of its 'holds'; the pos and neg halves and the copies of one component are one variable; helper and "
+             "constant units hold none; a unit is in the circuit when it is live (more than one value on the test "
+             "data, and a path of unit_edges outside shut_edges, through such units, leads from it to the output "
+             "hook) and the node it holds reaches the task's output")
 
 Unit = tuple[str, int]  # (hook, unit)
 UnitEdge = tuple[str, int, str, int, int]  # (from hook, unit, to hook, unit, delay)
