@@ -97,7 +97,8 @@ def interchange_notes(net: standalone.Layers, circuit: Circuit, data: dict[str, 
         if f"interchange.{node}" in data:
             testable.append(node)
         else:
-            notes[node] = (False, "data.npz has no interchange of it (the input, or a distractor's node)")
+            notes[node] = (False, "data.npz has no interchange of it (the input, or a node of the distractor "
+                                  "program, which the task's own lacks)")
     if not testable:
         return notes
     clean, lengths = data["pairs_clean_inputs"], data["pairs_clean_lengths"]
@@ -122,9 +123,22 @@ def interchange_notes(net: standalone.Layers, circuit: Circuit, data: dict[str, 
         wrong = ~np.isclose(outputs[k], expected, rtol=0, atol=OUTPUT_TOLERANCE).all(axis=-1) & real
         pairs = int(wrong.any(axis=1).sum())
         missing = [index for index in range(dims[node]) if (node, index) not in components]
-        why = f": components {missing} have no unit of their own" if missing else ""
+        why = f": components {missing} have no unit of their own{held_elsewhere(node, missing, circuit)}" \
+            if missing else ""
         notes[node] = (True, None) if not pairs else (
             False, f"setting its units to their corrupted values gives other outputs than the program's "
                    f"interchange on {pairs} of {len(clean)} pairs{why}")
     return notes
 
+
+def held_elsewhere(node: str, missing: list[int], circuit: Circuit) -> str:
+    """Where the units hold the ``missing`` components of ``node`` under another name (an equal component with
+    units of its own, ``circuit.equivalent``): `` (0 as linear_16[0])``, or nothing."""
+    held = {(variable["node"], variable["index"]) for variable in circuit.variables if variable["units"]}
+    names = []
+    for index in missing:
+        group = next((group for group in circuit.equivalent if (node, index) in group), [])
+        other = next((member for member in group if member in held), None)
+        if other is not None:
+            names.append(f"{index} as {other[0]}[{other[1]}]")
+    return f" ({', '.join(names)})" if names else ""
