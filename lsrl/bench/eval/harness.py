@@ -10,6 +10,7 @@ largest score of an edge into the unit.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import tempfile
 import time
@@ -174,13 +175,13 @@ def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TI
     ``suite``; the rows the same wherever, but ``seconds``); a ``GridError`` names the runs that failed."""
     from lsrl.grid import Run, run_grid
 
-    if suite is None:
-        with tempfile.TemporaryDirectory(prefix="lsrl-bench-") as built:
-            return evaluate_all(tasks, tiers, archs, methods, pairs, progress, workers, ray_address, built)
     runs = combinations(tiers, archs, methods)
-    grid = [Run(f"{task}/{tier}", tier_rows, (task, tier, [run for run in runs if run[0] == tier], pairs, Path(suite)))
-            for task in list(tasks) for tier in dict.fromkeys(tier for tier, _, _ in runs)]
-    outcome = run_grid("lsrl bench eval", grid, workers, ray_address, progress)
+    built = tempfile.TemporaryDirectory(prefix="lsrl-bench-") if suite is None else contextlib.nullcontext(suite)
+    with built as root:
+        grid = [Run(f"{task}/{tier}", tier_rows, (task, tier, [run for run in runs if run[0] == tier], pairs,
+                                                  Path(root)))
+                for task in list(tasks) for tier in dict.fromkeys(tier for tier, _, _ in runs)]
+        outcome = run_grid("lsrl bench eval", grid, workers, ray_address, progress)
     outcome.check()
     return [row for rows in outcome.finished for row in rows]
 
