@@ -411,11 +411,13 @@ def _program_tasks(tasks: tuple[str, ...], command: str) -> None:
 @click.option("--method", "methods", multiple=True, type=click.Choice(EVAL_METHODS),
               help="only this method (repeatable)")
 @click.option("--pairs", default=32, show_default=True, type=click.IntRange(min=2), help="clean/corrupted pairs")
+@click.option("--suite", default=None, type=click.Path(file_okay=False),
+              help="score the folders of this suite (those missing are built there; default: a temporary one)")
 @grid_options(workers=1)
 def bench_eval_all(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...], methods: tuple[str, ...], pairs: int,
-                   workers: int, ray_address: str | None) -> None:
-    """Every method × tier × architecture on the tasks (a run per task and tier): the results table (CSV), its
-    summary and a plot."""
+                   suite: str | None, workers: int, ray_address: str | None) -> None:
+    """Every method × tier × architecture on the tasks (a run per task and tier), each scored on its built folder
+    against its circuit.json: the results table (CSV), its summary and a plot."""
     from lsrl.bench.eval.harness import (DEFAULT_TASKS, SUMMARY_COLUMNS, evaluate_all, plot_summary, summary,
                                          write_csv)
 
@@ -423,7 +425,7 @@ def bench_eval_all(out_dir: str, tasks: tuple[str, ...], tiers: tuple[str, ...],
     chosen = {"tiers": tiers} if tiers else {}
     chosen |= {"methods": methods} if methods else {}
     rows = evaluate_all(tasks or DEFAULT_TASKS, pairs=pairs, progress=True, workers=workers, ray_address=ray_address,
-                        **chosen)
+                        suite=suite, **chosen)
     table = summary(rows)
     folder = Path(out_dir)
     written = [write_csv(rows, folder / "eval.csv"), write_csv(table, folder / "eval_summary.csv", SUMMARY_COLUMNS),

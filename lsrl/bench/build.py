@@ -25,16 +25,16 @@ from safetensors.torch import save_file
 
 import lsrl
 from lsrl.bench import standalone
-from lsrl.bench.circuit import Circuit, build_circuit
 from lsrl.bench.cards import model_card, write_root_cards
 from lsrl.bench.data import TEST_SEQUENCES, npz_bytes, task_data
 from lsrl.bench.export import export
-from lsrl.bench.labels import LayerLabels, automaton_labels, check_hooks, unit_labels
+from lsrl.bench.labels import automaton_labels, check_hooks, unit_labels
 from lsrl.bench.rotations import FILE as ROTATIONS
 from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task, task_program
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.bench.training.torch_rnn import TrainedModel
+from lsrl.bench.truth import folder_circuit, tier_circuit
 from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.grid import Run, run_grid
 from lsrl.model.writing import as_path, cannot_write
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from lsrl.automata.networks import AutomatonNetwork
+    from lsrl.bench.circuit import Circuit
     from lsrl.bench.training.hf import HFTrained
     from lsrl.lang.program import ForEach
     from lsrl.model import CompiledProgram
@@ -111,10 +112,12 @@ def tier_folder(root: Path, task: str, arch: str, tier: str = "compiled") -> Pat
 
 def write_model(folder: Path, task: Task, arch: str, model: FolderModel,
                 data: dict[str, np.ndarray], data_bytes: bytes | None = None, tier: str = "compiled",
-                program: ForEach | None = None, rotations: dict[str, HookRotation] | None = None) -> Path:
+                program: ForEach | None = None, rotations: dict[str, HookRotation] | None = None,
+                truth: Circuit | None = None) -> Path:
     """One suite folder for ``model`` (architecture ``arch`` of ``task``'s tier ``tier``, which runs ``program``:
     by default the task's own); ``data_bytes``: ``data`` as written (``npz_bytes``), when the caller has them
-    already; ``rotations``: ``{hook: HookRotation}`` of a rotated model, written to ``rotations.json``."""
+    already; ``rotations``: ``{hook: HookRotation}`` of a rotated model, written to ``rotations.json``; ``truth``:
+    its ``circuit.json`` where it is not the model's own (``lsrl.bench.truth.tier_circuit``: a rotated model's)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / standalone.MANIFEST).unlink(missing_ok=True)  # no stale manifest while the files change
     layers, tensors = export(model)
@@ -134,7 +137,7 @@ def write_model(folder: Path, task: Task, arch: str, model: FolderModel,
         unit_labels(model)
     check_hooks(labels, standalone.check_layers(config, tensors, folder), f"{task.name}/{arch}")
     (folder / "labels.json").write_text(json.dumps({"available": labels is not None, "hooks": labels}))
-    circuit = folder_circuit(task, config, tensors, labels, data, program)
+    circuit = truth if truth is not None else folder_circuit(task, config, tensors, labels, data, program)
     (folder / "circuit.json").write_text(json.dumps(circuit.to_json()))
     (folder / "load_model.py").write_text(loader_source())
     (folder / "data.npz").write_bytes(data_bytes if data_bytes is not None else npz_bytes(data))
@@ -234,20 +237,6 @@ def program_source(task: Task) -> str:
 
 MANIFEST_FILES = ("config.json", "model.safetensors", "labels.json", "circuit.json", "data.npz", "program.py",
                   "README.md", "load_model.py")
-
-
-def folder_circuit(task: Task, config: dict[str, Any], tensors: dict[str, torch.Tensor],
-                   labels: dict[str, LayerLabels] | None, data: dict[str, np.ndarray],
-                   program: ForEach | None = None) -> Circuit:
-    """The folder's ``Circuit`` (``lsrl.bench.circuit``), its liveness and equivalences read on the test data;
-    ``program``: the one the model runs (default: the task's)."""
-    net = standalone.Layers(config["layers"], tensors)
-    xs = data["test_inputs"]
-    _, cache = net.run_with_cache(xs)
-    real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
-    program = program if program is not None else task.build() if task.build else None
-    trace = program.trace(xs, check_bounds=False) if program is not None else None
-    return build_circuit(task.name, config["architecture"], config, tensors, labels, cache, real, program, trace)
 
 
 def write_manifest(folder: Path) -> None:
@@ -355,14 +344,16 @@ def build_tier(root: Path, name: str, tier: str, test_sequences: int = TEST_SEQU
     data = task_data(task, test_sequences)
     data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
     models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
+    unrotated = tier_model(name, "distractors") if tier == "rotated" else None  # the truth of the rotated models
     folders = []
     try:
         for arch, model in models.items():
             if isinstance(model, HFTrained):
                 folders.append(write_hf_folder(tier_folder(root, name, arch, tier), model, data, data_bytes))
                 continue
+            truth = tier_circuit(unrotated, arch, data) if unrotated is not None else None
             folders.append(write_model(tier_folder(root, name, arch, tier), task, arch, model, data, data_bytes,
-                                       tier, program, rotations.get(arch)))
+                                       tier, program, rotations.get(arch), truth))
     except OSError as error:
         raise cannot_write("build_suite: root", root, error) from None
     return folders

@@ -34,10 +34,9 @@ TIER_NOTES = {
     "distractors": " **Tier `distractors`**: compiled together with the programs of other tasks on the same tokens "
                    "(nodes `distractor.TASK.NODE`); their units are active but never reach the output.",
     "rotated": " **Tier `rotated`**: the distractor model after an exact orthogonal change of basis of every layer a "
-               "linear layer reads; a unit's label names the direction it had before the rotation. The path model's "
-               "folder holds the rotations in `rotations.json` (per rotated hook the exact orthogonal `Q`: the "
-               "hook's values are `Q h`, `h` the labelled units; `lsrl.bench.read_rotations`); a target's folder "
-               "does not yet.",
+               "linear layer reads; a unit's label names the direction it had before the rotation. The folder "
+               "holds the rotations in `rotations.json` (per rotated hook the exact orthogonal `Q` and the units "
+               "holding its coordinates; `lsrl.bench.read_rotations`).",
     "trained": " **Tier `trained`**: a stock LSTM / GRU trained by interchange intervention training towards the "
                "program's causal graph; whether its measured accuracies meet the aim: `config.json` `training`.",
 }
@@ -66,7 +65,10 @@ def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[
         "(or the automaton's table), never from a model.", "",
         f"**Circuit** (`circuit.json`). {len(units)} units in {len(circuit.hooks)} hooks: "
         f"{counts[(True, True)]} in the circuit, {counts[(True, False)]} live outside it, "
-        f"{sum(not u['live'] for u in units)} dead (always 0 on the test data, or no path to the output).",
+        f"{sum(not u['live'] for u in units)} dead (one value on the test data, or no path to the output through "
+        f"edges that pass something); {len(circuit.shut_edges)} of {len(circuit.unit_edges)} unit edges pass "
+        "through a gate held shut (or a ReLU never positive) on the test data, outside the circuit. "
+        + rotated_truth(tier) + node_truth(circuit),
     ]
     named = {node["name"] for node in circuit.nodes if node["named"]}
     shown = [v for v in circuit.variables if v["node"] in named] or circuit.variables[:12]
@@ -89,6 +91,33 @@ def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[
               "```", "", "`python program.py` (with lsrl installed) prints the program's outputs on the test data.",
               ""]
     return "\n".join(lines)
+
+
+def rotated_truth(tier: str) -> str:
+    """What a rotated folder's ``circuit.json`` describes."""
+    if tier != "rotated":
+        return ""
+    return ("The circuit is the distractor model's, in the labelled coordinates (`rotations.json` maps the hooks' "
+            "values to them): the values this model holds before the change of basis. ")
+
+
+def node_truth(circuit: Circuit) -> str:
+    """The variables in and outside the circuit, whether node AUROC is defined, and those whose interchange patching
+    their units does not reproduce."""
+    held: dict[str, bool] = {}
+    for variable in circuit.variables:
+        held[variable["node"]] = held.get(variable["node"], False) or variable["in_circuit"]
+    inside = sum(held.values())
+    text = f"Variables held by units: {inside} in the circuit, {len(held) - inside} outside it"
+    if not inside or inside == len(held):
+        text += (" (node AUROC is not defined on this folder: it needs variables on both sides)")
+    odd = [node for node in circuit.nodes
+           if node["in_circuit"] and node["kind"] != "Input" and not node.get("interchangeable", True)]
+    if odd:
+        text += ". Circuit variables whose interchange in `data.npz` patching their units does not reproduce: " + \
+            "; ".join(f"`{node['name']}` ({node['interchange_note']})" for node in odd[:6]) + \
+            (" ..." if len(odd) > 6 else "")
+    return text + "."
 
 
 def _folders(root: Path) -> list[str]:

@@ -3,43 +3,54 @@ variable, the program's node graph, the unit-level graph read off the weights, v
 and which units are in the circuit. Computed by ``lsrl bench build`` from the folder's model (``config.json``
 and ``model.safetensors``: the weights), its unit labels (``labels.json``), the program and its data.
 
-``circuit.json`` (format ``"lsrl.bench.circuit"``, version 1)::
+``circuit.json`` (format ``"lsrl.bench.circuit"``, version 2)::
 
     {
-      "format": "lsrl.bench.circuit", "version": 1, "task": "parity", "architecture": "rnn",
+      "format": "lsrl.bench.circuit", "version": 2, "task": "parity", "architecture": "rnn",
       "output_hook": "blocks.1",            # the hook whose values are the model's output (before a final
                                             # "positive" of the automata)
       "hooks": [{"name": "blocks.0.rnn", "width": 2, "per_step": true}, ...],
                                             # every hook of load_model.py, in config order; per_step: set inside
                                             # the recurrence (a carried state or a gate)
       "units": [{"hook": "blocks.0.rnn", "unit": 0, "node": "token", "index": 0, "role": "pos",
-                 "live": true, "in_circuit": true}, ...],
+                 "holds": ["token", 0], "live": true, "in_circuit": true}, ...],
                                             # every unit of every hook: its label (node, index, role: see
-                                            # lsrl.ir.labels; null where the folder has no labels), live, in_circuit
+                                            # lsrl.ir.labels; null where the folder has no labels), the component
+                                            # it holds in the truth (holds: below), live, in_circuit
       "nodes": [{"name": "count_1", "kind": "LinState", "dim": 1, "named": true, "reaches_output": true,
-                 "in_circuit": true}, ...],  # the program's nodes (empty for an automaton task)
+                 "in_circuit": true, "interchangeable": true, "interchange_note": null}, ...],
+                                            # the program's nodes (empty for an automaton task); interchangeable:
+                                            # lsrl.bench.truth.interchange_notes, the note says why not
       "edges": [["linear_4", "count_1"], ...],               # node graph: input -> reader
       "unit_edges": [["input", 0, "blocks.0.rnn", 0, 0], ...],
                                             # [from hook, unit, to hook, unit, delay]: the target reads the source
                                             # through a non-zero weight with no hook between them; delay 1: the
                                             # source's value of the previous step (a recurrent weight). "input":
                                             # the model's input features
-      "variables": [{"node": "count_1", "index": 0, "units": [["blocks.0.rnn", 0], ["blocks.0.rnn", 1]]}, ...],
+      "shut_edges": [["rnn.l1", 0, "rnn.l1", 0, 1], ...],
+                                            # the unit edges through a gate held shut (or a ReLU never positive)
+                                            # at every real step of the test data: nothing passes
+      "variables": [{"node": "count_1", "index": 0, "units": [["blocks.0.rnn", 0], ["blocks.0.rnn", 1]],
+                     "in_circuit": true}, ...],
       "equivalent": [[["depth", 0], ["linear_7", 0]], ...],
                                             # components whose values are equal at every real step of the test
                                             # data (constants left out): one variable under several names
       "promotion": "..."                    # the rule below, in words
     }
 
-Rules. A unit is **live** when it is not 0 at every real step of the test data and a path of ``unit_edges``
-leads from it to the output hook. A program node **reaches the output** when a path of ``edges`` leads from it
-to the program's output (every node of a compiled program does; a distractor does not). A unit is **in the
-circuit** when it is live and its node reaches the output (for an automaton, or a folder without labels: when
-it is live). **Promotion** (units to variables): a unit whose role is a function of its component ``v``
-(``value``, ``copy``, ``pos``, ``neg``, ``negated``, ``-pos``, ``-neg``) holds the variable ``(node, index)``;
-the ``pos`` / ``neg`` halves of one component (Eq. 11) and its copies are one variable, listed once with all
-its units. ``helper`` and ``constant`` units serve a variable but hold none. A node is in the circuit when one
-of its units is.
+Rules. A unit is **live** when it takes more than one value over the real steps of the test data (a constant,
+which no interchange moves, is not) and a path of ``unit_edges`` outside ``shut_edges``, through such units,
+leads from it to the output hook. A program node **reaches the output** when it is the program's output or a path
+of ``edges`` leads from it to the task's output (every node of a compiled program does; a distractor does not:
+the task's output is the part of a distractor program's output the model keeps). A unit **holds** its label's
+component, or, where it is live but its node does not reach the output and its component equals one of a node
+that does (``equivalent``: the compiler shares one unit between equal values), the first such task component.
+A unit is **in the circuit** when it is live and the node it holds reaches the output (for an automaton, or a
+folder without labels: when it is live). **Promotion** (units to variables): a unit whose role is a function of
+its component ``v`` (``value``, ``copy``, ``pos``, ``neg``, ``negated``, ``-pos``, ``-neg``) holds the variable
+``v``; the ``pos`` / ``neg`` halves of one component (Eq. 11) and its copies are one variable, listed once with
+all its units. ``helper`` and ``constant`` units serve a variable but hold none. A variable, and a node, is in the
+circuit when one of its units is: causal relevance, never equal values alone.
 """
 
 from __future__ import annotations
@@ -60,17 +71,34 @@ from lsrl.model.writing import as_path
 if TYPE_CHECKING:
     import torch
 
+    from lsrl.lang.nodes import Node
     from lsrl.lang.program import ForEach
 
 FORMAT = "lsrl.bench.circuit"
-VERSION = 1
+VERSION = 2
 INPUT = "input"  # the pseudo-hook of the model's input features in unit_edges
-PROMOTION = ("a unit whose role is value, copy, pos, neg, negated, -pos or -neg holds the variable (node, index); "
-             "the pos and neg halves and the copies of one component are one variable; helper and constant units "
-             "hold none; a unit is in the circuit when it is live (not always 0 on the test data, and a path of "
-             "unit_edges leads from it to the output hook) and its node reaches the program's output")
+PROMOTION = ("a unit whose role is value, copy, pos, neg, negated, -pos or -neg holds the variable (node, index) "
+             "of its 'holds'; the pos and neg halves and the copies of one component are one variable; helper and "
+             "constant units hold none; a unit is in the circuit when it is live (more than one value on the test "
+             "data, and a path of unit_edges outside shut_edges, through such units, leads from it to the output "
+             "hook) and the node it holds reaches the task's output")
 
 Unit = tuple[str, int]  # (hook, unit)
+UnitEdge = tuple[str, int, str, int, int]  # (from hook, unit, to hook, unit, delay)
+
+
+class Gate(NamedTuple):
+    """The unit ``(hook, unit)`` that shuts an edge: a gate multiplying it, at its value ``shut`` (``z`` = 1 shuts a
+    GRU's ``n``, 0 every other product), or (``shut`` None) the edge's sender itself, read through a ReLU that
+    passes nothing where it is at most 0."""
+
+    hook: str
+    unit: int
+    shut: float | None
+
+    def holds_shut(self, values: np.ndarray) -> bool:
+        """Whether the gate's ``values`` (every real step) shut the edge at every one."""
+        return bool(np.all(values <= 0) if self.shut is None else np.all(values == self.shut))
 
 
 class Circuit(NamedTuple):
@@ -83,16 +111,19 @@ class Circuit(NamedTuple):
     units: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
     edges: list[tuple[str, str]]
-    unit_edges: list[tuple[str, int, str, int, int]]
+    unit_edges: list[UnitEdge]
+    shut_edges: list[UnitEdge]
     variables: list[dict[str, Any]]
     equivalent: list[list[tuple[str, int]]]
 
-    def labels(self) -> dict[str, list[UnitLabel | None]]:
-        """``{hook: [UnitLabel or None per unit]}``."""
+    def labels(self, truth: bool = False) -> dict[str, list[UnitLabel | None]]:
+        """``{hook: [UnitLabel or None per unit]}``: ``labels.json``'s, or (``truth``) with the component each unit
+        holds in the truth (``holds``: a unit shared with an equal task value holds the task's)."""
         labels: dict[str, list[UnitLabel | None]] = {hook["name"]: [None] * hook["width"] for hook in self.hooks}
         for unit in self.units:
             if unit["node"] is not None:
-                labels[unit["hook"]][unit["unit"]] = UnitLabel(unit["node"], unit["index"], unit["role"])
+                node, index = unit["holds"] if truth else (unit["node"], unit["index"])
+                labels[unit["hook"]][unit["unit"]] = UnitLabel(node, index, unit["role"])
         return labels
 
     def in_circuit(self) -> set[Unit]:
@@ -113,6 +144,7 @@ class Circuit(NamedTuple):
         fields = {field: stored[field] for field in cls._fields}
         fields["edges"] = [tuple(edge) for edge in fields["edges"]]
         fields["unit_edges"] = [tuple(edge) for edge in fields["unit_edges"]]
+        fields["shut_edges"] = [tuple(edge) for edge in fields["shut_edges"]]
         fields["equivalent"] = [[tuple(member) for member in group] for group in fields["equivalent"]]
         hooks = {hook["name"]: hook["width"] for hook in fields["hooks"]}
         for unit in fields["units"]:
@@ -147,12 +179,23 @@ class _Walk:
         self.tensors = tensors
         self.edges: set[tuple[str, int, str, int, int]] = set()  # (sender's hook and unit, receiver's, delay)
         self.per_step: dict[str, tuple[int, bool]] = {}  # hook -> (width, per step)
+        self.gated: dict[tuple[str, int, str, int, int], Gate] = {}  # an edge a gate multiplies, and that gate
+        self.rectified: set[Unit] = set()  # hooked units that their readers read through a ReLU (not hooked)
+
+    def gate(self, target: Unit, source: Unit, factor: Unit, shut: float, delay: int = 0) -> None:
+        """The edge ``source -> target`` passes through a product with ``factor``, which shuts it at ``shut``."""
+        self.read(target, [source], delay)
+        self.gated[(*source, *target, delay)] = Gate(*factor, shut)
 
     def nonzero(self, name: str) -> np.ndarray:
         return self.tensors[name].detach().double().numpy() != 0
 
     def read(self, target: Unit, sources: Iterable[Unit], delay: int = 0) -> None:
-        self.edges.update((*source, *target, delay) for source in sources)
+        for source in sources:
+            edge = (*source, *target, delay)
+            self.edges.add(edge)
+            if source in self.rectified:
+                self.gated[edge] = Gate(*source, None)
 
     def layers(self, specs: list[dict[str, Any]], features: list[set[Unit]]) -> list[set[Unit]]:
         for spec in specs:
@@ -187,6 +230,8 @@ class _Walk:
         elif op.startswith("torch.nn.") or op.startswith("relu_"):
             return self.cell(spec, features)
         else:  # relu, positive: unit by unit
+            if op == "relu":
+                self.rectified.update(unit for sources in features if len(sources) == 1 for unit in sources)
             out = features
         return self.hooked(spec.get("hook"), out)
 
@@ -213,30 +258,49 @@ class _Walk:
             for unit in range(hidden):
                 row = k * hidden + unit
                 self.read((target, unit), set().union(*(features[i] for i in np.flatnonzero(w_ih[row]))))
-                self.read((target, unit), ((name, int(j)) for j in np.flatnonzero(w_hh[row])), delay=1)
+                for j in np.flatnonzero(w_hh[row]):
+                    if gate == "n":  # n = act(W_in x + r * (W_hn h_{t-1} + b_hn)): h_{t-1} through r
+                        self.gate((target, unit), (name, int(j)), (f"{name}.r", unit), 0.0, delay=1)
+                    else:
+                        self.read((target, unit), [(name, int(j))], delay=1)
         for unit in range(hidden):
             if "c" in gates:  # c = f c_{t-1} + i g, h = o act(c)
-                self.per_step[f"{name}.c"] = (hidden, True)
-                self.read((f"{name}.c", unit), ((f"{name}.{g}", unit) for g in "ifg"))
-                self.read((f"{name}.c", unit), [(f"{name}.c", unit)], delay=1)
-                self.read((name, unit), [(f"{name}.o", unit), (f"{name}.c", unit)])
+                cell, (i, f, g, o) = (f"{name}.c", unit), ((f"{name}.{gate}", unit) for gate in "ifgo")
+                self.per_step[cell[0]] = (hidden, True)
+                self.gate(cell, i, g, 0.0)
+                self.gate(cell, g, i, 0.0)
+                self.read(cell, [f])
+                self.gate(cell, cell, f, 0.0, delay=1)
+                self.gate((name, unit), o, cell, 0.0)  # act(c) is 0 where c is
+                self.gate((name, unit), cell, o, 0.0)
             elif gates:  # n reads r; h = (1 - z) n + z h_{t-1}
+                z = (f"{name}.z", unit)
                 self.read((f"{name}.n", unit), [(f"{name}.r", unit)])
-                self.read((name, unit), [(f"{name}.z", unit), (f"{name}.n", unit)])
-                self.read((name, unit), [(name, unit)], delay=1)
+                self.read((name, unit), [z])
+                self.gate((name, unit), (f"{name}.n", unit), z, 1.0)
+                self.gate((name, unit), (name, unit), z, 0.0, delay=1)
         return [{(name, unit)} for unit in range(hidden)]
 
 
-def unit_graph(config: dict[str, Any], tensors: dict[str, torch.Tensor]
-               ) -> tuple[list[tuple[str, int, str, int, int]], dict[str, tuple[int, bool]], str]:
-    """``(unit_edges, {hook: (width, per_step)}, output hook)`` of a folder's config layers and tensors."""
+class UnitGraph(NamedTuple):
+    """A model's unit edges (sorted), ``{hook: (width, per_step)}``, its output hook and the gate of each edge a
+    gate multiplies."""
+
+    edges: list[UnitEdge]
+    hooks: dict[str, tuple[int, bool]]
+    output: str
+    gated: dict[UnitEdge, Gate]
+
+
+def unit_graph(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> UnitGraph:
+    """The ``UnitGraph`` of a folder's config layers and tensors."""
     walk = _Walk(tensors)
     features = [{(INPUT, i)} for i in range(config["input_size"])]
     output = walk.layers(config["layers"], features)
     output_hooks = {hook for unit in output for hook, _ in unit}
     if len(output_hooks) != 1:
         raise ValueError(f"the model's output is not one hook's units: {sorted(output_hooks)}")
-    return sorted(walk.edges), walk.per_step, output_hooks.pop()
+    return UnitGraph(sorted(walk.edges), walk.per_step, output_hooks.pop(), walk.gated)
 
 
 # ---- the circuit ----------------------------------------------------------------------------------------------
@@ -256,13 +320,17 @@ def _reaching(targets: set, edges: Iterable[tuple]) -> set:
     return found
 
 
-def program_graph(program: ForEach | None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The program's nodes (``nodes`` entries, ``in_circuit`` as ``reaches_output``) and its edges."""
+def program_graph(program: ForEach | None, output: Node | None = None
+                  ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The program's nodes (``nodes`` entries, ``in_circuit`` as ``reaches_output``) and its edges; a node reaches
+    the output when it is the program's output or a path of edges leads from it to ``output`` (default: the
+    program's output; a tier with distractors gives its task's output, the part of its output the model keeps)."""
     if program is None:
         return [], []
     names = program.names
     edges = sorted({(names[source], names[node]) for node in program.nodes for source in node.inputs})
-    reaching = _reaching({names[program.output]}, edges)
+    # the model's output node holds the task's output (and the distractors' outputs, which the model drops)
+    reaching = _reaching({names[output if output is not None else program.output]}, edges) | {names[program.output]}
     nodes = [{"name": names[node], "kind": type(node).__name__, "dim": node_width(node), "named": bool(node.named),
               "reaches_output": names[node] in reaching, "in_circuit": names[node] in reaching}
              for node in program.nodes]
@@ -282,37 +350,80 @@ def equivalent_components(trace: dict[str, np.ndarray], real: np.ndarray) -> lis
     return sorted(group for group in groups.values() if len(group) > 1)
 
 
+def task_values(equivalent: list[list[tuple[str, int]]], reaches: set[str]) -> dict[tuple[str, int], tuple[str, int]]:
+    """``{component of a node outside the task's circuit: the first equal component of a node that reaches the
+    task's output}``: a unit the compiler shares between equal values (a distractor's count and the task's) holds
+    the task's value where the output reads it."""
+    shared = {}
+    for group in equivalent:
+        task = [member for member in group if member[0] in reaches]
+        shared.update({member: task[0] for member in group if task and member[0] not in reaches})
+    return shared
+
+
+def shut_edges(graph: UnitGraph, cache: dict[str, torch.Tensor], real: np.ndarray) -> list[UnitEdge]:
+    """The edges of ``graph`` whose gate holds them shut at every real step (``real``: ``(B, T)``): nothing
+    passes through them on the data (a GRU's carried state behind an update gate held at 0, a unit read through a
+    ReLU that is never positive)."""
+    shut = []
+    for edge, gate in sorted(graph.gated.items()):
+        if gate.holds_shut(cache[gate.hook][..., gate.unit].detach().double().numpy()[real]):
+            shut.append(edge)
+    return shut
+
+
+def varying_units(cache: dict[str, torch.Tensor], real: np.ndarray) -> dict[str, np.ndarray]:
+    """Per hook, which units take more than one value over the real steps (``real``: ``(B, T)``): a unit of one
+    value is a constant, which no interchange of the inputs moves."""
+    varying = {}
+    for hook, values in cache.items():
+        held = values.detach().double().numpy()[real]
+        varying[hook] = (held != held[:1]).any(axis=0) if len(held) else np.zeros(held.shape[-1], dtype=bool)
+    return varying
+
+
 def build_circuit(task: str, architecture: str, config: dict[str, Any], tensors: dict[str, torch.Tensor],
                   labels: dict[str, list] | None, cache: dict[str, torch.Tensor], real: np.ndarray,
-                  program: ForEach | None, trace: dict[str, np.ndarray] | None) -> Circuit:
+                  program: ForEach | None, trace: dict[str, np.ndarray] | None, output: Node | None = None
+                  ) -> Circuit:
     """The ``Circuit`` of a model (module docstring): ``cache`` holds every hook's values on the test inputs
     (``run_with_cache``) whose real steps ``real`` ``(B, T)`` say which are not padding; ``trace`` is the
-    program's trace on them (None for an automaton)."""
-    unit_edges, hooks, output = unit_graph(config, tensors)
-    nodes, edges = program_graph(program)
+    program's trace on them (None for an automaton); ``output``: the program node whose values the model outputs
+    (default: the program's output)."""
+    graph = unit_graph(config, tensors)
+    hooks, unit_edges = graph.hooks, graph.edges
+    nodes, edges = program_graph(program, output)
     reaches = {node["name"] for node in nodes if node["reaches_output"]}
-    useful = _reaching({(output, u) for u in range(hooks[output][0])},
-                       (((a, i), (b, j)) for a, i, b, j, _ in unit_edges))
+    shut = shut_edges(graph, cache, real)
+    varying = varying_units(cache, real)
+    closed = set(shut)
+    passing = [edge for edge in unit_edges if edge not in closed and (edge[0] == INPUT or varying[edge[0]][edge[1]])]
+    useful = _reaching({(graph.output, u) for u in range(hooks[graph.output][0])},
+                       (((a, i), (b, j)) for a, i, b, j, _ in passing))
+    equivalent = equivalent_components(trace, real) if trace is not None else []
+    shared = task_values(equivalent, reaches)
     units, holders = [], defaultdict(list)
     for hook, (width, _) in hooks.items():
-        active = np.abs(cache[hook].detach().double().numpy()[real]).max(axis=0) > 0 if real.any() else \
-            np.zeros(width, dtype=bool)
         for unit in range(width):
             node, index, role = labels[hook][unit] if labels is not None else (None, None, None)
-            live = bool(active[unit]) and (hook, unit) in useful
-            in_circuit = live and (program is None or node in reaches)
-            units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role, "live": live,
-                          "in_circuit": in_circuit})
+            live = bool(varying[hook][unit]) and (hook, unit) in useful
+            holds = shared.get((node, index), (node, index)) if live and program is not None else (node, index)
+            in_circuit = live and (program is None or holds[0] in reaches)
+            units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role,
+                          "holds": list(holds), "live": live, "in_circuit": in_circuit})
             if role in PATCHABLE_ROLES:
-                holders[(node, index)].append([hook, unit])
-    variables = [{"node": node, "index": index, "units": holders[(node, index)]} for node, index in sorted(holders)]
+                holders[holds].append([hook, unit])
+    marked = {(unit["hook"], unit["unit"]) for unit in units if unit["in_circuit"]}
+    variables = [{"node": node, "index": index, "units": holders[(node, index)],
+                  "in_circuit": any((hook, unit) in marked for hook, unit in holders[(node, index)])}
+                 for node, index in sorted(holders)]
     if program is not None:
         touched = {unit["node"] for unit in units if unit["in_circuit"]}
         for node in nodes:
             node["in_circuit"] = node["reaches_output"] and node["name"] in touched
     return Circuit(
-        task=task, architecture=architecture, output_hook=output,
+        task=task, architecture=architecture, output_hook=graph.output,
         hooks=[{"name": name, "width": width, "per_step": per_step} for name, (width, per_step) in hooks.items()],
-        units=units, nodes=nodes, edges=edges, unit_edges=unit_edges, variables=variables,
-        equivalent=equivalent_components(trace, real) if trace is not None else [],
+        units=units, nodes=nodes, edges=edges, unit_edges=unit_edges, shut_edges=shut, variables=variables,
+        equivalent=equivalent,
     )

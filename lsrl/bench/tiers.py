@@ -215,6 +215,16 @@ def tier_model(name: str, tier: str) -> TierModel:
     return TierModel(name, tier, model, program, output_dim, bases)
 
 
+def task_output(program: ForEach) -> Node:
+    """The node of ``program`` whose values the task's model outputs: the program's output, or in a program of
+    ``distractor_program`` the task's own (the first part of its output, the model's last layer keeps only it)."""
+    output = program.output
+    if isinstance(output, Concat) and all(program.names[part].startswith(DISTRACTOR_PREFIX)
+                                          for part in output.inputs[1:]):
+        return output.inputs[0]
+    return output
+
+
 def in_circuit(node: str) -> bool:
     """Whether program node ``node`` of a tier's program belongs to the task (not to a distractor)."""
     return not node.startswith(DISTRACTOR_PREFIX)

@@ -10,7 +10,9 @@ largest score of an edge into the unit.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -22,9 +24,8 @@ import torch
 from lsrl.bench.eval.methods import PATH_METHODS, METHODS
 from lsrl.bench.eval.pairs import Found, Pairs, held_trace, program_interchange
 from lsrl.bench.eval.metrics import auroc, rates
-from lsrl.bench.eval.hooked import tier_subject
 from lsrl.bench.eval.subject import Candidate, Intervention, Subject
-from lsrl.bench.tiers import TIERS, in_circuit, tier_model
+from lsrl.bench.tiers import TIERS, in_circuit
 from lsrl.errors import InternalError, LsrlError
 
 PAIRS = 32
@@ -66,15 +67,15 @@ def node_scores(subject: Subject, found: Found) -> dict[str, float]:
 
 
 def edge_truth(subject: Subject) -> np.ndarray:
-    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are), 0 not, -1 not scored (an end that holds no
-    variable, a constant's or a helper's, as a gate of constant value: no patching or gradient moves it); the
-    model's input counts as in the circuit."""
+    """Per edge of ``subject.edges()``: 1 in the circuit (both ends are, and no gate holds it shut on the data:
+    ``Edge.shut``), 0 not, -1 not scored (an end that holds no variable, a constant's or a helper's, as a gate of
+    constant value: no patching or gradient moves it); the model's input counts as in the circuit."""
     truth = {(c.layer, c.unit): c.truth for c in subject.candidates}
     marks = []
     for edge in subject.edges():
         sender = True if edge.source < 0 else truth.get((edge.source, edge.sender))
         receiver = truth.get((edge.layer, edge.receiver))
-        marks.append(-1 if sender is None or receiver is None else int(sender and receiver))
+        marks.append(-1 if sender is None or receiver is None else int(sender and receiver and not edge.shut))
     return np.array(marks, dtype=int)
 
 
@@ -167,26 +168,39 @@ def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, met
 
 def evaluate_all(tasks: Iterable[str] = DEFAULT_TASKS, tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS,
                  methods: Iterable[str] = tuple(METHODS), pairs: int = PAIRS, progress: bool = False, workers: int = 1,
-                 ray_address: str | None = None) -> list[dict[str, object]]:
-    """A row per task and runnable ``combinations`` of tier, architecture and method. A run per task and tier (its
-    model built once); where the runs run: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at
-    ``ray_address``; the rows the same wherever, but ``seconds``); a ``GridError`` names the runs that failed."""
+                 ray_address: str | None = None, suite: str | Path | None = None) -> list[dict[str, object]]:
+    """A row per task and runnable ``combinations`` of tier, architecture and method, each scored on the task's
+    folder of that tier and architecture under ``suite`` (``lsrl bench build``'s layout; the folders missing there are
+    built; default: a temporary directory), against its ``circuit.json``. A run per task and tier; where the runs
+    run: ``lsrl.grid.run_grid`` (``workers`` processes or the Ray cluster at ``ray_address``, whose nodes must all see
+    ``suite``; the rows the same wherever, but ``seconds``); a ``GridError`` names the runs that failed."""
     from lsrl.grid import Run, run_grid
 
     runs = combinations(tiers, archs, methods)
-    grid = [Run(f"{task}/{tier}", tier_rows, (task, tier, [run for run in runs if run[0] == tier], pairs))
-            for task in list(tasks) for tier in dict.fromkeys(tier for tier, _, _ in runs)]
-    outcome = run_grid("lsrl bench eval", grid, workers, ray_address, progress)
+    built = tempfile.TemporaryDirectory(prefix="lsrl-bench-") if suite is None else contextlib.nullcontext(suite)
+    with built as root:
+        grid = [Run(f"{task}/{tier}", tier_rows, (task, tier, [run for run in runs if run[0] == tier], pairs,
+                                                  Path(root)))
+                for task in list(tasks) for tier in dict.fromkeys(tier for tier, _, _ in runs)]
+        outcome = run_grid("lsrl bench eval", grid, workers, ray_address, progress)
     outcome.check()
     return [row for rows in outcome.finished for row in rows]
 
 
-def tier_rows(task: str, tier: str, runs: list[tuple[str, str, str]], pairs: int = PAIRS) -> list[dict[str, object]]:
-    """``evaluate_all``'s rows of ``task``'s ``tier`` model: one per (tier, arch, method) of ``runs``."""
-    model = tier_model(task, tier)
+def tier_rows(task: str, tier: str, runs: list[tuple[str, str, str]], pairs: int, suite: Path
+              ) -> list[dict[str, object]]:
+    """``evaluate_all``'s rows of ``task``'s ``tier``: one per (tier, arch, method) of ``runs``, scored on the folders
+    under ``suite`` (the task's tier built there first where a folder is missing)."""
+    from lsrl.bench.build import build_tier, tier_folder
+    from lsrl.bench.eval.hooked import HookedSubject
+
+    archs = list(dict.fromkeys(arch for _, arch, _ in runs))
+    folders = {arch: tier_folder(suite, task, arch, tier) for arch in archs}
+    if not all((folder / "config.json").is_file() for folder in folders.values()):
+        build_tier(suite, task, tier)
     rows = []
-    for arch in dict.fromkeys(arch for _, arch, _ in runs):
-        subject = tier_subject(model, arch)
+    for arch in archs:
+        subject = HookedSubject.from_folder(folders[arch])
         rows += [evaluate(subject, method, pairs) for _, other, method in runs if other == arch]
     return rows
 

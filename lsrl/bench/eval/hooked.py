@@ -20,20 +20,20 @@ import numpy as np
 import torch
 
 from lsrl.bench import standalone
-from lsrl.bench.circuit import INPUT, Circuit, build_circuit
-from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject, frozen, unit_candidates
+from lsrl.bench.circuit import INPUT, Circuit
+from lsrl.bench.eval.subject import (Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
+                                    unit_candidates)
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
-from lsrl.bench.labels import unit_labels
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS, program_widths, task_program
 from lsrl.bench.tiers import TierModel, distractor_program, tier_model
+from lsrl.bench.truth import tier_circuit
 from lsrl.errors import InternalError, LsrlError, ModelFileError
 from lsrl.kinds import Kind
 from lsrl.lang.program import ForEach
 from lsrl.targets.cell_steps import Run
 
-LIVENESS_SEQUENCES = 64
 ROTATED_DECIMALS = 12  # a rotated target's outputs (rationals of small denominators) rounded to this: ~1e-15 is noise
 
 
@@ -45,27 +45,19 @@ class HookedSubject(Subject):
     hooks: list[str] = field(default_factory=list)
     rotations: dict[str, HookRotation] = field(default_factory=dict)  # the rotated tier: its hooks' change of basis
     unit_edges: list[tuple[str, int, str, int, int]] = field(default_factory=list)  # circuit.json's
+    shut_edges: set[tuple[str, int, str, int, int]] = field(default_factory=set)  # circuit.json's: not in circuit
 
     @classmethod
     def from_tier(cls, tier: TierModel, arch: str = "lstm") -> HookedSubject:
-        """The torch target ``arch`` of a tier model, loaded from its exported layers; the circuit's truth is
-        read on ``LIVENESS_SEQUENCES`` sequences of the longest training length. A rotated tier's subject is seen
-        before the change of basis (``rotated``)."""
+        """The torch target ``arch`` of a tier model, loaded from its exported layers; its truth is its folder's
+        (``lsrl.bench.truth.tier_circuit``, on the task's ``data.npz``). A rotated tier's subject is seen before
+        the change of basis (``rotated``)."""
         target = tier.model.to_torch(arch)
-        layers, tensors = export(target)
-        config = {"architecture": arch, "input_size": tier.model.input.dim, "layers": layers}
-        net = standalone.Layers(layers, tensors)
+        net = standalone.Layers(*export(target))
         if tier.tier == "rotated":
             return rotated(cls.from_tier(tier_model(tier.task, "distractors"), arch), net,
                            hook_rotations(tier.model, tier.bases, arch))
-        labels = unit_labels(target)
-        task = TASKS[tier.task]
-        xs = np.stack([task.sample(np.random.default_rng(i), task.train_lengths[1])
-                       for i in range(LIVENESS_SEQUENCES)]).astype(np.float64)
-        _, cache = net.run_with_cache(xs)
-        real = np.ones(xs.shape[:2], dtype=bool)
-        circuit = build_circuit(tier.task, arch, config, tensors, labels, cache, real, None, None)
-        return cls.from_circuit(tier.task, tier.tier, net, circuit, tier.program, tier.output_dim)
+        return cls.from_circuit(tier.task, tier.tier, net, tier_circuit(tier, arch), tier.program, tier.output_dim)
 
     @classmethod
     def from_folder(cls, folder: str | Path, tier: str | None = None, arch: str | None = None) -> Subject:
@@ -98,37 +90,36 @@ class HookedSubject(Subject):
                             "variables to score methods against")
         # the program it runs
         program = distractor_program(task) if tier in ("distractors", "rotated") else build()
-        if tier == "rotated" and arch != "path":
-            return rotated(cls.from_tier(tier_model(task, "distractors"), arch), loaded.model, read_rotations(folder))
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
+        if tier == "rotated" and arch != "path":  # its circuit.json: the truth in the labelled coordinates
+            return rotated(subject, loaded.model, read_rotations(folder))
         if arch != "path":
             return subject
         tensors = standalone.read_tensors(folder)
         layers = [path_layer(spec, tensors) for spec in config["layers"]]
         bases = path_bases(read_rotations(folder), subject.hooks, subject.widths)
         return PathSubject(subject.task, subject.tier, arch, subject.labels, bases, subject.program,
-                           subject.output_dim, subject.candidates, subject.live, layers)
+                           subject.output_dim, unit_candidates(subject.labels, bases, subject.live), subject.live,
+                           layers)
 
     @classmethod
     def from_circuit(cls, task: str, tier: str, net: Any, circuit: Circuit, program: ForEach,
                      output_dim: int) -> HookedSubject:
         hooks = list(net.hook_names)
-        labels = circuit.labels()
+        labels = circuit.labels(truth=True)
         layer_labels = [labels[hook] for hook in hooks]
-        live = [np.zeros(len(units), dtype=bool) for units in layer_labels]
-        position = {hook: i for i, hook in enumerate(hooks)}
-        for unit in circuit.units:
-            live[position[unit["hook"]]][unit["unit"]] = unit["in_circuit"]
+        live = circuit_live(circuit, hooks)
         bases: list[np.ndarray | None] = [None] * len(hooks)
         candidates = unit_candidates(layer_labels, bases, live)
         return cls(task, tier, circuit.architecture, layer_labels, bases, program, output_dim, candidates, live,
-                   net, hooks, unit_edges=list(circuit.unit_edges))
+                   net, hooks, unit_edges=list(circuit.unit_edges), shut_edges=set(circuit.shut_edges))
 
     def edges(self) -> list[Edge]:
         """``circuit.json``'s unit edges as ``Edge``s (the model's input: layer -1)."""
         layer = {hook: index for index, hook in enumerate(self.hooks)}
         layer[INPUT] = -1
-        return [Edge(layer[receiver], "recurrent" if delay else "input", sender, unit, float("nan"), layer[source])
+        return [Edge(layer[receiver], "recurrent" if delay else "input", sender, unit, float("nan"), layer[source],
+                     (source, sender, receiver, unit, delay) in self.shut_edges)
                 for source, sender, receiver, unit, delay in self.unit_edges]
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None

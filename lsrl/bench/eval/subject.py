@@ -22,7 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from lsrl.bench.circuit import Circuit
 from lsrl.bench.tiers import TierModel
+from lsrl.bench.truth import tier_circuit
 from lsrl.bench.tasks import TASKS
 from lsrl.errors import InternalError
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
@@ -131,6 +133,7 @@ class Edge:
     receiver: int
     weight: float
     source: int
+    shut: bool = False  # through a gate held shut at every real step of the data: nothing passes (not in circuit)
 
 
 @dataclass
@@ -208,9 +211,11 @@ class PathSubject(Subject):
         if arch != "path" or tier.model.labels is None:
             raise InternalError(f"PathSubject.from_tier: a tier's labelled path model, got arch {arch!r}")
         bases = [None if basis is None else basis.to_numpy() for basis in tier.bases]
-        subject = cls(tier.task, tier.tier, "path", tier.model.labels, bases, tier.program, tier.output_dim, [], [],
+        circuit, hooks = tier_circuit(tier, "path"), [f"layers.{i}" for i in range(len(tier.model.layers))]
+        held = circuit.labels(truth=True)
+        subject = cls(tier.task, tier.tier, "path", [held[hook] for hook in hooks], bases, tier.program,
+                      tier.output_dim, [], circuit_live(circuit, hooks),
                       [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
-        subject.live = subject.live_units()
         subject.candidates = unit_candidates(subject.labels, bases, subject.live)
         return subject
 
@@ -245,61 +250,15 @@ class PathSubject(Subject):
                     edges.append(Edge(index, kind, sender, receiver, float(weight[receiver, sender]), source))
         return edges
 
-    def live_units(self, count: int = 64, seed: int = 0) -> list[np.ndarray]:
-        """Per layer, which labelled units (in the labels' basis) are live: not 0 at every step of ``count``
-        sequences of the task's longest training length, and read by the output through a path of non-zero
-        weights."""
-        task = TASKS[self.task]
-        xs = self.sample(np.random.default_rng(seed), count, task.train_lengths[1])
-        with torch.no_grad():
-            _, outputs = self.run(xs)
-        active = [(np.abs(self._in_label_basis(i, output.numpy())) > ZERO).any(axis=(0, 1))
-                  for i, output in enumerate(outputs)]
-        return [a & r for a, r in zip(active, self.reaching())]
 
-    def _in_label_basis(self, index: int, values: np.ndarray) -> np.ndarray:
-        """Layer ``index``'s outputs (last axis) in the basis its labels describe: ``h = Q^T h'``."""
-        basis = self.bases[index]
-        return values if basis is None else values @ basis
-
-    def _label_weight(self, index: int, name: str) -> np.ndarray:
-        """Which entries of weight ``name`` of layer ``index`` are non-zero in the labels' bases."""
-        weight = self.layers[index].weights[name].numpy()
-        below = index if name == "A" and self.layers[index].kind in STATE_KINDS else index - 1
-        mine, theirs = self.bases[index], self.bases[below] if below >= 0 else None
-        if mine is not None:
-            weight = mine.T @ weight
-        if theirs is not None:
-            weight = weight @ theirs
-        return np.abs(weight) > ZERO
-
-    def reaching(self) -> list[np.ndarray]:
-        """Per layer, the units (in the labels' basis) from which a path of non-zero weights leads to the
-        task's outputs."""
-        reach = [np.zeros(output_width, dtype=bool) for output_width in self.widths]
-        reach[-1][: self.output_dim] = True
-        for index in range(len(self.layers) - 1, -1, -1):
-            layer = self.layers[index]
-            if layer.kind in STATE_KINDS:  # a state unit read by a reached one through A is reached too
-                carry = self._label_weight(index, "A")
-                while True:  # reach grows by a unit or ends: at most the layer's width rounds
-                    grown = reach[index] | carry[reach[index]].any(axis=0)
-                    if (grown == reach[index]).all():
-                        break
-                    reach[index] = grown
-            if index == 0:
-                break
-            reach[index - 1] = self._read_by(index, reach[index])
-        return reach
-
-    def _read_by(self, index: int, reached: np.ndarray) -> np.ndarray:
-        """The units of the layer below that layer ``index``'s ``reached`` units read."""
-        layer = self.layers[index]
-        if layer.kind in (Kind.LINEAR, *STATE_KINDS):
-            return self._label_weight(index, "A" if layer.kind is Kind.LINEAR else "B")[reached].any(axis=0)
-        if layer.kind is Kind.RELU:
-            return reached.copy()
-        return np.concatenate([reached, reached])  # Multi: both halves of a product
+def circuit_live(circuit: Circuit, hooks: list[str]) -> list[np.ndarray]:
+    """Per hook of ``hooks``, which of its units ``circuit`` has in the circuit."""
+    widths = {hook["name"]: hook["width"] for hook in circuit.hooks}
+    live = {hook: np.zeros(widths[hook], dtype=bool) for hook in hooks}
+    for unit in circuit.units:
+        if unit["hook"] in live:
+            live[unit["hook"]][unit["unit"]] = unit["in_circuit"]
+    return [live[hook] for hook in hooks]
 
 
 def holds(label: UnitLabel | None) -> bool:

@@ -236,8 +236,8 @@ class HFTrained(Measured):
             for unit, (node, index, role) in enumerate(labels):
                 live = bool(active[unit])
                 in_circuit = live and role == "value" and node in wanted
-                units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role, "live": live,
-                              "in_circuit": in_circuit})
+                units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role,
+                              "holds": [node, index], "live": live, "in_circuit": in_circuit})
                 if role == "value" and node != FREE:
                     holders.setdefault((node, index), []).append([hook, unit])
         touched = {unit["node"] for unit in units if unit["in_circuit"]}
@@ -245,9 +245,9 @@ class HFTrained(Measured):
             graph_node["in_circuit"] = graph_node["reaches_output"] and graph_node["name"] in touched
         trace = program.trace(xs, check_bounds=False)
         return Circuit(task=self.task, architecture=self.arch, output_hook="readout", hooks=self.hooks, units=units,
-                       nodes=nodes, edges=edges, unit_edges=[],
-                       variables=[{"node": node, "index": index, "units": holders[(node, index)]}
-                                  for node, index in sorted(holders)],
+                       nodes=nodes, edges=edges, unit_edges=[], shut_edges=[],
+                       variables=[{"node": node, "index": index, "units": holders[(node, index)],
+                                   "in_circuit": node in touched} for node, index in sorted(holders)],
                        equivalent=equivalent_components(trace, real))
 
 
