@@ -18,7 +18,7 @@ import torch
 
 import lsrl.bench
 from lsrl.bench.circuit import read_circuit
-from lsrl.bench.eval import Subject, evaluate
+from lsrl.bench.eval import evaluate, tier_subject
 from lsrl.bench.eval.hooked import HookedSubject
 from lsrl.bench.tiers import DISTRACTOR_PREFIX, tier_model
 
@@ -184,7 +184,7 @@ def test_the_truth_is_the_folders_from_memory_or_folder_and_pairs_change_no_trut
     for pairs in (8, 32):
         for arch in ("path", "lstm"):
             from_folder = HookedSubject.from_folder(_folder(tier, arch))
-            in_memory = Subject.from_tier(tier_model(TASK, tier), arch)
+            in_memory = tier_subject(tier_model(TASK, tier), arch)
             assert from_folder.nodes == in_memory.nodes
             assert [c.truth for c in from_folder.candidates] == [c.truth for c in in_memory.candidates]
             folder_row, memory_row = (evaluate(subject, "resample", pairs) for subject in (from_folder, in_memory))

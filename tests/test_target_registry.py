@@ -13,7 +13,7 @@ from lsrl.programs import more_ones_than_zeros
 from lsrl.targets import (
     ARCHITECTURES, NONLINEAR_STATE, OPTIONS, STOCK, TARGETS, UNGATED, Target, inspect, layer_report, register,
 )
-from lsrl.targets.registry import _resolve
+from lsrl.targets.registry import resolve_reference
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_the_derived_names_read_the_registry():
 def test_every_entry_names_functions_that_exist(arch):
     target = TARGETS[arch]
     assert target.name == arch
-    assert callable(_resolve(target.builder)) and callable(_resolve(target.report))
+    assert callable(resolve_reference(target.builder)) and callable(resolve_reference(target.report))
     assert "``" in target.labels  # names sub-modules
 
 
@@ -49,7 +49,7 @@ def test_layer_report_goes_through_the_module_architecture(model, arch):
     net = model.to_torch(arch, **({"max_len": 8} if arch in STOCK else {}))
     assert net.architecture == arch
     rows = layer_report(net)
-    assert rows and rows == _resolve(TARGETS[arch].report)(net)
+    assert rows and rows == resolve_reference(TARGETS[arch].report)(net)
     assert {"layer", "kind", "hidden", "nonzeros"} <= set(rows[0])
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lsrl.kinds import Kind
+
 if TYPE_CHECKING:
     from lsrl.bench.circuit import Circuit
     from lsrl.bench.tasks import Task
@@ -112,7 +114,7 @@ def node_truth(circuit: Circuit) -> str:
     if not inside or inside == len(held):
         text += (" (node AUROC is not defined on this folder: it needs variables on both sides)")
     odd = [node for node in circuit.nodes
-           if node["in_circuit"] and node["kind"] != "Input" and not node.get("interchangeable", True)]
+           if node["in_circuit"] and node["kind"] != Kind.INPUT and not node.get("interchangeable", True)]
     if odd:
         text += ". Circuit variables whose interchange in `data.npz` patching their units does not reproduce: " + \
             "; ".join(f"`{node['name']}` ({node['interchange_note']})" for node in odd[:6]) + \

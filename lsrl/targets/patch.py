@@ -64,7 +64,7 @@ def _unit_labels(net: torch.nn.Module) -> dict[str, list]:
     return getattr(net, "labels", None) or {}
 
 
-def _values_array(net: torch.nn.Module, name: str, values: Any, count: int, steps: int) -> np.ndarray:
+def values_array(net: torch.nn.Module, name: str, values: Any, count: int, steps: int) -> np.ndarray:
     """The patch ``values`` for node ``name`` as a float64 ``(count, steps, width)`` array, checked as the
     interpreter checks them (``lsrl.lang.evaluate.patch_array``) against the node's width."""
     arch = getattr(net, "architecture", type(net).__name__)
@@ -72,7 +72,7 @@ def _values_array(net: torch.nn.Module, name: str, values: Any, count: int, step
     return patch_array(values, count, steps, f"{arch}: patch values for {name!r}", width, dtype=np.float64)
 
 
-def _check_patchable(net: torch.nn.Module, name: str) -> None:
+def check_patchable(net: torch.nn.Module, name: str) -> None:
     arch = getattr(net, "architecture", type(net).__name__)
     widths = getattr(net, "node_widths", None)
     if widths is not None and name not in widths:  # no node of the program (and no hook: lsrl.targets.cache)
@@ -99,8 +99,8 @@ def patched_units(net: torch.nn.Module, patch: Mapping[Any, Any], count: int, st
     arrays = {}
     for key, values in patch_items(patch, getattr(net, "architecture", type(net).__name__)):
         name = patch_key_name(key)
-        _check_patchable(net, name)
-        array = _values_array(net, name, values, count, steps)
+        check_patchable(net, name)
+        array = values_array(net, name, values, count, steps)
         arrays[name] = (array.shape[-1], array)
     units = {}
     for labels_key, labels in _unit_labels(net).items():

@@ -68,7 +68,7 @@ class Target:
         source = float_diagonal(model) if self.built_on_diagonal(options) else model
         stack = to_blocks(source)
         self._require_no_gate(stack)
-        module = _resolve(self.builder)(stack, **options)
+        module = resolve_reference(self.builder)(stack, **options)
         module.declared_input = model.input
         module.node_widths = source.node_widths  # the widths patches must have (lsrl.targets.patch)
         module.precision = precision_of(model)
@@ -80,7 +80,7 @@ class Target:
 
     def layer_report(self, module: nn.Module) -> list[dict]:
         """Per layer (block) of ``module``: kind, hidden size, non-zero parameters."""
-        return _resolve(self.report)(module)
+        return resolve_reference(self.report)(module)
 
     def _require_no_gate(self, stack: BlockStack) -> None:
         gates = [block.gate_name for block in stack.blocks if block.gamma is not None]
@@ -135,7 +135,7 @@ def whole_number_option(arch: str, option: str, value: Any, at_most: int, why: s
     return int(value)
 
 
-def _resolve(reference: str) -> Callable[..., Any]:
+def resolve_reference(reference: str) -> Callable[..., Any]:
     """The function a ``"module:function"`` reference names (its module imported now)."""
     module, function = reference.split(":")
     return getattr(import_module(module), function)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lsrl.targets.registry import Target, _resolve, check_options
+from lsrl.targets.registry import Target, resolve_reference, check_options
 
 if TYPE_CHECKING:
     from torch import nn
@@ -30,7 +30,7 @@ class ProgramTarget(Target):
     def to_torch(self, model: CompiledProgram, **options: Any) -> nn.Module:
         """``model`` as a module of this architecture (see ``lsrl.targets.to_torch``)."""
         check_options(self.name, options, self.options)
-        module = _resolve(self.builder)(model, **options)
+        module = resolve_reference(self.builder)(model, **options)
         module.declared_input = model.input
         module.precision = None
         module.node_widths = model.node_widths  # the widths patches must have (lsrl.targets.patch)

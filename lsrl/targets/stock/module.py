@@ -19,7 +19,7 @@ from lsrl.targets.cell_steps import run_steps
 from lsrl.targets.checks import checked_input, module_placement
 from lsrl.targets.facts import ensure_facts
 from lsrl.targets.hook_points import STEP_HOOKS, Layer, Recurrence, sub_name
-from lsrl.targets.patch import StatePatch, _check_patchable, _values_array, overwriting
+from lsrl.targets.patch import StatePatch, check_patchable, values_array, overwriting
 from lsrl.targets.promises import BuiltForOneDtype, CoreState, StockState, continued_state
 from lsrl.targets.stock.cells import CellLayer
 from lsrl.targets.stock.plan import UnitPlan
@@ -34,8 +34,8 @@ def held_patches(net: StockRNNModel, patch: Any, count: int, steps: int) -> dict
     arrays = {}
     for key, values in patch_items(patch, net.architecture):
         name = patch_key_name(key)
-        _check_patchable(net, name)  # refuses every node when the module has no labels (no unit_plan)
-        array = _values_array(net, name, values, count, steps)
+        check_patchable(net, name)  # refuses every node when the module has no labels (no unit_plan)
+        array = values_array(net, name, values, count, steps)
         arrays[name] = (array.shape[-1], array)
     plan = net.unit_plan
     if plan is None:
