@@ -154,7 +154,7 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
 
     OUT_DIR is written as a unit (an earlier model there is replaced whole, with no file of it left)."""
     from lsrl.cli_program import load_program
-    from lsrl.model.fileformat import write_files
+    from lsrl.model.saving import write_files
     from lsrl.model.folders import replaced_folder
 
     program = load_program(source)

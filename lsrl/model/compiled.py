@@ -1,5 +1,5 @@
 """``CompiledProgram``: a path graph of layers, runnable exactly (``lsrl.model.exact``) and in
-float64 (``lsrl.model.runner``); saved and loaded by ``lsrl.model.fileformat``."""
+float64 (``lsrl.model.runner``); saved by ``lsrl.model.saving``, loaded by ``lsrl.model.fileformat``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holdi
 from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name, refuse_float_overflow
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
-from lsrl.model import extensions
+from lsrl.model import extensions, saving
+from lsrl.model.saving import WEIGHT_NAMES
 from lsrl.model.structure import structured_blocks_note
 from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
 
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 _UNREPRESENTABLE = {True: "beyond float64's range (|x| <= 1.8e308)", False: "below float64's smallest normal "
                     "number (2.2e-308): it would round to 0 or lose its precision"}
 _FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
-WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"), "ReLU": (), "Multi": (),
-                "ReLUState": ("A", "B", "b", "init_state")}
 _STATE_LAYERS = ("LinState", "ReLUState")
 
 
@@ -236,7 +235,5 @@ class CompiledProgram:
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json`` as a unit
-        (``lsrl.model.fileformat``, ``lsrl.model.folders``); returns the folder."""
-        from lsrl.model.fileformat import save
-
-        return save(self, path)
+        (``lsrl.model.saving``, ``lsrl.model.folders``); returns the folder."""
+        return saving.save(self, path)

@@ -11,78 +11,20 @@ Every field is checked on loading; a bad file raises ``ModelFileError`` naming t
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
-from lsrl.model.compiled import WEIGHT_NAMES, CompiledProgram
-from lsrl.model.folders import read_bound, replaced_folder
-from lsrl.model.writing import as_path
+from lsrl.model.compiled import CompiledProgram
+from lsrl.model.folders import read_bound
+from lsrl.model.saving import FILES, FORMAT, FORMAT_VERSION, WEIGHT_NAMES
 from lsrl.numbers import EXACT, get_backend, mpq
 
-FORMAT = "lsrl.compiled"
-FORMAT_VERSION = 1
-FILES = ("model.json", "weights.safetensors")  # besides manifest.json
 _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
-
-
-def save(model: CompiledProgram, path: str | Path) -> Path:
-    """Write ``model`` as ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json``;
-    returns the folder.
-
-    The folder is written as a unit (``lsrl.model.folders``): an earlier model there is replaced whole,
-    never mixed with this one. A path that cannot be a folder or cannot be written raises
-    ``ModelFileError`` naming it, and leaves nothing behind.
-    """
-    folder = as_path(path, "save")
-    with replaced_folder(folder, "save") as staging:
-        write_files(model, staging)
-    return folder
-
-
-def write_files(model: CompiledProgram, folder: Path) -> None:
-    """``model.json`` and ``weights.safetensors`` of ``model`` into the existing ``folder`` (no manifest:
-    ``replaced_folder`` writes it over everything the folder holds)."""
-    structure, tensors = _encoded(model)
-    (folder / "model.json").write_text(json.dumps(structure, indent=1))
-    save_file(tensors, str(folder / "weights.safetensors"))
-
-
-def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
-    """``(model.json's structure, weights.safetensors' tensors)`` of ``model``."""
-    tensors, layers = {}, []
-    for index, layer in enumerate(model.layers):
-        weights = {}
-        for weight in WEIGHT_NAMES[layer.kind]:
-            key = f"layers.{index}.{weight}"
-            tensors.update(_encode_matrix(key, getattr(layer, weight)))
-            weights[weight] = key
-        spec = {"kind": layer.kind, "name": layer.name, "dim": layer.dim, "weights": weights}
-        if model.labels is not None:
-            spec["labels"] = [list(label) for label in model.labels[index]]
-        layers.append(spec)
-    structure = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "name": model.name,
-        "backend": model.backend,
-        "input": {"name": model.input.name, "dim": model.input.dim, "bounds": _encode_bounds(model.input.bounds),
-                  "integer": model.input.integer},
-        "layers": layers,
-        "stats": model.stats,
-    }
-    if model.labels is not None:
-        structure["entangled"] = sorted(model.entangled)
-    if model.node_widths is not None:
-        structure["node_widths"] = model.node_widths
-    if hasattr(model, "eigenbases"):  # a model.diagonal(): eigen_trace needs them
-        structure["eigenbases"] = _encode_eigenbases(model.eigenbases, tensors)
-    return structure, tensors
 
 
 def load(path: str | Path) -> CompiledProgram:
@@ -159,17 +101,6 @@ def _check_names(model: CompiledProgram, where: str) -> None:
             if not 0 <= label.index < widths.get(label.node, 0):
                 raise ModelFileError(f"{at}: label of unit {unit} names {label.node}[{label.index}], not a unit of "
                                      "a node in 'node_widths' or a layer")
-
-
-def _encode_eigenbases(eigenbases, tensors) -> list:
-    """``diagonal.eigenbases`` as model.json entries; their matrices are added to ``tensors``."""
-    entries = []
-    for k, (name, (index, V_inv, drive)) in enumerate(eigenbases.items()):
-        keys = {"V_inv": f"eigenbases.{k}.V_inv", "drive": f"eigenbases.{k}.drive"}
-        tensors.update(_encode_matrix(keys["V_inv"], V_inv))
-        tensors.update(_encode_matrix(keys["drive"], drive))  # V^-1 B: computed in V^-1's backend
-        entries.append({"layer": name, "index": index, "backend": V_inv.backend.name, **keys})
-    return entries
 
 
 def _decode_eigenbases(entries, model, tensors, where) -> dict:
@@ -297,20 +228,8 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     return built
 
 
-def _encode_bounds(bounds):
-    return [[str(v) if not math.isinf(v) else ("inf" if v > 0 else "-inf") for v in side] for side in bounds]
-
-
 def _decode_bounds(bounds):
     return tuple([None if v in ("inf", "-inf") else mpq(v) for v in side] for side in bounds)
-
-
-def _encode_ints(key, values) -> dict:
-    if all(-(2**63) <= v < 2**63 for v in values):
-        return {key: np.array(values, dtype=np.int64)}
-    chunks = [v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True) for v in values]
-    offsets = np.cumsum([0] + [len(c) for c in chunks]).astype(np.int64)
-    return {f"{key}.bytes": np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(), f"{key}.offsets": offsets}
 
 
 def _decode_ints(tensors, key, field, where) -> list:
@@ -321,21 +240,6 @@ def _decode_ints(tensors, key, field, where) -> list:
     if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(raw) or np.any(np.diff(offsets) < 1):
         raise ModelFileError(f"{where}: field '{field}.offsets' does not split its {len(raw)} bytes into numbers")
     return [int.from_bytes(raw[a:b], "big", signed=True) for a, b in zip(offsets[:-1], offsets[1:])]
-
-
-def _encode_matrix(key, matrix) -> dict:
-    entries = list(matrix.entries())
-    rows, cols, shape = matrix.shape2d[0], matrix.shape2d[1], 1 if matrix.is_vector else 0
-    tensors = {
-        f"{key}.shape": np.array([rows, cols, shape], dtype=np.int64),
-        f"{key}.rows": np.array([e[0] for e in entries], dtype=np.int64),
-        f"{key}.cols": np.array([e[1] for e in entries], dtype=np.int64),
-        f"{key}.values": np.array([float(e[2]) for e in entries], dtype=np.float64),
-    }
-    if matrix.backend is EXACT:
-        tensors.update(_encode_ints(f"{key}.num", [int(e[2].numerator) for e in entries]))
-        tensors.update(_encode_ints(f"{key}.den", [int(e[2].denominator) for e in entries]))
-    return tensors
 
 
 def _array(tensors, key, field, dtype, where) -> np.ndarray:
