@@ -252,6 +252,10 @@ class LinState(Node):
     """``s_t = A s_{t-1} + B x_t + b`` with ``s_0 = init_state``; the node's value is ``s_t``."""
 
     kind = "LinState"
+    A: Matrix  # the weights, set by _set_state_weights
+    B: Matrix
+    b: Matrix
+    init_state: Matrix
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:
@@ -283,6 +287,10 @@ class ReLUState(Node):
     """
 
     kind = "ReLUState"
+    A: Matrix  # the weights, set by _set_state_weights
+    B: Matrix
+    b: Matrix
+    init_state: Matrix
 
     def __init__(self, x: Node, A: MatrixLike, B: MatrixLike, b: MatrixLike | None = None,
                  init_state: MatrixLike | None = None, name: str | None = None) -> None:

@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file
 
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
-from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
-from lsrl.model.compiled import CompiledProgram
+from lsrl.lang.nodes import Input, Linear, LinState, Multi, Node, ReLU, ReLUState
+from lsrl.model.compiled import CompiledProgram, Eigenbases
+from lsrl.model.layers import width_of
 from lsrl.model.folders import read_bound
-from lsrl.model.saving import FILES, FORMAT, FORMAT_VERSION, WEIGHT_NAMES
-from lsrl.numbers import EXACT, get_backend, mpq
+from lsrl.model.saving import FILES, FORMAT, FORMAT_VERSION, WEIGHT_NAMES, Tensors
+from lsrl.numbers import EXACT, Backend, Matrix, get_backend, mpq
 
 _STATE_LAYERS = {"LinState": LinState, "ReLUState": ReLUState}
 
@@ -50,14 +52,16 @@ def _read_model(folder: Path) -> CompiledProgram:
     except BackendError as error:
         raise ModelFileError(f"{where}: {error}") from None
     node = _decode_input(_field(structure, "input", dict, where), f"{where}: input")
-    layers, labels = [], []
+    layers: list[Node] = []
+    labels: list[list[UnitLabel] | None] = []
     for index, spec in enumerate(_field(structure, "layers", list, where)):
         previous = layers[-1] if layers else node
         layers.append(_decode_layer(spec, index, previous, tensors, backend, f"{folder}: layer {index}"))
         labels.append(_decode_labels(spec, layers[-1], f"{folder}: layer {index} ({layers[-1].name})"))
     stats = _field(structure, "stats", dict, where, default={})
     name = _field(structure, "name", str, where, default="program")
-    model = CompiledProgram(node, layers, backend, stats, name, None if None in labels else labels)
+    labelled = [layer_labels for layer_labels in labels if layer_labels is not None]
+    model = CompiledProgram(node, layers, backend, stats, name, labelled if len(labelled) == len(labels) else None)
     entangled = _field(structure, "entangled", list, where, default=[])
     if not all(isinstance(n, str) for n in entangled):
         raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
@@ -92,7 +96,7 @@ def _check_names(model: CompiledProgram, where: str) -> None:
     if not model.entangled <= set(widths):
         raise ModelFileError(f"{where}: field 'entangled' names nodes not in 'node_widths': "
                              f"{sorted(model.entangled - set(widths))}")
-    widths = {**widths, **{layer.name: layer.dim for layer in model.layers}}  # a diagonal form's new states
+    widths = {**widths, **{layer.name: width_of(layer) for layer in model.layers}}  # a diagonal form's new states
     for index, layer_labels in enumerate(model.labels or []):
         at = f"{where}: layer {index} ({model.layers[index].name})"
         if len(set(layer_labels)) != len(layer_labels):
@@ -103,9 +107,9 @@ def _check_names(model: CompiledProgram, where: str) -> None:
                                      "a node in 'node_widths' or a layer")
 
 
-def _decode_eigenbases(entries, model, tensors, where) -> dict:
+def _decode_eigenbases(entries: list, model: CompiledProgram, tensors: Tensors, where: str) -> Eigenbases:
     """``{layer name: (index, V^-1, V^-1 B)}`` from model.json's eigenbases entries, every field checked."""
-    eigenbases = {}
+    eigenbases: Eigenbases = {}
     names = {layer.name for layer in model.layers}
     for k, entry in enumerate(entries):
         if not isinstance(entry, dict):
@@ -134,7 +138,7 @@ def _decode_eigenbases(entries, model, tensors, where) -> dict:
     return eigenbases
 
 
-def _decode_labels(spec, layer, where):
+def _decode_labels(spec: dict, layer: Node, where: str) -> list[UnitLabel] | None:
     """The layer's unit labels (None for files written before labels existed)."""
     if "labels" not in spec:
         return None
@@ -151,7 +155,7 @@ def _decode_labels(spec, layer, where):
     return decoded
 
 
-def _read_structure(folder) -> dict:
+def _read_structure(folder: Path) -> dict:
     try:
         structure = json.loads((folder / "model.json").read_text())
     except RecursionError:
@@ -163,7 +167,7 @@ def _read_structure(folder) -> dict:
     return structure
 
 
-def _read_tensors(folder) -> dict:
+def _read_tensors(folder: Path) -> Tensors:
     try:
         return load_file(str(folder / "weights.safetensors"))
     except OSError as error:
@@ -176,7 +180,7 @@ def _read_tensors(folder) -> dict:
 _MISSING = object()
 
 
-def _field(mapping, key, kind, where, default=_MISSING):
+def _field(mapping: dict, key: str, kind: type, where: str, default: Any = _MISSING) -> Any:
     """``mapping[key]``, checked to be of type ``kind`` (bool is not an int here)."""
     if key not in mapping:
         if default is not _MISSING:
@@ -188,7 +192,7 @@ def _field(mapping, key, kind, where, default=_MISSING):
     return value
 
 
-def _decode_input(spec, where) -> Input:
+def _decode_input(spec: dict, where: str) -> Input:
     dim = _field(spec, "dim", int, where)
     bounds = _field(spec, "bounds", list, where)
     integer = _field(spec, "integer", bool, where, default=False)  # files of older versions lack it
@@ -198,7 +202,7 @@ def _decode_input(spec, where) -> Input:
         raise ModelFileError(f"{where}: {error}") from None
 
 
-def _decode_layer(spec, index, previous, tensors, backend, where):
+def _decode_layer(spec: object, index: int, previous: Node, tensors: Tensors, backend: Backend, where: str) -> Node:
     """One layer of ``model.json`` with its weights, built on ``previous``."""
     if not isinstance(spec, dict):
         raise ModelFileError(f"{where}: expected a JSON object, got {spec!r}")
@@ -211,6 +215,7 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     if sorted(keys) != sorted(WEIGHT_NAMES[kind]):
         raise ModelFileError(f"{where}: weights must be {list(WEIGHT_NAMES[kind])}, got {sorted(keys)}")
     weights = {w: _decode_matrix(_field(keys, w, str, where), tensors, backend, f"{where}: {w}") for w in keys}
+    built: Node
     try:
         if kind == "Linear":
             built = Linear(previous, weights["A"], weights["b"], name=name)
@@ -228,11 +233,11 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     return built
 
 
-def _decode_bounds(bounds):
+def _decode_bounds(bounds: list[list]) -> Any:  # (low, high) lists, checked by Input
     return tuple([None if v in ("inf", "-inf") else mpq(v) for v in side] for side in bounds)
 
 
-def _decode_ints(tensors, key, field, where) -> list:
+def _decode_ints(tensors: Tensors, key: str, field: str, where: str) -> list[int]:
     if f"{key}.{field}" in tensors:
         return [int(v) for v in _array(tensors, key, field, np.int64, where)]
     raw = _array(tensors, key, f"{field}.bytes", np.uint8, where).tobytes()
@@ -242,7 +247,7 @@ def _decode_ints(tensors, key, field, where) -> list:
     return [int.from_bytes(raw[a:b], "big", signed=True) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
-def _array(tensors, key, field, dtype, where) -> np.ndarray:
+def _array(tensors: Tensors, key: str, field: str, dtype: type, where: str) -> np.ndarray:
     """The 1-D array ``tensors["key.field"]`` of ``dtype``, or ModelFileError naming the field."""
     name = f"{key}.{field}"
     if name not in tensors:
@@ -256,7 +261,7 @@ def _array(tensors, key, field, dtype, where) -> np.ndarray:
     return array
 
 
-def _decode_matrix(key, tensors, backend, where):
+def _decode_matrix(key: str, tensors: Tensors, backend: Backend, where: str) -> Matrix:
     """A COO matrix, every array checked: lengths, dtypes, index ranges, denominators, finiteness."""
     shape = _array(tensors, key, "shape", np.int64, where)
     if len(shape) != 3 or shape[0] < 0 or shape[1] < 0 or shape[2] not in (0, 1) or (shape[2] and shape[1] != 1):
