@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk",
                  "griffin", "stock_lstm", "stock_gru")
 STOCK = ("stock_lstm", "stock_gru")
-HF_ARCHITECTURES = ("mamba", "mamba2", "hawk", "griffin")
+HF_ARCHITECTURES = ("hf-mamba", "hf-mamba2", "hf-hawk", "hf-griffin")
 
 
 class LazyGroup(ReportingGroup):
@@ -68,16 +68,13 @@ class LazyGroup(ReportingGroup):
         listing.format_commands(ctx, formatter)
 
 
-HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transformers model, in a folder
-
-
 def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
                     allow_inexact: bool) -> tuple[str, Callable[[Path], None]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
-    if target in HF_TARGETS:
+    if target in HF_ARCHITECTURES:  # a stock transformers model, in a folder
         if max_len is None:
             raise LsrlError(f"--target {target} needs --max-len (the longest sequence the model must run exactly)")
-        hf_model = model.to_hf(target.removeprefix("hf-"), max_len=max_len, dtype=onnx_dtype)
+        hf_model = model.to_hf(target, max_len=max_len, dtype=onnx_dtype)
 
         def write_hf(path: Path) -> None:
             lsrl.hf.save(hf_model, path)
@@ -135,7 +132,7 @@ def demo(plots: str) -> None:
 @main.command(name="compile")
 @click.argument("source")
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
-@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_TARGETS]), default="path", show_default=True,
+@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_ARCHITECTURES]), default="path", show_default=True,
               help="also export this architecture: TARGET.onnx where ONNX has the operators (rnn, gated_rnn, gru, "
                    "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors; "
                    "hf-*: a stock transformers model in the folder TARGET (from_pretrained loads it)")

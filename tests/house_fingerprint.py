@@ -124,7 +124,7 @@ def hf_fingerprints(model: lsrl.CompiledProgram, scratch: Path) -> dict[str, str
     for arch in lsrl.hf.ARCHITECTURES:
         def saved(arch: str = arch) -> str:
             return folder_digest(lsrl.hf.save(lsrl.hf.to_hf(model, arch, MAX_LEN), scratch / f"hf-{arch}"))
-        out[f"hf.save {arch}"] = attempt(saved)
+        out[f"hf.save {arch.removeprefix('hf-')}"] = attempt(saved)  # keyed as before the hf- names
     return out
 
 

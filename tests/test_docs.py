@@ -166,6 +166,16 @@ def test_ci_runs_the_test_command_the_readme_gives():
     assert commands[0] in (ROOT / ".ci" / "run").read_text()
 
 
+def test_every_package_of_lsrl_has_an_api_page_in_the_site():
+    packages = sorted(init.parent.name for init in (ROOT / "lsrl").glob("*/__init__.py"))
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert "hf" in packages and "model" in packages
+    for package in packages:
+        page = ROOT / "docs" / "api" / f"lsrl.{package}.md"
+        assert page.is_file() and f"::: lsrl.{package}\n" in page.read_text(), page
+        assert f": api/lsrl.{package}.md\n" in nav, package
+
+
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                             capture_output=True, text=True, cwd=ROOT, timeout=300,

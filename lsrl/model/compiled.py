@@ -243,8 +243,8 @@ class CompiledProgram:
 
     def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None, generate: bool = False
               ) -> PreTrainedModel:
-        """This program in a stock ``transformers`` model of ``arch`` ("mamba", "mamba2", "hawk",
-        "griffin"), exact for sequences of up to ``max_len`` steps in ``dtype`` (torch.float32 by
+        """This program in a stock ``transformers`` model of ``arch`` ("hf-mamba", "hf-mamba2", "hf-hawk",
+        "hf-griffin"; ``lsrl.hf.ARCHITECTURES``), exact for sequences of up to ``max_len`` steps in ``dtype`` (torch.float32 by
         default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions`` (transformers is
         imported only when a model is built); ``generate=True``: a next-token head (a token program)."""
         return extensions.find_builder("to_hf")(self, arch, max_len, dtype, generate)
