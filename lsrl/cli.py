@@ -132,7 +132,8 @@ def demo(plots: str) -> None:
 @main.command(name="compile")
 @click.argument("source")
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
-@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_ARCHITECTURES]), default="path", show_default=True,
+@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_ARCHITECTURES]), default="path",
+              show_default=True,
               help="also export this architecture: TARGET.onnx where ONNX has the operators (rnn, gated_rnn, gru, "
                    "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors; "
                    "hf-*: a stock transformers model in the folder TARGET (from_pretrained loads it)")

@@ -14,7 +14,7 @@ from lsrl.lang.evaluate import Mode, mode_for, patch_array, patch_items, patch_k
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions, saving
-from lsrl.model.layers import width_of
+from lsrl.model.layers import Eigenbases, width_of
 from lsrl.model.saving import WEIGHT_NAMES
 from lsrl.model.structure import structured_blocks_note
 from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
@@ -25,9 +25,8 @@ if TYPE_CHECKING:
 
     from lsrl.lang.program import ForEach
     from lsrl.model.runner import Plan
-    from lsrl.numbers import Backend, Matrix
+    from lsrl.numbers import Backend
 
-Eigenbases = dict[str, tuple[int, "Matrix", "Matrix"]]  # rewritten LinState's name -> (layer index, V^-1, V^-1 B)
 _UNREPRESENTABLE = {True: "beyond float64's range (|x| <= 1.8e308)", False: "below float64's smallest normal "
                     "number (2.2e-308): it would round to 0 or lose its precision"}
 _FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
@@ -244,9 +243,10 @@ class CompiledProgram:
     def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None, generate: bool = False
               ) -> PreTrainedModel:
         """This program in a stock ``transformers`` model of ``arch`` ("hf-mamba", "hf-mamba2", "hf-hawk",
-        "hf-griffin"; ``lsrl.hf.ARCHITECTURES``), exact for sequences of up to ``max_len`` steps in ``dtype`` (torch.float32 by
-        default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions`` (transformers is
-        imported only when a model is built); ``generate=True``: a next-token head (a token program)."""
+        "hf-griffin": ``lsrl.hf.ARCHITECTURES``), exact for sequences of up to ``max_len`` steps in ``dtype``
+        (torch.float32 by default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions``
+        (transformers is imported only when a model is built); ``generate=True``: a next-token head (a token
+        program)."""
         return extensions.find_builder("to_hf")(self, arch, max_len, dtype, generate)
 
     def save(self, path: str | Path) -> Path:

@@ -20,8 +20,8 @@ from safetensors.numpy import load_file
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, Node, ReLU, ReLUState
-from lsrl.model.compiled import CompiledProgram, Eigenbases
-from lsrl.model.layers import width_of
+from lsrl.model.compiled import CompiledProgram
+from lsrl.model.layers import Eigenbases, width_of
 from lsrl.model.folders import read_bound
 from lsrl.model.saving import FILES, FORMAT, FORMAT_VERSION, WEIGHT_NAMES, Tensors
 from lsrl.numbers import EXACT, Backend, Matrix, get_backend, mpq

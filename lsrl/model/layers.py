@@ -1,4 +1,4 @@
-"""What the model reads of its layers beyond their weights."""
+"""What the model and its file format read of the layers beyond their weights."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from lsrl.errors import InternalError
 
 if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
+    from lsrl.numbers import Matrix
+
+# a model.diagonal()'s eigenbases (lsrl.compiler.diagonal): rewritten LinState's name -> (layer index, V^-1, V^-1 B)
+Eigenbases = dict[str, tuple[int, "Matrix", "Matrix"]]
 
 
 def width_of(node: Node) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -20,7 +20,9 @@ from lsrl.model.writing import as_path
 from lsrl.numbers import EXACT
 
 if TYPE_CHECKING:
-    from lsrl.model.compiled import CompiledProgram, Eigenbases
+    from lsrl.ir.labels import UnitLabel
+    from lsrl.lang.nodes import Input, Node
+    from lsrl.model.layers import Eigenbases
     from lsrl.numbers import Matrix
 
 Tensors = dict[str, np.ndarray]  # weights.safetensors' arrays by name (a type, for the reader too)
@@ -33,7 +35,21 @@ WEIGHT_NAMES = {"Linear": ("A", "b"), "LinState": ("A", "B", "b", "init_state"),
                 "ReLUState": ("A", "B", "b", "init_state")}
 
 
-def save(model: CompiledProgram, path: str | Path) -> Path:
+class SavedModel(Protocol):
+    """What is written of a model (a ``CompiledProgram``, which imports this module; a model.diagonal() also has
+    ``eigenbases``)."""
+
+    name: str
+    backend: str
+    input: Input
+    layers: list[Node]
+    labels: list[list[UnitLabel]] | None
+    stats: dict
+    entangled: frozenset[str]
+    node_widths: dict[str, int] | None
+
+
+def save(model: SavedModel, path: str | Path) -> Path:
     """Write ``model`` as ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json``;
     returns the folder.
 
@@ -47,7 +63,7 @@ def save(model: CompiledProgram, path: str | Path) -> Path:
     return folder
 
 
-def write_files(model: CompiledProgram, folder: Path) -> None:
+def write_files(model: SavedModel, folder: Path) -> None:
     """``model.json`` and ``weights.safetensors`` of ``model`` into the existing ``folder`` (no manifest:
     ``replaced_folder`` writes it over everything the folder holds)."""
     structure, tensors = _encoded(model)
@@ -55,7 +71,7 @@ def write_files(model: CompiledProgram, folder: Path) -> None:
     save_file(tensors, str(folder / "weights.safetensors"))
 
 
-def _encoded(model: CompiledProgram) -> tuple[dict, Tensors]:
+def _encoded(model: SavedModel) -> tuple[dict, Tensors]:
     """``(model.json's structure, weights.safetensors' tensors)`` of ``model``."""
     tensors: Tensors = {}
     layers: list[dict] = []
