@@ -72,6 +72,7 @@ def test_a_planted_submission_scores_one_through_the_command(suite, tmp_path):
     assert entry["dataset"]["id"] == "lsrl-bench" and entry["value"] == 1.0 and "planted" in entry["source"]["name"]
 
 
+@pytest.mark.slow
 def test_random_scores_sit_near_chance(suite):
     aurocs = [lsrl.bench.score(_random(suite / name, seed), suite / name)["unit_auroc"]
               for name in FOLDERS for seed in range(3)]

@@ -41,6 +41,7 @@ def test_the_docs_have_code_blocks():
 
 
 @pytest.mark.parametrize("key", list(PYTHON))
+@pytest.mark.slow
 def test_python_block_runs(key, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
@@ -101,6 +102,7 @@ def test_the_docs_show_lsrl_lines_and_how_to_reach_the_command():
 
 
 @pytest.mark.parametrize("page", sorted(LSRL_LINES))
+@pytest.mark.slow
 def test_every_lsrl_line_of_a_page_runs_as_written(page, tmp_path, monkeypatch):
     """The page's lines one after the other (a later line may read what an earlier one wrote), beside a
     copy of the repository's examples, as the ``lsrl`` command runs them."""
@@ -176,6 +178,7 @@ def test_every_package_of_lsrl_has_an_api_page_in_the_site():
         assert f": api/lsrl.{package}.md\n" in nav, package
 
 
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                             capture_output=True, text=True, cwd=ROOT, timeout=300,

@@ -101,6 +101,7 @@ def _cycle(graph: dict) -> list | None:
     return None
 
 
+@pytest.mark.slow
 def test_the_graph_sees_every_package():
     graph = _package_graph()
     for package in ("lsrl.ir", "lsrl.compiler", "lsrl.model", "lsrl.targets", "lsrl.lang", "lsrl.automata",
@@ -114,6 +115,7 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b": []}, "b": {}}) is None
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_packages():
     graph = _package_graph()
     cycle = _cycle(graph)
@@ -122,6 +124,7 @@ def test_no_import_cycle_between_packages():
         pytest.fail("import cycle between packages:\n  " + "\n  ".join(steps))
 
 
+@pytest.mark.slow
 def test_no_private_name_imported_from_another_package():
     taken = [
         f"{where}: {importer} imports {name} from {imported}"
@@ -158,6 +161,7 @@ def test_import_lsrl_is_light_and_its_first_name_loads_the_whole_api():
     assert result.stdout.split() == ["True", "True", "True"], result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_a_model_reached_through_submodules_finds_its_front_doors():
     """``lsrl.model.extensions`` loads the API when nothing is registered: no ``lsrl.<name>`` is touched here."""
     code = ("from lsrl.lang import ForEach, Input; from lsrl.compiler import compile; "

@@ -45,6 +45,7 @@ def module_or_refusal(model, arch, variant):
 
 @pytest.mark.parametrize("arch", OWN_TARGETS)
 @pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
+@pytest.mark.slow
 def test_discrete_approximator_every_token_right(arch, variant):
     program, model = compiled("discrete", variant)
     net = module_or_refusal(model, arch, variant)
