@@ -179,7 +179,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
         arch, "RecurrentGemmaForCausalLM")
     assert hf.config.num_hidden_layers == (4 if arch == "griffin" else 2)  # two levels, Griffin's with attention
     assert sorted(labels) == sorted(net.hook_names) == sorted(hook["name"] for hook in circuit.hooks)
-    assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
+    assert json.loads(Path(folder, "config.json").read_text())["lsrl_bench"]["tier"] == "trained"
     xs = data["test_inputs"][:6]
     outputs, cache = net.run_with_cache(xs)
     assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full, to float32
