@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 ARCHITECTURES = ("linear_rnn", "gated_linear_rnn", "diagonal_linear_rnn", "rnn", "gated_rnn", "gru", "lstm", "hawk",
                  "griffin", "stock_lstm", "stock_gru")
 STOCK = ("stock_lstm", "stock_gru")
-HF_ARCHITECTURES = ("mamba", "mamba2", "hawk", "griffin")
+HF_ARCHITECTURES = ("hf-mamba", "hf-mamba2", "hf-hawk", "hf-griffin")
 
 
 class LazyGroup(ReportingGroup):
@@ -68,14 +68,11 @@ class LazyGroup(ReportingGroup):
         listing.format_commands(ctx, formatter)
 
 
-HF_TARGETS = tuple(f"hf-{arch}" for arch in HF_ARCHITECTURES)  # a stock transformers model, in a folder
-
-
 def _prepare_export(model: lsrl.CompiledProgram, target: str, max_len: int | None, onnx_dtype: str,
                     allow_inexact: bool, generate: bool = False, words_file: str | None = None
                     ) -> tuple[str, Callable[[Path], object]]:
     """Build and check the ``target`` module before anything is written; returns (file name, writer)."""
-    if target in HF_TARGETS:
+    if target in HF_ARCHITECTURES:
         return target, _prepare_hf(model, target, max_len, onnx_dtype, generate, words_file)
     from lsrl.targets.onnx_export import ARCHS, check_precision, export_onnx
 
@@ -151,9 +148,9 @@ def _read_words(path: str) -> dict:
 def _require_hf_target(target: str, generate: bool, words_file: str | None) -> None:
     """``--generate`` and ``--words`` are options of a stock transformers folder (``--target hf-*``)."""
     given = [option for option, value in (("--generate", generate), ("--words", words_file)) if value]
-    if given and target not in HF_TARGETS:
+    if given and target not in HF_ARCHITECTURES:
         raise LsrlError(f"{given[0]} is an option of a stock transformers folder: it needs --target one of "
-                        f"{', '.join(HF_TARGETS)}, got --target {target}")
+                        f"{', '.join(HF_ARCHITECTURES)}, got --target {target}")
 
 
 @click.group(cls=ReportingGroup)
@@ -176,7 +173,8 @@ def demo(plots: str) -> None:
 @main.command(name="compile")
 @click.argument("source")
 @click.option("--backend", type=click.Choice(["exact", "float"]), default="exact", show_default=True)
-@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_TARGETS]), default="path", show_default=True,
+@click.option("--target", type=click.Choice(["path", *ARCHITECTURES, *HF_ARCHITECTURES]), default="path",
+              show_default=True,
               help="also export this architecture: TARGET.onnx where ONNX has the operators (rnn, gated_rnn, gru, "
                    "lstm, diagonal_linear_rnn, hawk, griffin), else the torch module's weights as TARGET.safetensors; "
                    "hf-*: a stock transformers model in the folder TARGET (from_pretrained loads it)")
@@ -201,7 +199,7 @@ def compile_command(source: str, backend: str, target: str, max_len: int | None,
 
     OUT_DIR is written as a unit (an earlier model there is replaced whole, with no file of it left)."""
     from lsrl.cli_program import load_program
-    from lsrl.model.fileformat import write_files
+    from lsrl.model.saving import write_files
     from lsrl.model.folders import replaced_folder
 
     _require_hf_target(target, generate, words_file)

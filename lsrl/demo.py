@@ -83,7 +83,7 @@ def demo_stock_mamba() -> bool:
     mapping: dict[Sequence[int], Sequence[int]] = {
         (number[country],): (number[capital],) for country, capital in CAPITALS.items()}
     model = lsrl.compile(discrete_approximator(1, robust=True, vocabulary=len(words) - 1, generate=True))
-    mamba = model.to_hf("mamba", max_len=2 * len(mapping) + 2, generate=True)
+    mamba = model.to_hf("hf-mamba", max_len=2 * len(mapping) + 2, generate=True)
     all_right, answers = True, []
     for country in ("CAN", "JPN", "AUT"):
         prompt = discrete_prompt(mapping, (number[country],), generate=True)

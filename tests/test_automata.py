@@ -110,6 +110,7 @@ def _strings(rng, k, batch, length):
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.slow
 def test_networks_run_tomita_and_random_dfas_without_error(architecture):
     rng = np.random.default_rng(1)
     for dfa in SAMPLE:
@@ -149,6 +150,7 @@ def test_mealy_networks_output_one_hot_symbols(architecture):
     assert [machine.outputs[i] for i in out[0, :40].argmax(-1)] == [f"r{int(word[:t + 1], 2) % 3}" for t in range(40)]
 
 
+@pytest.mark.slow
 def test_check_at_a_reduced_size():
     """``check`` at a tenth of a percent of the full size: zero errors, and every prefix counted."""
     rng = np.random.default_rng(21)
@@ -178,7 +180,8 @@ def test_count_errors_buckets_by_length_and_sees_errors():
     dfa, rng = random_dfa(20, 3, np.random.default_rng(7)), np.random.default_rng(8)
     indices, lengths = random_strings(rng, 3, 40, 400)
     assert lengths.min() >= 1 and lengths.max() <= 400 and len(set(lengths.tolist())) > 20
-    weak = to_torch(dfa, "gru", gain=0.6 * to_torch(dfa, "gru").gain)
+    with pytest.warns(RuntimeWarning, match="below the certified bound"):  # as it says: it errs below it
+        weak = to_torch(dfa, "gru", gain=0.6 * to_torch(dfa, "gru").gain)
     errors, checked = count_errors(weak, dfa, indices, lengths, batch=7, chunk=64)
     expected = 0
     for row, n in zip(indices, lengths):
@@ -206,6 +209,7 @@ BOUNDARY_DFAS = [tomita(4), tomita(5), random_dfa(20, 3, np.random.default_rng(7
 
 
 @pytest.mark.parametrize("architecture", ["lstm", "gru"])
+@pytest.mark.slow
 def test_gain_at_the_bound_works_and_a_clearly_smaller_one_fails(architecture):
     rng = np.random.default_rng(5)
     for dfa in BOUNDARY_DFAS:
@@ -283,6 +287,7 @@ def _random_mealy(n, k, outputs, rng):
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.slow
 def test_lstar_learns_back_an_equivalent_mealy_machine(architecture):
     rng = np.random.default_rng(12)
     for machine in [_residue_machine(), _random_mealy(8, 3, ("x", "y", "z"), rng)]:

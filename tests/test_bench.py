@@ -17,6 +17,8 @@ from lsrl.bench.labels import unit_labels
 from lsrl.cli import main
 from bench_builds import whole_suite
 
+pytestmark = pytest.mark.slow  # every test here is slow (see pyproject.toml's markers)
+
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):

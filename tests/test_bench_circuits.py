@@ -15,6 +15,8 @@ from lsrl.bench.build import task_models
 from lsrl.ir.labels import ROLES as LABEL_ROLES, UnitLabel
 from lsrl.targets.patch import patched_units
 
+pytestmark = pytest.mark.slow  # every test here is slow (see pyproject.toml's markers)
+
 TASK_NAMES = ("parity", "majority", "histogram", "tomita_3")
 ROLES = LABEL_ROLES + ("transition", "start")  # and the automata's
 

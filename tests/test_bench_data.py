@@ -17,6 +17,8 @@ from lsrl.bench import TASKS, build_suite, load
 from lsrl.errors import LsrlError
 from bench_builds import parity_builds
 
+pytestmark = pytest.mark.slow  # every test here is slow (see pyproject.toml's markers)
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     """Two builds of parity, tomita_3 and parity's distractor and rotated tiers (ROOT/TIER/parity/ARCH), each once per

@@ -203,6 +203,7 @@ def test_activation_patching_finds_the_circuit_among_distractors(task):
     assert row["node_auroc"] > evaluate(_subject(task, "distractors"), "random", pairs=4)["node_auroc"]
 
 
+@pytest.mark.slow
 def test_every_method_runs_and_scores_in_range():
     subject = _subject("majority", "rotated")
     for method in METHODS:
@@ -266,6 +267,7 @@ def test_a_rotated_hooked_model_seen_before_its_change_of_basis_is_the_distracto
     assert moved  # some of the patches changed the outputs
 
 
+@pytest.mark.slow
 def test_resample_patching_beats_random_on_a_rotated_hooked_folder():
     from lsrl.bench.eval.harness import combinations
     from lsrl.bench.eval.hooked import HookedSubject
@@ -412,6 +414,7 @@ def _attribution_by_differences(subject, pairs, candidate, step=1e-5):
 
 
 @pytest.mark.parametrize("arch", ["rnn", "lstm"])
+@pytest.mark.slow
 def test_probe_and_attribution_find_the_circuit_of_a_hooked_model(arch):
     """On the hooked distractor targets (exact models), attribution finds the circuit's units as resample patching
     does, and the probes' subspaces interchange the circuit variables as the program does (its interchange)."""
@@ -422,6 +425,7 @@ def test_probe_and_attribution_find_the_circuit_of_a_hooked_model(arch):
     assert probe["node_auroc"] >= 0.95 and probe["node_tpr"] == 1.0 and probe["interchange_accuracy"] == 1.0, probe
 
 
+@pytest.mark.slow
 def test_bench_eval_command_on_a_suite_folder_and_on_a_tier(tmp_path):
     from click.testing import CliRunner
 
@@ -464,6 +468,7 @@ def _trained():
     return train("count_ones", "gru", steps=240, batch=32)  # a short run: the full tier trains 600 steps of 64
 
 
+@pytest.mark.slow
 def test_trained_tier_runs_as_the_stock_module_and_learns_the_causal_graph():
     model = _trained()
     xs = torch.as_tensor(_tokens("count_ones", count=4), dtype=torch.float64)

@@ -82,6 +82,7 @@ def test_das_is_deterministic_under_its_seed():
     assert (again.nodes, again.interchange, again.overlap) == (first.nodes, first.interchange, first.overlap)
 
 
+@pytest.mark.slow
 def test_das_on_a_rotated_hooked_folder_reads_its_rotations(tmp_path):
     """A stock GRU folder of the rotated tier: searched in its own (rotated) coordinates, scored through
     ``rotations.json``."""

@@ -168,6 +168,7 @@ def hawk_by_hand(hf, xs, units, source_states=None, attention=None):
 
 
 @pytest.mark.parametrize("arch", HF_ARCHS)
+@pytest.mark.slow
 def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
     from transformers import AutoModelForCausalLM
 
@@ -178,7 +179,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
         arch, "RecurrentGemmaForCausalLM")
     assert hf.config.num_hidden_layers == (4 if arch == "griffin" else 2)  # two levels, Griffin's with attention
     assert sorted(labels) == sorted(net.hook_names) == sorted(hook["name"] for hook in circuit.hooks)
-    assert json.loads(open(f"{folder}/config.json").read())["lsrl_bench"]["tier"] == "trained"
+    assert json.loads(Path(folder, "config.json").read_text())["lsrl_bench"]["tier"] == "trained"
     xs = data["test_inputs"][:6]
     outputs, cache = net.run_with_cache(xs)
     assert torch.allclose(outputs, stock_full_forward(hf, xs), rtol=0, atol=1e-6)  # stepwise == full, to float32
@@ -273,6 +274,7 @@ def test_griffin_patches_its_attention_blocks_output_as_a_hook_written_by_hand_d
     assert (patched - own["readout"]).abs().max() > 1e-3  # the patch mattered
 
 
+@pytest.mark.slow
 def test_the_harness_scores_a_folder():
     from lsrl.cli import main
 
@@ -285,6 +287,7 @@ def test_the_harness_scores_a_folder():
     assert int(scores["units"]) == 2 * 128 + 1  # the aligned and free units of both ssm states, and the readout
 
 
+@pytest.mark.slow
 def test_interchange_intervention_training_lowers_the_interchange_error():
     """Hawk on count_ones: the squared error of the outputs under the interchange of ``count``'s units against
     the program's, on fresh sequences, falls with training."""
@@ -360,6 +363,7 @@ def _digests(root: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("arch", HF_ARCHS)
+@pytest.mark.slow
 def test_two_builds_of_a_folder_are_byte_identical(arch, tmp_path):
     first, _ = built(arch)
     second = str(tmp_path)
@@ -372,6 +376,7 @@ def test_two_builds_of_a_folder_are_byte_identical(arch, tmp_path):
     assert digests == _digests(second)
 
 
+@pytest.mark.slow
 def test_mamba2_and_griffin_folders_load_with_their_own_loader_and_patch_as_lsrl_does(tmp_path):
     """Each folder's ``load_model.py``, run in a process without lsrl on its path (torch and transformers only; no
     lsrl module imported), loads the folder and patches a carried state (and Griffin's attention output) inside

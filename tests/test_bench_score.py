@@ -60,7 +60,8 @@ def test_a_planted_submission_scores_one_through_the_command(suite, tmp_path):
     submission = _submission(tmp_path, {name: _planted(suite / name) for name in FOLDERS})
     result = CliRunner().invoke(main, ["bench", "score", str(submission), str(suite), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    rows = list(csv.DictReader((tmp_path / "out" / "score.csv").open()))
+    with (tmp_path / "out" / "score.csv").open() as file:
+        rows = list(csv.DictReader(file))
     assert [row["folder"] for row in rows] == list(FOLDERS)
     for row in rows:
         assert float(row["unit_auroc"]) == 1.0 and float(row["node_auroc"]) == 1.0
@@ -72,6 +73,7 @@ def test_a_planted_submission_scores_one_through_the_command(suite, tmp_path):
     assert entry["dataset"]["id"] == "lsrl-bench" and entry["value"] == 1.0 and "planted" in entry["source"]["name"]
 
 
+@pytest.mark.slow
 def test_random_scores_sit_near_chance(suite):
     aurocs = [lsrl.bench.score(_random(suite / name, seed), suite / name)["unit_auroc"]
               for name in FOLDERS for seed in range(3)]

@@ -57,6 +57,7 @@ def _own_loader(folder):
 
 
 @pytest.mark.parametrize("arch", ["lstm", "gru"])
+@pytest.mark.slow
 def test_a_trained_folder_loads_standalone_and_is_the_trained_model(trained_builds, arch):
     root, _ = trained_builds
     folder = root / "trained" / TASK / arch
@@ -214,6 +215,7 @@ def test_a_folder_below_the_aim_is_flagged(trained_builds, arch):
         (folder / "config.json").write_text(written)
 
 
+@pytest.mark.slow
 def test_a_folder_above_the_aim_is_not_flagged(tmp_path):
     """A model trained long enough to meet the aim (240 steps of 32 sequences: accuracies about 0.96), written as
     a two-model suite beside one below it: the folder says it meets the aim, and ``lsrl bench build`` names only

@@ -31,6 +31,7 @@ def _subject() -> TrainedSubject:
     return TrainedSubject.from_model(train("count_ones", "gru", steps=240, batch=32))  # about 3 s: short
 
 
+@pytest.mark.slow
 def test_mean_ablation_and_das_score_an_in_memory_trained_model_in_range():
     subject = _subject()
     row = method_columns(subject, pairs=8, das_steps=20)
@@ -71,6 +72,7 @@ def test_the_aligned_units_score_as_a_planted_perfect_method_and_random_does_not
     assert evaluate(subject, "random", pairs=8)["unit_auroc"] < 0.9
 
 
+@pytest.mark.slow
 def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     """The full subspace (identity projector) of a carried state set from a source run is the loader's own patch of
     that state; das then runs on the model (a few steps) and scores in range."""

@@ -205,6 +205,7 @@ def test_reusing_earlier_steps_gives_the_bounds_of_the_step_by_step_analysis_on_
 
 
 @pytest.mark.parametrize("form, steps", [("layers", 200), ("diagonal", 64)])
+@pytest.mark.slow
 def test_reusing_earlier_steps_gives_the_bounds_of_the_step_by_step_analysis_on_compiled_listing_2(form, steps):
     """The compiled layers and the exact diagonal form (``to_hf`` bounds both); at 200 steps the answer's
     register has outgrown its joint tables (from step 188 its values carry an offset) while the rest runs

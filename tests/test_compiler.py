@@ -81,6 +81,7 @@ def test_fast_runner_matches_the_step_by_step_recurrence_even_when_it_explodes()
     assert out[1049] == 0 and out[1050] == 1 and out[1060] == 2**10
 
 
+@pytest.mark.slow
 def test_fast_runner_on_long_batches_matches_the_interpreter():
     program = discrete_approximator(2)
     model = lsrl.compile(program, backend="float")

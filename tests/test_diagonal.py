@@ -148,6 +148,7 @@ LISTINGS = [("listing1", lambda: continuous_approximator(2, 2)), ("listing2", la
 
 
 @pytest.mark.parametrize("label,build", LISTINGS, ids=[p[0] for p in LISTINGS])
+@pytest.mark.slow
 def test_listing_diagonal_and_target(label, build):
     prog = build()
     model = lsrl.compile(prog, progress=False)
@@ -185,6 +186,7 @@ def _diagonalised(seed):
         return gen, model, error, ref
 
 
+@pytest.mark.slow
 def test_random_programs_diagonal_exact():
     done = failed = 0
     for seed in range(N_SEEDS):
@@ -204,6 +206,7 @@ def test_random_programs_diagonal_exact():
     assert done >= 0.8 * (done + failed), (done, failed)
 
 
+@pytest.mark.slow
 def test_random_programs_diagonal_float():
     """On the float backend every random program is diagonalised, irrational eigenvalues included."""
     for seed in range(0, N_SEEDS, 2):
@@ -215,6 +218,7 @@ def test_random_programs_diagonal_float():
             assert _relative_error(diagonal(xs), gen.program(xs)) <= FLOAT_TOLERANCE, seed
 
 
+@pytest.mark.slow
 def test_random_programs_diagonal_target_long_sequences():
     checked = 0
     for seed in range(0, N_SEEDS, 6):

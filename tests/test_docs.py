@@ -41,6 +41,7 @@ def test_the_docs_have_code_blocks():
 
 
 @pytest.mark.parametrize("key", list(PYTHON))
+@pytest.mark.slow
 def test_python_block_runs(key, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
@@ -101,6 +102,7 @@ def test_the_docs_show_lsrl_lines_and_how_to_reach_the_command():
 
 
 @pytest.mark.parametrize("page", sorted(LSRL_LINES))
+@pytest.mark.slow
 def test_every_lsrl_line_of_a_page_runs_as_written(page, tmp_path, monkeypatch):
     """The page's lines one after the other (a later line may read what an earlier one wrote), beside a
     copy of the repository's examples, as the ``lsrl`` command runs them."""
@@ -166,6 +168,17 @@ def test_ci_runs_the_test_command_the_readme_gives():
     assert commands[0] in (ROOT / ".ci" / "run").read_text()
 
 
+def test_every_package_of_lsrl_has_an_api_page_in_the_site():
+    packages = sorted(init.parent.name for init in (ROOT / "lsrl").glob("*/__init__.py"))
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert "hf" in packages and "model" in packages
+    for package in packages:
+        page = ROOT / "docs" / "api" / f"lsrl.{package}.md"
+        assert page.is_file() and f"::: lsrl.{package}\n" in page.read_text(), page
+        assert f": api/lsrl.{package}.md\n" in nav, package
+
+
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                             capture_output=True, text=True, cwd=ROOT, timeout=300,

@@ -1303,6 +1303,7 @@ def test_escapes_found_in_model_and_targets_are_refused_in_one_line(call: Callab
 
 @pytest.mark.parametrize("boundary", BOUNDARIES, ids=[boundary.name for boundary in BOUNDARIES])
 @given(data=st.data())
+@pytest.mark.slow
 def test_a_hostile_argument_is_refused_in_one_line_or_answered_right(boundary: Boundary, data: st.DataObject) -> None:
     arguments = {name: data.draw(strategy, label=name) for name, strategy in boundary.valid.items()}
     spoilable = sorted(set(arguments) - set(boundary.fixed))

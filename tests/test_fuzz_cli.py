@@ -233,6 +233,7 @@ CLI_EXAMPLES = settings(max_examples=max(2, settings().max_examples // 5))
 @pytest.mark.parametrize(("path", "name"), CASES, ids=[f"{' '.join(p)} {n}" for p, n in CASES])
 @CLI_EXAMPLES
 @given(data=st.data())
+@pytest.mark.slow
 def test_a_hostile_option_exits_in_one_line_or_runs(path: tuple[str, ...], name: str, data: st.DataObject) -> None:
     command = COMMANDS[path]
     parameter = next(p for p in command.params if p.name == name)

@@ -510,6 +510,7 @@ def other_folders() -> list[str]:
 
 @given(task=bench_name_parts(), arch=st.one_of(st.none(), bench_name_parts()), tier=bench_name_parts(),
        elsewhere=st.one_of(st.none(), st.integers(0, 4)))
+@pytest.mark.slow
 def test_a_random_benchmark_name_loads_its_folder_or_is_refused(task: str, arch: str | None, tier: str,
                                                                 elsewhere: int | None,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:

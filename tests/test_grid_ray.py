@@ -28,6 +28,8 @@ from ray_grid_driver import REPRODUCE, SMOKE_GRIDS
 
 import lsrl.cli
 
+pytestmark = pytest.mark.slow  # every test here is slow (see pyproject.toml's markers)
+
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "ray_grid_driver.py"
 PORT = 6379  # the namespace is the cluster's own: no other program holds a port there

@@ -57,6 +57,7 @@ def _lsrl_in_a_fresh_interpreter(args: list[str], folder: Path) -> str:
     ["experiment", "noise", "--help"], ["bench", "--help"], ["compile", "prog.py", "-o", "m"],
     ["run", "m", "--input", "xs.txt"],
 ], ids=" ".join)
+@pytest.mark.slow
 def test_commands_that_need_no_torch_do_not_import_it(args, tmp_path):
     (tmp_path / "prog.py").write_text(PROGRAM)
     if args[0] == "run" and "--help" not in args:
@@ -218,6 +219,7 @@ def _third_party(folder: Path, local: set[str]) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_package_the_library_imports_is_declared():
     undeclared = []
     for distribution, places in _third_party(PACKAGE, local={"lsrl", "__future__"}).items():
@@ -228,6 +230,7 @@ def test_every_package_the_library_imports_is_declared():
     assert not undeclared, "not declared in pyproject.toml:\n" + "\n".join(undeclared)
 
 
+@pytest.mark.slow
 def test_the_test_extra_installs_what_the_tests_import():
     local = {"lsrl", "tests", "__future__"} | {path.stem for path in (ROOT / "tests").glob("*.py")}
     declared = DEPENDENCIES | _with_extras("test")

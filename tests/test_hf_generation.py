@@ -159,6 +159,7 @@ def capitals():
     return {word: token for token, word in enumerate(words)}
 
 
+@pytest.mark.slow
 def test_a_pipeline_answers_the_capitals_from_a_folder_where_lsrl_cannot_be_imported(tmp_path):
     words = capitals()
     mapping = {(words[k],): (words[v],) for k, v in CAPITALS.items()}
@@ -221,6 +222,7 @@ def test_vocabulary_words_that_collide_or_miss_a_token_are_refused_naming_the_wo
     assert not (tmp_path / "words").exists()
 
 
+@pytest.mark.slow
 def test_every_cards_code_runs_without_lsrl_and_reads_the_programs_outputs(tmp_path):
     """The README.md code of a folder (inputs_embeds in float32, tokens, a generation head), run with its
     placeholders (FOLDER, the inputs, PROMPT, N) set, in a process where lsrl cannot be imported."""

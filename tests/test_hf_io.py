@@ -33,12 +33,23 @@ def test_import_lsrl_loads_neither_torch_nor_transformers():
 
 def test_unknown_architecture_lists_the_four():
     model = lsrl.compile(real_program())
-    with pytest.raises(lsrl.LsrlError, match="'mamba', 'mamba2', 'hawk', 'griffin'"):
+    with pytest.raises(lsrl.LsrlError, match="'hf-mamba', 'hf-mamba2', 'hf-hawk', 'hf-griffin'"):
         model.to_hf("lstm", max_len=4)
     with pytest.raises(lsrl.LsrlError, match="max_len"):
         model.to_hf("mamba", max_len=0)
     with pytest.raises(lsrl.LsrlError, match="dtype"):
         model.to_hf("mamba", max_len=4, dtype=torch.float16)
+
+
+def test_the_stock_models_have_names_of_their_own_and_to_hf_takes_the_older_ones():
+    import lsrl.targets
+
+    assert not set(lsrl.hf.ARCHITECTURES) & set(lsrl.targets.ARCHITECTURES)
+    model = lsrl.compile(token_program())
+    for older, name in lsrl.hf.ALIASES.items():
+        built, by_alias = model.to_hf(name, max_len=4), model.to_hf(older, max_len=4)
+        assert type(built) is type(by_alias) and built.config.lsrl_io == by_alias.config.lsrl_io
+        assert all(torch.equal(tensor, by_alias.state_dict()[key]) for key, tensor in built.state_dict().items())
 
 
 def test_stream_sizes_and_scale():

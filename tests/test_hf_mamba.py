@@ -104,6 +104,7 @@ def test_stepwise_decoding_through_the_stock_cache_equals_the_full_forward(dtype
     assert torch.allclose(stepwise, full, rtol=0, atol=hf.config.lsrl_io["tolerance"])
 
 
+@pytest.mark.slow
 def test_listing2_in_stock_mamba_answers_every_query():
     model = listing2()
     rng = random.Random(5)

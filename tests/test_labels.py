@@ -37,6 +37,7 @@ def _listings():
     return [(lookup, lookup_prompt, other_prompt), (approximator, cells, other_cells)]
 
 
+@pytest.mark.slow
 def test_every_label_of_every_random_program_holds_exactly():
     roles = Counter()
     for seed, (_, model, _) in _compiled_seeds():
@@ -48,6 +49,7 @@ def test_every_label_of_every_random_program_holds_exactly():
     assert set(roles) >= set(COMPILER_ROLES)  # every role is produced somewhere, and checked there
 
 
+@pytest.mark.slow
 def test_labels_and_patches_hold_on_programs_with_relustates():
     patched, roles = 0, Counter()
     for seed in RELU_SEEDS:

@@ -274,6 +274,7 @@ def test_import_lsrl_is_light_and_its_first_name_loads_the_whole_api():
     assert result.stdout.split() == ["True", "True", "True"], result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_a_model_reached_through_submodules_finds_its_front_doors():
     """``lsrl.model.extensions`` loads the API when nothing is registered: no ``lsrl.<name>`` is touched here."""
     code = ("from lsrl.lang import ForEach, Input; from lsrl.compiler import compile; "

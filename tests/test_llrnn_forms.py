@@ -61,6 +61,7 @@ def relative_error(a, b):
 
 
 @pytest.mark.parametrize("name", MODELS)
+@pytest.mark.slow
 def test_llrnn_form_equals_explicit_equations(name):
     torch.manual_seed(0)
     model = MODELS[name]()
@@ -214,6 +215,7 @@ OPTIONS = {"erase": ("location", "matrix"), "content_softmax": (True, False), "g
 
 
 @pytest.mark.parametrize("name", ["pattern_ntm_small_pattern_ring", "dihedral_ntm"])
+@pytest.mark.slow
 def test_every_combination_of_the_options_has_an_equal_llrnn_form(name):
     """All 64 combinations of the six options (the tests above take each alone and all together)."""
     for values in itertools.product(*OPTIONS.values()):

@@ -30,6 +30,7 @@ def test_the_paper_example_is_solved():
     assert letters.decode(emitted) == "abcdeaabbccddeeabcde"
 
 
+@pytest.mark.slow
 def test_zero_errors_on_1000_random_strings_up_to_length_20():
     task = MultiplePattern()
     model, readout = swap_solution(task, max_length=20)
@@ -47,6 +48,7 @@ def test_other_numbers_of_segments_and_alphabets(segments):
     assert all(wrong_symbols(model, readout, task.batch(20, length, generator)) == 0 for length in (1, 2, 6))
 
 
+@pytest.mark.slow
 def test_training_started_from_it_keeps_its_accuracy():
     """The construction's loss underflows to 0 (margin 50), so RMSProp leaves it where it is."""
     task = MultiplePattern()

@@ -1,5 +1,6 @@
 """``lsrl llrnn reproduce``: the table beside the TF medians, the targets, the files it writes."""
 
+import pytest
 import torch
 from click.testing import CliRunner
 
@@ -34,6 +35,7 @@ def test_medians_targets_and_table():
     assert table[6].startswith("| tf_copy | lstm | 1 |") and "| – | – | – |" in table[6]
 
 
+@pytest.mark.slow
 def test_cli_reproduce_writes_table_plot_and_heat_maps(tmp_path):
     torch.set_num_threads(1)
     result = CliRunner().invoke(llrnn, ["reproduce", "--preset", "smoke", "--models", "ntm,gru", "--tasks",
@@ -61,6 +63,7 @@ def test_cli_reproduce_finished_only_tables_the_runs_done_and_trains_nothing(tmp
     assert len((tmp_path / "reproduction.csv").read_text().splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_cli_reproduce_overrides_the_presets_schedule_and_rate(tmp_path):
     """A grid with --schedule cosine (or --lr) is another grid: its runs keep that setting, and the
     constant-rate runs of the same folder are not counted as its finished ones."""

@@ -139,6 +139,7 @@ def test_the_cosine_schedule_sets_the_optimisers_rate_each_step(with_stand_in):
     assert constant.optimizer.param_groups[0]["lr"] == lr
 
 
+@pytest.mark.slow
 def test_cli_trains_resumes_and_reports_errors_in_one_line(tmp_path):
     runner = CliRunner()
     common = ["--model", "ntm", "--max-length", "2", "--batch-size", "4", "--controller-dim", "8",
@@ -157,6 +158,7 @@ def test_cli_trains_resumes_and_reports_errors_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("models, workers", [("stand_in", "1"), ("ntm", "2")])
+@pytest.mark.slow
 def test_cli_experiment_writes_csv_and_markdown(with_stand_in, tmp_path, models, workers):
     result = CliRunner().invoke(llrnn, ["experiment", "--models", models, "--tasks", "copy,repeat_copy",
                                         "--seeds", "2", "--steps", "2", "--max-length", "2", "--batch-size", "4",
@@ -235,6 +237,7 @@ def test_the_paper_erase_matrix_starts_switched_off():
 
 
 @pytest.mark.parametrize("name", sorted(training.MODELS))
+@pytest.mark.slow
 def test_every_untrained_model_runs_1000_steps_without_overflow(name):
     """Default initialisation and options, float32 (memory 32 × 8, controller 24, pattern rings 8);
     the ReLU RNNs, cheap to run, over 25 initialisations (drawn as the others, 13 and 23 of them
@@ -250,6 +253,7 @@ def test_every_untrained_model_runs_1000_steps_without_overflow(name):
 
 
 @pytest.mark.parametrize("name", ["ntm", "pattern_ntm", "multiple_pattern_ntm", "graves_ntm"])
+@pytest.mark.slow
 def test_tfs_tanh_controller_keeps_grown_weights_from_overflowing(name):
     """Weights three times their initial scale, as training grows them: with the paper's ReLU controller
     the controller, its ReLU writes and the memory it reads back feed each other (in training on TF's
@@ -287,6 +291,7 @@ def test_every_model_trains_from_python(name):
 
 
 @pytest.mark.parametrize("name", ["lstm", "multiple_pattern_ntm", "higher_order"])
+@pytest.mark.slow
 def test_cli_trains_any_model_with_a_preset(name, tmp_path):
     result = CliRunner().invoke(llrnn, ["train", "--preset", "smoke", "--model", name, "--task", "tf_pattern1",
                                         "--steps", "3", "-o", str(tmp_path)])
@@ -306,6 +311,7 @@ def test_cli_sets_the_controller_activation_over_a_preset(controller, tmp_path):
     assert Trainer.resume(tmp_path).net.model.stabilisers.controller == controller
 
 
+@pytest.mark.slow
 def test_baselines_match_the_ntms_parameter_count():
     ntm, lstm, gru = (Trainer(training.preset("tf", name, "tf_copy", steps=0)).parameter_count
                       for name in ("ntm", "lstm", "gru"))

@@ -98,6 +98,7 @@ def test_survival_is_the_largest_sigma_up_to_which_the_goal_holds():
     }
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_csv_survival_table_and_plots(tmp_path):
     result = CliRunner().invoke(main, ["experiment", "noise", "-o", str(tmp_path), "--quick", "--workers", "2"])
     assert result.exit_code == 0, result.output

@@ -150,6 +150,7 @@ def test_overlapping_labels_are_found():
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_a_large_circuit_plot_keeps_its_titles_and_legend_apart():
     model = lsrl.compile(lsrl.programs.discrete_approximator(1))  # Listing 2: over 50 layers
     figure = plot_model(model)
@@ -166,6 +167,7 @@ def test_a_circuit_plot_with_named_units_keeps_them_apart():
     assert overlapping_labels(figure) == []
 
 
+@pytest.mark.slow
 def test_the_demo_plots_keep_their_labels_apart(tmp_path, saved_figures):
     from lsrl.demo import write_plots
 
@@ -176,6 +178,7 @@ def test_the_demo_plots_keep_their_labels_apart(tmp_path, saved_figures):
         assert points_cut_by_their_axes(figure) == []
 
 
+@pytest.mark.slow
 def test_the_noise_strip_plots_keep_labels_apart_and_points_whole(tmp_path, saved_figures):
     """Fig. 4's strips on errors that reach both ends of the axis: 0 (no error) and the largest."""
     from lsrl.experiments import noise

@@ -104,6 +104,7 @@ def test_float_compilation_agrees_to_1e_9(kind, variant):
 @pytest.mark.parametrize("backend", ["exact", "float"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.slow
 def test_discrete_approximator_answers_every_query(n, variant, backend):
     _, model = compiled("discrete", variant, backend, n)
     mapping = random_map(random.Random(n), n)

@@ -964,6 +964,7 @@ def _total_stats():
 DONE_BY_MERGE_DUPLICATES = {"case_1a", "case_3"}
 
 
+@pytest.mark.slow
 def test_every_debranching_case_fires():
     total = _total_stats()
     missing = [c for c in CASES if total.get(c, 0) < 1 and c not in DONE_BY_MERGE_DUPLICATES]

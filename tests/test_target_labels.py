@@ -260,7 +260,9 @@ def test_a_model_without_labels_gives_a_target_without_labels(arch):
     program, model, xs = random_case(1) if arch in UNGATED else listing_case("listing1")
     unlabelled = lsrl.model.compiled.CompiledProgram(model.input, model.layers, model.backend, name=model.name)
     assert unlabelled.to_torch(arch).labels is None
-    assert model.to_torch(arch).labels is not None
+    net = model.to_torch(arch)
+    assert net.labels and all(units and all(isinstance(label, lsrl.UnitLabel) for label in units)
+                              for units in net.labels.values())
 
 
 def test_eigen_trace_needs_a_diagonal_model():

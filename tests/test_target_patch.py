@@ -90,6 +90,7 @@ def test_patching_a_target_matches_the_program_on_random_programs(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_patching_a_target_matches_the_program_on_listing2(arch):
     program, model, xs, donor = listing2_case()
     net = target(model, arch)
@@ -178,6 +179,7 @@ def test_run_with_cache_patches_program_nodes_too():
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_net_and_run_with_cache_patch_hooks_alike(arch):
     """``net(xs, patch={hook: values})`` takes the hook names of ``run_with_cache`` (gates and carried states
     included) by the same code: both spellings give identical outputs, for every hook, and with a program node in

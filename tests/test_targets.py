@@ -45,6 +45,7 @@ def module_or_refusal(model, arch, variant):
 
 @pytest.mark.parametrize("arch", OWN_TARGETS)
 @pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
+@pytest.mark.slow
 def test_discrete_approximator_every_token_right(arch, variant):
     program, model = compiled("discrete", variant)
     net = module_or_refusal(model, arch, variant)
@@ -89,12 +90,14 @@ def test_random_programs_on_every_own_target(seed):
 
 def test_multi_needs_a_gated_target_and_the_error_names_it():
     x = lsrl.Input(2, name="x")
-    model = lsrl.compile(lsrl.ForEach(lsrl.Multi(lsrl.Concat([x, x]), name="square")))
+    program = lsrl.ForEach(lsrl.Multi(lsrl.Concat([x, x]), name="square"))
+    model = lsrl.compile(program)
     with pytest.raises(lsrl.LsrlError, match="square"):
         model.to_torch("linear_rnn")
     with pytest.raises(lsrl.LsrlError, match="square"):
         model.to_torch("rnn")
-    assert model.to_torch("gated_rnn") is not None
+    xs = np.array([[[1.5, -2.0], [0.5, 3.0], [-4.0, 0.25]]])
+    assert max_relative_difference(run(model.to_torch("gated_rnn"), xs), program(xs)) <= 1e-9  # x * x, as asked
 
 
 def test_unknown_architecture():

@@ -139,6 +139,7 @@ def test_more_ones_than_zeros(arch):
 
 @pytest.mark.parametrize("variant", lsrl.IFELSE_VARIANTS)
 @pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.slow
 def test_discrete_approximator_every_token_right(arch, variant):
     program, stack = compiled("discrete", variant)
     module = built(arch, "discrete", variant)

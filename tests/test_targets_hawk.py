@@ -59,6 +59,7 @@ def test_more_ones_than_zeros(arch):
 
 @pytest.mark.parametrize("arch", BUILDERS)
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_discrete_approximator_answers_every_query(variant, arch):
     program, stack = stack_of("discrete", variant)
     rng = random.Random(VARIANTS.index(variant))
@@ -84,6 +85,7 @@ def test_continuous_approximator(variant, arch):
     check(arch, program, stack, xs)
 
 
+@pytest.mark.slow
 def test_random_programs():
     for seed in RANDOM_SEEDS:
         gen = generate_program(random.Random(seed))

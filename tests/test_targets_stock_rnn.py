@@ -156,6 +156,7 @@ def test_listing2_answers_every_query_exactly(arch, dtype):
 
 
 @pytest.mark.parametrize("arch", STOCK)
+@pytest.mark.slow
 def test_the_papers_listing2_is_exact_and_refused_where_its_register_outgrows_float32(arch):
     """The paper's Listing 2 (steps of slope 1000, lambda = 1e10): exact units hold it in float64 and, at its prompts'
     length, in float32; at max_len 256 its started_on register's bound (3.8e15) is beyond float32's identity units
@@ -292,6 +293,7 @@ def long_listing2_case():
 
 
 @pytest.mark.parametrize("arch", STOCK)
+@pytest.mark.slow
 def test_listing2_stays_exact_at_long_max_len(arch):
     """Robust Listing 2 (n = 3, tokens up to 10) at max_len 256: the output registers' bound is 420, beyond
     MAX_THRESHOLDS, and prompts that repeat the query's key reach it; as identity units they stay exact, in float32
@@ -319,6 +321,7 @@ def test_parity_is_exact_far_beyond_the_threshold_budget(arch):
     assert np.array_equal(run(net, xs), exact(model, xs))
 
 
+@pytest.mark.slow
 def test_random_programs_of_exact_units_equal_the_interpreter(monkeypatch):
     """Random programs with integer inputs, exact units forced (their plain bounds would often decide them): every
     module states its tolerance and keeps it, in both archs and dtypes, and identity units of every kind occur

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CHECKED = ["lsrl/lang", "lsrl/numbers.py", "lsrl/sugar.py", "lsrl/kinds.py", "lsrl/ir", "lsrl/compiler", "lsrl/targets"]
 
@@ -12,6 +14,7 @@ def _run(*command):
     return subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_mypy_passes_on_the_language_the_ir_the_compiler_and_the_targets():
     result = _run("mypy", *CHECKED)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -108,6 +108,7 @@ def test_a_checkpoint_with_parameters_that_are_not_finite_is_refused(tmp_path):
         Trainer.resume(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_valid_run_is_unchanged_by_the_checks(tmp_path):
     evaluation = train(preset("smoke", "ntm", "copy"), tmp_path, progress=False)
     history = (tmp_path / "history.csv").read_text().splitlines()

@@ -217,13 +217,13 @@ def test_save_to_impossible_paths_is_one_model_file_error(tmp_path):
 
 def test_save_leaves_no_partial_folder_when_a_write_fails(tmp_path, monkeypatch):
     _, model, _ = patch_case()
-    import lsrl.model.fileformat as fileformat
+    import lsrl.model.saving as saving
 
     def failing(tensors, path):
         Path(path).write_bytes(b"half")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(fileformat, "save_file", failing)
+    monkeypatch.setattr(saving, "save_file", failing)
     with pytest.raises(lsrl.ModelFileError, match=r"save: cannot write .*No space left"):
         model.save(tmp_path / "new" / "model")
     assert leftovers(tmp_path) == []

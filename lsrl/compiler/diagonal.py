@@ -441,7 +441,8 @@ def diagonalise(model: CompiledProgram, keep_irrational: bool = False) -> Compil
     ``keep_irrational``: irreducible factors with irrational roots stay rational blocks (``rational_block_diagonal``).
     """
     start = model.input.fresh()
-    old_labels = model.labels if model.labels is not None else [None] * len(model.layers)
+    old_labels: list[list[Label] | None] = ([list(layer) for layer in model.labels] if model.labels is not None
+                                            else [None] * len(model.layers))
     layers: list[Layer] = []
     labels: list[list[Label] | None] = []
     previous: Layer = start
@@ -478,7 +479,7 @@ def diagonalise(model: CompiledProgram, keep_irrational: bool = False) -> Compil
         raise InternalError(f"diagonal(): {len(layers)} layers but {len(known)} of them labelled")
     diagonal = CompiledProgram(start, layers, model.backend, dict(model.stats), model.name,
                                known if model.labels is not None else None)
-    diagonal.eigenbases = eigenbases  # type: ignore[attr-defined]  # only a diagonal model has them (eigen_trace)
+    diagonal.eigenbases = eigenbases  # only a diagonal model has them (eigen_trace)
     diagonal.entangled, diagonal.node_widths = frozenset(entangled), model.node_widths
     return diagonal
 

@@ -4,7 +4,9 @@ RecurrentGemma (Hawk, Griffin); only a config and weights are written.
 Interface:
 
 - ``lsrl.hf.to_hf(model, arch, max_len, dtype=torch.float32)`` (also ``model.to_hf(arch, max_len,
-  dtype)``): ``model`` a ``CompiledProgram``, ``arch`` one of ``ARCHITECTURES``; returns a stock
+  dtype)``): ``model`` a ``CompiledProgram``, ``arch`` one of ``ARCHITECTURES`` (``"hf-mamba"``,
+  ``"hf-mamba2"``, ``"hf-hawk"``, ``"hf-griffin"``: the ``hf-`` tells them from ``lsrl.targets``' own Hawk
+  and Griffin; the older spellings of ``ALIASES``, without it, still work); returns a stock
   ``MambaForCausalLM`` / ``Mamba2ForCausalLM`` / ``RecurrentGemmaForCausalLM`` that runs the program on
   sequences of up to ``max_len`` steps within the ``Input``'s declared bounds, to the tolerance its
   record states. Builders are ``(model, max_len, dtype) -> PreTrainedModel``, named in ``BUILDERS`` by
@@ -45,13 +47,16 @@ if TYPE_CHECKING:
 
     from lsrl.model.compiled import CompiledProgram
 
+# "hf-" names: lsrl.targets' "hawk" and "griffin" are the papers' App. E torch modules, these the stock models
 BUILDERS = {
-    "mamba": "lsrl.hf.mamba:build_mamba",
-    "mamba2": "lsrl.hf.mamba2:build_mamba2",
-    "hawk": "lsrl.hf.recurrentgemma:build_hawk",
-    "griffin": "lsrl.hf.recurrentgemma:build_griffin",
+    "hf-mamba": "lsrl.hf.mamba:build_mamba",
+    "hf-mamba2": "lsrl.hf.mamba2:build_mamba2",
+    "hf-hawk": "lsrl.hf.recurrentgemma:build_hawk",
+    "hf-griffin": "lsrl.hf.recurrentgemma:build_griffin",
 }
 ARCHITECTURES = tuple(BUILDERS)
+# the older spellings to_hf still takes (config.lsrl_io's "arch" keeps them: the model family)
+ALIASES = {arch.removeprefix("hf-"): arch for arch in ARCHITECTURES}
 
 
 def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | str | None = None,
@@ -64,8 +69,9 @@ def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | 
 
     from lsrl.hf.generation import generation_head, require_token_program
 
+    arch = ALIASES.get(arch, arch) if isinstance(arch, str) else arch
     if arch not in BUILDERS:
-        raise LsrlError(f"to_hf: unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+        raise LsrlError(f"to_hf: unknown architecture {shown(arch)}; expected one of {ARCHITECTURES}")
     if whole_number(max_len) is None or max_len < 1:
         raise LsrlError(f"to_hf: max_len must be a positive integer (the longest sequence), got {shown(max_len)}")
     max_len = int(max_len)
@@ -83,4 +89,4 @@ def to_hf(model: CompiledProgram, arch: str, max_len: int, dtype: torch.dtype | 
 
 extensions.register_builder("to_hf", to_hf)
 
-__all__ = ["ARCHITECTURES", "BUILDERS", "inputs", "load", "model_card", "outputs", "save", "to_hf"]
+__all__ = ["ALIASES", "ARCHITECTURES", "BUILDERS", "inputs", "load", "model_card", "outputs", "save", "to_hf"]

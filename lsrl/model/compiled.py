@@ -1,5 +1,5 @@
 """``CompiledProgram``: a path graph of layers, runnable exactly (``lsrl.model.exact``) and in
-float64 (``lsrl.model.runner``); saved and loaded by ``lsrl.model.fileformat``."""
+float64 (``lsrl.model.runner``); saved by ``lsrl.model.saving``, loaded by ``lsrl.model.fileformat``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from lsrl.errors import BackendError, LsrlError
-from lsrl.ir.labels import PATCHABLE_ROLES, Label, label_violations, units_holding
+from lsrl.errors import BackendError, InternalError, LsrlError
+from lsrl.ir.labels import PATCHABLE_ROLES, Label, UnitLabel, label_violations, units_holding
 from lsrl.kinds import NODE_WEIGHTS, STATE_KINDS
-from lsrl.lang.evaluate import mode_for, patch_array, patch_items, patch_key_name, refuse_float_overflow
+from lsrl.lang.evaluate import Mode, mode_for, patch_array, patch_items, patch_key_name, refuse_float_overflow
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
-from lsrl.model import extensions
+from lsrl.model import extensions, saving
+from lsrl.model.layers import Eigenbases, width_of
 from lsrl.model.structure import structured_blocks_note
 from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
 
@@ -31,6 +32,13 @@ _UNREPRESENTABLE = {True: "beyond float64's range (|x| <= 1.8e308)", False: "bel
 _FLOAT64_TINY = mpq(float(np.finfo(np.float64).tiny))  # the smallest normal float64, exactly
 
 
+def _known(label: Label, layer: int) -> UnitLabel:
+    """A unit's label: the compiler labels every unit of a compiled model (``lsrl.ir.labels.path_labels``)."""
+    if label is None:
+        raise InternalError(f"layer {layer} of a compiled model has a unit without a label")
+    return label
+
+
 def _order_of(value: Any) -> str:
     """``"10^k"`` (with its sign) for an exact rational, from its digits (``float`` may overflow)."""
     digits = len(str(abs(int(value.numerator)))) - len(str(int(value.denominator)))
@@ -40,12 +48,16 @@ def _order_of(value: Any) -> str:
 class CompiledProgram:
     """A program after debranching: ``layers`` form a path from ``input``."""
 
+    # a model.diagonal()'s (lsrl.compiler.diagonal), for eigen_trace; absent from other models
+    eigenbases: Eigenbases
+
     def __init__(self, input_node: Input, layers: Iterable[Node], backend: str | Backend, stats: dict | None = None,
                  name: str = "program", labels: Iterable[Iterable[Label]] | None = None) -> None:
         self.input = input_node
         self.layers = list(layers)
         # per layer, a lsrl.UnitLabel per unit: what the unit holds (see lsrl.ir.labels)
-        self.labels = [list(layer) for layer in labels] if labels is not None else None
+        self.labels = None if labels is None else [[_known(label, index) for label in layer]
+                                                   for index, layer in enumerate(labels)]
         # program nodes that cannot be patched by label (see ``patchable``)
         self.entangled: frozenset[str] = frozenset()
         # program node name -> its width, the width a patch of it must have (set by the compiler;
@@ -59,7 +71,7 @@ class CompiledProgram:
 
     @property
     def output_dim(self) -> int:
-        return self.layers[-1].dim if self.layers else self.input.dim
+        return width_of(self.layers[-1]) if self.layers else width_of(self.input)
 
     @property
     def parameter_count(self) -> int:
@@ -68,11 +80,11 @@ class CompiledProgram:
 
     @property
     def state_size(self) -> int:
-        return sum(layer.dim for layer in self.layers if layer.kind in STATE_KINDS)
+        return sum(width_of(layer) for layer in self.layers if layer.kind in STATE_KINDS)
 
     @property
     def widest_layer(self) -> int:
-        return max([layer.dim for layer in self.layers] + [self.input.dim])
+        return max([width_of(layer) for layer in self.layers] + [width_of(self.input)])
 
     def summary(self) -> str:
         kinds = " -> ".join(f"{layer.kind}({layer.dim})" for layer in self.layers)
@@ -98,7 +110,7 @@ class CompiledProgram:
         if exact and self.backend != "exact":
             raise LsrlError(f"{self.name}: exact=True needs a program compiled with backend='exact'")
         batch, squeeze, steps = mode.read(xs, self.input, check_bounds)
-        if exact:
+        if isinstance(batch, list):  # the exact mode's lists of mpq
             for layer in self.layers:
                 batch = exact_runner.run_layer(layer, batch)
             result = exact_runner.as_object_array(batch, steps, self.output_dim)
@@ -107,7 +119,7 @@ class CompiledProgram:
 
             if self._plan is None:  # built once: the layers do not change after compiling
                 self.require_float64_weights("model(xs)")
-                self._plan = runner.build_plan(self.input.dim, self.layers)
+                self._plan = runner.build_plan(width_of(self.input), self.layers)
             result = refuse_float_overflow(runner.run_plan(self._plan, batch), f"{self.name}: the output")
         return result[0] if squeeze else result
 
@@ -126,13 +138,14 @@ class CompiledProgram:
         outputs = []
         for index, layer in enumerate(self.layers):
             units = patched.get(index, ())
-            if exact:
+            if isinstance(batch, list):  # the exact mode's lists of mpq
                 batch = exact_runner.run_layer(layer, batch, units)
+                outputs.append(exact_runner.as_object_array(batch, steps, width_of(layer)))
             else:
                 from lsrl.model import runner
 
                 batch = runner.run_layer(layer, batch, units)
-            outputs.append(exact_runner.as_object_array(batch, steps, layer.dim) if exact else batch)
+                outputs.append(batch)
         return [output[0] for output in outputs] if squeeze else outputs
 
     @property
@@ -146,6 +159,8 @@ class CompiledProgram:
     def label_violations(self, program: ForEach, xs: Any, exact: bool = True, tolerance: float = 0.0) -> list:
         """Units whose values on ``xs`` break their label, checked against ``program.trace``: a list
         of ``(layer, unit, label, reason)``, empty when every label holds."""
+        if self.labels is None:
+            raise LsrlError(f"{self.name}: this model has no unit labels (a file from before labels) to check")
         return label_violations(self.labels, self.trace(xs, exact), program.trace(xs, exact), tolerance)
 
     def require_float64_weights(self, where: str) -> None:
@@ -172,7 +187,7 @@ class CompiledProgram:
             return self.node_widths.get(name)
         return None
 
-    def _patched_units(self, patch: Mapping[str | Node, Any] | None, mode, count: int, steps: int) -> dict:
+    def _patched_units(self, patch: Mapping[str | Node, Any] | None, mode: Mode, count: int, steps: int) -> dict:
         """``{layer index: [(unit, values)]}`` for the units labelled with the patched nodes."""
         items = patch_items(patch, self.name)
         if not items:
@@ -226,15 +241,14 @@ class CompiledProgram:
 
     def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None, generate: bool = False
               ) -> PreTrainedModel:
-        """This program in a stock ``transformers`` model of ``arch`` ("mamba", "mamba2", "hawk",
-        "griffin"), exact for sequences of up to ``max_len`` steps in ``dtype`` (torch.float32 by
-        default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions`` (transformers is
-        imported only when a model is built); ``generate=True``: a next-token head (a token program)."""
+        """This program in a stock ``transformers`` model of ``arch`` ("hf-mamba", "hf-mamba2", "hf-hawk",
+        "hf-griffin": ``lsrl.hf.ARCHITECTURES``), exact for sequences of up to ``max_len`` steps in ``dtype``
+        (torch.float32 by default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions``
+        (transformers is imported only when a model is built); ``generate=True``: a next-token head (a token
+        program)."""
         return extensions.find_builder("to_hf")(self, arch, max_len, dtype, generate)
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json`` as a unit
-        (``lsrl.model.fileformat``, ``lsrl.model.folders``); returns the folder."""
-        from lsrl.model.fileformat import save
-
-        return save(self, path)
+        (``lsrl.model.saving``, ``lsrl.model.folders``); returns the folder."""
+        return saving.save(self, path)

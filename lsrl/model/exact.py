@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from lsrl.kinds import STATE_KINDS, Kind
+from lsrl.errors import InternalError
+from lsrl.kinds import Kind
 from lsrl.lang.evaluate import EXACT_MODE
+from lsrl.lang.nodes import Linear, LinState, ReLUState
+from lsrl.model.layers import width_of
 from lsrl.numbers import EXACT
 
 if TYPE_CHECKING:
@@ -19,17 +22,20 @@ if TYPE_CHECKING:
 
 ExactBatch = list  # a list (batch) of lists (time) of lists of mpq
 
+
 def run_layer(layer: Node, x: ExactBatch, patched: Iterable[tuple[int, list]] = ()) -> ExactBatch:
     """One layer over a batch given as a list (batch) of lists (time) of lists of mpq; ``patched``:
     ``(unit, values)`` pairs that overwrite units (``values[b][t]``), a state's before it is carried."""
-    if layer.kind in STATE_KINDS:
+    if isinstance(layer, (LinState, ReLUState)):
         return _run_state(layer, x, patched)
     if layer.kind is Kind.RELU:
         out = [EXACT_MODE.relu(sequence) for sequence in x]
     elif layer.kind is Kind.MULTI:
         out = [EXACT_MODE.multi(sequence) for sequence in x]
-    else:
+    elif isinstance(layer, Linear):
         out = [EXACT_MODE.linear(layer.A, layer.b, sequence) for sequence in x]
+    else:
+        raise InternalError(f"the exact runner has no rule for {layer.describe()}")
     for unit, values in patched:
         for sequence, sequence_values in zip(out, values):
             for vector, value in zip(sequence, sequence_values):
@@ -37,10 +43,10 @@ def run_layer(layer: Node, x: ExactBatch, patched: Iterable[tuple[int, list]] = 
     return out
 
 
-def _run_state(layer, x, patched):
+def _run_state(layer: LinState | ReLUState, x: ExactBatch, patched: Iterable[tuple[int, list]]) -> ExactBatch:
     """A LinState or ReLUState layer, step by step; patched units overwrite the state it carries."""
     out = []
-    zero_bias = EXACT.zeros_vector(layer.dim)
+    zero_bias = EXACT.zeros_vector(width_of(layer))
     for b, sequence in enumerate(x):
         drive = EXACT_MODE.linear(layer.B, layer.b, sequence)
         state = EXACT_MODE.initial_state(layer, 1)
@@ -48,7 +54,7 @@ def _run_state(layer, x, patched):
         for t, step in enumerate(drive):
             state = EXACT_MODE.linear(layer.A, zero_bias, state)
             state = [[s + u for s, u in zip(state[0], step)]]
-            if layer.kind is Kind.RELUSTATE:
+            if isinstance(layer, ReLUState):
                 state = EXACT_MODE.relu(state)
             for unit, values in patched:
                 state[0][unit] = values[b][t]

@@ -11,12 +11,12 @@ finds its front doors too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from lsrl.errors import InternalError, LsrlError, shown
 
-if TYPE_CHECKING:
-    from lsrl.model.compiled import CompiledProgram
+# a CompiledProgram: the model imports this module, so this module names no type of the model's
+Model = Any
 
 
 class Target(Protocol):
@@ -26,11 +26,11 @@ class Target(Protocol):
     def name(self) -> str:
         """The architecture's name, as ``model.to_torch`` takes it."""
 
-    def to_torch(self, model: CompiledProgram, **options: Any) -> Any:
+    def to_torch(self, model: Model, **options: Any) -> Any:
         """``model`` as a ``torch.nn.Module`` of this architecture."""
 
 
-ModelPass = Callable[["CompiledProgram"], "CompiledProgram"]
+ModelPass = Callable[[Model], Model]
 
 TARGETS: dict[str, Target] = {}  # architecture name -> target, in the order registered
 MODEL_PASSES: dict[str, ModelPass] = {}  # name of a CompiledProgram method -> the pass behind it

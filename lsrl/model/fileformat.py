@@ -11,80 +11,24 @@ Every field is checked on loading; a bad file raises ``ModelFileError`` naming t
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from lsrl.errors import BackendError, LsrlError, ModelFileError
 from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.kinds import NODE_WEIGHTS, Kind
-from lsrl.lang.nodes import Input, Linear, LinState, Multi, ReLU, ReLUState
+from lsrl.lang.nodes import Input, Linear, LinState, Multi, Node, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
-from lsrl.model.folders import read_bound, replaced_folder
-from lsrl.model.writing import as_path
-from lsrl.numbers import EXACT, get_backend, mpq
+from lsrl.model.layers import Eigenbases, width_of
+from lsrl.model.folders import read_bound
+from lsrl.model.saving import FILES, FORMAT, FORMAT_VERSION, Tensors
+from lsrl.numbers import EXACT, Backend, Matrix, get_backend, mpq
 
-FORMAT = "lsrl.compiled"
-FORMAT_VERSION = 1
-FILES = ("model.json", "weights.safetensors")  # besides manifest.json
 _STATE_LAYERS = {Kind.LINSTATE: LinState, Kind.RELUSTATE: ReLUState}
 _STATELESS_LAYERS = {Kind.RELU: ReLU, Kind.MULTI: Multi}
-
-
-def save(model: CompiledProgram, path: str | Path) -> Path:
-    """Write ``model`` as ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json``;
-    returns the folder.
-
-    The folder is written as a unit (``lsrl.model.folders``): an earlier model there is replaced whole,
-    never mixed with this one. A path that cannot be a folder or cannot be written raises
-    ``ModelFileError`` naming it, and leaves nothing behind.
-    """
-    folder = as_path(path, "save")
-    with replaced_folder(folder, "save") as staging:
-        write_files(model, staging)
-    return folder
-
-
-def write_files(model: CompiledProgram, folder: Path) -> None:
-    """``model.json`` and ``weights.safetensors`` of ``model`` into the existing ``folder`` (no manifest:
-    ``replaced_folder`` writes it over everything the folder holds)."""
-    structure, tensors = _encoded(model)
-    (folder / "model.json").write_text(json.dumps(structure, indent=1))
-    save_file(tensors, str(folder / "weights.safetensors"))
-
-
-def _encoded(model: CompiledProgram) -> tuple[dict, dict]:
-    """``(model.json's structure, weights.safetensors' tensors)`` of ``model``."""
-    tensors, layers = {}, []
-    for index, layer in enumerate(model.layers):
-        weights = {}
-        for weight in NODE_WEIGHTS[layer.kind]:
-            key = f"layers.{index}.{weight}"
-            tensors.update(_encode_matrix(key, getattr(layer, weight)))
-            weights[weight] = key
-        spec = {"kind": layer.kind, "name": layer.name, "dim": layer.dim, "weights": weights}
-        if model.labels is not None:
-            spec["labels"] = [list(label) for label in model.labels[index]]
-        layers.append(spec)
-    structure = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "name": model.name,
-        "backend": model.backend,
-        "input": {"name": model.input.name, "dim": model.input.dim, "bounds": _encode_bounds(model.input.bounds),
-                  "integer": model.input.integer},
-        "layers": layers,
-        "stats": model.stats,
-    }
-    if model.labels is not None:
-        structure["entangled"] = sorted(model.entangled)
-    if model.node_widths is not None:
-        structure["node_widths"] = model.node_widths
-    if hasattr(model, "eigenbases"):  # a model.diagonal(): eigen_trace needs them
-        structure["eigenbases"] = _encode_eigenbases(model.eigenbases, tensors)
-    return structure, tensors
 
 
 def load(path: str | Path) -> CompiledProgram:
@@ -110,14 +54,16 @@ def _read_model(folder: Path) -> CompiledProgram:
     except BackendError as error:
         raise ModelFileError(f"{where}: {error}") from None
     node = _decode_input(_field(structure, "input", dict, where), f"{where}: input")
-    layers, labels = [], []
+    layers: list[Node] = []
+    labels: list[list[UnitLabel] | None] = []
     for index, spec in enumerate(_field(structure, "layers", list, where)):
         previous = layers[-1] if layers else node
         layers.append(_decode_layer(spec, index, previous, tensors, backend, f"{folder}: layer {index}"))
         labels.append(_decode_labels(spec, layers[-1], f"{folder}: layer {index} ({layers[-1].name})"))
     stats = _field(structure, "stats", dict, where, default={})
     name = _field(structure, "name", str, where, default="program")
-    model = CompiledProgram(node, layers, backend, stats, name, None if None in labels else labels)
+    labelled = [layer_labels for layer_labels in labels if layer_labels is not None]
+    model = CompiledProgram(node, layers, backend, stats, name, labelled if len(labelled) == len(labels) else None)
     entangled = _field(structure, "entangled", list, where, default=[])
     if not all(isinstance(n, str) for n in entangled):
         raise ModelFileError(f"{where}: field 'entangled' must list node names, got {entangled!r}")
@@ -152,7 +98,7 @@ def _check_names(model: CompiledProgram, where: str) -> None:
     if not model.entangled <= set(widths):
         raise ModelFileError(f"{where}: field 'entangled' names nodes not in 'node_widths': "
                              f"{sorted(model.entangled - set(widths))}")
-    widths = {**widths, **{layer.name: layer.dim for layer in model.layers}}  # a diagonal form's new states
+    widths = {**widths, **{layer.name: width_of(layer) for layer in model.layers}}  # a diagonal form's new states
     for index, layer_labels in enumerate(model.labels or []):
         at = f"{where}: layer {index} ({model.layers[index].name})"
         if len(set(layer_labels)) != len(layer_labels):
@@ -163,20 +109,9 @@ def _check_names(model: CompiledProgram, where: str) -> None:
                                      "a node in 'node_widths' or a layer")
 
 
-def _encode_eigenbases(eigenbases, tensors) -> list:
-    """``diagonal.eigenbases`` as model.json entries; their matrices are added to ``tensors``."""
-    entries = []
-    for k, (name, (index, V_inv, drive)) in enumerate(eigenbases.items()):
-        keys = {"V_inv": f"eigenbases.{k}.V_inv", "drive": f"eigenbases.{k}.drive"}
-        tensors.update(_encode_matrix(keys["V_inv"], V_inv))
-        tensors.update(_encode_matrix(keys["drive"], drive))  # V^-1 B: computed in V^-1's backend
-        entries.append({"layer": name, "index": index, "backend": V_inv.backend.name, **keys})
-    return entries
-
-
-def _decode_eigenbases(entries, model, tensors, where) -> dict:
+def _decode_eigenbases(entries: list, model: CompiledProgram, tensors: Tensors, where: str) -> Eigenbases:
     """``{layer name: (index, V^-1, V^-1 B)}`` from model.json's eigenbases entries, every field checked."""
-    eigenbases = {}
+    eigenbases: Eigenbases = {}
     names = {layer.name for layer in model.layers}
     for k, entry in enumerate(entries):
         if not isinstance(entry, dict):
@@ -205,7 +140,7 @@ def _decode_eigenbases(entries, model, tensors, where) -> dict:
     return eigenbases
 
 
-def _decode_labels(spec, layer, where):
+def _decode_labels(spec: dict, layer: Node, where: str) -> list[UnitLabel] | None:
     """The layer's unit labels (None for files written before labels existed)."""
     if "labels" not in spec:
         return None
@@ -222,7 +157,7 @@ def _decode_labels(spec, layer, where):
     return decoded
 
 
-def _read_structure(folder) -> dict:
+def _read_structure(folder: Path) -> dict:
     try:
         structure = json.loads((folder / "model.json").read_text())
     except RecursionError:
@@ -234,7 +169,7 @@ def _read_structure(folder) -> dict:
     return structure
 
 
-def _read_tensors(folder) -> dict:
+def _read_tensors(folder: Path) -> Tensors:
     try:
         return load_file(str(folder / "weights.safetensors"))
     except OSError as error:
@@ -247,7 +182,7 @@ def _read_tensors(folder) -> dict:
 _MISSING = object()
 
 
-def _field(mapping, key, kind, where, default=_MISSING):
+def _field(mapping: dict, key: str, kind: type, where: str, default: Any = _MISSING) -> Any:
     """``mapping[key]``, checked to be of type ``kind`` (bool is not an int here)."""
     if key not in mapping:
         if default is not _MISSING:
@@ -259,7 +194,7 @@ def _field(mapping, key, kind, where, default=_MISSING):
     return value
 
 
-def _decode_input(spec, where) -> Input:
+def _decode_input(spec: dict, where: str) -> Input:
     dim = _field(spec, "dim", int, where)
     bounds = _field(spec, "bounds", list, where)
     integer = _field(spec, "integer", bool, where, default=False)  # files of older versions lack it
@@ -269,7 +204,7 @@ def _decode_input(spec, where) -> Input:
         raise ModelFileError(f"{where}: {error}") from None
 
 
-def _decode_layer(spec, index, previous, tensors, backend, where):
+def _decode_layer(spec: object, index: int, previous: Node, tensors: Tensors, backend: Backend, where: str) -> Node:
     """One layer of ``model.json`` with its weights, built on ``previous``."""
     if not isinstance(spec, dict):
         raise ModelFileError(f"{where}: expected a JSON object, got {spec!r}")
@@ -283,6 +218,7 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     if sorted(keys) != sorted(NODE_WEIGHTS[kind]):
         raise ModelFileError(f"{where}: weights must be {list(NODE_WEIGHTS[kind])}, got {sorted(keys)}")
     weights = {w: _decode_matrix(_field(keys, w, str, where), tensors, backend, f"{where}: {w}") for w in keys}
+    built: Node
     try:
         if kind is Kind.LINEAR:
             built = Linear(previous, weights["A"], weights["b"], name=name)
@@ -300,23 +236,11 @@ def _decode_layer(spec, index, previous, tensors, backend, where):
     return built
 
 
-def _encode_bounds(bounds):
-    return [[str(v) if not math.isinf(v) else ("inf" if v > 0 else "-inf") for v in side] for side in bounds]
-
-
-def _decode_bounds(bounds):
+def _decode_bounds(bounds: list[list]) -> Any:  # (low, high) lists, checked by Input
     return tuple([None if v in ("inf", "-inf") else mpq(v) for v in side] for side in bounds)
 
 
-def _encode_ints(key, values) -> dict:
-    if all(-(2**63) <= v < 2**63 for v in values):
-        return {key: np.array(values, dtype=np.int64)}
-    chunks = [v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True) for v in values]
-    offsets = np.cumsum([0] + [len(c) for c in chunks]).astype(np.int64)
-    return {f"{key}.bytes": np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(), f"{key}.offsets": offsets}
-
-
-def _decode_ints(tensors, key, field, where) -> list:
+def _decode_ints(tensors: Tensors, key: str, field: str, where: str) -> list[int]:
     if f"{key}.{field}" in tensors:
         return [int(v) for v in _array(tensors, key, field, np.int64, where)]
     raw = _array(tensors, key, f"{field}.bytes", np.uint8, where).tobytes()
@@ -326,22 +250,7 @@ def _decode_ints(tensors, key, field, where) -> list:
     return [int.from_bytes(raw[a:b], "big", signed=True) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
-def _encode_matrix(key, matrix) -> dict:
-    entries = list(matrix.entries())
-    rows, cols, shape = matrix.shape2d[0], matrix.shape2d[1], 1 if matrix.is_vector else 0
-    tensors = {
-        f"{key}.shape": np.array([rows, cols, shape], dtype=np.int64),
-        f"{key}.rows": np.array([e[0] for e in entries], dtype=np.int64),
-        f"{key}.cols": np.array([e[1] for e in entries], dtype=np.int64),
-        f"{key}.values": np.array([float(e[2]) for e in entries], dtype=np.float64),
-    }
-    if matrix.backend is EXACT:
-        tensors.update(_encode_ints(f"{key}.num", [int(e[2].numerator) for e in entries]))
-        tensors.update(_encode_ints(f"{key}.den", [int(e[2].denominator) for e in entries]))
-    return tensors
-
-
-def _array(tensors, key, field, dtype, where) -> np.ndarray:
+def _array(tensors: Tensors, key: str, field: str, dtype: type, where: str) -> np.ndarray:
     """The 1-D array ``tensors["key.field"]`` of ``dtype``, or ModelFileError naming the field."""
     name = f"{key}.{field}"
     if name not in tensors:
@@ -355,7 +264,7 @@ def _array(tensors, key, field, dtype, where) -> np.ndarray:
     return array
 
 
-def _decode_matrix(key, tensors, backend, where):
+def _decode_matrix(key: str, tensors: Tensors, backend: Backend, where: str) -> Matrix:
     """A COO matrix, every array checked: lengths, dtypes, index ranges, denominators, finiteness."""
     shape = _array(tensors, key, "shape", np.int64, where)
     if len(shape) != 3 or shape[0] < 0 or shape[1] < 0 or shape[2] not in (0, 1) or (shape[2] and shape[1] != 1):

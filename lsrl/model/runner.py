@@ -33,10 +33,16 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numba
 import numpy as np
 
-from lsrl.kinds import STATE_KINDS, Kind
+from lsrl.kinds import Kind
+from lsrl.lang.nodes import Linear, LinState, ReLUState
+from lsrl.model.layers import width_of
 
 if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
+    from lsrl.numbers import Matrix
+
+Array = np.ndarray
+Matrices = tuple[Array, Array, Array, Array]  # Plan.matrices: CSR row starts, entry rows, columns, weights
 
 # op kinds, one per layer kind
 AFFINE, RELU, MULTI, LINSTATE, RELUSTATE = range(5)
@@ -71,16 +77,21 @@ class Plan:
     output_dim: int
 
     @property
-    def matrices(self) -> tuple:
+    def matrices(self) -> Matrices:
         return self.row_starts, self.entry_rows, self.columns, self.weights
 
 
 class _PlanBuilder:
-    def __init__(self):
-        self.ops, self.row_starts, self.entry_rows, self.columns, self.weights = [], [], [], [], []
-        self.biases, self.initial_states = [], []
+    def __init__(self) -> None:
+        self.ops: list[tuple[int, ...]] = []
+        self.row_starts: list[np.ndarray] = []
+        self.entry_rows: list[np.ndarray] = []
+        self.columns: list[np.ndarray] = []
+        self.weights: list[np.ndarray] = []
+        self.biases: list[np.ndarray] = []
+        self.initial_states: list[np.ndarray] = []
 
-    def matrix(self, matrix) -> int:
+    def matrix(self, matrix: Matrix) -> int:
         """Appends ``matrix`` to the CSR pool; returns its CSR offset."""
         csr = matrix.csr()
         offset, entries = sum(map(len, self.row_starts)), sum(map(len, self.columns))
@@ -91,23 +102,23 @@ class _PlanBuilder:
         return offset
 
     @staticmethod
-    def vector(pool, vector) -> int:
+    def vector(pool: list[np.ndarray], vector: Matrix) -> int:
         """Appends ``vector`` to ``pool`` (the biases or the initial states); returns its offset."""
         offset = sum(map(len, pool))
         pool.append(vector.float_values())
         return offset
 
-    def layer(self, layer):
+    def layer(self, layer: Node) -> None:
         matrix = bias = transition = state = 0
-        if layer.kind is Kind.LINEAR:
+        if isinstance(layer, Linear):
             matrix, bias = self.matrix(layer.A), self.vector(self.biases, layer.b)
-        elif layer.kind in STATE_KINDS:
+        elif isinstance(layer, (LinState, ReLUState)):
             matrix, bias = self.matrix(layer.B), self.vector(self.biases, layer.b)
             transition, state = self.matrix(layer.A), self.vector(self.initial_states, layer.init_state)
-        self.ops.append((_KINDS[layer.kind], layer.dim, matrix, bias, transition, state))
+        self.ops.append((_KINDS[layer.kind], width_of(layer), matrix, bias, transition, state))
 
-    def plan(self, width, output_dim) -> Plan:
-        def joined(parts, dtype):
+    def plan(self, width: int, output_dim: int) -> Plan:
+        def joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
         return Plan(
@@ -123,8 +134,8 @@ def build_plan(input_dim: int, layers: Sequence[Node]) -> Plan:
     builder = _PlanBuilder()
     for layer in layers:
         builder.layer(layer)
-    width = max([input_dim] + [layer.dim for layer in layers])
-    return builder.plan(width, layers[-1].dim if layers else input_dim)
+    widest = max([input_dim] + [width_of(layer) for layer in layers])
+    return builder.plan(widest, width_of(layers[-1]) if layers else input_dim)
 
 
 def run_plan(plan: Plan, batch: np.ndarray) -> np.ndarray:
@@ -139,7 +150,7 @@ def run_plan(plan: Plan, batch: np.ndarray) -> np.ndarray:
     chunk_steps = max(1, LANES_PER_CHUNK // group)
     xs = np.ascontiguousarray(batch)
 
-    def run_group(first):
+    def run_group(first: int) -> None:
         _run_group(xs, out, first, min(count, first + group), chunk_steps, plan.ops, plan.matrices, plan.biases,
                    plan.initial_states, plan.width)
 
@@ -163,7 +174,8 @@ def _cores() -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _run_group(xs, out, first, last, chunk_steps, ops, matrices, biases, initial_states, width):
+def _run_group(xs: Array, out: Array, first: int, last: int, chunk_steps: int, ops: Array, matrices: Matrices,
+               biases: Array, initial_states: Array, width: int) -> None:
     """Sequences ``first`` to ``last`` of ``xs`` through all ops, into ``out``."""
     count = last - first
     buffers = np.empty((2, width, chunk_steps * count))
@@ -194,7 +206,7 @@ def _run_group(xs, out, first, last, chunk_steps, ops, matrices, biases, initial
 
 
 @numba.njit(cache=True, nogil=True)
-def _initial_states(initial_states, count):
+def _initial_states(initial_states: Array, count: int) -> Array:
     states = np.empty((initial_states.shape[0], count))
     for i in range(initial_states.shape[0]):
         for b in range(count):
@@ -203,7 +215,7 @@ def _initial_states(initial_states, count):
 
 
 @numba.njit(cache=True, nogil=True)
-def _load_chunk(xs, first, count, start, span, x):
+def _load_chunk(xs: Array, first: int, count: int, start: int, span: int, x: Array) -> None:
     for t in range(span):
         for b in range(count):
             for j in range(xs.shape[2]):
@@ -211,7 +223,7 @@ def _load_chunk(xs, first, count, start, span, x):
 
 
 @numba.njit(cache=True, nogil=True)
-def _store_chunk(y, out, first, count, start, span):
+def _store_chunk(y: Array, out: Array, first: int, count: int, start: int, span: int) -> None:
     for t in range(span):
         for b in range(count):
             for i in range(out.shape[2]):
@@ -219,7 +231,8 @@ def _store_chunk(y, out, first, count, start, span):
 
 
 @numba.njit(cache=True, nogil=True)
-def _affine(matrices, matrix, biases, bias, rows, x, y, lanes, compensation):
+def _affine(matrices: Matrices, matrix: int, biases: Array, bias: int, rows: int, x: Array, y: Array, lanes: int,
+            compensation: Array) -> None:
     """``y = M x + b`` for the matrix at CSR offset ``matrix`` and the bias at offset ``bias``.
 
     A row that takes several additions is summed with compensated summation, starting from the
@@ -251,7 +264,8 @@ def _affine(matrices, matrix, biases, bias, rows, x, y, lanes, compensation):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_term(target, weight, source, lanes, is_first, is_last, offset):
+def _add_term(target: Array, weight: float, source: Array, lanes: int, is_first: bool, is_last: bool,
+              offset: float) -> None:
     """``target += weight * source``, or ``=`` for the first term; the last adds ``offset`` after."""
     for lane in range(lanes):
         value = weight * source[lane]
@@ -263,7 +277,7 @@ def _add_term(target, weight, source, lanes, is_first, is_last, offset):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_compensated(target, compensation, weight, source, lanes):
+def _add_compensated(target: Array, compensation: Array, weight: float, source: Array, lanes: int) -> None:
     """``target += weight * source``, the rounding error of each addition (Knuth's branch-free TwoSum,
     which vectorises) added to ``compensation``."""
     for lane in range(lanes):
@@ -276,7 +290,7 @@ def _add_compensated(target, compensation, weight, source, lanes):
 
 
 @numba.njit(cache=True, nogil=True)
-def _relu_in_place(x, rows, lanes):
+def _relu_in_place(x: Array, rows: int, lanes: int) -> None:
     for i in range(rows):
         for lane in range(lanes):
             if x[i, lane] < 0.0:  # not max(v, 0): NaN stays NaN, as with np.maximum
@@ -284,7 +298,7 @@ def _relu_in_place(x, rows, lanes):
 
 
 @numba.njit(cache=True, nogil=True)
-def _multi_in_place(x, rows, lanes):
+def _multi_in_place(x: Array, rows: int, lanes: int) -> None:
     # row i reads rows i and i + rows, neither of them written before: safe in place
     for i in range(rows):
         for lane in range(lanes):
@@ -292,7 +306,7 @@ def _multi_in_place(x, rows, lanes):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(matrices, transition, rows, state, y, count, span):
+def _scan(matrices: Matrices, transition: int, rows: int, state: Array, y: Array, count: int, span: int) -> None:
     """``y[:, t] += A y[:, t - 1]`` step by step (``y`` holds ``B x_t + b``); ``state`` holds s
     before the chunk on entry and after it on return."""
     row_starts = matrices[0]
@@ -306,7 +320,8 @@ def _scan(matrices, transition, rows, state, y, count, span):
 
 
 @numba.njit(cache=True, nogil=True)
-def _relu_scan(matrices, transition, rows, state, y, count, span):
+def _relu_scan(matrices: Matrices, transition: int, rows: int, state: Array, y: Array, count: int,
+               span: int) -> None:
     """``y[:, t] = ReLU(y[:, t] + A y[:, t - 1])`` step by step (a ReLUState; ``y`` holds
     ``B x_t + b``); ``state`` as in ``_scan``."""
     row_starts = matrices[0]
@@ -326,7 +341,8 @@ def _relu_scan(matrices, transition, rows, state, y, count, span):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_transition(matrices, first, last, source, source_lane, y, lane, count):
+def _add_transition(matrices: Matrices, first: int, last: int, source: Array, source_lane: int, y: Array, lane: int,
+                    count: int) -> None:
     """``y[:, lane:lane + count] += A source[:, source_lane:source_lane + count]`` for the entries
     ``first`` to ``last`` of A: entry by entry, so a sparse A (a counter, a shift) costs only its
     non-zeros, not a loop over all its rows."""
@@ -340,13 +356,13 @@ def _add_transition(matrices, first, last, source, source_lane, y, lane, count):
 def run_layer(layer: Node, x: np.ndarray, patched: Iterable[tuple[int, np.ndarray]] = ()) -> np.ndarray:
     """One layer over a ``(B, T, width)`` float64 batch, by the float runner (so a trace's last layer is
     bit for bit what ``model(xs)`` returns); ``patched`` as for ``lsrl.model.exact.run_layer``, values ``(B, T)``."""
-    if layer.kind in STATE_KINDS and patched:  # the patched state is the one carried: step by step
+    if isinstance(layer, (LinState, ReLUState)) and patched:  # the patched state is the one carried: step by step
         A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
         state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
-        out = np.empty(x.shape[:2] + (layer.dim,))
+        out = np.empty(x.shape[:2] + (width_of(layer),))
         for t in range(x.shape[1]):
             state = state @ A.T + x[:, t] @ B.T + b
-            if layer.kind is Kind.RELUSTATE:
+            if isinstance(layer, ReLUState):
                 state = np.maximum(state, 0.0)
             for unit, values in patched:
                 state[:, unit] = values[:, t]

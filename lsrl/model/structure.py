@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from lsrl.kinds import Kind
+from lsrl.lang.nodes import LinState
 
 if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
@@ -27,7 +27,7 @@ def components(A: Matrix) -> list[list[int]]:
     entries = [(i, j) for i, j, _ in A.entries() if i != j]
     graph = sp.coo_array(([1] * len(entries), ([e[0] for e in entries], [e[1] for e in entries])), shape=(d, d))
     count, labels = connected_components(graph, directed=False)
-    groups = [[] for _ in range(count)]
+    groups: list[list[int]] = [[] for _ in range(count)]
     for index, label in enumerate(labels.tolist()):
         groups[label].append(index)
     return groups
@@ -37,9 +37,9 @@ def _is_delay_line(block: np.ndarray) -> bool:
     """A nilpotent block with ``k - 1`` entries and a zero diagonal: shifts along a path, or a tree of them
     (a row may read two units; the users take whole powers of the block)."""
     k = block.shape[0]
-    return bool(np.all(np.diag(block) == 0)) and np.count_nonzero(block) == k - 1 and np.all(
+    return bool(np.all(np.diag(block) == 0) and np.count_nonzero(block) == k - 1 and np.all(
         np.linalg.matrix_power(block, k) == 0
-    )
+    ))
 
 
 def state_blocks(A: Matrix) -> list[tuple[str, list[int]]]:
@@ -66,9 +66,9 @@ def structured_blocks_note(layers: Iterable[Node]) -> str:
     """One line per LinState that has blocks other than 1x1 (for ``CompiledProgram.summary``)."""
     lines = []
     for layer in layers:
-        if layer.kind is not Kind.LINSTATE:
+        if not isinstance(layer, LinState):
             continue
-        counts = {}
+        counts: dict[str, list[int]] = {}
         for kind, indices in state_blocks(layer.A):
             if kind != DIAGONAL:
                 counts.setdefault(kind, []).append(len(indices))

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from lsrl.errors import LsrlError, shown
 from lsrl.lang.evaluate import finite_numbers
-from lsrl.lang.nodes import Concat, Input, Linear, LinState, ReLU
+from lsrl.lang.nodes import Concat, Input, Linear, LinState, Node, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.sugar import (
@@ -75,7 +75,7 @@ def continuous_approximator(
     if robust:
         return _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound)
 
-    def choose(cond, t, f, name):
+    def choose(cond: Node, t: Node, f: Node, name: str) -> Node:
         return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
 
     low = [0] * (1 + d_in) + [None] * d_out  # δ, lower bounds and the query lie in [0, 1]
@@ -96,14 +96,15 @@ def continuous_approximator(
     return ForEach(estimate, name=f"continuous_approximator({d_in}, {d_out}, {ifelse})")
 
 
-def _cell_edges(token, d_in):
+def _cell_edges(token: Node, d_in: int) -> tuple[Node, Node]:
     """The lower and upper edges ``l`` and ``l + δ`` of the prompt token's cell."""
     step_size = Linear(token[0], EXACT.from_entries(((i, 0, 1) for i in range(d_in)), (d_in, 1)))
     lower = token[1 : 1 + d_in]
     return lower, lower + step_size
 
 
-def _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound):
+def _robust_continuous_approximator(d_in: int, d_out: int, ifelse: str, mu: float, value_bound: float | None
+                                    ) -> ForEach:
     multiplicative = ifelse.startswith("multiplicative")
     if value_bound is None and not multiplicative:
         raise LsrlError(
@@ -116,14 +117,15 @@ def _robust_continuous_approximator(d_in, d_out, ifelse, mu, value_bound):
     high = [1] * (1 + d_in) + [value_bound] * d_out
     token = Input(dim=1 + d_in + d_out, name="token", bounds=(low, high))
 
-    def choose(cond, t, f, name):
+    def choose(cond: Node, t: Node, f: Node, name: str) -> Node:
         return f_ifelse(cond, t, f, variant=ifelse, lambda_="auto", mu=FLAG_MU, name=name)
 
     started = LinState(f_constant(token, 1), A=[[0, 0], [1, 0]], B=[[1], [0]], name="started")  # [1, 0], [1, 1], ...
     processing = started[1]
     q_update = choose(f_not(processing), token[:d_in], token[:d_in] * 0, "query_update")
     query = LinState(q_update, A=EXACT.eye(d_in), B=EXACT.eye(d_in), name="query")
-    in_bump = f_bump(query, *_cell_edges(token, d_in), mu, saturating=True)
+    lower, upper = _cell_edges(token, d_in)
+    in_bump = f_bump(query, lower, upper, mu, saturating=True)
     in_cell = ReLU(Linear(Concat([in_bump, processing]), [[1] * (d_in + 1)], [-d_in]), name="in_cell_of_prompt")
     take_value = in_cell if multiplicative else f_step(in_cell - 0.5, mu, saturating=True)
     value = token[1 + d_in :]

@@ -13,13 +13,13 @@ to a cyclic permutation state with rational weights (``counter="rotation"`` give
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from lsrl.errors import LsrlError, shown, whole_number
-from lsrl.lang.nodes import Concat, Input, Linear, LinState
+from lsrl.lang.nodes import Concat, Input, Linear, LinState, Node
 from lsrl.lang.program import ForEach
 from lsrl.numbers import EXACT
 from lsrl.programs.generation import generating_approximator
@@ -81,7 +81,7 @@ def discrete_approximator(
             raise LsrlError(f"discrete_approximator(robust=True) needs counter='permutation', got {counter!r}")
         mu, lambda_ = ROBUST_MU, vocabulary + 1
 
-    def choose(cond, t, f, name=None):
+    def choose(cond: Node, t: Node, f: Node, name: str | None = None) -> Node:
         return f_ifelse(cond, t, f, variant=ifelse, lambda_=lambda_, mu=mu, name=name)
 
     token = Input(dim=1, name="token", bounds=(0, vocabulary), integer=True)
@@ -184,7 +184,7 @@ def _vocabulary(vocabulary: object, owner: str) -> int:
     return number
 
 
-def _is_token(value, vocabulary) -> bool:
+def _is_token(value: Any, vocabulary: int | None) -> bool:  # value: anything a user gave
     try:
         integer = int(value) == value
     except (TypeError, ValueError, OverflowError):  # complex, NaN, infinity, not a number
@@ -192,7 +192,7 @@ def _is_token(value, vocabulary) -> bool:
     return integer and value >= 0 and (vocabulary is None or value <= vocabulary)
 
 
-def _shift_register(flag, length, name=None):
+def _shift_register(flag: Node, length: int, name: str | None = None) -> LinState:
     """A state of ``length`` components: ``s_t[0] = flag_t``, ``s_t[i] = s_{t-1}[i - 1]``."""
     shift = EXACT.from_entries(((i + 1, i, 1) for i in range(length - 1)), (length, length))
     return LinState(flag, A=shift, B=[[1]] + [[0]] * (length - 1), name=name)
@@ -241,7 +241,7 @@ def discrete_prompt(mapping: Mapping[Sequence[int], Sequence[int]], query: Seque
 def _tokens(value: object, what: str) -> tuple[int, ...]:
     """A key, value or query as a non-empty tuple of non-negative integer tokens."""
     try:
-        tokens = list(value)
+        tokens = list(value)  # type: ignore[call-overload]  # anything: a non-sequence is refused below
     except TypeError:
         raise LsrlError(f"discrete_prompt: {what} must be a sequence of tokens, got {type(value).__name__} "
                         f"{value!r}") from None

@@ -112,15 +112,15 @@ def squaring(values: Iterable[int] = range(26)) -> ForEach:
     state reaches lies in ``values`` (with ``values = range(26)``: up to three squarings in a row,
     0 -> 1 -> 4 -> 25; outside, ``g`` continues its last segment linearly).
     """
-    values = listed(values)
-    if values is None or any(whole_number(v) is None for v in values):
-        raise LsrlError(f"squaring: values must be integers that include 0, got {values!r}"[:300])
-    points = sorted({Fraction(int(v)) for v in values})
+    given = listed(values)
+    if given is None or any(whole_number(v) is None for v in given):
+        raise LsrlError(f"squaring: values must be integers that include 0, got {given!r}"[:300])
+    points = sorted({Fraction(int(v)) for v in given})
     if 0 not in points:
-        raise LsrlError(f"squaring: values must be integers that include 0, got {list(values)!r}"[:300])
+        raise LsrlError(f"squaring: values must be integers that include 0, got {given!r}"[:300])
     square = Input(1, name="square", bounds=(0, 1), integer=True)
     slopes = [((q + 1) ** 2 - (p + 1) ** 2) / (q - p) for p, q in zip(points, points[1:])]
-    changes = [s - previous for s, previous in zip(slopes, [0] + slopes[:-1])]
+    changes = [s - previous for s, previous in zip(slopes, [Fraction(0)] + slopes[:-1])]
     spread = points[-1] - points[0]
     constant = (points[0] + 1) ** 2
     value = feature_state(

@@ -260,7 +260,8 @@ def plot_summary(table: list[dict[str, object]], path: str | Path) -> Path:
         axis.set_xticks(np.arange(len(methods)) + 0.4 - width / 2, methods, rotation=30)
         axis.axhline(0.5, color="grey", linestyle=":", linewidth=1)
         axis.set_title(title)
-        axis.legend(fontsize="small", loc="upper center", ncol=max(len(bars), 1))  # above the bars: AUROC <= 1
+        if bars:  # a panel of no tier's rows (a suite without it) has nothing to name
+            axis.legend(fontsize="small", loc="upper center", ncol=len(bars))  # above the bars: AUROC <= 1
     axes[0].set_ylabel("node AUROC (mean over tasks)")
     axes[0].set_ylim(0, 1.2)
     figure.tight_layout()
