@@ -207,8 +207,8 @@ def test_imports_under_type_checking_are_told_apart():
     assert {(node.names[0].name, id(node) in inside) for node in imports} == {
         ("a", False), ("b", True), ("d", True), ("e", False)}
     graph = _module_graph()
-    assert "lsrl.model.compiled" not in graph["lsrl.model.extensions"]  # its type only: not an edge here
-    assert "lsrl.model.compiled" in _module_graph(types=True)["lsrl.model.extensions"]
+    assert "lsrl.ir.labels" not in graph["lsrl.ir.ops"]  # its type only: not an edge here
+    assert "lsrl.ir.labels" in _module_graph(types=True)["lsrl.ir.ops"]
 
 
 def test_cycle_finder_finds_a_cycle():
