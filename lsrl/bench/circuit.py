@@ -407,7 +407,9 @@ def build_circuit(task: str, architecture: str, config: dict[str, Any], tensors:
         for unit in range(width):
             node, index, role = labels[hook][unit] if labels is not None else (None, None, None)
             live = bool(varying[hook][unit]) and (hook, unit) in useful
-            holds = shared.get((node, index), (node, index)) if live and program is not None else (node, index)
+            holds: tuple[Any, Any] = (node, index)
+            if live and program is not None and node is not None and index is not None:
+                holds = shared.get((node, index), holds)
             in_circuit = live and (program is None or holds[0] in reaches)
             units.append({"hook": hook, "unit": unit, "node": node, "index": index, "role": role,
                           "holds": list(holds), "live": live, "in_circuit": in_circuit})

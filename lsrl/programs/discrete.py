@@ -88,6 +88,7 @@ def discrete_approximator(
     mod_n = f_modulo_counter(token, n, counter, mu, name="mod_n")
     mod_2n = f_modulo_counter(token, 2 * n, counter, mu, name="mod_2n")
     # modes: reading the query, comparing a key with it, or copying a value
+    is_prompt: Node
     if robust:
         is_prompt = Linear(_shift_register(f_constant(token, 1), n + 1), [[0] * n + [1]], name="is_prompt")
     else:
@@ -115,6 +116,7 @@ def discrete_approximator(
     all_matching = f_larger(Linear(buffer, [[0] + [1] * n]), n - 0.5, mu, name="all_matching")
     # the value of the matching key starts here: copy it for n steps
     starts_here = f_and(all_matching, is_first_copy, mu=mu)
+    within_value: Node
     if robust:
         within_value = Linear(_shift_register(starts_here, n), [[1] * n], name="within_value")
     else:
