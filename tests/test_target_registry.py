@@ -33,7 +33,8 @@ def test_the_derived_names_read_the_registry():
     assert OPTIONS == {"gru": ("gate_bound",), "hawk": ("max_len", "construction"),
                        "griffin": ("max_len", "window", "heads", "construction"),
                        "stock_lstm": stock, "stock_gru": stock}
-    assert TARGETS is extensions.TARGETS  # one registry: the model looks up what lsrl.targets registers
+    # one registry: the model looks up what lsrl.targets registers
+    assert dict(TARGETS) == {name: b for name, b in extensions.BUILDERS.items() if b.door == "to_torch"}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -74,11 +75,11 @@ def test_a_registered_target_is_built_by_model_to_torch(model):
             model.to_torch("test_ungated_copy", max_len=3)
         assert "test_ungated_copy" not in inspect(model)  # inspect's default list is ARCHITECTURES
     finally:
-        del TARGETS["test_ungated_copy"]
+        del extensions.BUILDERS["test_ungated_copy"]
 
 
 def test_registering_a_different_target_under_a_taken_name_is_a_bug():
-    with pytest.raises(InternalError, match="two targets are registered as 'gru'"):
+    with pytest.raises(InternalError, match="two builders are registered as 'gru'"):
         register(dataclasses.replace(TARGETS["gru"], options=()))
     assert register(TARGETS["gru"]) is TARGETS["gru"]  # the same record again (a re-import) is harmless
 
@@ -86,6 +87,43 @@ def test_registering_a_different_target_under_a_taken_name_is_a_bug():
 def test_unknown_architecture_lists_the_registered_ones(model):
     with pytest.raises(LsrlError, match=r"unknown architecture 'transformer'; expected one of \('linear_rnn', "):
         model.to_torch("transformer")
+
+
+def test_every_builder_of_a_model_is_found_in_one_registry(model):
+    """The targets and the stock transformers models share one registry, names unique, one lookup."""
+    import lsrl.hf
+
+    doors = {"to_torch": ARCHITECTURES, "to_hf": lsrl.hf.ARCHITECTURES}
+    assert list(extensions.BUILDERS) == [*ARCHITECTURES, *lsrl.hf.ARCHITECTURES]
+    for door, names in doors.items():
+        for name in names:
+            builder = extensions.find_builder(name, door)
+            assert builder is extensions.BUILDERS[name] and builder.name == name and builder.door == door
+    for older, name in lsrl.hf.ALIASES.items():  # an alias is read by its own door only
+        assert extensions.find_builder(older, "to_hf") is extensions.BUILDERS[name]
+    assert extensions.find_builder("hawk", "to_torch") is TARGETS["hawk"]
+    with pytest.raises(LsrlError, match=r"'hf-mamba' is built by model.to_hf\(\), not model.to_torch\(\)"):
+        model.to_torch("hf-mamba")
+    with pytest.raises(LsrlError, match=r"to_hf: 'gru' is built by model.to_torch\(\), not model.to_hf\(\)"):
+        model.to_hf("gru", max_len=4)
+
+
+def test_no_other_registry_of_builders_exists_in_the_package():
+    """A dict of builders anywhere but lsrl.model.extensions would be a second registry."""
+    import ast
+    from pathlib import Path
+
+    package = Path(lsrl.__file__).parent
+    defined = sorted(
+        str(path.relative_to(package)) for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+            isinstance(target, ast.Name) and target.id in {"BUILDERS", "TARGETS"}
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+    )
+    assert defined == ["model/extensions.py", "targets/registry.py"]  # the registry, and its to_torch view
+    assert isinstance(TARGETS, extensions.DoorView)  # a live view, not a dict of its own
+    assert not hasattr(lsrl.hf, "BUILDERS") and not hasattr(extensions, "TARGETS")
 
 
 def test_requirements_come_from_the_entry(model):

@@ -235,9 +235,9 @@ class CompiledProgram:
     def to_torch(self, arch: str, **options: Any) -> torch.nn.Module:
         """This program as a ``torch.nn.Module`` of ``arch`` (see ``lsrl.targets.ARCHITECTURES``).
 
-        The targets register themselves in ``lsrl.model.extensions`` (see ``lsrl.targets.to_torch``);
+        The targets register themselves in ``lsrl.model.extensions.BUILDERS`` (see ``lsrl.targets.to_torch``);
         torch is imported only when one is built."""
-        return extensions.find_target(arch).to_torch(self, **options)
+        return extensions.find_builder(arch, "to_torch").build(self, **options)
 
     def to_hf(self, arch: str, max_len: int, dtype: torch.dtype | str | None = None, generate: bool = False
               ) -> PreTrainedModel:
@@ -246,7 +246,7 @@ class CompiledProgram:
         (torch.float32 by default); see ``lsrl.hf``, which registers itself in ``lsrl.model.extensions``
         (transformers is imported only when a model is built); ``generate=True``: a next-token head (a token
         program)."""
-        return extensions.find_builder("to_hf")(self, arch, max_len, dtype, generate)
+        return extensions.find_builder(arch, "to_hf").build(self, max_len, dtype, generate)
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/model.json``, ``path/weights.safetensors`` and ``path/manifest.json`` as a unit

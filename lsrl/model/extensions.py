@@ -1,4 +1,4 @@
-"""The model's front doors to the packages built on it: targets and model-to-model passes.
+"""The model's front doors to the packages built on it: builders of models and model-to-model passes.
 
 ``model.to_torch(arch)`` builds a target (``lsrl.targets``), ``model.to_hf(arch)`` a Hugging Face
 model (``lsrl.hf``) and ``model.diagonal()`` runs a compiler pass (``lsrl.compiler.diagonal``). These
@@ -7,11 +7,14 @@ imported (none imports torch or transformers on import), and the model looks the
 use of any of lsrl's public names imports them all (``lsrl.api``); a lookup that finds nothing registered
 does that first, so that a model reached through a submodule (``from lsrl.compiler import compile``)
 finds its front doors too.
+
+``BUILDERS`` is the one registry of everything that builds a model from a compiled program: one record
+per architecture name (unique across doors), each saying which model method (its ``door``) builds it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from lsrl.errors import InternalError, LsrlError, shown
 
@@ -19,22 +22,49 @@ from lsrl.errors import InternalError, LsrlError, shown
 Model = Any
 
 
-class Target(Protocol):
-    """What the model needs of a target (``lsrl.targets.registry.Target`` is the record that has it)."""
+class Builder(Protocol):
+    """What the model needs of a builder (``lsrl.targets.registry.Target`` and ``lsrl.hf.HfArchitecture``
+    are the records that have it)."""
 
     @property
     def name(self) -> str:
-        """The architecture's name, as ``model.to_torch`` takes it."""
+        """The architecture's name, as its door takes it."""
 
-    def to_torch(self, model: Model, **options: Any) -> Any:
-        """``model`` as a ``torch.nn.Module`` of this architecture."""
+    @property
+    def door(self) -> str:
+        """The model method that builds it: ``"to_torch"`` or ``"to_hf"``."""
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Older names its door still takes for it."""
+
+    def build(self, model: Model, *args: Any, **options: Any) -> Any:
+        """``model`` as a model of this architecture (the door's arguments after ``arch``)."""
 
 
 ModelPass = Callable[[Model], Model]
 
-TARGETS: dict[str, Target] = {}  # architecture name -> target, in the order registered
+BUILDERS: dict[str, Builder] = {}  # architecture name -> its builder, in the order registered
 MODEL_PASSES: dict[str, ModelPass] = {}  # name of a CompiledProgram method -> the pass behind it
-BUILDERS: dict[str, Callable[..., Any]] = {}  # name of a CompiledProgram method -> the builder behind it
+
+
+class DoorView(Mapping[str, Builder]):
+    """The builders of one door, read live from ``BUILDERS`` (what registers later shows up)."""
+
+    def __init__(self, door: str) -> None:
+        self.door = door
+
+    def __getitem__(self, name: str) -> Builder:
+        builder = BUILDERS[name]
+        if builder.door != self.door:
+            raise KeyError(name)
+        return builder
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, builder in BUILDERS.items() if builder.door == self.door)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _load_public_api() -> None:
@@ -44,22 +74,30 @@ def _load_public_api() -> None:
     lsrl.compile  # noqa: B018  (the first use of a public name loads them all)
 
 
-def register_target(target: Target) -> None:
-    """Make ``model.to_torch(target.name)`` build ``target``."""
-    if TARGETS.get(target.name, target) != target:
-        raise InternalError(f"two targets are registered as {target.name!r}")
-    TARGETS[target.name] = target
+def register_builder(builder: Builder) -> None:
+    """Make ``model.<builder.door>(builder.name)`` build ``builder``."""
+    if BUILDERS.get(builder.name, builder) != builder:
+        raise InternalError(f"two builders are registered as {builder.name!r}")
+    BUILDERS[builder.name] = builder
 
 
-def find_target(name: str) -> Target:
-    """The target registered as ``name``; ``LsrlError`` listing the architectures for an unknown one."""
-    if not TARGETS:
+def find_builder(name: str, door: str) -> Builder:
+    """The builder that ``model.<door>(name)`` uses (``name`` or one of its aliases); ``LsrlError``
+    listing the door's architectures for a name it does not build."""
+    names = DoorView(door)
+    if not names:
         _load_public_api()
-    if not TARGETS:
-        raise InternalError("no target is registered: lsrl.targets was not imported")
-    if not isinstance(name, str) or name not in TARGETS:
-        raise LsrlError(f"unknown architecture {shown(name)}; expected one of {tuple(TARGETS)}")
-    return TARGETS[name]
+    if not names:
+        raise InternalError(f"no builder is registered for model.{door}(): its package was not imported")
+    if isinstance(name, str):
+        for builder in BUILDERS.values():
+            if builder.door == door and (builder.name == name or name in builder.aliases):
+                return builder
+    other = BUILDERS.get(name) if isinstance(name, str) else None
+    if other is not None:
+        raise LsrlError(f"{door}: {name!r} is built by model.{other.door}(), not model.{door}(); "
+                        f"expected one of {tuple(names)}")
+    raise LsrlError(f"{door}: unknown architecture {shown(name)}; expected one of {tuple(names)}")
 
 
 def register_model_pass(name: str, function: ModelPass) -> None:
@@ -76,20 +114,3 @@ def find_model_pass(name: str) -> ModelPass:
     if name not in MODEL_PASSES:
         raise InternalError(f"no pass is registered for model.{name}(): lsrl.compiler was not imported")
     return MODEL_PASSES[name]
-
-
-def register_builder(name: str, function: Callable[..., Any]) -> None:
-    """Make the model method ``name`` call ``function(model, ...)`` (a builder of something else, such
-    as ``to_hf``: a Hugging Face model)."""
-    if BUILDERS.get(name, function) is not function:
-        raise InternalError(f"two builders are registered as model.{name}()")
-    BUILDERS[name] = function
-
-
-def find_builder(name: str) -> Callable[..., Any]:
-    """The builder behind the model method ``name``."""
-    if name not in BUILDERS:
-        _load_public_api()
-    if name not in BUILDERS:
-        raise InternalError(f"no builder is registered for model.{name}(): its package was not imported")
-    return BUILDERS[name]

@@ -5,8 +5,9 @@ so that neither ``import lsrl.targets`` nor this registry imports torch), says w
 unit labels name, the options it accepts and what it needs of a program (a gate for a ``Multi``, a
 non-linear state update for a ``ReLUState``, the diagonal form ``model.diagonal()``).
 
-``register`` adds a record to the registry that ``lsrl.model.extensions`` keeps for the model:
-``model.to_torch(name)`` looks it up there. The targets lsrl makes are registered by
+``register`` adds a record to the one registry of builders that ``lsrl.model.extensions`` keeps for
+the model (``BUILDERS``, shared with ``lsrl.hf``'s architectures): ``model.to_torch(name)`` looks it up
+there, and ``TARGETS`` reads the records of ``to_torch`` from it. The targets lsrl makes are registered by
 ``lsrl.targets.catalog``; a new target is a builder in its own module plus one ``Target`` there.
 """
 
@@ -16,7 +17,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, cast
 
 from lsrl.compiler.diagonal import float_diagonal
 from lsrl.errors import LsrlError, whole_number
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
     from lsrl.model.compiled import CompiledProgram
 
-# architecture name -> Target, in the order registered: the model's registry (lsrl.model.extensions)
-TARGETS = cast("dict[str, Target]", extensions.TARGETS)
+# architecture name -> Target, in the order registered: the to_torch records of the model's registry
+TARGETS = cast("Mapping[str, Target]", extensions.DoorView("to_torch"))
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,17 @@ class Target:
     gated: bool = True  # has a multiplicative gate, so it can compute a Multi
     relu_state: bool = False  # updates its state through a ReLU, so it can run a ReLUState
     diagonal: bool = False  # built on model.diagonal() (with a ``construction`` option: unless it is not "diagonal")
+    door: ClassVar[str] = "to_torch"  # the model method that builds it (lsrl.model.extensions.Builder)
+    aliases: ClassVar[tuple[str, ...]] = ()  # no older names
 
     def built_on_diagonal(self, options: Mapping[str, Any]) -> bool:
         """Whether the module computes ``model.diagonal()`` (rather than ``model``) given ``options``."""
         construction = options.get("construction", "diagonal")  # the builder refuses what is no name
         return self.diagonal and isinstance(construction, str) and construction == "diagonal"
+
+    def build(self, model: CompiledProgram, **options: Any) -> nn.Module:
+        """What ``model.to_torch(self.name, **options)`` returns: ``self.to_torch(model, **options)``."""
+        return self.to_torch(model, **options)
 
     def to_torch(self, model: CompiledProgram, **options: Any) -> nn.Module:
         """``model`` as a module of this architecture (see ``lsrl.targets.to_torch``)."""
@@ -103,13 +110,13 @@ class Target:
 
 def register(target: Target) -> Target:
     """Add ``target`` to the registry: ``model.to_torch(target.name)`` builds it from now on."""
-    extensions.register_target(target)
+    extensions.register_builder(target)
     return target
 
 
 def find(name: str) -> Target:
     """The target registered as ``name``; ``LsrlError`` listing the architectures for an unknown one."""
-    return cast(Target, extensions.find_target(name))
+    return cast(Target, extensions.find_builder(name, "to_torch"))
 
 
 def check_options(arch: str, options: Mapping[str, Any], accepted: tuple[str, ...]) -> None:
