@@ -58,7 +58,7 @@ def layer_report(module: nn.Module) -> list[dict]:
     """Per layer (block) of a target module: kind, hidden size, non-zero parameters (the report its
     architecture's ``Target`` names)."""
     architecture = getattr(module, "architecture", None)
-    if architecture not in TARGETS:
+    if not isinstance(architecture, str) or architecture not in TARGETS:
         raise LsrlError(f"layer_report needs a module built by to_torch, got a {type(module).__name__}")
     return TARGETS[architecture].layer_report(module)
 
