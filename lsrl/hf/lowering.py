@@ -8,8 +8,7 @@ needs non-negative inputs; RecurrentGemma's MLP gates one factor and its RG-LRU 
 - ``relu``:    ``weight * relu(form)``;
 - ``delay``:   ``weight * form`` at step ``t - lag`` (0 before the sequence starts); an ``impulse``
   (a positive constant form) only at step ``lag + 1``: an initial state in a delay line;
-- ``product``: ``weight * form * gate``;
-- ``scan``:    ``weight * sum_j decay**(t-j) form_j``, ``decay`` in [0, 1];
+- ``product``: ``weight * form * gate``; ``scan``: ``weight * sum_j decay**(t-j) form_j``, ``decay`` in [0, 1];
 - ``pulse``:   ``weight * decay**(t-1) * form`` (``form`` a positive constant): an initial state.
 
 A ``Form`` is an affine function of earlier slots with an interval bound. Linear layers are only
@@ -89,8 +88,7 @@ do). An irrational decay is written as its float64 rounded to the nearest (``Alg
 enclosure narrowed until both ends round to one float64; an irrational number is no rounding midpoint), so
 within ``DECAY_ROUNDING`` as a rational one; a scan's reach takes the enclosure's upper end. Every bound is a
 bound on the program's values: the forms' intervals take each enclosed weight as its whole interval, and each
-eigen-coordinate ``z_k = w_k s`` is also within ``w_k`` times the state's relational bounds (interval
-arithmetic, outward).
+eigen-coordinate ``z_k = w_k s`` is also within ``w_k`` times the state's relational bounds (outward).
 
 Every value must have a finite bound at ``max_len`` (``lsrl.lang.relational_bounds``, the interval
 analysis ``value_bounds`` sharpened by an unrolled run over value sets): else ``LsrlError`` naming the
@@ -446,8 +444,8 @@ def lower(model: CompiledProgram, max_len: int) -> Lowered:
     current = list(builder.inputs)
     originals = {layer.name: layer for layer in model.layers}
     layers: list[Any] = exact_layers(model)
-    if layers:  # a program whose output is its input has none: the stream carries the input to the logits
-        relational_bounds(layers[-1], max_len)  # every layer's bounds in one unrolled run (cached)
+    if layers:  # every layer's bounds in one unrolled run (cached); none where the output is the input
+        relational_bounds(layers[-1], max_len)
     for layer in layers:
         first_new = len(builder.slots)
         low, high = _layer_bounds(layer, originals.get(layer.name), max_len)
