@@ -345,3 +345,15 @@ def test_kinds_are_compared_as_the_enum_never_as_strings():
     offenders = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
                  for line in kind_names_as_strings(path.read_text())]
     assert not offenders, "kinds compared as strings (use lsrl.kinds.Kind):\n" + "\n".join(offenders)
+
+
+# ---- files a reader can hold in mind ---------------------------------------------------------------------------
+
+MAX_FILE_LINES = 800
+
+
+def test_no_module_of_the_package_is_over_800_lines():
+    """A module that outgrows this is two subjects: split it along the seam (``docs/layout.md`` lists each)."""
+    long = {path.relative_to(ROOT).as_posix(): lines for path in sorted(PACKAGE.rglob("*.py"))
+            if (lines := len(path.read_text().splitlines())) > MAX_FILE_LINES}
+    assert not long, f"modules over {MAX_FILE_LINES} lines: {long}"
