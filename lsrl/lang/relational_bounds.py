@@ -73,7 +73,7 @@ from __future__ import annotations
 import math
 import operator
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -107,6 +107,21 @@ class _Weights:
             self.exact_rows, self.exact_inputs = _rows(node.A, exact=True), _rows(node.B, exact=True)
             self.exact_b = [to_rational(v) for v in node.b.values()]
             self.exact_init = [to_rational(v) for v in node.init_state.values()]
+
+
+class _ExactComponents(tuple):
+    """A state's exact components at a step (``_exact_state``), hashed once: they are part of the key of every
+    step's look-ups (``_Group``, ``_Stepper``), and a rational's hash is computed anew each time."""
+
+    _hash: int
+
+    def __new__(cls, components: Sequence) -> _ExactComponents:
+        self = super().__new__(cls, components)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def _rows(matrix: Matrix, exact: bool = False) -> list[list[tuple]]:
@@ -160,7 +175,7 @@ def _input_values(node: N.Input, atoms: Atoms, first_source: int) -> list[Value]
 
 
 def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
-    """Per component, the operands (``_operands``) its rule reads."""
+    """Per component, the operands (``_Stepper.step``) its rule reads."""
     if isinstance(node, (N.Linear, N.StateNode)):
         return [tuple(j for j, _, _ in row) for row in weights.terms]
     dim: int = node.dim
@@ -169,25 +184,25 @@ def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
     return [(i,) for i in range(dim)]
 
 
-def _operands(node: Any, inputs: list[tuple[Value, ...]], previous: tuple[Value, ...]) -> tuple[Value, ...]:
-    """The values the node's components read: its inputs' components (a state's: its previous ones first)."""
-    if isinstance(node, N.StateNode):
-        return previous + inputs[0]
-    return tuple(v for part in inputs for v in part)
-
-
-def _component(node: Any, weights: _Weights, i: int, operands: tuple[Value, ...], sizes: dict[int, int]) -> Value:
-    """The node's component ``i`` at this step, from the operands it reads."""
+def _component(node: Any, weights: _Weights) -> Callable[[int, tuple[Value, ...], dict[int, int]], Value]:
+    """The rule of the node's components: component ``i`` at a step from the operands it reads (and the atoms'
+    sizes)."""
+    terms, b = weights.terms, weights.b
     if isinstance(node, N.Linear):
-        return linear_row(weights.terms[i], weights.b[i], operands, sizes)
+        return lambda i, operands, sizes: linear_row(terms[i], b[i], operands, sizes)
     if isinstance(node, N.ReLU):
-        return relu(operands[i])
+        return lambda i, operands, sizes: relu(operands[i])
     if isinstance(node, N.Multi):
-        return product(operands[i], operands[len(operands) // 2 + i], sizes)
+        return lambda i, operands, sizes: product(operands[i], operands[len(operands) // 2 + i], sizes)
+    if isinstance(node, N.ReLUState):
+        return lambda i, operands, sizes: relu(linear_row(terms[i], b[i], operands, sizes))
     if isinstance(node, N.StateNode):
-        updated = linear_row(weights.terms[i], weights.b[i], operands, sizes)
-        return relu(updated) if isinstance(node, N.ReLUState) else updated
-    raise TypeError(node)
+        return lambda i, operands, sizes: linear_row(terms[i], b[i], operands, sizes)
+    return _no_rule  # a Concat: its components are its operands
+
+
+def _no_rule(i: int, operands: tuple[Value, ...], sizes: dict[int, int]) -> Value:
+    raise TypeError("a Concat has no rule: its components are its operands")
 
 
 def _nothing(operands: tuple[Value, ...]) -> tuple:
@@ -207,7 +222,9 @@ class _Stepper:
         self.node = node
         self.weights = _Weights(node)
         self.first_source = first_source
-        self.reads = [] if isinstance(node, N.Concat) else _reads(node, self.weights)
+        self.concat, self.state = isinstance(node, N.Concat), isinstance(node, N.StateNode)
+        self.reads = [] if self.concat else _reads(node, self.weights)
+        self.rule = _component(node, self.weights)
         self.read = [operator.itemgetter(*reads) if reads else _nothing for reads in self.reads]
         self.parts: list[dict[tuple, Value]] = [{} for _ in self.reads]
         self.atoms: list[dict[Value, Value]] = [{} for _ in self.reads]
@@ -218,8 +235,9 @@ class _Stepper:
         """The node's components at this step; for a state (``exact`` not None) also its exact components
         (``_exact_state``) and its components as the atoms the next step reads. Values as ``atoms.canonical``
         objects."""
-        operands = _operands(self.node, inputs, previous)
-        if isinstance(self.node, N.Concat):
+        # the values the components read: the inputs' components (a state's: its previous ones first)
+        operands = previous + inputs[0] if self.state else tuple(v for part in inputs for v in part)
+        if self.concat:
             return operands, None, None
         values = tuple(self._part(i, operands, atoms) for i in range(len(self.reads)))
         if exact is None:
@@ -234,7 +252,7 @@ class _Stepper:
         key = (exact, inputs)
         result = self.exact_steps.get(key)
         if result is None:
-            after = tuple(_exact_state(self.node, self.weights, list(exact), inputs))
+            after = _ExactComponents(_exact_state(self.node, self.weights, list(exact), inputs))
             result = after, tuple(None if e is None else atoms.canonical([exact_float(e)])[0] for e in after)
             remember(self.exact_steps, key, result)
         return result
@@ -243,7 +261,7 @@ class _Stepper:
         key = self.read[i](operands)
         value = self.parts[i].get(key)
         if value is None:
-            value = _component(self.node, self.weights, i, operands, atoms.sizes)
+            value = self.rule(i, operands, atoms.sizes)
             if not any(value is operands[j] for j in self.reads[i]):  # an operand passed on is canonical already
                 value = atoms.canonical([value])[0]
             remember(self.parts[i], key, value)
@@ -271,7 +289,7 @@ class _Group:
     def step(self, values: dict, previous: dict, exact: dict, atoms: Atoms) -> tuple[dict, dict, dict, bool]:
         """The group's nodes' values, its states' exact components and atoms at this step (per node), and
         whether they are new (not a repeated step's)."""
-        key = tuple((previous[state], exact[state]) for state in self.states)
+        key = (tuple(map(previous.__getitem__, self.states)), tuple(map(exact.__getitem__, self.states)))
         known = self.known.get(key)
         if known is not None:
             return (*known, False)
@@ -339,7 +357,7 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
     for node, components in values.items():
         _widen_bounds(low, high, node, components)
     previous = {node: atoms.canonical(weights[node].init) for node in states}
-    exact = {node: tuple(weights[node].exact_init) for node in states}
+    exact = {node: _ExactComponents(weights[node].exact_init) for node in states}
     for _ in range(max_length):  # one round per step
         atomized: dict = {}
         exact_next: dict = {}
@@ -356,8 +374,12 @@ def _unrolled(output: N.Node, max_length: int) -> dict[N.Node, tuple[list[float]
 
 
 def _widen_bounds(low: dict, high: dict, node: Any, values: tuple[Value, ...]) -> None:
-    low[node] = [min(a, v.low) for a, v in zip(low[node], values)]
-    high[node] = [max(a, v.high) for a, v in zip(high[node], values)]
+    lows, highs = low[node], high[node]
+    for k, value in enumerate(values):
+        if value.low < lows[k]:
+            lows[k] = value.low
+        if value.high > highs[k]:
+            highs[k] = value.high
 
 
 # node -> {max_length: (node.version when computed, its bounds)}; a rewiring above a node bumps its version

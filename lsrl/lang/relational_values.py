@@ -454,12 +454,13 @@ def _distinct(value: Value) -> np.ndarray:
     low, high = value.least * unit, value.most * unit  # exact: a power of two (the grid is at most MAX_GRID)
     if not (-EXACT_UNITS < low and high < EXACT_UNITS and high - low <= DISTINCT_SPAN * table.size):
         return np.unique(table)
-    scaled = table * unit
+    scaled = table * unit if value.grid else table
     units = scaled.astype(np.int64)
-    if not (units == scaled).all():  # an entry off the grid
+    if not np.array_equal(units, scaled):  # an entry off the grid
         return np.unique(table)
-    counts = np.bincount((units - int(low)).ravel(), minlength=int(high - low) + 1)
-    return (np.flatnonzero(counts) + int(low)) / unit  # whole numbers below 2**51 over a power of two: exact
+    first = int(low)
+    counts = np.bincount((units - first if first else units).ravel(), minlength=int(high) - first + 1)
+    return (np.flatnonzero(counts) + first) / unit  # whole numbers below 2**51 over a power of two: exact
 
 
 def _atom_as_it_is(value: Value, source: int) -> bool:
