@@ -225,6 +225,7 @@ class _Stepper:
         self.concat, self.state = isinstance(node, N.Concat), isinstance(node, N.StateNode)
         self.reads = [] if self.concat else _reads(node, self.weights)
         self.rule = _component(node, self.weights)
+        self.components = range(len(self.reads))
         self.read = [operator.itemgetter(*reads) if reads else _nothing for reads in self.reads]
         self.parts: list[dict[tuple, Value]] = [{} for _ in self.reads]
         self.atoms: list[dict[Value, Value]] = [{} for _ in self.reads]
@@ -236,15 +237,15 @@ class _Stepper:
         (``_exact_state``) and its components as the atoms the next step reads. Values as ``atoms.canonical``
         objects."""
         # the values the components read: the inputs' components (a state's: its previous ones first)
-        operands = previous + inputs[0] if self.state else tuple(v for part in inputs for v in part)
+        operands = previous + inputs[0] if self.state else tuple([v for part in inputs for v in part])
         if self.concat:
             return operands, None, None
-        values = tuple(self._part(i, operands, atoms) for i in range(len(self.reads)))
+        values = tuple([self._part(i, operands, atoms) for i in self.components])
         if exact is None:
             return values, None, None
         exact, known = self._exact(exact, inputs[0], atoms)
-        values = tuple(v if e is None else e for v, e in zip(values, known))
-        return values, exact, tuple(self._atom(i, v, atoms) for i, v in enumerate(values))
+        values = tuple([v if e is None else e for v, e in zip(values, known)])
+        return values, exact, tuple([self._atom(i, v, atoms) for i, v in enumerate(values)])
 
     def _exact(self, exact: tuple, inputs: tuple[Value, ...], atoms: Atoms) -> tuple[tuple, tuple]:
         """The exact components after this step (``_exact_state``) and each known one as a float value (None for
@@ -262,7 +263,7 @@ class _Stepper:
         value = self.parts[i].get(key)
         if value is None:
             value = self.rule(i, operands, atoms.sizes)
-            if not any(value is operands[j] for j in self.reads[i]):  # an operand passed on is canonical already
+            if not any([value is operands[j] for j in self.reads[i]]):  # an operand passed on is canonical already
                 value = atoms.canonical([value])[0]
             remember(self.parts[i], key, value)
         return value
