@@ -336,8 +336,7 @@ def test_copies_and_products_by_one_pass_the_value_on_as_it_is():
     zero, one = rv.exact_float(0), rv.exact_float(1)
     assert rv._copied_term([(0, 1.0, 0), (1, 1.0, 0)], zero, [register, zero]) is register
     assert rv._times_one(one, register) is register
-    assert rv._times_zero(register, zero).contents == rv._product_tables(register, zero,
-                                                                                           atoms.sizes).contents
+    assert rv._times_zero(register, zero).contents == rv._product_tables(register, zero, atoms.sizes).contents
 
 
 def test_a_state_read_again_as_it_is_keeps_its_atom():
@@ -349,3 +348,19 @@ def test_a_state_read_again_as_it_is_keeps_its_atom():
     negated = rv.as_atom(rv.Value(register.support, -register.table, 0.0, 0.0, 0), atoms, 3)
     assert negated.support != register.support and negated.table.tolist() == [-4.0, -3.0, -2.0, -1.0, 0.0]
     assert rv.as_atom(register, atoms, 4).support != register.support
+
+
+@settings(max_examples=200, deadline=None)
+@given(grid=st.sampled_from([0, 1, 5]), units=st.lists(st.integers(-40, 40), min_size=1, max_size=60),
+       extra=st.sampled_from([None, -0.0, 2.0 ** -14, 1e6]), two_axes=st.booleans())
+def test_a_state_table_s_distinct_entries_are_np_unique_s_bit_for_bit(grid, units, extra, two_axes):
+    """The distinct entries a state's atom is made of, counted on the table's grid, or sorted where an entry is
+    -0.0, off the grid, or far beyond the others: ``np.unique``'s, bit for bit."""
+    table = np.ldexp(np.array(units, dtype=float), -grid)
+    if extra is not None:
+        table = np.append(table, extra)
+    support: tuple[int, ...] = (0,)
+    if two_axes and table.size % 2 == 0:
+        table, support = table.reshape(2, -1), (0, 1)
+    value = rv.Value(support, table, 0.0, 0.0, grid)
+    assert rv._distinct(value).view(np.uint64).tolist() == np.unique(table).view(np.uint64).tolist()

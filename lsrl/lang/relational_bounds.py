@@ -184,7 +184,7 @@ def _reads(node: Any, weights: _Weights) -> list[tuple[int, ...]]:
     return [(i,) for i in range(dim)]
 
 
-def _component(node: Any, weights: _Weights) -> Callable[[int, tuple[Value, ...], dict[int, int]], Value]:
+def _rule(node: Any, weights: _Weights) -> Callable[[int, tuple[Value, ...], dict[int, int]], Value]:
     """The rule of the node's components: component ``i`` at a step from the operands it reads (and the atoms'
     sizes)."""
     terms, b = weights.terms, weights.b
@@ -224,7 +224,7 @@ class _Stepper:
         self.first_source = first_source
         self.concat, self.state = isinstance(node, N.Concat), isinstance(node, N.StateNode)
         self.reads = [] if self.concat else _reads(node, self.weights)
-        self.rule = _component(node, self.weights)
+        self.rule = _rule(node, self.weights)
         self.components = range(len(self.reads))
         self.read = [operator.itemgetter(*reads) if reads else _nothing for reads in self.reads]
         self.parts: list[dict[tuple, Value]] = [{} for _ in self.reads]
