@@ -21,7 +21,7 @@ from results import add_csv_option, write_csv
 PROGRAMS = {"listing2 (robust, n=2, tokens <= 9)": lambda: discrete_approximator(2, robust=True, vocabulary=9),
             "parity": parity}
 HF = ("mamba", "mamba2", "hawk", "griffin")
-TARGETS = ("mamba", "stock_lstm", "stock_gru")
+TARGETS = ("mamba", "mamba2", "hawk", "stock_lstm", "stock_gru")
 
 
 def build(model, target: str, max_len: int):

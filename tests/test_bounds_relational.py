@@ -24,6 +24,7 @@ from test_random_programs import generate_program
 
 X = 3  # random programs read inputs in [-X, X]
 relational = importlib.import_module("lsrl.lang.relational_bounds")  # the module (lsrl.lang exports the function)
+rv = importlib.import_module("lsrl.lang.relational_values")  # its values and rules
 
 
 def random_program(seed: int, integer: bool) -> lsrl.ForEach:
@@ -136,13 +137,13 @@ def test_without_a_length_or_with_an_unbounded_input_it_is_the_interval_analysis
         relational_bounds(counter, 0)
 
 
-class FreshAtoms(relational._Atoms):
+class FreshAtoms(rv.Atoms):
     """Atoms numbered in creation order, a new one each time (no ids shared between steps)."""
 
     def new(self, source, centres, lo, hi, grid):
         atom = len(self.sizes)
         self.sizes[atom] = len(centres)
-        return relational.Value((atom,), centres, lo, hi, grid)
+        return rv.Value((atom,), centres, lo, hi, grid)
 
 
 def reference_step(node, weights, inputs, previous, sizes):
@@ -151,12 +152,12 @@ def reference_step(node, weights, inputs, previous, sizes):
     if isinstance(node, lsrl.Concat):
         return [v for part in inputs for v in part]
     if isinstance(node, lsrl.ReLU):
-        return [relational._relu(v) for v in inputs[0]]
+        return [rv.relu(v) for v in inputs[0]]
     if isinstance(node, lsrl.Multi):
-        return [relational._product_tables(x, y, sizes) for x, y in zip(inputs[0][:node.dim], inputs[0][node.dim:])]
+        return [rv._product_tables(x, y, sizes) for x, y in zip(inputs[0][:node.dim], inputs[0][node.dim:])]
     operands = list(previous) + list(inputs[0])  # a state's previous components, then its input's
-    rows = [relational._linear_terms(row, b, operands, sizes) for row, b in zip(weights.terms, weights.b)]
-    return [relational._relu(v) for v in rows] if node.kind == "ReLUState" else rows
+    rows = [rv._linear_terms(row, b, operands, sizes) for row, b in zip(weights.terms, weights.b)]
+    return [rv.relu(v) for v in rows] if node.kind == "ReLUState" else rows
 
 
 def reference_unrolled(output, max_length):
@@ -181,12 +182,12 @@ def reference_unrolled(output, max_length):
                                               previous.get(node, []), atoms.sizes)
             if node in exact:
                 exact[node] = relational._exact_state(node, weights[node], exact[node], values[node.inputs[0]])
-                values[node] = [v if e is None else relational._exact_float(e)
+                values[node] = [v if e is None else rv.exact_float(e)
                                 for v, e in zip(values[node], exact[node])]
             low[node] = [min(a, v.low) for a, v in zip(low[node], values[node])]
             high[node] = [max(a, v.high) for a, v in zip(high[node], values[node])]
         # source -1: no atom is of it, so every atom is made afresh (ids of FreshAtoms)
-        previous = {node: [relational._as_atom(v, atoms, -1) for v in values[node]] for node in states}
+        previous = {node: [rv.as_atom(v, atoms, -1) for v in values[node]] for node in states}
     return {node: (low[node], high[node]) for node in order}
 
 
@@ -279,19 +280,19 @@ def supported_values(draw, sizes):
         start = draw(st.sampled_from([0.0, -2.0, 1.0]))
         table = start + np.array(draw(st.permutations(range(count))), dtype=float)
         lo, hi, grid = draw(st.sampled_from([(0.0, 0.0, 0), (0.0, 4.0, 0), (-0.5, 0.0, 1), (-0.0, 0.0, 0)]))
-        return relational.Value(support, table.reshape(shape), lo, hi, grid)
+        return rv.Value(support, table.reshape(shape), lo, hi, grid)
     table = np.array(draw(st.lists(ENTRIES, min_size=count, max_size=count))).reshape(shape)
     lo, hi = sorted([draw(OFFSETS), draw(OFFSETS)])
-    return relational.Value(support, table, lo, hi, draw(GRIDS))
+    return rv.Value(support, table, lo, hi, draw(GRIDS))
 
 
 def constants(table):
-    return st.builds(lambda lo, hi, grid: relational.Value((), table, *sorted([lo, hi]), grid), OFFSETS, OFFSETS,
+    return st.builds(lambda lo, hi, grid: rv.Value((), table, *sorted([lo, hi]), grid), OFFSETS, OFFSETS,
                      GRIDS)
 
 
 ZERO_OR_ONE = st.sampled_from([0.0, 0.0, -0.0, 1.0]).flatmap(  # mostly as programs hold them: exact, no offset
-    lambda c: st.one_of(constants(c), *[st.just(relational._exact_float(int(c)))] * 3))
+    lambda c: st.one_of(constants(c), *[st.just(rv.exact_float(int(c)))] * 3))
 SIZES = {0: 2, 1: 3, 2: 4}
 
 
@@ -303,8 +304,8 @@ def test_a_product_by_an_exact_one_or_zero_is_what_the_rule_computes_on_the_tabl
     value, constant = data.draw(supported_values(SIZES)), data.draw(ZERO_OR_ONE)
     for x, y in ((value, constant), (constant, value)):
         with np.errstate(invalid="ignore"):  # an infinite entry times a zero
-            full = relational._product_tables(x, y, SIZES)
-        for shortcut in (relational._times_one, relational._times_zero):
+            full = rv._product_tables(x, y, SIZES)
+        for shortcut in (rv._times_one, rv._times_zero):
             known = shortcut(x, y)
             assert known is None or known.contents == full.contents
 
@@ -321,30 +322,45 @@ def test_a_linear_row_copying_one_term_is_what_the_rule_computes_on_the_tables(d
     count = len(inputs)
     weights = data.draw(st.lists(st.sampled_from([1.0, 1.0, 1.0, -1.0, 2.0]), min_size=count, max_size=count))
     order = data.draw(st.permutations(range(len(inputs))))
-    row = [(j, weights[j], relational._dyadic(weights[j])) for j in order]
-    copied = relational._copied_term(row, bias, inputs)
+    row = [(j, weights[j], rv.dyadic(weights[j])) for j in order]
+    copied = rv._copied_term(row, bias, inputs)
     with np.errstate(invalid="ignore"):  # infinite entries of opposite signs
-        full = relational._linear_terms(row, bias, inputs, SIZES)
+        full = rv._linear_terms(row, bias, inputs, SIZES)
     assert copied is None or copied.contents == full.contents
 
 
 def test_copies_and_products_by_one_pass_the_value_on_as_it_is():
     """The shortcuts answer where programs copy a register (Listing 2's answer): an integer table, exact."""
-    atoms = relational._Atoms()
+    atoms = rv.Atoms()
     register = atoms.new(0, np.arange(5.0), 0.0, 3.0, 0)
-    zero, one = relational._exact_float(0), relational._exact_float(1)
-    assert relational._copied_term([(0, 1.0, 0), (1, 1.0, 0)], zero, [register, zero]) is register
-    assert relational._times_one(one, register) is register
-    assert relational._times_zero(register, zero).contents == relational._product_tables(register, zero,
-                                                                                           atoms.sizes).contents
+    zero, one = rv.exact_float(0), rv.exact_float(1)
+    assert rv._copied_term([(0, 1.0, 0), (1, 1.0, 0)], zero, [register, zero]) is register
+    assert rv._times_one(one, register) is register
+    assert rv._times_zero(register, zero).contents == rv._product_tables(register, zero, atoms.sizes).contents
 
 
 def test_a_state_read_again_as_it_is_keeps_its_atom():
     """A state component that kept its atom's values is that atom at the next step; a table over it that is no
     set of centres (decreasing), or an atom of another source, makes a new atom."""
-    atoms = relational._Atoms()
+    atoms = rv.Atoms()
     register = atoms.new(3, np.arange(5.0), 0.0, 3.0, 0)
-    assert relational._as_atom(register, atoms, 3) is register
-    negated = relational._as_atom(relational.Value(register.support, -register.table, 0.0, 0.0, 0), atoms, 3)
+    assert rv.as_atom(register, atoms, 3) is register
+    negated = rv.as_atom(rv.Value(register.support, -register.table, 0.0, 0.0, 0), atoms, 3)
     assert negated.support != register.support and negated.table.tolist() == [-4.0, -3.0, -2.0, -1.0, 0.0]
-    assert relational._as_atom(register, atoms, 4).support != register.support
+    assert rv.as_atom(register, atoms, 4).support != register.support
+
+
+@settings(max_examples=200, deadline=None)
+@given(grid=st.sampled_from([0, 1, 5]), units=st.lists(st.integers(-40, 40), min_size=1, max_size=60),
+       extra=st.sampled_from([None, -0.0, 2.0 ** -14, 1e6]), two_axes=st.booleans())
+def test_a_state_table_s_distinct_entries_are_np_unique_s_bit_for_bit(grid, units, extra, two_axes):
+    """The distinct entries a state's atom is made of, counted on the table's grid, or sorted where an entry is
+    -0.0, off the grid, or far beyond the others: ``np.unique``'s, bit for bit."""
+    table = np.ldexp(np.array(units, dtype=float), -grid)
+    if extra is not None:
+        table = np.append(table, extra)
+    support: tuple[int, ...] = (0,)
+    if two_axes and table.size % 2 == 0:
+        table, support = table.reshape(2, -1), (0, 1)
+    value = rv.Value(support, table, 0.0, 0.0, grid)
+    assert rv._distinct(value).view(np.uint64).tolist() == np.unique(table).view(np.uint64).tolist()
