@@ -1340,6 +1340,8 @@ NOT_FUZZED = {  # public callables that are no boundary a user's value crosses, 
     "lsrl.CompiledProgram": "built by compile() and load(), both fuzzed; its methods are listed on their own",
     "lsrl.UnitLabel": "a named tuple the compiler writes; read, not built, by users",
     "lsrl.targets.Target": "a registry record lsrl's catalog declares (lsrl/targets/catalog.py), not user input",
+    "lsrl.hf.HfArchitecture": "a registry record lsrl.hf declares for its four stock models; to_hf's arguments "
+                              "reach its build, which the to_hf boundaries fuzz",
     "lsrl.targets.register": "adds a Target to the registry; called by lsrl's catalog only",
     "lsrl.targets.BlockStack": "the intermediate form to_torch builds from; its input is a compiled model",
     "lsrl.targets.to_blocks": "the intermediate form to_torch builds from; its input is a compiled model",
