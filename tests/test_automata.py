@@ -174,6 +174,7 @@ def test_check_in_slices_sees_the_strings_of_the_whole():
     assert whole.checked == sum(piece.checked for piece in pieces) != pieces[0].checked + unnumbered.checked
 
 
+@pytest.mark.slow
 def test_count_errors_buckets_by_length_and_sees_errors():
     """Bucketed by length, ``count_errors`` counts exactly the wrong prefixes that a plain loop over the
     strings counts; a network at 0.6 times its gain bound makes errors, and they are counted."""
@@ -242,6 +243,7 @@ def test_bound_grows_with_the_width_and_every_larger_gain_is_certified():
 # ---- ONNX -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", ["rnn", "lstm", "gru"])
 def test_onnx_export_runs_in_onnxruntime_like_torch(architecture, tmp_path):
     import onnx
@@ -271,6 +273,7 @@ def test_onnx_refuses_the_second_order_network(tmp_path):
 # ---- the round trip: L* learns the automaton back from the network ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_lstar_learns_back_an_equivalent_dfa(architecture):
     for dfa in [tomita(3), tomita(6), random_dfa(6, 3, np.random.default_rng(11))]:

@@ -85,6 +85,7 @@ def test_hawk_without_max_len_exports_the_diagonal_construction_to_onnx(source, 
     assert (tmp_path / "m" / "hawk.onnx").exists() and not (tmp_path / "m" / "hawk.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_float32_onnx_of_lambda_1e10_is_refused_before_writing(tmp_path):
     (tmp_path / "orig.py").write_text(ORIGINAL)
     _fails_in_one_line(["compile", str(tmp_path / "orig.py"), "-o", str(tmp_path / "m"), "--target", "gru"],

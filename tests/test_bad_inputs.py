@@ -262,6 +262,7 @@ def _prompts():
     return np.stack([discrete_prompt(mapping, query=key) for key in mapping]).astype(float), mapping
 
 
+@pytest.mark.slow
 def test_float32_with_lambda_1e10_warns_and_really_is_wrong(approximators):
     prompts, mapping = _prompts()
     expected = np.array(list(mapping.values()), dtype=float)
@@ -311,6 +312,7 @@ def discrete():
     return discrete_approximator(2), discrete_approximator(2, robust=True, vocabulary=9)
 
 
+@pytest.mark.slow
 def test_negative_and_out_of_vocabulary_tokens_are_refused_by_every_runner(discrete):
     plain, robust = discrete
     negative = np.array([[1], [2], [1], [2], [3], [-4]], dtype=float)
@@ -352,6 +354,7 @@ def test_targets_on_empty_batches_and_empty_sequences(accumulator_model, arch):
         net(torch.zeros(2, 0, 1, dtype=torch.float64))
 
 
+@pytest.mark.slow
 def test_targets_and_experiments_are_reachable_after_import_lsrl():
     import subprocess
     import sys
@@ -370,6 +373,7 @@ def test_a_hawk_too_large_for_memory_is_refused_with_the_estimate(accumulator_mo
 # ---- integer tokens ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_discrete_approximator_refuses_tokens_that_are_not_integers(tmp_path):
     program = discrete_approximator(2)
     prompt = discrete_prompt({(1, 2): (3, 4)}, query=(1, 2)).astype(float)

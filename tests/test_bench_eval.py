@@ -96,6 +96,7 @@ def test_distractor_variables_never_reach_the_output_in_the_program(task):
     assert np.array_equal(tier.task_outputs(xs, exact=True, patch=patch), tier.task_outputs(xs, exact=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS_TRIED)
 def test_distractor_units_are_active_but_patching_them_never_changes_the_output(task):
     subject, xs = _subject(task, "distractors"), _tokens(task, count=16)
@@ -227,6 +228,7 @@ def _rotated_folder():
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["rnn", "gru"])
 def test_a_rotated_hooked_model_seen_before_its_change_of_basis_is_the_distractor_model(arch):
     """Un-rotated at its hooks (``rotations.json``), the rotated folder's loader gives the values of the distractor
@@ -314,6 +316,7 @@ def test_acdc_removes_an_edge_by_reading_its_senders_corrupted_value():
 # ---- torch targets and suite folders ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["rnn", "lstm"])
 def test_hooked_targets_of_the_distractor_tier_compute_the_task_and_are_scored(arch):
     subject = tier_subject(_tier("majority", "distractors"), arch)
@@ -354,6 +357,7 @@ def test_edge_attribution_of_a_weight_is_the_weight_times_the_receivers_gradient
     assert checked > 20 and (found.edges > found.threshold).any()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["rnn", "gru"])
 def test_edge_attribution_scores_a_hooked_models_edges_against_its_circuit(arch):
     """A torch target's edges are ``circuit.json``'s unit edges, scored where both ends hold variables: a planted
@@ -376,6 +380,7 @@ def test_edge_attribution_scores_a_hooked_models_edges_against_its_circuit(arch)
     assert row["edge_fpr"] == 0.0 and row["edge_tpr"] > 0.5, row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["rnn", "lstm"])
 def test_a_hooked_models_unit_patch_is_the_loaders_own_patch(arch):
     """``HookedSubject.run`` applies interventions itself at the hook points (``changed_run``); setting units that way
@@ -479,6 +484,7 @@ def test_trained_tier_runs_as_the_stock_module_and_learns_the_causal_graph():
                                                                                    model.interchange_accuracy)
 
 
+@pytest.mark.slow
 def test_trained_tier_subject_scores_the_aligned_units():
     from lsrl.bench.trained_tier import TrainedSubject
 
@@ -499,6 +505,7 @@ def assert_attribution_is_the_derivative(subject, pairs=4, every=3, step=1e-5, r
         assert found.units[position] == pytest.approx(expected, rel=rel, abs=1e-7), position
 
 
+@pytest.mark.slow
 def test_attribution_on_a_trained_model_in_memory_and_from_its_folder_is_its_derivative(tmp_path):
     """The trained GRU as ``TrainedSubject`` (in memory) and as its suite folder through the standalone loader's hook
     points (``HookedSubject``, ``changed_run``)."""

@@ -45,6 +45,7 @@ def _planted(subject, node):
     return layer, np.asarray(basis)[:, _units(subject, layer, node)].T
 
 
+@pytest.mark.slow
 def test_das_finds_the_planted_subspace_and_the_programs_interchange():
     found = _found(steps=60)
     for node in CIRCUIT:
@@ -75,6 +76,7 @@ def test_the_overlap_is_one_on_the_planted_directions_and_zero_off_them():
     assert overlap_with_labels(subject, other, ["ones_minus_zeros"], probe) == 0.0
 
 
+@pytest.mark.slow
 def test_das_is_deterministic_under_its_seed():
     subject = _rotated()
     again = das(subject, Pairs.from_data(subject, 16), seed=0, steps=60, nodes=CIRCUIT)

@@ -190,6 +190,7 @@ def test_a_folder_loads_with_from_pretrained_and_its_hooks_are_its_labels(arch):
         assert values.shape[:2] == xs.shape[:2] and values.shape[2] == len(labels[hook])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", HF_ARCHS)
 def test_patching_through_the_loader_equals_setting_the_state_by_hand_inside_the_step(arch):
     root, (net, labels, data, circuit) = built(arch)
@@ -319,6 +320,7 @@ def test_the_command_line_names_the_trained_architectures():
     assert CLI_ARCHS == (*TRAINED_ARCHS, *HF_ARCHS)
 
 
+@pytest.mark.slow
 def test_the_harness_fills_the_interchange_accuracy_of_the_variables_a_unit_method_finds():
     """The column is the share of (pair, step) outputs equal, rounded, to data.npz's interchange of each found
     variable when its found units take their corrupted values: recomputed here from the folder's own arrays."""
@@ -435,6 +437,7 @@ def test_a_run_replaces_the_rows_of_its_tasks_and_archs_in_the_table_and_keeps_t
         assert len(list(csv.DictReader(file))) == 4
 
 
+@pytest.mark.slow
 def test_each_interchange_step_trains_every_variable_on_the_same_pair(monkeypatch):
     """``train_hf``'s steps in turn: the task (nothing set), every circuit variable's interchange on one base / source
     pair (their losses summed), the free units."""

@@ -56,6 +56,7 @@ def _submission(tmp_path, folders, name="planted"):
     return path
 
 
+@pytest.mark.slow
 def test_a_planted_submission_scores_one_through_the_command(suite, tmp_path):
     submission = _submission(tmp_path, {name: _planted(suite / name) for name in FOLDERS})
     result = CliRunner().invoke(main, ["bench", "score", str(submission), str(suite), "-o", str(tmp_path / "out")])
@@ -84,6 +85,7 @@ def test_random_scores_sit_near_chance(suite):
     assert 0.0 <= row["cpr"] <= 1.0 and row["cmd"] >= 0.0
 
 
+@pytest.mark.slow
 def test_the_budgets_rates_follow_the_ranking(suite):
     """The planted scores rank every in-circuit unit first: at a budget as large as the circuit, TPR is 1 and FPR
     0; at the full budget both are 1."""

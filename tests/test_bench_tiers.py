@@ -94,6 +94,7 @@ def test_a_trained_folder_loads_standalone_and_is_the_trained_model(trained_buil
     assert f"interchange-intervention accuracy {mean:.3f}" in card
 
 
+@pytest.mark.slow
 def test_a_trained_folders_hook_points_fire_in_a_plain_forward(trained_builds):
     """The loader's stock LSTM reaches its hook points at every step of a plain ``net(xs)``: a forward hook on one
     fires at every step, what it returns is what later steps read (as ``run_with_cache``'s patch of the same
@@ -155,6 +156,7 @@ def test_trained_folders_are_byte_identical_on_rebuild(trained_builds):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_bench_load_reads_the_trained_tier(trained_builds):
     root, _ = trained_builds
     folder = load(f"{TASK}/gru", root=root, tier="trained")
@@ -292,6 +294,7 @@ def test_an_interchange_step_of_an_lstm_or_gru_trains_one_variable_drawn(monkeyp
     assert len({base for _, _, base in calls}) == 6
 
 
+@pytest.mark.slow
 def test_a_two_layer_folder_patches_each_layer_as_the_model_does():
     """majority: ``more_ones`` reads ``ones_minus_zeros`` in the same step, so it is aligned in the second layer of
     a stock two-layer module; the folder's hooks (its own loader) interchange each layer's variable as the
@@ -380,6 +383,7 @@ def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite, arch)
 # ---- every tier in one command ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tier_all_builds_the_tiers_a_task_has(tmp_path):
     from click.testing import CliRunner
 

@@ -43,6 +43,7 @@ def test_mean_ablation_and_das_score_an_in_memory_trained_model_in_range():
     assert row["das_interchange_accuracy"] >= 0.5, row
 
 
+@pytest.mark.slow
 def test_das_interchange_accuracy_is_measured_on_the_held_out_pairs(monkeypatch):
     """The subspace das learns, applied here by the subject's own projector intervention on the held-out pairs of
     ``data.npz`` (longer than any sequence it was trained on), reproduces its reported interchange accuracy."""

@@ -69,6 +69,7 @@ def _interchange_rows(values: np.ndarray, lengths: np.ndarray) -> list[tuple[int
     return [(clean, source) for gap, clean, source in pairs[:PAIRS_PER_UNIT] if gap > 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tier", ["compiled", "distractors"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_unit_in_the_circuit_changes_the_outputs_when_interchanged(tier, arch):
@@ -178,6 +179,7 @@ def test_a_rotated_folder_holds_its_distractor_models_truth_and_only_task_variab
     assert variables and not any(name.startswith(DISTRACTOR_PREFIX) for name in variables)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tier", ["distractors", "rotated"])
 def test_the_truth_is_the_folders_from_memory_or_folder_and_pairs_change_no_truth(tier):
     row = {}
@@ -197,6 +199,7 @@ def test_the_truth_is_the_folders_from_memory_or_folder_and_pairs_change_no_trut
             [row[(32, arch)][column] for column in ("nodes", "units", "edges")]
 
 
+@pytest.mark.slow
 def test_the_published_rows_are_the_scores_of_a_rebuilt_folder():
     from lsrl.bench.eval.harness import COLUMNS, evaluate_all
 

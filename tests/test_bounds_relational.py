@@ -199,6 +199,7 @@ def assert_same_bounds(output, steps):
         assert repr(fast[node]) == repr(bounds), node
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_reusing_earlier_steps_gives_the_bounds_of_the_step_by_step_analysis_on_random_programs(seed):
     for integer in (True, False):
@@ -242,6 +243,7 @@ def test_a_diagonal_form_is_made_once_per_model_so_builds_reuse_its_bounds():
     assert exact_layers(other)[-1] is not first[-1]
 
 
+@pytest.mark.slow
 def test_every_build_of_a_model_at_a_length_reuses_its_analyses(monkeypatch):
     """The first ``to_hf`` runs the analysis on the compiled layers and on the diagonal form; a second
     ``to_hf`` and a stock LSTM at that length run none; another length runs them again."""
@@ -296,6 +298,7 @@ ZERO_OR_ONE = st.sampled_from([0.0, 0.0, -0.0, 1.0]).flatmap(  # mostly as progr
 SIZES = {0: 2, 1: 3, 2: 4}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_a_product_by_an_exact_one_or_zero_is_what_the_rule_computes_on_the_tables(data):
@@ -310,6 +313,7 @@ def test_a_product_by_an_exact_one_or_zero_is_what_the_rule_computes_on_the_tabl
             assert known is None or known.contents == full.contents
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_a_linear_row_copying_one_term_is_what_the_rule_computes_on_the_tables(data):
@@ -350,6 +354,7 @@ def test_a_state_read_again_as_it_is_keeps_its_atom():
     assert rv.as_atom(register, atoms, 4).support != register.support
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(grid=st.sampled_from([0, 1, 5]), units=st.lists(st.integers(-40, 40), min_size=1, max_size=60),
        extra=st.sampled_from([None, -0.0, 2.0 ** -14, 1e6]), two_axes=st.booleans())

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from lsrl.cli import main
@@ -39,6 +40,7 @@ def test_errors_are_one_line(tmp_path):
     assert result.exit_code != 0 and "nothing" in result.output and result.output.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_demo_plots(tmp_path):
     from lsrl.demo import write_plots
 

@@ -195,6 +195,7 @@ def test_a_relu_bypass_carries_a_component_that_is_never_negative_alone():
     assert bypass.dim == 3 and kinds_of_users(graph, bypass) == [Kind.RELU]
 
 
+@pytest.mark.slow
 def test_components_said_to_be_nonnegative_never_are_negative():
     """``Graph.nonnegative`` against the values: on the prepared graphs of random programs, every
     component it names is >= 0 at every step; and it names many."""

@@ -83,6 +83,7 @@ STRUCTURES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label,A,init,b,levels,kinds", STRUCTURES, ids=[s[0] for s in STRUCTURES])
 def test_structured_state_is_diagonalised_exactly(label, A, init, b, levels, kinds):
     prog = _state_program(A, init, b)
@@ -102,6 +103,7 @@ def test_structured_state_is_diagonalised_exactly(label, A, init, b, levels, kin
         assert _relative_error(got, want) <= FLOAT_TOLERANCE, arch
 
 
+@pytest.mark.slow
 def test_irrational_eigenvalues_name_the_state():
     model = lsrl.compile(_state_program([[1, 1], [1, 0]]))  # Fibonacci: eigenvalues (1 +- sqrt 5) / 2
     with pytest.raises(lsrl.LsrlError, match=r"LinState 's'.*irrational real eigenvalues.*x\*\*2 - x - 1"):
@@ -237,6 +239,7 @@ def test_random_programs_diagonal_target_long_sequences():
 
 # ---- Hawk / Griffin structure -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_hawk_and_griffin_need_no_max_len_and_skip_idle_parts(monkeypatch):
     from lsrl.targets.hawk import DiagonalRecurrentBlock, IdentityTemporal, LocalMQA
 
@@ -266,6 +269,7 @@ def test_inspect_lists_the_diagonal_targets():
 
 # ---- ONNX ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", DIAGONAL_TARGETS)
 def test_diagonal_targets_run_in_onnxruntime_with_dynamic_batch_and_length(arch, tmp_path):
     import onnxruntime

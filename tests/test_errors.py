@@ -269,6 +269,7 @@ RUN_MODES = [("program", False), ("program", True), ("exact_model", False), ("ex
              ("float_model", False)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner,exact", RUN_MODES)
 def test_good_sequences_run(runners, runner, exact):
     f = runners[runner]

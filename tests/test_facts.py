@@ -147,6 +147,7 @@ def test_a_stock_target_checks_its_facts_where_it_runs_and_never_runs_in_another
         net(xs)
 
 
+@pytest.mark.slow
 def test_a_transformers_model_checks_its_facts_before_it_runs_on_a_new_dtype(unchecked, monkeypatch):
     """``lsrl.hf.to_hf`` checks the model's facts and leaves one forward pre-hook, which checks them the first time
     it runs in another dtype; ``lsrl.hf.inputs`` of a model without the hook (a loaded folder) adds it."""

@@ -1532,6 +1532,7 @@ def test_a_numpy_scalar_operand_still_builds_a_node() -> None:
     close(lsrl.ForEach(node)(XS), 2.0 - XS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call, words", REGRESSIONS.values(), ids=REGRESSIONS)
 def test_an_escape_the_fuzzer_found_is_a_one_line_error(call: Callable[[], Any], words: tuple[str, ...]) -> None:
     assert user_error_or_answer(call, words) is None, "accepted"

@@ -249,6 +249,7 @@ def test_a_hostile_option_exits_in_one_line_or_runs(path: tuple[str, ...], name:
     assert any(names_option(line, parameter) or value.strip() and value in line for line in errors), result.output
 
 
+@pytest.mark.slow
 @given(xs=bad_sequence(2))
 def test_a_hostile_input_file_for_run_exits_in_one_line_or_runs(xs) -> None:
     """``lsrl run --input`` reads .npy and text files: their contents fuzzed like a program's input."""

@@ -130,6 +130,7 @@ def stated_error(module: torch.nn.Module, steps: int, magnitude: float) -> float
     return module.tolerance.in_dtype(str(module_dtype(module)).removeprefix("torch.")).bound(steps, magnitude)
 
 
+@pytest.mark.slow
 @settings(max_examples=max(8, settings().max_examples * 3))
 @given(seed=SEEDS, arch=st.sampled_from(ARCHITECTURES), data=st.data())
 def test_every_target_of_a_random_program_answers_within_its_tolerance_or_refuses(seed: int, arch: str,
@@ -363,6 +364,7 @@ def hf_answers(hf_model: Any, xs: np.ndarray) -> np.ndarray:
         return lsrl.hf.outputs(hf_model, hf_model(**lsrl.hf.inputs(hf_model, xs))).double().numpy()
 
 
+@pytest.mark.slow
 @settings(max_examples=max(3, settings().max_examples // 4))
 @given(seed=SEEDS, arch=st.sampled_from(lsrl.hf.ARCHITECTURES), data=st.data())
 def test_an_edited_saved_transformers_folder_is_refused_or_answers_as_saved(seed: int, arch: str, data: st.DataObject,
@@ -590,6 +592,7 @@ def test_a_drawn_transition_table_builds_a_dfa_its_networks_follow_or_is_refused
        pairs=st.sampled_from([2, 3, 1, 0, -1, 2.5, "2", None, True]),
        tier=st.sampled_from([None, "compiled", "rotated", "trained", "x"]),
        arch=st.sampled_from([None, "rnn", "path", "lstm", ""]), elsewhere=st.one_of(st.none(), st.integers(0, 4)))
+@pytest.mark.slow
 def test_a_benchmark_folder_is_scored_with_drawn_options_or_they_are_refused(method: str, pairs: Any, tier: Any,
                                                                              arch: Any, elsewhere: int | None) -> None:
     """``evaluate(HookedSubject.from_folder(folder, tier, arch), method, pairs)`` on the parity task's rnn folder

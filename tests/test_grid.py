@@ -83,6 +83,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_address_nothing_answers_at_is_a_one_line_error_naming_it(tmp_path):
     address = f"127.0.0.1:{_free_port()}"
     _one_line(["experiment", "noise", "--quick", "-o", str(tmp_path), "--ray-address", address],

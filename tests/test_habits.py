@@ -122,6 +122,7 @@ def test_the_options_of_the_command_line_are_the_libraries_names():
     assert cli.HF_ARCHITECTURES == lsrl.hf.ARCHITECTURES
 
 
+@pytest.mark.slow
 def test_the_modules_of_demo_and_experiment_noise_need_no_torch():
     modules = ["lsrl.demo", "lsrl.plot", "lsrl.experiments.noise"]
     check = f"import sys, {', '.join(modules)}; print('torch' in sys.modules)"
@@ -302,6 +303,7 @@ def test_the_hint_checker_finds_what_is_missing():
         "f": ["b", "rest"], "__init__": ["return"], "g": []}
 
 
+@pytest.mark.slow
 def test_every_public_function_has_type_hints():
     offenders = unannotated_public_functions()
     assert not offenders, f"{len(offenders)} public functions without full type hints:\n" + "\n".join(offenders)
@@ -337,6 +339,7 @@ def test_the_kind_string_finder_finds_comparisons_and_tables():
     assert kind_names_as_strings(source) == [1, 2, 3, 6]
 
 
+@pytest.mark.slow
 def test_kinds_are_compared_as_the_enum_never_as_strings():
     """Every comparison of a node's, op's or layer's kind goes through ``lsrl.kinds.Kind``."""
     from lsrl.kinds import Kind

@@ -292,6 +292,7 @@ def _listing1_edge_prompts(max_len: int) -> np.ndarray:
 @pytest.mark.parametrize("arch,max_len,dtype", [(arch, 65, torch.float32) for arch in ("mamba", "mamba2", "hawk",
                                                                                        "griffin")]
                          + [("mamba2", 65, torch.float64), ("mamba", 256, torch.float64), ("hawk", 256, torch.float32)])
+@pytest.mark.slow
 def test_listing1_stated_error_holds_with_queries_on_the_ramps_and_is_informative(arch, max_len, dtype):
     """Listing 1 (robust, 1 -> 1): no ToleranceWarning, a stated error far below its outputs' bound (64 at
     65 steps, 256 at 256), and it holds on prompts of ``max_len`` tokens that put the query on a ramp at

@@ -77,6 +77,7 @@ def hf_generator(arch: str, dtype: str):
     return mapping, generating().to_hf(arch, max_len=max_len, dtype=getattr(torch, dtype), generate=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_greedy_generate_answers_every_query_of_a_random_map(arch, dtype):
@@ -115,6 +116,7 @@ def test_hawk_generates_without_the_cache_it_cannot_count():
         hf.generate(ids, max_new_tokens=N, do_sample=False, use_cache=True)
 
 
+@pytest.mark.slow
 def test_hawk_answers_greedily_step_by_step_through_its_cache_as_its_card_says():
     from transformers import DynamicCache
 

@@ -167,6 +167,7 @@ def test_states_the_stock_blocks_cannot_hold_are_refused_naming_them(A, name, me
         model.to_hf("mamba", max_len=65, dtype=torch.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 166])
 def test_random_programs_with_undriven_irrational_states_beyond_fixed_sequences(seed):
     """Seeds 1 and 166 (tests/test_random_programs.py) hold undriven blocks of irrational eigenvalues: up to 64
@@ -239,6 +240,7 @@ def _random_enclosed_state(rng: np.random.Generator, max_len: int) -> lsrl.Compi
     return model if enclosed else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(4))
 def test_random_irrational_states_match_the_interpreter_within_the_stated_tolerance(index):
     """Random rational states whose eigenvalues are irrational (drawn until one is enclosed), at 8 and 70 steps

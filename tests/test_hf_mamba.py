@@ -152,6 +152,7 @@ def test_refusals_name_the_node():
         huge.to_hf("mamba", max_len=2)
 
 
+@pytest.mark.slow
 def test_the_command_writes_listing2_as_a_folder_from_pretrained_loads(tmp_path):
     from click.testing import CliRunner
     from transformers import AutoModelForCausalLM
@@ -225,6 +226,7 @@ def random_listing2_case(n, seed, vocabulary=5, keys=3):
 @pytest.mark.parametrize("arch,n,dtype", [("mamba2", 2, torch.float32), ("mamba2", 2, torch.float64),
                                           ("mamba2", 3, torch.float32), ("mamba2", 3, torch.float64),
                                           ("mamba", 3, torch.float32)])
+@pytest.mark.slow
 def test_listing2_answers_every_query_exactly_and_is_proved_so(arch, n, dtype):
     """value_bounds bounds Listing 2's output registers' drive by 7e5 (n = 2) to 2e9 (n = 3) where its values
     are tokens; relational_bounds by the tokens: the scales follow the bounds (in Mamba-2 gated down, module
@@ -238,6 +240,7 @@ def test_listing2_answers_every_query_exactly_and_is_proved_so(arch, n, dtype):
     assert [tuple(answer) for answer in np.rint(out[:, -n:, 0]).astype(int)] == list(mapping.values())
 
 
+@pytest.mark.slow
 def test_mamba2_listing2_stepwise_decoding_equals_the_full_forward():
     model, _, xs = random_listing2_case(2, seed=7)
     hf = model.to_hf("mamba2", max_len=xs.shape[1])
@@ -252,6 +255,7 @@ def test_mamba2_listing2_stepwise_decoding_equals_the_full_forward():
     assert torch.equal(torch.cat(logits, 1), full)
 
 
+@pytest.mark.slow
 def test_listing2_paper_constants_are_refused_naming_a_node():
     """The paper's constants (mu = 1000 steps on a global counter, lambda = 1e10) give value_bounds of 1e27
     and more, where no float32 gate saturates; relational_bounds keeps the values small, but the rounding

@@ -62,6 +62,7 @@ def _refused_for_its_eigenvalues(error: LsrlError, model) -> bool:
 @pytest.mark.parametrize("arch,dtype,seeds", [("hawk", torch.float32, range(16)), ("hawk", torch.float64, range(16)),
                                               ("griffin", torch.float32, range(16, 24)),
                                               ("griffin", torch.float64, range(24, 32))])
+@pytest.mark.slow
 def test_random_programs_within_the_stated_tolerance(arch, dtype, seeds):
     built = 0
     for seed in seeds:
@@ -131,6 +132,7 @@ LISTING_2_MAPS = {
 @pytest.mark.parametrize("arch,dtype,n", [("hawk", torch.float32, 2), ("hawk", torch.float64, 2),
                                           ("hawk", torch.float32, 3), ("griffin", torch.float32, 2),
                                           ("griffin", torch.float64, 3)])
+@pytest.mark.slow
 def test_listing_2_answers_every_query(arch, dtype, n):
     mapping = LISTING_2_MAPS[n]
     prompts = np.stack([lsrl.programs.discrete_prompt(mapping, query) for query in mapping]).astype(float)
@@ -174,6 +176,7 @@ def test_unit_decay_rounding_trick_and_its_boundaries(dtype):
         assert _rglru_decay(wrong, dtype) != (1.0, m)
 
 
+@pytest.mark.slow
 def test_counter_exact_at_max_len():
     x = lsrl.Input(1, name="x", bounds=(0, 3), integer=True)
     model = lsrl.compile(lsrl.ForEach(lsrl.LinState(x, [[1]], [[1]], name="sum")))

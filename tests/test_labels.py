@@ -124,6 +124,7 @@ def test_labels_are_saved_shown_and_checked_on_load(tmp_path):
 # ---- interventions by label -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_patching_every_patchable_node_matches_the_program_exactly():
     patched = 0
     for seed, (_, model, _) in _compiled_seeds()[: N_SEEDS // 2]:
@@ -138,6 +139,7 @@ def test_patching_every_patchable_node_matches_the_program_exactly():
     assert patched > 100
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [0, 1], ids=["listing2", "listing1"])
 def test_patching_listing_states_matches_the_program(index):
     program, xs, other = _listings()[index]
@@ -168,6 +170,7 @@ def test_patching_a_node_the_model_cannot_separate_is_refused():
         model(xs, patch={"out": np.ones((3, 1))})
 
 
+@pytest.mark.slow
 def test_patching_a_diagonal_model_matches_the_program():
     patched = 0
     for seed in range(40):

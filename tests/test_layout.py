@@ -24,6 +24,7 @@ public and is named without the underscore.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,8 +73,17 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return inside
 
 
-def _imports() -> Iterator[tuple[str, str, tuple[str, ...], str, bool]]:
-    """``(importer, imported module, imported names, line, typing only)`` for every import statement in lsrl/."""
+Import = tuple[str, str, tuple[str, ...], str, bool]
+
+
+@functools.cache
+def _imports() -> tuple[Import, ...]:
+    """``(importer, imported module, imported names, line, typing only)`` for every import statement in lsrl/
+    (read once: every test here walks the same sources)."""
+    return tuple(_each_import())
+
+
+def _each_import() -> Iterator[Import]:
     for path in sorted(ROOT.rglob("*.py")):
         module = _module_name(path)
         tree = ast.parse(path.read_text(), str(path))

@@ -407,6 +407,7 @@ TINY = {
 VARIANTS = {"paper": PAPER_LITERAL, "default": {}, "all_stabilisers": ALL_STABILISERS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("case", TINY)
 def test_gradients_reach_every_parameter(case, variant):

@@ -148,6 +148,7 @@ def test_bad_spaces_and_inputs():
         cell(torch.zeros(2, 3, 4, dtype=torch.float64))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["higher_order", "ntm-paper", "ntm-default", "pattern_ntm-paper",
                                   "pattern_ntm-default", "multiple_pattern_ntm-default",
                                   "pattern_ntm-all_stabilisers", "ntm-all_stabilisers_paper"])

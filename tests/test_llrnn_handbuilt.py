@@ -67,6 +67,7 @@ def test_training_started_from_it_keeps_its_accuracy():
     assert score.symbols > 0 and score.wrong_symbols == 0
 
 
+@pytest.mark.slow
 def test_its_llrnn_form_runs_the_swap_through_feed():
     """The same weights as an LLRNN: ring 1's read address is moved by ⟦feed⟧ of rings 2, 3, 4."""
     task = MultiplePattern()

@@ -49,6 +49,7 @@ def test_cli_reproduce_writes_table_plot_and_heat_maps(tmp_path):
     assert not (tmp_path / "gru-tf_copy-0" / "memories.png").exists()  # no memory to show
 
 
+@pytest.mark.slow
 def test_cli_reproduce_finished_only_tables_the_runs_done_and_trains_nothing(tmp_path):
     torch.set_num_threads(1)
     grid = ["reproduce", "--preset", "smoke", "--models", "ntm", "--tasks", "tf_copy", "--steps", "2",

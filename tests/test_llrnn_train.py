@@ -58,6 +58,7 @@ TINY = dict(model="stand_in", task="copy", min_length=1, max_length=3, start_len
             controller_dim=16, readout_dim=16, learning_rate=3e-3, test_batch_size=8, window=5)
 
 
+@pytest.mark.slow
 def test_training_reduces_the_copy_loss(with_stand_in):
     trainer = Trainer(TrainConfig(**TINY, steps=150, optimizer="adam", error_threshold=-1.0))
     trainer.run(progress=False)
@@ -108,6 +109,7 @@ def test_score_counts_masked_symbols_and_sequences():
     assert (score.symbol_error, score.sequence_error) == (1 / 6, 0.5)
 
 
+@pytest.mark.slow
 def test_train_writes_checkpoint_reports_and_plots(with_stand_in, tmp_path):
     evaluation = training.train(TrainConfig(**TINY, steps=4), tmp_path, progress=False, checkpoint_every=2)
     assert evaluation["steps"] == 4 and evaluation["test_length"] == 6
@@ -169,6 +171,7 @@ def test_cli_experiment_writes_csv_and_markdown(with_stand_in, tmp_path, models,
     assert len(table) == 2 + 2 and table[2].startswith(f"| {models} | copy |") and "/2 |" in table[2]
 
 
+@pytest.mark.slow
 def test_a_grid_reads_finished_runs_back_and_continues_runs_cut_short(with_stand_in, tmp_path, monkeypatch):
     """``run_configs`` picks up where a stopped grid was: a run cut short (a checkpoint at step 4 of
     10) continues to exactly the weights of an uninterrupted run, and a finished run is not trained
@@ -275,6 +278,7 @@ def test_tfs_tanh_controller_keeps_grown_weights_from_overflowing(name):
     assert not all(value < 1e6 for value in largest["relu"]), largest  # nan compares False: counted as overflow
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(training.MODELS))
 def test_every_model_trains_from_python(name):
     """A few steps on one fixed batch of a TF task: the loss is finite and goes down."""
@@ -301,6 +305,7 @@ def test_cli_trains_any_model_with_a_preset(name, tmp_path):
     assert evaluation["parameters"] == Trainer.resume(tmp_path).parameter_count
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("controller", ["relu", "tanh"])
 def test_cli_sets_the_controller_activation_over_a_preset(controller, tmp_path):
     result = CliRunner().invoke(llrnn, ["train", "--preset", "tf-cpu", "--model", "ntm", "--task", "tf_copy",
@@ -318,6 +323,7 @@ def test_baselines_match_the_ntms_parameter_count():
     assert abs(lstm - ntm) / ntm < 0.01 and abs(gru - ntm) / ntm < 0.01, (ntm, lstm, gru)
 
 
+@pytest.mark.slow
 def test_tf_preset_and_curriculum():
     config = training.preset("tf", "pattern_ntm", "tf_variable_pattern1")
     assert (config.controller_dim, config.slots, config.memory_width, config.batch_size) == (100, 128, 20, 250)

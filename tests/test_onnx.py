@@ -59,6 +59,7 @@ def run_onnx(session, xs):
     return session.run(["y"], {"x": np.asarray(xs, dtype=np.float32)})[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS)
 def test_graph_uses_standard_recurrent_ops_with_relu(arch, tmp_root):
     _, path, _ = exported(arch, "discrete_multiplicative", tmp_root)
@@ -94,6 +95,7 @@ def test_more_ones_than_zeros(arch, tmp_root):
         np.testing.assert_array_equal(run_onnx(session, bits), program(bits))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["multiplicative", "multiplicative_optimized"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_discrete_approximator_every_token_right(arch, variant, tmp_root):

@@ -38,6 +38,7 @@ def test_plot_draws_every_unit_and_weight():
     assert sorted(t.get_text() for t in figure.legends[0].get_texts()) == roles
 
 
+@pytest.mark.slow
 def test_plot_caps_edges_of_large_models_and_says_so():
     model = lsrl.compile(lsrl.programs.discrete_approximator(1))
     figure = plot_model(model, max_edges=100)
@@ -160,6 +161,7 @@ def test_a_large_circuit_plot_keeps_its_titles_and_legend_apart():
     assert figure.get_figwidth() >= len(titles)  # the canvas grew with the model: an inch and more per layer
 
 
+@pytest.mark.slow
 def test_a_circuit_plot_with_named_units_keeps_them_apart():
     model = lsrl.compile(lsrl.programs.continuous_approximator(2, 2))  # Listing 1: every unit named
     figure = plot_model(model)
@@ -205,6 +207,7 @@ def test_the_training_curve_keeps_its_legend_off_the_axis_labels(tmp_path, saved
     assert overlapping_labels(saved_figures[0]) == []
 
 
+@pytest.mark.slow
 def test_the_reproduction_plot_keeps_its_labels_apart(tmp_path, saved_figures):
     from lsrl.llrnn.reproduce import plot_error_vs_length
 
@@ -215,6 +218,7 @@ def test_the_reproduction_plot_keeps_its_labels_apart(tmp_path, saved_figures):
     assert overlapping_labels(saved_figures[0]) == []
 
 
+@pytest.mark.slow
 def test_every_plot_of_a_training_run_keeps_its_labels_apart(tmp_path, saved_figures):
     result = CliRunner().invoke(main, ["llrnn", "train", "--preset", "smoke", "--model", "ntm", "--task", "copy",
                                        "--steps", "2", "--no-compile", "-o", str(tmp_path / "run")])

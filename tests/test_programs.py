@@ -65,6 +65,7 @@ def random_continuous_inputs(rng, count, length, dyadic):
     return np.array(rows, dtype=object)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
 def test_exact_compilation_is_bit_identical(kind, variant):
@@ -77,6 +78,7 @@ def test_exact_compilation_is_bit_identical(kind, variant):
     assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
 def test_float_compilation_agrees_to_1e_9(kind, variant):
@@ -194,6 +196,7 @@ def test_continuous_streaming_refines_coarse_to_fine():
 # ---- the robust constructions (Sec. 5's goal, see lsrl.experiments.noise) ---------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_robust_discrete_approximator_is_still_exact(variant):
     program = discrete_approximator(3, ifelse=variant, robust=True, vocabulary=10)
@@ -224,6 +227,7 @@ def test_robust_continuous_compilation_is_bit_identical(variant):
     assert as_fractions(model(xs, exact=True)) == as_fractions(program(xs, exact=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_robust_float_compilation_agrees_to_1e_9_on_any_real_input(variant):
     """With lambda a little above the values (not 1e10), rounding is not amplified: no dyadic inputs needed."""

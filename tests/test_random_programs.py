@@ -792,6 +792,7 @@ def test_generator_is_deterministic():
         assert a == b
 
 
+@pytest.mark.slow
 def test_generator_uses_every_node_type_and_pattern():
     kinds = set()
     patterns = set()
@@ -1048,6 +1049,7 @@ def _relu_compiled(seed):
     return gen, compile_verified(gen.program, backend="exact"), ref
 
 
+@pytest.mark.slow
 def test_relustate_generator_uses_relustates_and_its_patterns():
     patterns, with_states = set(), 0
     for seed in RELU_SEEDS:
@@ -1058,6 +1060,7 @@ def test_relustate_generator_uses_relustates_and_its_patterns():
     assert with_states >= 0.75 * len(RELU_SEEDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", RELU_SEEDS)
 def test_random_relustate_program_exact(seed):
     gen, model, ref = _relu_compiled(seed)

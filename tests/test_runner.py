@@ -173,6 +173,7 @@ def test_library_programs(kind, library_models, lanes_per_chunk):
     assert_matches(model(prompts[1]), step_by_step(model, prompts[1]))
 
 
+@pytest.mark.slow
 def test_library_program_on_a_prompt_longer_than_a_chunk(library_models):
     model = library_models["discrete"]
     xs = np.random.default_rng(1).integers(0, 11, size=(1, 1100, 1)).astype(np.float64)

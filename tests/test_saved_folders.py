@@ -185,6 +185,7 @@ def _load_repeatedly(folder: str, times: int, seen: multiprocessing.Queue) -> No
     seen.put(sorted({which(Path(folder)) for _ in range(times)}))
 
 
+@pytest.mark.slow
 def test_concurrent_saves_never_load_a_mix_and_leave_no_litter(tmp_path):
     folder = tmp_path / "m"
     counter(1).save(folder)
@@ -249,6 +250,7 @@ def test_a_save_killed_at_each_step_leaves_the_old_or_the_new_model(tmp_path, po
     assert which(folder) == 3 and litter(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_saves_killed_by_pid_at_random_moments_never_load_a_mix(tmp_path):
     folder, chance = tmp_path / "m", random.Random(7)
     counter(1).save(folder)

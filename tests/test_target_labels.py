@@ -232,6 +232,7 @@ def test_every_label_of_a_cell_target_holds(arch, kind, which):
     assert violations(net, xs, program_trace(program, xs)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch,options", [("hawk", {}), ("griffin", {}), ("hawk", {"construction": "app_e"}),
                                           ("griffin", {"construction": "app_e"})])
 @pytest.mark.parametrize("kind,which", cases())

@@ -77,6 +77,7 @@ def check_every_patch(program, model, xs, donor, net) -> tuple:
     return len(net.patchable), changed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_patching_a_target_matches_the_program_on_random_programs(arch):
     patched = changed = 0
@@ -113,6 +114,7 @@ def test_patching_a_relu_state_matches_the_program(arch, which):
     assert relative_error(got, program(xs, exact=True, patch=one)) <= TOLERANCE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ("hawk", "griffin"))
 def test_the_literal_app_e_construction_patches_all_but_its_convolved_states(arch):
     patched = refused = 0
@@ -141,6 +143,7 @@ def test_gru_and_lstm_refuse_the_products_no_unit_holds():
     assert refused["gru"] >= 1 and refused["lstm"] >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_a_node_the_target_cannot_patch_is_refused(arch):
     program, model, xs, donor = listing2_case()

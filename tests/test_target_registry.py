@@ -108,6 +108,7 @@ def test_every_builder_of_a_model_is_found_in_one_registry(model):
         model.to_hf("gru", max_len=4)
 
 
+@pytest.mark.slow
 def test_no_other_registry_of_builders_exists_in_the_package():
     """A dict of builders anywhere but lsrl.model.extensions would be a second registry."""
     import ast

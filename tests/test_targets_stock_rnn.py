@@ -77,6 +77,7 @@ def largest_error(net, xs, reference) -> float:
 # ---- equivalence ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("arch", STOCK)
 def test_random_programs_stay_within_the_stated_tolerance(arch, dtype):
@@ -140,6 +141,7 @@ def listing2_case(n: int, robust: bool = True):
     return model, xs, exact(model, xs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("arch", STOCK)
 def test_listing2_answers_every_query_exactly(arch, dtype):
@@ -219,6 +221,7 @@ def test_the_readout_of_threshold_units_is_exact_within_its_bound():
             assert (float(readout(flags)) == sum(weights[:2]) + bias) == exact_sum
 
 
+@pytest.mark.slow
 def test_the_value_lattices_hold_every_value_of_every_layer():
     """``value_lattices``: every value of every compiled layer of Listing 2 (exact trace) lies on its lattice;
     a state halving its value has none; a relu of half-integers lies on the half-integers with 0."""
@@ -242,6 +245,7 @@ def test_the_value_lattices_hold_every_value_of_every_layer():
     assert [tuple(map(str, lattice)) for lattice in value_lattices(shifted)[-1]] == [("0", "1/2")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", STOCK)
 def test_exact_modules_step_cache_and_export(arch, tmp_path):
     """A module of exact units (identity and threshold units; the LSTM's cells start at TANH_ONE): one step at a
@@ -309,6 +313,7 @@ def test_listing2_stays_exact_at_long_max_len(arch):
     assert len(widths) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", STOCK)
 def test_parity_is_exact_far_beyond_the_threshold_budget(arch):
     """parity's features are bounded by max_len (relational bounds); as identity units they take two units (LSTM,
@@ -468,6 +473,7 @@ def patch_case(which):
     return program, model, xs.astype(np.float64), program.trace(other.astype(np.float64), exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("arch", STOCK)
 def test_patched_runs_match_the_programs_patched_run(arch, dtype):

@@ -34,6 +34,7 @@ OTHER_BITS = np.array([[0], [0], [1], [0], [1], [1], [1]])
 # ---- prog.trace ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["more_ones", "discrete", "continuous"])
 def test_trace_of_every_node_is_that_node_run_as_a_program(kind):
     prog, xs = {"more_ones": (library_program("more_ones"), BITS), "discrete": _small_lookup(),
@@ -76,6 +77,7 @@ def test_trace_of_a_batch_and_of_duplicate_names():
 # ---- interventions ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["more_ones", "discrete"])
 def test_patching_every_node_with_its_own_values_changes_nothing(kind):
     prog, xs = (library_program(kind), BITS) if kind == "more_ones" else _small_lookup()
@@ -201,6 +203,7 @@ def test_run_with_cache_shapes_and_last_layer(arch):
     assert single_outputs.shape == (len(xs), prog.output.dim) and list(single) == list(cache)
 
 
+@pytest.mark.slow
 def test_cell_caches_recompute_gates_consistently():
     model = lsrl.compile(library_program("discrete"))
     xs = lsrl.programs.discrete_prompt({(1, 2, 0): (2, 0, 1)})

@@ -538,6 +538,7 @@ def test_check_at_its_cap_is_accepted():
     assert check([], ["rnn"], strings=MAX_CHECK_SYMBOLS // 1000, max_length=1000)[0].strings == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strings, batch", [(10 ** 6, 1), (1001, 1), (10 ** 7, 9999)])
 def test_check_refuses_more_batches_than_its_cap_before_any_work(strings, batch):
     from lsrl.automata.checking import MAX_CHECK_BATCHES

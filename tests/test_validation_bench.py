@@ -46,6 +46,7 @@ def refused(root, folder, match):
         load(f"{folder.parent.name}/{folder.name}", root=root)
 
 
+@pytest.mark.slow
 def test_an_edited_nonlinearity_is_refused_and_would_have_changed_the_outputs(copy):
     root, folder = copy("majority/rnn")
     edit_config(folder, lambda c: c["layers"][0]["state"][0]["kwargs"].update(nonlinearity="tanh"), rehash=False)
@@ -163,6 +164,7 @@ def test_labels_of_a_torch_target_come_back_per_hook(suite):
     assert isinstance(labels, dict) and labels == {k: [tuple(u) for u in v] for k, v in stored.items()}
 
 
+@pytest.mark.slow
 def test_bad_build_and_load_arguments(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(LsrlError, match="build_suite: root: cannot write"):

@@ -240,6 +240,7 @@ def test_llrnn_options_have_ranges(tmp_path, command, args, word):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_clip_0_means_no_clipping_on_the_command_line_too(tmp_path):
     result = CliRunner().invoke(main, ["llrnn", "train", "--preset", "smoke", "--clip", "0", "--steps", "1",
                                        "-o", str(tmp_path)])
