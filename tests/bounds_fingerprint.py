@@ -86,21 +86,29 @@ def main() -> None:
     action.add_argument("--write", help="write the fingerprints to this JSON file")
     action.add_argument("--check", help="compare with the fingerprints in this JSON file")
     args = parser.parse_args()
-    current = fingerprints([int(v) for v in args.lengths.split(",")])
-    if args.write:
-        with open(args.write, "w") as file:
-            json.dump(current, file, indent=1, sort_keys=True)
-        print(f"{len(current)} fingerprints written to {args.write}")
-        return
-    with open(args.check) as file:
-        expected = json.load(file)
-    differing = [key for key in expected if key in current and expected[key] != current[key]]
-    for key in differing:
-        print(f"DIFFERS {key}\n  before: {expected[key][:200]}\n  now:    {current[key][:200]}")
-    compared = sum(key in current for key in expected)
-    print(f"{compared} compared, {len(differing)} differ")
-    sys.exit(1 if differing else 0)
+    write_or_check(fingerprints([int(v) for v in args.lengths.split(",")]), args.write, args.check, only_shared=True)
 
+
+def write_or_check(current: dict[str, str], write: str | None, check: str | None, only_shared: bool = False) -> None:
+    """Write ``current`` to the JSON file ``write``, or compare it with the one at ``check``: print each fingerprint
+    that differs (``only_shared``: of those both hold; else a missing one differs too) and each new one, and exit
+    1 if any differs."""
+    if write:
+        with open(write, "w") as file:
+            json.dump(current, file, indent=1, sort_keys=True)
+        print(f"{len(current)} fingerprints written to {write}")
+        return
+    with open(check) as file:
+        expected = json.load(file)
+    compared = [key for key in expected if key in current or not only_shared]
+    differing = [key for key in compared if expected[key] != current.get(key)]
+    for key in differing:
+        print(f"DIFFERS {key}\n  before: {expected[key][:200]}\n  now:    {str(current.get(key))[:200]}")
+    added = [key for key in current if key not in expected]
+    for key in added:
+        print(f"NEW {key}: {current[key][:200]}")
+    print(f"{len(compared)} compared, {len(differing)} differ, {len(added)} new")
+    sys.exit(1 if differing else 0)
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import random
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import lsrl
 from lsrl.errors import LsrlError
 from lsrl.programs import (conditional_reset, continuous_approximator, discrete_approximator,
                            more_ones_than_zeros, parity, squaring)
+from bounds_fingerprint import write_or_check
 from test_random_programs import generate_program
 
 MAX_LEN = 12  # the length the targets that need one (stock LSTM / GRU, transformers models) are built for
@@ -185,22 +185,7 @@ def main() -> None:
     action.add_argument("--check", help="compare with the fingerprints in this JSON file")
     args = parser.parse_args()
     transformers.utils.logging.disable_progress_bar()  # a bar per saved folder
-    current = fingerprints()
-    if args.write:
-        with open(args.write, "w") as file:
-            json.dump(current, file, indent=1, sort_keys=True)
-        print(f"{len(current)} fingerprints written to {args.write}")
-        return
-    with open(args.check) as file:
-        expected = json.load(file)
-    differing = [key for key in expected if expected[key] != current.get(key)]
-    for key in differing:
-        print(f"DIFFERS {key}\n  before: {expected[key][:200]}\n  now:    {str(current.get(key))[:200]}")
-    added = [key for key in current if key not in expected]
-    for key in added:
-        print(f"NEW {key}: {current[key][:200]}")
-    print(f"{len(expected)} compared, {len(differing)} differ, {len(added)} new")
-    sys.exit(1 if differing else 0)
+    write_or_check(fingerprints(), args.write, args.check)
 
 
 if __name__ == "__main__":
