@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lsrl.errors import InternalError, LsrlError
+from lsrl.errors import LsrlError
 from lsrl.kinds import Kind
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
     if path is not None:
         check_plot_path(path)
     columns = [model.input] + list(model.layers)
-    widest = max(_dim(column) for column in columns)
+    widest = max(column.dim for column in columns)
     labels = getattr(model, "labels", None)
     figure = Figure(figsize=(min(MAX_INCHES, COLUMN_INCHES * len(columns) + 1),
                              min(MAX_INCHES, UNIT_INCHES * widest + 2.5)))
@@ -66,11 +66,11 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
     roles = sorted({unit[2] for layer in labels for unit in layer}) if labels is not None else []
     role_colours = {role: colormaps["tab10"](i % 10) for i, role in enumerate(roles)}
     for x, column in enumerate(columns):
-        y = _unit_heights(_dim(column))
+        y = _unit_heights(column.dim)
         layer_labels = labels[x - 1] if labels is not None and x > 0 else None
         unit_colours = ([role_colours[unit[2]] for unit in layer_labels] if layer_labels
                         else KIND_COLOURS[column.kind])
-        axes.scatter(np.full(_dim(column), x), y, s=24, c=unit_colours, zorder=3, gid="units", edgecolors="none")
+        axes.scatter(np.full(column.dim, x), y, s=24, c=unit_colours, zorder=3, gid="units", edgecolors="none")
         recurrent = " ↻" if column.kind is Kind.LINSTATE else ""
         axes.text(x, y.max() + 1, f"{column.kind}({column.dim}){recurrent}\n{_shortened(column.name, TITLE_CHARS)}",
                   ha="center", va="bottom", fontsize=7, gid="column title")
@@ -84,7 +84,7 @@ def plot_model(model: CompiledProgram, path: str | Path | None = None, max_edges
                   frameon=False,
                   title="unit role" if labels is not None else "layer kind", title_fontsize=7)
     note = f"; showing {len(shown)} of {len(edges)} edges" if len(shown) < len(edges) else ""
-    axes.set_title(f"{model.name}: {len(model.layers)} layers, {sum(_dim(c) for c in columns[1:])} units{note}",
+    axes.set_title(f"{model.name}: {len(model.layers)} layers, {sum(c.dim for c in columns[1:])} units{note}",
                    fontsize=9)
     axes.set_xlim(-0.6, len(columns) - 0.4)
     axes.set_ylim(-widest / 2 - 1, widest / 2 + 3)
@@ -113,13 +113,6 @@ def _unit_heights(dim: int) -> np.ndarray:
     return (dim - 1) / 2 - np.arange(dim)
 
 
-def _dim(node: Node) -> int:
-    """The width of a compiled layer (every node of a compiled model has one)."""
-    if node.dim is None:
-        raise InternalError(f"plot_model: {node.describe()} has no width")
-    return node.dim
-
-
 def _edges(columns: Sequence[Node]) -> tuple[list[tuple[tuple[int, float], tuple[int, float]]], list[float]]:
     """Line segments ``((x0, y0), (x1, y1))`` from a unit of column k - 1 to the unit of column k it feeds,
     and the sign of each weight."""
@@ -128,8 +121,8 @@ def _edges(columns: Sequence[Node]) -> tuple[list[tuple[tuple[int, float], tuple
     segments: list[tuple[tuple[int, float], tuple[int, float]]] = []
     signs: list[float] = []
     for x in range(1, len(columns)):
-        layer, before, after = columns[x], _unit_heights(_dim(columns[x - 1])), _unit_heights(_dim(columns[x]))
-        dim = _dim(layer)
+        layer, before, after = columns[x], _unit_heights(columns[x - 1].dim), _unit_heights(columns[x].dim)
+        dim = layer.dim
         if isinstance(layer, (Linear, LinState)):
             matrix = layer.A if isinstance(layer, Linear) else layer.B
             pairs = [(j, i, float(value)) for i, j, value in matrix.entries()]

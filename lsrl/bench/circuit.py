@@ -63,7 +63,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from lsrl.bench.tasks import node_width
 from lsrl.errors import ModelFileError, shown
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
 from lsrl.model.writing import as_path
@@ -331,7 +330,7 @@ def program_graph(program: ForEach | None, output: Node | None = None
     edges = sorted({(names[source], names[node]) for node in program.nodes for source in node.inputs})
     # the model's output node holds the task's output (and the distractors' outputs, which the model drops)
     reaching = _reaching({names[output if output is not None else program.output]}, edges) | {names[program.output]}
-    nodes = [{"name": names[node], "kind": type(node).__name__, "dim": node_width(node), "named": bool(node.named),
+    nodes = [{"name": names[node], "kind": type(node).__name__, "dim": node.dim, "named": bool(node.named),
               "reaches_output": names[node] in reaching, "in_circuit": names[node] in reaching}
              for node in program.nodes]
     return nodes, edges

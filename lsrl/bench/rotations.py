@@ -41,7 +41,6 @@ import numpy as np
 
 from lsrl.bench import standalone
 from lsrl.bench.labels import unit_labels
-from lsrl.bench.tasks import node_width
 from lsrl.errors import InternalError, ModelFileError, shown
 from lsrl.ir.labels import UnitLabel
 from lsrl.model.writing import as_path
@@ -108,7 +107,7 @@ def _layer_tagged(model: CompiledProgram) -> CompiledProgram:
     """``model`` with every layer's unit ``k`` of layer ``i`` labelled ``(TAG + i, k, "value")``."""
     from lsrl.model import CompiledProgram
 
-    labels = [[UnitLabel(f"{TAG}{i}", k, "value") for k in range(node_width(layer))]
+    labels = [[UnitLabel(f"{TAG}{i}", k, "value") for k in range(layer.dim)]
               for i, layer in enumerate(model.layers)]
     tagged = CompiledProgram(model.input, model.layers, model.backend, model.stats, model.name, labels)
     tagged.entangled = model.entangled

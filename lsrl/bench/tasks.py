@@ -56,7 +56,7 @@ class Task:
         """``(name, dim)`` of the program's user-named nodes that the task names as its circuit."""
         if self.build is None:
             return []
-        named = {node.name: node_width(node) for node in self.build().nodes if node.named}
+        named = {node.name: node.dim for node in self.build().nodes if node.named}
         return [(name, named[name]) for name in self.circuit if name in named]
 
 
@@ -92,13 +92,6 @@ MAX_LEN = 12  # the longest sequence of a bounded task (its test lengths end her
 # ---- building blocks ------------------------------------------------------------------------------
 
 
-def node_width(node: Node) -> int:
-    """The width of a node of a built program (``InternalError`` if unknown: every node of one knows it)."""
-    if node.dim is None:
-        raise InternalError(f"bench: the node {node.name!r} has no width")
-    return node.dim
-
-
 def tokens(largest: int, name: str = "token") -> Input:
     return Input(1, name=name, bounds=(0, largest), integer=True)
 
@@ -111,7 +104,7 @@ def one_hot(x: Node, values: Sequence[int], name: str | None = None) -> Linear:
 
 def running_sum(x: Node, name: str | None = None) -> LinState:
     """``sum_{tau <= t} x_tau`` per component."""
-    d = node_width(x)
+    d = x.dim
     return LinState(x, A=EXACT.eye(d), B=EXACT.eye(d), name=name)
 
 
@@ -123,14 +116,14 @@ def at_least_one(x: Node, name: str | None = None) -> Node:
 def select(flags: Node, values: Node, bound: int, name: str | None = None) -> Linear:
     """``sum_i flags_i * values_i`` for 0/1 ``flags`` and ``0 <= values_i <= bound``, without a product:
     ``ReLU(values_i - bound (1 - flags_i))`` is ``values_i`` where the flag is on and 0 elsewhere."""
-    d = node_width(flags)
+    d = flags.dim
     gated = ReLU(Linear(Concat([values, flags]), EXACT.hstack([EXACT.eye(d), EXACT.eye(d, bound)]), [-bound] * d))
     return Linear(gated, [[1] * d], name=name)
 
 
 def step_count(x: Node, name: str | None = None) -> LinState:
     """``t + 1`` at step t = 0, 1, ... (``x`` only anchors it in the graph)."""
-    return LinState(x, A=[[1]], B=[[0] * node_width(x)], b=[1], name=name)
+    return LinState(x, A=[[1]], B=[[0] * x.dim], b=[1], name=name)
 
 
 def past_first(x: Node) -> Node:
@@ -510,4 +503,4 @@ def task_program(name: str) -> ForEach:
 
 def program_widths(program: ForEach) -> tuple[int, int]:
     """The input and output widths of a built program (``node_width``)."""
-    return node_width(program.input), node_width(program.output)
+    return program.input.dim, program.output.dim

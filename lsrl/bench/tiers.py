@@ -26,7 +26,7 @@ import gmpy2
 import numpy as np
 
 import lsrl
-from lsrl.bench.tasks import TASKS, Task, TokenSampler, node_width, task_program
+from lsrl.bench.tasks import TASKS, Task, TokenSampler, task_program
 from lsrl.errors import InternalError, LsrlError
 from lsrl.ir.labels import copy_of
 from lsrl.kinds import Kind
@@ -120,7 +120,7 @@ def with_outputs(model: CompiledProgram, count: int) -> CompiledProgram:
     last = model.layers[-1]
     if model.labels is None:
         raise InternalError(f"bench: the tier model {model.name!r} has no unit labels")
-    keep = Linear(last, EXACT.selection(range(count), node_width(last)), name=f"{model.name}.outputs")
+    keep = Linear(last, EXACT.selection(range(count), last.dim), name=f"{model.name}.outputs")
     labels = model.labels + [[copy_of(label) for label in model.labels[-1][:count]]]
     kept = CompiledProgram(model.input, model.layers + [keep], model.backend, model.stats, model.name, labels)
     kept.entangled = model.entangled
@@ -160,7 +160,7 @@ def rotate(model: CompiledProgram, seed: int) -> tuple[CompiledProgram, tuple[Ma
         raise LsrlError(f"{model.name}: rotate needs a model compiled with backend='exact'")
     rng = np.random.default_rng(seed)
     chosen = set(rotated_layers(model))
-    bases = tuple(rational_rotation(node_width(layer), rng) if i in chosen else None
+    bases = tuple(rational_rotation(layer.dim, rng) if i in chosen else None
                   for i, layer in enumerate(model.layers))
     layers: list[Node] = []
     below: Node = model.input
@@ -205,9 +205,9 @@ def tier_model(name: str, tier: str) -> TierModel:
     if tier == "compiled":
         program = task_program(name)
         model = lsrl.compile(program, backend="exact")
-        return TierModel(name, tier, model, program, node_width(program.output), (None,) * len(model.layers))
+        return TierModel(name, tier, model, program, program.output.dim, (None,) * len(model.layers))
     program = distractor_program(name)
-    output_dim = node_width(program.output.inputs[0])
+    output_dim = program.output.inputs[0].dim
     model = with_outputs(lsrl.compile(program, backend="exact"), output_dim)
     bases: tuple[Matrix | None, ...] = (None,) * len(model.layers)
     if tier == "rotated":

@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
-from lsrl.errors import InternalError
 from lsrl.ir.labels import UnitLabel, better
 from lsrl.ir.ops import Op, OpParts
 from lsrl.ir.verify import verify as _verify
@@ -390,19 +389,12 @@ class Graph:
                 node = N.Multi(inputs[0], name=op.name)
             else:
                 parts = [
-                    x if list(p) == list(range(_width(x))) else N.Linear(x, self.backend.selection(p, _width(x)))
+                    x if list(p) == list(range(x.dim)) else N.Linear(x, self.backend.selection(p, x.dim))
                     for x, p in zip(inputs, op.picks)
                 ]
                 node = N.Concat(parts, name=op.name)
             nodes[op] = node
         return ForEach(nodes[self.output], name=self.name)
-
-
-def _width(node: N.Node) -> int:
-    """A program node's width (lsrl.lang types it Optional: unknown while a node is being built)."""
-    if node.dim is None:
-        raise InternalError(f"program node {node.name} has no width")
-    return node.dim
 
 
 def from_program(program: ForEach, backend: Backend) -> Graph:
@@ -411,7 +403,7 @@ def from_program(program: ForEach, backend: Backend) -> Graph:
     ops: dict[N.Node, Op] = {}
     convert = backend.convert
     for node in program.nodes:
-        kind, dim = _KIND_OF_NODE[type(node)], _width(node)
+        kind, dim = _KIND_OF_NODE[type(node)], node.dim
         inputs = [ops[x] for x in node.inputs]
         labels: list[UnitLabel | None] = [UnitLabel(program.names[node], i, "value") for i in range(dim)]
         graph.lineage[program.names[node]] = (len(graph.lineage), [program.names[x] for x in node.inputs])

@@ -15,7 +15,7 @@ from lsrl.lang.evaluate import Mode, mode_for, patch_array, patch_items, patch_k
 from lsrl.lang.nodes import Input, Node
 from lsrl.model import exact as exact_runner
 from lsrl.model import extensions, saving
-from lsrl.model.layers import Eigenbases, width_of
+from lsrl.model.layers import Eigenbases
 from lsrl.model.structure import structured_blocks_note
 from lsrl.numbers import FLOAT64_MAX, get_backend, mpq
 
@@ -71,7 +71,7 @@ class CompiledProgram:
 
     @property
     def output_dim(self) -> int:
-        return width_of(self.layers[-1]) if self.layers else width_of(self.input)
+        return self.layers[-1].dim if self.layers else self.input.dim
 
     @property
     def parameter_count(self) -> int:
@@ -80,11 +80,11 @@ class CompiledProgram:
 
     @property
     def state_size(self) -> int:
-        return sum(width_of(layer) for layer in self.layers if layer.kind in STATE_KINDS)
+        return sum(layer.dim for layer in self.layers if layer.kind in STATE_KINDS)
 
     @property
     def widest_layer(self) -> int:
-        return max([width_of(layer) for layer in self.layers] + [width_of(self.input)])
+        return max([layer.dim for layer in self.layers] + [self.input.dim])
 
     def summary(self) -> str:
         kinds = " -> ".join(f"{layer.kind}({layer.dim})" for layer in self.layers)
@@ -119,7 +119,7 @@ class CompiledProgram:
 
             if self._plan is None:  # built once: the layers do not change after compiling
                 self.require_float64_weights("model(xs)")
-                self._plan = runner.build_plan(width_of(self.input), self.layers)
+                self._plan = runner.build_plan(self.input.dim, self.layers)
             result = refuse_float_overflow(runner.run_plan(self._plan, batch), f"{self.name}: the output")
         return result[0] if squeeze else result
 
@@ -140,7 +140,7 @@ class CompiledProgram:
             units = patched.get(index, ())
             if isinstance(batch, list):  # the exact mode's lists of mpq
                 batch = exact_runner.run_layer(layer, batch, units)
-                outputs.append(exact_runner.as_object_array(batch, steps, width_of(layer)))
+                outputs.append(exact_runner.as_object_array(batch, steps, layer.dim))
             else:
                 from lsrl.model import runner
 

@@ -14,7 +14,6 @@ from lsrl.errors import InternalError
 from lsrl.kinds import Kind
 from lsrl.lang.evaluate import EXACT_MODE
 from lsrl.lang.nodes import Linear, LinState, ReLUState
-from lsrl.model.layers import width_of
 from lsrl.numbers import EXACT
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def run_layer(layer: Node, x: ExactBatch, patched: Iterable[tuple[int, list]] = 
 def _run_state(layer: LinState | ReLUState, x: ExactBatch, patched: Iterable[tuple[int, list]]) -> ExactBatch:
     """A LinState or ReLUState layer, step by step; patched units overwrite the state it carries."""
     out = []
-    zero_bias = EXACT.zeros_vector(width_of(layer))
+    zero_bias = EXACT.zeros_vector(layer.dim)
     for b, sequence in enumerate(x):
         drive = EXACT_MODE.linear(layer.B, layer.b, sequence)
         state = EXACT_MODE.initial_state(layer, 1)

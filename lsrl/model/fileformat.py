@@ -22,7 +22,7 @@ from lsrl.ir.labels import ROLES, UnitLabel
 from lsrl.kinds import NODE_WEIGHTS, Kind
 from lsrl.lang.nodes import Input, Linear, LinState, Multi, Node, ReLU, ReLUState
 from lsrl.model.compiled import CompiledProgram
-from lsrl.model.layers import Eigenbases, width_of
+from lsrl.model.layers import Eigenbases
 from lsrl.model.folders import read_bound
 from lsrl.model.saving import FILES, FORMAT, FORMAT_VERSION, Tensors
 from lsrl.numbers import EXACT, Backend, Matrix, get_backend, mpq
@@ -98,7 +98,7 @@ def _check_names(model: CompiledProgram, where: str) -> None:
     if not model.entangled <= set(widths):
         raise ModelFileError(f"{where}: field 'entangled' names nodes not in 'node_widths': "
                              f"{sorted(model.entangled - set(widths))}")
-    widths = {**widths, **{layer.name: width_of(layer) for layer in model.layers}}  # a diagonal form's new states
+    widths = {**widths, **{layer.name: layer.dim for layer in model.layers}}  # a diagonal form's new states
     for index, layer_labels in enumerate(model.labels or []):
         at = f"{where}: layer {index} ({model.layers[index].name})"
         if len(set(layer_labels)) != len(layer_labels):

@@ -35,7 +35,6 @@ import numpy as np
 
 from lsrl.kinds import Kind
 from lsrl.lang.nodes import Linear, LinState, ReLUState
-from lsrl.model.layers import width_of
 
 if TYPE_CHECKING:
     from lsrl.lang.nodes import Node
@@ -115,7 +114,7 @@ class _PlanBuilder:
         elif isinstance(layer, (LinState, ReLUState)):
             matrix, bias = self.matrix(layer.B), self.vector(self.biases, layer.b)
             transition, state = self.matrix(layer.A), self.vector(self.initial_states, layer.init_state)
-        self.ops.append((_KINDS[layer.kind], width_of(layer), matrix, bias, transition, state))
+        self.ops.append((_KINDS[layer.kind], layer.dim, matrix, bias, transition, state))
 
     def plan(self, width: int, output_dim: int) -> Plan:
         def joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
@@ -134,8 +133,8 @@ def build_plan(input_dim: int, layers: Sequence[Node]) -> Plan:
     builder = _PlanBuilder()
     for layer in layers:
         builder.layer(layer)
-    widest = max([input_dim] + [width_of(layer) for layer in layers])
-    return builder.plan(widest, width_of(layers[-1]) if layers else input_dim)
+    widest = max([input_dim] + [layer.dim for layer in layers])
+    return builder.plan(widest, layers[-1].dim if layers else input_dim)
 
 
 def run_plan(plan: Plan, batch: np.ndarray) -> np.ndarray:
@@ -359,7 +358,7 @@ def run_layer(layer: Node, x: np.ndarray, patched: Iterable[tuple[int, np.ndarra
     if isinstance(layer, (LinState, ReLUState)) and patched:  # the patched state is the one carried: step by step
         A, B, b = layer.A.to_numpy(), layer.B.to_numpy(), layer.b.to_numpy()
         state = np.tile(layer.init_state.to_numpy(), (x.shape[0], 1))
-        out = np.empty(x.shape[:2] + (width_of(layer),))
+        out = np.empty(x.shape[:2] + (layer.dim,))
         for t in range(x.shape[1]):
             state = state @ A.T + x[:, t] @ B.T + b
             if isinstance(layer, ReLUState):
