@@ -341,8 +341,8 @@ def build_tier(root: Path, name: str, tier: str, test_sequences: int = TEST_SEQU
     from lsrl.bench.training.hf import HFTrained
 
     task = TASKS[name]
-    data = task_data(task, test_sequences)
-    data_bytes = npz_bytes(data)  # one data.npz for every architecture and tier of the task
+    data = task_data(task, test_sequences, tier)
+    data_bytes = npz_bytes(data)  # one data.npz for every architecture of the tier (its pairs: the tier's lengths)
     models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
     unrotated = tier_model(name, "distractors") if tier == "rotated" else None  # the truth of the rotated models
     folders = []

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lsrl.bench.data import pair_lengths
 from lsrl.kinds import Kind
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ TIER_NOTES = {
 }
 
 
+PAIR_NOTES = {"trained": " (the training lengths, each pair of equal lengths: the interchanges the alignment is "
+                          "trained, measured and scored on; it is not claimed on the longer test lengths)"}
+
+
 def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[str, np.ndarray],
                tier: str = "compiled", note: str | None = None) -> str:
     """A folder's ``README.md``: the task (and tier: ``note``, default ``TIER_NOTES[tier]``), the layers
@@ -61,7 +66,9 @@ def model_card(task: Task, arch: str, layers: str, circuit: Circuit, data: dict[
         f"**Data.** `data.npz`: train lengths {task.train_lengths[0]}–{task.train_lengths[1]} "
         f"({len(data['train_lengths'])} sequences), test lengths {task.test_lengths[0]}–{task.test_lengths[1]} "
         f"({len(data['test_lengths'])} sequences), every program variable's trace per test step (`trace.*`), "
-        f"{len(data['pairs_clean_lengths'])} clean / corrupted pairs with the expected output under each of "
+        f"{len(data['pairs_clean_lengths'])} clean / corrupted pairs of lengths "
+        f"{pair_lengths(task, tier)[0]}–{pair_lengths(task, tier)[1]}{PAIR_NOTES.get(tier, '')} "
+        "with the expected output under each of "
         f"{sum(key.startswith('interchange.') for key in data)} single-variable interchanges (`interchange.*`). "
         "Outputs past a sequence's length are NaN; expected outputs come from the program's interpreter "
         "(or the automaton's table), never from a model.", "",

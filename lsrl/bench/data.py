@@ -10,7 +10,9 @@ Arrays (``N`` sequences padded to the split's longest, ``T`` steps; NaN past a s
 - ``trace.NODE (N, T, dim)``: the value of every program node (its stable name) at every step of every test
   sequence; an automaton task has ``trace.state (N, T, 1)``, the index of the state after each step.
 - ``pairs_clean_inputs``, ``pairs_corrupted_inputs (P, T, d_in)``, their ``_lengths (P,)`` and ``_outputs``:
-  ``PAIRS`` fixed pairs of test-length sequences, the first half of equal lengths, the second of different ones.
+  ``PAIRS`` fixed pairs of sequences of the lengths methods are scored on (``pair_lengths``: the test lengths), the
+  first half of equal lengths, the second of different ones; a trained folder's all of equal lengths, of the
+  training lengths: the interchanges its alignment is trained and measured on (a held value is not one of them).
 - ``interchange.NODE (P, T, d_out)``: the output of the clean sequence when ``NODE`` takes, at every step ``t``,
   its value in the corrupted run at step ``min(t, corrupted length - 1)`` (a shorter corrupted run's last value
   is held): the program's ``prog(clean, patch={NODE: values})``, for every node but the input (for the named
@@ -48,19 +50,30 @@ EXACT_NODES = 4  # interchanges checked against the exact interpreter, per task
 MAX_INTERCHANGES = 64  # a program with more nodes has interchanges of its named nodes only
 Sequences = list[np.ndarray]  # sequences of their own lengths, each (length, ...)
 
-def _sequences(task: Task, test_sequences: int = TEST_SEQUENCES) -> tuple[list[np.ndarray], ...]:
+def pair_lengths(task: Task, tier: str) -> tuple[int, int]:
+    """The shortest and longest length of the fixed clean / corrupted pairs of ``task``'s folders of ``tier``: the
+    lengths methods are scored on. The test lengths, but on the trained tier the training lengths: a trained model's
+    alignment is trained and measured (``lsrl.bench.training.loop.measure``) on those, and claimed on no other."""
+    return task.train_lengths if tier == "trained" else task.test_lengths
+
+
+def _sequences(task: Task, test_sequences: int = TEST_SEQUENCES, tier: str = "compiled"
+               ) -> tuple[list[np.ndarray], ...]:
     """The train, test, clean and corrupted sequences of ``task``, drawn from a generator seeded by its name
-    (``test_sequences`` below ``TEST_SEQUENCES``: every k-th test sequence kept, the rest the same)."""
+    (``test_sequences`` below ``TEST_SEQUENCES``: every k-th test sequence kept, the rest the same); the clean and
+    corrupted ones as the folders of ``tier`` hold them (module docstring)."""
     rng = np.random.default_rng(zlib.crc32(task.name.encode()))
     shortest, longest = task.test_lengths
     per_length = -(-TEST_SEQUENCES // (longest - shortest + 1))
     train = [task.sample(rng, size) for size in range(task.train_lengths[0], task.train_lengths[1] + 1)
              for _ in range(SEQUENCES_PER_LENGTH)]
     test = [task.sample(rng, size) for size in range(shortest, longest + 1) for _ in range(per_length)]
+    shortest, longest = pair_lengths(task, tier)
+    equal = tier == "trained"  # every pair of equal lengths
     sizes = rng.integers(shortest, longest + 1, size=PAIRS)  # the task's length parameter, not always its steps
     others = [int(rng.choice([n for n in range(shortest, longest + 1) if n != size] or [size])) for size in sizes]
     clean = [task.sample(rng, int(size)) for size in sizes]
-    corrupted = [task.sample(rng, int(size) if k < PAIRS // 2 else other)
+    corrupted = [task.sample(rng, int(size) if k < PAIRS // 2 or equal else other)
                  for k, (size, other) in enumerate(zip(sizes, others))]
     return train, test[:: max(1, len(test) // test_sequences)], clean, corrupted
 
@@ -73,19 +86,20 @@ def _runs(task: Task) -> _ProgramRuns | _AutomatonRuns:
     return _AutomatonRuns(task.automaton())
 
 
-def pair_inputs(task: Task) -> dict[str, np.ndarray]:
+def pair_inputs(task: Task, tier: str = "compiled") -> dict[str, np.ndarray]:
     """``data.npz``'s ``pairs_clean_inputs``, ``pairs_clean_lengths``, ``pairs_corrupted_inputs`` and
-    ``pairs_corrupted_lengths`` of ``task`` (the same arrays), without running the program."""
-    *_, clean, corrupted = _sequences(task)
+    ``pairs_corrupted_lengths`` of ``task``'s folders of ``tier`` (the same arrays), without running the program."""
+    *_, clean, corrupted = _sequences(task, tier=tier)
     run = _runs(task)
     return {f"pairs_{kind}_{part}": values for kind, sequences in (("clean", clean), ("corrupted", corrupted))
             for part, values in (("inputs", run.inputs(sequences)), ("lengths", np.array([len(x) for x in sequences])))}
 
 
-def task_data(task: Task, test_sequences: int = TEST_SEQUENCES) -> dict[str, np.ndarray]:
-    """Every array of the module docstring for ``task`` (seeded by the task's name: the same on every build);
-    ``test_sequences`` fewer than ``TEST_SEQUENCES`` makes a smaller test split (quick checks, not the suite)."""
-    train, test, clean, corrupted = _sequences(task, test_sequences)
+def task_data(task: Task, test_sequences: int = TEST_SEQUENCES, tier: str = "compiled") -> dict[str, np.ndarray]:
+    """Every array of the module docstring for ``task``'s folders of ``tier`` (seeded by the task's name: the same
+    on every build); ``test_sequences`` fewer than ``TEST_SEQUENCES`` makes a smaller test split (quick checks, not
+    the suite)."""
+    train, test, clean, corrupted = _sequences(task, test_sequences, tier)
     run = _runs(task)
     data = {}
     for split, sequences in (("train", train), ("test", test)):
@@ -95,6 +109,18 @@ def task_data(task: Task, test_sequences: int = TEST_SEQUENCES) -> dict[str, np.
     data.update(_split("pairs_corrupted", run, corrupted))
     data.update({f"interchange.{name}": values for name, values in run.interchanges(clean, corrupted).items()})
     return data
+
+
+def pair_data(task: Task, tier: str, nodes: list[str]) -> dict[str, np.ndarray]:
+    """Of ``task_data(task, tier=tier)``, the pairs (``pairs_*``) and the interchanges of ``nodes`` only
+    (``interchange.NODE``), the same arrays, without the splits and traces."""
+    *_, clean, corrupted = _sequences(task, tier=tier)
+    run = _runs(task)
+    if not isinstance(run, _ProgramRuns):
+        raise InternalError(f"bench data: pair_data needs a program task, {task.name!r} is an automaton")
+    interchanges = run.interchanges(clean, corrupted, nodes)
+    return {**_split("pairs_clean", run, clean), **_split("pairs_corrupted", run, corrupted),
+            **{f"interchange.{name}": values for name, values in interchanges.items()}}
 
 
 def _split(prefix: str, run: _ProgramRuns | _AutomatonRuns, sequences: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -159,12 +185,14 @@ class _ProgramRuns:
         trace = self.program.trace(self.inputs(sequences), check_bounds=False)
         return {name: _masked(trace[name], lengths) for name in self.names}
 
-    def interchanges(self, clean: Sequences, corrupted: Sequences) -> dict[str, np.ndarray]:
+    def interchanges(self, clean: Sequences, corrupted: Sequences, nodes: list[str] | None = None
+                     ) -> dict[str, np.ndarray]:
+        """The interchange of every node (of the named ones in a large program), or of ``nodes`` only."""
         steps, lengths = max(len(x) for x in clean), np.array([len(y) for y in corrupted])
         donors = self.program.trace(padded([np.asarray(y, dtype=np.float64) for y in corrupted], 0.0),
                                     check_bounds=False)
-        names = self.names if len(self.names) <= MAX_INTERCHANGES else [
-            self.program.names[node] for node in self.program.nodes if node.named and node is not self.program.input]
+        names = nodes or (self.names if len(self.names) <= MAX_INTERCHANGES else [
+            self.program.names[node] for node in self.program.nodes if node.named and node is not self.program.input])
         checked = set(names[:: max(1, len(names) // EXACT_NODES)])
         return {name: self._run(clean, {name: held(donors[name], lengths, steps)}, check=name in checked)
                 for name in names}

@@ -1,7 +1,9 @@
 """The trained tier's training records: what training a model measured, and whether its labels count as faithful.
 
 A model of the trained tier (``lsrl.bench.training``) meets the aim (``AIM``, ``meets_aim``) when its task accuracy
-and every variable's interchange-intervention accuracy reach 0.95; its suite folder says whether it does
+and every variable's interchange-intervention accuracy reach 0.95 on the fixed clean / corrupted pairs of its folder's
+``data.npz`` (of the training lengths: the pairs methods are scored on; the alignment is claimed on those lengths
+only, ``lengths`` in the record); its suite folder says whether it does
 (``record_training``: ``config.json``'s ``"training"`` record and the model card's opening), and
 ``lsrl.bench.load`` returns the record (``Folder.training``; ``read_training`` reads it).
 """
@@ -25,24 +27,28 @@ TRAINING = "training"  # the record's key in a trained folder's config.json (in 
 @dataclass(kw_only=True)
 class Measured:
     """What training a model of the trained tier measured (``training_record`` reads it): task accuracy,
-    interchange-intervention accuracy per variable, seconds, steps and seed; shared by the trained models of
-    ``lsrl.bench.training``."""
+    interchange-intervention accuracy per variable, the shortest and longest length they were measured on, seconds,
+    steps and seed; shared by the trained models of ``lsrl.bench.training``."""
 
     accuracy: float = float("nan")
     interchange_accuracy: dict[str, float] | None = None
+    lengths: tuple[int, int] = (0, 0)
     seconds: float = 0.0
     steps: int = 0
     seed: int = 0
 
 
-def measured(accuracy: float, interchange: dict[str, float] | None) -> str:
-    """The model card's sentence on a trained model's measured task and interchange-intervention accuracies."""
+def measured(accuracy: float, interchange: dict[str, float] | None, lengths: tuple[int, int]) -> str:
+    """The model card's sentence on a trained model's measured task and interchange-intervention accuracies, measured
+    on sequences of ``lengths`` (shortest, longest)."""
     interchange = interchange or {}
     per_variable = ", ".join(f"`{variable}` {value:.3f}" for variable, value in interchange.items())
     mean = np.mean(list(interchange.values()) or [np.nan])
-    return (f"Measured on fresh sequences of the training lengths (outputs rounded): **task accuracy "
+    return (f"Measured on the fixed clean / corrupted pairs of `data.npz`, of the training lengths "
+            f"{lengths[0]}–{lengths[1]}, which methods are scored on (outputs rounded): **task accuracy "
             f"{accuracy:.3f}**, **interchange-intervention accuracy {mean:.3f}** (per variable: {per_variable}). "
-            "Its outputs are floats: close to, not equal to, `data.npz`'s.")
+            "The alignment is not claimed on longer sequences. Its outputs are floats: close to, not equal to, "
+            "`data.npz`'s.")
 
 
 def meets_aim(accuracy: float, interchange: Iterable[float]) -> bool:
@@ -53,11 +59,11 @@ def meets_aim(accuracy: float, interchange: Iterable[float]) -> bool:
 
 def training_record(model: Measured) -> dict[str, Any]:
     """The ``"training"`` record of a trained model (a ``lsrl.bench.training.torch_rnn.TrainedModel`` or a
-    ``lsrl.bench.training.hf.HFTrained``): its steps and seed, the accuracies measured after training, ``AIM`` and
-    whether it ``meets_aim``."""
+    ``lsrl.bench.training.hf.HFTrained``): its steps and seed, the accuracies measured after training and the
+    ``lengths`` (shortest, longest) they were measured on, ``AIM`` and whether it ``meets_aim``."""
     interchange = {variable: float(value) for variable, value in (model.interchange_accuracy or {}).items()}
     return {"steps": int(model.steps), "seed": int(model.seed), "task_accuracy": float(model.accuracy),
-            "interchange_accuracy": interchange, "aim": AIM,
+            "interchange_accuracy": interchange, "lengths": [int(length) for length in model.lengths], "aim": AIM,
             "meets_aim": meets_aim(model.accuracy, interchange.values())}
 
 
@@ -65,10 +71,14 @@ def aim_note(record: dict[str, Any], where: str) -> str:
     """The model card's opening paragraph on ``record`` (``training_record``), which ``config.json`` holds at
     ``where``."""
     values = ", ".join(f"`{variable}` {value:.3f}" for variable, value in record["interchange_accuracy"].items())
-    accuracies = f"the measured accuracies (task {record['task_accuracy']:.3f}; interchange-intervention {values})"
+    shortest, longest = record["lengths"]
+    accuracies = (f"the measured accuracies (task {record['task_accuracy']:.3f}; interchange-intervention {values}; "
+                  f"on `data.npz`'s clean / corrupted pairs, of lengths {shortest}–{longest}, the lengths methods are "
+                  "scored on)")
     if record["meets_aim"]:
         return (f"**Meets the aim**: {accuracies} are all at least {record['aim']}: interchanging a variable's "
-                f"labelled units changes the outputs as the program's interchange of it does. `config.json`: "
+                f"labelled units changes the outputs as the program's interchange of it does, on sequences of "
+                f"lengths {shortest}–{longest} (not claimed on longer ones). `config.json`: "
                 f"`{where}.meets_aim` is `true`.")
     return (f"**Below the aim: these labels are not faithful.** {accuracies[0].upper()}{accuracies[1:]} are not all "
             f"at least {record['aim']}: interchanging a variable's labelled units does not always change the outputs "

@@ -67,7 +67,7 @@ MODEL_FILES = ("config.json", "model.safetensors")  # the files load_folder read
 DTYPES = ("float32", "float64")
 CONFIG_FIELDS = ("format", "version", "task", "architecture", "tier", "dtype", "input_size", "output_size", "layers",
                  "loader", "training")  # "training": the trained tier's only (and required there)
-TRAINING_FIELDS = ("steps", "seed", "task_accuracy", "interchange_accuracy", "aim", "meets_aim")
+TRAINING_FIELDS = ("steps", "seed", "task_accuracy", "interchange_accuracy", "lengths", "aim", "meets_aim")
 TIERS = ("compiled", "distractors", "rotated", "trained")  # what a folder's model is (docs: the suite's tiers)
 STOCK = {"torch.nn.RNN": 1, "torch.nn.GRU": 3, "torch.nn.LSTM": 4}  # op -> gate blocks
 RELU_CELLS = {"relu_gru": 3, "relu_lstm": 4}
@@ -216,12 +216,18 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def _training(record: Any, where: str) -> None:
-    """A trained model's record: its steps and seed, the measured accuracies, the aim and whether it meets it."""
+    """A trained model's record: its steps and seed, the measured accuracies and the lengths (shortest, longest)
+    they were measured on, the aim and whether it meets it."""
     if not isinstance(record, dict):
         raise SuiteFileError(f"{where} must be a JSON object")
     _only(record, TRAINING_FIELDS, where)
     _count(record, "steps", where)
     _field(record, "seed", int, where)
+    lengths = _field(record, "lengths", list, where)
+    if len(lengths) != 2 or not all(type(length) is int and length >= 1 for length in lengths) \
+            or lengths[0] > lengths[1]:
+        raise SuiteFileError(f"{where}: field 'lengths' must be [shortest, longest], whole numbers from 1, got "
+                             f"{lengths!r}"[:200])
     accuracies = [_field(record, key, (int, float), where) for key in ("task_accuracy", "aim")]
     interchange = _field(record, "interchange_accuracy", dict, where)
     meets = _field(record, "meets_aim", bool, where)

@@ -35,8 +35,10 @@ from lsrl.ir.labels import UnitLabel
 
 HF_PAIRS = 8  # clean / corrupted pairs of data.npz per method when the table scores a transformers model
 UNIT_METHODS = ("resample", "mean", "zero", "attribution", "random")  # the unit-level methods the tables score
+UNIT_COLUMNS = ("unit_auroc", "unit_fpr", "interchange_accuracy")  # of each unit method's harness row, in the table
 TRAINED_COLUMNS = ("task", "arch", "hidden", "steps", "task_accuracy", "interchange_accuracy", "worst_variable",
-                   "meets_aim", *(f"{method}_unit_auroc" for method in UNIT_METHODS), "heldout_interchange_accuracy",
+                   "meets_aim", *(f"{method}_{column}" for column in UNIT_COLUMNS for method in UNIT_METHODS),
+                   "heldout_interchange_accuracy",
                    "probe_interchange_accuracy", "das_interchange_accuracy", "seconds", "das_seconds")
 DAS_STEPS = DAS_DEFAULT_STEPS  # Adam steps per DAS search on a trained model
 
@@ -90,15 +92,19 @@ class TrainedSubject(Subject):
 
 
 def method_columns(subject: Subject, pairs: int, das_steps: int = DAS_STEPS) -> dict[str, float]:
-    """A trained model's method columns of ``TRAINED_COLUMNS``: the harness's unit AUROC of ``UNIT_METHODS`` against
-    the alignment; on ``pairs`` held-out pairs of ``data.npz`` (the test lengths), the interchange accuracy of the
+    """A trained model's method columns of ``TRAINED_COLUMNS``: of each of ``UNIT_METHODS``, the harness's unit AUROC
+    against the alignment, unit FPR at the method's threshold (``pairs.effect_threshold``) and interchange accuracy
+    through the units it ranks best (``harness.ranked_units``); on ``pairs`` fixed pairs of the trained folder's
+    ``data.npz`` (the training lengths, which ``meets_aim`` is measured on), the interchange accuracy of the
     aligned units (``heldout_interchange_accuracy``: the alignment scored as a method would be, DAS's reference),
     of the linear probes' subspaces (``probe``: correlational) and of the subspaces ``das`` learns (``das_steps``
     Adam steps per search; ``das_seconds`` its CPU seconds). DAS
     has no node AUROC here (every variable a trained model aligns is in its circuit: no negatives) and no subspace
     overlap (training aligns each variable with a block of units, not with a subspace of them)."""
-    row = {f"{method}_unit_auroc": cast(float, evaluate(subject, method, pairs)["unit_auroc"])
-           for method in UNIT_METHODS}
+    row: dict[str, float] = {}
+    for method in UNIT_METHODS:
+        scored = evaluate(subject, method, pairs)
+        row.update({f"{method}_{column}": cast(float, scored[column]) for column in UNIT_COLUMNS})
     held_out = Pairs.from_data(subject, pairs)
     aligned = Found(0.5, units=np.array([float(candidate.truth) for candidate in subject.candidates]))
     row["heldout_interchange_accuracy"] = float(np.mean(list(found_interchange(subject, held_out, aligned).values())))
@@ -185,7 +191,7 @@ def hf_row(name: str, arch: str, steps: int, suite: str | Path | None, das_steps
            ) -> dict[str, object]:
     """The table's row of task ``name`` trained as ``arch`` (``train_all_hf``), its folder written under ``suite``
     when given; ``das_steps``: Adam steps per DAS search (``method_columns``)."""
-    data = task_data(TASKS[name])
+    data = task_data(TASKS[name], tier="trained")
     model = train_hf(name, arch, steps)
     circuit = model.circuit(data)
     if suite is not None:

@@ -1,7 +1,7 @@
 """Scoring a method on a subject: node (variable), unit and edge AUROC, TPR / FPR at the method's
 threshold, and interchange accuracy for variable-level methods (on the trained tier, whose circuit is an
-alignment of variables to units, also for unit-level methods: ``found_interchange``); one row per (task, tier,
-arch, method).
+alignment of variables to units, also for unit-level methods: ``found_interchange``, through each variable's
+as many best-scored units as it has, ``ranked_units``); one row per (task, tier, arch, method).
 
 Node level follows the promotion rule: a variable's score is the largest score of a unit that holds
 it (pos / neg halves and copies of one variable count once); an edge-level method's unit score is the
@@ -14,6 +14,7 @@ import contextlib
 import csv
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -117,21 +118,41 @@ def corrupted_units(pairs: Pairs, candidates: Iterable[Candidate]) -> dict[int, 
     return {index: Intervention(values=pairs.corrupt_layers[index], mask=mask) for index, mask in masks.items()}
 
 
+def ranked_units(subject: Subject, units: np.ndarray) -> dict[str, list[Candidate]]:
+    """Per circuit variable, the units a unit-level method's ``units`` scores name for it: in each layer that holds
+    the variable, the method's highest-scored scored candidates of that layer, as many as hold the variable there.
+    A unit method says which units matter, not which variable each holds, so the variable's budget (its size and
+    layer) comes from the circuit, the units from the method alone: scoring every unit high earns nothing. Ties are
+    broken in a fixed order drawn from the subject's name, not in candidate order (which may list a variable's units
+    first)."""
+    tie_break = np.random.default_rng(zlib.crc32(f"{subject.task}/{subject.tier}/{subject.arch}".encode())
+                                      ).permutation(len(units))
+    order = np.lexsort((tie_break, -np.asarray(units, dtype=np.float64)))  # best first
+    ranked: dict[int, list[Candidate]] = {}
+    for position in order:
+        candidate = subject.candidates[position]
+        if candidate.truth is not None:
+            ranked.setdefault(candidate.layer, []).append(candidate)
+    budgets: dict[str, dict[int, int]] = {}
+    for candidate in subject.candidates:
+        for node in candidate.nodes:
+            if subject.nodes.get(node) and in_circuit(node):
+                layers = budgets.setdefault(node, {})
+                layers[candidate.layer] = layers.get(candidate.layer, 0) + 1
+    return {node: [unit for layer, count in layers.items() for unit in ranked.get(layer, [])[:count]]
+            for node, layers in budgets.items()}
+
+
 def found_interchange(subject: Subject, pairs: Pairs, found: Found) -> dict[str, float]:
-    """Per circuit variable the method found (a unit holding it scored above the threshold): the share of the
-    clean sequences' (pair, step) outputs that, with those units set at every step to their corrupted values,
-    equal the program's interchange of the variable, both rounded (as the trained tier's training measures it)."""
+    """Per circuit variable, with the units the method names for it (``ranked_units``) set at every step to their
+    corrupted values: the share of the clean sequences' (pair, step) outputs that equal the program's interchange of
+    the variable, both rounded (as the trained tier's training measures it)."""
     units = _unit_scores(subject, found)
     if units is None:
         return {}
-    chosen: dict[str, list] = {}
-    for candidate, unit_score in zip(subject.candidates, units):
-        for node in candidate.nodes:
-            if subject.nodes.get(node) and in_circuit(node) and unit_score > found.threshold:
-                chosen.setdefault(node, []).append(candidate)
     corrupt_trace, real = held_trace(subject, pairs), pairs.real.numpy()[..., 0] > 0
     accuracy = {}
-    for node, candidates in chosen.items():
+    for node, candidates in ranked_units(subject, units).items():
         with torch.no_grad():
             outputs = subject.run(pairs.clean, corrupted_units(pairs, candidates))[0].numpy()
         expected = program_interchange(subject, pairs, node, corrupt_trace)

@@ -12,7 +12,10 @@ model (whose unit edges are not known: no edge scores).
   unit's score is the mean absolute change of the task outputs.
 * ``attribution_patching``: the first-order estimate of resample patching from one backward pass:
   ``|sum_t dL/da_t (a_t(corrupted) - a_t(clean))|`` with ``L`` the outputs' projection on their change
-  under the corrupted input.
+  under the corrupted input (the whole input's change of ``L``: the sum of the outputs' squared changes).
+
+A method calls a candidate in the circuit when its score is above ``pairs.effect_threshold``: any effect above float64
+noise on a compiled model, at least ``EFFECT_FRACTION`` of the whole corrupted input's effect on a trained one.
 * ``probe``: per program variable, a least-squares affine probe from each layer's units, fitted on every other
   sequence and its R^2 measured on the others (a probe wider than its data would fit anything); in the layer
   where it fits best, the probe's subspace is patched from the corrupted run (a variable-level interchange); the
@@ -46,8 +49,8 @@ import numpy as np
 import torch
 
 from lsrl.bench.eval.das import das
-from lsrl.bench.eval.pairs import (EFFECT_THRESHOLD, Found, Pairs, agrees, fit_probes, held_trace, output_changes,
-                                   program_interchange)
+from lsrl.bench.eval.pairs import (EFFECT_THRESHOLD, Found, Pairs, agrees, effect_threshold, fit_probes, held_trace,
+                                   output_changes, program_interchange, whole_change)
 from lsrl.bench.eval.subject import Edge, Intervention, Layer, PathSubject, Subject
 from lsrl.errors import LsrlError
 from lsrl.kinds import Kind
@@ -100,7 +103,7 @@ def activation_patching(subject: Subject, pairs: Pairs, source: str) -> Found:
             return Intervention(values=values.repeat(len(chunk), 1, 1), mask=mask.repeat_interleave(count, dim=0))
 
         scores[positions] = _patched_effects(subject, pairs, layer, make, positions)
-    return Found(EFFECT_THRESHOLD, units=scores)
+    return Found(effect_threshold(subject, whole_change(pairs)), units=scores)
 
 
 def _path_model(subject: Subject, method: str) -> PathSubject:
@@ -132,7 +135,8 @@ def attribution_patching(subject: Subject, pairs: Pairs) -> Found:
         difference = pairs.corrupt_layers[layer][..., unit] - pairs.clean_layers[layer][..., unit]
         per_pair = (gradients[layer][..., unit] * difference).sum(dim=1).abs()
         scores[position] = float(per_pair.mean())
-    return Found(EFFECT_THRESHOLD, units=scores)
+    whole = float(((pairs.corrupt_outputs - pairs.clean_outputs) ** 2 * pairs.real).sum(dim=(1, 2)).mean())
+    return Found(effect_threshold(subject, whole), units=scores)  # whole: the estimate's own for the whole input
 
 
 @dataclass
@@ -320,7 +324,7 @@ def probe(subject: Subject, pairs: Pairs) -> Found:
             scores[node] = float(output_changes(outputs, pairs)[0])
         equal = agrees(outputs.numpy(), program_interchange(subject, pairs, node, corrupt_trace))
         interchange[node] = float(equal[pairs.real.numpy()[..., 0] > 0].mean())
-    return Found(EFFECT_THRESHOLD, nodes=scores, interchange=interchange)
+    return Found(effect_threshold(subject, whole_change(pairs)), nodes=scores, interchange=interchange)
 
 
 def random_scores(subject: Subject, pairs: Pairs, seed: int | None = None) -> Found:

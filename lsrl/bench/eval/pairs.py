@@ -16,6 +16,7 @@ from lsrl.bench.tasks import TASKS
 from lsrl.errors import LsrlError, shown, whole_number
 
 EFFECT_THRESHOLD = 1e-6  # an output change above this calls a candidate in the circuit (float64 noise is ~1e-15)
+EFFECT_FRACTION = 0.05  # of a trained model: an effect at least this share of the whole corrupted input's
 
 
 @dataclass
@@ -35,9 +36,11 @@ class Pairs:
 
     @classmethod
     def from_data(cls, subject: Subject, count: int = 0) -> Pairs:
-        """The fixed pairs of the task's ``data.npz`` (``lsrl.bench.data.pair_inputs``): all of them, or ``count``
-        taken evenly from its pairs of equal and of different lengths."""
-        data = pair_inputs(TASKS[subject.task])
+        """The fixed pairs of the task's ``data.npz`` for the subject's tier (``lsrl.bench.data.pair_inputs``, of
+        the lengths ``lsrl.bench.data.pair_lengths``): all of them, or ``count`` taken evenly from its two halves
+        (equal and different lengths; on the trained tier both of equal lengths)."""
+        task = TASKS[subject.task]
+        data = pair_inputs(task, subject.tier)
         total = len(data["pairs_clean_lengths"])
         wanted = whole_number(count)
         if wanted is None or not 2 <= (wanted or total) <= total:
@@ -84,6 +87,21 @@ class Found:
     edges: np.ndarray | None = None
     interchange: dict[str, float] = field(default_factory=dict)
     overlap: dict[str, float] = field(default_factory=dict)
+
+
+def effect_threshold(subject: Subject, whole: float) -> float:
+    """Above what effect a method calls a candidate of ``subject`` in the circuit, ``whole`` the effect (in the
+    method's measure) of the whole corrupted input on the outputs. A compiled model's weights are exact: any effect
+    above float64 noise is real (``EFFECT_THRESHOLD``). A trained model's every unit moves the outputs a little
+    (its free units are trained to be inert, not to be exactly so): there a candidate is called in the circuit
+    when its effect is at least ``EFFECT_FRACTION`` of the whole input's."""
+    return EFFECT_FRACTION * whole if subject.tier == "trained" else EFFECT_THRESHOLD
+
+
+def whole_change(pairs: Pairs) -> float:
+    """The mean absolute change of the outputs from the clean to the corrupted inputs (``output_changes``' measure
+    of the whole corrupted input)."""
+    return float(output_changes(pairs.corrupt_outputs, pairs)[0])
 
 
 def output_changes(outputs: torch.Tensor, pairs: Pairs) -> np.ndarray:

@@ -162,6 +162,12 @@ class HFTrained(Measured):
                 patch[hook] = values
         return self.net.run_with_cache(xs, patch, grad=grad)
 
+    def held(self, states: dict[str, torch.Tensor], steps: np.ndarray) -> dict[str, torch.Tensor]:
+        """Of ``states`` (``run``'s, per hook ``(B, T, ...)``), those at ``steps`` ``(B, T)``: per row and step, the
+        values of that row's step ``steps[row, t]``, as a ``source`` for ``run``."""
+        rows, index = torch.arange(len(steps))[:, None], torch.as_tensor(steps)
+        return {hook: values[rows, index] for hook, values in states.items()}
+
     def parameters(self) -> list[torch.nn.Parameter]:
         """The stock model's parameters: what training changes."""
         return list(self.net.hf.parameters())
@@ -217,7 +223,7 @@ class HFTrained(Measured):
                 f"with "
                 f"`AutoModelForCausalLM.from_pretrained` (transformers), or `load_model.py`'s `load_folder`, which "
                 f"runs it token by token through its own cache with the carried states hooked. "
-                f"{measured(self.accuracy, self.interchange_accuracy)}")
+                f"{measured(self.accuracy, self.interchange_accuracy, self.lengths)}")
 
     def circuit(self, data: dict[str, np.ndarray]) -> Circuit:
         """The ``Circuit``: a unit is live when it is not 0 at every real test step, in the circuit when it is

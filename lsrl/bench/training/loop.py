@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from lsrl.bench.data import pair_data, pair_lengths
 from lsrl.bench.tasks import TASKS, Task, task_program
 from lsrl.lang.program import ForEach
 
@@ -50,6 +51,11 @@ class Interchangeable(Protocol):
 
     def run(self, xs: torch.Tensor, units: Any = None, source: Any = None) -> tuple[torch.Tensor, Any]: ...
 
+    def held(self, states: Any, steps: np.ndarray) -> Any:
+        """Of the states of a run (``run``'s second value), those at ``steps`` ``(B, T)``: per row and step, the
+        step of that row whose values stand there (a ``source`` for ``run``)."""
+        ...
+
 
 class Trainable(Interchangeable, Protocol):
     """What ``fit`` trains: an ``Interchangeable`` with its free units, its parameters, its outputs on a base with
@@ -58,6 +64,7 @@ class Trainable(Interchangeable, Protocol):
     free: Units
     accuracy: float
     interchange_accuracy: dict[str, float] | None
+    lengths: tuple[int, int]
     seconds: float
     steps: int
     seed: int
@@ -107,8 +114,8 @@ def step_loss(model: Trainable, program: ForEach, base: np.ndarray, source: np.n
 
 def fit(model: Trainable, recipe: Recipe, steps: int, seed: int) -> None:
     """Train ``model`` (built, its initial weights drawn from ``seed``) for ``steps`` Adam steps of ``recipe``, the
-    sequences drawn from ``seed``; then record in it its accuracies (``measure``, on fresh sequences of the same
-    draw), the seconds it took, ``steps`` and ``seed``."""
+    sequences drawn from ``seed``; then record in it its accuracies (``measure``, on the fixed pairs of its folder's
+    ``data.npz``), the seconds it took, ``steps`` and ``seed``."""
     start = time.perf_counter()
     task, program = TASKS[model.task], task_program(model.task)
     rng = np.random.default_rng(seed)
@@ -125,32 +132,33 @@ def fit(model: Trainable, recipe: Recipe, steps: int, seed: int) -> None:
         if schedule is not None:
             schedule.step()
     model.set_training(False)
-    model.accuracy, model.interchange_accuracy = measure(model, program, rng)
+    model.accuracy, model.interchange_accuracy = measure(model)
+    model.lengths = pair_lengths(task, "trained")
     model.seconds, model.steps, model.seed = time.perf_counter() - start, steps, seed
 
 
-def measure(model: Interchangeable, program: ForEach, rng: np.random.Generator, batches: int = 4, size: int = 64
-            ) -> tuple[float, dict[str, float]]:
-    """Task accuracy and per-variable interchange accuracy on ``batches`` of ``size`` fresh sequences of the
-    longest training length: the share of (sequence, step) whose rounded outputs equal the program's."""
+def measure(model: Interchangeable) -> tuple[float, dict[str, float]]:
+    """Task accuracy and per-variable interchange accuracy on the fixed clean / corrupted pairs of the trained
+    folder's ``data.npz`` (``lsrl.bench.data.pair_data``, of the training lengths: the pairs the harness scores
+    methods on): the share of the clean sequences' (pair, step) whose rounded outputs equal the program's (with the
+    variable's units set at every step to their values in the corrupted run, a shorter one's last step held, as
+    ``data.npz``'s ``interchange.*``)."""
     task = TASKS[model.task]
+    data = pair_data(task, "trained", list(model.alignment))
+    clean, corrupted = torch.as_tensor(data["pairs_clean_inputs"]), torch.as_tensor(data["pairs_corrupted_inputs"])
+    real = np.arange(clean.shape[1])[None] < data["pairs_clean_lengths"][:, None]
+    held = np.minimum(np.arange(clean.shape[1])[None], data["pairs_corrupted_lengths"][:, None] - 1)
 
-    def correct(outputs: torch.Tensor, expected: torch.Tensor) -> float:
-        return float((torch.round(outputs) == torch.round(expected)).all(dim=-1).double().mean().item())
+    def correct(outputs: torch.Tensor, expected: np.ndarray) -> float:
+        equal = (np.round(outputs.numpy()) == np.round(expected)).all(axis=-1)
+        return float(equal[real].mean())
 
-    accuracy: list[float] = []
-    interchange: dict[str, list[float]] = {variable: [] for variable in model.alignment}
-    length = task.train_lengths[1]
     with torch.no_grad():
-        for _ in range(batches):
-            base, source = sample_batch(task, rng, length, size), sample_batch(task, rng, length, size)
-            outputs, _ = model.run(torch.as_tensor(base))
-            accuracy.append(correct(outputs, program_targets(program, base, source, None)))
-            _, states = model.run(torch.as_tensor(source))
-            for variable, units in model.alignment.items():
-                outputs, _ = model.run(torch.as_tensor(base), units, states)
-                interchange[variable].append(correct(outputs, program_targets(program, base, source, variable)))
-    return float(np.mean(accuracy)), {variable: float(np.mean(v)) for variable, v in interchange.items()}
+        accuracy = correct(model.run(clean)[0], data["pairs_clean_outputs"])
+        source = model.held(model.run(corrupted)[1], held)
+        interchange = {variable: correct(model.run(clean, units, source)[0], data[f"interchange.{variable}"])
+                       for variable, units in model.alignment.items()}
+    return accuracy, interchange
 
 
 def variable_levels(program: ForEach, variables: list[tuple[str, int]]) -> dict[str, int]:

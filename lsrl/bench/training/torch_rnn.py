@@ -7,8 +7,8 @@ level (``layout``: a variable computed from another in the same step sits a laye
 layers as levels, a stock multi-layer module); the other units are free, trained to be inert.
 
 ``train(task, arch)`` returns a ``TrainedModel`` with its task accuracy and interchange-intervention accuracy
-(outputs rounded to integers, per step) on fresh sequences. The cells run step by step with the weights of a
-stock ``torch.nn.LSTM`` / ``GRU`` (``TrainedModel.stock()`` gives that module).
+(outputs rounded to integers, per step) on the fixed pairs of its folder's ``data.npz``. The cells run step by step
+with the weights of a stock ``torch.nn.LSTM`` / ``GRU`` (``TrainedModel.stock()`` gives that module).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class TrainedModel(Measured):
                 f"by interchange intervention training ({self.steps} Adam steps, seed {self.seed}; "
                 f"`lsrl.bench.training`), each circuit variable aligned with its own block of hidden units in "
                 f"the layer of its depth within a step ({where}; labels {hooks}; `free` units are trained to be "
-                f"inert{relay}). {measured(self.accuracy, self.interchange_accuracy)}")
+                f"inert{relay}). {measured(self.accuracy, self.interchange_accuracy, self.lengths)}")
 
     def run(self, xs: torch.Tensor, units: tuple[str, list[int]] | dict[str, list[int]] | None = None,
             source: list | None = None) -> tuple[torch.Tensor, list]:
@@ -127,6 +127,24 @@ class TrainedModel(Measured):
             states.append(step)
             outputs.append(self.readout(below))
         return torch.stack(outputs, dim=1), states
+
+    def held(self, states: list, steps: np.ndarray) -> list:
+        """Of ``states`` (``run``'s, per step per layer), those at ``steps`` ``(B, T)``: per row and step, the
+        states of that row's step ``steps[row, t]``, as a ``source`` for ``run``."""
+        rows = torch.arange(len(steps))[:, None]
+        index = torch.as_tensor(steps)
+
+        def at(parts: list[torch.Tensor]) -> list[torch.Tensor]:
+            chosen = torch.stack(parts, dim=1)[rows, index]
+            return list(chosen.unbind(dim=1))
+
+        layers = []
+        for k in range(len(self.cells)):
+            if self.arch == "lstm":
+                layers.append(list(zip(at([step[k][0] for step in states]), at([step[k][1] for step in states]))))
+            else:
+                layers.append(at([step[k] for step in states]))
+        return [list(step) for step in zip(*layers)]
 
     def parameters(self) -> list[nn.Parameter]:
         """The cells' parameters, then the readout's: what training changes."""
