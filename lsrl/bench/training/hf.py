@@ -162,12 +162,6 @@ class HFTrained(Measured):
                 patch[hook] = values
         return self.net.run_with_cache(xs, patch, grad=grad)
 
-    def held(self, states: dict[str, torch.Tensor], steps: np.ndarray) -> dict[str, torch.Tensor]:
-        """Of ``states`` (``run``'s, per hook ``(B, T, ...)``), those at ``steps`` ``(B, T)``: per row and step, the
-        values of that row's step ``steps[row, t]``, as a ``source`` for ``run``."""
-        rows, index = torch.arange(len(steps))[:, None], torch.as_tensor(steps)
-        return {hook: values[rows, index] for hook, values in states.items()}
-
     def parameters(self) -> list[torch.nn.Parameter]:
         """The stock model's parameters: what training changes."""
         return list(self.net.hf.parameters())

@@ -23,6 +23,7 @@ import torch
 
 from lsrl.bench.data import pair_data, pair_lengths
 from lsrl.bench.tasks import TASKS, Task, task_program
+from lsrl.errors import InternalError
 from lsrl.lang.program import ForEach
 
 STEPS = 600  # Adam steps of a trained model
@@ -50,11 +51,6 @@ class Interchangeable(Protocol):
     alignment: dict[str, tuple[str, list[int]]]
 
     def run(self, xs: torch.Tensor, units: Any = None, source: Any = None) -> tuple[torch.Tensor, Any]: ...
-
-    def held(self, states: Any, steps: np.ndarray) -> Any:
-        """Of the states of a run (``run``'s second value), those at ``steps`` ``(B, T)``: per row and step, the
-        step of that row whose values stand there (a ``source`` for ``run``)."""
-        ...
 
 
 class Trainable(Interchangeable, Protocol):
@@ -139,15 +135,16 @@ def fit(model: Trainable, recipe: Recipe, steps: int, seed: int) -> None:
 
 def measure(model: Interchangeable) -> tuple[float, dict[str, float]]:
     """Task accuracy and per-variable interchange accuracy on the fixed clean / corrupted pairs of the trained
-    folder's ``data.npz`` (``lsrl.bench.data.pair_data``, of the training lengths: the pairs the harness scores
-    methods on): the share of the clean sequences' (pair, step) whose rounded outputs equal the program's (with the
-    variable's units set at every step to their values in the corrupted run, a shorter one's last step held, as
+    folder's ``data.npz`` (``lsrl.bench.data.pair_data``: of the training lengths, each pair of equal lengths, the
+    pairs the harness scores methods on): the share of the clean sequences' (pair, step) whose rounded outputs equal
+    the program's (with the variable's units set at every step to their values in the corrupted run, as
     ``data.npz``'s ``interchange.*``)."""
     task = TASKS[model.task]
     data = pair_data(task, "trained", list(model.alignment))
+    if not np.array_equal(data["pairs_clean_lengths"], data["pairs_corrupted_lengths"]):
+        raise InternalError(f"measure: the trained pairs of {task.name!r} must be of equal lengths")
     clean, corrupted = torch.as_tensor(data["pairs_clean_inputs"]), torch.as_tensor(data["pairs_corrupted_inputs"])
     real = np.arange(clean.shape[1])[None] < data["pairs_clean_lengths"][:, None]
-    held = np.minimum(np.arange(clean.shape[1])[None], data["pairs_corrupted_lengths"][:, None] - 1)
 
     def correct(outputs: torch.Tensor, expected: np.ndarray) -> float:
         equal = (np.round(outputs.numpy()) == np.round(expected)).all(axis=-1)
@@ -155,7 +152,7 @@ def measure(model: Interchangeable) -> tuple[float, dict[str, float]]:
 
     with torch.no_grad():
         accuracy = correct(model.run(clean)[0], data["pairs_clean_outputs"])
-        source = model.held(model.run(corrupted)[1], held)
+        _, source = model.run(corrupted)
         interchange = {variable: correct(model.run(clean, units, source)[0], data[f"interchange.{variable}"])
                        for variable, units in model.alignment.items()}
     return accuracy, interchange

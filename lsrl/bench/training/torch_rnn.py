@@ -128,24 +128,6 @@ class TrainedModel(Measured):
             outputs.append(self.readout(below))
         return torch.stack(outputs, dim=1), states
 
-    def held(self, states: list, steps: np.ndarray) -> list:
-        """Of ``states`` (``run``'s, per step per layer), those at ``steps`` ``(B, T)``: per row and step, the
-        states of that row's step ``steps[row, t]``, as a ``source`` for ``run``."""
-        rows = torch.arange(len(steps))[:, None]
-        index = torch.as_tensor(steps)
-
-        def at(parts: list[torch.Tensor]) -> list[torch.Tensor]:
-            chosen = torch.stack(parts, dim=1)[rows, index]
-            return list(chosen.unbind(dim=1))
-
-        layers = []
-        for k in range(len(self.cells)):
-            if self.arch == "lstm":
-                layers.append(list(zip(at([step[k][0] for step in states]), at([step[k][1] for step in states]))))
-            else:
-                layers.append(at([step[k] for step in states]))
-        return [list(step) for step in zip(*layers)]
-
     def parameters(self) -> list[nn.Parameter]:
         """The cells' parameters, then the readout's: what training changes."""
         return [*self.cells.parameters(), *self.readout.parameters()]
