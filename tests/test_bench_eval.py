@@ -493,16 +493,16 @@ def test_trained_tier_subject_scores_the_aligned_units():
     assert evaluate(subject, "resample", pairs=8)["unit_auroc"] >= 0.9
 
 
-def assert_attribution_is_the_derivative(subject, pairs=4, every=3, step=1e-5, rel=1e-4):
+def assert_attribution_is_the_derivative(subject, pairs=4, every=3, step=1e-5, rel=1e-4, absolute=1e-7):
     """Attribution's scores equal central differences (``step``) of the outputs under the same change added inside
-    the run (``_attribution_by_differences``), within ``rel``: gradients flow through ``subject.run``'s
-    interventions. For smooth models (a compiled ReLU cell's kinks have one-sided differences)."""
+    the run (``_attribution_by_differences``), within ``rel`` (or ``absolute``): gradients flow through
+    ``subject.run``'s interventions. For smooth models (a compiled ReLU cell's kinks have one-sided differences)."""
     pairs = Pairs.from_data(subject, pairs)
     found = METHODS["attribution"](subject, pairs)
     assert (found.units > found.threshold).any()
     for position in range(0, len(subject.candidates), every):
         expected = _attribution_by_differences(subject, pairs, subject.candidates[position], step)
-        assert found.units[position] == pytest.approx(expected, rel=rel, abs=1e-7), position
+        assert found.units[position] == pytest.approx(expected, rel=rel, abs=absolute), position
 
 
 @pytest.mark.slow

@@ -191,7 +191,8 @@ def _recorded(folder, arch, model):
     training = json.loads((folder / "config.json").read_text())["training"]
     expected = model.accuracy >= AIM and min(model.interchange_accuracy.values()) >= AIM
     assert training == {"steps": model.steps, "seed": 0, "task_accuracy": model.accuracy,
-                        "interchange_accuracy": model.interchange_accuracy, "aim": AIM, "meets_aim": expected}
+                        "interchange_accuracy": model.interchange_accuracy, "lengths": list(TASKS[TASK].train_lengths),
+                        "aim": AIM, "meets_aim": expected}
     assert load(f"{TASK}/{arch}", root=folder.parent.parent.parent, tier="trained").training == training
     card = (folder / "README.md").read_text().split("\n")
     title = next(i for i, line in enumerate(card) if line.startswith("# "))
@@ -227,7 +228,7 @@ def test_a_folder_above_the_aim_is_not_flagged(tmp_path):
     from lsrl.cli import main
 
     task = TASKS[TASK]
-    data = task_data(task, 40)
+    data = task_data(task, 40, "trained")
     above, below = train(TASK, "gru", 240, batch=32), train(TASK, "lstm", STEPS)
     folders = [write_model(tier_folder(tmp_path, TASK, arch, "trained"), task, arch, model, data, tier="trained")
                for arch, model in (("gru", above), ("lstm", below))]

