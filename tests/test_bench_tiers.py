@@ -218,6 +218,58 @@ def test_a_folder_below_the_aim_is_flagged(trained_builds, arch):
         (folder / "config.json").write_text(written)
 
 
+@pytest.mark.parametrize("arch", ["lstm", "gru"])
+@pytest.mark.slow
+def test_a_trained_folders_record_is_measured_on_the_pairs_it_is_scored_on(trained_builds, arch):
+    """The record's task and interchange accuracies, recomputed here from the folder alone (its own loader, its
+    ``labels.json`` units patched through ``run_with_cache``, ``data.npz``'s pairs and expected outputs), are the
+    recorded ones; the pairs are of the training lengths, each of equal lengths, and the harness scores methods on
+    exactly them."""
+    from lsrl.bench.eval import Pairs
+
+    root, _ = trained_builds
+    folder = root / "trained" / TASK / arch
+    record = json.loads((folder / "config.json").read_text())["training"]
+    labels = json.loads((folder / "labels.json").read_text())["hooks"]
+    net = _own_loader(folder).load_folder(folder)
+    shortest, longest = TASKS[TASK].train_lengths
+    assert record["lengths"] == [shortest, longest]
+    with np.load(folder / "data.npz") as stored:
+        data = dict(stored)
+    lengths = data["pairs_clean_lengths"]
+    assert np.array_equal(lengths, data["pairs_corrupted_lengths"])
+    assert shortest <= lengths.min() and lengths.max() <= longest and len(set(lengths)) > 1
+    real = np.arange(data["pairs_clean_inputs"].shape[1])[None] < lengths[:, None]
+
+    def accuracy(outputs, expected):
+        return float((np.round(outputs.numpy()) == np.round(expected)).all(axis=-1)[real].mean())
+
+    clean, corrupted = (torch.as_tensor(data[f"pairs_{kind}_inputs"]) for kind in ("clean", "corrupted"))
+    with torch.no_grad():
+        plain, _ = net.run_with_cache(clean)
+        _, source = net.run_with_cache(corrupted)
+        interchange = {}
+        for variable in record["interchange_accuracy"]:
+            patch = {}
+            for hook, units in labels.items():
+                chosen = [unit for unit, label in enumerate(units) if label[0] == variable]
+                if chosen and not hook.startswith("readout"):
+                    values = np.full(source[hook].shape, np.nan)
+                    values[..., chosen] = source[hook][..., chosen]
+                    patch[hook] = values
+            assert patch, variable
+            patched, _ = net.run_with_cache(clean, patch=patch)
+            interchange[variable] = accuracy(patched, data[f"interchange.{variable}"])
+    assert record["task_accuracy"] == pytest.approx(accuracy(plain, data["pairs_clean_outputs"]), abs=1e-12)
+    assert record["interchange_accuracy"] == pytest.approx(interchange, abs=1e-12)
+    assert record["meets_aim"] == meets_aim(record["task_accuracy"], interchange.values())
+    pairs = Pairs.from_data(TrainedSubject.from_model(train(TASK, arch, STEPS)))
+    np.testing.assert_array_equal(pairs.clean, data["pairs_clean_inputs"][:, :pairs.clean.shape[1]])
+    card = (folder / "README.md").read_text()
+    assert f"pairs of lengths {shortest}–{longest} (the training lengths" in card
+    assert "not claimed on longer ones" in card or "Below the aim" in card
+
+
 @pytest.mark.slow
 def test_a_folder_above_the_aim_is_not_flagged(tmp_path):
     """A model trained long enough to meet the aim (240 steps of 32 sequences: accuracies about 0.96), written as

@@ -16,7 +16,11 @@ import torch
 
 from lsrl.bench.eval import Found, Intervention, Pairs, evaluate, score
 from lsrl.bench.eval import das as das_module
-from lsrl.bench.eval.pairs import held_trace
+from lsrl.bench.eval import tier_subject
+from lsrl.bench.eval.harness import found_interchange, ranked_units
+from lsrl.bench.eval.methods import METHODS
+from lsrl.bench.eval.pairs import EFFECT_FRACTION, EFFECT_THRESHOLD, held_trace
+from lsrl.bench.tiers import tier_model
 from lsrl.bench.trained_tier import TRAINED_COLUMNS, TrainedSubject, method_columns
 from lsrl.bench.training.torch_rnn import train
 from lsrl.bench.tasks import TASKS
@@ -72,6 +76,57 @@ def test_the_aligned_units_score_as_a_planted_perfect_method_and_random_does_not
     assert 0 < truth.sum() < len(truth)
     assert score(subject, Found(0.5, units=truth))["unit_auroc"] == 1.0
     assert evaluate(subject, "random", pairs=8)["unit_auroc"] < 0.9
+
+
+@pytest.mark.slow
+def test_random_scores_fall_clearly_below_resample_patching_in_interchange_accuracy():
+    """A unit method's interchange goes through as many of its best-ranked units per variable as the variable has
+    (``ranked_units``): scoring every unit high (or at random) does not pick the aligned ones."""
+    subject = _subject()
+    resample, chance = (evaluate(subject, method, pairs=32)["interchange_accuracy"] for method in ("resample", "random"))
+    assert resample >= 0.95 and chance <= resample - 0.3, (resample, chance)
+    pairs = Pairs.from_data(subject, 32)
+    every_unit = found_interchange(subject, pairs, Found(0.5, units=np.ones(len(subject.candidates))))
+    assert every_unit["count"] <= resample - 0.3, every_unit
+
+
+@pytest.mark.slow
+def test_ranked_units_take_the_variables_budget_from_the_method_s_ranking():
+    subject = _subject()
+    truth = np.array([float(candidate.truth) for candidate in subject.candidates])
+    aligned = {(candidate.layer, candidate.unit) for candidate in subject.candidates if candidate.truth}
+
+    def named(scores):
+        (variable, units), = ranked_units(subject, scores).items()
+        assert variable == "count" and len(units) == len(aligned)
+        return {(candidate.layer, candidate.unit) for candidate in units}
+
+    assert named(truth) == aligned
+    assert not named(1.0 - truth) & aligned  # the free units outnumber the aligned ones
+    assert named(np.zeros(len(truth))) != aligned  # ties: not broken in candidate order (aligned units first)
+
+
+@pytest.mark.slow
+def test_a_trained_models_threshold_is_a_share_of_the_whole_inputs_effect():
+    """On a trained model every unit moves the outputs a little (free units are trained to be inert, not exactly
+    so): at 1e-6 every unit would be called. The threshold is ``EFFECT_FRACTION`` of the whole corrupted input's
+    effect, recomputed here from the subject's own runs; a compiled model keeps ``EFFECT_THRESHOLD``."""
+    subject = _subject()
+    pairs = Pairs.from_data(subject, 8)
+    with torch.no_grad():
+        clean, corrupted = subject.run(pairs.clean)[0], subject.run(pairs.corrupt)[0]
+    real = pairs.real.numpy()[..., 0] > 0
+    change = (corrupted - clean).numpy()
+    per_pair = [np.abs(change[k][real[k]]).mean() for k in range(len(change))]
+    squared = [(change[k][real[k]] ** 2).sum() for k in range(len(change))]
+    resample, attribution = METHODS["resample"](subject, pairs), METHODS["attribution"](subject, pairs)
+    assert resample.threshold == pytest.approx(EFFECT_FRACTION * np.mean(per_pair), rel=1e-9)
+    assert attribution.threshold == pytest.approx(EFFECT_FRACTION * np.mean(squared), rel=1e-9)
+    assert (resample.units > EFFECT_THRESHOLD).all()
+    row = score(subject, resample)
+    assert row["unit_fpr"] <= 0.25 and row["unit_tpr"] >= 0.5, row
+    compiled = tier_subject(tier_model("count_ones", "compiled"))
+    assert METHODS["resample"](compiled, Pairs.from_data(compiled, 4)).threshold == EFFECT_THRESHOLD
 
 
 @pytest.mark.slow
