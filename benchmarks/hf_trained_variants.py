@@ -11,8 +11,8 @@ A variant is ``KEY=VALUE`` settings joined by ``,`` (none: ``train_hf``'s own sc
 * ``cycle=tiis``: the loss of each step in turn, ``t`` task, ``i`` interchange, ``s`` free units (``tis``);
 * ``decays=0.0001/0.1/1/10``: Mamba's and Mamba-2's initial ``-A`` per state entry (``lsrl.bench.training.hf.MAMBA_DECAYS``).
 
-Task accuracy and per-variable interchange accuracy as ``train_hf`` measures them (``measure``), on 8 fresh batches
-of a fixed seed; CPU seconds on one torch thread.
+Task accuracy and per-variable interchange accuracy as ``train_hf`` measures them (``measure``: on the 64 fixed pairs
+of the trained folder's ``data.npz``, of the training lengths); CPU seconds on one torch thread.
 
     python benchmarks/hf_trained_variants.py --task equal_counts --arch hawk --variant interchange=one --variant ""
 """
@@ -71,7 +71,7 @@ def train_variant(name: str, arch: str, variant: dict[str, str], seed: int = 0) 
         optimizer.step()
         schedule.step()
     hf.eval()
-    accuracy, interchange = measure(model, program, np.random.default_rng(1234), batches=8)
+    accuracy, interchange = measure(model)
     return {"task": name, "arch": arch, **variant, "task_accuracy": round(accuracy, 4),
             "iia": "; ".join(f"{variable} {value:.4f}" for variable, value in interchange.items()),
             "worst_variable": round(min(interchange.values()), 4), "cpu_seconds": round(time.process_time() - start, 1)}
