@@ -39,8 +39,9 @@ def _subject() -> TrainedSubject:
 def test_mean_ablation_and_das_score_an_in_memory_trained_model_in_range():
     subject = _subject()
     row = method_columns(subject, pairs=8, das_steps=20)
-    assert set(row) == {column for column in TRAINED_COLUMNS if column.endswith(("_auroc", "_fpr", "_accuracy", "das_seconds"))
-                        } - {"interchange_accuracy", "task_accuracy"}
+    measured = ("_auroc", "_fpr", "_accuracy", "das_seconds")
+    assert set(row) == {column for column in TRAINED_COLUMNS if column.endswith(measured)} - {"interchange_accuracy",
+                                                                                               "task_accuracy"}
     for column, value in row.items():
         assert column == "das_seconds" or 0.0 <= value <= 1.0, (column, value)
     assert row["mean_unit_auroc"] >= 0.75  # the free units are trained to be inert: ablating them changes little
@@ -83,7 +84,8 @@ def test_random_scores_fall_clearly_below_resample_patching_in_interchange_accur
     """A unit method's interchange goes through as many of its best-ranked units per variable as the variable has
     (``ranked_units``): scoring every unit high (or at random) does not pick the aligned ones."""
     subject = _subject()
-    resample, chance = (evaluate(subject, method, pairs=32)["interchange_accuracy"] for method in ("resample", "random"))
+    resample, chance = (evaluate(subject, method, pairs=32)["interchange_accuracy"]
+                        for method in ("resample", "random"))
     assert resample >= 0.95 and chance <= resample - 0.3, (resample, chance)
     pairs = Pairs.from_data(subject, 32)
     every_unit = found_interchange(subject, pairs, Found(0.5, units=np.ones(len(subject.candidates))))

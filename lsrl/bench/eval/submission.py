@@ -12,8 +12,9 @@ unit edge and per variable::
 ``score(scores, folder)`` returns the metrics of that folder: node, unit and edge AUROC (``harness.score``;
 a variable's score is its best unit's unless ``nodes`` gives it), TPR and FPR at the ``threshold`` and at each
 budget of ``BUDGETS`` (the top fraction of the scored units called in the circuit), the interchange accuracy of
-the variables whose units pass the threshold (``harness.found_interchange``: those units set to their
-corrupted values, the outputs against the program's own interchange of the variable), and the faithfulness curve over
+the circuit's variables (``harness.found_interchange``: per variable, as many of the best-scored units of each layer
+holding it as hold it there set to their corrupted values, the outputs against the program's own interchange of
+the variable), and the faithfulness curve over
 the budgets with its areas (as MIB's CPR and CMD): the circuit of a budget keeps its units clean while every other
 scored unit is set, at every step inside the recurrence, to its value on the corrupted input of the task's fixed
 pairs; its faithfulness is ``1 - d(circuit) / d(empty)``, ``d`` the mean absolute change of the outputs from the
@@ -78,9 +79,8 @@ def score(scores: dict[str, Any], folder: str | Path, pairs: int = PAIRS) -> dic
     row.update(faithfulness(subject, data, units))
     if scores.get("threshold") is None:  # no call in or out of the circuit: no rates at a threshold
         row.update(dict.fromkeys(("node_tpr", "node_fpr", "unit_tpr", "unit_fpr", "edge_tpr", "edge_fpr"), math.nan))
-    else:  # the variables whose units pass the threshold, interchanged through those units
-        interchange = found_interchange(subject, data, found)
-        row["interchange_accuracy"] = float(np.mean(list(interchange.values()))) if interchange else math.nan
+    interchange = found_interchange(subject, data, found)  # through each variable's best-scored units
+    row["interchange_accuracy"] = float(np.mean(list(interchange.values()))) if interchange else math.nan
     row.update(units=len(subject.candidates), edges=int((edge_truth(subject) >= 0).sum()))
     return row
 
