@@ -39,8 +39,8 @@ class _Parts(NamedTuple):
 class Folder(_Parts):
     """What ``load`` returns: a suite folder's model, unit labels, data and circuit (it unpacks as these four), and
     ``training``: a trained folder's record (``lsrl.bench.records.training_record``: the measured task and
-    per-variable interchange-intervention accuracies, ``"aim"`` and ``"meets_aim"``: whether the labels count as
-    faithful), ``None`` in the other tiers."""
+    per-variable interchange-intervention accuracies, the ``"lengths"`` they were measured and are scored on,
+    ``"aim"`` and ``"meets_aim"``: whether the labels count as faithful), ``None`` in the other tiers."""
 
     training: dict[str, Any] | None
 
