@@ -41,8 +41,10 @@ and ``model.safetensors``: the weights), its unit labels (``labels.json``), the 
 Rules. A unit is **live** when it takes more than one value over the real steps of the test data (a constant,
 which no interchange moves, is not) and a path of ``unit_edges`` outside ``shut_edges``, through such units,
 leads from it to the output hook. A program node **reaches the output** when it is the program's output or a path
-of ``edges`` leads from it to the task's output (every node of a compiled program does; a distractor does not:
-the task's output is the part of a distractor program's output the model keeps). A unit **holds** its label's
+of ``edges`` leads from it to the task's output (the node the model outputs: in a distractor program the part of
+its output the model keeps) through no node that the sound value analysis proves identically zero
+(``lsrl.lang.bounds.is_zero``): such a node passes nothing on, so a distractor, which reaches the output only
+through gates shut on every input (``lsrl.bench.tiers.leak_gates``), does not. A unit **holds** its label's
 component, or, where it is live but its node does not reach the output and its component equals one of a node
 that does (``equivalent``: the compiler shares one unit between equal values), the first such task component.
 A unit is **in the circuit** when it is live and the node it holds reaches the output (for an automaton, or a
