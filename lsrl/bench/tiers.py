@@ -3,14 +3,14 @@
 * ``"distractors"``: the task's program plus the programs of other tasks that read the same input
   (``distractor_tasks``), compiled together; the model outputs only ``task_output`` (a final
   selection layer drops the distractors' own outputs). The distractors' units are active and reach the
-  output, but only through gates shut on every input (``leak_gates``): the task's output plus, per
-  distractor component ``v`` with a finite lower bound ``lo`` (``lsrl.lang.bounds.value_bounds``),
-  ``ReLU(1 - 2 ReLU(v - lo + 1))``, identically 0. Their values change nothing, so they are the true
-  negatives of circuit discovery; a value no input gives (zero for the raised ``ReLU(v - lo + 1)``,
-  at least 1 on every input) opens a gate and moves the output: what zero ablation calls relevant is
-  then a false positive by construction. The nodes are named ``distractor.<task>.<node>``, the leak's
-  ``distractor.<task>.<node>.shifted`` / ``.raised`` / ``.below`` / ``.gate``, the task's output plus
-  the gates ``TASK_OUTPUT``.
+  output, but only through gates shut on every input (``distractor_gates``): the task's output plus, per
+  component ``v`` of a distractor task's circuit variable with a finite lower bound ``lo`` (the sound
+  ``lsrl.lang.bounds.value_bounds``), ``ReLU(1 - 2 ReLU(v - lo + 1))``, identically 0. Values inside
+  the distractors' bounds change nothing, so they are the true negatives of circuit discovery; a value
+  no input gives (0 for the raised ``ReLU(v - lo + 1)``, at least 1 on every input) opens a gate and
+  moves the output: zero ablation calling it relevant is a false positive by construction. The nodes
+  are named ``distractor.<task>.<node>``, the leak's ``distractor.<task>.<node>.shifted`` /
+  ``.raised`` / ``.below`` / ``.gate``, the task's output plus the gates ``TASK_OUTPUT``.
 * ``"rotated"``: the distractor model after an exact change of basis of every layer that a linear
   layer reads (``rotate``): each such layer's outputs are ``Q h`` for a rational orthogonal ``Q``,
   and its readers take ``Q^T`` in. The outputs are unchanged (bit-identical on the exact backend);
@@ -122,6 +122,8 @@ def distractor_program(name: str) -> ForEach:
             node.name, node.named = f"{DISTRACTOR_PREFIX}{other}.{extra.names[node]}", True
         outputs.append(extra.output)
         gates += distractor_gates(distractors, [extra.names[node] for node in distractors], TASKS[other].circuit)
+    if not gates:
+        raise InternalError(f"bench: no distractor of task {name!r} has a value with a finite bound to gate")
     return ForEach(Concat([leaky_output(program.output, gates), *outputs]), name=f"{program.name}+distractors")
 
 
@@ -165,9 +167,6 @@ def leak_gates(node: Node) -> Node | None:
 def leaky_output(task_out: Node, gates: list[Node]) -> Node:
     """``TASK_OUTPUT``: ``task_out`` plus the sum of ``gates`` (every one 0 on every input) in each component, so
     the distractors reach the output structurally, and only through gates shut on every input."""
-    if not gates:
-        raise InternalError(f"bench: the distractors of {task_out.name!r} have no component with a finite lower bound "
-                            "to gate")
     shut = Concat(gates, name=f"{DISTRACTOR_PREFIX}gates")
     width = task_out.dim
     weights = EXACT.from_entries([(i, i, 1) for i in range(width)]
