@@ -21,6 +21,7 @@ from lsrl.bench.eval.methods import pruned_outputs, random_scores
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import DISTRACTOR_PREFIX, in_circuit, rational_rotation, rotate, tier_model
 from lsrl.errors import LsrlError
+from lsrl.lang.bounds import INF, value_bounds
 from lsrl.numbers import EXACT
 from tests.test_random_programs import _compiled_exact, _inputs_for
 
@@ -85,33 +86,58 @@ def test_distractor_tier_computes_the_task_exactly(task):
     assert np.array_equal(tier.task_outputs(xs, exact=True), expected)
 
 
+def _within(bounds, rng, shape):
+    """Random exact values of a node's components inside its value bounds (``lsrl.lang.bounds.value_bounds``)."""
+    def inside(low, high, k):
+        if low != -INF and high != INF:
+            return low + Fraction(k, 10) * (high - low)
+        return low + k if low != -INF else high - k if high != INF else k - 5
+
+    steps = rng.integers(0, 11, shape).tolist()
+    return np.array([[[inside(low, high, k) for low, high, k in zip(*bounds, row)] for row in sequence]
+                     for sequence in steps], dtype=object)
+
+
 @pytest.mark.parametrize("task", TASKS_TRIED)
-def test_distractor_variables_never_reach_the_output_in_the_program(task):
-    """The interpreter's own interchange: any values of the distractor nodes leave the task's outputs alone."""
+def test_distractor_variables_reach_the_output_only_through_gates_shut_on_every_input(task):
+    """The interpreter's own interchange: every distractor node set at once to random values inside its value bounds
+    (values of other inputs among them) leaves the task's outputs alone; one raised node of the leak set to 0, a
+    value below its bounds, opens its gate."""
     tier, xs = _tier(task, "distractors"), _tokens(task)
-    distractors = [node for node in tier.program.nodes if tier.program.names[node].startswith(DISTRACTOR_PREFIX)]
-    assert distractors
+    names = tier.program.names
+    distractors = [node for node in tier.program.nodes if names[node].startswith(DISTRACTOR_PREFIX)]
     rng = np.random.default_rng(1)
-    patch = {node: rng.integers(-5, 6, size=(xs.shape[0], xs.shape[1], node.dim)) for node in distractors}
-    assert np.array_equal(tier.task_outputs(xs, exact=True, patch=patch), tier.task_outputs(xs, exact=True))
+    clean = tier.task_outputs(xs, exact=True)
+    inside = {node: _within(value_bounds(node), rng, (*xs.shape[:2], node.dim)) for node in distractors}
+    assert np.array_equal(tier.task_outputs(xs, exact=True, patch=inside), clean)
+    raised = [node for node in distractors if names[node].endswith(".raised")]
+    assert raised
+    for node in raised:
+        zeroed = tier.task_outputs(xs, exact=True, patch={node: np.zeros((*xs.shape[:2], node.dim), dtype=int)})
+        assert not np.array_equal(zeroed, clean), names[node]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS_TRIED)
-def test_distractor_units_are_active_but_patching_them_never_changes_the_output(task):
+def test_distractor_units_are_active_but_resampling_them_never_changes_the_output(task):
+    """Every unit that holds only distractor values, set to its values on other inputs: the outputs stay; set to 0,
+    a value the leak's raised units never take, some open a gate."""
     subject, xs = _subject(task, "distractors"), _tokens(task, count=16)
     negatives = [c for c in subject.candidates if not c.truth and not any(in_circuit(n) for n in c.nodes)]
+    opened = 0
     with torch.no_grad():
         clean, layers = subject.run(xs)
         varying = [c for c in negatives if layers[c.layer][..., c.unit].std() > 0]
         assert len(varying) >= 5  # others stay 0 on these inputs (a sign half, a depth flag never reached)
         for candidate in negatives:
-            mask = torch.zeros(xs.shape[0], layers[candidate.layer].shape[-1], dtype=torch.float64)
+            values = layers[candidate.layer]
+            mask = torch.zeros(xs.shape[0], values.shape[-1], dtype=torch.float64)
             mask[:, candidate.unit] = 1
-            for replacement in (torch.zeros_like(layers[candidate.layer]), 7 * torch.ones_like(layers[candidate.layer]),
-                                layers[candidate.layer].flip(0)):
-                patched, _ = subject.run(xs, {candidate.layer: Intervention(values=replacement, mask=mask)})
-                assert torch.equal(patched, clean), f"patching {candidate} changed the output"
+            patched, _ = subject.run(xs, {candidate.layer: Intervention(values=values.flip(0), mask=mask)})
+            assert torch.equal(patched, clean), f"patching {candidate} changed the output"
+            zeroed, _ = subject.run(xs, {candidate.layer: Intervention(values=torch.zeros_like(values), mask=mask)})
+            opened += not torch.equal(zeroed, clean)
+    assert opened
 
 
 def test_the_labels_truth_has_both_classes_and_names_only_labelled_units():

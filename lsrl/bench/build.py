@@ -34,7 +34,7 @@ from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task, task_program
 from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
 from lsrl.bench.training.torch_rnn import TrainedModel
-from lsrl.bench.truth import folder_circuit, tier_circuit
+from lsrl.bench.truth import OUTPUT_TOLERANCE, folder_circuit, tier_circuit
 from lsrl.errors import InternalError, LsrlError, whole_number
 from lsrl.grid import Run, run_grid
 from lsrl.model.writing import as_path, cannot_write
@@ -154,10 +154,28 @@ def write_model(folder: Path, task: Task, arch: str, model: FolderModel,
         record_training(folder, model)
     write_manifest(folder)
     try:
-        standalone.load_folder(folder)
+        loaded = standalone.load_folder(folder)
     except standalone.SuiteFileError as error:
         raise InternalError(f"bench: the folder just written does not load back: {error}") from None
+    if not isinstance(model, TrainedModel):  # a trained model approximates the program; the others compute it
+        # the path model's float64 weights are its exact ones but where a rotation's (3/5) are rounded
+        check_outputs(loaded, data, 0.0 if arch == "path" and not rotations else OUTPUT_TOLERANCE, folder)
     return folder
+
+
+def check_outputs(net: nn.Module, data: dict[str, np.ndarray], tolerance: float, folder: Path) -> None:
+    """``net`` gives ``data``'s expected test outputs (the program's interpreter's, or the automaton's) at every
+    real step, to ``tolerance`` (0: bit-identical, as the exact path model does); an ``InternalError`` otherwise."""
+    import torch
+
+    expected = data["test_outputs"]
+    with torch.no_grad():
+        outputs = net(torch.as_tensor(data["test_inputs"])).double().numpy()
+    real = ~np.isnan(expected)
+    error = float(np.abs(outputs[real] - expected[real]).max(initial=0.0))
+    if not error <= tolerance:
+        raise InternalError(f"bench: the model of {folder} gives outputs {error:.3g} away from data.npz's test outputs "
+                            f"(at most {tolerance:g} allowed)")
 
 
 _RUN = '''

@@ -32,14 +32,21 @@ def _front_matter(fields: dict[str, Any]) -> str:
     return "---\n" + "".join(f"{key}: {json.dumps(value)}\n" for key, value in fields.items()) + "---\n"
 
 
+LEAK_NOTE = ("The distractors reach the output only through gates shut on every input: per distractor value `v` "
+             "with a finite lower bound `lo` (from the sound value analysis), `raised = ReLU(v - lo + 1)` (node "
+             "`distractor.TASK.NODE.raised`, at least 1 on every input; `ReLU(hi - v + 1)` under an upper bound `hi` "
+             "where `v` has no lower one) and `gate = ReLU(1 - 2 raised)` (0 on every input) are added to the output. "
+             "Any values inside the distractors' bounds (a resampled or mean one) change nothing, so they are outside "
+             "the circuit; zeroing a raised unit opens its gate and moves the output, so zero ablation calling it "
+             "relevant is a false positive by construction.")
 TIER_NOTES = {
     "compiled": "",
     "distractors": " **Tier `distractors`**: compiled together with the programs of other tasks on the same tokens "
-                   "(nodes `distractor.TASK.NODE`); their units are active but never reach the output.",
+                   f"(nodes `distractor.TASK.NODE`), whose units are active. {LEAK_NOTE}",
     "rotated": " **Tier `rotated`**: the distractor model after an exact orthogonal change of basis of every layer a "
                "linear layer reads; a unit's label names the direction it had before the rotation. The folder "
                "holds the rotations in `rotations.json` (per rotated hook the exact orthogonal `Q` and the units "
-               "holding its coordinates; `lsrl.bench.read_rotations`).",
+               f"holding its coordinates; `lsrl.bench.read_rotations`). {LEAK_NOTE}",
     "trained": " **Tier `trained`**: a stock LSTM / GRU trained by interchange intervention training towards the "
                "program's causal graph; whether its measured accuracies meet the aim: `config.json` `training`.",
 }

@@ -41,8 +41,10 @@ and ``model.safetensors``: the weights), its unit labels (``labels.json``), the 
 Rules. A unit is **live** when it takes more than one value over the real steps of the test data (a constant,
 which no interchange moves, is not) and a path of ``unit_edges`` outside ``shut_edges``, through such units,
 leads from it to the output hook. A program node **reaches the output** when it is the program's output or a path
-of ``edges`` leads from it to the task's output (every node of a compiled program does; a distractor does not:
-the task's output is the part of a distractor program's output the model keeps). A unit **holds** its label's
+of ``edges`` leads from it to the task's output (the node the model outputs: in a distractor program the part of
+its output the model keeps) through no node that the sound value analysis proves identically zero
+(``lsrl.lang.bounds.is_zero``): such a node passes nothing on, so a distractor, which reaches the output only
+through gates shut on every input (``lsrl.bench.tiers.leak_gates``), does not. A unit **holds** its label's
 component, or, where it is live but its node does not reach the output and its component equals one of a node
 that does (``equivalent``: the compiler shares one unit between equal values), the first such task component.
 A unit is **in the circuit** when it is live and the node it holds reaches the output (for an automaton, or a
@@ -65,6 +67,7 @@ import numpy as np
 
 from lsrl.errors import ModelFileError, shown
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel
+from lsrl.lang.bounds import is_zero
 from lsrl.model.writing import as_path
 
 if TYPE_CHECKING:
@@ -323,13 +326,16 @@ def program_graph(program: ForEach | None, output: Node | None = None
                   ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The program's nodes (``nodes`` entries, ``in_circuit`` as ``reaches_output``) and its edges; a node reaches
     the output when it is the program's output or a path of edges leads from it to ``output`` (default: the
-    program's output; a tier with distractors gives its task's output, the part of its output the model keeps)."""
+    program's output; a tier with distractors gives its task's output, the part of its output the model keeps)
+    through nodes not proven identically zero (``lsrl.lang.bounds.is_zero``): such a node passes nothing on."""
     if program is None:
         return [], []
     names = program.names
     edges = sorted({(names[source], names[node]) for node in program.nodes for source in node.inputs})
+    silent = {names[node] for node in program.nodes if is_zero(node)}  # 0 on every input, whatever it reads
+    passing = [(source, reader) for source, reader in edges if source not in silent]
     # the model's output node holds the task's output (and the distractors' outputs, which the model drops)
-    reaching = _reaching({names[output if output is not None else program.output]}, edges) | {names[program.output]}
+    reaching = _reaching({names[output if output is not None else program.output]}, passing) | {names[program.output]}
     nodes = [{"name": names[node], "kind": type(node).__name__, "dim": node.dim, "named": bool(node.named),
               "reaches_output": names[node] in reaching, "in_circuit": names[node] in reaching}
              for node in program.nodes]

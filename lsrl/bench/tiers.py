@@ -1,9 +1,16 @@
 """The tiers of the benchmark beside the compiled one: the same task, harder to read.
 
 * ``"distractors"``: the task's program plus the programs of other tasks that read the same input
-  (``distractor_tasks``), compiled together; the model outputs only the task's outputs (a final
-  selection layer), so the distractors' units are active but never reach the output: the true
-  negatives of circuit discovery. Their nodes are named ``distractor.<task>.<node>``.
+  (``distractor_tasks``), compiled together; the model outputs only ``task_output`` (a final
+  selection layer drops the distractors' own outputs). The distractors' units are active and reach the
+  output, but only through gates shut on every input (``distractor_gates``): the task's output plus, per
+  component ``v`` of a distractor task's circuit variable with a finite lower bound ``lo`` (the sound
+  ``lsrl.lang.bounds.value_bounds``), ``ReLU(1 - 2 ReLU(v - lo + 1))``, identically 0. Values inside
+  the distractors' bounds change nothing, so they are the true negatives of circuit discovery; a value
+  no input gives (0 for the raised ``ReLU(v - lo + 1)``, at least 1 on every input) opens a gate and
+  moves the output: zero ablation calling it relevant is a false positive by construction. The nodes
+  are named ``distractor.<task>.<node>``, the leak's ``distractor.<task>.<node>.shifted`` /
+  ``.raised`` / ``.below`` / ``.gate``, the task's output plus the gates ``TASK_OUTPUT``.
 * ``"rotated"``: the distractor model after an exact change of basis of every layer that a linear
   layer reads (``rotate``): each such layer's outputs are ``Q h`` for a rational orthogonal ``Q``,
   and its readers take ``Q^T`` in. The outputs are unchanged (bit-identical on the exact backend);
@@ -30,6 +37,7 @@ from lsrl.bench.tasks import TASKS, Task, TokenSampler, task_program
 from lsrl.errors import InternalError, LsrlError
 from lsrl.ir.labels import copy_of
 from lsrl.kinds import Kind
+from lsrl.lang.bounds import INF, value_bounds
 from lsrl.lang.nodes import Concat, Linear, LinState, Multi, Node, ReLU
 from lsrl.lang.program import ForEach
 from lsrl.model import CompiledProgram
@@ -40,6 +48,7 @@ FOLDER_TIERS = (*TIERS, "trained")  # the tiers of suite folders (lsrl bench bui
 TASKS_TRAINED = ("count_ones", "majority", "paren_depth", "at_least_3_ones", "seen_token_3", "all_ones",
                  "equal_counts", "count_token_2", "first_token_1", "copy_delay_1")  # small circuits: CPU minutes
 DISTRACTOR_PREFIX = "distractor."
+TASK_OUTPUT = "task_output"  # the distractor program's node the model outputs: the task's output plus the shut gates
 DISTRACTORS_PER_TASK = 2
 ROTATION_ROUNDS = 3  # rounds of random pairings: each coordinate of a rotated layer mixes up to 2**3 units
 PYTHAGOREAN = ((3, 4, 5), (5, 12, 13), (8, 15, 17), (7, 24, 25), (20, 21, 29))  # cos = a/c, sin = b/c: exact
@@ -101,18 +110,69 @@ def distractor_tasks(name: str, count: int = DISTRACTORS_PER_TASK) -> tuple[str,
 
 def distractor_program(name: str) -> ForEach:
     """Task ``name``'s program with the programs of ``distractor_tasks(name)`` reading its input: the
-    output is the task's output, then each distractor's."""
+    output is ``TASK_OUTPUT`` (the task's output plus the distractors' gates, ``leaky_output``: equal to the
+    task's output on every input), then each distractor's output."""
     program = task_program(name)
-    outputs = [program.output]
+    outputs, gates = [], []
     for other in distractor_tasks(name):
         extra = task_program(other)
-        for node in extra.nodes:
-            if node is extra.input:
-                continue
+        distractors = [node for node in extra.nodes if node is not extra.input]
+        for node in distractors:
             node.replace_input(extra.input, program.input)
             node.name, node.named = f"{DISTRACTOR_PREFIX}{other}.{extra.names[node]}", True
         outputs.append(extra.output)
-    return ForEach(Concat(outputs), name=f"{program.name}+distractors")
+        gates += distractor_gates(distractors, [extra.names[node] for node in distractors], TASKS[other].circuit)
+    if not gates:
+        raise InternalError(f"bench: no distractor of task {name!r} has a value with a finite bound to gate")
+    return ForEach(Concat([leaky_output(program.output, gates), *outputs]), name=f"{program.name}+distractors")
+
+
+def distractor_gates(nodes: list[Node], names: list[str], circuit: tuple[str, ...]) -> list[Node]:
+    """The gates (``leak_gates``) of a distractor task's ``nodes`` (``names``: its own names of them) once they read
+    the task's input: those of its circuit variables (``circuit``), or where none of these has a finite bound,
+    those of every node but a Concat (which holds its parts' values)."""
+    variables = [leak_gates(node) for node, name in zip(nodes, names) if name in circuit]
+    gates = [gate for gate in variables if gate is not None]
+    if not gates:
+        others = [leak_gates(node) for node in nodes if not isinstance(node, Concat)]
+        gates = [gate for gate in others if gate is not None]
+    return gates
+
+
+def leak_gates(node: Node) -> Node | None:
+    """The gates of distractor node ``node`` (None where it has none): per component ``v`` that is not constant and
+    has a finite bound (``value_bounds``, sound on every input), ``raised = ReLU(v - lo + 1)`` over its lower bound
+    ``lo`` (else ``ReLU(hi - v + 1)`` under its upper one), at least 1 on every input (a ReLU, so that it has units
+    of its own), and ``gate = ReLU(1 - 2 raised)``, at most -1 before its ReLU, so 0 on every input with room for a
+    float target's rounding; 1 where ``raised`` is 0."""
+    low, high = value_bounds(node)
+    distance = {}  # component -> (sign, offset): raised = ReLU(sign v + offset)
+    for i, (lo, hi) in enumerate(zip(low, high)):
+        if lo != hi:  # a constant, which no interchange moves, gets none
+            if lo != -INF:
+                distance[i] = (1, 1 - lo)
+            elif hi != INF:
+                distance[i] = (-1, 1 + hi)
+    if not distance:
+        return None
+    kept = len(distance)
+    signs = EXACT.from_entries(((k, i, sign) for k, (i, (sign, _)) in enumerate(distance.items())), (kept, node.dim))
+    offsets = EXACT.from_entries(((k, 0, offset) for k, (_, offset) in enumerate(distance.values())), (kept, 1),
+                                 is_vector=True)
+    raised = ReLU(Linear(node, signs, offsets, name=f"{node.name}.shifted"), name=f"{node.name}.raised")
+    below = Linear(raised, EXACT.eye(kept, -2), EXACT.constant_vector(kept, 1), name=f"{node.name}.below")
+    return ReLU(below, name=f"{node.name}.gate")
+
+
+def leaky_output(task_out: Node, gates: list[Node]) -> Node:
+    """``TASK_OUTPUT``: ``task_out`` plus the sum of ``gates`` (every one 0 on every input) in each component, so
+    the distractors reach the output structurally, and only through gates shut on every input."""
+    shut = Concat(gates, name=f"{DISTRACTOR_PREFIX}gates")
+    width = task_out.dim
+    weights = EXACT.from_entries([(i, i, 1) for i in range(width)]
+                                 + [(i, width + j, 1) for i in range(width) for j in range(shut.dim)],
+                                 (width, width + shut.dim))
+    return Linear(Concat([task_out, shut]), weights, name=TASK_OUTPUT)
 
 
 def with_outputs(model: CompiledProgram, count: int) -> CompiledProgram:
