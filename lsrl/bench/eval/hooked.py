@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from lsrl.bench import standalone
-from lsrl.bench.circuit import INPUT, Circuit, UnitEdge, varying_units
-from lsrl.bench.eval.subject import (Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
+from lsrl.bench.circuit import INPUT, Circuit, UnitEdge
+from lsrl.bench.eval.subject import (ZERO, Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
                                     unit_candidates)
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
@@ -196,8 +196,9 @@ def rotated(labelled: HookedSubject, net: Any, rotations: dict[str, HookRotation
     tier's model (same hooks and labels: the circuit in the labelled coordinates), mapped onto them: a unit of a rotated
     hook mixes the labelled units of ``HookRotation.mixing`` and holds their variables (``unit_candidates``); it is in
     the circuit when one of them is and it takes more than one value over the real steps of ``data``'s test
-    sequences, as a live unit does (a sign part ``ReLU(-r_k)`` of a coordinate that stays positive is 0 throughout:
-    no interchange moves it); its edges are ``raw_edges``."""
+    sequences by more than ``ZERO`` (the rotated weights' float64 rounding moves a constant by ~1e-16), as a live unit
+    does (a sign part ``ReLU(-r_k)`` of a coordinate that stays positive is 0 throughout: no interchange moves it);
+    its edges are ``raw_edges``."""
     if list(net.hook_names) != labelled.hooks:
         raise InternalError(f"bench eval: the rotated {labelled.task}/{labelled.arch} has other hooks than its "
                             "distractor model")
@@ -206,8 +207,9 @@ def rotated(labelled: HookedSubject, net: Any, rotations: dict[str, HookRotation
     xs = data["test_inputs"]
     with torch.no_grad():
         _, cache = net.run_with_cache(xs)
-    varying = varying_units(cache, np.arange(xs.shape[1])[None] < data["test_lengths"][:, None])
-    candidates = [replace(c, truth=c.truth and bool(varying[labelled.hooks[c.layer]][c.unit]))
+    real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
+    spread = {hook: np.ptp(values.double().numpy()[real], axis=0) for hook, values in cache.items()}
+    candidates = [replace(c, truth=c.truth and bool(spread[labelled.hooks[c.layer]][c.unit] > ZERO))
                   for c in unit_candidates(labelled.labels, mixes, labelled.live)]
     rotated_subject = replace(labelled, tier="rotated", net=net, rotations=rotations, candidates=candidates)
     rotated_subject.unit_edges, rotated_subject.shut_edges = raw_edges(labelled, dict(zip(labelled.hooks, mixes)))
