@@ -83,34 +83,54 @@ def test_a_rotated_subject_sees_and_sets_the_values_its_hooks_hold(arch):
     assert any(not c.truth for c in rotated) or arch == "linear_rnn"  # there every one mixes a circuit unit in
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("arch", TORCH_ARCHS)
-def test_a_raw_coordinate_moves_the_outputs_exactly_when_marked_in_the_circuit(arch):
-    """Through the folder's own loader: every coordinate of a rotated hook, set at every step to its value on the
-    corrupted input of ``data.npz``'s pairs, changes the outputs when the subject marks it in the circuit, and changes
-    nothing when it marks it outside."""
-    folder = _folder("rotated", arch)
-    subject, rotations, net = HookedSubject.from_folder(folder), read_rotations(folder), _loaded(folder)
-    pairs = Pairs.from_data(subject)  # the corrupted run's values held at each clean step
-    candidates = [c for c in subject.candidates if subject.hooks[c.layer] in rotations]
+def _moves(folder: Path, subject: HookedSubject, candidates: list) -> list[float]:
+    """Per candidate, the largest change of the outputs (over the clean sequences' real steps) when, through the
+    folder's own loader, that unit alone is set at every step to its value on the corrupted input of ``data.npz``'s
+    pairs (the corrupted run's values held at each clean step)."""
+    net, pairs = _loaded(folder), Pairs.from_data(subject)
     count, steps = pairs.clean.shape[:2]
     patch = {hook: np.full((len(candidates) * count, steps, width), np.nan)
              for hook, width in zip(subject.hooks, subject.widths)}
     for position, candidate in enumerate(candidates):
-        rows = slice(position * count, (position + 1) * count)
-        patch[subject.hooks[candidate.layer]][rows, :, candidate.unit] = \
+        patch[subject.hooks[candidate.layer]][position * count:(position + 1) * count, :, candidate.unit] = \
             pairs.corrupt_layers[candidate.layer][..., candidate.unit].numpy()
     with torch.no_grad():
         clean, _ = net.run_with_cache(pairs.clean)
         patched, _ = net.run_with_cache(np.concatenate([pairs.clean] * len(candidates)), patch)
     change = (patched.double() - clean.double().repeat(len(candidates), 1, 1)).abs().numpy()
-    real = pairs.real.numpy().astype(bool)
-    moved = [float((change[position * count:(position + 1) * count] * real).max()) for position in range(len(candidates))]
+    change = change.reshape(len(candidates), count, steps, -1) * pairs.real.numpy()
+    return change.max(axis=(1, 2, 3)).tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", TORCH_ARCHS)
+def test_a_raw_coordinate_moves_the_outputs_exactly_when_marked_in_the_circuit(arch):
+    """Every coordinate of a rotated hook changes the outputs when the subject marks it in the circuit, and changes
+    nothing when it marks it outside (``_moves``)."""
+    folder = _folder("rotated", arch)
+    subject, rotations = HookedSubject.from_folder(folder), read_rotations(folder)
+    candidates = [c for c in subject.candidates if subject.hooks[c.layer] in rotations]
+    moved = _moves(folder, subject, candidates)
     inert = [(subject.hooks[c.layer], c.unit) for c, most in zip(candidates, moved) if c.truth and most <= CHANGED]
     leaking = [(subject.hooks[c.layer], c.unit, most) for c, most in zip(candidates, moved)
                if not c.truth and most > CHANGED]
     assert not inert and not leaking, (inert, leaking)
     assert any(c.truth for c in candidates)
+
+
+@pytest.mark.slow
+def test_a_submission_for_a_rotated_folder_scores_the_units_its_hooks_hold():
+    """A method written outside lsrl, patching each unit of every hook as the folder's loader holds it, submits a score
+    per raw unit (``lsrl.bench.score``): scored against the raw truth, it calls no unit outside the circuit."""
+    folder = _folder("rotated", "gru")
+    subject = HookedSubject.from_folder(folder)
+    moved = _moves(folder, subject, subject.candidates)
+    units = {hook: [0.0] * width for hook, width in zip(subject.hooks, subject.widths)}
+    for candidate, most in zip(subject.candidates, moved):
+        units[subject.hooks[candidate.layer]][candidate.unit] = most
+    row = lsrl.bench.score({"units": units, "threshold": CHANGED}, folder)
+    assert row["unit_fpr"] == 0.0 and row["unit_auroc"] >= 0.95, row
+    assert row["units"] == len(subject.candidates)
 
 
 @pytest.mark.slow
