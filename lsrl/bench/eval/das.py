@@ -13,9 +13,10 @@ What it is given, and what not: the model's layers (hooks) and their activations
 values and counterfactual outputs, as the probe is given), never the labels, the circuit or ``rotations.json``.
 It finds the layer itself: the ``HOOKS_TRIED`` layers where a least-squares probe of ``v`` fits best (on the
 training bases) are each searched, and the one whose learned subspace reaches the best training accuracy is kept.
-A rotated target is searched in its own (rotated) coordinates. Any subject that runs with interventions
-is searched: a path model, a hooked one (a stock ``transformers`` model of the trained tier through its stepped run:
-``hooked.changed_run``), an in-memory trained model (``lsrl.bench.trained_tier.TrainedSubject``).
+A rotated target is searched in its own (rotated) coordinates, which the harness scores every method in. Any
+subject that runs with interventions is searched: a path model, a hooked one (a stock ``transformers`` model of the
+trained tier through its stepped run: ``hooked.changed_run``), an in-memory trained model
+(``lsrl.bench.trained_tier.TrainedSubject``).
 
 Reported, on the harness's fixed held-out pairs (``data.npz``: pairs of equal and of different lengths, never
 trained on): the interchange accuracy (the share of clean (pair, step) outputs that, rounded, equal the

@@ -133,7 +133,8 @@ class Edge:
     receiver: int
     weight: float
     source: int
-    shut: bool = False  # through a gate held shut at every real step of the data: nothing passes (not in circuit)
+    shut: bool = False  # nothing of the circuit passes (not in it): through a gate held shut at every real step of
+    # the data, or, between a rotated hook's raw coordinates, carrying no labelled edge of the circuit (raw_edges)
 
 
 @dataclass
