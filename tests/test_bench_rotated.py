@@ -24,22 +24,24 @@ from lsrl.bench.eval.pairs import Pairs
 from lsrl.bench.rotations import HookRotation, read_rotations
 
 TASK = "parity"
+WIDENED = "copy_delay_1"  # its rotated LSTM and GRU hold as sign parts a layer its distractor model holds whole
 TORCH_ARCHS = ("linear_rnn", "rnn", "lstm", "gru")
 CHANGED = 1e-9  # an output change above this is a change (the rotated weights' float64 rounding moves ~1e-15)
 
 
 @functools.lru_cache(maxsize=None)
 def _suite() -> Path:
-    """parity's distractor and rotated tiers at the published test split (the liveness of the truth is read on it)."""
+    """parity's and copy_delay_1's distractor and rotated tiers at the published test split (the liveness of the
+    truth is read on it)."""
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="lsrl-bench-rotated-"))
-    lsrl.bench.build_suite(root, [TASK], tiers=["distractors", "rotated"], progress=False)
+    lsrl.bench.build_suite(root, [TASK, WIDENED], tiers=["distractors", "rotated"], progress=False)
     return root
 
 
-def _folder(tier: str, arch: str) -> Path:
-    return _suite() / tier / TASK / arch
+def _folder(tier: str, arch: str, task: str = TASK) -> Path:
+    return _suite() / tier / task / arch
 
 
 def _loaded(folder: Path):
@@ -103,11 +105,12 @@ def _moves(folder: Path, subject: HookedSubject, candidates: list) -> list[float
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", TORCH_ARCHS)
-def test_a_raw_coordinate_moves_the_outputs_exactly_when_marked_in_the_circuit(arch):
+@pytest.mark.parametrize(("task", "arch"), [*((TASK, arch) for arch in TORCH_ARCHS),
+                                            (WIDENED, "lstm"), (WIDENED, "gru")])
+def test_a_raw_coordinate_moves_the_outputs_exactly_when_marked_in_the_circuit(task, arch):
     """Every coordinate of a rotated hook changes the outputs when the subject marks it in the circuit, and changes
     nothing when it marks it outside (``_moves``)."""
-    folder = _folder("rotated", arch)
+    folder = _folder("rotated", arch, task)
     subject, rotations = HookedSubject.from_folder(folder), read_rotations(folder)
     candidates = [c for c in subject.candidates if subject.hooks[c.layer] in rotations]
     moved = _moves(folder, subject, candidates)
@@ -121,9 +124,13 @@ def test_a_raw_coordinate_moves_the_outputs_exactly_when_marked_in_the_circuit(a
 @pytest.mark.slow
 def test_a_submission_for_a_rotated_folder_scores_the_units_its_hooks_hold():
     """A method written outside lsrl, patching each unit of every hook as the folder's loader holds it, submits a score
-    per raw unit (``lsrl.bench.score``): scored against the raw truth, it calls no unit outside the circuit."""
-    folder = _folder("rotated", "gru")
-    subject = HookedSubject.from_folder(folder)
+    per raw unit (``lsrl.bench.score``): scored against the raw truth, it calls no unit outside the circuit. A hook
+    that holds as sign parts what ``circuit.json``'s hook holds whole takes a score per unit the model holds."""
+    folder = _folder("rotated", "gru", WIDENED)
+    subject, circuit = HookedSubject.from_folder(folder), read_circuit(folder / "circuit.json")
+    listed = {hook["name"]: hook["width"] for hook in circuit.hooks}
+    wider = [hook for hook, width in zip(subject.hooks, subject.widths) if width > listed[hook]]
+    assert wider and set(wider) & set(read_rotations(folder))
     moved = _moves(folder, subject, subject.candidates)
     units = {hook: [0.0] * width for hook, width in zip(subject.hooks, subject.widths)}
     for candidate, most in zip(subject.candidates, moved):

@@ -202,11 +202,12 @@ def rotated(labelled: HookedSubject, net: Any, rotations: dict[str, HookRotation
     if list(net.hook_names) != labelled.hooks:
         raise InternalError(f"bench eval: the rotated {labelled.task}/{labelled.arch} has other hooks than its "
                             "distractor model")
-    mixes = [rotations[hook].mixing(width) if hook in rotations else None
-             for hook, width in zip(labelled.hooks, labelled.widths)]
     xs = data["test_inputs"]
     with torch.no_grad():
         _, cache = net.run_with_cache(xs)
+    labelled = _widened(labelled, [cache[hook].shape[-1] for hook in labelled.hooks])
+    mixes = [rotations[hook].mixing(width) if hook in rotations else None
+             for hook, width in zip(labelled.hooks, labelled.widths)]
     real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
     spread = {hook: np.ptp(values.double().numpy()[real], axis=0) for hook, values in cache.items()}
     candidates = [replace(c, truth=c.truth and bool(spread[labelled.hooks[c.layer]][c.unit] > ZERO))
@@ -214,6 +215,19 @@ def rotated(labelled: HookedSubject, net: Any, rotations: dict[str, HookRotation
     rotated_subject = replace(labelled, tier="rotated", net=net, rotations=rotations, candidates=candidates)
     rotated_subject.unit_edges, rotated_subject.shut_edges = raw_edges(labelled, dict(zip(labelled.hooks, mixes)))
     return rotated_subject
+
+
+def _widened(labelled: HookedSubject, widths: list[int]) -> HookedSubject:
+    """``labelled`` with each layer of ``widths`` units: a rotated hook holds as ``[ReLU(r_k); ReLU(-r_k)]`` what the
+    distractor model, whose value never goes negative, holds whole (``h_k``): the units it lacks (``ReLU(-h_k)``,
+    0 throughout) hold no variable and are not in the circuit."""
+    extra = [width - len(labels) for labels, width in zip(labelled.labels, widths)]
+    if any(count < 0 for count in extra):
+        raise InternalError(f"bench eval: a hook of the rotated {labelled.task}/{labelled.arch} is narrower than its "
+                            "distractor model's")
+    labels = [layer_labels + [None] * count for layer_labels, count in zip(labelled.labels, extra)]
+    live = [np.concatenate([held, np.zeros(count, dtype=bool)]) for held, count in zip(labelled.live, extra)]
+    return replace(labelled, labels=labels, live=live)
 
 
 def raw_edges(labelled: HookedSubject, mixes: dict[str, np.ndarray | None]) -> tuple[list[UnitEdge], set[UnitEdge]]:

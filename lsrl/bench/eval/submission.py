@@ -148,9 +148,10 @@ def _scored(folder: str | Path) -> _Scored:
                               "give a folder lsrl bench build wrote, as SUITE/parity/gru")
     subject = HookedSubject.from_folder(folder)
     circuit = read_circuit(folder / "circuit.json")
-    hooks = [(hook["name"], int(hook["width"])) for hook in circuit.hooks]
-    if len(hooks) != len(subject.labels):
-        raise InternalError(f"bench score: {folder}'s circuit.json lists {len(hooks)} hooks, its subject has "
+    # the units the model holds: a rotated hook may hold as sign parts what circuit.json's hook holds whole
+    hooks = [(hook["name"], width) for hook, width in zip(circuit.hooks, subject.widths)]
+    if len(circuit.hooks) != len(subject.labels):
+        raise InternalError(f"bench score: {folder}'s circuit.json lists {len(circuit.hooks)} hooks, its subject has "
                             f"{len(subject.labels)} layers")
     layer = {name: index for index, (name, _) in enumerate(hooks)}
     edges = {(e.source, e.sender, e.layer, e.receiver) for e in subject.edges()}
