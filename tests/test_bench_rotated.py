@@ -144,7 +144,7 @@ def test_a_submission_for_a_rotated_folder_scores_the_units_its_hooks_hold():
 @pytest.mark.parametrize("arch", ["lstm", "gru"])
 def test_resample_on_a_rotated_folder_scores_other_units_than_on_its_distractor_folder(arch):
     """Its raw coordinates are other units than the distractor model's: the rows differ; activation patching still
-    separates the task's variables from the distractors', better than chance."""
+    separates the task's variables from the distractors', better than chance; probes run on it."""
     rotated = HookedSubject.from_folder(_folder("rotated", arch))
     plain = HookedSubject.from_folder(_folder("distractors", arch))
     assert rotated.nodes == plain.nodes  # the variables and their truth: circuit.json's, the same
@@ -154,6 +154,8 @@ def test_resample_on_a_rotated_folder_scores_other_units_than_on_its_distractor_
     assert (resample["unit_auroc"], resample["node_fpr"]) != (distractor["unit_auroc"], distractor["node_fpr"])
     assert resample["node_auroc"] >= 0.85 and resample["unit_fpr"] == 0.0, resample
     assert resample["node_auroc"] > chance["node_auroc"] and resample["unit_auroc"] > chance["unit_auroc"] + 0.2
+    probe = evaluate(rotated, "probe", pairs=8)  # affine maps of whole layers: blind to the change of basis
+    assert 0.0 <= probe["node_auroc"] <= 1.0 and 0.0 <= probe["interchange_accuracy"] <= 1.0, probe
     assert {("rotated", arch, "resample"), ("rotated", arch, "probe"), ("rotated", arch, "edge_attribution"),
             ("rotated", arch, "das")} <= set(combinations())
     assert ("rotated", arch, "acdc") not in combinations() and ("rotated", "path", "acdc") in combinations()
