@@ -114,7 +114,9 @@ def rotated_truth(tier: str) -> str:
     if tier != "rotated":
         return ""
     return ("The circuit is the distractor model's, in the labelled coordinates (`rotations.json` maps the hooks' "
-            "values to them): the values this model holds before the change of basis. ")
+            "values to them): the values this model holds before the change of basis. Methods are scored on the "
+            "coordinates the hooks hold, raw: one is in the circuit when it mixes a unit of the circuit and varies on "
+            "the test data (`lsrl.bench.eval.hooked.rotated`). ")
 
 
 def node_truth(circuit: Circuit) -> str:

@@ -73,6 +73,22 @@ class HookRotation:
         """The units holding negative parts, in the order of their coordinates."""
         return [unit for unit in self.negative if unit is not None]
 
+    def mixing(self, width: int) -> np.ndarray:
+        """``(width, width)`` bool: ``[u, v]`` where hook unit ``u``, as the model holds it, depends on what unit
+        ``v`` holds before the change of basis (``r_k = sum_j Q[k, j] h_j``; a coordinate's two sign parts both
+        hold it, and both halves of ``h_j`` make it); the identity at the units not listed."""
+        mixes = np.eye(width, dtype=bool)
+
+        def parts(k: int) -> list[int]:
+            negative = self.negative[k]
+            return [self.units[k]] if negative is None else [self.units[k], negative]
+
+        for k in range(len(self.units)):
+            mixes[parts(k)] = False
+            for j in np.flatnonzero(self.Q[k] != 0):
+                mixes[np.ix_(parts(k), parts(int(j)))] = True
+        return mixes
+
     def coordinates(self, values: np.ndarray) -> np.ndarray:
         """The rotated coordinates ``r`` ``(..., k)`` of the hook's ``values`` ``(..., width)``."""
         values = np.asarray(values, dtype=np.float64)

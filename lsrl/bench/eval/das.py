@@ -13,9 +13,10 @@ What it is given, and what not: the model's layers (hooks) and their activations
 values and counterfactual outputs, as the probe is given), never the labels, the circuit or ``rotations.json``.
 It finds the layer itself: the ``HOOKS_TRIED`` layers where a least-squares probe of ``v`` fits best (on the
 training bases) are each searched, and the one whose learned subspace reaches the best training accuracy is kept.
-A rotated target is searched in its own (rotated) coordinates. Any subject that runs with interventions
-is searched: a path model, a hooked one (a stock ``transformers`` model of the trained tier through its stepped run:
-``hooked.changed_run``), an in-memory trained model (``lsrl.bench.trained_tier.TrainedSubject``).
+A rotated target is searched in its own (rotated) coordinates, which the harness scores every method in. Any
+subject that runs with interventions is searched: a path model, a hooked one (a stock ``transformers`` model of the
+trained tier through its stepped run: ``hooked.changed_run``), an in-memory trained model
+(``lsrl.bench.trained_tier.TrainedSubject``).
 
 Reported, on the harness's fixed held-out pairs (``data.npz``: pairs of equal and of different lengths, never
 trained on): the interchange accuracy (the share of clean (pair, step) outputs that, rounded, equal the
@@ -64,32 +65,24 @@ def das(subject: Subject, pairs: Pairs, seed: int = 0, steps: int = STEPS, nodes
                         f"model: a suite folder, a tier model, a TrainedSubject), got a {type(subject).__name__} of "
                         f"{subject.task}/{subject.arch}")
     chosen = _chosen(subject, nodes)
-    own = own_coordinates(subject)
-    held_out = Pairs.from_data(own, pairs.clean.shape[0])
     with _one_thread():
-        train = _training_pairs(own, seed)
+        train = _training_pairs(subject, seed)
         searched = [node for node in chosen if node in train.base_trace]  # a pseudo-variable (free units) has none
-        found = _best(_learn(own, train, _searches(own, train, searched), seed, steps)) if searched else []
-        corrupt_trace = held_trace(own, held_out)
-        expected = [program_interchange(own, held_out, search.node, corrupt_trace) for search in found]
+        found = _best(_learn(subject, train, _searches(subject, train, searched), seed, steps)) if searched else []
+        corrupt_trace = held_trace(subject, pairs)
+        expected = [program_interchange(subject, pairs, search.node, corrupt_trace) for search in found]
         with torch.no_grad():
-            outputs = interchanged(own, held_out.clean, held_out.corrupt_layers, found) if found else None
+            outputs = interchanged(subject, pairs.clean, pairs.corrupt_layers, found) if found else None
     scores = dict.fromkeys(chosen, 0.0)  # no interchange of a pseudo-variable to align: it is not found
     interchange, overlap = {}, {}
     if outputs is not None:
-        real = held_out.real.numpy()[..., 0] > 0
+        real = pairs.real.numpy()[..., 0] > 0
         agree = agrees(outputs.numpy().reshape(len(found), *expected[0].shape), np.stack(expected))[:, real]
-        for search, effect, share in zip(found, output_changes(outputs, held_out), agree.mean(axis=1)):
+        for search, effect, share in zip(found, output_changes(outputs, pairs), agree.mean(axis=1)):
             scores[search.node], interchange[search.node] = float(effect), float(share)
             overlap[search.node] = overlap_with_labels(subject, search.layer, interchange_equivalent(
-                own, train, search.node, search.layer), search.basis.numpy())
+                subject, train, search.node, search.layer), search.basis.numpy())
     return Found(THRESHOLD, nodes=scores, interchange=interchange, overlap=overlap)
-
-
-def own_coordinates(subject: Subject) -> Subject:
-    """``subject`` as its model holds its values: a rotated hooked target without the harness's change back to the
-    labelled coordinates (``hooked.rotated``); any other as it is."""
-    return replace(subject, rotations={}) if isinstance(subject, HookedSubject) and subject.rotations else subject
 
 
 def _chosen(subject: Subject, nodes: Iterable[str] | None) -> list[str]:

@@ -180,9 +180,9 @@ def evaluate(subject: Subject, method: str, pairs: int = PAIRS) -> dict[str, obj
 
 def combinations(tiers: Iterable[str] = TIERS, archs: Iterable[str] = ARCHS, methods: Iterable[str] = tuple(METHODS)
                  ) -> list[tuple[str, str, str]]:
-    """The ``(tier, arch, method)`` triples that can run: ``PATH_METHODS`` on path models only (a rotated hooked
-    target is scored in its labelled coordinates, before the change of basis: ``hooked.rotated``);
-    ``das`` (a training per variable) on the tiers of ``DAS_TIERS``."""
+    """The ``(tier, arch, method)`` triples that can run: ``PATH_METHODS`` on path models only (every model, a rotated
+    one included, is scored in its own coordinates: ``hooked.rotated``); ``das`` (a training per variable) on the
+    tiers of ``DAS_TIERS``."""
     return [(tier, arch, method) for tier in tiers for arch in archs for method in methods
             if (arch == "path" or method not in PATH_METHODS) and (method != "das" or tier in DAS_TIERS)]
 

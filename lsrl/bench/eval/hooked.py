@@ -6,7 +6,8 @@ Its layers are the hooks (``net.hook_names``, gates included); its truth is the 
 through non-zero weights) and holds a variable that reaches the output. Interventions of any kind (units or a
 subspace set, a delta added, with gradients) act at the hooks (``changed_run``), so every method runs on it but
 ``path_patching`` and ``acdc``, which patch a path model's weights; its edges (``edge_attribution``'s) are
-``circuit.json``'s unit edges.
+``circuit.json``'s unit edges. A rotated tier's model is scored in its own coordinates, the values its hooks hold
+(``rotated``): its truth is the circuit's, in the labelled coordinates, mapped onto them through ``rotations.json``.
 """
 
 from __future__ import annotations
@@ -20,21 +21,19 @@ import numpy as np
 import torch
 
 from lsrl.bench import standalone
-from lsrl.bench.circuit import INPUT, Circuit
-from lsrl.bench.eval.subject import (Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
+from lsrl.bench.circuit import INPUT, Circuit, UnitEdge
+from lsrl.bench.eval.subject import (ZERO, Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
                                     unit_candidates)
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS, program_widths, task_program
 from lsrl.bench.tiers import TierModel, distractor_program, tier_model
-from lsrl.bench.truth import tier_circuit
+from lsrl.bench.truth import default_data, tier_circuit
 from lsrl.errors import InternalError, LsrlError, ModelFileError
 from lsrl.kinds import Kind
 from lsrl.lang.program import ForEach
 from lsrl.targets.cell_steps import Run
-
-ROTATED_DECIMALS = 12  # a rotated target's outputs (rationals of small denominators) rounded to this: ~1e-15 is noise
 
 
 @dataclass
@@ -44,19 +43,19 @@ class HookedSubject(Subject):
     net: standalone.Layers | SteppedModel | None = None  # the suite's loader, or a stock transformers model
     hooks: list[str] = field(default_factory=list)
     rotations: dict[str, HookRotation] = field(default_factory=dict)  # the rotated tier: its hooks' change of basis
-    unit_edges: list[tuple[str, int, str, int, int]] = field(default_factory=list)  # circuit.json's
-    shut_edges: set[tuple[str, int, str, int, int]] = field(default_factory=set)  # circuit.json's: not in circuit
+    unit_edges: list[UnitEdge] = field(default_factory=list)  # circuit.json's (a rotated model's: raw_edges)
+    shut_edges: set[UnitEdge] = field(default_factory=set)  # circuit.json's: not in circuit
 
     @classmethod
     def from_tier(cls, tier: TierModel, arch: str = "lstm") -> HookedSubject:
         """The torch target ``arch`` of a tier model, loaded from its exported layers; its truth is its folder's
-        (``lsrl.bench.truth.tier_circuit``, on the task's ``data.npz``). A rotated tier's subject is seen before
-        the change of basis (``rotated``)."""
+        (``lsrl.bench.truth.tier_circuit``, on the task's ``data.npz``); a rotated tier's is its distractor model's,
+        mapped onto its own coordinates (``rotated``)."""
         target = tier.model.to_torch(arch)
         net = standalone.Layers(*export(target))
         if tier.tier == "rotated":
             return rotated(cls.from_tier(tier_model(tier.task, "distractors"), arch), net,
-                           hook_rotations(tier.model, tier.bases, arch))
+                           hook_rotations(tier.model, tier.bases, arch), default_data(tier.task))
         return cls.from_circuit(tier.task, tier.tier, net, tier_circuit(tier, arch), tier.program, tier.output_dim)
 
     @classmethod
@@ -92,7 +91,7 @@ class HookedSubject(Subject):
         program = distractor_program(task) if tier in ("distractors", "rotated") else build()
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
         if tier == "rotated" and arch != "path":  # its circuit.json: the truth in the labelled coordinates
-            return rotated(subject, loaded.model, read_rotations(folder))
+            return rotated(subject, loaded.model, read_rotations(folder), loaded.data)
         if arch != "path":
             return subject
         tensors = standalone.read_tensors(folder)
@@ -129,11 +128,8 @@ class HookedSubject(Subject):
             raise InternalError("a HookedSubject is built by HookedSubject.from_tier, from_folder or from_circuit")
         changes = {self.hooks[index]: intervention for index, intervention in (interventions or {}).items()}
         with frozen(self.net):
-            outputs, cache = changed_run(self.net, xs, changes, self.rotations)
-        outputs = outputs[..., : self.output_dim].double()
-        if self.rotations and not outputs.requires_grad:  # the change of basis and back leaves float64 noise: a patch
-            outputs = torch.round(outputs, decimals=ROTATED_DECIMALS)  # changing nothing scores 0
-        return outputs, [cache[hook].double() for hook in self.hooks]
+            outputs, cache = changed_run(self.net, xs, changes)
+        return outputs[..., : self.output_dim].double(), [cache[hook].double() for hook in self.hooks]
 
 
 def tier_subject(tier: TierModel, arch: str = "path") -> Subject:
@@ -144,61 +140,32 @@ def tier_subject(tier: TierModel, arch: str = "path") -> Subject:
     return HookedSubject.from_tier(tier, arch)
 
 
-def change_basis(values: torch.Tensor, rotation: HookRotation, unrotate: bool) -> torch.Tensor:
-    """A rotated hook's ``values`` ``(..., width)`` before the change of basis (``unrotate``:
-    ``HookRotation.unrotate``) or, from values before it, after it: ``h = Q^T r``, ``r = Q h``."""
-    Q = torch.as_tensor(rotation.Q.astype(np.float64), dtype=values.dtype)
-    units = list(rotation.units)
-    split = [k for k, unit in enumerate(rotation.negative) if unit is not None]
-    negative = [rotation.negative[k] for k in split]
-    signed = values[..., units].clone()
-    signed[..., split] -= values[..., negative]
-    turned = signed @ Q if unrotate else signed @ Q.T
-    out = values.clone()
-    out[..., units] = turned
-    out[..., [units[k] for k in split]] = torch.relu(turned[..., split])
-    out[..., negative] = torch.relu(-turned[..., split])
-    return out
-
-
 class _ChangedRun(Run):
     """A ``run_with_cache`` run whose hooks' values ``changes`` changes (``Intervention``s: units or a subspace set, a
-    delta added) at every step; at the ``rotations``' hooks seen before the change of basis: their changes act on, and
-    their cache holds, the values of the model before the rotation, and the model carries on with the rotated ones."""
+    delta added) at every step."""
 
-    def __init__(self, changes: Mapping[str, Intervention], steps: int, rotations: dict[str, HookRotation]) -> None:
+    def __init__(self, changes: Mapping[str, Intervention], steps: int) -> None:
         super().__init__({}, steps)
-        self.changes, self.rotations = changes, rotations
+        self.changes = changes
 
     def patched(self, name: str, value: torch.Tensor, step: int | None) -> torch.Tensor:
-        change, rotation = self.changes.get(name), self.rotations.get(name)
-        if change is None:
-            return value
-        if rotation is None:
-            return change.apply(value, step)
-        return change_basis(change.apply(change_basis(value, rotation, unrotate=True), step), rotation, unrotate=False)
-
-    def finished(self) -> dict[str, torch.Tensor]:
-        return {name: change_basis(values, self.rotations[name], unrotate=True) if name in self.rotations else values
-                for name, values in super().finished().items()}
+        change = self.changes.get(name)
+        return value if change is None else change.apply(value, step)
 
 
-def changed_run(net: Any, xs: torch.Tensor | np.ndarray, changes: Mapping[str, Intervention],
-                rotations: dict[str, HookRotation] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def changed_run(net: Any, xs: torch.Tensor | np.ndarray, changes: Mapping[str, Intervention]
+                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``(outputs, {hook: values (B, T, width)})`` of a hooked model ``net`` on ``xs`` with ``changes`` (``{hook:
     Intervention}``) applied at every step inside the recurrence, with gradients where the caller has them on:
-    through the suite's hook points (``hooked_forward``; ``rotations``: ``_ChangedRun``), or a stock ``transformers``
-    model's stepped run (``SteppedModel.run_steps``)."""
+    through the suite's hook points (``hooked_forward``), or a stock ``transformers`` model's stepped run
+    (``SteppedModel.run_steps``)."""
     if isinstance(net, SteppedModel):
-        if rotations:
-            raise InternalError("a stock transformers model of the suite has no rotated tier")
-
         def patched(name: str, step: int, values: torch.Tensor) -> torch.Tensor:
             change = changes.get(name)
             return values if change is None else change.apply(values, step)
 
         return net.run_steps(xs, patched)
-    run = _ChangedRun(changes, np.shape(xs)[1], rotations or {})
+    run = _ChangedRun(changes, np.shape(xs)[1])
     outputs = hooked_forward(net, xs, run)
     return outputs, run.finished()
 
@@ -222,15 +189,69 @@ def hooked_forward(net: Any, xs: torch.Tensor | np.ndarray, run: Run) -> torch.T
 
 
 
-def rotated(unrotated: HookedSubject, net: Any, rotations: dict[str, HookRotation]) -> HookedSubject:
-    """The rotated tier's hooked model ``net`` (its hooks changed in basis by ``rotations``) seen before the change
-    of basis: its layers are the labelled coordinates (``HookRotation.unrotate``), which hold the values of the
-    distractor tier's model ``unrotated`` (same hooks and labels), whose circuit is therefore the truth (the
-    rotated model's own weights would make every coordinate reach the output)."""
-    if list(net.hook_names) != unrotated.hooks:
-        raise InternalError(f"bench eval: the rotated {unrotated.task}/{unrotated.arch} has other hooks than its "
+def rotated(labelled: HookedSubject, net: Any, rotations: dict[str, HookRotation], data: Mapping[str, np.ndarray]
+            ) -> HookedSubject:
+    """The rotated tier's hooked model ``net`` (its hooks changed in basis by ``rotations``) scored in its own
+    coordinates: the methods see and set the values its hooks hold. Its truth is that of ``labelled``, the distractor
+    tier's model (same hooks and labels: the circuit in the labelled coordinates), mapped onto them: a unit of a rotated
+    hook mixes the labelled units of ``HookRotation.mixing`` and holds their variables (``unit_candidates``); it is in
+    the circuit when one of them is and it takes more than one value over the real steps of ``data``'s test
+    sequences by more than ``ZERO`` (the rotated weights' float64 rounding moves a constant by ~1e-16), as a live unit
+    does (a sign part ``ReLU(-r_k)`` of a coordinate that stays positive is 0 throughout: no interchange moves it);
+    its edges are ``raw_edges``."""
+    if list(net.hook_names) != labelled.hooks:
+        raise InternalError(f"bench eval: the rotated {labelled.task}/{labelled.arch} has other hooks than its "
                             "distractor model")
-    return replace(unrotated, tier="rotated", net=net, rotations=rotations)
+    xs = data["test_inputs"]
+    with torch.no_grad():
+        _, cache = net.run_with_cache(xs)
+    labelled = _widened(labelled, [cache[hook].shape[-1] for hook in labelled.hooks])
+    mixes = [rotations[hook].mixing(width) if hook in rotations else None
+             for hook, width in zip(labelled.hooks, labelled.widths)]
+    real = np.arange(xs.shape[1])[None] < data["test_lengths"][:, None]
+    spread = {hook: np.ptp(values.double().numpy()[real], axis=0) for hook, values in cache.items()}
+    candidates = [replace(c, truth=c.truth and bool(spread[labelled.hooks[c.layer]][c.unit] > ZERO))
+                  for c in unit_candidates(labelled.labels, mixes, labelled.live)]
+    rotated_subject = replace(labelled, tier="rotated", net=net, rotations=rotations, candidates=candidates)
+    rotated_subject.unit_edges, rotated_subject.shut_edges = raw_edges(labelled, dict(zip(labelled.hooks, mixes)))
+    return rotated_subject
+
+
+def _widened(labelled: HookedSubject, widths: list[int]) -> HookedSubject:
+    """``labelled`` with each layer of ``widths`` units: a rotated hook holds as ``[ReLU(r_k); ReLU(-r_k)]`` what the
+    distractor model, whose value never goes negative, holds whole (``h_k``): the units it lacks (``ReLU(-h_k)``,
+    0 throughout) hold no variable and are not in the circuit."""
+    extra = [width - len(labels) for labels, width in zip(labelled.labels, widths)]
+    if any(count < 0 for count in extra):
+        raise InternalError(f"bench eval: a hook of the rotated {labelled.task}/{labelled.arch} is narrower than its "
+                            "distractor model's")
+    labels = [layer_labels + [None] * count for layer_labels, count in zip(labelled.labels, extra)]
+    live = [np.concatenate([held, np.zeros(count, dtype=bool)]) for held, count in zip(labelled.live, extra)]
+    return replace(labelled, labels=labels, live=live)
+
+
+def raw_edges(labelled: HookedSubject, mixes: dict[str, np.ndarray | None]) -> tuple[list[UnitEdge], set[UnitEdge]]:
+    """``labelled``'s unit edges (between labelled units) as edges between the units of hooks that mix them
+    (``mixes``: per hook, ``HookRotation.mixing`` or None): ``a -> b`` wherever a labelled edge ``i -> j`` has ``a``
+    mixing ``i`` and ``b`` mixing ``j``; and those of them that carry no labelled edge of the circuit (one outside
+    ``shut_edges`` between units in the circuit), which are not in it."""
+    live = dict(zip(labelled.hooks, labelled.live))
+    mixing: dict[str, list[list[int]]] = {hook: [np.flatnonzero(mixed[:, unit]).tolist() for unit in range(len(mixed))]
+                                          for hook, mixed in mixes.items() if mixed is not None}
+
+    def holders(hook: str, unit: int) -> list[int]:
+        return mixing[hook][unit] if hook in mixing else [unit]
+
+    carries: dict[UnitEdge, bool] = {}  # a raw edge: whether it carries a labelled edge of the circuit
+    for edge in labelled.unit_edges:
+        source, sender, target, receiver, delay = edge
+        used = (edge not in labelled.shut_edges and (source == INPUT or bool(live[source][sender]))
+                and bool(live[target][receiver]))
+        for a in holders(source, sender):
+            for b in holders(target, receiver):
+                key = (source, a, target, b, delay)
+                carries[key] = carries.get(key, False) or used
+    return list(carries), {edge for edge, used in carries.items() if not used}
 
 
 def path_bases(rotations: dict[str, HookRotation], hooks: list[str], widths: list[int]) -> list[np.ndarray | None]:

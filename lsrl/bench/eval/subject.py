@@ -133,7 +133,8 @@ class Edge:
     receiver: int
     weight: float
     source: int
-    shut: bool = False  # through a gate held shut at every real step of the data: nothing passes (not in circuit)
+    shut: bool = False  # nothing of the circuit passes (not in it): through a gate held shut at every real step of
+    # the data, or, between a rotated hook's raw coordinates, carrying no labelled edge of the circuit (raw_edges)
 
 
 @dataclass
@@ -272,16 +273,18 @@ def _weights(layer: Node) -> dict[str, torch.Tensor]:
             for name in NODE_WEIGHTS[layer.kind]}
 
 
-def unit_candidates(labels: list[list], bases: list[np.ndarray | None], live: list[np.ndarray]) -> list[Candidate]:
-    """The scored units of every layer: those that hold a variable's value (a role of
-    ``PATCHABLE_ROLES``), or in a rotated layer the coordinates that mix such units; in the circuit
-    when live (``live``: per layer): a unit labelled with a distractor that the output reads holds a
-    value the task uses too (the compiler shares one unit between equal values)."""
+def unit_candidates(labels: list[list], mixes: list[np.ndarray | None], live: list[np.ndarray]) -> list[Candidate]:
+    """The scored units of every layer: those that hold a variable's value (a role of ``PATCHABLE_ROLES``), or in a
+    rotated layer the coordinates that mix such units (``mixes``: per layer, None where a unit is itself, else a
+    matrix whose row ``u`` is non-zero at the labelled units coordinate ``u`` mixes: a path layer's change of basis,
+    a hook's ``HookRotation.mixing``); in the circuit when live (``live``: per layer, in the labels' basis): a unit
+    labelled with a distractor that the output reads holds a value the task uses too (the compiler shares one unit
+    between equal values)."""
     candidates = []
-    for index, (layer_labels, basis) in enumerate(zip(labels, bases)):
+    for index, (layer_labels, mixed) in enumerate(zip(labels, mixes)):
         held = [(label.node,) if holds(label) else () for label in layer_labels]
         for unit in range(len(layer_labels)):
-            loads = [unit] if basis is None else np.flatnonzero(basis[unit]).tolist()
+            loads = [unit] if mixed is None else np.flatnonzero(mixed[unit]).tolist()
             nodes = tuple(sorted({node for u in loads for node in held[u]}))
             if nodes:  # a coordinate is in the circuit when a unit it mixes is (patching it moves them all)
                 truth = bool(live[index][loads].any())

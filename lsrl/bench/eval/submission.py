@@ -9,6 +9,13 @@ unit edge and per variable::
      "nodes": {"count_1": 0.8, ...},                        # optional: variable-level scores
      "threshold": 0.5}                                      # optional: above it a unit is called in the circuit
 
+A unit is a coordinate of a hook's values as the model holds them (``run_with_cache``'s cache, ``load_model.py``'s
+patch). In a folder of the rotated tier those are raw coordinates, each mixing labelled units (``rotations.json``):
+the truth of ``circuit.json``, in the labelled coordinates, is mapped onto them (``lsrl.bench.eval.hooked.rotated``:
+a coordinate is in the circuit when it mixes a unit of the circuit and varies on the test data), and an edge joins
+two raw coordinates that mix the ends of one of ``circuit.json``'s unit edges (a torch folder's
+``HookedSubject.from_folder(folder).unit_edges``; a path folder's: its non-zero weights).
+
 ``score(scores, folder)`` returns the metrics of that folder: node, unit and edge AUROC (``harness.score``;
 a variable's score is its best unit's unless ``nodes`` gives it), TPR and FPR at the ``threshold`` and at each
 budget of ``BUDGETS`` (the top fraction of the scored units called in the circuit), the interchange accuracy of
@@ -46,7 +53,7 @@ from lsrl.bench.eval.harness import (
     COLUMNS, PAIRS, corrupted_units, edge_truth, found_interchange, score as harness_score,
 )
 from lsrl.bench.eval.pairs import Found, Pairs
-from lsrl.bench.eval.subject import Subject
+from lsrl.bench.eval.subject import PathSubject, Subject
 from lsrl.errors import InternalError, LsrlError
 from lsrl.model.writing import as_path
 
@@ -141,14 +148,16 @@ def _scored(folder: str | Path) -> _Scored:
                               "give a folder lsrl bench build wrote, as SUITE/parity/gru")
     subject = HookedSubject.from_folder(folder)
     circuit = read_circuit(folder / "circuit.json")
-    hooks = [(hook["name"], int(hook["width"])) for hook in circuit.hooks]
-    if len(hooks) != len(subject.labels):
-        raise InternalError(f"bench score: {folder}'s circuit.json lists {len(hooks)} hooks, its subject has "
+    # the units the model holds: a rotated hook may hold as sign parts what circuit.json's hook holds whole
+    hooks = [(hook["name"], width) for hook, width in zip(circuit.hooks, subject.widths)]
+    if len(circuit.hooks) != len(subject.labels):
+        raise InternalError(f"bench score: {folder}'s circuit.json lists {len(circuit.hooks)} hooks, its subject has "
                             f"{len(subject.labels)} layers")
     layer = {name: index for index, (name, _) in enumerate(hooks)}
     edges = {(e.source, e.sender, e.layer, e.receiver) for e in subject.edges()}
-    edges |= {(-1 if source == INPUT else layer[source], sender, layer[target], receiver)
-              for source, sender, target, receiver, _ in circuit.unit_edges}
+    if isinstance(subject, PathSubject):  # a hooked model's edges are circuit.json's (a rotated one's: raw_edges)
+        edges |= {(-1 if source == INPUT else layer[source], sender, layer[target], receiver)
+                  for source, sender, target, receiver, _ in circuit.unit_edges}
     return _Scored(subject, hooks, edges)
 
 
@@ -228,7 +237,7 @@ def _edge_problems(edges: Any, scored: _Scored, where: str) -> list[str]:
             continue
         if key not in scored.edges:
             problems.append(f"{where}: edge {position} ({edge['source']} -> {edge['target']}) is not an edge of the "
-                            "folder (circuit.json's unit_edges)")
+                            "folder (circuit.json's unit_edges; a rotated folder's: between its raw coordinates)")
         elif not math.isfinite(value):
             problems.append(f"{where}: edge {position} has a score that is not a finite number")
     return problems
