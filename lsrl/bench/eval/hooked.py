@@ -22,7 +22,7 @@ import torch
 from lsrl.bench import standalone
 from lsrl.bench.circuit import INPUT, Circuit
 from lsrl.bench.eval.subject import (Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
-                                    unit_candidates)
+                                    not_interchangeable, unit_candidates)
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
@@ -100,7 +100,7 @@ class HookedSubject(Subject):
         bases = path_bases(read_rotations(folder), subject.hooks, subject.widths)
         return PathSubject(subject.task, subject.tier, arch, subject.labels, bases, subject.program,
                            subject.output_dim, unit_candidates(subject.labels, bases, subject.live), subject.live,
-                           layers)
+                           subject.not_interchangeable, layers)
 
     @classmethod
     def from_circuit(cls, task: str, tier: str, net: Any, circuit: Circuit, program: ForEach,
@@ -112,7 +112,8 @@ class HookedSubject(Subject):
         bases: list[np.ndarray | None] = [None] * len(hooks)
         candidates = unit_candidates(layer_labels, bases, live)
         return cls(task, tier, circuit.architecture, layer_labels, bases, program, output_dim, candidates, live,
-                   net, hooks, unit_edges=list(circuit.unit_edges), shut_edges=set(circuit.shut_edges))
+                   not_interchangeable(circuit), net, hooks, unit_edges=list(circuit.unit_edges),
+                   shut_edges=set(circuit.shut_edges))
 
     def edges(self) -> list[Edge]:
         """``circuit.json``'s unit edges as ``Edge``s (the model's input: layer -1)."""

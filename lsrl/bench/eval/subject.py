@@ -161,6 +161,9 @@ class Subject:
     output_dim: int
     candidates: list[Candidate]
     live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
+    # variables whose interchange the truth marks unreliable (circuit.json's nodes not interchangeable: patching
+    # their units does not give the program's interchange); interchange accuracy leaves them out
+    not_interchangeable: frozenset[str] = frozenset()
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -214,7 +217,7 @@ class PathSubject(Subject):
         circuit, hooks = tier_circuit(tier, "path"), [f"layers.{i}" for i in range(len(tier.model.layers))]
         held = circuit.labels(truth=True)
         subject = cls(tier.task, tier.tier, "path", [held[hook] for hook in hooks], bases, tier.program,
-                      tier.output_dim, [], circuit_live(circuit, hooks),
+                      tier.output_dim, [], circuit_live(circuit, hooks), not_interchangeable(circuit),
                       [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
         subject.candidates = unit_candidates(subject.labels, bases, subject.live)
         return subject
@@ -259,6 +262,12 @@ def circuit_live(circuit: Circuit, hooks: list[str]) -> list[np.ndarray]:
         if unit["hook"] in live:
             live[unit["hook"]][unit["unit"]] = unit["in_circuit"]
     return [live[hook] for hook in hooks]
+
+
+def not_interchangeable(circuit: Circuit) -> frozenset[str]:
+    """The program nodes ``circuit`` marks not interchangeable (a node without the mark counts as
+    interchangeable)."""
+    return frozenset(node["name"] for node in circuit.nodes if not node.get("interchangeable", True))
 
 
 def holds(label: UnitLabel | None) -> bool:
