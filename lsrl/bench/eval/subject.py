@@ -163,7 +163,7 @@ class Subject:
     live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
     # variables whose interchange the truth marks unreliable (circuit.json's nodes not interchangeable: patching
     # their units does not give the program's interchange); interchange accuracy leaves them out
-    not_interchangeable: frozenset[str] = frozenset()
+    not_interchangeable: frozenset[str] = field(default=frozenset(), kw_only=True)
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -217,8 +217,9 @@ class PathSubject(Subject):
         circuit, hooks = tier_circuit(tier, "path"), [f"layers.{i}" for i in range(len(tier.model.layers))]
         held = circuit.labels(truth=True)
         subject = cls(tier.task, tier.tier, "path", [held[hook] for hook in hooks], bases, tier.program,
-                      tier.output_dim, [], circuit_live(circuit, hooks), not_interchangeable(circuit),
-                      [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
+                      tier.output_dim, [], circuit_live(circuit, hooks),
+                      [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers],
+                      not_interchangeable=not_interchangeable(circuit))
         subject.candidates = unit_candidates(subject.labels, bases, subject.live)
         return subject
 
