@@ -15,13 +15,12 @@ hooks on the cell's hook points.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pytest
@@ -54,9 +53,13 @@ def _cell_part(hook: str) -> tuple[str, str]:
     return (layer, part) if part in PARTS else (hook, "")
 
 
-class Weight(tuple):
-    """``(weight tensor, bias tensor, first row)``: unit ``u`` of a hook reads its senders through row
-    ``first + u`` of the weight (column: the sender's unit) and adds that row of the bias."""
+class Weight(NamedTuple):
+    """Unit ``u`` of a hook reads its senders through row ``first + u`` of tensor ``name`` (column: the sender's
+    unit) and adds that row of tensor ``bias``."""
+
+    name: str
+    bias: str
+    first: int
 
 
 def _weights_into(specs: list[dict[str, Any]], tensors: dict[str, torch.Tensor]) -> dict[tuple[str, int], Weight]:
@@ -72,16 +75,16 @@ def _weights_into(specs: list[dict[str, Any]], tensors: dict[str, torch.Tensor])
             if spec["bias"] is None:
                 spec["bias"] = f"{spec['weight']}.zero_bias"
                 tensors[spec["bias"]] = torch.zeros(tensors[spec["weight"]].shape[0], dtype=torch.float64)
-            found[(hook, 0)] = Weight((spec["weight"], spec["bias"], 0))
+            found[(hook, 0)] = Weight(spec["weight"], spec["bias"], 0)
         elif op == "linear_recurrence":
-            found[(hook, 0)], found[(hook, 1)] = Weight((spec["B"], spec["b"], 0)), Weight((spec["A"], spec["b"], 0))
+            found[(hook, 0)], found[(hook, 1)] = Weight(spec["B"], spec["b"], 0), Weight(spec["A"], spec["b"], 0)
         elif op in standalone.STOCK or op in standalone.RELU_CELLS:
             named = {key.removesuffix("_l0"): name for key, name in spec["parameters"].items()}
             hidden = tensors[named["weight_hh"]].shape[1]
             gates = [gate for gate in standalone.GATES.get(op, ()) if gate != "c"]
             for k, target in enumerate([f"{hook}.{gate}" for gate in gates] or [hook]):
-                found[(target, 0)] = Weight((named["weight_ih"], named["bias_ih"], k * hidden))
-                found[(target, 1)] = Weight((named["weight_hh"], named["bias_hh"], k * hidden))
+                found[(target, 0)] = Weight(named["weight_ih"], named["bias_ih"], k * hidden)
+                found[(target, 1)] = Weight(named["weight_hh"], named["bias_hh"], k * hidden)
     return found
 
 
@@ -89,16 +92,14 @@ def _elementwise(specs: list[dict[str, Any]]) -> dict[str, Callable[[float], flo
     """``{hook: g}`` for every hook whose unit ``u`` is ``g`` of unit ``u`` of the hook before it (a ReLU, a hook
     op, a block's output)."""
     found: dict[str, Callable[[float], float]] = {}
-    pending: Callable[[float], float] = float
+    pending: Callable[[float], float] | None = float
     for spec in specs:
         op = spec["op"]
         if op == "block":
             found.update(_elementwise(spec["state"]) | _elementwise(spec["phi"]))
-            pending = float if spec["gamma"] is None else None
+            pending = float if spec["gamma"] is None else None  # times gamma: a product, not elementwise
         elif op == "relu":
             pending = lambda value: max(value, 0.0)  # noqa: E731
-        elif op == "positive":
-            pending = lambda value: float(value > 0)  # noqa: E731
         elif op != "hook":
             pending = None
         name = standalone.hook_name(spec)
@@ -113,7 +114,7 @@ class Folder:
     """A folder's model, ready to run with one edge cut (module docstring)."""
 
     def __init__(self, folder: Path) -> None:
-        self.config = copy.deepcopy(json.loads((folder / "config.json").read_text()))
+        self.config = json.loads((folder / "config.json").read_text())
         self.tensors = {name: tensor.double() for name, tensor in standalone.read_tensors(folder).items()}
         self.weights = _weights_into(self.config["layers"], self.tensors)
         self.elementwise = _elementwise(self.config["layers"])
