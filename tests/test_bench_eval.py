@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -20,6 +21,7 @@ from lsrl.bench.eval import (METHODS, Found, Intervention, Pairs, auroc, evaluat
 from lsrl.bench.eval.methods import pruned_outputs, random_scores
 from lsrl.bench.tasks import TASKS
 from lsrl.bench.tiers import DISTRACTOR_PREFIX, in_circuit, rational_rotation, rotate, tier_model
+from lsrl.bench.truth import tier_circuit
 from lsrl.errors import LsrlError
 from lsrl.lang.bounds import INF, value_bounds
 from lsrl.numbers import EXACT
@@ -213,6 +215,23 @@ def test_a_planted_perfect_method_scores_auroc_1():
     row = score(subject, Found(0.5, units=truth))
     assert row["unit_auroc"] == 1.0 and row["node_auroc"] == 1.0
     assert (row["unit_tpr"], row["unit_fpr"], row["node_tpr"], row["node_fpr"]) == (1.0, 0.0, 1.0, 0.0)
+
+
+def test_interchange_accuracy_averages_the_interchangeable_circuit_variables_only():
+    subject = _subject("balanced_parens", "distractors")
+    marks = tier_circuit(_tier("balanced_parens", "distractors"), "path").nodes
+    assert subject.not_interchangeable == {node["name"] for node in marks if not node["interchangeable"]}
+    circuit = [node for node, inside in subject.nodes.items() if inside and in_circuit(node)]
+    unreliable = [node for node in circuit if node in subject.not_interchangeable]
+    reliable = [node for node in circuit if node not in subject.not_interchangeable]
+    assert unreliable and reliable, "the truth marks some circuit variables of the distractor tier not interchangeable"
+    found = Found(0.5, nodes=dict.fromkeys(subject.nodes, 1.0),
+                  interchange={**dict.fromkeys(reliable, 1.0), **dict.fromkeys(unreliable, 0.0)})
+    assert score(subject, found)["interchange_accuracy"] == 1.0
+    every = replace(subject, not_interchangeable=frozenset())
+    assert score(every, found)["interchange_accuracy"] == pytest.approx(len(reliable) / len(circuit))
+    only_unreliable = Found(0.5, nodes=found.nodes, interchange=dict.fromkeys(unreliable, 0.0))
+    assert np.isnan(score(subject, only_unreliable)["interchange_accuracy"])
 
 
 def test_a_random_method_scores_auroc_near_one_half():

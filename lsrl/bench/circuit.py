@@ -52,7 +52,11 @@ folder without labels: when it is live). **Promotion** (units to variables): a u
 its component ``v`` (``value``, ``copy``, ``pos``, ``neg``, ``negated``, ``-pos``, ``-neg``) holds the variable
 ``v``; the ``pos`` / ``neg`` halves of one component (Eq. 11) and its copies are one variable, listed once with
 all its units. ``helper`` and ``constant`` units serve a variable but hold none. A variable, and a node, is in the
-circuit when one of its units is: causal relevance, never equal values alone.
+circuit when one of its units is: causal relevance, never equal values alone. An **edge** is in the circuit when
+both its ends are and it is not in ``shut_edges``; cut alone (the receiver reading a constant for the sender through
+it) each moves the outputs on the test data, but one kind kept: an edge through a weight from or into a ``pos`` /
+``neg`` half of a split value whose receiver's ReLU is shut wherever the sender is non-zero (no gate is shut on the
+data as a whole; docs/bench.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Scoring a method on a subject: node (variable), unit and edge AUROC, TPR / FPR at the method's
 threshold, and interchange accuracy for variable-level methods (on the trained tier, whose circuit is an
 alignment of variables to units, also for unit-level methods: ``found_interchange``, through each variable's
-as many best-scored units as it has, ``ranked_units``); one row per (task, tier, arch, method).
+as many best-scored units as it has, ``ranked_units``), averaged over the circuit's interchangeable variables (a
+node ``circuit.json`` marks not interchangeable has no reliable expected output: ``Subject.not_interchangeable``);
+one row per (task, tier, arch, method).
 
 Node level follows the promotion rule: a variable's score is the largest score of a unit that holds
 it (pos / neg halves and copies of one variable count once); an edge-level method's unit score is the
@@ -98,7 +100,8 @@ def score(subject: Subject, found: Found) -> dict[str, float]:
     if found.edges is not None:
         marks = edge_truth(subject)
         row.update(_scored("edge", found.edges[marks >= 0], marks[marks >= 0] == 1, found.threshold))
-    circuit = [accuracy for node, accuracy in found.interchange.items() if in_circuit(node) and truth[node]]
+    circuit = [accuracy for node, accuracy in found.interchange.items()
+               if in_circuit(node) and truth[node] and node not in subject.not_interchangeable]
     if circuit:
         row["interchange_accuracy"] = float(np.mean(circuit))
     overlaps = [overlap for node, overlap in found.overlap.items() if in_circuit(node) and truth[node]]

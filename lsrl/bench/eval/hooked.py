@@ -23,7 +23,7 @@ import torch
 from lsrl.bench import standalone
 from lsrl.bench.circuit import INPUT, Circuit, UnitEdge
 from lsrl.bench.eval.subject import (ZERO, Edge, Intervention, Layer, PathSubject, Subject, circuit_live, frozen,
-                                    unit_candidates)
+                                    not_interchangeable, unit_candidates)
 from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
@@ -99,7 +99,7 @@ class HookedSubject(Subject):
         bases = path_bases(read_rotations(folder), subject.hooks, subject.widths)
         return PathSubject(subject.task, subject.tier, arch, subject.labels, bases, subject.program,
                            subject.output_dim, unit_candidates(subject.labels, bases, subject.live), subject.live,
-                           layers)
+                           layers, not_interchangeable=subject.not_interchangeable)
 
     @classmethod
     def from_circuit(cls, task: str, tier: str, net: Any, circuit: Circuit, program: ForEach,
@@ -111,7 +111,8 @@ class HookedSubject(Subject):
         bases: list[np.ndarray | None] = [None] * len(hooks)
         candidates = unit_candidates(layer_labels, bases, live)
         return cls(task, tier, circuit.architecture, layer_labels, bases, program, output_dim, candidates, live,
-                   net, hooks, unit_edges=list(circuit.unit_edges), shut_edges=set(circuit.shut_edges))
+                   net, hooks, unit_edges=list(circuit.unit_edges), shut_edges=set(circuit.shut_edges),
+                   not_interchangeable=not_interchangeable(circuit))
 
     def edges(self) -> list[Edge]:
         """``circuit.json``'s unit edges as ``Edge``s (the model's input: layer -1)."""

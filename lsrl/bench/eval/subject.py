@@ -162,6 +162,9 @@ class Subject:
     output_dim: int
     candidates: list[Candidate]
     live: list[np.ndarray]  # per layer, in the labels' basis: the units in the circuit
+    # variables whose interchange the truth marks unreliable (circuit.json's nodes not interchangeable: patching
+    # their units does not give the program's interchange); interchange accuracy leaves them out
+    not_interchangeable: frozenset[str] = field(default=frozenset(), kw_only=True)
 
     def run(self, xs: torch.Tensor | np.ndarray, interventions: dict[int, Intervention] | None = None
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -216,7 +219,8 @@ class PathSubject(Subject):
         held = circuit.labels(truth=True)
         subject = cls(tier.task, tier.tier, "path", [held[hook] for hook in hooks], bases, tier.program,
                       tier.output_dim, [], circuit_live(circuit, hooks),
-                      [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers])
+                      [Layer(layer.kind, _weights(layer)) for layer in tier.model.layers],
+                      not_interchangeable=not_interchangeable(circuit))
         subject.candidates = unit_candidates(subject.labels, bases, subject.live)
         return subject
 
@@ -260,6 +264,12 @@ def circuit_live(circuit: Circuit, hooks: list[str]) -> list[np.ndarray]:
         if unit["hook"] in live:
             live[unit["hook"]][unit["unit"]] = unit["in_circuit"]
     return [live[hook] for hook in hooks]
+
+
+def not_interchangeable(circuit: Circuit) -> frozenset[str]:
+    """The program nodes ``circuit`` marks not interchangeable (a node without the mark counts as
+    interchangeable)."""
+    return frozenset(node["name"] for node in circuit.nodes if not node.get("interchangeable", True))
 
 
 def holds(label: UnitLabel | None) -> bool:
