@@ -218,3 +218,25 @@ def test_the_published_rows_are_the_scores_of_a_rebuilt_folder():
                 assert np.isnan(value), (row["arch"], row["method"], column)
             else:
                 assert value == pytest.approx(float(stored[column]), abs=1e-4), (row["arch"], row["method"], column)
+
+
+def _published_summary() -> dict[tuple[str, str, str], dict[str, str]]:
+    summary_file = Path(__file__).parent.parent / "docs" / "results" / "bench" / "eval_summary.csv"
+    with open(summary_file, newline="") as file:
+        return {(row["tier"], row["arch"], row["method"]): row for row in csv.DictReader(file)}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_published_table_separates_the_methods_on_the_distractor_and_rotated_tiers(arch):
+    summary = _published_summary()
+
+    def node(tier: str, method: str) -> float:
+        return float(summary[(tier, arch, method)]["node_auroc"])
+
+    # distractors: patching near 1, random near 0.5, zero ablation (the leak's raised units) and probes clearly below
+    assert node("distractors", "resample") >= 0.95
+    assert 0.3 <= node("distractors", "random") <= 0.7
+    assert node("distractors", "zero") <= node("distractors", "resample") - 0.05
+    assert node("distractors", "probe") <= node("distractors", "resample") - 0.1
+    # rotated, scored in the models' own coordinates: the subspace search beats unit-level patching and chance
+    assert node("rotated", "das") > node("rotated", "resample") > node("rotated", "random") + 0.2

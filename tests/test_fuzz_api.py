@@ -946,7 +946,7 @@ def test_the_whole_suite_build_shows_progress(tmp_path: Path, monkeypatch: pytes
     from lsrl.bench.tasks import TASKS
 
     built = []
-    monkeypatch.setattr(build, "task_data", lambda task, sequences: built.append(task.name) or {})
+    monkeypatch.setattr(build, "task_data", lambda task, sequences, tier: built.append(task.name) or {})
     monkeypatch.setattr(build, "npz_bytes", lambda data: b"")
     monkeypatch.setattr(build, "tier_models", lambda task, tier, *steps_and_archs: ({}, None, None))
     assert build.build_suite(tmp_path / "suite") == []

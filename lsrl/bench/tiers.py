@@ -5,7 +5,8 @@
   selection layer drops the distractors' own outputs). The distractors' units are active and reach the
   output, but only through gates shut on every input (``distractor_gates``): the task's output plus, per
   component ``v`` of a distractor task's circuit variable with a finite lower bound ``lo`` (the sound
-  ``lsrl.lang.bounds.value_bounds``), ``ReLU(1 - 2 ReLU(v - lo + 1))``, identically 0. Values inside
+  ``lsrl.lang.bounds.value_bounds``), ``ReLU(1 - 2 ReLU(v - lo + 1))``, identically 0 (under a finite upper
+  bound ``hi`` where it has no lower one, ``ReLU(hi - v + 1)`` inside). Values inside
   the distractors' bounds change nothing, so they are the true negatives of circuit discovery; a value
   no input gives (0 for the raised ``ReLU(v - lo + 1)``, at least 1 on every input) opens a gate and
   moves the output: zero ablation calling it relevant is a false positive by construction. The nodes

@@ -13,9 +13,6 @@ model (whose unit edges are not known: no edge scores).
 * ``attribution_patching``: the first-order estimate of resample patching from one backward pass:
   ``|sum_t dL/da_t (a_t(corrupted) - a_t(clean))|`` with ``L`` the outputs' projection on their change
   under the corrupted input (the whole input's change of ``L``: the sum of the outputs' squared changes).
-
-A method calls a candidate in the circuit when its score is above ``pairs.effect_threshold``: any effect above float64
-noise on a compiled model, at least ``EFFECT_FRACTION`` of the whole corrupted input's effect on a trained one.
 * ``probe``: per program variable, a least-squares affine probe from each layer's units, fitted on every other
   sequence and its R^2 measured on the others (a probe wider than its data would fit anything); in the layer
   where it fits best, the probe's subspace is patched from the corrupted run (a variable-level interchange); the
@@ -37,6 +34,9 @@ noise on a compiled model, at least ``EFFECT_FRACTION`` of the whole corrupted i
   first coordinates are interchanged from the corrupted run (``lsrl.bench.eval.das``; variable level, with the
   overlap of the subspace found with the labelled one).
 * ``random``: uniform random scores (the chance baseline).
+
+A method calls a candidate in the circuit when its score is above ``pairs.effect_threshold``: any effect above float64
+noise on a compiled model, at least ``EFFECT_FRACTION`` of the whole corrupted input's effect on a trained one.
 """
 
 from __future__ import annotations
