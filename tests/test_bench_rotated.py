@@ -22,6 +22,7 @@ from lsrl.bench.eval.harness import combinations
 from lsrl.bench.eval.hooked import HookedSubject
 from lsrl.bench.eval.pairs import Pairs
 from lsrl.bench.rotations import HookRotation, read_rotations
+from lsrl.bench.tiers import unrotated_model
 
 TASK = "parity"
 WIDENED = "copy_delay_1"  # its rotated LSTM and GRU hold as sign parts a layer its distractor model holds whole
@@ -143,10 +144,11 @@ def test_a_submission_for_a_rotated_folder_scores_the_units_its_hooks_hold():
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["lstm", "gru"])
 def test_resample_on_a_rotated_folder_scores_other_units_than_on_its_distractor_folder(arch):
-    """Its raw coordinates are other units than the distractor model's: the rows differ; activation patching still
-    separates the task's variables from the distractors', better than chance; probes run on it."""
+    """Its raw coordinates are other units than those of the model before the change of basis (``unrotated_model``):
+    the rows differ; activation patching still separates the task's variables from the distractors', better than
+    chance; probes run on it."""
     rotated = HookedSubject.from_folder(_folder("rotated", arch))
-    plain = HookedSubject.from_folder(_folder("distractors", arch))
+    plain = HookedSubject.from_tier(unrotated_model(TASK), arch)
     assert rotated.nodes == plain.nodes  # the variables and their truth: circuit.json's, the same
     assert [c.truth for c in rotated.candidates] != [c.truth for c in plain.candidates]
     resample, chance = evaluate(rotated, "resample", pairs=32), evaluate(rotated, "random", pairs=32)

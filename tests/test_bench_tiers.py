@@ -22,7 +22,10 @@ from lsrl.bench.training.torch_rnn import FREE_UNITS, UNITS_PER_COMPONENT, layou
 from lsrl.bench.standalone import SuiteFileError, read_config
 from lsrl.bench.rotations import read_rotations
 from lsrl.bench.tasks import TASKS
-from lsrl.bench.tiers import distractor_program
+from lsrl.bench import standalone
+from lsrl.bench.export import export
+from lsrl.bench.labels import unit_labels
+from lsrl.bench.tiers import distractor_program, unrotated_model
 from lsrl.errors import LsrlError, ModelFileError
 from lsrl.ir.labels import PATCHABLE_ROLES, UnitLabel, label_violations
 from bench_builds import built_once, parity_tiers_and_an_automaton
@@ -409,16 +412,20 @@ def test_a_rotated_folder_carries_its_exact_orthogonal_rotations(rotated_suite, 
 @pytest.mark.parametrize("arch", TASKS["parity"].archs)
 def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite, arch):
     """At every hook of a rotated folder (its own loader, its own hook names), the stored rotation undone gives the
-    un-rotated model's values (the distractor folder's: the same model before the change of basis) at every unit that
-    holds a variable, and every unit then holds what ``labels.json`` says, against the program's own trace (the
-    interpreter's, of the task and its distractors); before, the rotated hooks do not."""
-    rotated, plain = (load(f"parity/{arch}", root=rotated_suite, tier=tier) for tier in ("rotated", "distractors"))
+    un-rotated model's values (``unrotated_model``: the distractor model without its gates, before the change of
+    basis) at every unit that holds a variable, and every unit then holds what ``labels.json`` says, against the
+    program's own trace (the interpreter's, of the task and its distractors); before, the rotated hooks do not."""
+    rotated = load(f"parity/{arch}", root=rotated_suite, tier="rotated")
+    unrotated = unrotated_model("parity").model
+    built = unrotated if arch == "path" else unrotated.to_torch(arch)
+    plain = standalone.Layers(*export(built))  # as its folder's load_model.py would build it
     rotations = read_rotations(rotated_suite / "rotated" / "parity" / arch)
     lengths = rotated.data["test_lengths"][:8]
     xs = rotated.data["test_inputs"][:8, : int(lengths.min())]  # every step real
-    trace = distractor_program("parity").trace(xs)
+    trace = distractor_program("parity", leak=False).trace(xs)
     _, rotated_cache = rotated.model.run_with_cache(xs)
-    _, plain_cache = plain.model.run_with_cache(xs)
+    _, plain_cache = plain.run_with_cache(xs)
+    plain_labels = unit_labels(built)
     checked = 0
     for hook, labels in rotated.labels.items():
         values, expected = rotated_cache[hook].double().numpy(), plain_cache[hook].double().numpy()
@@ -427,7 +434,7 @@ def test_undoing_the_rotations_recovers_the_labelled_values(rotated_suite, arch)
             values = rotations[hook].unrotate(values)
             checked += 1
         held = [u for u, label in enumerate(labels) if label.role in PATCHABLE_ROLES]
-        assert labels == plain.labels[hook], hook  # parity's targets are the same in both bases
+        assert [list(label) for label in labels] == [list(label) for label in plain_labels[hook]], hook  # both bases
         np.testing.assert_allclose(values[..., held], expected[..., held], rtol=0, atol=1e-9, err_msg=hook)
         assert label_violations([labels], [values], trace, 1e-9) == [], hook
     assert checked == len(rotations) >= 2

@@ -20,7 +20,8 @@ import lsrl.bench
 from lsrl.bench.circuit import read_circuit
 from lsrl.bench.eval import evaluate, tier_subject
 from lsrl.bench.eval.hooked import HookedSubject
-from lsrl.bench.tiers import DISTRACTOR_PREFIX, tier_model
+from lsrl.bench.tiers import DISTRACTOR_PREFIX, tier_model, unrotated_model
+from lsrl.bench.truth import tier_circuit
 
 TASK = "parity"
 ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
@@ -170,7 +171,8 @@ def test_variables_marked_interchangeable_reproduce_the_interchanges_of_data_npz
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_rotated_folder_holds_its_distractor_models_truth_and_only_task_variables(arch):
     rotated = read_circuit(_folder("rotated", arch) / "circuit.json")
-    assert rotated == read_circuit(_folder("distractors", arch) / "circuit.json")
+    data = dict(np.load(_folder("rotated", arch) / "data.npz"))
+    assert rotated == tier_circuit(unrotated_model(TASK), arch, data)  # the model before its change of basis
     inside = {node["name"] for node in rotated.nodes if node["in_circuit"]}
     outside = {node["name"] for node in rotated.nodes if not node["in_circuit"]}
     assert inside and not any(name.startswith(DISTRACTOR_PREFIX) for name in inside)

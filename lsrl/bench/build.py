@@ -32,7 +32,7 @@ from lsrl.bench.labels import automaton_labels, check_hooks, unit_labels
 from lsrl.bench.rotations import FILE as ROTATIONS
 from lsrl.bench.rotations import HookRotation, hook_rotations, rotations_json
 from lsrl.bench.tasks import TASKS, Task, task_program
-from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model
+from lsrl.bench.tiers import FOLDER_TIERS, TASKS_TRAINED, has_tier, tier_model, unrotated_model
 from lsrl.bench.training.torch_rnn import TrainedModel
 from lsrl.bench.truth import OUTPUT_TOLERANCE, folder_circuit, tier_circuit
 from lsrl.errors import InternalError, LsrlError, whole_number
@@ -362,7 +362,7 @@ def build_tier(root: Path, name: str, tier: str, test_sequences: int = TEST_SEQU
     data = task_data(task, test_sequences, tier)
     data_bytes = npz_bytes(data)  # one data.npz for every architecture of the tier (its pairs: the tier's lengths)
     models, program, rotations = tier_models(task, tier, train_steps, dict.fromkeys(trained_archs))
-    unrotated = tier_model(name, "distractors") if tier == "rotated" else None  # the truth of the rotated models
+    unrotated = unrotated_model(name) if tier == "rotated" else None  # the truth of the rotated models
     folders = []
     try:
         for arch, model in models.items():

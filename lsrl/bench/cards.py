@@ -43,10 +43,11 @@ TIER_NOTES = {
     "compiled": "",
     "distractors": " **Tier `distractors`**: compiled together with the programs of other tasks on the same tokens "
                    f"(nodes `distractor.TASK.NODE`), whose units are active. {LEAK_NOTE}",
-    "rotated": " **Tier `rotated`**: the distractor model after an exact orthogonal change of basis of every layer a "
-               "linear layer reads; a unit's label names the direction it had before the rotation. The folder "
-               "holds the rotations in `rotations.json` (per rotated hook the exact orthogonal `Q` and the units "
-               f"holding its coordinates; `lsrl.bench.read_rotations`). {LEAK_NOTE}",
+    "rotated": " **Tier `rotated`**: the distractor model, without its gates (its distractors reach the output by no "
+               "path), after an exact orthogonal change of basis of every layer a linear layer reads; a unit's label "
+               "names the direction it had before the rotation. The folder holds the rotations in `rotations.json` "
+               "(per rotated hook the exact orthogonal `Q` and the units holding its coordinates; "
+               "`lsrl.bench.read_rotations`).",
     "trained": " **Tier `trained`**: a stock LSTM / GRU trained by interchange intervention training towards the "
                "program's causal graph; whether its measured accuracies meet the aim: `config.json` `training`.",
 }

@@ -12,11 +12,11 @@
   moves the output: zero ablation calling it relevant is a false positive by construction. The nodes
   are named ``distractor.<task>.<node>``, the leak's ``distractor.<task>.<node>.shifted`` /
   ``.raised`` / ``.below`` / ``.gate``, the task's output plus the gates ``TASK_OUTPUT``.
-* ``"rotated"``: the distractor model after an exact change of basis of every layer that a linear
-  layer reads (``rotate``): each such layer's outputs are ``Q h`` for a rational orthogonal ``Q``,
-  and its readers take ``Q^T`` in. The outputs are unchanged (bit-identical on the exact backend);
-  a unit label now names a direction, column ``u`` of ``Q`` for unit ``u``, and a variable's ground
-  truth is the subspace its units span.
+* ``"rotated"``: the distractor model without the leak (``unrotated_model``: its distractors reach the
+  output by no path) after an exact change of basis of every layer that a linear layer reads (``rotate``):
+  each such layer's outputs are ``Q h`` for a rational orthogonal ``Q``, and its readers take ``Q^T`` in.
+  The outputs are unchanged (bit-identical on the exact backend); a unit label now names a direction,
+  column ``u`` of ``Q`` for unit ``u``, and a variable's ground truth is the subspace its units span.
 * ``"compiled"``: the task's compiled model itself.
 * ``"trained"`` (``FOLDER_TIERS`` only, not a ``tier_model``): stock LSTM / GRU trained towards the program's
   causal graph (``lsrl.bench.training``); every program task with named circuit variables has it, the suite
@@ -109,10 +109,11 @@ def distractor_tasks(name: str, count: int = DISTRACTORS_PER_TASK) -> tuple[str,
     return tuple((others * 2)[start:start + count])
 
 
-def distractor_program(name: str) -> ForEach:
+def distractor_program(name: str, leak: bool = True) -> ForEach:
     """Task ``name``'s program with the programs of ``distractor_tasks(name)`` reading its input: the
     output is ``TASK_OUTPUT`` (the task's output plus the distractors' gates, ``leaky_output``: equal to the
-    task's output on every input), then each distractor's output."""
+    task's output on every input), then each distractor's output; without ``leak`` (the rotated tier's), the task's
+    output itself, the distractors reaching it by no path."""
     program = task_program(name)
     outputs, gates = [], []
     for other in distractor_tasks(name):
@@ -122,7 +123,10 @@ def distractor_program(name: str) -> ForEach:
             node.replace_input(extra.input, program.input)
             node.name, node.named = f"{DISTRACTOR_PREFIX}{other}.{extra.names[node]}", True
         outputs.append(extra.output)
-        gates += distractor_gates(distractors, [extra.names[node] for node in distractors], TASKS[other].circuit)
+        if leak:
+            gates += distractor_gates(distractors, [extra.names[node] for node in distractors], TASKS[other].circuit)
+    if not leak:
+        return ForEach(Concat([program.output, *outputs]), name=f"{program.name}+distractors")
     if not gates:
         raise InternalError(f"bench: no distractor of task {name!r} has a value with a finite bound to gate")
     return ForEach(Concat([leaky_output(program.output, gates), *outputs]), name=f"{program.name}+distractors")
@@ -267,13 +271,28 @@ def tier_model(name: str, tier: str) -> TierModel:
         program = task_program(name)
         model = lsrl.compile(program, backend="exact")
         return TierModel(name, tier, model, program, program.output.dim, (None,) * len(model.layers))
-    program = distractor_program(name)
+    if tier == "distractors":
+        return _distractor_model(name, leak=True)
+    unrotated = unrotated_model(name)
+    model, bases = rotate(unrotated.model, seed=zlib.crc32(name.encode()))
+    return TierModel(name, tier, model, unrotated.program, unrotated.output_dim, bases)
+
+
+def unrotated_model(name: str) -> TierModel:
+    """The rotated tier's model of task ``name`` before its change of basis, whose circuit is the rotated tier's
+    truth: the distractor model without the leak (``distractor_program(name, leak=False)``). A rotated coordinate
+    mixes distractor values with others, so setting it to its value on another input takes each distractor value
+    it mixes out of its range, where a gate shut on every input opens: the leak's guarantee holds in the labelled
+    coordinates only, and the rotated tier, built for subspace methods, has distractors that reach the output by no
+    path."""
+    return _distractor_model(name, leak=False)
+
+
+def _distractor_model(name: str, leak: bool) -> TierModel:
+    program = distractor_program(name, leak)
     output_dim = program.output.inputs[0].dim
     model = with_outputs(lsrl.compile(program, backend="exact"), output_dim)
-    bases: tuple[Matrix | None, ...] = (None,) * len(model.layers)
-    if tier == "rotated":
-        model, bases = rotate(model, seed=zlib.crc32(name.encode()))
-    return TierModel(name, tier, model, program, output_dim, bases)
+    return TierModel(name, "distractors", model, program, output_dim, (None,) * len(model.layers))
 
 
 def task_output(program: ForEach) -> Node:

@@ -23,7 +23,7 @@ from lsrl.bench.data import TEST_SEQUENCES, held, task_data
 from lsrl.bench.export import export
 from lsrl.bench.labels import LayerLabels, unit_labels
 from lsrl.bench.tasks import TASKS, Task
-from lsrl.bench.tiers import TierModel, task_output, tier_model
+from lsrl.bench.tiers import TierModel, task_output, unrotated_model
 
 if TYPE_CHECKING:
     from torch import nn
@@ -74,7 +74,7 @@ def tier_circuit(tier: TierModel, arch: str, data: dict[str, np.ndarray] | None 
     ``data.npz``): what its folder's ``circuit.json`` holds. A rotated tier's is its distractor tier's (the same
     hooks and labels, the values before the change of basis)."""
     if tier.tier == "rotated":
-        tier = tier_model(tier.task, "distractors")
+        tier = unrotated_model(tier.task)
     model = tier.model if arch == "path" else tier.model.to_torch(arch)
     data = data if data is not None else default_data(tier.task)
     return model_circuit(TASKS[tier.task], arch, model, data, tier.program)

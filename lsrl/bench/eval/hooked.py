@@ -28,7 +28,7 @@ from lsrl.bench.export import export
 from lsrl.bench.hf_loader import SteppedModel
 from lsrl.bench.rotations import HookRotation, hook_rotations, read_rotations
 from lsrl.bench.tasks import TASKS, program_widths, task_program
-from lsrl.bench.tiers import TierModel, distractor_program, tier_model
+from lsrl.bench.tiers import TierModel, distractor_program, unrotated_model
 from lsrl.bench.truth import default_data, tier_circuit
 from lsrl.errors import InternalError, LsrlError, ModelFileError
 from lsrl.kinds import Kind
@@ -54,7 +54,7 @@ class HookedSubject(Subject):
         target = tier.model.to_torch(arch)
         net = standalone.Layers(*export(target))
         if tier.tier == "rotated":
-            return rotated(cls.from_tier(tier_model(tier.task, "distractors"), arch), net,
+            return rotated(cls.from_tier(unrotated_model(tier.task), arch), net,
                            hook_rotations(tier.model, tier.bases, arch), default_data(tier.task))
         return cls.from_circuit(tier.task, tier.tier, net, tier_circuit(tier, arch), tier.program, tier.output_dim)
 
@@ -88,7 +88,8 @@ class HookedSubject(Subject):
             raise LsrlError(f"{folder}: the folder has no unit labels or no program (an automaton), so there are no "
                             "variables to score methods against")
         # the program it runs
-        program = distractor_program(task) if tier in ("distractors", "rotated") else build()
+        program = distractor_program(task, leak=tier == "distractors") if tier in ("distractors", "rotated") \
+            else build()
         subject = cls.from_circuit(task, tier, loaded.model, loaded.circuit, program, config["output_size"])
         if tier == "rotated" and arch != "path":  # its circuit.json: the truth in the labelled coordinates
             return rotated(subject, loaded.model, read_rotations(folder), loaded.data)
