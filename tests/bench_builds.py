@@ -1,7 +1,8 @@
 """Suite builds shared by the benchmark's test modules and by pytest-xdist's workers: each is built once per test
 session, by the first test that asks for it, into the session's common temporary folder; the others wait for it
 and read it (the builds are deterministic: the same files whoever builds them). A worker starts with the part its
-number points at, so that two workers asking for the same parts build them side by side."""
+number points at, so that two workers asking for the same parts build them side by side. Also ``cell_part``, how
+the modules read a gated cell's hook names."""
 
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ import torch
 from filelock import FileLock
 
 from lsrl.bench import TASKS, build_suite
+from lsrl.bench.standalone import GRU_GATES, LSTM_GATES
 
 Build = Callable[[Path], Iterable[Path]]
+CELL_PARTS = GRU_GATES + LSTM_GATES  # a cell's hooks besides its state (c: the LSTM's cell)
+
+
+def cell_part(hook: str) -> tuple[str, str]:
+    """``rnn.l2.z`` -> (``rnn.l2``, ``z``); ``rnn.l2`` -> (``rnn.l2``, ``""``)."""
+    layer, _, part = hook.rpartition(".")
+    return (layer, part) if part in CELL_PARTS else (hook, "")
 
 
 def built_once(tmp_path_factory, parts: list[tuple[str, Build]]) -> list[tuple[Path, list[Path]]]:

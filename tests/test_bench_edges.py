@@ -30,12 +30,12 @@ import lsrl.bench
 from lsrl.bench import standalone
 from lsrl.bench.circuit import INPUT, Circuit, read_circuit
 from lsrl.bench.eval.hooked import HookedSubject
+from bench_builds import cell_part
 
 TASKS = ("parity", "majority", "balanced_parens")
 ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
 CHANGED = 1e-6  # an output change above this is a change (float64 noise of the exact targets is ~1e-15)
 HALVES = ("pos", "neg")  # the roles of the halves of a value split for a ReLU network (Eq. 11)
-PARTS = ("r", "z", "n", "i", "f", "g", "o", "c")  # a cell's hooks besides its state (standalone.GATES)
 
 Edge = tuple[str, int, str, int, int]
 
@@ -45,12 +45,6 @@ def _suite() -> Path:
     root = Path(tempfile.mkdtemp())
     lsrl.bench.build_suite(root, list(TASKS), tiers=["compiled", "distractors"], progress=False)
     return root
-
-
-def _cell_part(hook: str) -> tuple[str, str]:
-    """``rnn.l2.z`` -> (``rnn.l2``, ``z``); ``rnn.l2`` -> (``rnn.l2``, ``""``)."""
-    layer, _, part = hook.rpartition(".")
-    return (layer, part) if part in PARTS else (hook, "")
 
 
 class Weight(NamedTuple):
@@ -128,7 +122,7 @@ class Folder:
     def outputs(self, edge: Edge, value: float, xs: np.ndarray) -> np.ndarray:
         """The outputs on ``xs`` with ``edge`` cut, its receiver reading ``value`` for the sender."""
         source, sender, target, receiver, delay = edge
-        (layer, sender_part), (other, receiver_part) = _cell_part(source), _cell_part(target)
+        (layer, sender_part), (other, receiver_part) = cell_part(source), cell_part(target)
         if self.weight_of(edge) is not None:
             with torch.no_grad():
                 return self.weight_cut(edge, value).run_with_cache(xs)[0].double().numpy()
@@ -152,7 +146,7 @@ class Folder:
         """The weight carrying ``edge`` (None: it passes through no weight)."""
         source, _, target, _, delay = edge
         weight = self.weights.get((target, delay))
-        return weight if weight is not None and (delay == 0 or _cell_part(source)[0] == _cell_part(target)[0]) \
+        return weight if weight is not None and (delay == 0 or cell_part(source)[0] == cell_part(target)[0]) \
             else None
 
     def weight_cut(self, edge: Edge, value: float) -> standalone.Layers:

@@ -22,6 +22,7 @@ from lsrl.bench.eval import evaluate, tier_subject
 from lsrl.bench.eval.hooked import HookedSubject
 from lsrl.bench.tiers import DISTRACTOR_PREFIX, tier_model, unrotated_model
 from lsrl.bench.truth import tier_circuit
+from bench_builds import cell_part
 
 TASK = "parity"
 ARCHS = ("path", "linear_rnn", "rnn", "lstm", "gru")
@@ -105,12 +106,6 @@ GATE_OF = {  # (sender gate, receiver gate, delay) -> (the gate multiplying the 
 }
 
 
-def _cell_part(hook: str) -> tuple[str, str]:
-    """``rnn.l2.z`` -> (``rnn.l2``, ``z``); ``rnn.l2`` -> (``rnn.l2``, ``""``)."""
-    layer, _, gate = hook.rpartition(".")
-    return (layer, gate) if gate in ("r", "z", "n", "i", "f", "g", "o", "c") else (hook, "")
-
-
 @pytest.mark.parametrize("arch", ["lstm", "gru"])
 def test_no_edge_in_the_circuit_passes_through_a_gate_held_shut(arch):
     folder = _folder("distractors", arch)
@@ -121,7 +116,7 @@ def test_no_edge_in_the_circuit_passes_through_a_gate_held_shut(arch):
     checked = 0
     for edge in circuit.unit_edges:
         source, sender, target, receiver, delay = edge
-        (layer, sender_gate), (other, receiver_gate) = _cell_part(source), _cell_part(target)
+        (layer, sender_gate), (other, receiver_gate) = cell_part(source), cell_part(target)
         gate = GATE_OF.get((sender_gate, receiver_gate, delay))
         if layer != other or gate is None or sender != receiver and receiver_gate != "n":
             continue
